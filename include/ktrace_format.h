@@ -1,0 +1,331 @@
+/*
+ * ktrace_format.h - byte layout of ktrace records and snapshot files.
+ *
+ * This header is the contract between the recording library (lib/) and any
+ * reader (decoder/, or a third party's).  It depends on <stdint.h> only.
+ * It is versioned and append-only: fields are never moved or reused; a new
+ * field goes into reserved space or a new section type, and readers skip
+ * section types they do not know.
+ *
+ * All multi-byte values are little-endian (the only byte order the library
+ * writes; the file header's byte_order field lets a reader reject anything
+ * else with a clear message).
+ *
+ * ------------------------------------------------------------------------
+ * 1. Records
+ * ------------------------------------------------------------------------
+ *
+ * One event is one 32-bit word:
+ *
+ *     bits 31..12  ts20   (TSC >> tsc_shift) & 0xFFFFF
+ *     bits 11..0   event  12-bit event number
+ *
+ * Event numbers:
+ *
+ *     0x000            PAD.  Filler; a reader skips one word.
+ *     0x001 .. 0x01F   Extended record header: the event number N is the
+ *                      number of payload words that follow (1..31).  The
+ *                      first payload word holds the extended type in bits
+ *                      7..0 and a 24-bit argument in bits 31..8.  A reader
+ *                      that does not know the type skips the N words.
+ *     0x020 .. 0x7FF   Function entry, compact id = event - 0x020.
+ *     0x820 .. 0xFFF   Function exit,  compact id = event - 0x820.
+ *     0x800 .. 0x81F   Reserved (never written).
+ *
+ * Compact function ids run from 0 to KTRACE_FUNC_ID_COUNT - 1 and are mapped
+ * to addresses by the FUNCS section.  A function that gets no compact id
+ * (the space is used up) is recorded with FUNC_ENTER_ADDR / FUNC_EXIT_ADDR
+ * extended records that carry the full address: nothing is dropped.
+ *
+ * Time within a block.  Every block starts with a BLOCK_START record that
+ * carries the full 64-bit TSC.  After it, a reader rebuilds each record's
+ * full tick (TSC >> tsc_shift) from the previous one:
+ *
+ *     d = (ts20 - prev_ts20) mod 2^20
+ *     if d < 2^19: tick = prev_tick + d              (forward)
+ *     else:        tick = prev_tick - (2^20 - d)     (small backward step)
+ *
+ * The writer guarantees that no record is more than KTRACE_TS_FORWARD_MAX
+ * ticks after the previous one in its block (it inserts a TSC record first
+ * when more time has passed, e.g. after a core was idle for minutes), so
+ * the rule above is never ambiguous.  Backward steps are legal: clocks of
+ * different cores may differ by a few ticks when a thread migrates, and a
+ * fallback clock may store a record late.  TSC records reset the reference.
+ *
+ * Thread attribution.  Within one core's stream, every record belongs to
+ * the thread whose slot was named last, by BLOCK_START or THREAD.  The
+ * writer makes the ownership check and the space reservation one atomic
+ * step, so a record can never land under another thread's name.
+ *
+ * ------------------------------------------------------------------------
+ * 2. Snapshot file
+ * ------------------------------------------------------------------------
+ *
+ *     offset 0   struct ktrace_file_header          (64 bytes)
+ *     ...        section payloads, each 8-byte aligned
+ *     table      section_count x struct ktrace_section (32 bytes each)
+ *
+ * Each section's bytes are covered by a CRC-32C (Castagnoli, reflected,
+ * init 0xFFFFFFFF, final xor 0xFFFFFFFF; crc("123456789") = 0xE3069283).
+ * The header carries its own CRC (computed with header_crc set to 0).
+ * BLOCKS entries each carry a CRC of their words so one damaged block is
+ * skipped and reported while the rest still decodes.
+ *
+ * A file is written under a temporary name (or unnamed) and linked or
+ * renamed into place only when complete: a file that exists is whole.
+ */
+#ifndef KTRACE_FORMAT_H
+#define KTRACE_FORMAT_H
+
+#include <stdint.h>
+
+#define KTRACE_FORMAT_VERSION 1u
+
+/* ---- records ----------------------------------------------------------- */
+
+#define KTRACE_TS_BITS        20u
+#define KTRACE_TS_MASK        0xFFFFFu          /* ticks */
+#define KTRACE_TS_HALF        (1u << 19)        /* ticks: forward/backward split */
+#define KTRACE_TS_FORWARD_MAX (1u << 18)        /* ticks: writer's bound per step */
+#define KTRACE_EVENT_BITS     12u
+#define KTRACE_EVENT_MASK     0xFFFu
+
+#define KTRACE_EV_PAD         0x000u
+#define KTRACE_EV_EXT_MAX     0x01Fu            /* max payload words */
+#define KTRACE_EV_ENTER_BASE  0x020u
+#define KTRACE_EV_EXIT_BASE   0x820u
+#define KTRACE_EV_EXIT_FLAG   0x800u            /* exit = entry | this */
+#define KTRACE_FUNC_ID_COUNT  2016u             /* compact ids 0..2015 */
+
+#define KTRACE_REC(ts20, ev) \
+	((uint32_t)(((uint32_t)(ts20) & KTRACE_TS_MASK) << KTRACE_EVENT_BITS) | \
+	 ((uint32_t)(ev) & KTRACE_EVENT_MASK))
+#define KTRACE_REC_TS(w)     ((uint32_t)(w) >> KTRACE_EVENT_BITS)
+#define KTRACE_REC_EV(w)     ((uint32_t)(w) & KTRACE_EVENT_MASK)
+#define KTRACE_EV_IS_EXT(ev) ((ev) >= 1u && (ev) <= KTRACE_EV_EXT_MAX)
+#define KTRACE_EV_IS_ENTER(ev) \
+	((ev) >= KTRACE_EV_ENTER_BASE && (ev) < KTRACE_EV_ENTER_BASE + KTRACE_FUNC_ID_COUNT)
+#define KTRACE_EV_IS_EXIT(ev) \
+	((ev) >= KTRACE_EV_EXIT_BASE && (ev) < KTRACE_EV_EXIT_BASE + KTRACE_FUNC_ID_COUNT)
+
+/* First payload word of an extended record. */
+#define KTRACE_EXT_WORD(type, arg24) \
+	((uint32_t)(type) | ((uint32_t)(arg24) << 8))
+#define KTRACE_EXT_TYPE(w)   ((uint32_t)(w) & 0xFFu)
+#define KTRACE_EXT_ARG(w)    ((uint32_t)(w) >> 8)
+#define KTRACE_ARG24_MAX     0xFFFFFFu
+
+/*
+ * Extended record types.  "words" is the payload length N including the
+ * type word; 64-bit values are stored low word first.
+ */
+enum ktrace_ext_type {
+	/* arg = thread slot; S (u32 word counter at block start), tsc lo, tsc hi.
+	 * N = 4.  Always the first record of a block. */
+	KTRACE_EXT_BLOCK_START = 1,
+	/* arg = 0; tsc lo, tsc hi.  N = 3.  Resets the time reference. */
+	KTRACE_EXT_TSC = 2,
+	/* arg = thread slot.  N = 1.  Following records belong to that slot. */
+	KTRACE_EXT_THREAD = 3,
+	/* arg = 0; addr lo, addr hi.  N = 3.  Entry/exit of a function that has
+	 * no compact id. */
+	KTRACE_EXT_FUNC_ENTER_ADDR = 4,
+	KTRACE_EXT_FUNC_EXIT_ADDR = 5,
+	/* arg = name id; value lo, value hi.  N = 3.  ktrace_mark(). */
+	KTRACE_EXT_MARK = 6,
+	/* arg = name id.  N = 1.  ktrace_span_begin() / ktrace_span_end(). */
+	KTRACE_EXT_SPAN_BEGIN = 7,
+	KTRACE_EXT_SPAN_END = 8,
+	/* arg = kind name id; request id lo, request id hi.  N = 3. */
+	KTRACE_EXT_REQ_BEGIN = 9,
+	KTRACE_EXT_REQ_END = 10,
+};
+
+/* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */
+#define KTRACE_BLOCK_WORDS   1024u
+#define KTRACE_BLOCK_SHIFT   10u
+
+/* ---- file -------------------------------------------------------------- */
+
+#define KTRACE_FILE_MAGIC      "KTRACE\r\n"     /* 8 bytes, no NUL */
+#define KTRACE_BYTE_ORDER_MARK 0x01020304u
+
+struct ktrace_file_header {
+	char     magic[8];             /* KTRACE_FILE_MAGIC */
+	uint32_t byte_order;           /* KTRACE_BYTE_ORDER_MARK as the writer stored it */
+	uint16_t version;              /* KTRACE_FORMAT_VERSION */
+	uint16_t header_size;          /* bytes: sizeof(struct ktrace_file_header) */
+	uint32_t section_count;        /* entries in the section table */
+	uint32_t section_entry_size;   /* bytes: sizeof(struct ktrace_section) */
+	uint64_t section_table_offset; /* bytes from file start */
+	uint64_t file_size;            /* bytes: whole file, for truncation checks */
+	uint32_t header_crc;           /* CRC-32C of this header with this field 0 */
+	uint32_t flags;                /* 0 */
+	uint8_t  reserved[16];         /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_file_header) == 64, "file header is 64 bytes");
+
+struct ktrace_section {
+	uint32_t type;                 /* enum ktrace_section_type */
+	uint32_t count;                /* entries in the section (type-specific) */
+	uint64_t offset;               /* bytes from file start, 8-byte aligned */
+	uint64_t size;                 /* bytes */
+	uint32_t crc;                  /* CRC-32C of the section's bytes */
+	uint32_t flags;                /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_section) == 32, "section entry is 32 bytes");
+
+enum ktrace_section_type {
+	KTRACE_SEC_INFO = 1,     /* one struct ktrace_info_rec */
+	KTRACE_SEC_ANCHORS = 2,  /* count x struct ktrace_anchor_rec, oldest first */
+	KTRACE_SEC_FUNCS = 3,    /* count x struct ktrace_func_rec */
+	KTRACE_SEC_THREADS = 4,  /* count x struct ktrace_thread_rec */
+	KTRACE_SEC_NAMES = 5,    /* count x (struct ktrace_name_rec + bytes, padded to 4) */
+	KTRACE_SEC_MODULES = 6,  /* count x (struct ktrace_module_rec + path, padded to 8) */
+	KTRACE_SEC_LOSS = 7,     /* one struct ktrace_loss_rec */
+	KTRACE_SEC_CORES = 8,    /* count x struct ktrace_core_rec */
+	KTRACE_SEC_BLOCKS = 9,   /* count x (struct ktrace_block_rec + nwords x u32) */
+	KTRACE_SEC_TRIGGER = 10, /* one struct ktrace_trigger_rec (trigger snapshots only) */
+};
+
+enum ktrace_clock_source {
+	KTRACE_CLOCK_TSC = 1,        /* invariant x86 TSC */
+	KTRACE_CLOCK_MONOTONIC = 2,  /* fallback: CLOCK_MONOTONIC ns as "TSC" */
+};
+
+enum ktrace_info_flags {
+	KTRACE_INFO_RSEQ = 1u << 0,  /* per-core appends used restartable sequences */
+};
+
+struct ktrace_info_rec {
+	uint64_t tsc_hz;               /* counter ticks per second (unshifted) */
+	uint64_t snapshot_tsc;         /* counter when the window was copied */
+	int64_t  snapshot_realtime_ns; /* CLOCK_REALTIME at snapshot_tsc, ns since epoch */
+	uint64_t start_tsc;            /* counter when tracing started in this process */
+	uint32_t tsc_shift;            /* record ts20 = counter >> tsc_shift */
+	uint32_t clock_source;         /* enum ktrace_clock_source */
+	uint32_t pid;                  /* process id */
+	uint32_t ncpus;                /* per-core rings (configured CPUs) */
+	uint32_t block_words;          /* KTRACE_BLOCK_WORDS */
+	uint32_t func_id_count;        /* KTRACE_FUNC_ID_COUNT */
+	uint32_t flags;                /* enum ktrace_info_flags */
+	uint32_t snapshot_seq;         /* 1-based number of this snapshot in the process */
+	uint64_t ring_bytes_per_core;  /* bytes */
+	char     reason[128];          /* NUL-terminated: "SIGUSR2", API reason, "trigger" */
+	char     exe[256];             /* NUL-terminated path of /proc/self/exe */
+	char     hostname[64];         /* NUL-terminated */
+	uint8_t  reserved[64];         /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
+
+struct ktrace_anchor_rec {
+	uint64_t tsc;                  /* counter value */
+	int64_t  realtime_ns;          /* CLOCK_REALTIME, ns since epoch */
+	int64_t  monotonic_ns;         /* CLOCK_MONOTONIC, ns */
+};
+_Static_assert(sizeof(struct ktrace_anchor_rec) == 24, "anchor record size is pinned");
+
+struct ktrace_func_rec {
+	uint64_t addr;                 /* code address the hook received */
+	uint32_t id;                   /* compact id, or KTRACE_FUNC_NO_ID */
+	uint32_t flags;                /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_func_rec) == 16, "func record size is pinned");
+#define KTRACE_FUNC_NO_ID 0xFFFFFFFFu
+
+enum ktrace_thread_flags {
+	KTRACE_THREAD_EXITED = 1u << 0,
+	KTRACE_THREAD_MAIN = 1u << 1,
+};
+
+struct ktrace_thread_rec {
+	uint32_t slot;                 /* 1-based id used in records (0 = none) */
+	int32_t  tid;                  /* kernel thread id */
+	uint64_t first_tsc;            /* counter at the thread's first event */
+	uint64_t exit_tsc;             /* counter at thread exit, 0 if still alive */
+	char     name[16];             /* NUL-terminated (pthread_setname_np / comm) */
+	uint32_t flags;                /* enum ktrace_thread_flags */
+	uint32_t reserved;             /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_thread_rec) == 48, "thread record size is pinned");
+
+struct ktrace_name_rec {
+	uint32_t id;                   /* name id used by MARK/SPAN/REQ records */
+	uint16_t len;                  /* bytes of name that follow, no NUL */
+	uint16_t kind;                 /* enum ktrace_name_kind */
+};
+_Static_assert(sizeof(struct ktrace_name_rec) == 8, "name record size is pinned");
+
+enum ktrace_name_kind {
+	KTRACE_NAME_MARK = 1,
+	KTRACE_NAME_SPAN = 2,
+	KTRACE_NAME_REQUEST = 3,
+};
+
+struct ktrace_module_rec {
+	uint64_t start;                /* first mapped address (executable mapping) */
+	uint64_t end;                  /* one past the last */
+	uint64_t file_offset;          /* offset in the file of 'start' */
+	uint32_t path_len;             /* bytes of path that follow, no NUL */
+	uint32_t flags;                /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_module_rec) == 32, "module record size is pinned");
+
+enum ktrace_loss_cause {
+	KTRACE_LOSS_OVERWRITTEN_BLOCKS = 0, /* blocks the ring reused (oldest data) */
+	KTRACE_LOSS_NESTED = 1,        /* events inside the library's own slow path
+	                                  (a traced signal handler interrupting it) */
+	KTRACE_LOSS_NO_THREAD_SLOT = 2,/* thread table full */
+	KTRACE_LOSS_NO_CPU = 3,        /* thread had no usable cpu id */
+	KTRACE_LOSS_SNAPSHOT_RACE = 4, /* blocks reused while this snapshot copied them */
+	KTRACE_LOSS_NO_NAME = 5,       /* name table full (marks, spans, kinds) */
+	KTRACE_LOSS_SNAPSHOTS_SUPPRESSED = 6, /* triggers dropped by the rate limit */
+	KTRACE_LOSS_SNAPSHOTS_FAILED = 7,     /* snapshot files that could not be written */
+	KTRACE_LOSS_COUNT = 16
+};
+
+struct ktrace_loss_rec {
+	uint64_t count[KTRACE_LOSS_COUNT]; /* events/blocks/snapshots by cause */
+};
+_Static_assert(sizeof(struct ktrace_loss_rec) == 128, "loss record size is pinned");
+
+struct ktrace_core_rec {
+	uint32_t cpu;                  /* cpu number */
+	uint32_t nblocks;              /* blocks in this core's ring */
+	uint64_t blocks_used;          /* blocks claimed since start (ring laps * nblocks + ...) */
+	uint64_t words_written;        /* words committed since start */
+	uint64_t reserved;             /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_core_rec) == 32, "core record size is pinned");
+
+struct ktrace_block_rec {
+	uint32_t cpu;                  /* core whose ring held this block */
+	uint32_t nwords;               /* valid words that follow (<= KTRACE_BLOCK_WORDS) */
+	uint32_t start;                /* S: the core's word counter at block start */
+	uint32_t crc;                  /* CRC-32C of the nwords words */
+};
+_Static_assert(sizeof(struct ktrace_block_rec) == 16, "block record size is pinned");
+
+enum ktrace_trigger_why {
+	KTRACE_TRIGGER_ABSOLUTE = 1,   /* slower than the absolute threshold */
+	KTRACE_TRIGGER_PERCENTILE = 2, /* slower than the running percentile */
+};
+
+struct ktrace_trigger_rec {
+	uint64_t request_id;           /* id in the REQ_BEGIN/REQ_END records */
+	uint64_t begin_tsc;            /* counter at request begin */
+	uint64_t end_tsc;              /* counter at request end */
+	uint64_t threshold_ns;         /* threshold the request exceeded */
+	uint64_t duration_ns;          /* measured duration */
+	uint64_t suppressed;           /* triggers rate-limited since the previous file */
+	uint32_t kind_id;              /* name id of the request kind */
+	uint32_t thread_slot;          /* slot of the thread that ran the request */
+	int32_t  tid;                  /* its kernel thread id */
+	uint32_t why;                  /* enum ktrace_trigger_why */
+	uint32_t percentile_x1000;     /* e.g. 99900 for p99.9, when why = PERCENTILE */
+	uint32_t samples;              /* requests of this kind seen before */
+	char     kind[32];             /* NUL-terminated kind name */
+};
+_Static_assert(sizeof(struct ktrace_trigger_rec) == 104, "trigger record size is pinned");
+
+#endif /* KTRACE_FORMAT_H */
