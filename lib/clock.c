@@ -1,0 +1,153 @@
+/*
+ * clock.c - the event clock, its frequency, and wall-clock anchors.
+ *
+ * The event clock is the invariant TSC when the CPU has one (CPUID
+ * 0x80000007 EDX bit 8): the hot path reads it with rdtsc.  Otherwise (or
+ * with KTRACE_CLOCK=monotonic) it is CLOCK_MONOTONIC in ns, read under the
+ * core lock by the slow path, and the snapshot says so.
+ *
+ * Anchors are (counter, CLOCK_REALTIME, CLOCK_MONOTONIC) triples taken at
+ * init and then every 100 ms by the writer thread, kept in a ring of
+ * KT_ANCHORS entries outside the event rings (about 400 s of history).
+ * Only the writer thread writes and reads them after init; init runs before
+ * the writer thread exists (pthread_create orders the two).  The counter
+ * frequency is the slope between the oldest and newest anchors, which
+ * refines itself as the process runs; before 50 ms of anchors exist it is
+ * measured once for 20 ms.
+ */
+#include "internal.h"
+
+#include <time.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
+
+#define KT_ANCHORS 4096
+
+static struct ktrace_anchor_rec anchors[KT_ANCHORS]; /* writer thread */
+static uint64_t anchor_count;                        /* ever taken */
+static uint64_t quick_hz;                            /* 20 ms calibration */
+
+static KT_NOINSTR int64_t ts_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+KT_NOINSTR int64_t ktrace__realtime_ns(void) { return ts_ns(CLOCK_REALTIME); }
+KT_NOINSTR int64_t ktrace__monotonic_ns(void) { return ts_ns(CLOCK_MONOTONIC); }
+
+static KT_NOINSTR int has_invariant_tsc(void)
+{
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
+		return 0;
+	__get_cpuid(0x80000007u, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return 0;
+#endif
+}
+
+KT_NOINSTR uint64_t ktrace__now(void)
+{
+#if defined(__x86_64__)
+	if (KT_LIKELY(ktrace__g.clock_source == KTRACE_CLOCK_TSC))
+		return __rdtsc();
+#endif
+	return (uint64_t)ts_ns(CLOCK_MONOTONIC);
+}
+
+KT_NOINSTR int ktrace__clock_init(void)
+{
+	struct kt_globals *g = &ktrace__g;
+
+	if (ktrace__cfg.force_clock)
+		g->clock_source = ktrace__cfg.force_clock;
+	else
+		g->clock_source = has_invariant_tsc() ? KTRACE_CLOCK_TSC : KTRACE_CLOCK_MONOTONIC;
+	if (g->clock_source == KTRACE_CLOCK_TSC && !has_invariant_tsc()) {
+		ktrace__say("KTRACE_CLOCK=tsc but this CPU has no invariant TSC; "
+		            "using CLOCK_MONOTONIC");
+		g->clock_source = KTRACE_CLOCK_MONOTONIC;
+	}
+	/* TSC: 8 (the hot path's constant, ~100 ns ticks at 2.5 GHz).
+	 * Monotonic ns: 6 (64 ns ticks). */
+	g->tsc_shift = g->clock_source == KTRACE_CLOCK_TSC ? 8 : 6;
+	/* Counter units between full timestamps (I3 in ring.c). */
+	g->forward_max = (uint64_t)KTRACE_TS_FORWARD_MAX << g->tsc_shift;
+	g->start_tsc = ktrace__now();
+	ktrace__anchor_take();
+	return 0;
+}
+
+KT_NOINSTR void ktrace__clock_reset(void)
+{
+	anchor_count = 0;
+	ktrace__anchor_take();
+}
+
+KT_NOINSTR void ktrace__anchor_take(void)
+{
+	struct ktrace_anchor_rec *a = &anchors[anchor_count % KT_ANCHORS];
+	int64_t m0 = ktrace__monotonic_ns();
+	uint64_t c = ktrace__now();
+	int64_t r = ktrace__realtime_ns();
+	int64_t m1 = ktrace__monotonic_ns();
+
+	/* The counter is read between the two monotonic reads; the realtime
+	 * read is next to it.  Both clocks are vDSO reads of ~30 ns. */
+	a->tsc = c;
+	a->realtime_ns = r;
+	a->monotonic_ns = m0 + (m1 - m0) / 2;
+	anchor_count++;
+}
+
+static KT_NOINSTR uint64_t measure_hz(void)
+{
+	int64_t m0 = ktrace__monotonic_ns(), m1;
+	uint64_t c0 = ktrace__now(), c1;
+	struct timespec d = {0, 20 * 1000 * 1000};
+
+	nanosleep(&d, NULL);
+	m1 = ktrace__monotonic_ns();
+	c1 = ktrace__now();
+	if (m1 <= m0)
+		return 1000000000;
+	return (uint64_t)((long double)(c1 - c0) * 1e9L / (long double)(m1 - m0));
+}
+
+KT_NOINSTR uint64_t ktrace__tsc_hz(void)
+{
+	const struct ktrace_anchor_rec *first, *last;
+	uint64_t n = anchor_count;
+
+	if (ktrace__g.clock_source != KTRACE_CLOCK_TSC)
+		return 1000000000;
+	if (n >= 2) {
+		first = &anchors[(n > KT_ANCHORS ? n - KT_ANCHORS : 0) % KT_ANCHORS];
+		last = &anchors[(n - 1) % KT_ANCHORS];
+		if (last->monotonic_ns - first->monotonic_ns >= 50 * 1000 * 1000)
+			return (uint64_t)((long double)(last->tsc - first->tsc) * 1e9L /
+			                  (long double)(last->monotonic_ns - first->monotonic_ns));
+	}
+	if (!quick_hz)
+		quick_hz = measure_hz();
+	return quick_hz;
+}
+
+KT_NOINSTR size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max)
+{
+	uint64_t n = anchor_count, first = n > KT_ANCHORS ? n - KT_ANCHORS : 0;
+	size_t k = 0;
+
+	for (uint64_t i = first; i < n && k < max; i++)
+		dst[k++] = anchors[i % KT_ANCHORS];
+	return k;
+}

@@ -1,0 +1,368 @@
+/*
+ * funcs.c - function address -> compact id, user names -> name ids, and
+ * the map of executable modules for symbolization.
+ *
+ * Function table: open addressing over KT_FTAB slots of {addr, id}, keys
+ * claimed with a CAS from 0, never removed.  The claimer then takes the
+ * next compact id (or KTRACE_FUNC_NO_ID when the 2016 are used up) and
+ * publishes it with a store-release; a reader that finds the key before
+ * the id is published waits for it (the claimer is in the same few
+ * instructions of the slow path; it cannot be this thread, whose nesting
+ * guard keeps a signal handler out of the slow path).  When the table is
+ * full the function is still traced, through full-address records.
+ *
+ * Module map: every executable file mapping ever seen, kept so a library
+ * that was dlclose()d before the snapshot still symbolizes.  It is
+ * refreshed from /proc/self/maps when a new function's address lies in no
+ * known module (and at each snapshot); the refresh is serialized by a
+ * try-lock, and a thread that finds it busy skips it (the holder's scan or
+ * the snapshot's will see the mapping).
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define KT_FTAB (1u << 18)         /* function slots, power of two */
+#define KT_ID_PENDING 0xFFFFFFFEu
+
+struct kt_fslot {
+	_Atomic uint64_t addr;         /* 0 = free; set once by CAS */
+	_Atomic uint32_t id;           /* KT_ID_PENDING until published */
+	uint32_t pad;
+};
+
+static struct kt_fslot *ftab;      /* KT_FTAB slots, mmapped at init */
+static _Atomic uint32_t next_id;   /* compact ids handed out */
+static _Atomic uint32_t nfuncs;    /* slots used */
+
+#define KT_NAMES 4096u             /* name ids 1..KT_NAMES-1 */
+#define KT_NAME_LEN 63
+
+struct kt_name {
+	_Atomic uintptr_t ptr;         /* user's string address; 0 = free */
+	_Atomic uint32_t id;           /* published id, 0 until then */
+	uint16_t kind;                 /* enum ktrace_name_kind */
+	uint16_t len;                  /* bytes in text */
+	char text[KT_NAME_LEN + 1];
+};
+static struct kt_name *ntab;       /* hash slots */
+static struct kt_name *_Atomic nbyid[KT_NAMES]; /* id -> slot, set before the id is published */
+static _Atomic uint32_t next_name = 1;
+
+#define KT_MODULES 1024u
+#define KT_PATH 256
+struct kt_module {
+	uint64_t start, end, offset;
+	char path[KT_PATH];
+};
+static struct kt_module *mods;      /* KT_MODULES entries */
+static _Atomic uint32_t nmods;      /* published count */
+static atomic_flag mods_lock = ATOMIC_FLAG_INIT;
+
+static KT_NOINSTR void *map_zero(size_t bytes)
+{
+	void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+KT_NOINSTR int ktrace__funcs_init(void)
+{
+	ftab = map_zero(sizeof(*ftab) * KT_FTAB);
+	ntab = map_zero(sizeof(*ntab) * KT_NAMES * 2);
+	mods = map_zero(sizeof(*mods) * KT_MODULES);
+	return ftab && ntab && mods ? 0 : KTRACE_ENOMEM;
+}
+
+static inline KT_NOINSTR uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static KT_NOINSTR uint32_t wait_id(_Atomic uint32_t *p, uint32_t pending)
+{
+	uint32_t v;
+
+	/* acquire: pairs with the claimer's release store of the id. */
+	while ((v = kt_load(p, acquire)) == pending)
+		sched_yield();
+	return v;
+}
+
+KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
+{
+	uint64_t h = mix(fn);
+
+	for (uint32_t i = 0; i < KT_FTAB; i++) {
+		struct kt_fslot *s = &ftab[(h + i) & (KT_FTAB - 1)];
+		uint64_t a = kt_load(&s->addr, acquire), zero = 0;
+		uint32_t id;
+
+		if (a == 0) {
+			/* acq_rel on success: release orders nothing yet (id is
+			 * published below); acquire on failure is not needed
+			 * since we re-read the slot through the loop. */
+			if (!kt_cas(&s->addr, &zero, (uint64_t)fn, acq_rel)) {
+				if (zero != (uint64_t)fn)
+					continue;
+				id = wait_id(&s->id, KT_ID_PENDING);
+			} else {
+				uint32_t n = kt_add(&next_id, 1, relaxed);
+				id = n < KTRACE_FUNC_ID_COUNT ? n : KTRACE_FUNC_NO_ID;
+				kt_add(&nfuncs, 1, relaxed);
+				ktrace__module_note(fn);
+				/* release: pairs with wait_id()'s acquire and the
+				 * snapshot's acquire load in ktrace__funcs_copy. */
+				kt_store(&s->id, id, release);
+			}
+		} else if (a == (uint64_t)fn) {
+			id = wait_id(&s->id, KT_ID_PENDING);
+		} else {
+			continue;
+		}
+		return id == KTRACE_FUNC_NO_ID ? 0 : KTRACE_EV_ENTER_BASE + id;
+	}
+	return 0; /* table full: full-address records */
+}
+
+KT_NOINSTR size_t ktrace__funcs_count(void)
+{
+	return kt_load(&nfuncs, relaxed);
+}
+
+KT_NOINSTR size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max)
+{
+	size_t k = 0;
+
+	for (uint32_t i = 0; i < KT_FTAB && k < max; i++) {
+		uint64_t a = kt_load(&ftab[i].addr, acquire);
+		uint32_t id;
+
+		if (a == 0)
+			continue;
+		id = kt_load(&ftab[i].id, acquire);
+		if (id == KT_ID_PENDING)   /* being registered: no record yet */
+			continue;
+		dst[k].addr = a;
+		dst[k].id = id;
+		dst[k].flags = 0;
+		k++;
+	}
+	return k;
+}
+
+/* Names are pointers to strings the caller keeps alive (literals). */
+KT_NOINSTR uint32_t ktrace__name_id(const char *name, int kind)
+{
+	uint64_t h = mix((uintptr_t)name);
+	uint32_t cap = KT_NAMES * 2;
+
+	for (uint32_t i = 0; i < cap; i++) {
+		struct kt_name *s = &ntab[(h + i) & (cap - 1)];
+		uintptr_t p = kt_load(&s->ptr, acquire), zero = 0;
+
+		if (p == (uintptr_t)name)
+			return wait_id(&s->id, 0) & 0xFFFFFF;
+		if (p != 0)
+			continue;
+		if (!kt_cas(&s->ptr, &zero, (uintptr_t)name, acq_rel)) {
+			if (zero == (uintptr_t)name)
+				return wait_id(&s->id, 0) & 0xFFFFFF;
+			continue;
+		}
+		uint32_t id = kt_add(&next_name, 1, relaxed);
+		size_t n = strnlen(name, KT_NAME_LEN);
+		memcpy(s->text, name, n);
+		s->text[n] = 0;
+		s->len = (uint16_t)n;
+		s->kind = (uint16_t)kind;
+		if (id >= KT_NAMES)
+			id = 0x1000000; /* full: low 24 bits 0 = "no id" */
+		else
+			kt_store(&nbyid[id], s, relaxed); /* published by the release below */
+		/* release: pairs with wait_id() and ktrace__names_serialize. */
+		kt_store(&s->id, id, release);
+		return id & 0xFFFFFF;
+	}
+	return 0;
+}
+
+KT_NOINSTR const char *ktrace__name_text(uint32_t id)
+{
+	struct kt_name *s;
+
+	if (id == 0 || id >= KT_NAMES)
+		return "";
+	/* acquire: pairs with the release store of the id after the text. */
+	s = kt_load(&nbyid[id], acquire);
+	return s && kt_load(&s->id, acquire) == id ? s->text : "";
+}
+
+KT_NOINSTR size_t ktrace__names_serialize(void *dst, size_t cap, uint32_t *count)
+{
+	unsigned char *o = dst;
+	size_t used = 0;
+	uint32_t n = kt_load(&next_name, relaxed);
+
+	*count = 0;
+	for (uint32_t id = 1; id < n && id < KT_NAMES; id++) {
+		struct kt_name *s = kt_load(&nbyid[id], acquire);
+		struct ktrace_name_rec r;
+		size_t sz;
+
+		/* acquire: the id was published after the text was copied. */
+		if (s == NULL || kt_load(&s->id, acquire) != id)
+			continue;
+		sz = (sizeof(r) + s->len + 3) & ~(size_t)3;
+		if (used + sz > cap)
+			break;
+		r.id = id;
+		r.len = s->len;
+		r.kind = s->kind;
+		memcpy(o + used, &r, sizeof(r));
+		memcpy(o + used + sizeof(r), s->text, s->len);
+		memset(o + used + sizeof(r) + s->len, 0, sz - sizeof(r) - s->len);
+		used += sz;
+		(*count)++;
+	}
+	return used;
+}
+
+/* ---- modules ----------------------------------------------------------- */
+
+static KT_NOINSTR int known(uint64_t addr)
+{
+	/* acquire: pairs with the release store of nmods after an append. */
+	uint32_t n = kt_load(&nmods, acquire);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (addr >= mods[i].start && addr < mods[i].end)
+			return 1;
+	return 0;
+}
+
+static KT_NOINSTR uint64_t hexnum(const char **pp)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	for (;; p++) {
+		int d;
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (*p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else
+			break;
+		v = v * 16 + (uint64_t)d;
+	}
+	*pp = p;
+	return v;
+}
+
+/* One /proc/self/maps line: "start-end perms offset dev inode   path". */
+static KT_NOINSTR void maps_line(const char *l)
+{
+	const char *p = l, *path;
+	uint64_t start, end, off;
+	uint32_t n;
+
+	start = hexnum(&p);
+	if (*p++ != '-')
+		return;
+	end = hexnum(&p);
+	if (*p++ != ' ' || p[2] != 'x')
+		return;
+	p += 5;
+	off = hexnum(&p);
+	path = strchr(p, '/');
+	if (path == NULL)
+		return;
+	n = kt_load(&nmods, relaxed);
+	for (uint32_t i = 0; i < n; i++)
+		if (mods[i].start == start && mods[i].end == end &&
+		    strncmp(mods[i].path, path, KT_PATH - 1) == 0)
+			return;
+	if (n >= KT_MODULES)
+		return;
+	mods[n].start = start;
+	mods[n].end = end;
+	mods[n].offset = off;
+	strncpy(mods[n].path, path, KT_PATH - 1);
+	mods[n].path[KT_PATH - 1] = 0;
+	/* release: the entry above is complete before readers count it. */
+	kt_store(&nmods, n + 1, release);
+}
+
+/* Read /proc/self/maps with raw syscalls: no stdio, no allocation, so it is
+ * safe in the slow path even inside a signal handler. */
+static KT_NOINSTR void rescan(void)
+{
+	char buf[4096], line[512];
+	size_t ll = 0;
+	ssize_t r;
+	int fd;
+
+	if (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
+		return;
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		while ((r = read(fd, buf, sizeof(buf))) > 0) {
+			for (ssize_t i = 0; i < r; i++) {
+				if (buf[i] == '\n') {
+					line[ll] = 0;
+					maps_line(line);
+					ll = 0;
+				} else if (ll < sizeof(line) - 1) {
+					line[ll++] = buf[i];
+				}
+			}
+		}
+		close(fd);
+	}
+	/* release: pairs with the acquire test-and-set of the next scanner. */
+	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
+}
+
+KT_NOINSTR void ktrace__module_note(uintptr_t addr)
+{
+	if (!known(addr))
+		rescan();
+}
+
+KT_NOINSTR size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count)
+{
+	unsigned char *o = dst;
+	size_t used = 0;
+	uint32_t n;
+
+	rescan();
+	n = kt_load(&nmods, acquire);
+	*count = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ktrace_module_rec r;
+		size_t pl = strnlen(mods[i].path, KT_PATH);
+		size_t sz = (sizeof(r) + pl + 7) & ~(size_t)7;
+
+		if (used + sz > cap)
+			break;
+		r.start = mods[i].start;
+		r.end = mods[i].end;
+		r.file_offset = mods[i].offset;
+		r.path_len = (uint32_t)pl;
+		r.flags = 0;
+		memcpy(o + used, &r, sizeof(r));
+		memcpy(o + used + sizeof(r), mods[i].path, pl);
+		memset(o + used + sizeof(r) + pl, 0, sz - sizeof(r) - pl);
+		used += sz;
+		(*count)++;
+	}
+	return used;
+}

@@ -1,0 +1,224 @@
+/*
+ * internal.h - declarations shared between the library's files.  Never
+ * installed; tests reach it through the ktrace_internal target.
+ */
+#ifndef KTRACE_INTERNAL_H
+#define KTRACE_INTERNAL_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ktrace.h"
+#include "ktrace_format.h"
+
+/* Everything declared below is internal to the shared library: hidden, so
+ * the hot path reaches globals without going through the GOT. */
+#pragma GCC visibility push(hidden)
+
+#define KT_NOINSTR   __attribute__((no_instrument_function))
+#define KT_NOINLINE  __attribute__((noinline))
+#define KT_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define KT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KT_CACHELINE 64
+
+/*
+ * Atomic helpers.  Every call site names its order; the comments there say
+ * what it pairs with (see the ring's protocol in ring.c).
+ */
+#define kt_load(p, mo)      atomic_load_explicit((p), memory_order_##mo)
+#define kt_store(p, v, mo)  atomic_store_explicit((p), (v), memory_order_##mo)
+#define kt_add(p, v, mo)    atomic_fetch_add_explicit((p), (v), memory_order_##mo)
+#define kt_cas(p, e, v, mo) \
+	atomic_compare_exchange_strong_explicit((p), (e), (v), memory_order_##mo, \
+	                                        memory_order_relaxed)
+#define kt_fence(mo)        atomic_thread_fence(memory_order_##mo)
+
+/* ---- per-core ring (ring.c) -------------------------------------------- */
+
+/*
+ * Core state word: bits 63..32 = pos, the core's 32-bit word counter (the
+ * next word to write is ring[pos & ring_mask]); bits 31..0 = owner, the
+ * thread slot whose records the stream currently carries, with
+ * KT_OWNER_LOCK set while a slow path holds the core.
+ */
+#define KT_OWNER_LOCK  0x80000000u
+#define KT_OWNER_NONE  0x7FFFFFFFu   /* no thread yet: matches no slot */
+#define KT_STATE(pos, owner) (((uint64_t)(pos) << 32) | (uint32_t)(owner))
+#define KT_STATE_POS(s)      ((uint32_t)((s) >> 32))
+#define KT_STATE_OWNER(s)    ((uint32_t)(s))
+
+/* Layout is read by the hot path's assembly: state at 0, deadline at 8,
+ * ring at 16.  Pinned by _Static_asserts in record.c. */
+struct kt_core {
+	/* --- line 1: writer-hot, touched by every event on this core --- */
+	_Atomic uint64_t state;      /* pos|owner; written by the hot path's
+	                                commit store and by slow paths under
+	                                the lock; read by snapshots */
+	_Atomic uint64_t deadline;   /* counter value from which the next record
+	                                needs a TSC record first; slow path */
+	uint32_t *ring;              /* ring_words words; set at init */
+	char pad1[KT_CACHELINE - 24];
+	/* --- line 2: cold, slow path and snapshot only --- */
+	_Atomic uint32_t *gen;       /* per block: S|1 while block holds the data
+	                                starting at counter S, 0 while reused;
+	                                slow path writes, snapshot reads */
+	_Atomic uint64_t blocks_used;   /* blocks claimed since start; slow path */
+	_Atomic uint64_t words_written; /* words committed by slow paths (the hot
+	                                   path's are pos - S); informational */
+	char pad2[KT_CACHELINE - 24];
+};
+
+struct kt_globals {
+	/* read by the hot path */
+	struct kt_core *cores;       /* ncpus entries, 128-byte aligned */
+	uint32_t ncpus;              /* rings allocated (possible CPUs) */
+	uint32_t ring_mask;          /* ring_words - 1 */
+	/* configuration and state, slow paths only */
+	uint32_t ring_words;         /* words per core ring, power of two */
+	uint32_t nblocks;            /* ring_words / KTRACE_BLOCK_WORDS */
+	int use_rseq;                /* appends use rseq (else CAS + locked path) */
+	int clock_source;            /* enum ktrace_clock_source */
+	uint32_t tsc_shift;          /* record ts20 = counter >> tsc_shift */
+	uint64_t forward_max;        /* counter units: deadline step */
+	uint64_t start_tsc;          /* counter at init */
+	_Atomic int state;           /* enum kt_init_state */
+	_Atomic uint64_t hz_cached;  /* counter Hz estimate for triggers; writer
+	                                thread updates it every anchor, 0 = none */
+	_Atomic uint64_t loss[KTRACE_LOSS_COUNT]; /* by enum ktrace_loss_cause */
+};
+
+enum kt_init_state { KT_UNINIT = 0, KT_INITING = 1, KT_READY = 2, KT_OFF = 3 };
+
+extern struct kt_globals ktrace__g;
+
+/* ---- per-thread state (record.c) --------------------------------------- */
+
+#define KT_FCACHE_SIZE 512           /* entries, power of two */
+
+struct kt_thread {
+	/* hot: read by every event */
+	void *rseq;                  /* this thread's struct rseq, NULL until the
+	                                thread is registered (forces slow path) */
+	uint32_t key;                /* owner value the hot path compares with:
+	                                the slot, or 0 (never matches) */
+	uint32_t slot;               /* 1-based thread slot, 0 = not registered */
+	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | entry event; 0 = empty */
+	/* cold */
+	int nest;                    /* >0 while in the library's slow path */
+	int32_t tid;
+	int registered_key;          /* pthread key destructor armed */
+	uint32_t locked_cpu;         /* core index held by this thread's lock */
+};
+
+extern __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
+
+/* Write one record (header word built from event ev, with 'extra' payload
+ * words) under the core lock; the timestamp is taken under the lock.
+ * ext_words: payload words of an extended record (ev = count) or NULL. */
+void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
+                  uint32_t npayload);
+/* Fast append of one single-word event; 1 on success, 0 if the slow path
+ * must handle it (record.c). */
+int ktrace__try_fast(struct kt_thread *t, uint32_t ev);
+int ktrace__ring_init(void);
+void ktrace__ring_reset(void);     /* fork child: empty every ring */
+/* Snapshot side: copy the valid blocks of core c into dst (room for the
+ * whole ring plus block headers); returns bytes used. */
+size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out,
+                         uint64_t *race_drops);
+
+/* ---- slow path entry points (record.c) --------------------------------- */
+void ktrace__slow_func(void *fn, uint32_t exit_flag) KT_NOINLINE;
+/* Register the calling thread if needed; 0 if it can record. */
+int ktrace__thread_ready(struct kt_thread *t);
+void ktrace__count_loss(int cause, uint64_t n);
+/* An extended record (type, 24-bit arg, up to 3 more payload words) from
+ * the API, with the nesting guard. */
+void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more, uint32_t nmore);
+
+/* ---- clock (clock.c) --------------------------------------------------- */
+int ktrace__clock_init(void);
+uint64_t ktrace__now(void);          /* counter value (TSC or mono ns) */
+void ktrace__anchor_take(void);      /* bg thread: add an anchor */
+uint64_t ktrace__tsc_hz(void);       /* best frequency estimate */
+size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
+int64_t ktrace__realtime_ns(void);
+int64_t ktrace__monotonic_ns(void);
+void ktrace__clock_reset(void);      /* fork child */
+
+/* ---- function and name tables (funcs.c) -------------------------------- */
+/* Event number for fn's entry (KTRACE_EV_ENTER_BASE + id), or 0 when fn has
+ * no compact id (then use the full-address record). */
+uint32_t ktrace__func_event(uintptr_t fn);
+size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max);
+size_t ktrace__funcs_count(void);
+/* Name id for a user string (marks, spans, kinds); 0 when the table is full. */
+uint32_t ktrace__name_id(const char *name, int kind);
+size_t ktrace__names_serialize(void *dst, size_t cap, uint32_t *count);
+const char *ktrace__name_text(uint32_t id);
+/* Module map: note that addr was seen (rescans /proc/self/maps when addr is
+ * in no known module), and serialize all modules ever seen. */
+void ktrace__module_note(uintptr_t addr);
+size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
+int ktrace__funcs_init(void);
+
+/* ---- threads (threads.c) ----------------------------------------------- */
+int ktrace__threads_init(void);
+uint32_t ktrace__thread_register(int32_t tid, uint64_t now);
+size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max);
+size_t ktrace__threads_count(void);
+void ktrace__threads_fork_child(int32_t tid);
+
+/* ---- config (config.c) ------------------------------------------------- */
+struct kt_config {
+	int enabled;                 /* KTRACE_ENABLE */
+	char dir[4096];              /* KTRACE_DIR */
+	uint32_t buffer_mb;          /* KTRACE_BUFFER_MB, per core */
+	int signo;                   /* KTRACE_SIGNAL, 0 = none */
+	uint64_t trigger_us;         /* KTRACE_TRIGGER_US, 0 = off */
+	double trigger_pct;          /* KTRACE_TRIGGER_PCT, 0 = off */
+	uint32_t trigger_min_samples;/* KTRACE_TRIGGER_MIN_SAMPLES */
+	uint32_t trigger_delay_ms;   /* KTRACE_TRIGGER_DELAY_MS */
+	uint32_t max_per_min;        /* KTRACE_MAX_SNAPSHOTS_PER_MIN */
+	int quiet;                   /* KTRACE_QUIET */
+	int force_clock;             /* KTRACE_CLOCK: 0 auto, or a clock source */
+	int no_rseq;                 /* KTRACE_RSEQ=0 forces the locked path */
+};
+extern struct kt_config ktrace__cfg;
+/* Parse the environment into ktrace__cfg; complaints go to stderr. */
+void ktrace__config_load(void);
+/* Parse helpers, exposed for tests: 0 on success, -1 with *why set. */
+int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+int ktrace__parse_signal(const char *s, int *signo);
+int ktrace__parse_bool(const char *s, int *out);
+
+/* ---- snapshots (snapshot.c) -------------------------------------------- */
+int ktrace__snapshot_init(void);
+void ktrace__snapshot_fork_child(void);
+void ktrace__snapshot_atexit(void);
+struct kt_trigger_info;
+/* Ask the writer thread for a snapshot after delay_ms; async-safe with
+ * respect to application threads (no blocking). */
+int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec *trig,
+                                     uint32_t delay_ms);
+/* Write a snapshot now (writer thread only); 0 or KTRACE_E*. */
+int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
+                           char *path_out, size_t path_len);
+void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- triggers (trigger.c) ---------------------------------------------- */
+int ktrace__trigger_init(void);
+uint32_t ktrace__bucket_of(uint64_t v);     /* tests */
+uint64_t ktrace__bucket_top(uint32_t b);    /* tests */
+
+/* ---- init (init.c) ----------------------------------------------------- */
+/* Initialise the library if not done; returns 1 if tracing is on. */
+int ktrace__ensure_init(void);
+
+#pragma GCC visibility pop
+
+#endif /* KTRACE_INTERNAL_H */

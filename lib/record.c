@@ -1,0 +1,268 @@
+/*
+ * record.c - the hot path: -finstrument-functions hooks and the manual
+ * event API.  Keep this file small; read its assembly after every change
+ * (cmake --build build --target ktrace-asm).
+ *
+ * One event, in the common case, is:
+ *
+ *   A. look fn up in the thread's direct-mapped cache of (address, event)
+ *      pairs (one 64-bit load: a signal handler that refills the entry
+ *      between our load and use cannot tear it);
+ *   B. inside one restartable sequence (rseq) critical section:
+ *        B1 load this thread's cpu id from its rseq area,
+ *        B2 load that core's state word (pos | owner),
+ *        B3 check owner == this thread's slot (and so not locked),
+ *        B4 check the block has room and no full timestamp is due,
+ *        B5 rdtsc, build the word, store it at ring[pos],
+ *        B6 commit: store state with pos + 1 (the last instruction).
+ *
+ * If the thread is preempted, migrated or interrupted by a signal anywhere
+ * between B1 and B6, the kernel moves it to the abort handler, which starts
+ * B over: the check of B3 and the reservation of B6 can never be separated
+ * by another thread on the same core, the timestamp is read after any
+ * preemption (no late stores), and a traced signal handler that interrupts
+ * B runs to completion before B restarts.  No locked instruction is needed.
+ * Everything else (new thread, new function, block full, timestamp due,
+ * another thread owns the stream, core locked) goes to ktrace__slow_func.
+ */
+#include "internal.h"
+
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(offsetof(struct kt_core, state) == 0, "asm reads state at 0");
+_Static_assert(offsetof(struct kt_core, deadline) == 8, "asm reads deadline at 8");
+_Static_assert(offsetof(struct kt_core, ring) == 16, "asm reads ring at 16");
+_Static_assert(sizeof(struct kt_core) == 128, "asm scales cpu by 128");
+_Static_assert(KTRACE_BLOCK_WORDS == 1024, "asm tests pos & 1023");
+
+__thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
+
+#if defined(__x86_64__)
+/* rseq abort signature glibc registers (RSEQ_SIG on x86). */
+#define KT_RSEQ_SIG "0x53053053"
+
+/* The critical section descriptor and the abort handler (preceded by the
+ * signature the kernel checks) of one asm block, as in librseq. */
+#define KT_RSEQ_TABLE                                                          \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+	".balign 32\n\t"                                                       \
+	"3:\n\t"                                                               \
+	".long 0x0, 0x0\n\t"                                                   \
+	".quad 1f, (2f - 1f), 4f\n\t"                                          \
+	".popsection\n\t"                                                      \
+	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+	".quad 3b\n\t"                                                         \
+	".popsection\n\t"
+#define KT_RSEQ_ABORT(label)                                                   \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long " KT_RSEQ_SIG "\n\t"                                            \
+	"4:\n\t"                                                               \
+	"jmp %l[" #label "]\n\t"                                               \
+	".popsection\n\t"
+#endif
+
+/*
+ * Steps B1..B6 above.  Returns 1 when the record is committed, 0 when the
+ * slow path must take it.  rs is the thread's struct rseq (cpu_id at 4,
+ * rseq_cs at 8).
+ */
+static inline __attribute__((always_inline)) KT_NOINSTR int
+append1(struct kt_thread *t, void *rs, uint32_t ev)
+{
+#if defined(__x86_64__)
+again:
+	asm goto(KT_RSEQ_TABLE
+		 "leaq 3b(%%rip), %%rax\n\t"
+		 "movq %%rax, 8(%[rs])\n\t"      /* arm: rseq->rseq_cs = &desc */
+		 "1:\n\t"
+		 "movl 4(%[rs]), %%r8d\n\t"      /* B1 cpu */
+		 "cmpl %[ncpus], %%r8d\n\t"
+		 "jae %l[slow]\n\t"
+		 "shlq $7, %%r8\n\t"
+		 "addq %[cores], %%r8\n\t"       /* r8 = &cores[cpu] */
+		 "movq (%%r8), %%rcx\n\t"        /* B2 state */
+		 "cmpl %[key], %%ecx\n\t"        /* B3 owner == slot, unlocked */
+		 "jne %l[slow]\n\t"
+		 "movq %%rcx, %%r9\n\t"
+		 "shrq $32, %%r9\n\t"            /* r9 = pos */
+		 "testl $1023, %%r9d\n\t"        /* B4 block full? */
+		 "jz %l[slow]\n\t"
+		 "rdtsc\n\t"                     /* B5 */
+		 "shlq $32, %%rdx\n\t"
+		 "orq %%rax, %%rdx\n\t"
+		 "cmpq 8(%%r8), %%rdx\n\t"       /* B4 full timestamp due? */
+		 "jae %l[slow]\n\t"
+		 "shrq $8, %%rdx\n\t"            /* KT_TSC_SHIFT */
+		 "shll $12, %%edx\n\t"
+		 "orl %[ev], %%edx\n\t"
+		 "andl %[mask], %%r9d\n\t"
+		 "movq 16(%%r8), %%r10\n\t"
+		 "movl %%edx, (%%r10,%%r9,4)\n\t"
+		 "movabsq $0x100000000, %%r11\n\t"
+		 "addq %%r11, %%rcx\n\t"
+		 "movq %%rcx, (%%r8)\n\t"        /* B6 commit pos + 1 */
+		 "2:\n\t"
+		 KT_RSEQ_ABORT(abort)
+		 :
+		 : [rs] "r"(rs), [ncpus] "m"(ktrace__g.ncpus),
+		   [cores] "m"(ktrace__g.cores), [key] "m"(t->key), [ev] "r"(ev),
+		   [mask] "m"(ktrace__g.ring_mask)
+		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9", "r10", "r11"
+		 : slow, abort);
+	return 1;
+abort:
+	goto again;
+slow:
+	return 0;
+#else
+	(void)t;
+	(void)rs;
+	(void)ev;
+	return 0;
+#endif
+}
+
+#define KT_TSC_SHIFT 8u /* must match "shrq $8" above */
+
+KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
+{
+	void *rs = t->rseq;
+	return rs != NULL && append1(t, rs, ev);
+}
+
+static inline __attribute__((always_inline)) KT_NOINSTR void
+hook(void *fn, uint32_t exit_flag)
+{
+	struct kt_thread *t = &ktrace__self;
+	uintptr_t a = (uintptr_t)fn;
+	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
+	void *rs = t->rseq;
+
+	if (KT_LIKELY((e >> 16) == a && rs != NULL) &&
+	    KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) | exit_flag)))
+		return;
+	ktrace__slow_func(fn, exit_flag);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void
+__cyg_profile_func_enter(void *fn, void *site)
+{
+	(void)site;
+	hook(fn, 0);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void
+__cyg_profile_func_exit(void *fn, void *site)
+{
+	(void)site;
+	hook(fn, KTRACE_EV_EXIT_FLAG);
+}
+
+/* ---- slow path ---------------------------------------------------------- */
+
+KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)
+{
+	/* relaxed: a statistic; the snapshot reads it on the writer thread and
+	 * an approximate value at that instant is what it reports. */
+	kt_add(&ktrace__g.loss[cause], n, relaxed);
+}
+
+KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
+{
+	struct kt_thread *t = &ktrace__self;
+	uintptr_t a = (uintptr_t)fn;
+
+	if (t->nest) {
+		/* A traced signal handler interrupted our own slow path: the
+		 * event cannot be recorded without corrupting the one in
+		 * progress. */
+		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		return;
+	}
+	t->nest++;
+	if (ktrace__thread_ready(t) == 0) {
+		uint32_t ev = ktrace__func_event(a);
+
+		if (ev) {
+			t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)] = ((uint64_t)a << 16) | ev;
+			if (!ktrace__try_fast(t, ev | exit_flag))
+				ktrace__emit(t, ev | exit_flag, NULL, 0);
+		} else {
+			uint32_t p[3] = {
+				KTRACE_EXT_WORD(exit_flag ? KTRACE_EXT_FUNC_EXIT_ADDR
+				                          : KTRACE_EXT_FUNC_ENTER_ADDR, 0),
+				(uint32_t)a, (uint32_t)((uint64_t)a >> 32)};
+			ktrace__emit(t, 3, p, 3);
+		}
+	}
+	t->nest--;
+}
+
+/* An extended record through the slow path, with the nesting guard. */
+static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more,
+                                uint32_t nmore)
+{
+	struct kt_thread *t = &ktrace__self;
+	uint32_t p[4];
+
+	if (t->nest) {
+		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		return;
+	}
+	t->nest++;
+	if (ktrace__thread_ready(t) == 0) {
+		p[0] = KTRACE_EXT_WORD(type, arg24);
+		for (uint32_t i = 0; i < nmore; i++)
+			p[1 + i] = more[i];
+		ktrace__emit(t, 1 + nmore, p, 1 + nmore);
+	}
+	t->nest--;
+}
+
+KT_NOINSTR void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more,
+                                 uint32_t nmore)
+{
+	emit_ext(type, arg24, more, nmore);
+}
+
+static KT_NOINSTR uint32_t name_or_loss(const char *name, int kind)
+{
+	uint32_t id;
+
+	if (name == NULL || !ktrace__ensure_init())
+		return 0;
+	id = ktrace__name_id(name, kind);
+	if (id == 0)
+		ktrace__count_loss(KTRACE_LOSS_NO_NAME, 1);
+	return id;
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void
+ktrace_mark(const char *name, uint64_t value)
+{
+	uint32_t id = name_or_loss(name, KTRACE_NAME_MARK);
+	uint32_t v[2] = {(uint32_t)value, (uint32_t)(value >> 32)};
+
+	if (id)
+		emit_ext(KTRACE_EXT_MARK, id, v, 2);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void
+ktrace_span_begin(const char *name)
+{
+	uint32_t id = name_or_loss(name, KTRACE_NAME_SPAN);
+
+	if (id)
+		emit_ext(KTRACE_EXT_SPAN_BEGIN, id, NULL, 0);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void
+ktrace_span_end(const char *name)
+{
+	uint32_t id = name_or_loss(name, KTRACE_NAME_SPAN);
+
+	if (id)
+		emit_ext(KTRACE_EXT_SPAN_END, id, NULL, 0);
+}

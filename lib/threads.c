@@ -1,0 +1,161 @@
+/*
+ * threads.c - the thread table: slot -> (tid, name, first and exit time).
+ *
+ * Slots are handed out by an atomic counter and never reused, so a slot in
+ * an old block always names the right thread.  Entries live in chunks of
+ * KT_CHUNK, mmapped on first use and installed with a CAS, so the table
+ * grows without locks and without moving.  The table is metadata: it
+ * outlives the ring, and every snapshot carries all of it.
+ *
+ * Who writes: the registering thread fills its entry, then publishes it by
+ * a release store of 'tid'; the thread itself stores exit_tsc from its key
+ * destructor; names of live threads are read from /proc at snapshot time.
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#define KT_CHUNK 1024u
+#define KT_CHUNKS 4096u              /* 4M threads */
+
+struct kt_tinfo {
+	_Atomic int32_t tid;         /* 0 until published */
+	uint32_t flags;              /* enum ktrace_thread_flags */
+	uint64_t first_tsc;          /* counter at registration */
+	_Atomic uint64_t exit_tsc;   /* counter at exit, 0 = alive */
+	char name[16];               /* comm at registration; then read-only */
+	char exit_name[16];          /* comm at exit, before exit_tsc is set */
+};
+
+static struct kt_tinfo *_Atomic chunks[KT_CHUNKS];
+static _Atomic uint32_t next_slot = 1;
+static pthread_key_t exit_key;
+static int32_t main_tid;
+
+static KT_NOINSTR struct kt_tinfo *entry(uint32_t slot, int create)
+{
+	uint32_t c = slot / KT_CHUNK;
+	/* acquire: pairs with the CAS that installed the chunk. */
+	struct kt_tinfo *p = kt_load(&chunks[c], acquire), *expect = NULL;
+
+	if (p || !create)
+		return p ? &p[slot % KT_CHUNK] : NULL;
+	p = mmap(NULL, sizeof(*p) * KT_CHUNK, PROT_READ | PROT_WRITE,
+	         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	/* acq_rel: release publishes the zeroed chunk; on failure we use the
+	 * winner's chunk, which the acquire load above will see next time. */
+	if (!kt_cas(&chunks[c], &expect, p, acq_rel)) {
+		munmap(p, sizeof(*p) * KT_CHUNK);
+		p = expect;
+	}
+	return &p[slot % KT_CHUNK];
+}
+
+static KT_NOINSTR void on_thread_exit(void *arg)
+{
+	uint32_t slot = (uint32_t)(uintptr_t)arg;
+	struct kt_tinfo *e = entry(slot, 0);
+
+	if (e == NULL)
+		return;
+	prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
+	/* release: the name above is visible to a snapshot that sees exit_tsc. */
+	kt_store(&e->exit_tsc, ktrace__now() | 1, release);
+}
+
+KT_NOINSTR int ktrace__threads_init(void)
+{
+	main_tid = getpid();
+	return pthread_key_create(&exit_key, on_thread_exit) ? KTRACE_ENOMEM : 0;
+}
+
+KT_NOINSTR void ktrace__threads_fork_child(int32_t tid)
+{
+	/* Slots stay unique across the fork; the child's main thread is the
+	 * forking thread. */
+	main_tid = tid;
+}
+
+KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
+{
+	uint32_t slot = kt_add(&next_slot, 1, relaxed);
+	struct kt_tinfo *e;
+
+	if (slot > KTRACE_ARG24_MAX || slot / KT_CHUNK >= KT_CHUNKS ||
+	    (e = entry(slot, 1)) == NULL)
+		return 0;
+	e->first_tsc = now;
+	e->flags = tid == main_tid ? KTRACE_THREAD_MAIN : 0;
+	prctl(PR_GET_NAME, e->name, 0, 0, 0);
+	/* release: pairs with the snapshot's acquire load of tid. */
+	kt_store(&e->tid, tid, release);
+	pthread_setspecific(exit_key, (void *)(uintptr_t)slot);
+	return slot;
+}
+
+KT_NOINSTR size_t ktrace__threads_count(void)
+{
+	return kt_load(&next_slot, relaxed) - 1;
+}
+
+/* Live threads' current names (pthread_setname_np) come from /proc. */
+static KT_NOINSTR void comm_of(int32_t tid, char name[16])
+{
+	char path[64], buf[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	if (buf[n - 1] == '\n')
+		n--;
+	if (n > 15)
+		n = 15;
+	memcpy(name, buf, (size_t)n);
+	name[n] = 0;
+}
+
+KT_NOINSTR size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max)
+{
+	uint32_t n = kt_load(&next_slot, relaxed);
+	size_t k = 0;
+
+	for (uint32_t slot = 1; slot < n && k < max; slot++) {
+		struct kt_tinfo *e = entry(slot, 0);
+		struct ktrace_thread_rec *r = &dst[k];
+		int32_t tid;
+		uint64_t ex;
+
+		/* acquire: pairs with the release store in register. */
+		if (e == NULL || (tid = kt_load(&e->tid, acquire)) == 0)
+			continue;
+		memset(r, 0, sizeof(*r));
+		r->slot = slot;
+		r->tid = tid;
+		r->first_tsc = e->first_tsc;
+		/* acquire: pairs with on_thread_exit's release store. */
+		ex = kt_load(&e->exit_tsc, acquire);
+		r->exit_tsc = ex;
+		r->flags = e->flags | (ex ? KTRACE_THREAD_EXITED : 0);
+		memcpy(r->name, ex ? e->exit_name : e->name, sizeof(r->name));
+		if (!ex)
+			comm_of(tid, r->name);
+		r->name[15] = 0;
+		k++;
+	}
+	return k;
+}
