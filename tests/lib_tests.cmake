@@ -1,0 +1,1 @@
+# Library unit and end-to-end tests.
