@@ -38,6 +38,7 @@ struct kt_fslot {
 static struct kt_fslot *ftab;      /* KT_FTAB slots, mmapped at init */
 static _Atomic uint32_t next_id;   /* compact ids handed out */
 static _Atomic uint32_t nfuncs;    /* slots used */
+static _Atomic uint32_t claiming;  /* registrations between claim and publish */
 
 #define KT_NAMES 4096u             /* name ids 1..KT_NAMES-1 */
 #define KT_NAME_LEN 63
@@ -106,10 +107,14 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 		uint32_t id;
 
 		if (a == 0) {
+			/* Counted before the claim so a fork child knows whether
+			 * a parent thread may have left an id unpublished. */
+			kt_add(&claiming, 1, relaxed);
 			/* acq_rel on success: release orders nothing yet (id is
 			 * published below); acquire on failure is not needed
 			 * since we re-read the slot through the loop. */
 			if (!kt_cas(&s->addr, &zero, (uint64_t)fn, acq_rel)) {
+				kt_add(&claiming, -1, relaxed);
 				if (zero != (uint64_t)fn)
 					continue;
 				id = wait_id(&s->id, KT_ID_PENDING);
@@ -121,6 +126,7 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 				/* release: pairs with wait_id()'s acquire and the
 				 * snapshot's acquire load in ktrace__funcs_copy. */
 				kt_store(&s->id, id, release);
+				kt_add(&claiming, -1, relaxed);
 			}
 		} else if (a == (uint64_t)fn) {
 			id = wait_id(&s->id, KT_ID_PENDING);
@@ -130,6 +136,24 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 		return id == KTRACE_FUNC_NO_ID ? 0 : KTRACE_EV_ENTER_BASE + id;
 	}
 	return 0; /* table full: full-address records */
+}
+
+/*
+ * Fork child: a parent thread that was between claiming a slot and
+ * publishing its id does not exist here; publish such ids as "no compact
+ * id" (those functions use full-address records in the child) so nobody
+ * waits for them.  The module lock may have been held too.
+ */
+KT_NOINSTR void ktrace__funcs_fork_child(void)
+{
+	atomic_flag_clear_explicit(&mods_lock, memory_order_relaxed);
+	if (kt_load(&claiming, relaxed) == 0)
+		return;
+	for (uint32_t i = 0; i < KT_FTAB; i++)
+		if (kt_load(&ftab[i].addr, relaxed) &&
+		    kt_load(&ftab[i].id, relaxed) == KT_ID_PENDING)
+			kt_store(&ftab[i].id, KTRACE_FUNC_NO_ID, release);
+	kt_store(&claiming, 0, relaxed);
 }
 
 KT_NOINSTR size_t ktrace__funcs_count(void)

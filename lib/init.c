@@ -106,6 +106,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__ring_reset();
 	ktrace__clock_reset();
 	ktrace__threads_fork_child((int32_t)syscall(SYS_gettid));
+	ktrace__funcs_fork_child();
 	/* Re-register under the child's tid on the next event. */
 	t->slot = 0;
 	t->key = 0;

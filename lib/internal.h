@@ -164,6 +164,7 @@ const char *ktrace__name_text(uint32_t id);
 void ktrace__module_note(uintptr_t addr);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
 int ktrace__funcs_init(void);
+void ktrace__funcs_fork_child(void);
 
 /* ---- threads (threads.c) ----------------------------------------------- */
 int ktrace__threads_init(void);

@@ -98,10 +98,10 @@ again:
 		 "shll $12, %%edx\n\t"
 		 "orl %[ev], %%edx\n\t"
 		 "andl %[mask], %%r9d\n\t"
-		 "movq 16(%%r8), %%r10\n\t"
-		 "movl %%edx, (%%r10,%%r9,4)\n\t"
-		 "movabsq $0x100000000, %%r11\n\t"
-		 "addq %%r11, %%rcx\n\t"
+		 "movq 16(%%r8), %%rax\n\t"      /* ring */
+		 "movl %%edx, (%%rax,%%r9,4)\n\t"
+		 "movabsq $0x100000000, %%rax\n\t"
+		 "addq %%rax, %%rcx\n\t"         /* pos + 1 in the high half */
 		 "movq %%rcx, (%%r8)\n\t"        /* B6 commit pos + 1 */
 		 "2:\n\t"
 		 KT_RSEQ_ABORT(abort)
@@ -109,7 +109,7 @@ again:
 		 : [rs] "r"(rs), [ncpus] "m"(ktrace__g.ncpus),
 		   [cores] "m"(ktrace__g.cores), [key] "m"(t->key), [ev] "r"(ev),
 		   [mask] "m"(ktrace__g.ring_mask)
-		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9", "r10", "r11"
+		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
 		 : slow, abort);
 	return 1;
 abort:

@@ -128,8 +128,17 @@ ktrace_request_begin(const char *kind)
 	}
 	r.kind_ = id;
 	r.seq_ = ++req_seq;
-	if (t->slot == 0 && ktrace__thread_ready(t) != 0)
-		return r;
+	if (t->slot == 0) {
+		/* Register under the nesting guard (see ktrace__slow_func). */
+		int ok;
+		if (t->nest)
+			return r;
+		t->nest++;
+		ok = ktrace__thread_ready(t) == 0;
+		t->nest--;
+		if (!ok)
+			return r;
+	}
 	p[0] = r.seq_;
 	p[1] = t->slot;
 	ktrace__emit_ext(KTRACE_EXT_REQ_BEGIN, id, p, 2);

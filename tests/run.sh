@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/run.sh - build and run the whole test suite.
+#
+#   tests/run.sh            plain build + ASan/UBSan build + TSan build + a
+#                           bounded fuzz run of the snapshot reader
+#   tests/run.sh --quick    plain build only
+#
+# Installs what it needs on Debian when run as root (cmake, gcc, make,
+# libcmocka-dev, clang and libclang-rt-14-dev for the fuzz run); otherwise
+# says exactly what to install.  Build trees go to build-tests/<config>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+JOBS=${KTRACE_JOBS:-2}
+FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
+
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
+if [ "$QUICK" = 0 ]; then
+  command -v clang >/dev/null || need+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    need+=(libclang-rt-14-dev)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "tests/run.sh: missing ${need[*]}; install them with:" >&2
+    echo "  sudo apt-get install -y ${need[*]}" >&2
+    exit 2
+  fi
+fi
+
+run_config() { # name, cmake args...
+  local name=$1; shift
+  local dir=$ROOT/build-tests/$name
+  echo "== [$name] configure + build"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j"$JOBS" >/dev/null
+  echo "== [$name] ctest"
+  (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600)
+}
+
+start=$(date +%s)
+run_config plain
+if [ "$QUICK" = 0 ]; then
+  # halt_on_error/abort: a report fails the test instead of scrolling by.
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    run_config asan -DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
+  TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+    run_config tsan -DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
+  if [ -f "$ROOT/tests/fuzz/CMakeLists.txt" ] || grep -q KTRACE_BUILD_FUZZ "$ROOT/tests/decoder_tests.cmake" 2>/dev/null; then
+    echo "== [fuzz] snapshot reader, ${FUZZ_SECONDS}s"
+    dir=$ROOT/build-tests/fuzz
+    CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
+      -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read >/dev/null
+    work=$(mktemp -d)
+    cp "$ROOT"/tests/fuzz/corpus/* "$work"/
+    "$dir"/tests/ktrace-fuzz-read -max_total_time="$FUZZ_SECONDS" -timeout=10 \
+      -rss_limit_mb=2048 -artifact_prefix="$dir/" "$work" 2>&1 | tail -3
+    rm -rf "$work"
+  fi
+fi
+echo "== all test configurations passed in $(( $(date +%s) - start ))s"
