@@ -1,0 +1,222 @@
+/*
+ * out-chrome.c - Chrome trace event JSON (--format chrome), for
+ * ui.perfetto.dev and chrome://tracing.
+ *
+ * Per snapshot file: process pid = the snapshot's pid, one track per thread
+ * (tid = kernel tid) with an "X" event per call, "i" events for marks,
+ * "X" events with cat "request" for requests, and a global "i" event for
+ * the trigger.  A second pseudo-process, pid + KTRACE_CHROME_CORES_PID,
+ * "CPU cores", has one track per core with the runs of each thread there.
+ *
+ * ts and dur are microseconds with 3 decimals, relative to base_wall_ns (the
+ * earliest window start of all files), so several snapshots line up by wall
+ * clock; otherData and each process's labels carry the wall-clock origin.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "decoder.h"
+
+#define KTRACE_CHROME_CORES_PID 1000000000ll
+
+static void jstr(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p >= 0x7f)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+/* Microseconds with 3 decimals from signed ns. */
+static void jus(FILE *f, int64_t ns)
+{
+	uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+
+	fprintf(f, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
+}
+
+static void sep(struct ktrace_chrome *c)
+{
+	if (!c->first)
+		fputs(",\n", c->f);
+	c->first = 0;
+}
+
+void ktrace__out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns)
+{
+	char w[64];
+
+	c->f = f;
+	c->first = 1;
+	c->base_wall_ns = base_wall_ns;
+	c->have_base = 1;
+	ktrace__fmt_wall(base_wall_ns, 1, w, sizeof(w));
+	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktrace-decode\","
+	           "\"ts0_wall_clock_utc\":\"%s\",\"ts0_realtime_ns\":%" PRId64 "},\n"
+	           "\"traceEvents\":[\n", w, base_wall_ns);
+}
+
+void ktrace__out_chrome_end(struct ktrace_chrome *c)
+{
+	fputs("\n]}\n", c->f);
+}
+
+/* ns since the trace origin of an absolute tick of d. */
+static int64_t ts_ns(const struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t origin,
+                     uint64_t tick)
+{
+	if (tick >= d->window_start)
+		return origin + (int64_t)ktrace__dec_ticks_ns(d, tick - d->window_start);
+	return origin - (int64_t)ktrace__dec_ticks_ns(d, d->window_start - tick);
+	(void)c;
+}
+
+static void meta(struct ktrace_chrome *c, const char *what, int64_t pid, int64_t tid,
+                 const char *name)
+{
+	sep(c);
+	fprintf(c->f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%" PRId64
+	              ",\"args\":{\"name\":", what, pid, tid);
+	jstr(c->f, name);
+	fputs("}}", c->f);
+}
+
+static int64_t tid_of(const struct ktrace_dec *d, uint32_t th)
+{
+	const struct ktrace_dec_thread *t = &d->threads[th];
+
+	/* Threads missing from THREADS get a tid no kernel uses. */
+	return t->known ? t->tid : -(int64_t)t->slot - 1;
+}
+
+void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t pid,
+                             const struct ktrace_out_opts *o)
+{
+	FILE *f = c->f;
+	int64_t origin = ktrace__dec_wall_ns(d, d->window_start) - c->base_wall_ns;
+	int64_t cpid = pid + KTRACE_CHROME_CORES_PID;
+	const char *exe = strrchr(d->snap.info.exe, '/');
+	char buf[512], w[64], nb[64], lbl[64];
+
+	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
+	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
+	meta(c, "process_name", pid, 0, buf);
+	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
+	snprintf(buf, sizeof(buf), "%s; window start %s UTC; reason %s", d->file, w,
+	         d->snap.info.reason);
+	meta(c, "process_labels", pid, 0, buf);
+	sep(c);
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRId64
+	           ",\"tid\":0,\"args\":{\"sort_index\":0}}", pid);
+	for (uint32_t i = 0; i < d->nthreads; i++) {
+		if (!d->threads[i].events)
+			continue;
+		snprintf(buf, sizeof(buf), "%s (%" PRId64 ")", d->threads[i].name, tid_of(d, i));
+		meta(c, "thread_name", pid, tid_of(d, i), buf);
+	}
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *k = &d->calls[i];
+
+		if (o && o->have_tid && d->threads[k->thread].tid != o->tid)
+			continue;
+		sep(c);
+		fputs("{\"ph\":\"X\",\"cat\":", f);
+		fputs((k->flags & KTRACE_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
+		fputs(",\"name\":", f);
+		jstr(f, ktrace__dec_func_name(d, k->func));
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
+		jus(f, ts_ns(c, d, origin, k->begin));
+		fputs(",\"dur\":", f);
+		jus(f, (int64_t)ktrace__dec_ticks_ns(d, k->end - k->begin));
+		if (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END))
+			fprintf(f, ",\"args\":{\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s}",
+			        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
+			        (k->flags & KTRACE_CALL_TRUNC_END) ? "true" : "false",
+			        (k->flags & KTRACE_CALL_EXIT_LOST) ? "true" : "false");
+		fputc('}', f);
+	}
+	for (uint32_t i = 0; i < d->nmarks; i++) {
+		const struct ktrace_dec_mark *m = &d->marks[i];
+
+		if (o && o->have_tid && d->threads[m->thread].tid != o->tid)
+			continue;
+		sep(c);
+		fputs("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"mark\",\"name\":", f);
+		jstr(f, ktrace__dec_name(d, m->name, nb, sizeof(nb)));
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, m->thread));
+		jus(f, ts_ns(c, d, origin, m->tick));
+		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", m->value);
+	}
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		const struct ktrace_dec_request *r = &d->reqs[i];
+
+		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
+			continue;
+		snprintf(buf, sizeof(buf), "request:%s", ktrace__dec_name(d, r->kind, nb, sizeof(nb)));
+		sep(c);
+		fputs("{\"ph\":\"X\",\"cat\":\"request\",\"name\":", f);
+		jstr(f, buf);
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, r->thread));
+		jus(f, ts_ns(c, d, origin, r->begin));
+		fputs(",\"dur\":", f);
+		jus(f, (int64_t)ktrace__dec_ticks_ns(d, r->end - r->begin));
+		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s}}",
+		        r->id, (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "true" : "false",
+		        (r->flags & KTRACE_REQ_TRUNC_END) ? "true" : "false",
+		        (r->flags & KTRACE_REQ_TRIGGER) ? ",\"trigger\":true" : "");
+	}
+	if (d->snap.have_trigger) {
+		const struct ktrace_trigger_rec *t = &d->snap.trigger;
+		char a[32], b[32];
+		uint64_t end_tick = d->trigger_req != KTRACE_DEC_NONE ? d->reqs[d->trigger_req].end
+		                                                      : t->end_tsc >> d->shift;
+		int64_t tid = d->trigger_req != KTRACE_DEC_NONE ?
+		              tid_of(d, d->reqs[d->trigger_req].thread) : t->tid;
+
+		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
+		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
+		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
+		sep(c);
+		fputs("{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"trigger\",\"name\":", f);
+		jstr(f, buf);
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid);
+		jus(f, ts_ns(c, d, origin, end_tick));
+		fprintf(f, ",\"args\":{\"request_id\":%" PRIu64 "}}", t->request_id);
+	}
+
+	/* CPU cores pseudo-process. */
+	meta(c, "process_name", cpid, 0, "CPU cores");
+	sep(c);
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRId64
+	           ",\"tid\":0,\"args\":{\"sort_index\":1}}", cpid);
+	for (uint32_t i = 0; i < d->snap.ncores; i++) {
+		snprintf(buf, sizeof(buf), "cpu %" PRIu32, d->snap.cores[i].cpu);
+		meta(c, "thread_name", cpid, d->snap.cores[i].cpu, buf);
+	}
+	for (uint32_t i = 0; i < d->nruns; i++) {
+		const struct ktrace_dec_run *r = &d->runs[i];
+
+		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
+			continue;
+		snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[r->thread].name,
+		         tid_of(d, r->thread));
+		sep(c);
+		fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", f);
+		jstr(f, buf);
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid,
+		        d->snap.cores[r->core].cpu);
+		jus(f, ts_ns(c, d, origin, r->begin));
+		fputs(",\"dur\":", f);
+		jus(f, (int64_t)ktrace__dec_ticks_ns(d, r->end - r->begin));
+		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
+		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		fputs("}}", f);
+	}
+}

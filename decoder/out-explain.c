@@ -1,0 +1,441 @@
+/*
+ * out-explain.c - --format explain: why was the trigger request slow?
+ *
+ * 1. The request: the snapshot's TRIGGER, else the slowest request.
+ * 2. Its call tree on its thread within [begin, end], identical children
+ *    collapsed per function (call counts), with inclusive and self time,
+ *    next to the same tree paths in the median request of the same kind.
+ * 3. "Where the extra time went": functions ranked by self time in the slow
+ *    request minus self time in the median request.  The first line names
+ *    the cause.
+ * 4. "Meanwhile on other threads": for each other thread, the functions with
+ *    the most self time overlapping the slow request (a call's self time is
+ *    counted in proportion to how much of the call overlaps).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+
+static uint64_t rdur(const struct ktrace_dec_request *r)
+{
+	return r->end - r->begin;
+}
+
+static int complete(const struct ktrace_dec_request *r)
+{
+	return !(r->flags & (KTRACE_REQ_TRUNC_BEGIN | KTRACE_REQ_TRUNC_END));
+}
+
+struct ridx {
+	uint64_t dur;
+	uint32_t idx;
+};
+
+static int cmp_ridx(const void *a, const void *b)
+{
+	const struct ridx *x = a, *y = b;
+
+	if (x->dur != y->dur)
+		return x->dur < y->dur ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+uint32_t ktrace__explain_pick(const struct ktrace_dec *d, uint32_t *median)
+{
+	uint32_t pick = d->trigger_req, n = 0;
+	struct ridx *v;
+
+	*median = KTRACE_DEC_NONE;
+	if (pick == KTRACE_DEC_NONE) {
+		for (uint32_t i = 0; i < d->nreqs; i++)
+			if (complete(&d->reqs[i]) &&
+			    (pick == KTRACE_DEC_NONE || rdur(&d->reqs[i]) > rdur(&d->reqs[pick])))
+				pick = i;
+	}
+	if (pick == KTRACE_DEC_NONE)
+		return pick;
+	v = malloc(((size_t)d->nreqs + 1) * sizeof(*v));
+	if (!v)
+		return pick;
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (i != pick && complete(&d->reqs[i]) && d->reqs[i].kind == d->reqs[pick].kind)
+			v[n++] = (struct ridx){ rdur(&d->reqs[i]), i };
+	if (n) {
+		qsort(v, n, sizeof(*v), cmp_ridx);
+		*median = v[(n - 1) / 2].idx;
+	}
+	free(v);
+	return pick;
+}
+
+/* ---- call trees -------------------------------------------------------------- */
+
+struct tnode {
+	uint32_t parent;     /* node index, KTRACE_DEC_NONE for the root */
+	uint32_t func;
+	uint64_t incl[2];    /* ticks: [0] slow request, [1] median request */
+	uint64_t self[2];    /* ticks */
+	uint64_t calls[2];
+	uint32_t first_child, next_sibling;
+};
+
+struct tree {
+	struct tnode *n;
+	uint32_t nn, cap;
+	struct ktrace_umap map; /* (parent node, func) -> node */
+	int oom;
+};
+
+static uint32_t tnode_get(struct tree *t, uint32_t parent, uint32_t func)
+{
+	uint64_t key = ((uint64_t)(parent + 1) << 32) | func;
+	uint32_t x = ktrace__umap_get(&t->map, key);
+
+	if (x != KTRACE_DEC_NONE)
+		return x;
+	if (t->nn >= t->cap) {
+		uint32_t nc = t->cap ? t->cap * 2 : 64;
+		struct tnode *p = realloc(t->n, (size_t)nc * sizeof(*p));
+
+		if (!p) {
+			t->oom = 1;
+			return KTRACE_DEC_NONE;
+		}
+		t->n = p;
+		t->cap = nc;
+	}
+	memset(&t->n[t->nn], 0, sizeof(t->n[0]));
+	t->n[t->nn].parent = parent;
+	t->n[t->nn].func = func;
+	t->n[t->nn].first_child = t->n[t->nn].next_sibling = KTRACE_DEC_NONE;
+	if (ktrace__umap_put(&t->map, key, t->nn)) {
+		t->oom = 1;
+		return KTRACE_DEC_NONE;
+	}
+	return t->nn++;
+}
+
+/* Add the calls of request r's thread inside [begin, end] to side s. */
+static void add_request(struct tree *t, const struct ktrace_dec *d,
+                        const struct ktrace_dec_request *r, int s, uint32_t *node_of)
+{
+	for (uint32_t i = 0; i < d->ncalls && !t->oom; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		uint32_t pn = KTRACE_DEC_NONE, nd;
+
+		node_of[i] = KTRACE_DEC_NONE;
+		if (c->thread != r->thread || c->begin < r->begin || c->end > r->end)
+			continue;
+		if (c->parent < i && node_of[c->parent] != KTRACE_DEC_NONE)
+			pn = node_of[c->parent];
+		nd = tnode_get(t, pn, c->func);
+		if (nd == KTRACE_DEC_NONE)
+			return;
+		node_of[i] = nd;
+		t->n[nd].incl[s] += c->end - c->begin;
+		t->n[nd].self[s] += c->self;
+		t->n[nd].calls[s]++;
+	}
+}
+
+static const struct ktrace_dec *sort_d;
+static const struct tree *sort_t;
+
+static int cmp_child(const void *a, const void *b)
+{
+	const struct tnode *x = &sort_t->n[*(const uint32_t *)a];
+	const struct tnode *y = &sort_t->n[*(const uint32_t *)b];
+
+	if (x->incl[0] != y->incl[0])
+		return x->incl[0] > y->incl[0] ? -1 : 1;
+	if (x->incl[1] != y->incl[1])
+		return x->incl[1] > y->incl[1] ? -1 : 1;
+	return strcmp(ktrace__dec_func_name(sort_d, x->func), ktrace__dec_func_name(sort_d, y->func));
+}
+
+static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int have_median)
+{
+	uint32_t *order = malloc(((size_t)t->nn + 1) * sizeof(*order));
+	uint32_t *stack = malloc(((size_t)t->nn + 1) * sizeof(*stack));
+	uint32_t *depth = malloc(((size_t)t->nn + 1) * sizeof(*depth));
+	uint32_t sp = 0, shown = 0;
+	char a[32], b[32], c[32], e[32];
+
+	if (!order || !stack || !depth)
+		goto out;
+	/* Children lists sorted by slow inclusive time. */
+	for (uint32_t i = 0; i < t->nn; i++)
+		order[i] = i;
+	sort_d = d;
+	sort_t = t;
+	qsort(order, t->nn, sizeof(*order), cmp_child);
+	for (uint32_t k = t->nn; k-- > 0;) {
+		struct tnode *x = &t->n[order[k]];
+
+		if (x->parent == KTRACE_DEC_NONE)
+			continue;
+		x->next_sibling = t->n[x->parent].first_child;
+		t->n[x->parent].first_child = order[k];
+	}
+	for (uint32_t k = t->nn; k-- > 0;)
+		if (t->n[order[k]].parent == KTRACE_DEC_NONE) {
+			stack[sp] = order[k];
+			depth[order[k]] = 0;
+			sp++;
+		}
+	fprintf(f, "  %12s %12s %7s", "incl", "self", "calls");
+	if (have_median)
+		fprintf(f, "  | %12s %12s %7s", "median incl", "median self", "calls");
+	fprintf(f, "  function\n");
+	while (sp) {
+		uint32_t i = stack[--sp], k = 0, ch[4096];
+		const struct tnode *x = &t->n[i];
+
+		if (++shown > 400) {
+			fprintf(f, "  ... (tree cut at 400 lines)\n");
+			break;
+		}
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[0]), a, sizeof(a));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->self[0]), b, sizeof(b));
+		fprintf(f, "  %12s %12s %7" PRIu64, x->calls[0] ? a : "-", x->calls[0] ? b : "-",
+		        x->calls[0]);
+		if (have_median) {
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[1]), c, sizeof(c));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->self[1]), e, sizeof(e));
+			fprintf(f, "  | %12s %12s %7" PRIu64, x->calls[1] ? c : "-", x->calls[1] ? e : "-",
+			        x->calls[1]);
+		}
+		fprintf(f, "  %*s%s\n", (int)(depth[i] > 40 ? 80 : depth[i] * 2), "",
+		        ktrace__dec_func_name(d, x->func));
+		for (uint32_t c2 = x->first_child; c2 != KTRACE_DEC_NONE && k < 4096;
+		     c2 = t->n[c2].next_sibling)
+			ch[k++] = c2;
+		while (k--) {
+			depth[ch[k]] = depth[i] + 1;
+			stack[sp++] = ch[k];
+		}
+	}
+out:
+	free(order);
+	free(stack);
+	free(depth);
+}
+
+/* ---- ranking ------------------------------------------------------------------ */
+
+struct fdelta {
+	uint32_t func;
+	int64_t delta;       /* ns: slow self - median self */
+	uint64_t slow, med;  /* ns */
+};
+
+static int cmp_fdelta(const void *a, const void *b)
+{
+	const struct fdelta *x = a, *y = b;
+
+	if (x->delta != y->delta)
+		return x->delta > y->delta ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+struct tfunc {
+	uint32_t thread, func;
+	double self;         /* ticks, overlap-weighted */
+};
+
+static int cmp_tfunc(const void *a, const void *b)
+{
+	const struct tfunc *x = a, *y = b;
+
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r)
+{
+	struct ktrace_umap map = { 0 };
+	struct tfunc *v = NULL;
+	uint32_t n = 0, cap = 0;
+	char a[32], lbl[64];
+
+	fprintf(f, "\nmeanwhile on other threads (self time overlapping the request):\n");
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		uint64_t lo, hi, dur = c->end - c->begin;
+		uint32_t x;
+		uint64_t key;
+
+		if (c->thread == r->thread || c->end <= r->begin || c->begin >= r->end || !c->self)
+			continue;
+		lo = c->begin > r->begin ? c->begin : r->begin;
+		hi = c->end < r->end ? c->end : r->end;
+		key = ((uint64_t)c->thread << 32) | c->func;
+		x = ktrace__umap_get(&map, key);
+		if (x == KTRACE_DEC_NONE) {
+			if (n >= cap) {
+				uint32_t nc = cap ? cap * 2 : 64;
+				struct tfunc *p = realloc(v, (size_t)nc * sizeof(*p));
+
+				if (!p)
+					goto out;
+				v = p;
+				cap = nc;
+			}
+			v[n] = (struct tfunc){ c->thread, c->func, 0 };
+			x = n++;
+			if (ktrace__umap_put(&map, key, x))
+				goto out;
+		}
+		v[x].self += dur ? (double)c->self * (double)(hi - lo) / (double)dur : 0;
+	}
+	if (!n) {
+		fprintf(f, "  (no other thread ran traced code then)\n");
+		goto out;
+	}
+	qsort(v, n, sizeof(*v), cmp_tfunc);
+	for (uint32_t i = 0; i < n;) {
+		uint32_t e = i, shown = 0;
+		double tot = 0;
+
+		while (e < n && v[e].thread == v[i].thread)
+			tot += v[e++].self;
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot), a, sizeof(a));
+		fprintf(f, "  %-24s %12s in traced code; top:",
+		        ktrace__dec_thread_label(d, v[i].thread, lbl, sizeof(lbl)), a);
+		for (uint32_t k = i; k < e && shown < 3; k++, shown++) {
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+			fprintf(f, "%s %s (%s)", shown ? "," : "", ktrace__dec_func_name(d, v[k].func), a);
+		}
+		fprintf(f, "\n");
+		i = e;
+	}
+out:
+	free(v);
+	ktrace__umap_free(&map);
+}
+
+void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	uint32_t med, pick = ktrace__explain_pick(d, &med);
+	const struct ktrace_dec_request *r, *m = NULL;
+	struct tree t = { 0 };
+	uint32_t *node_of = NULL;
+	struct fdelta *fd = NULL;
+	uint32_t nfd = 0;
+	char a[32], b[32], lbl[64], nb[48], w[48];
+	uint64_t covered[2] = { 0, 0 };
+
+	(void)o;
+	fprintf(f, "\nexplain:\n");
+	if (pick == KTRACE_DEC_NONE) {
+		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
+		return;
+	}
+	r = &d->reqs[pick];
+	if (med != KTRACE_DEC_NONE)
+		m = &d->reqs[med];
+	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, rdur(r)), a, sizeof(a));
+	ktrace__fmt_wall(ktrace__dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	fprintf(f, "  %s \"%s\" request #%" PRIu64 " on %s at %s UTC took %s",
+	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+	        ktrace__dec_name(d, r->kind, nb, sizeof(nb)), r->id,
+	        ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	if (d->snap.have_trigger) {
+		ktrace__fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
+		fprintf(f, " (threshold %s)", b);
+	}
+	fprintf(f, "\n");
+	if (m) {
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, rdur(m)), b, sizeof(b));
+		fprintf(f, "  median \"%s\" request in this window: #%" PRIu64 " on %s took %s\n",
+		        ktrace__dec_name(d, m->kind, nb, sizeof(nb)), m->id,
+		        ktrace__dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
+	} else {
+		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
+	}
+
+	node_of = malloc(((size_t)d->ncalls + 1) * sizeof(*node_of));
+	if (!node_of)
+		goto out;
+	add_request(&t, d, r, 0, node_of);
+	if (m)
+		add_request(&t, d, m, 1, node_of);
+	if (t.oom)
+		goto out;
+	for (uint32_t i = 0; i < t.nn; i++)
+		if (t.n[i].parent == KTRACE_DEC_NONE) {
+			covered[0] += t.n[i].incl[0];
+			covered[1] += t.n[i].incl[1];
+		}
+
+	/* Where the extra time went: self time per function, slow - median. */
+	{
+		struct ktrace_umap fm = { 0 };
+
+		fd = calloc((size_t)t.nn + 1, sizeof(*fd));
+		if (!fd) {
+			ktrace__umap_free(&fm);
+			goto out;
+		}
+		for (uint32_t i = 0; i < t.nn; i++) {
+			uint32_t x = ktrace__umap_get(&fm, t.n[i].func);
+
+			if (x == KTRACE_DEC_NONE) {
+				x = nfd++;
+				fd[x].func = t.n[i].func;
+				if (ktrace__umap_put(&fm, t.n[i].func, x)) {
+					ktrace__umap_free(&fm);
+					goto out;
+				}
+			}
+			fd[x].slow += ktrace__dec_ticks_ns(d, t.n[i].self[0]);
+			fd[x].med += ktrace__dec_ticks_ns(d, t.n[i].self[1]);
+		}
+		ktrace__umap_free(&fm);
+		for (uint32_t i = 0; i < nfd; i++)
+			fd[i].delta = (int64_t)fd[i].slow - (int64_t)fd[i].med;
+		qsort(fd, nfd, sizeof(*fd), cmp_fdelta);
+	}
+	fprintf(f, "\nwhere the extra time went (self time, slow request minus median):\n");
+	if (!nfd)
+		fprintf(f, "  (no traced calls inside the request)\n");
+	for (uint32_t i = 0; i < nfd && i < 10; i++) {
+		char s1[32], s2[32], s3[32];
+
+		ktrace__fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : (uint64_t)-fd[i].delta, s1,
+		                sizeof(s1));
+		ktrace__fmt_dur(fd[i].slow, s2, sizeof(s2));
+		ktrace__fmt_dur(fd[i].med, s3, sizeof(s3));
+		fprintf(f, "  %c%-12s  %-40s (%s here, %s in the median)\n",
+		        fd[i].delta >= 0 ? '+' : '-', s1, ktrace__dec_func_name(d, fd[i].func), s2,
+		        m ? s3 : "n/a");
+	}
+	{
+		uint64_t u0 = rdur(r) > covered[0] ? rdur(r) - covered[0] : 0;
+
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, u0), a, sizeof(a));
+		fprintf(f, "  (time in the request outside traced calls: %s", a);
+		if (m) {
+			uint64_t u1 = rdur(m) > covered[1] ? rdur(m) - covered[1] : 0;
+
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, u1), b, sizeof(b));
+			fprintf(f, "; median: %s", b);
+		}
+		fprintf(f, ")\n");
+	}
+
+	fprintf(f, "\ncall tree of the slow request (identical calls merged)%s:\n",
+	        m ? ", next to the median request" : "");
+	print_tree(f, d, &t, m != NULL);
+	meanwhile(f, d, r);
+out:
+	free(fd);
+	free(node_of);
+	free(t.n);
+	ktrace__umap_free(&t.map);
+}

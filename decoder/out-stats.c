@@ -1,0 +1,293 @@
+/*
+ * out-stats.c - per-function statistics (--format stats) and folded stacks
+ * for flamegraph.pl (--format folded).
+ *
+ * Percentiles are exact, nearest-rank: p = sorted[ceil(q * n) - 1] of the
+ * inclusive durations of the function's calls.  "total" is inclusive time
+ * with recursion counted once (a call whose caller chain already holds the
+ * same function adds nothing to total).  "self" is time in the function
+ * minus time in its callees.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+
+struct fdur {
+	uint32_t func;
+	uint64_t dur;   /* ns */
+};
+
+static int cmp_fdur(const void *a, const void *b)
+{
+	const struct fdur *x = a, *y = b;
+
+	if (x->func != y->func)
+		return x->func < y->func ? -1 : 1;
+	return x->dur < y->dur ? -1 : x->dur > y->dur;
+}
+
+static int cmp_stats(const void *a, const void *b)
+{
+	const struct ktrace_func_stats *x = a, *y = b;
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+/* Does a caller of call i (up to 256 levels) run the same function? */
+static int recursive(const struct ktrace_dec *d, uint32_t i)
+{
+	uint32_t f = d->calls[i].func, p = d->calls[i].parent;
+
+	for (int k = 0; k < 256 && p < d->ncalls; k++) {
+		if (d->calls[p].func == f)
+			return 1;
+		p = d->calls[p].parent;
+	}
+	return 0;
+}
+
+static uint64_t rank(const struct fdur *v, uint64_t n, double q)
+{
+	uint64_t r = (uint64_t)ceil(q * (double)n);
+
+	if (r < 1)
+		r = 1;
+	if (r > n)
+		r = n;
+	return v[r - 1].dur;
+}
+
+struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t tid,
+                                             int have_tid, uint32_t *nout)
+{
+	struct fdur *v = malloc(((size_t)d->ncalls + 1) * sizeof(*v));
+	struct ktrace_func_stats *st = calloc((size_t)d->nfuncs + 1, sizeof(*st));
+	uint64_t *total = calloc((size_t)d->nfuncs + 1, sizeof(*total));
+	uint64_t *self = calloc((size_t)d->nfuncs + 1, sizeof(*self));
+	size_t n = 0;
+	uint32_t ns = 0;
+
+	*nout = 0;
+	if (!v || !st || !total || !self) {
+		free(v);
+		free(st);
+		free(total);
+		free(self);
+		return NULL;
+	}
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		uint64_t dur;
+
+		if (have_tid && (c->thread >= d->nthreads || d->threads[c->thread].tid != tid))
+			continue;
+		dur = ktrace__dec_ticks_ns(d, c->end - c->begin);
+		v[n].func = c->func;
+		v[n].dur = dur;
+		n++;
+		self[c->func] += ktrace__dec_ticks_ns(d, c->self);
+		if (!recursive(d, i))
+			total[c->func] += dur;
+	}
+	qsort(v, n, sizeof(*v), cmp_fdur);
+	for (size_t i = 0; i < n;) {
+		size_t e = i;
+		uint64_t sum = 0;
+		struct ktrace_func_stats *s = &st[ns++];
+
+		while (e < n && v[e].func == v[i].func) {
+			sum += v[e].dur;
+			e++;
+		}
+		s->func = v[i].func;
+		s->calls = e - i;
+		s->total = total[s->func];
+		s->self = self[s->func];
+		s->mean = (double)sum / (double)s->calls;
+		s->p50 = rank(v + i, s->calls, 0.50);
+		s->p99 = rank(v + i, s->calls, 0.99);
+		s->max = v[e - 1].dur;
+		i = e;
+	}
+	qsort(st, ns, sizeof(*st), cmp_stats);
+	free(v);
+	free(total);
+	free(self);
+	*nout = ns;
+	return st;
+}
+
+void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	uint32_t n;
+	struct ktrace_func_stats *st =
+		ktrace__func_stats(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
+	char t[32], s[32], m[32], p50[32], p99[32], mx[32];
+
+	if (!st) {
+		fprintf(f, "(out of memory)\n");
+		return;
+	}
+	fprintf(f, "\nper function (sorted by self time; times inclusive unless \"self\"):\n");
+	fprintf(f, "%10s %12s %12s %12s %12s %12s %12s  %s\n", "calls", "total", "self", "mean",
+	        "p50", "p99", "max", "function");
+	for (uint32_t i = 0; i < n; i++) {
+		if (o && o->limit && i >= o->limit) {
+			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
+			break;
+		}
+		ktrace__fmt_dur(st[i].total, t, sizeof(t));
+		ktrace__fmt_dur(st[i].self, s, sizeof(s));
+		ktrace__fmt_dur((uint64_t)(st[i].mean + 0.5), m, sizeof(m));
+		ktrace__fmt_dur(st[i].p50, p50, sizeof(p50));
+		ktrace__fmt_dur(st[i].p99, p99, sizeof(p99));
+		ktrace__fmt_dur(st[i].max, mx, sizeof(mx));
+		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s\n", st[i].calls, t, s, m,
+		        p50, p99, mx, ktrace__dec_func_name(d, st[i].func));
+	}
+	free(st);
+}
+
+/* ---- folded stacks ---------------------------------------------------------- */
+
+struct fnode {
+	uint32_t parent;  /* node index or KTRACE_DEC_NONE (thread root) */
+	uint32_t func;    /* func index, or thread index for a root */
+	uint64_t self;    /* ns */
+};
+
+void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	struct ktrace_umap map = { 0 };
+	struct fnode *nodes = NULL;
+	uint32_t nn = 0, capn = 0, *node_of = NULL, *path = NULL, caps = 0;
+	char lbl[64];
+
+	node_of = malloc(((size_t)d->ncalls + 1) * sizeof(*node_of));
+	if (!node_of)
+		goto oom;
+	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		uint32_t n = 0;
+
+		if (!(!o || !o->have_tid || d->threads[d->calls[i].thread].tid == o->tid))
+			continue;
+		/* Collect the unresolved chain up to a resolved ancestor or the root. */
+		for (uint32_t c = i; c < d->ncalls && node_of[c] == KTRACE_DEC_NONE;
+		     c = d->calls[c].parent) {
+			if (n >= caps) {
+				uint32_t nc = caps ? caps * 2 : 256;
+				uint32_t *p = realloc(path, (size_t)nc * sizeof(*p));
+
+				if (!p)
+					goto oom;
+				path = p;
+				caps = nc;
+			}
+			path[n++] = c;
+			if (n > d->ncalls)
+				break; /* cannot happen: parent chains are acyclic */
+		}
+		while (n--) {
+			const struct ktrace_dec_call *c = &d->calls[path[n]];
+			uint32_t parent_node, node;
+			uint64_t key;
+
+			if (c->parent < d->ncalls) {
+				parent_node = node_of[c->parent];
+			} else {
+				/* thread root: key space above all nodes */
+				key = (1ull << 63) | c->thread;
+				parent_node = ktrace__umap_get(&map, key);
+				if (parent_node == KTRACE_DEC_NONE) {
+					if (nn >= capn) {
+						uint32_t ncap = capn ? capn * 2 : 256;
+						struct fnode *p = realloc(nodes, (size_t)ncap * sizeof(*p));
+
+						if (!p)
+							goto oom;
+						nodes = p;
+						capn = ncap;
+					}
+					nodes[nn] = (struct fnode){ KTRACE_DEC_NONE, c->thread, 0 };
+					parent_node = nn++;
+					if (ktrace__umap_put(&map, key, parent_node))
+						goto oom;
+				}
+			}
+			key = ((uint64_t)parent_node << 32) | c->func;
+			node = ktrace__umap_get(&map, key);
+			if (node == KTRACE_DEC_NONE) {
+				if (nn >= capn) {
+					uint32_t ncap = capn ? capn * 2 : 256;
+					struct fnode *p = realloc(nodes, (size_t)ncap * sizeof(*p));
+
+					if (!p)
+						goto oom;
+					nodes = p;
+					capn = ncap;
+				}
+				nodes[nn] = (struct fnode){ parent_node, c->func, 0 };
+				node = nn++;
+				if (ktrace__umap_put(&map, key, node))
+					goto oom;
+			}
+			node_of[path[n]] = node;
+		}
+		nodes[node_of[i]].self += ktrace__dec_ticks_ns(d, d->calls[i].self);
+	}
+	/* One line per node with self time: root first. */
+	for (uint32_t i = 0; i < nn; i++) {
+		uint32_t n = 0;
+
+		if (nodes[i].parent == KTRACE_DEC_NONE || !nodes[i].self)
+			continue;
+		for (uint32_t c = i; c != KTRACE_DEC_NONE; c = nodes[c].parent) {
+			if (n >= caps) {
+				uint32_t nc = caps ? caps * 2 : 256;
+				uint32_t *p = realloc(path, (size_t)nc * sizeof(*p));
+
+				if (!p)
+					goto oom;
+				path = p;
+				caps = nc;
+			}
+			path[n++] = c;
+		}
+		while (n--) {
+			const struct fnode *x = &nodes[path[n]];
+
+			if (x->parent == KTRACE_DEC_NONE) {
+				/* flamegraph.pl splits on ';' and the last ' ': keep names clean */
+				for (char *p = (char *)ktrace__dec_thread_label(d, x->func, lbl, sizeof(lbl));
+				     *p; p++)
+					if (*p == ';' || *p == ' ')
+						*p = '_';
+				fputs(lbl, f);
+			} else {
+				const char *s = ktrace__dec_func_name(d, x->func);
+
+				fputc(';', f);
+				for (; *s; s++)
+					fputc(*s == ';' || *s == ' ' ? '_' : *s, f);
+			}
+		}
+		fprintf(f, " %" PRIu64 "\n", nodes[i].self);
+	}
+	goto out;
+oom:
+	fprintf(f, "(out of memory)\n");
+out:
+	ktrace__umap_free(&map);
+	free(nodes);
+	free(node_of);
+	free(path);
+}

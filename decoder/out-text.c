@@ -1,0 +1,263 @@
+/*
+ * out-text.c - the summary (every format) and the text timeline sink.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+
+static const char *clock_name(uint32_t c)
+{
+	switch (c) {
+	case KTRACE_CLOCK_TSC: return "invariant TSC";
+	case KTRACE_CLOCK_MONOTONIC: return "CLOCK_MONOTONIC fallback";
+	default: return "unknown clock";
+	}
+}
+
+static void fmt_secs(uint64_t ns, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.6f s", (double)ns / 1e9);
+}
+
+void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
+{
+	const struct ktrace_snap *s = &d->snap;
+	const struct ktrace_info_rec *in = &s->info;
+	char a[64], b[64], c[64], lbl[64];
+	uint64_t ntb = 0, nte = 0;
+
+	fprintf(f, "file:      %s\n", d->file);
+	fprintf(f, "process:   pid %" PRIu32 "  exe %s  host %s\n", in->pid,
+	        in->exe[0] ? in->exe : "?", in->hostname[0] ? in->hostname : "?");
+	fprintf(f, "reason:    %s  (snapshot #%" PRIu32 " of this process)\n",
+	        in->reason[0] ? in->reason : "?", in->snapshot_seq);
+	ktrace__fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
+	fprintf(f, "snapshot:  %s UTC\n", a);
+	fprintf(f, "clock:     %.6f MHz %s, tsc_shift %" PRIu32 " (%.1f ns per tick), %" PRIu32
+	           " anchors\n", (double)in->tsc_hz / 1e6, clock_name(in->clock_source),
+	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
+	        s->nanchors);
+	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
+	        in->ring_bytes_per_core);
+
+	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 0, a, sizeof(a));
+	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
+	fmt_secs(ktrace__dec_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
+	fprintf(f, "window:    %s .. %s UTC (%s)%s\n", a, b, c,
+	        d->opts.all ? ", --all: includes partial data" :
+	        d->window_limited ? ", complete window (wrapped rings lost older data)" : "");
+	if (d->dropped) {
+		fprintf(f, "dropped:   %" PRIu64 " older records before the complete window "
+		           "(stacks there may be incomplete; --all keeps them):", d->dropped);
+		for (uint32_t i = 0; i < s->ncores; i++)
+			if (d->core_stats[i].dropped)
+				fprintf(f, " cpu%" PRIu32 " %" PRIu64, s->cores[i].cpu,
+				        d->core_stats[i].dropped);
+		fprintf(f, "\n");
+	}
+
+	fprintf(f, "cores:\n  %5s  %-18s  %-18s  %12s  %10s  %12s  %s\n", "cpu", "first (UTC)",
+	        "last (UTC)", "span", "events", "events/s", "ring");
+	for (uint32_t i = 0; i < s->ncores; i++) {
+		const struct ktrace_dec_core_stats *cs = &d->core_stats[i];
+		const struct ktrace_snap_core *co = &s->cores[i];
+		uint64_t span;
+
+		if (!cs->has_data) {
+			fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10s  %12s  %s\n", co->cpu, "-",
+			        "-", "-", "0", "-", co->wrapped ? "wrapped" : "not wrapped");
+			continue;
+		}
+		span = ktrace__dec_ticks_ns(d, cs->last_tick - cs->first_tick);
+		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
+		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
+		fmt_secs(span, c, sizeof(c));
+		fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10" PRIu64 "  %12.0f  %s", co->cpu, a,
+		        b, c, cs->events, span ? (double)cs->events * 1e9 / (double)span : 0.0,
+		        co->wrapped ? "wrapped" : "not wrapped");
+		if (cs->damaged_tails)
+			fprintf(f, ", %" PRIu32 " damaged block tails", cs->damaged_tails);
+		fprintf(f, "\n");
+	}
+
+	fprintf(f, "threads:\n  %8s  %-16s  %10s  %s\n", "tid", "name", "events", "state");
+	for (uint32_t i = 0; i < d->nthreads; i++) {
+		const struct ktrace_dec_thread *t = &d->threads[i];
+
+		if (t->known)
+			fprintf(f, "  %8" PRId32 "  %-16s  %10" PRIu64 "  %s%s\n", t->tid,
+			        t->name[0] ? t->name : "?", t->events,
+			        (t->flags & KTRACE_THREAD_EXITED) ? "exited" : "alive",
+			        (t->flags & KTRACE_THREAD_MAIN) ? ", main" : "");
+		else
+			fprintf(f, "  %8s  %-16s  %10" PRIu64 "  %s\n", "?", t->name, t->events,
+			        "not in THREADS");
+	}
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		ntb += !!(d->calls[i].flags & KTRACE_CALL_TRUNC_BEGIN);
+		nte += !!(d->calls[i].flags & KTRACE_CALL_TRUNC_END);
+	}
+	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu32 " calls (%" PRIu64
+	           " truncated at the window start, %" PRIu64 " at the end), %" PRIu32
+	           " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
+	        d->events, d->ncalls, ntb, nte, d->nreqs, d->nmarks, d->nfuncs);
+
+	fprintf(f, "losses:   ");
+	if (s->have_loss) {
+		int any = 0;
+
+		for (unsigned i = 0; i < KTRACE_LOSS_COUNT; i++) {
+			const char *n = ktrace__loss_name(i);
+
+			if (!s->loss.count[i])
+				continue;
+			if (n)
+				fprintf(f, "%s %s %" PRIu64, any ? "," : "", n, s->loss.count[i]);
+			else
+				fprintf(f, "%s cause %u %" PRIu64, any ? "," : "", i, s->loss.count[i]);
+			any = 1;
+		}
+		fprintf(f, "%s\n", any ? "" : " none");
+	} else {
+		fprintf(f, " unknown (no LOSS section)\n");
+	}
+	{
+		uint32_t tails = 0;
+
+		for (uint32_t i = 0; i < s->ncores; i++)
+			tails += d->core_stats[i].damaged_tails;
+		fprintf(f, "damage:    %" PRIu32 " blocks skipped, %" PRIu32 " unreadable, %" PRIu32
+		           " block tails cut, %" PRIu64 " lost exits, %" PRIu64 " warnings\n",
+		        s->damaged_blocks, s->unreadable_blocks, tails, d->lost_exits, s->warn.total);
+	}
+	if (s->have_trigger) {
+		const struct ktrace_trigger_rec *t = &s->trigger;
+
+		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
+		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
+		if (t->why == KTRACE_TRIGGER_PERCENTILE)
+			snprintf(c, sizeof(c), "p%.3g of %" PRIu32 " earlier",
+			         t->percentile_x1000 / 1000.0, t->samples);
+		else
+			snprintf(c, sizeof(c), "absolute");
+		fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
+		           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
+		if (d->trigger_req != KTRACE_DEC_NONE)
+			fprintf(f, ", on thread %s",
+			        ktrace__dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
+			                                 sizeof(lbl)));
+		if (t->suppressed)
+			fprintf(f, ", %" PRIu64 " triggers suppressed", t->suppressed);
+		fprintf(f, "\n");
+	} else {
+		fprintf(f, "trigger:   none\n");
+	}
+}
+
+/* ---- text timeline -------------------------------------------------------- */
+
+enum { IT_CALL, IT_MARK, IT_REQ };
+
+struct item {
+	uint64_t tick;
+	uint32_t depth;
+	uint32_t type;
+	uint32_t idx;
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct item *x = a, *y = b;
+
+	if (x->tick != y->tick)
+		return x->tick < y->tick ? -1 : 1;
+	if (x->type != y->type)
+		return x->type > y->type ? -1 : 1; /* requests, marks, then calls */
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int want_thread(const struct ktrace_dec *d, uint32_t th, const struct ktrace_out_opts *o)
+{
+	return !o || !o->have_tid || (th < d->nthreads && d->threads[th].tid == o->tid);
+}
+
+void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs;
+	struct item *it = malloc((cap ? cap : 1) * sizeof(*it));
+	char w[48], dur[32], lbl[64], nb[48];
+	uint64_t lines = 0;
+
+	if (!it) {
+		fprintf(f, "(out of memory)\n");
+		return;
+	}
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (want_thread(d, d->calls[i].thread, o))
+			it[n++] = (struct item){ d->calls[i].begin, d->calls[i].depth, IT_CALL, i };
+	for (uint32_t i = 0; i < d->nmarks; i++)
+		if (want_thread(d, d->marks[i].thread, o))
+			it[n++] = (struct item){ d->marks[i].tick, 0, IT_MARK, i };
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (want_thread(d, d->reqs[i].thread, o))
+			it[n++] = (struct item){ d->reqs[i].begin, 0, IT_REQ, i };
+	qsort(it, n, sizeof(*it), cmp_item);
+
+	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
+	for (size_t k = 0; k < n; k++) {
+		const struct item *x = &it[k];
+		uint32_t th, core;
+
+		if (o && o->limit && lines >= o->limit) {
+			fprintf(f, "... %zu more lines (--limit %" PRIu64 ")\n", n - k, o->limit);
+			break;
+		}
+		lines++;
+		ktrace__fmt_wall(ktrace__dec_wall_ns(d, x->tick), 0, w, sizeof(w));
+		if (x->type == IT_CALL) {
+			const struct ktrace_dec_call *c = &d->calls[x->idx];
+			uint32_t depth = c->depth > 60 ? 60 : c->depth;
+
+			th = c->thread;
+			core = c->core;
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
+			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
+			        ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
+			        (c->flags & KTRACE_CALL_SPAN) ? "span " : "",
+			        ktrace__dec_func_name(d, c->func), dur,
+			        (c->flags & KTRACE_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
+			        (c->flags & KTRACE_CALL_EXIT_LOST) ? "  [exit lost]" :
+			        (c->flags & KTRACE_CALL_TRUNC_END) ? "  [still running at window end]" : "",
+			        c->depth > 60 ? "  [deep]" : "");
+		} else if (x->type == IT_MARK) {
+			const struct ktrace_dec_mark *m = &d->marks[x->idx];
+
+			th = m->thread;
+			core = m->core;
+			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " * mark %s = %" PRIu64 " (0x%" PRIx64 ")\n",
+			        w, ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
+			        ktrace__dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
+		} else {
+			const struct ktrace_dec_request *r = &d->reqs[x->idx];
+
+			th = r->thread;
+			core = r->core;
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s #%" PRIu64 "  %s%s%s%s\n", w,
+			        ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
+			        ktrace__dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
+			        (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
+			        (r->flags & KTRACE_REQ_TRUNC_END) ? "  [not finished in window]" : "",
+			        (r->flags & KTRACE_REQ_TRIGGER) ? "  <== TRIGGER" : "");
+		}
+	}
+	free(it);
+}

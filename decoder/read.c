@@ -1,0 +1,801 @@
+/*
+ * read.c - stage 1 of ktrace-decode: the only parser of snapshot files.
+ *
+ * Input is a byte buffer (the file, mmapped or read by the caller).  Every
+ * length, count and offset is checked against the buffer before use, and
+ * every allocation is bounded by the buffer size, so a truncated, damaged or
+ * hostile file gives an error or a warning and never an out-of-bounds read.
+ *
+ * Policy (documented in ktrace-decode --help):
+ *   - header problems, a bad section table, a missing or damaged INFO
+ *     section, and sections whose CRC is good but whose contents are
+ *     inconsistent (a writer bug or a forged file): fatal error;
+ *   - an optional section whose CRC fails: warning, decoded without it;
+ *   - a block whose CRC fails or that does not start with a valid
+ *     BLOCK_START: skipped, counted and reported; the rest decodes.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "decoder.h"
+
+#define HDR_SIZE sizeof(struct ktrace_file_header)
+#define SEC_SIZE sizeof(struct ktrace_section)
+
+/* ---- errors and warnings ------------------------------------------------ */
+
+static int fail(struct ktrace_dec_error *err, int code, int has_off, uint64_t off,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int fail(struct ktrace_dec_error *err, int code, int has_off, uint64_t off,
+                const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		err->code = code;
+		err->has_offset = has_off;
+		err->offset = off;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+void ktrace__dec_error_format(const struct ktrace_dec_error *err, const char *file,
+                              char *buf, size_t len)
+{
+	if (err->has_offset)
+		snprintf(buf, len, "ktrace-decode: %s: offset 0x%" PRIx64 ": %s", file,
+		         err->offset, err->msg);
+	else
+		snprintf(buf, len, "ktrace-decode: %s: %s", file, err->msg);
+}
+
+void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fmt, ...)
+{
+	char msg[320];
+	int n;
+	va_list ap;
+
+	if (!w)
+		return;
+	w->total++;
+	if (w->n >= KTRACE_DEC_MAX_WARN)
+		return;
+	if (!w->lines) {
+		w->lines = calloc(KTRACE_DEC_MAX_WARN, sizeof(*w->lines));
+		if (!w->lines)
+			return;
+	}
+	n = snprintf(msg, sizeof(msg), "offset 0x%" PRIx64 ": ", offset);
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	w->lines[w->n] = strdup(msg);
+	if (w->lines[w->n])
+		w->n++;
+}
+
+void ktrace__warnings_free(struct ktrace_dec_warnings *w)
+{
+	for (uint32_t i = 0; i < w->n; i++)
+		free(w->lines[i]);
+	free(w->lines);
+	memset(w, 0, sizeof(*w));
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+const char *ktrace__section_name(uint32_t type)
+{
+	static const char *const names[] = {
+		[KTRACE_SEC_INFO] = "INFO",       [KTRACE_SEC_ANCHORS] = "ANCHORS",
+		[KTRACE_SEC_FUNCS] = "FUNCS",     [KTRACE_SEC_THREADS] = "THREADS",
+		[KTRACE_SEC_NAMES] = "NAMES",     [KTRACE_SEC_MODULES] = "MODULES",
+		[KTRACE_SEC_LOSS] = "LOSS",       [KTRACE_SEC_CORES] = "CORES",
+		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
+	};
+	if (type < sizeof(names) / sizeof(names[0]) && names[type])
+		return names[type];
+	return "unknown type";
+}
+
+const char *ktrace__loss_name(unsigned cause)
+{
+	static const char *const names[KTRACE_LOSS_COUNT] = {
+		[KTRACE_LOSS_OVERWRITTEN_BLOCKS] = "overwritten blocks",
+		[KTRACE_LOSS_NESTED] = "nested events (signal in library slow path)",
+		[KTRACE_LOSS_NO_THREAD_SLOT] = "no thread slot (thread table full)",
+		[KTRACE_LOSS_NO_CPU] = "no usable cpu id",
+		[KTRACE_LOSS_SNAPSHOT_RACE] = "blocks reused during snapshot copy",
+		[KTRACE_LOSS_NO_NAME] = "name table full",
+		[KTRACE_LOSS_SNAPSHOTS_SUPPRESSED] = "snapshots suppressed by rate limit",
+		[KTRACE_LOSS_SNAPSHOTS_FAILED] = "snapshots that could not be written",
+	};
+	if (cause < KTRACE_LOSS_COUNT && names[cause])
+		return names[cause];
+	return NULL;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static int host_is_little_endian(void)
+{
+	const uint32_t one = 1;
+	unsigned char c;
+
+	memcpy(&c, &one, 1);
+	return c == 1;
+}
+
+/* Copy a fixed char field and force a NUL at its end. */
+static void terminate(char *s, size_t size)
+{
+	s[size - 1] = '\0';
+}
+
+static int cmp_anchor(const void *a, const void *b)
+{
+	const struct ktrace_anchor_rec *x = a, *y = b;
+	return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+	const struct ktrace_thread_rec *x = a, *y = b;
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	const struct ktrace_snap_name *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_module(const void *a, const void *b)
+{
+	const struct ktrace_snap_module *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* One section table entry, validated for bounds. */
+struct sec {
+	uint32_t index;          /* position in the table */
+	uint64_t entry_off;      /* bytes: file offset of the table entry */
+	struct ktrace_section s; /* the entry */
+	const uint8_t *p;        /* payload */
+	int crc_ok;
+};
+
+#define SEC_FMT "section %" PRIu32 " (%s) "
+#define SEC_ARGS(x) (x)->index, ktrace__section_name((x)->s.type)
+
+/* Fixed-size entries: size must be count * entsize. */
+static int check_array(const struct sec *x, uint64_t entsize, struct ktrace_dec_error *err)
+{
+	if (x->s.size % entsize)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		            SEC_FMT "size %" PRIu64 " is not a multiple of %" PRIu64, SEC_ARGS(x),
+		            x->s.size, entsize);
+	if ((uint64_t)x->s.count * entsize != x->s.size)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		            SEC_FMT "count %" PRIu32 " does not match size %" PRIu64
+		            " (%" PRIu64 " entries of %" PRIu64 " bytes)",
+		            SEC_ARGS(x), x->s.count, x->s.size, x->s.size / entsize, entsize);
+	return 0;
+}
+
+/* ---- sections ------------------------------------------------------------- */
+
+static int read_info(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	struct ktrace_info_rec *in = &snap->info;
+	uint64_t o = x->s.offset;
+
+	if (!x->crc_ok)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, o,
+		            SEC_FMT "CRC mismatch: the essential INFO section is damaged",
+		            SEC_ARGS(x));
+	if (x->s.size < sizeof(*in))
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		            SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte info record",
+		            SEC_ARGS(x), x->s.size, sizeof(*in));
+	memcpy(in, x->p, sizeof(*in));
+	terminate(in->reason, sizeof(in->reason));
+	terminate(in->exe, sizeof(in->exe));
+	terminate(in->hostname, sizeof(in->hostname));
+	if (in->tsc_hz < 1000000ull || in->tsc_hz > 100000000000ull)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, tsc_hz),
+		            "INFO tsc_hz %" PRIu64 " is outside 1 MHz .. 100 GHz", in->tsc_hz);
+	if (in->tsc_shift > 32)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1,
+		            o + offsetof(struct ktrace_info_rec, tsc_shift),
+		            "INFO tsc_shift %" PRIu32 " is larger than 32", in->tsc_shift);
+	if (in->ncpus < 1 || in->ncpus > 65536)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, ncpus),
+		            "INFO ncpus %" PRIu32 " is outside 1 .. 65536", in->ncpus);
+	if (in->block_words != KTRACE_BLOCK_WORDS)
+		return fail(err, KTRACE_DEC_EFORMAT, 1,
+		            o + offsetof(struct ktrace_info_rec, block_words),
+		            "INFO block_words %" PRIu32 " is not %u (unsupported)", in->block_words,
+		            KTRACE_BLOCK_WORDS);
+	if (in->func_id_count != KTRACE_FUNC_ID_COUNT)
+		return fail(err, KTRACE_DEC_EFORMAT, 1,
+		            o + offsetof(struct ktrace_info_rec, func_id_count),
+		            "INFO func_id_count %" PRIu32 " is not %u (unsupported)",
+		            in->func_id_count, KTRACE_FUNC_ID_COUNT);
+	if (in->clock_source != KTRACE_CLOCK_TSC && in->clock_source != KTRACE_CLOCK_MONOTONIC)
+		ktrace__warn(&snap->warn, o + offsetof(struct ktrace_info_rec, clock_source),
+		             "INFO clock_source %" PRIu32 " is unknown", in->clock_source);
+	return 0;
+}
+
+static int read_anchors(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	uint32_t n, j = 0;
+	int rc = check_array(x, sizeof(struct ktrace_anchor_rec), err);
+
+	if (rc)
+		return rc;
+	n = x->s.count;
+	if (!n)
+		return 0;
+	snap->anchors = malloc((size_t)n * sizeof(*snap->anchors));
+	if (!snap->anchors)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " anchors)", n);
+	memcpy(snap->anchors, x->p, (size_t)n * sizeof(*snap->anchors));
+	qsort(snap->anchors, n, sizeof(*snap->anchors), cmp_anchor);
+	for (uint32_t i = 0; i < n; i++) {
+		if (j && snap->anchors[j - 1].tsc == snap->anchors[i].tsc)
+			continue;
+		snap->anchors[j++] = snap->anchors[i];
+	}
+	snap->nanchors = j;
+	return 0;
+}
+
+static int read_funcs(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	int rc = check_array(x, sizeof(struct ktrace_func_rec), err);
+
+	if (rc)
+		return rc;
+	snap->nfuncs = x->s.count;
+	for (uint32_t i = 0; i < x->s.count; i++) {
+		struct ktrace_func_rec r;
+		uint64_t off = x->s.offset + (uint64_t)i * sizeof(r);
+
+		memcpy(&r, x->p + (size_t)i * sizeof(r), sizeof(r));
+		if (r.id == KTRACE_FUNC_NO_ID)
+			continue;
+		if (r.id >= KTRACE_FUNC_ID_COUNT)
+			return fail(err, KTRACE_DEC_ECORRUPT, 1, off + 8,
+			            "FUNCS entry %" PRIu32 ": compact id %" PRIu32
+			            " is out of range (max %u)", i, r.id, KTRACE_FUNC_ID_COUNT - 1);
+		if (snap->func_known[r.id]) {
+			if (snap->func_addr[r.id] != r.addr)
+				ktrace__warn(&snap->warn, off,
+				             "FUNCS entry %" PRIu32 ": id %" PRIu32
+				             " given twice (0x%" PRIx64 " and 0x%" PRIx64
+				             "); keeping the first", i, r.id, snap->func_addr[r.id], r.addr);
+			continue;
+		}
+		snap->func_known[r.id] = 1;
+		snap->func_addr[r.id] = r.addr;
+	}
+	return 0;
+}
+
+static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	uint32_t n, j = 0;
+	int rc = check_array(x, sizeof(struct ktrace_thread_rec), err);
+
+	if (rc)
+		return rc;
+	n = x->s.count;
+	if (!n)
+		return 0;
+	snap->threads = malloc((size_t)n * sizeof(*snap->threads));
+	if (!snap->threads)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " threads)", n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ktrace_thread_rec *t = &snap->threads[j];
+
+		memcpy(t, x->p + (size_t)i * sizeof(*t), sizeof(*t));
+		terminate(t->name, sizeof(t->name));
+		if (t->slot == 0 || t->slot > KTRACE_ARG24_MAX) {
+			ktrace__warn(&snap->warn, x->s.offset + (uint64_t)i * sizeof(*t),
+			             "THREADS entry %" PRIu32 ": slot %" PRIu32
+			             " is invalid; entry ignored", i, t->slot);
+			continue;
+		}
+		j++;
+	}
+	qsort(snap->threads, j, sizeof(*snap->threads), cmp_thread);
+	n = j;
+	j = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		if (j && snap->threads[j - 1].slot == snap->threads[i].slot) {
+			ktrace__warn(&snap->warn, x->s.offset,
+			             "THREADS: slot %" PRIu32 " listed twice; keeping one",
+			             snap->threads[i].slot);
+			continue;
+		}
+		snap->threads[j++] = snap->threads[i];
+	}
+	snap->nthreads = j;
+	return 0;
+}
+
+static int read_names(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	uint64_t pos = 0, size = x->s.size;
+	uint32_t n = x->s.count, j = 0;
+
+	if ((uint64_t)n * sizeof(struct ktrace_name_rec) > size)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
+		            n, size);
+	if (!n)
+		return 0;
+	snap->names = calloc(n, sizeof(*snap->names));
+	if (!snap->names)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " names)", n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ktrace_name_rec r;
+		uint64_t padded;
+
+		if (size - pos < sizeof(r))
+			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos,
+			            "NAMES entry %" PRIu32 " runs past the section end", i);
+		memcpy(&r, x->p + pos, sizeof(r));
+		padded = ((uint64_t)r.len + 3) & ~3ull;
+		if (size - pos - sizeof(r) < padded)
+			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos + 4,
+			            "NAMES entry %" PRIu32 ": length %u runs past the section end", i,
+			            r.len);
+		snap->names[j].id = r.id;
+		snap->names[j].kind = r.kind;
+		snap->names[j].str = malloc((size_t)r.len + 1);
+		if (!snap->names[j].str)
+			return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+		memcpy(snap->names[j].str, x->p + pos + sizeof(r), r.len);
+		snap->names[j].str[r.len] = '\0';
+		j++;
+		snap->nnames = j;
+		pos += sizeof(r) + padded;
+	}
+	qsort(snap->names, j, sizeof(*snap->names), cmp_name);
+	return 0;
+}
+
+static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	uint64_t pos = 0, size = x->s.size;
+	uint32_t n = x->s.count;
+
+	if ((uint64_t)n * sizeof(struct ktrace_module_rec) > size)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
+		            n, size);
+	if (!n)
+		return 0;
+	snap->modules = calloc(n, sizeof(*snap->modules));
+	if (!snap->modules)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " modules)", n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ktrace_module_rec r;
+		struct ktrace_snap_module *m;
+		uint64_t padded;
+
+		if (size - pos < sizeof(r))
+			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos,
+			            "MODULES entry %" PRIu32 " runs past the section end", i);
+		memcpy(&r, x->p + pos, sizeof(r));
+		padded = ((uint64_t)r.path_len + 7) & ~7ull;
+		if (size - pos - sizeof(r) < padded)
+			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos + 24,
+			            "MODULES entry %" PRIu32 ": path length %" PRIu32
+			            " runs past the section end", i, r.path_len);
+		if (r.start >= r.end) {
+			ktrace__warn(&snap->warn, x->s.offset + pos,
+			             "MODULES entry %" PRIu32 ": empty range 0x%" PRIx64
+			             "..0x%" PRIx64 "; ignored", i, r.start, r.end);
+		} else {
+			m = &snap->modules[snap->nmodules];
+			m->start = r.start;
+			m->end = r.end;
+			m->file_offset = r.file_offset;
+			m->path = malloc((size_t)r.path_len + 1);
+			if (!m->path)
+				return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+			memcpy(m->path, x->p + pos + sizeof(r), r.path_len);
+			m->path[r.path_len] = '\0';
+			snap->nmodules++;
+		}
+		pos += sizeof(r) + padded;
+	}
+	qsort(snap->modules, snap->nmodules, sizeof(*snap->modules), cmp_module);
+	return 0;
+}
+
+static int read_cores(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	int rc = check_array(x, sizeof(struct ktrace_core_rec), err);
+
+	if (rc)
+		return rc;
+	if (!x->s.count)
+		return 0;
+	snap->core_recs = malloc((size_t)x->s.count * sizeof(*snap->core_recs));
+	if (!snap->core_recs)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+	memcpy(snap->core_recs, x->p, (size_t)x->s.count * sizeof(*snap->core_recs));
+	snap->ncore_recs = x->s.count;
+	for (uint32_t i = 0; i < x->s.count; i++)
+		if (snap->core_recs[i].cpu >= snap->info.ncpus)
+			return fail(err, KTRACE_DEC_ECORRUPT, 1,
+			            x->s.offset + (uint64_t)i * sizeof(struct ktrace_core_rec),
+			            "CORES entry %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32, i,
+			            snap->core_recs[i].cpu, snap->info.ncpus);
+	return 0;
+}
+
+/*
+ * Walk one BLOCKS section.  Entries are variable-length: a broken nwords
+ * stops the walk (we cannot find the next entry), everything else skips
+ * just the one block.
+ */
+static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	uint64_t pos = 0, size = x->s.size;
+	uint32_t n = x->s.count;
+	struct ktrace_snap_block *nb;
+
+	if ((uint64_t)n * (sizeof(struct ktrace_block_rec) + 4) > size)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
+		            n, size);
+	if (!x->crc_ok)
+		ktrace__warn(&snap->warn, x->s.offset,
+		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
+	if (!n)
+		return 0;
+	nb = realloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb));
+	if (!nb)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " blocks)", n);
+	snap->blocks = nb;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ktrace_block_rec r;
+		uint64_t off = x->s.offset + pos;
+		const uint8_t *w;
+		uint32_t h, t;
+
+		if (size - pos < sizeof(r)) {
+			ktrace__warn(&snap->warn, off,
+			             "block %" PRIu32 " of %" PRIu32 ": header runs past the end of "
+			             "BLOCKS; %" PRIu32 " blocks unreadable", i, n, n - i);
+			snap->unreadable_blocks += n - i;
+			break;
+		}
+		memcpy(&r, x->p + pos, sizeof(r));
+		if (r.nwords > KTRACE_BLOCK_WORDS ||
+		    size - pos - sizeof(r) < (uint64_t)r.nwords * 4) {
+			ktrace__warn(&snap->warn, off + 4,
+			             "block %" PRIu32 " of %" PRIu32 ": nwords %" PRIu32 " %s; "
+			             "%" PRIu32 " blocks unreadable", i, n, r.nwords,
+			             r.nwords > KTRACE_BLOCK_WORDS ? "exceeds the block size 1024"
+			                                           : "runs past the end of BLOCKS",
+			             n - i);
+			snap->unreadable_blocks += n - i;
+			break;
+		}
+		w = x->p + pos + sizeof(r);
+		pos += sizeof(r) + (uint64_t)r.nwords * 4;
+		if (r.nwords == 0)
+			continue; /* claimed but never written: nothing to decode */
+		if (ktrace__crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
+			ktrace__warn(&snap->warn, off,
+			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+			             "): CRC mismatch; block skipped", i, r.cpu, r.start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		if (r.cpu >= snap->info.ncpus) {
+			ktrace__warn(&snap->warn, off,
+			             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
+			             "; block skipped", i, r.cpu, snap->info.ncpus);
+			snap->damaged_blocks++;
+			continue;
+		}
+		h = r.nwords >= 5 ? le32(w) : 0;
+		t = r.nwords >= 5 ? le32(w + 4) : 0;
+		if (r.nwords < 5 || KTRACE_REC_EV(h) != 4 ||
+		    KTRACE_EXT_TYPE(t) != KTRACE_EXT_BLOCK_START) {
+			ktrace__warn(&snap->warn, off + sizeof(r),
+			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+			             "): does not start with a BLOCK_START record; block skipped",
+			             i, r.cpu, r.start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		if (le32(w + 8) != r.start) {
+			ktrace__warn(&snap->warn, off + sizeof(r) + 8,
+			             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
+			             " differs from the entry's S %" PRIu32
+			             " (block reused while copied?); block skipped", i, r.cpu,
+			             le32(w + 8), r.start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		nb = &snap->blocks[snap->nblocks++];
+		nb->offset = off;
+		nb->words = w;
+		nb->nwords = r.nwords;
+		nb->cpu = r.cpu;
+		nb->start = r.start;
+		nb->core = 0;
+	}
+	if (pos != size && snap->unreadable_blocks == 0)
+		ktrace__warn(&snap->warn, x->s.offset + pos,
+		             SEC_FMT "%" PRIu64 " bytes after the last block ignored", SEC_ARGS(x),
+		             size - pos);
+	return 0;
+}
+
+static int read_small(struct ktrace_snap *snap, const struct sec *x, void *dst, size_t size,
+                      int *have, struct ktrace_dec_error *err)
+{
+	(void)snap;
+	if (x->s.size < size)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		            SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte record",
+		            SEC_ARGS(x), x->s.size, size);
+	memcpy(dst, x->p, size);
+	*have = 1;
+	return 0;
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
+                      struct ktrace_dec_error *err)
+{
+	const uint8_t *buf = vbuf;
+	struct ktrace_file_header *h = &snap->hdr;
+	struct ktrace_file_header tmp;
+	struct sec *secs = NULL;
+	uint64_t table_end;
+	uint32_t crc, seen = 0, info_idx = UINT32_MAX;
+	int rc = 0;
+
+	memset(snap, 0, sizeof(*snap));
+	snap->buf = buf;
+	snap->len = len;
+	if (!host_is_little_endian())
+		return fail(err, KTRACE_DEC_EFORMAT, 0, 0,
+		            "this decoder runs on little-endian hosts only");
+	if (len < 8)
+		return fail(err, KTRACE_DEC_EFORMAT, 1, 0,
+		            "not a ktrace snapshot (%zu bytes, too short for the magic)", len);
+	if (memcmp(buf, KTRACE_FILE_MAGIC, 8) != 0)
+		return fail(err, KTRACE_DEC_EFORMAT, 1, 0, "not a ktrace snapshot (bad magic)");
+	if (len < HDR_SIZE)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, len,
+		            "file truncated: %zu bytes, the header alone is %zu", len, HDR_SIZE);
+	memcpy(h, buf, HDR_SIZE);
+	if (h->byte_order != KTRACE_BYTE_ORDER_MARK) {
+		if (h->byte_order == 0x04030201u)
+			return fail(err, KTRACE_DEC_EFORMAT, 1, 8,
+			            "big-endian snapshot (byte order mark 04 03 02 01 reversed); "
+			            "this decoder reads little-endian files only");
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 8,
+		            "bad byte order mark 0x%08" PRIx32 " (expected 0x%08x)", h->byte_order,
+		            KTRACE_BYTE_ORDER_MARK);
+	}
+	if (h->version != KTRACE_FORMAT_VERSION)
+		return fail(err, KTRACE_DEC_EFORMAT, 1, 12,
+		            "unsupported format version %u (this decoder reads version %u)",
+		            h->version, KTRACE_FORMAT_VERSION);
+	if (h->header_size != HDR_SIZE)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 14,
+		            "header_size %u is not %zu", h->header_size, HDR_SIZE);
+	tmp = *h;
+	tmp.header_crc = 0;
+	crc = ktrace__crc32c(0, &tmp, sizeof(tmp));
+	if (crc != h->header_crc)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1,
+		            offsetof(struct ktrace_file_header, header_crc),
+		            "header CRC 0x%08" PRIx32 " does not match the computed 0x%08" PRIx32,
+		            h->header_crc, crc);
+	if (h->file_size > len)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, len,
+		            "file truncated: header says %" PRIu64 " bytes, file has %zu",
+		            h->file_size, len);
+	if (h->file_size < len) {
+		ktrace__warn(&snap->warn, h->file_size,
+		             "%zu bytes after the end the header gives; ignored",
+		             len - (size_t)h->file_size);
+		len = (size_t)h->file_size;
+		snap->len = len;
+	}
+	if (h->section_entry_size != SEC_SIZE)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 20,
+		            "section_entry_size %" PRIu32 " is not %zu", h->section_entry_size,
+		            SEC_SIZE);
+	if (h->section_table_offset < HDR_SIZE || h->section_table_offset % 8 ||
+	    h->section_table_offset > len)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 24,
+		            "section table offset 0x%" PRIx64 " is outside the file or misaligned",
+		            h->section_table_offset);
+	if ((uint64_t)h->section_count * SEC_SIZE > len - h->section_table_offset)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 16,
+		            "section table (%" PRIu32 " entries at 0x%" PRIx64
+		            ") runs past the end of the file (%zu bytes)", h->section_count,
+		            h->section_table_offset, len);
+	table_end = h->section_table_offset + (uint64_t)h->section_count * SEC_SIZE;
+	(void)table_end;
+	if (h->section_count == 0)
+		return fail(err, KTRACE_DEC_ECORRUPT, 1, 16, "section table is empty (no INFO)");
+
+	secs = calloc(h->section_count, sizeof(*secs));
+	if (!secs)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+
+	/* Pass 1: bounds of every entry, CRCs, find INFO. */
+	for (uint32_t i = 0; i < h->section_count; i++) {
+		struct sec *x = &secs[i];
+
+		x->index = i;
+		x->entry_off = h->section_table_offset + (uint64_t)i * SEC_SIZE;
+		memcpy(&x->s, buf + x->entry_off, SEC_SIZE);
+		if (x->s.offset % 8 || x->s.offset < HDR_SIZE) {
+			rc = fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 8,
+			          SEC_FMT "offset 0x%" PRIx64 " is misaligned or inside the header",
+			          SEC_ARGS(x), x->s.offset);
+			goto out;
+		}
+		if (x->s.offset > len || x->s.size > len - x->s.offset) {
+			rc = fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 8,
+			          SEC_FMT "at 0x%" PRIx64 " size %" PRIu64
+			          " runs past the end of the file (%zu bytes)",
+			          SEC_ARGS(x), x->s.offset, x->s.size, len);
+			goto out;
+		}
+		x->p = buf + x->s.offset;
+		if (x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) {
+			x->crc_ok = ktrace__crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
+			if (x->s.type == KTRACE_SEC_INFO && info_idx == UINT32_MAX)
+				info_idx = i;
+		}
+	}
+	if (info_idx == UINT32_MAX) {
+		rc = fail(err, KTRACE_DEC_ECORRUPT, 1, h->section_table_offset,
+		          "no INFO section in the section table");
+		goto out;
+	}
+	rc = read_info(snap, &secs[info_idx], err);
+	if (rc)
+		goto out;
+
+	/* Pass 2: everything else, in table order. */
+	for (uint32_t i = 0; i < h->section_count; i++) {
+		struct sec *x = &secs[i];
+		uint32_t type = x->s.type;
+
+		if (type < KTRACE_SEC_INFO || type > KTRACE_SEC_TRIGGER || type == KTRACE_SEC_INFO)
+			continue; /* unknown types are skipped: the format is append-only */
+		if (type != KTRACE_SEC_BLOCKS) {
+			if (seen & (1u << type)) {
+				ktrace__warn(&snap->warn, x->entry_off,
+				             SEC_FMT "is a second section of this type; ignored",
+				             SEC_ARGS(x));
+				continue;
+			}
+			seen |= 1u << type;
+			if (!x->crc_ok) {
+				ktrace__warn(&snap->warn, x->s.offset,
+				             SEC_FMT "CRC mismatch; decoding without it", SEC_ARGS(x));
+				continue;
+			}
+		}
+		switch (type) {
+		case KTRACE_SEC_ANCHORS: rc = read_anchors(snap, x, err); break;
+		case KTRACE_SEC_FUNCS: rc = read_funcs(snap, x, err); break;
+		case KTRACE_SEC_THREADS: rc = read_threads(snap, x, err); break;
+		case KTRACE_SEC_NAMES: rc = read_names(snap, x, err); break;
+		case KTRACE_SEC_MODULES: rc = read_modules(snap, x, err); break;
+		case KTRACE_SEC_LOSS:
+			rc = read_small(snap, x, &snap->loss, sizeof(snap->loss), &snap->have_loss, err);
+			break;
+		case KTRACE_SEC_CORES: rc = read_cores(snap, x, err); break;
+		case KTRACE_SEC_BLOCKS: rc = read_blocks(snap, x, err); break;
+		case KTRACE_SEC_TRIGGER:
+			rc = read_small(snap, x, &snap->trigger, sizeof(snap->trigger),
+			                &snap->have_trigger, err);
+			terminate(snap->trigger.kind, sizeof(snap->trigger.kind));
+			break;
+		}
+		if (rc)
+			goto out;
+	}
+out:
+	free(secs);
+	if (rc)
+		ktrace__snap_free(snap);
+	return rc;
+}
+
+void ktrace__snap_free(struct ktrace_snap *snap)
+{
+	free(snap->anchors);
+	free(snap->threads);
+	for (uint32_t i = 0; i < snap->nnames; i++)
+		free(snap->names[i].str);
+	free(snap->names);
+	for (uint32_t i = 0; i < snap->nmodules; i++)
+		free(snap->modules[i].path);
+	free(snap->modules);
+	free(snap->core_recs);
+	free(snap->blocks);
+	free(snap->cores);
+	ktrace__warnings_free(&snap->warn);
+	snap->anchors = NULL;
+	snap->threads = NULL;
+	snap->names = NULL;
+	snap->modules = NULL;
+	snap->core_recs = NULL;
+	snap->blocks = NULL;
+	snap->cores = NULL;
+	snap->nanchors = snap->nthreads = snap->nnames = snap->nmodules = 0;
+	snap->ncore_recs = snap->nblocks = snap->ncores = 0;
+}
+
+const char *ktrace__snap_name(const struct ktrace_snap *snap, uint32_t id)
+{
+	uint32_t lo = 0, hi = snap->nnames;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (snap->names[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < snap->nnames && snap->names[lo].id == id)
+		return snap->names[lo].str;
+	return NULL;
+}
+
+const struct ktrace_thread_rec *ktrace__snap_thread(const struct ktrace_snap *snap,
+                                                    uint32_t slot)
+{
+	uint32_t lo = 0, hi = snap->nthreads;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (snap->threads[mid].slot < slot)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < snap->nthreads && snap->threads[lo].slot == slot)
+		return &snap->threads[lo];
+	return NULL;
+}

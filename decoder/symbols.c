@@ -1,0 +1,468 @@
+/*
+ * symbols.c - stage 5 of ktrace-decode: function addresses -> names.
+ *
+ * The MODULES section lists the process's executable mappings {start, end,
+ * file_offset, path}.  For an address inside one:
+ *
+ *     file_off = addr - start + file_offset
+ *     vaddr    = p_vaddr + (file_off - p_offset)   (the PT_LOAD holding file_off)
+ *
+ * which is right for PIE executables, shared libraries and dlopen()ed code
+ * alike.  The enclosing STT_FUNC symbol comes from .symtab (or .dynsym when
+ * the file is stripped).  Every read from the ELF file is bounds-checked: a
+ * truncated or hostile file gives an error, never a crash.  Parsed files are
+ * cached per path for the life of the decoder.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "decoder.h"
+
+struct elf_sym {
+	uint64_t addr;       /* ELF virtual address */
+	uint64_t size;       /* bytes, 0 if unknown */
+	const char *name;    /* NUL-terminated, inside the strtab (checked) */
+};
+
+struct elf_load {
+	uint64_t offset;     /* p_offset */
+	uint64_t filesz;     /* p_filesz */
+	uint64_t vaddr;      /* p_vaddr */
+};
+
+struct ktrace_elf {
+	uint8_t *buf;        /* the file */
+	size_t len;          /* bytes */
+	int is_mmap;
+	struct elf_load *loads;
+	uint32_t nloads;
+	struct elf_sym *syms; /* sorted by addr */
+	uint32_t nsyms;
+};
+
+static int efail(struct ktrace_dec_error *err, uint64_t off, const char *fmt, const char *a,
+                 uint64_t v)
+{
+	if (err) {
+		err->code = KTRACE_DEC_EFORMAT;
+		err->has_offset = 1;
+		err->offset = off;
+		snprintf(err->msg, sizeof(err->msg), fmt, a, v);
+	}
+	return KTRACE_DEC_EFORMAT;
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct elf_sym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* Larger size first, so the lookup's leftmost hit has the widest range. */
+	if (x->size != y->size)
+		return x->size > y->size ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Is [off, off+size) inside the file? */
+static int in_file(const struct ktrace_elf *e, uint64_t off, uint64_t size)
+{
+	return off <= e->len && size <= e->len - off;
+}
+
+static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want,
+                       struct ktrace_dec_error *err)
+{
+	for (uint32_t i = 0; i < eh->e_shnum; i++) {
+		Elf64_Shdr sh, st;
+		uint64_t n;
+		uint32_t k = 0;
+
+		memcpy(&sh, e->buf + eh->e_shoff + (uint64_t)i * eh->e_shentsize, sizeof(sh));
+		if (sh.sh_type != want)
+			continue;
+		if (sh.sh_link >= eh->e_shnum)
+			return efail(err, eh->e_shoff + (uint64_t)i * eh->e_shentsize,
+			             "%ssymbol table's string table index %" PRIu64 " is out of range",
+			             "", sh.sh_link);
+		memcpy(&st, e->buf + eh->e_shoff + (uint64_t)sh.sh_link * eh->e_shentsize,
+		       sizeof(st));
+		if (!in_file(e, sh.sh_offset, sh.sh_size) || !in_file(e, st.sh_offset, st.sh_size))
+			return efail(err, eh->e_shoff + (uint64_t)i * eh->e_shentsize,
+			             "%ssymbol table runs past the end of the file (%" PRIu64 " bytes)",
+			             "", e->len);
+		if (sh.sh_entsize && sh.sh_entsize < sizeof(Elf64_Sym))
+			return efail(err, eh->e_shoff + (uint64_t)i * eh->e_shentsize,
+			             "%ssymbol entry size %" PRIu64 " is too small", "", sh.sh_entsize);
+		{
+			uint64_t ent = sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Sym);
+
+			n = sh.sh_size / ent;
+			e->syms = malloc((size_t)(n ? n : 1) * sizeof(*e->syms));
+			if (!e->syms)
+				return efail(err, 0, "%sout of memory (%" PRIu64 " symbols)", "", n);
+			for (uint64_t j = 0; j < n; j++) {
+				Elf64_Sym s;
+				const char *name;
+
+				memcpy(&s, e->buf + sh.sh_offset + j * ent, sizeof(s));
+				if (ELF64_ST_TYPE(s.st_info) != STT_FUNC &&
+				    ELF64_ST_TYPE(s.st_info) != STT_GNU_IFUNC)
+					continue;
+				if (s.st_shndx == SHN_UNDEF || s.st_value == 0)
+					continue;
+				if (s.st_name >= st.sh_size)
+					continue;
+				name = (const char *)e->buf + st.sh_offset + s.st_name;
+				if (!memchr(name, '\0', st.sh_size - s.st_name) || !name[0])
+					continue;
+				e->syms[k].addr = s.st_value;
+				e->syms[k].size = s.st_size;
+				e->syms[k].name = name;
+				k++;
+			}
+		}
+		e->nsyms = k;
+		qsort(e->syms, k, sizeof(*e->syms), cmp_sym);
+		return 0;
+	}
+	return 1; /* none of this type */
+}
+
+static int parse(struct ktrace_elf *e, struct ktrace_dec_error *err)
+{
+	Elf64_Ehdr eh;
+	int rc;
+
+	if (e->len < sizeof(eh) || memcmp(e->buf, ELFMAG, SELFMAG) != 0)
+		return efail(err, 0, "%snot an ELF file (%" PRIu64 " bytes)", "", e->len);
+	memcpy(&eh, e->buf, sizeof(eh));
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
+		return efail(err, 4, "%snot a little-endian ELF64 file (class %" PRIu64 ")", "",
+		             eh.e_ident[EI_CLASS]);
+	if (eh.e_phnum) {
+		if (eh.e_phentsize < sizeof(Elf64_Phdr) ||
+		    !in_file(e, eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize))
+			return efail(err, offsetof(Elf64_Ehdr, e_phoff),
+			             "%sprogram headers run past the end of the file (%" PRIu64 " bytes)",
+			             "", e->len);
+		e->loads = calloc(eh.e_phnum, sizeof(*e->loads));
+		if (!e->loads)
+			return efail(err, 0, "%sout of memory%" PRIu64, "", 0);
+		for (uint32_t i = 0; i < eh.e_phnum; i++) {
+			Elf64_Phdr ph;
+
+			memcpy(&ph, e->buf + eh.e_phoff + (uint64_t)i * eh.e_phentsize, sizeof(ph));
+			if (ph.p_type != PT_LOAD)
+				continue;
+			e->loads[e->nloads].offset = ph.p_offset;
+			e->loads[e->nloads].filesz = ph.p_filesz;
+			e->loads[e->nloads].vaddr = ph.p_vaddr;
+			e->nloads++;
+		}
+	}
+	if (!eh.e_shnum)
+		return efail(err, offsetof(Elf64_Ehdr, e_shnum), "%sno section headers%.0" PRIu64,
+		             "", 0);
+	if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
+	    !in_file(e, eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize))
+		return efail(err, offsetof(Elf64_Ehdr, e_shoff),
+		             "%ssection headers run past the end of the file (%" PRIu64 " bytes)", "",
+		             e->len);
+	rc = load_symtab(e, &eh, SHT_SYMTAB, err);
+	if (rc == 1)
+		rc = load_symtab(e, &eh, SHT_DYNSYM, err);
+	if (rc == 1)
+		return efail(err, 0, "%sno symbol table (.symtab or .dynsym)%.0" PRIu64, "", 0);
+	return rc;
+}
+
+void ktrace__elf_free(struct ktrace_elf *e)
+{
+	if (!e)
+		return;
+	if (e->is_mmap)
+		munmap(e->buf, e->len);
+	else
+		free(e->buf);
+	free(e->loads);
+	free(e->syms);
+	free(e);
+}
+
+int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+                      struct ktrace_dec_error *err)
+{
+	struct ktrace_elf *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = NULL;
+	if (!e)
+		return KTRACE_DEC_ENOMEM;
+	e->buf = malloc(len ? len : 1);
+	if (!e->buf) {
+		free(e);
+		return KTRACE_DEC_ENOMEM;
+	}
+	memcpy(e->buf, buf, len);
+	e->len = len;
+	rc = parse(e, err);
+	if (rc) {
+		ktrace__elf_free(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_dec_error *err)
+{
+	struct ktrace_elf *e;
+	struct stat st;
+	void *map;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (err) {
+			err->code = KTRACE_DEC_EIO;
+			err->has_offset = 0;
+			snprintf(err->msg, sizeof(err->msg), "cannot open %s: %s", path, strerror(errno));
+		}
+		return KTRACE_DEC_EIO;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+		close(fd);
+		if (err) {
+			err->code = KTRACE_DEC_EIO;
+			err->has_offset = 0;
+			snprintf(err->msg, sizeof(err->msg), "%s is not a regular non-empty file", path);
+		}
+		return KTRACE_DEC_EIO;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED) {
+		if (err) {
+			err->code = KTRACE_DEC_EIO;
+			err->has_offset = 0;
+			snprintf(err->msg, sizeof(err->msg), "cannot map %s: %s", path, strerror(errno));
+		}
+		return KTRACE_DEC_EIO;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		munmap(map, (size_t)st.st_size);
+		return KTRACE_DEC_ENOMEM;
+	}
+	e->buf = map;
+	e->len = (size_t)st.st_size;
+	e->is_mmap = 1;
+	rc = parse(e, err);
+	if (rc) {
+		ktrace__elf_free(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+const char *ktrace__elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint64_t *sym_start)
+{
+	uint32_t lo = 0, hi = e->nsyms;
+
+	/* Last symbol with addr <= vaddr, then walk back over equal addresses. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (e->syms[mid].addr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	lo--;
+	while (lo > 0 && e->syms[lo - 1].addr == e->syms[lo].addr)
+		lo--;
+	{
+		const struct elf_sym *s = &e->syms[lo];
+
+		if (vaddr == s->addr || (s->size && vaddr - s->addr < s->size)) {
+			if (sym_start)
+				*sym_start = s->addr;
+			return s->name;
+		}
+	}
+	return NULL;
+}
+
+int ktrace__elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *vaddr)
+{
+	for (uint32_t i = 0; i < e->nloads; i++) {
+		const struct elf_load *l = &e->loads[i];
+
+		if (off >= l->offset && off - l->offset < l->filesz) {
+			*vaddr = l->vaddr + (off - l->offset);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* ---- per-decoder cache ------------------------------------------------------ */
+
+struct symcache {
+	struct {
+		char *path;              /* as given in MODULES */
+		struct ktrace_elf *elf;  /* NULL if it could not be used */
+	} *ent;
+	uint32_t n;
+};
+
+void ktrace__symcache_free(void *p)
+{
+	struct symcache *c = p;
+
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->n; i++) {
+		free(c->ent[i].path);
+		ktrace__elf_free(c->ent[i].elf);
+	}
+	free(c->ent);
+	free(c);
+}
+
+static struct ktrace_elf *cached_elf(struct ktrace_dec *d, struct symcache *c, const char *path)
+{
+	char full[4096];
+	struct ktrace_dec_error err;
+	struct ktrace_elf *e = NULL;
+	void *p;
+
+	for (uint32_t i = 0; i < c->n; i++)
+		if (strcmp(c->ent[i].path, path) == 0)
+			return c->ent[i].elf;
+	p = realloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent));
+	if (!p)
+		return NULL;
+	c->ent = p;
+	if (path[0] == '/') {
+		snprintf(full, sizeof(full), "%s%s", d->opts.sysroot ? d->opts.sysroot : "", path);
+		memset(&err, 0, sizeof(err));
+		if (ktrace__elf_open(full, &e, &err) != 0) {
+			if (err.has_offset)
+				ktrace__warn(&d->snap.warn, 0,
+				             "symbols: %s: offset 0x%" PRIx64 ": %s; addresses in it stay numeric",
+				             full, err.offset, err.msg);
+			else
+				ktrace__warn(&d->snap.warn, 0, "symbols: %s; addresses in it stay numeric",
+				             err.msg);
+			e = NULL;
+		}
+	}
+	c->ent[c->n].path = strdup(path);
+	c->ent[c->n].elf = e;
+	if (!c->ent[c->n].path) {
+		ktrace__elf_free(e);
+		return NULL;
+	}
+	c->n++;
+	return e;
+}
+
+static const struct ktrace_snap_module *find_module(const struct ktrace_snap *s, uint64_t addr)
+{
+	uint32_t lo = 0, hi = s->nmodules;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->modules[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Mappings do not overlap in a real process; check a few to the left. */
+	for (uint32_t k = 0; k < 8 && lo > 0; k++, lo--)
+		if (addr < s->modules[lo - 1].end)
+			return &s->modules[lo - 1];
+	return NULL;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+static const char *symbolize_addr(struct ktrace_dec *d, struct symcache *c, uint64_t addr)
+{
+	const struct ktrace_snap_module *m = find_module(&d->snap, addr);
+	char buf[512];
+
+	if (!m) {
+		snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
+		return ktrace__dec_strdup(d, buf);
+	}
+	{
+		uint64_t off = addr - m->start + m->file_offset, vaddr, start = 0;
+		struct ktrace_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m->path) : NULL;
+		const char *name = NULL;
+
+		if (e && ktrace__elf_offset_to_vaddr(e, off, &vaddr) == 0)
+			name = ktrace__elf_lookup(e, vaddr, &start);
+		if (name && start == vaddr)
+			return name; /* lives as long as the cache */
+		if (name) {
+			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, name, vaddr - start);
+			return ktrace__dec_strdup(d, buf);
+		}
+		snprintf(buf, sizeof(buf), "0x%" PRIx64 "(%s+0x%" PRIx64 ")", addr,
+		         base_name(m->path), off);
+		return ktrace__dec_strdup(d, buf);
+	}
+}
+
+void ktrace__dec_symbolize(struct ktrace_dec *d)
+{
+	struct symcache *c = NULL;
+	char buf[64];
+
+	if (!d->opts.no_symbols && !d->symcache)
+		d->symcache = calloc(1, sizeof(struct symcache));
+	c = d->symcache;
+	for (uint32_t i = 0; i < d->nfuncs; i++) {
+		struct ktrace_dec_func *f = &d->funcs[i];
+
+		switch (f->kind) {
+		case KTRACE_FUNC_SPAN: {
+			const char *s = ktrace__snap_name(&d->snap, f->id);
+
+			if (s) {
+				f->name = s;
+			} else {
+				snprintf(buf, sizeof(buf), "span#%" PRIu32, f->id);
+				f->name = ktrace__dec_strdup(d, buf);
+			}
+			break;
+		}
+		case KTRACE_FUNC_UNKNOWN_ID:
+			snprintf(buf, sizeof(buf), "func#%" PRIu32, f->id);
+			f->name = ktrace__dec_strdup(d, buf);
+			break;
+		default:
+			f->name = symbolize_addr(d, c, f->addr);
+			break;
+		}
+	}
+}

@@ -1,0 +1,1391 @@
+/*
+ * timeline.c - stages 2-4 of ktrace-decode.
+ *
+ * Stage 2 (per-core iterator): each core's blocks are ordered by their start
+ * counter S (u32, modular: the newest block is the one no other block is
+ * ahead of, and every other block sorts by S - S_newest as a signed number),
+ * then walked record by record.  Each block starts from the full TSC in its
+ * BLOCK_START; every later record's tick follows the rule in
+ * ktrace_format.h (forward if d < 2^19, else a small backward step); TSC
+ * records reset the reference; BLOCK_START and THREAD records name the
+ * thread slot that owns the following records.  An extended record whose
+ * payload runs past the block, a reserved event number or a BLOCK_START in
+ * the middle of a block ends that block: the tail is reported and skipped.
+ *
+ * Stage 3 (merge + stacks): the cores' event streams are merged by tick
+ * with a binary heap (ties broken by core index, so the merge is stable and
+ * each core keeps its record order).  Every thread's call stack is rebuilt
+ * across cores.  Within one thread, ticks are clamped to be non-decreasing
+ * so that small backward steps (clock skew between cores at a migration, a
+ * late store) never make a child start before its parent.
+ *
+ *   exit of the frame on top            -> pop it
+ *   exit of a frame deeper in the stack -> the frames above it lost their
+ *                                          exits: close them (EXIT_LOST,
+ *                                          TRUNC_END), then pop it
+ *   exit of a function not in the stack -> entered before the window:
+ *                                          a TRUNC_BEGIN call starting at the
+ *                                          thread's window start; it becomes
+ *                                          the parent of everything the thread
+ *                                          did so far at the outermost level
+ *   frames open at the end              -> TRUNC_END, end = window end
+ *
+ * The complete window: a core whose ring wrapped lost its older data, so
+ * stacks are only complete from the latest first-record time among wrapped
+ * cores.  Records before it are dropped (counted per core) unless --all.
+ *
+ * Stage 4 (time): ticks -> ns with 128-bit arithmetic; wall clock by
+ * piecewise-linear interpolation between ANCHORS, extrapolated with tsc_hz.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "decoder.h"
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static int fail(struct ktrace_dec_error *err, int code, const char *msg)
+{
+	if (err) {
+		err->code = code;
+		err->has_offset = 0;
+		err->offset = 0;
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	}
+	return code;
+}
+
+/* Grow *arr (elements of size sz) so that index n fits. */
+static int grow(void *arrp, uint32_t *cap, uint32_t n, size_t sz)
+{
+	void **arr = arrp;
+	uint64_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? (uint64_t)*cap * 2 : 64;
+	while (ncap <= n)
+		ncap *= 2;
+	if (ncap > UINT32_MAX)
+		ncap = UINT32_MAX;
+	if (n >= ncap)
+		return -1;
+	p = realloc(*arr, (size_t)ncap * sz);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = (uint32_t)ncap;
+	return 0;
+}
+
+/* ---- stage 2: block order ------------------------------------------------ */
+
+struct bkey {
+	uint32_t cpu;
+	int32_t age;     /* S - S_newest as signed: 0 for the newest, negative older */
+	uint64_t offset; /* tie-break: file order */
+	uint32_t idx;
+};
+
+static int cmp_bkey(const void *a, const void *b)
+{
+	const struct bkey *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	if (x->age != y->age)
+		return x->age < y->age ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
+{
+	uint32_t nb = snap->nblocks, ncpu = 0, j;
+	struct bkey *keys = NULL;
+	struct ktrace_snap_block *sorted = NULL;
+	uint32_t *cpus = NULL;
+
+	free(snap->cores);
+	snap->cores = NULL;
+	snap->ncores = 0;
+	cpus = malloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus));
+	keys = malloc(((size_t)nb + 1) * sizeof(*keys));
+	sorted = malloc(((size_t)nb + 1) * sizeof(*sorted));
+	if (!cpus || !keys || !sorted)
+		goto nomem;
+
+	/* Group by cpu (file order inside), find each cpu's newest S. */
+	for (uint32_t i = 0; i < nb; i++) {
+		keys[i].cpu = snap->blocks[i].cpu;
+		keys[i].age = 0;
+		keys[i].offset = snap->blocks[i].offset;
+		keys[i].idx = i;
+	}
+	qsort(keys, nb, sizeof(*keys), cmp_bkey);
+	for (uint32_t i = 0; i < nb;) {
+		uint32_t e = i, newest;
+
+		while (e < nb && keys[e].cpu == keys[i].cpu)
+			e++;
+		newest = snap->blocks[keys[i].idx].start;
+		for (uint32_t k = i + 1; k < e; k++) {
+			uint32_t s = snap->blocks[keys[k].idx].start;
+
+			if ((int32_t)(s - newest) > 0)
+				newest = s;
+		}
+		for (uint32_t k = i; k < e; k++)
+			keys[k].age = (int32_t)(snap->blocks[keys[k].idx].start - newest);
+		i = e;
+	}
+	qsort(keys, nb, sizeof(*keys), cmp_bkey);
+
+	/* Drop duplicate S on one cpu (the same block copied twice). */
+	j = 0;
+	for (uint32_t i = 0; i < nb; i++) {
+		if (j && keys[i].cpu == sorted[j - 1].cpu &&
+		    snap->blocks[keys[i].idx].start == sorted[j - 1].start) {
+			ktrace__warn(&snap->warn, snap->blocks[keys[i].idx].offset,
+			             "block (cpu %" PRIu32 ", S %" PRIu32
+			             ") duplicates an earlier block; skipped", keys[i].cpu,
+			             sorted[j - 1].start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		sorted[j++] = snap->blocks[keys[i].idx];
+	}
+	free(snap->blocks);
+	snap->blocks = sorted;
+	snap->nblocks = j;
+	sorted = NULL;
+	nb = j;
+
+	/* Cores: every cpu that has blocks or a CORES entry. */
+	for (uint32_t i = 0; i < nb; i++)
+		cpus[ncpu++] = snap->blocks[i].cpu;
+	for (uint32_t i = 0; i < snap->ncore_recs; i++)
+		cpus[ncpu++] = snap->core_recs[i].cpu;
+	qsort(cpus, ncpu, sizeof(*cpus), cmp_u32);
+	j = 0;
+	for (uint32_t i = 0; i < ncpu; i++)
+		if (!j || cpus[j - 1] != cpus[i])
+			cpus[j++] = cpus[i];
+	ncpu = j;
+	snap->cores = calloc(ncpu ? ncpu : 1, sizeof(*snap->cores));
+	if (!snap->cores)
+		goto nomem;
+	snap->ncores = ncpu;
+	for (uint32_t c = 0; c < ncpu; c++)
+		snap->cores[c].cpu = cpus[c];
+	for (uint32_t i = 0, c = 0; i < nb; i++) {
+		while (snap->cores[c].cpu != snap->blocks[i].cpu)
+			c++;
+		if (!snap->cores[c].nblocks)
+			snap->cores[c].first_block = i;
+		snap->cores[c].nblocks++;
+		snap->blocks[i].core = c;
+	}
+	for (uint32_t i = 0; i < snap->ncore_recs; i++) {
+		const struct ktrace_core_rec *r = &snap->core_recs[i];
+		uint32_t lo = 0, hi = ncpu;
+
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (snap->cores[mid].cpu < r->cpu)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < ncpu && !snap->cores[lo].have_rec) {
+			snap->cores[lo].have_rec = 1;
+			snap->cores[lo].rec = *r;
+		}
+	}
+	for (uint32_t c = 0; c < ncpu; c++) {
+		struct ktrace_snap_core *co = &snap->cores[c];
+
+		if (co->have_rec)
+			co->wrapped = co->rec.blocks_used > co->rec.nblocks;
+		else
+			co->wrapped = co->nblocks && snap->blocks[co->first_block].start != 0;
+	}
+	free(keys);
+	free(cpus);
+	return 0;
+nomem:
+	free(keys);
+	free(cpus);
+	free(sorted);
+	return fail(err, KTRACE_DEC_ENOMEM, "out of memory ordering blocks");
+}
+
+/* ---- stage 2: per-core iterator ------------------------------------------ */
+
+uint64_t ktrace__block_start_tick(const struct ktrace_snap *snap,
+                                  const struct ktrace_snap_block *b)
+{
+	uint64_t tsc = le32(b->words + 12) | (uint64_t)le32(b->words + 16) << 32;
+
+	return tsc >> snap->info.tsc_shift;
+}
+
+void ktrace__core_iter_init(struct ktrace_core_iter *it, const struct ktrace_snap *snap,
+                            uint32_t core, struct ktrace_dec_warnings *warn)
+{
+	memset(it, 0, sizeof(*it));
+	it->snap = snap;
+	it->warn = warn;
+	it->core = core;
+	if (core < snap->ncores) {
+		it->blk = snap->cores[core].first_block;
+		it->blk_end = it->blk + snap->cores[core].nblocks;
+	}
+}
+
+static int open_block(struct ktrace_core_iter *it)
+{
+	const struct ktrace_snap_block *b;
+
+	if (it->blk >= it->blk_end)
+		return 0;
+	b = &it->snap->blocks[it->blk++];
+	/* The reader checked: nwords >= 5, word 0 is a 4-word extended header,
+	 * word 1 a BLOCK_START type word. */
+	it->words = b->words;
+	it->nwords = b->nwords;
+	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
+	it->slot = KTRACE_EXT_ARG(le32(b->words + 4));
+	it->tick = ktrace__block_start_tick(it->snap, b);
+	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
+	it->pos = 5;
+	return 1;
+}
+
+static void damaged_tail(struct ktrace_core_iter *it, const char *what)
+{
+	ktrace__warn(it->warn, it->blk_offset + (uint64_t)it->pos * 4,
+	             "cpu %" PRIu32 ": %s; the rest of this block (%" PRIu32
+	             " words) is skipped", it->snap->cores[it->core].cpu, what,
+	             it->nwords - it->pos);
+	it->damaged_tails++;
+	it->pos = it->nwords;
+}
+
+int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev)
+{
+	for (;;) {
+		const uint8_t *p;
+		uint32_t w, e, d, n, t;
+		uint64_t tick;
+
+		if (it->pos >= it->nwords) {
+			if (!open_block(it))
+				return 0;
+			continue;
+		}
+		p = it->words + (size_t)it->pos * 4;
+		w = le32(p);
+		e = KTRACE_REC_EV(w);
+		if (e == KTRACE_EV_PAD) {
+			it->pos++;
+			continue;
+		}
+		d = (KTRACE_REC_TS(w) - it->ts20) & KTRACE_TS_MASK;
+		if (d < KTRACE_TS_HALF)
+			tick = it->tick + d;
+		else
+			tick = it->tick >= (KTRACE_TS_MASK + 1 - d) ? it->tick - (KTRACE_TS_MASK + 1 - d) : 0;
+
+		if (KTRACE_EV_IS_ENTER(e) || KTRACE_EV_IS_EXIT(e)) {
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos++;
+			ev->tick = tick;
+			ev->value = 0;
+			ev->slot = it->slot;
+			ev->core = it->core;
+			if (e < KTRACE_EV_EXIT_FLAG) {
+				ev->kind = KTRACE_DK_ENTER;
+				ev->id = e - KTRACE_EV_ENTER_BASE;
+			} else {
+				ev->kind = KTRACE_DK_EXIT;
+				ev->id = e - KTRACE_EV_EXIT_BASE;
+			}
+			return 1;
+		}
+		if (!KTRACE_EV_IS_EXT(e)) {
+			damaged_tail(it, "reserved event number");
+			continue;
+		}
+		n = e;
+		if ((uint64_t)it->pos + 1 + n > it->nwords) {
+			damaged_tail(it, "extended record runs past the block end");
+			continue;
+		}
+		t = le32(p + 4);
+		switch (KTRACE_EXT_TYPE(t)) {
+		case KTRACE_EXT_BLOCK_START:
+			damaged_tail(it, "BLOCK_START in the middle of a block");
+			continue;
+		case KTRACE_EXT_TSC:
+			if (n < 3) {
+				damaged_tail(it, "TSC record too short");
+				continue;
+			}
+			it->tick = (le32(p + 8) | (uint64_t)le32(p + 12) << 32) >> it->snap->info.tsc_shift;
+			it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
+			it->pos += 1 + n;
+			continue;
+		case KTRACE_EXT_THREAD:
+			it->slot = KTRACE_EXT_ARG(t);
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos += 1 + n;
+			continue;
+		case KTRACE_EXT_FUNC_ENTER_ADDR:
+		case KTRACE_EXT_FUNC_EXIT_ADDR:
+		case KTRACE_EXT_MARK:
+		case KTRACE_EXT_REQ_BEGIN:
+		case KTRACE_EXT_REQ_END:
+			if (n < 3) {
+				damaged_tail(it, "extended record too short for its type");
+				continue;
+			}
+			ev->value = le32(p + 8) | (uint64_t)le32(p + 12) << 32;
+			break;
+		case KTRACE_EXT_SPAN_BEGIN:
+		case KTRACE_EXT_SPAN_END:
+			ev->value = 0;
+			break;
+		default:
+			/* Unknown type: skipped by its length (append-only format). */
+			it->unknown_ext++;
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos += 1 + n;
+			continue;
+		}
+		switch (KTRACE_EXT_TYPE(t)) {
+		case KTRACE_EXT_FUNC_ENTER_ADDR: ev->kind = KTRACE_DK_ENTER_ADDR; break;
+		case KTRACE_EXT_FUNC_EXIT_ADDR: ev->kind = KTRACE_DK_EXIT_ADDR; break;
+		case KTRACE_EXT_MARK: ev->kind = KTRACE_DK_MARK; break;
+		case KTRACE_EXT_REQ_BEGIN: ev->kind = KTRACE_DK_REQ_BEGIN; break;
+		case KTRACE_EXT_REQ_END: ev->kind = KTRACE_DK_REQ_END; break;
+		case KTRACE_EXT_SPAN_BEGIN: ev->kind = KTRACE_DK_SPAN_BEGIN; break;
+		default: ev->kind = KTRACE_DK_SPAN_END; break;
+		}
+		ev->id = KTRACE_EXT_ARG(t);
+		ev->tick = tick;
+		ev->slot = it->slot;
+		ev->core = it->core;
+		it->tick = tick;
+		it->ts20 = KTRACE_REC_TS(w);
+		it->pos += 1 + n;
+		return 1;
+	}
+}
+
+/* ---- small hash map: u64 key -> u32 value ---------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+static uint32_t *umap_slot(const struct ktrace_umap *m, uint64_t k)
+{
+	uint32_t mask = m->cap - 1, i = (uint32_t)mix64(k) & mask;
+
+	while (m->vals[i] != KTRACE_DEC_NONE && m->keys[i] != k)
+		i = (i + 1) & mask;
+	return &m->vals[i];
+}
+
+uint32_t ktrace__umap_get(const struct ktrace_umap *m, uint64_t k)
+{
+	if (!m->cap)
+		return KTRACE_DEC_NONE;
+	return *umap_slot(m, k);
+}
+
+
+static int umap_grow(struct ktrace_umap *m)
+{
+	struct ktrace_umap nm;
+	uint32_t ncap = m->cap ? m->cap * 2 : 64;
+
+	if (ncap == 0 || ncap > (1u << 30))
+		return -1;
+	nm.cap = ncap;
+	nm.n = 0;
+	nm.keys = malloc((size_t)ncap * sizeof(*nm.keys));
+	nm.vals = malloc((size_t)ncap * sizeof(*nm.vals));
+	if (!nm.keys || !nm.vals) {
+		free(nm.keys);
+		free(nm.vals);
+		return -1;
+	}
+	memset(nm.vals, 0xff, (size_t)ncap * sizeof(*nm.vals));
+	for (uint32_t i = 0; i < m->cap; i++)
+		if (m->vals[i] != KTRACE_DEC_NONE)
+			ktrace__umap_put(&nm, m->keys[i], m->vals[i]);
+	free(m->keys);
+	free(m->vals);
+	*m = nm;
+	return 0;
+}
+
+/* v must not be KTRACE_DEC_NONE (the empty marker). */
+int ktrace__umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
+{
+	uint32_t *s;
+	size_t i;
+
+	if ((m->n + 1) * 2 > m->cap && umap_grow(m))
+		return -1;
+	s = umap_slot(m, k);
+	i = (size_t)(s - m->vals);
+	if (v == KTRACE_DEC_NONE)
+		return -1;
+	if (*s == KTRACE_DEC_NONE)
+		m->n++;
+	m->keys[i] = k;
+	*s = v;
+	return 0;
+}
+
+void ktrace__umap_free(struct ktrace_umap *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- stage 3: build ------------------------------------------------------- */
+
+struct frame {
+	uint32_t call;       /* index in d->calls */
+	uint32_t func;
+	uint64_t child;      /* ticks: children's durations */
+};
+
+struct tstate {
+	struct frame *stack;
+	uint32_t depth, cap;
+	uint64_t last_tick;  /* ticks: clamp for per-thread monotonic time */
+	uint64_t orphan;     /* ticks: outermost calls since the last TRUNC_BEGIN */
+	uint32_t ntb;        /* TRUNC_BEGIN calls so far */
+	uint32_t *roots;     /* outermost calls waiting for a TRUNC_BEGIN parent */
+	uint32_t nroots, caproots;
+	int seen;
+};
+
+struct heap_ent {
+	struct ktrace_dec_event ev;
+};
+
+struct build {
+	struct ktrace_dec *d;
+	struct tstate *ts;
+	uint32_t capts;
+	uint32_t capthreads, capcalls, capreqs, capmarks, capruns, capfuncs, capk;
+	uint32_t *kseen;         /* per call: thread's TRUNC_BEGIN count at creation */
+	struct ktrace_umap thread_map;  /* slot -> thread index */
+	struct ktrace_umap addr_map;    /* address -> func index */
+	struct ktrace_umap span_map;    /* name id -> func index */
+	struct ktrace_umap req_map;     /* mix(kind, id) -> open request index */
+	uint32_t id_func[KTRACE_FUNC_ID_COUNT]; /* compact id -> func index */
+	struct ktrace_dec_run *cur_run; /* [ncores] */
+	uint64_t run_gap;        /* ticks: a gap this long splits a core run */
+	int oom;
+};
+
+static uint32_t new_func(struct build *b, uint64_t addr, uint32_t id, uint32_t kind)
+{
+	struct ktrace_dec *d = b->d;
+
+	if (grow(&d->funcs, &b->capfuncs, d->nfuncs, sizeof(*d->funcs))) {
+		b->oom = 1;
+		return KTRACE_DEC_NONE;
+	}
+	d->funcs[d->nfuncs].addr = addr;
+	d->funcs[d->nfuncs].id = id;
+	d->funcs[d->nfuncs].kind = kind;
+	d->funcs[d->nfuncs].name = NULL;
+	return d->nfuncs++;
+}
+
+static uint32_t func_addr(struct build *b, uint64_t addr)
+{
+	uint32_t f = ktrace__umap_get(&b->addr_map, addr);
+
+	if (f != KTRACE_DEC_NONE)
+		return f;
+	f = new_func(b, addr, 0, KTRACE_FUNC_ADDR);
+	if (f != KTRACE_DEC_NONE && ktrace__umap_put(&b->addr_map, addr, f))
+		b->oom = 1;
+	return f;
+}
+
+static uint32_t func_id(struct build *b, uint32_t id)
+{
+	uint32_t f = b->id_func[id];
+
+	if (f != KTRACE_DEC_NONE)
+		return f;
+	if (b->d->snap.func_known[id])
+		f = func_addr(b, b->d->snap.func_addr[id]);
+	else
+		f = new_func(b, 0, id, KTRACE_FUNC_UNKNOWN_ID);
+	b->id_func[id] = f;
+	return f;
+}
+
+static uint32_t func_span(struct build *b, uint32_t name)
+{
+	uint32_t f = ktrace__umap_get(&b->span_map, name);
+
+	if (f != KTRACE_DEC_NONE)
+		return f;
+	f = new_func(b, 0, name, KTRACE_FUNC_SPAN);
+	if (f != KTRACE_DEC_NONE && ktrace__umap_put(&b->span_map, name, f))
+		b->oom = 1;
+	return f;
+}
+
+static uint32_t new_thread(struct build *b, uint32_t slot, const struct ktrace_thread_rec *r)
+{
+	struct ktrace_dec *d = b->d;
+	struct ktrace_dec_thread *t;
+
+	if (grow(&d->threads, &b->capthreads, d->nthreads, sizeof(*d->threads)) ||
+	    grow(&b->ts, &b->capts, d->nthreads, sizeof(*b->ts))) {
+		b->oom = 1;
+		return KTRACE_DEC_NONE;
+	}
+	t = &d->threads[d->nthreads];
+	memset(t, 0, sizeof(*t));
+	memset(&b->ts[d->nthreads], 0, sizeof(b->ts[0]));
+	t->slot = slot;
+	if (r) {
+		t->tid = r->tid;
+		t->flags = r->flags;
+		t->known = 1;
+		snprintf(t->name, sizeof(t->name), "%s", r->name);
+	} else {
+		snprintf(t->name, sizeof(t->name), "slot%" PRIu32, slot);
+	}
+	if (ktrace__umap_put(&b->thread_map, slot, d->nthreads)) {
+		b->oom = 1;
+		return KTRACE_DEC_NONE;
+	}
+	return d->nthreads++;
+}
+
+static uint32_t thread_of(struct build *b, uint32_t slot)
+{
+	uint32_t t = ktrace__umap_get(&b->thread_map, slot);
+
+	if (t != KTRACE_DEC_NONE)
+		return t;
+	return new_thread(b, slot, NULL);
+}
+
+static uint32_t new_call(struct build *b, uint32_t thread)
+{
+	struct ktrace_dec *d = b->d;
+
+	if (grow(&d->calls, &b->capcalls, d->ncalls, sizeof(*d->calls)) ||
+	    grow(&b->kseen, &b->capk, d->ncalls, sizeof(*b->kseen))) {
+		b->oom = 1;
+		return KTRACE_DEC_NONE;
+	}
+	b->kseen[d->ncalls] = b->ts[thread].ntb;
+	return d->ncalls++;
+}
+
+static void push(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
+                 uint32_t core, uint32_t flags)
+{
+	struct tstate *s = &b->ts[thread];
+	struct ktrace_dec_call *c;
+	uint32_t ci;
+
+	if (func == KTRACE_DEC_NONE)
+		return;
+	if (grow(&s->stack, &s->cap, s->depth, sizeof(*s->stack))) {
+		b->oom = 1;
+		return;
+	}
+	ci = new_call(b, thread);
+	if (ci == KTRACE_DEC_NONE)
+		return;
+	c = &b->d->calls[ci];
+	c->begin = tick;
+	c->end = tick;
+	c->self = 0;
+	c->func = func;
+	c->thread = thread;
+	c->parent = s->depth ? s->stack[s->depth - 1].call : KTRACE_DEC_NONE;
+	c->depth = s->depth;
+	c->core = core;
+	c->flags = flags;
+	if (!s->depth) {
+		if (grow(&s->roots, &s->caproots, s->nroots, sizeof(*s->roots))) {
+			b->oom = 1;
+			return;
+		}
+		s->roots[s->nroots++] = ci;
+	}
+	s->stack[s->depth].call = ci;
+	s->stack[s->depth].func = func;
+	s->stack[s->depth].child = 0;
+	s->depth++;
+}
+
+static void close_top(struct build *b, uint32_t thread, uint64_t tick, uint32_t flags)
+{
+	struct tstate *s = &b->ts[thread];
+	struct frame *f = &s->stack[--s->depth];
+	struct ktrace_dec_call *c = &b->d->calls[f->call];
+	uint64_t dur;
+
+	c->end = tick > c->begin ? tick : c->begin;
+	c->flags |= flags;
+	dur = c->end - c->begin;
+	c->self = dur > f->child ? dur - f->child : 0;
+	if (s->depth)
+		s->stack[s->depth - 1].child += dur;
+	else
+		s->orphan += dur;
+}
+
+/* How deep an exit looks for its entry before calling it unmatched. */
+#define MATCH_DEPTH 256u
+
+static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
+                uint32_t core, uint32_t span)
+{
+	struct tstate *s = &b->ts[thread];
+	struct ktrace_dec *d = b->d;
+	struct ktrace_dec_call *c;
+	uint32_t lim = s->depth > MATCH_DEPTH ? s->depth - MATCH_DEPTH : 0;
+	uint32_t ci, i;
+	uint64_t begin;
+
+	if (func == KTRACE_DEC_NONE)
+		return;
+	for (i = s->depth; i > lim; i--)
+		if (s->stack[i - 1].func == func)
+			break;
+	if (i > lim) {
+		while (s->depth > i) {
+			close_top(b, thread, tick, KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST);
+			d->lost_exits++;
+		}
+		close_top(b, thread, tick, 0);
+		return;
+	}
+	/* Entered before the window: it encloses everything this thread did so
+	 * far at the outermost level. */
+	ci = new_call(b, thread);
+	if (ci == KTRACE_DEC_NONE)
+		return;
+	begin = d->threads[thread].start_tick;
+	if (begin > tick)
+		begin = tick;
+	c = &d->calls[ci];
+	c->begin = begin;
+	c->end = tick;
+	c->func = func;
+	c->thread = thread;
+	c->parent = KTRACE_DEC_NONE;
+	c->depth = 0;
+	c->core = core;
+	c->flags = KTRACE_CALL_TRUNC_BEGIN | span;
+	c->self = tick - begin > s->orphan ? tick - begin - s->orphan : 0;
+	s->orphan = tick - begin;
+	for (uint32_t r = 0; r < s->nroots; r++)
+		d->calls[s->roots[r]].parent = ci;
+	s->nroots = 0;
+	if (grow(&s->roots, &s->caproots, 0, sizeof(*s->roots))) {
+		b->oom = 1;
+		return;
+	}
+	s->roots[s->nroots++] = ci;
+	s->ntb++;
+	d->unmatched_exits++;
+}
+
+static void close_run(struct build *b, uint32_t core)
+{
+	struct ktrace_dec *d = b->d;
+	struct ktrace_dec_run *r = &b->cur_run[core];
+
+	if (!r->events)
+		return;
+	if (grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs))) {
+		b->oom = 1;
+		return;
+	}
+	d->runs[d->nruns++] = *r;
+	r->events = 0;
+}
+
+static void on_request(struct build *b, const struct ktrace_dec_event *ev, uint32_t thread,
+                       uint64_t tick)
+{
+	struct ktrace_dec *d = b->d;
+	uint64_t key = ev->value ^ mix64((uint64_t)ev->id + 0x9e3779b97f4a7c15ull);
+	uint32_t r = ktrace__umap_get(&b->req_map, key);
+	struct ktrace_dec_request *q;
+
+	if (ev->kind == KTRACE_DK_REQ_END && r < d->nreqs && d->reqs[r].kind == ev->id &&
+	    d->reqs[r].id == ev->value) {
+		q = &d->reqs[r];
+		q->end = tick > q->begin ? tick : q->begin;
+		q->flags &= ~(uint32_t)KTRACE_REQ_TRUNC_END;
+		/* Closed: a tombstone value, so probe chains stay intact. */
+		ktrace__umap_put(&b->req_map, key, KTRACE_DEC_NONE - 1);
+		return;
+	}
+	if (grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs))) {
+		b->oom = 1;
+		return;
+	}
+	q = &d->reqs[d->nreqs];
+	q->id = ev->value;
+	q->kind = ev->id;
+	q->thread = thread;
+	q->core = ev->core;
+	if (ev->kind == KTRACE_DK_REQ_BEGIN) {
+		q->begin = tick;
+		q->end = tick;
+		q->flags = KTRACE_REQ_TRUNC_END; /* until its end is seen */
+		if (ktrace__umap_put(&b->req_map, key, d->nreqs))
+			b->oom = 1;
+	} else {
+		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
+		q->end = tick;
+		q->flags = KTRACE_REQ_TRUNC_BEGIN;
+	}
+	d->nreqs++;
+}
+
+/* Merge heap of core iterators, keyed by (head tick, core index). */
+struct src {
+	struct ktrace_core_iter it;
+	struct ktrace_dec_event head;
+};
+
+static int src_less(const struct src *a, const struct src *b)
+{
+	if (a->head.tick != b->head.tick)
+		return a->head.tick < b->head.tick;
+	return a->head.core < b->head.core;
+}
+
+static void sift_down(struct src **h, uint32_t n, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		struct src *t;
+
+		if (l < n && src_less(h[l], h[m]))
+			m = l;
+		if (r < n && src_less(h[r], h[m]))
+			m = r;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static int cmp_req(const void *a, const void *b)
+{
+	const struct ktrace_dec_request *x = a, *y = b;
+
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	if (x->end != y->end)
+		return x->end < y->end ? -1 : 1;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+static void on_event(struct build *b, const struct ktrace_dec_event *ev)
+{
+	struct ktrace_dec *d = b->d;
+	struct ktrace_dec_core_stats *cs = &d->core_stats[ev->core];
+	struct ktrace_dec_run *run = &b->cur_run[ev->core];
+	struct ktrace_dec_thread *t;
+	struct tstate *s;
+	uint32_t th;
+	uint64_t tick;
+
+	if (ev->tick < d->window_start) {
+		cs->dropped++;
+		d->dropped++;
+		return;
+	}
+	th = thread_of(b, ev->slot);
+	if (th == KTRACE_DEC_NONE)
+		return;
+	t = &d->threads[th];
+	s = &b->ts[th];
+	cs->events++;
+	d->events++;
+	if (ev->tick > cs->last_tick)
+		cs->last_tick = ev->tick;
+	tick = ev->tick > s->last_tick ? ev->tick : s->last_tick;
+	s->last_tick = tick;
+	if (!s->seen) {
+		s->seen = 1;
+		t->first_tick = tick;
+		if (!d->opts.all)
+			t->start_tick = d->window_start;
+		else
+			t->start_tick = cs->first_tick;
+		if (t->known) {
+			const struct ktrace_thread_rec *r = ktrace__snap_thread(&d->snap, t->slot);
+			uint64_t ft = r ? r->first_tsc >> d->shift : 0;
+
+			if (ft > t->start_tick && ft <= tick)
+				t->start_tick = ft;
+		}
+	}
+	t->events++;
+	t->last_tick = tick;
+
+	if (run->events && (run->thread != th || ev->tick > run->end + b->run_gap))
+		close_run(b, ev->core);
+	if (!run->events) {
+		run->begin = ev->tick;
+		run->end = ev->tick;
+		run->core = ev->core;
+		run->thread = th;
+	}
+	if (ev->tick > run->end)
+		run->end = ev->tick;
+	run->events++;
+
+	switch (ev->kind) {
+	case KTRACE_DK_ENTER:
+		push(b, th, func_id(b, ev->id % KTRACE_FUNC_ID_COUNT), tick, ev->core, 0);
+		break;
+	case KTRACE_DK_ENTER_ADDR:
+		push(b, th, func_addr(b, ev->value), tick, ev->core, 0);
+		break;
+	case KTRACE_DK_SPAN_BEGIN:
+		push(b, th, func_span(b, ev->id), tick, ev->core, KTRACE_CALL_SPAN);
+		break;
+	case KTRACE_DK_EXIT:
+		pop(b, th, func_id(b, ev->id % KTRACE_FUNC_ID_COUNT), tick, ev->core, 0);
+		break;
+	case KTRACE_DK_EXIT_ADDR:
+		pop(b, th, func_addr(b, ev->value), tick, ev->core, 0);
+		break;
+	case KTRACE_DK_SPAN_END:
+		pop(b, th, func_span(b, ev->id), tick, ev->core, KTRACE_CALL_SPAN);
+		break;
+	case KTRACE_DK_MARK:
+		if (grow(&d->marks, &b->capmarks, d->nmarks, sizeof(*d->marks))) {
+			b->oom = 1;
+			break;
+		}
+		d->marks[d->nmarks].tick = tick;
+		d->marks[d->nmarks].value = ev->value;
+		d->marks[d->nmarks].name = ev->id;
+		d->marks[d->nmarks].thread = th;
+		d->marks[d->nmarks].core = ev->core;
+		d->nmarks++;
+		break;
+	case KTRACE_DK_REQ_BEGIN:
+	case KTRACE_DK_REQ_END:
+		on_request(b, ev, th, tick);
+		break;
+	}
+}
+
+static void find_trigger(struct ktrace_dec *d, struct build *b)
+{
+	const struct ktrace_trigger_rec *tr = &d->snap.trigger;
+	struct ktrace_dec_request *q;
+	uint32_t th;
+
+	d->trigger_req = KTRACE_DEC_NONE;
+	if (!d->snap.have_trigger)
+		return;
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (d->reqs[i].id == tr->request_id && d->reqs[i].kind == tr->kind_id) {
+			d->reqs[i].flags |= KTRACE_REQ_TRIGGER;
+			d->trigger_req = i;
+			return;
+		}
+	/* Not in the decoded window: rebuild it from the trigger record. */
+	if (tr->end_tsc < tr->begin_tsc)
+		return;
+	th = thread_of(b, tr->thread_slot);
+	if (th == KTRACE_DEC_NONE ||
+	    grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs)))
+		return;
+	q = &d->reqs[d->nreqs];
+	memset(q, 0, sizeof(*q));
+	q->begin = tr->begin_tsc >> d->shift;
+	q->end = tr->end_tsc >> d->shift;
+	q->id = tr->request_id;
+	q->kind = tr->kind_id;
+	q->thread = th;
+	q->flags = KTRACE_REQ_TRIGGER;
+	if (q->begin < d->window_start)
+		q->flags |= KTRACE_REQ_TRUNC_BEGIN;
+	d->trigger_req = d->nreqs++;
+}
+
+int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
+{
+	struct ktrace_snap *snap = &d->snap;
+	struct build *b;
+	struct src *srcs = NULL;
+	struct src **heap = NULL;
+	uint32_t nheap = 0, nc = snap->ncores;
+	uint64_t snap_tick, ten_s;
+	int rc = 0;
+
+	d->shift = snap->info.tsc_shift;
+	d->tsc_hz = snap->info.tsc_hz;
+	d->trigger_req = KTRACE_DEC_NONE;
+	b = calloc(1, sizeof(*b));
+	d->core_stats = calloc(nc ? nc : 1, sizeof(*d->core_stats));
+	srcs = calloc(nc ? nc : 1, sizeof(*srcs));
+	heap = calloc(nc ? nc : 1, sizeof(*heap));
+	if (!b || !d->core_stats || !srcs || !heap) {
+		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+		goto out;
+	}
+	b->cur_run = calloc(nc ? nc : 1, sizeof(*b->cur_run));
+	if (!b->cur_run) {
+		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+		goto out;
+	}
+	b->d = d;
+	memset(b->id_func, 0xff, sizeof(b->id_func));
+	/* 1 ms of ticks: a longer silence on a core splits its thread runs. */
+	b->run_gap = (uint64_t)(((unsigned __int128)d->tsc_hz / 1000) >> d->shift);
+	if (!b->run_gap)
+		b->run_gap = 1;
+
+	/* Window: latest first-record time among cores whose ring wrapped. */
+	d->data_start = UINT64_MAX;
+	d->window_start = 0;
+	for (uint32_t c = 0; c < nc; c++) {
+		struct ktrace_snap_core *co = &snap->cores[c];
+		uint64_t first;
+
+		if (!co->nblocks)
+			continue;
+		first = ktrace__block_start_tick(snap, &snap->blocks[co->first_block]);
+		d->core_stats[c].first_tick = first;
+		d->core_stats[c].last_tick = first;
+		d->core_stats[c].has_data = 1;
+		if (first < d->data_start)
+			d->data_start = first;
+		if (co->wrapped && first > d->window_start)
+			d->window_start = first;
+	}
+	if (d->data_start == UINT64_MAX)
+		d->data_start = 0;
+	if (d->opts.all || d->window_start < d->data_start)
+		d->window_start = d->data_start;
+	d->window_limited = d->window_start > d->data_start;
+
+	/* Known threads first, in slot order, so indices are stable. */
+	for (uint32_t i = 0; i < snap->nthreads; i++)
+		if (new_thread(b, snap->threads[i].slot, &snap->threads[i]) == KTRACE_DEC_NONE) {
+			rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+			goto out;
+		}
+
+	for (uint32_t c = 0; c < nc; c++) {
+		ktrace__core_iter_init(&srcs[c].it, snap, c, &snap->warn);
+		if (ktrace__core_iter_next(&srcs[c].it, &srcs[c].head))
+			heap[nheap++] = &srcs[c];
+	}
+	for (uint32_t i = nheap / 2; i-- > 0;)
+		sift_down(heap, nheap, i);
+	while (nheap && !b->oom) {
+		struct src *s = heap[0];
+
+		on_event(b, &s->head);
+		if (ktrace__core_iter_next(&s->it, &s->head)) {
+			sift_down(heap, nheap, 0);
+		} else {
+			heap[0] = heap[--nheap];
+			sift_down(heap, nheap, 0);
+		}
+	}
+	if (b->oom) {
+		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory building the timeline");
+		goto out;
+	}
+	for (uint32_t c = 0; c < nc; c++) {
+		d->core_stats[c].damaged_tails = srcs[c].it.damaged_tails;
+		close_run(b, c);
+	}
+
+	/* Window end: the newest record, or the snapshot moment if it is just
+	 * after it (calls still running then end there). */
+	d->window_end = d->window_start;
+	for (uint32_t c = 0; c < nc; c++)
+		if (d->core_stats[c].has_data && d->core_stats[c].last_tick > d->window_end)
+			d->window_end = d->core_stats[c].last_tick;
+	snap_tick = snap->info.snapshot_tsc >> d->shift;
+	ten_s = (uint64_t)(((unsigned __int128)d->tsc_hz * 10) >> d->shift);
+	if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
+		d->window_end = snap_tick;
+
+	for (uint32_t t = 0; t < d->nthreads; t++) {
+		struct tstate *s = &b->ts[t];
+		uint64_t end = d->window_end > s->last_tick ? d->window_end : s->last_tick;
+
+		while (s->depth)
+			close_top(b, t, end, KTRACE_CALL_TRUNC_END);
+	}
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (d->reqs[i].flags & KTRACE_REQ_TRUNC_END)
+			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;
+	/* Depth: add the frames that TRUNC_BEGIN calls revealed underneath. */
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		struct ktrace_dec_call *c = &d->calls[i];
+		uint32_t ntb = b->ts[c->thread].ntb, k = b->kseen[i];
+
+		if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
+			c->depth = ntb - k - 1;
+		else
+			c->depth += ntb - k;
+	}
+	if (d->nreqs)
+		qsort(d->reqs, d->nreqs, sizeof(*d->reqs), cmp_req);
+	find_trigger(d, b);
+out:
+	if (b) {
+		for (uint32_t t = 0; t < d->nthreads && b->ts; t++) {
+			free(b->ts[t].stack);
+			free(b->ts[t].roots);
+		}
+		free(b->ts);
+		free(b->kseen);
+		free(b->cur_run);
+		ktrace__umap_free(&b->thread_map);
+		ktrace__umap_free(&b->addr_map);
+		ktrace__umap_free(&b->span_map);
+		ktrace__umap_free(&b->req_map);
+		free(b);
+	}
+	free(srcs);
+	free(heap);
+	return rc;
+}
+
+/* ---- stage 4: time --------------------------------------------------------- */
+
+static int64_t clamp_i64(__int128 v)
+{
+	if (v > INT64_MAX)
+		return INT64_MAX;
+	if (v < INT64_MIN)
+		return INT64_MIN;
+	return (int64_t)v;
+}
+
+uint64_t ktrace__dec_ticks_ns(const struct ktrace_dec *d, uint64_t ticks)
+{
+	unsigned __int128 v = ((unsigned __int128)ticks << d->shift) * 1000000000u;
+
+	if (!d->tsc_hz)
+		return 0;
+	v /= d->tsc_hz;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+static int64_t extrapolate(uint64_t hz, uint64_t t0, int64_t r0, uint64_t tsc)
+{
+	__int128 dt = (__int128)tsc - (__int128)t0;
+
+	return clamp_i64((__int128)r0 + dt * 1000000000 / (__int128)hz);
+}
+
+int64_t ktrace__snap_wall_ns(const struct ktrace_snap *snap, uint64_t tsc)
+{
+	const struct ktrace_anchor_rec *a = snap->anchors;
+	uint64_t hz = snap->info.tsc_hz ? snap->info.tsc_hz : 1000000000u;
+	uint32_t n = snap->nanchors, lo, hi;
+	long double frac;
+
+	if (!n)
+		return extrapolate(hz, snap->info.snapshot_tsc, snap->info.snapshot_realtime_ns, tsc);
+	if (tsc <= a[0].tsc)
+		return extrapolate(hz, a[0].tsc, a[0].realtime_ns, tsc);
+	if (tsc >= a[n - 1].tsc)
+		return extrapolate(hz, a[n - 1].tsc, a[n - 1].realtime_ns, tsc);
+	lo = 0;
+	hi = n - 1; /* a[lo].tsc < tsc < a[hi].tsc */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid].tsc <= tsc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	frac = (long double)(tsc - a[lo].tsc) / (long double)(a[hi].tsc - a[lo].tsc);
+	return clamp_i64((__int128)a[lo].realtime_ns +
+	                 (__int128)(frac * (long double)((__int128)a[hi].realtime_ns -
+	                                                 (__int128)a[lo].realtime_ns)));
+}
+
+int64_t ktrace__dec_wall_ns(const struct ktrace_dec *d, uint64_t tick)
+{
+	unsigned __int128 tsc = (unsigned __int128)tick << d->shift;
+
+	return ktrace__snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
+}
+
+void ktrace__fmt_wall(int64_t ns, int date, char *buf, size_t len)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	time_t t;
+	struct tm tm;
+
+	if (frac < 0) {
+		frac += 1000000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	if (!gmtime_r(&t, &tm) || tm.tm_year > 8099 || tm.tm_year < -1899) {
+		snprintf(buf, len, "@%" PRId64 "ns", ns);
+		return;
+	}
+	if (date)
+		snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d.%09" PRId64,
+		         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		         tm.tm_sec, frac);
+	else
+		snprintf(buf, len, "%02d:%02d:%02d.%09" PRId64, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		         frac);
+}
+
+void ktrace__fmt_dur(uint64_t ns, char *buf, size_t len)
+{
+	if (ns < 1000)
+		snprintf(buf, len, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, len, "%.3f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, len, "%.3f s", (double)ns / 1e9);
+}
+
+/* ---- helpers and the one-call pipeline -------------------------------------- */
+
+const char *ktrace__dec_strdup(struct ktrace_dec *d, const char *s)
+{
+	char *p;
+
+	if (grow(&d->strs, &d->capstrs, d->nstrs, sizeof(*d->strs)))
+		return "?";
+	p = strdup(s);
+	if (!p)
+		return "?";
+	d->strs[d->nstrs++] = p;
+	return p;
+}
+
+const char *ktrace__dec_func_name(const struct ktrace_dec *d, uint32_t func)
+{
+	if (func >= d->nfuncs || !d->funcs[func].name)
+		return "?";
+	return d->funcs[func].name;
+}
+
+const char *ktrace__dec_name(const struct ktrace_dec *d, uint32_t id, char *buf, size_t len)
+{
+	const char *s = ktrace__snap_name(&d->snap, id);
+
+	if (s)
+		return s;
+	snprintf(buf, len, "name#%" PRIu32, id);
+	return buf;
+}
+
+const char *ktrace__dec_thread_label(const struct ktrace_dec *d, uint32_t thread,
+                                     char *buf, size_t len)
+{
+	const struct ktrace_dec_thread *t;
+
+	if (thread >= d->nthreads) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	t = &d->threads[thread];
+	if (t->known)
+		snprintf(buf, len, "%s/%" PRId32, t->name[0] ? t->name : "?", t->tid);
+	else
+		snprintf(buf, len, "%s", t->name);
+	return buf;
+}
+
+int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
+                            const struct ktrace_dec_opts *opts, struct ktrace_dec **out,
+                            struct ktrace_dec_error *err)
+{
+	struct ktrace_dec *d;
+	int rc;
+
+	*out = NULL;
+	memset(err, 0, sizeof(*err));
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+	d->file = strdup(name ? name : "(buffer)");
+	if (opts)
+		d->opts = *opts;
+	rc = ktrace__snap_read(buf, len, &d->snap, err);
+	if (!rc)
+		rc = ktrace__snap_order(&d->snap, err);
+	if (!rc)
+		rc = ktrace__dec_build(d, err);
+	if (rc) {
+		ktrace__dec_free(d);
+		return rc;
+	}
+	ktrace__dec_symbolize(d);
+	*out = d;
+	return 0;
+}
+
+int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
+                          struct ktrace_dec **out, struct ktrace_dec_error *err)
+{
+	struct stat st;
+	void *map = NULL;
+	size_t len = 0;
+	int fd, rc, is_mmap = 0;
+	char msg[300];
+
+	*out = NULL;
+	memset(err, 0, sizeof(*err));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
+		return fail(err, KTRACE_DEC_EIO, msg);
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+		len = (size_t)st.st_size;
+		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (map == MAP_FAILED) {
+			snprintf(msg, sizeof(msg), "cannot map %zu bytes: %s", len, strerror(errno));
+			close(fd);
+			return fail(err, KTRACE_DEC_EIO, msg);
+		}
+		is_mmap = 1;
+	} else {
+		size_t cap = 0;
+
+		for (;;) {
+			ssize_t n;
+
+			if (len == cap) {
+				void *p;
+
+				cap = cap ? cap * 2 : 65536;
+				p = realloc(map, cap);
+				if (!p) {
+					free(map);
+					close(fd);
+					return fail(err, KTRACE_DEC_ENOMEM, "out of memory reading the file");
+				}
+				map = p;
+			}
+			n = read(fd, (char *)map + len, cap - len);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				snprintf(msg, sizeof(msg), "read error: %s", strerror(errno));
+				free(map);
+				close(fd);
+				return fail(err, KTRACE_DEC_EIO, msg);
+			}
+			if (n == 0)
+				break;
+			len += (size_t)n;
+		}
+	}
+	close(fd);
+	rc = ktrace__dec_open_buffer(map ? map : "", len, path, opts, out, err);
+	if (rc) {
+		if (is_mmap)
+			munmap(map, len);
+		else
+			free(map);
+		return rc;
+	}
+	(*out)->map = map;
+	(*out)->map_len = len;
+	(*out)->map_is_mmap = is_mmap;
+	return 0;
+}
+
+void ktrace__dec_free(struct ktrace_dec *d)
+{
+	if (!d)
+		return;
+	ktrace__snap_free(&d->snap);
+	ktrace__symcache_free(d->symcache);
+	free(d->funcs);
+	free(d->threads);
+	free(d->calls);
+	free(d->reqs);
+	free(d->marks);
+	free(d->runs);
+	free(d->core_stats);
+	for (uint32_t i = 0; i < d->nstrs; i++)
+		free(d->strs[i]);
+	free(d->strs);
+	if (d->map) {
+		if (d->map_is_mmap)
+			munmap(d->map, d->map_len);
+		else
+			free(d->map);
+	}
+	free(d->file);
+	free(d);
+}
