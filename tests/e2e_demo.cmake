@@ -1,0 +1,13 @@
+# End-to-end test of the demo (issue 3): the planted cause in
+# examples/server.c is the top item of ktrace-decode's explanation.
+# Included from tests/CMakeLists.txt; needs the examples
+# (KTRACE_BUILD_EXAMPLES=ON, which the sanitizer configurations turn off).
+if(TARGET ktrace-example-server)
+  add_cmocka_test(test_e2e_demo
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_e2e_demo.c
+    LABELS e2e)
+  target_compile_definitions(test_e2e_demo PRIVATE
+    KTRACE_EXAMPLE_SERVER_PATH="$<TARGET_FILE:ktrace-example-server>")
+  add_dependencies(test_e2e_demo ktrace-example-server ktrace-decode)
+  set_tests_properties(test_e2e_demo PROPERTIES TIMEOUT 120)
+endif()
