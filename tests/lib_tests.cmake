@@ -1,1 +1,39 @@
-# Library unit and end-to-end tests.
+# Library tests.  Included by tests/CMakeLists.txt (add_cmocka_test).
+#
+#   unit        white-box cmocka tests of one module each, linked to
+#               ktrace_internal and not instrumented (test_lib_<module>)
+#   threads     tests that run several threads (also meant for TSan)
+#   e2e         traced programs + snapshot + decoder (tests/e2e_tests.cmake)
+#
+# Shared helpers live in tests/e2e/: ktest.c (processes, directories, an
+# independent snapshot-file reader and record walker) and kunit.h.
+set(KT_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+add_library(ktest_util STATIC ${KT_TESTS_DIR}/e2e/ktest.c)
+target_include_directories(ktest_util PUBLIC ${KT_TESTS_DIR}/e2e
+  ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(ktest_util PRIVATE _GNU_SOURCE)
+target_compile_options(ktest_util PRIVATE -Wall -Wextra -fno-instrument-functions)
+
+function(ktrace_unit_test module)
+  cmake_parse_arguments(U "" "" "LABELS" ${ARGN})
+  add_cmocka_test(test_lib_${module}
+    SOURCES ${KT_TESTS_DIR}/test_lib_${module}.c
+    LINK ktrace_internal ktest_util m
+    LABELS unit ${U_LABELS})
+endfunction()
+
+ktrace_unit_test(ring LABELS threads)
+ktrace_unit_test(funcs LABELS threads)
+ktrace_unit_test(clock)
+ktrace_unit_test(config)
+ktrace_unit_test(trigger)
+
+# The same executables in the other modes of the library.
+add_test(NAME test_lib_ring_locked COMMAND test_lib_ring)
+set_tests_properties(test_lib_ring_locked PROPERTIES TIMEOUT 300 LABELS "unit;threads"
+  ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;KTRACE_RSEQ=0")
+add_test(NAME test_lib_clock_monotonic COMMAND test_lib_clock)
+set_tests_properties(test_lib_clock_monotonic PROPERTIES TIMEOUT 300 LABELS unit
+  ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;KTRACE_CLOCK=monotonic")
+

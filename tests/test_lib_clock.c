@@ -1,0 +1,193 @@
+/*
+ * test_lib_clock.c - the event clock, its frequency and the wall-clock
+ * anchors (lib/clock.c), white box.  ctest runs it twice: with the default
+ * clock (the invariant TSC here) and with KTRACE_CLOCK=monotonic (the
+ * fallback: CLOCK_MONOTONIC ns, locked appends, tsc_hz = 1e9).
+ *
+ * Hazard 8: anchors and frequency live outside the ring and every snapshot
+ * carries them; DESIGN "Time": anchors at least every 100 ms.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "ktest.h"
+#include "kunit.h"
+
+static int want_monotonic(void)
+{
+	const char *s = getenv("KTRACE_CLOCK");
+	return s && strcmp(s, "monotonic") == 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return ktrace_enabled() ? 0 : -1;
+}
+
+static uint64_t hz_cached(void)
+{
+	uint64_t hz;
+	int64_t end = kt_now_ms() + 3000;
+	/* The writer thread publishes its first estimate at start. */
+	while ((hz = atomic_load(&ktrace__g.hz_cached)) == 0 && kt_now_ms() < end)
+		kt_sleep_ms(5);
+	return hz;
+}
+
+static double rel(double a, double b)
+{
+	double d = a > b ? a - b : b - a;
+	return d / (b > 0 ? b : 1);
+}
+
+static void test_clock_source_and_shift(void **state)
+{
+	struct kt_globals *g = &ktrace__g;
+
+	(void)state;
+	if (want_monotonic()) {
+		assert_int_equal(g->clock_source, KTRACE_CLOCK_MONOTONIC);
+		/* rseq appends need the TSC (rdtsc in the critical section). */
+		assert_int_equal(g->use_rseq, 0);
+	} else {
+		assert_true(g->clock_source == KTRACE_CLOCK_TSC ||
+		            g->clock_source == KTRACE_CLOCK_MONOTONIC);
+	}
+	assert_int_equal(g->tsc_shift, g->clock_source == KTRACE_CLOCK_TSC ? 8 : 6);
+	assert_int_equal(g->forward_max, (uint64_t)KTRACE_TS_FORWARD_MAX << g->tsc_shift);
+	assert_true(g->start_tsc > 0 && g->start_tsc <= ktrace__now());
+}
+
+static void test_clock_hz_close_to_measurement(void **state)
+{
+	uint64_t hz = hz_cached(), c0, c1;
+	int64_t m0, m1;
+
+	(void)state;
+	assert_true(hz != 0);
+	if (ktrace__g.clock_source == KTRACE_CLOCK_MONOTONIC) {
+		assert_int_equal(hz, 1000000000ull);
+	} else {
+		assert_true(hz >= 100000000ull && hz <= 10000000000ull);
+	}
+	m0 = kt_now_ns();
+	c0 = ktrace__now();
+	kt_sleep_ms(200);
+	c1 = ktrace__now();
+	m1 = kt_now_ns();
+	double meas = (double)(c1 - c0) * 1e9 / (double)(m1 - m0);
+	print_message("tsc_hz %llu, measured %.0f\n", (unsigned long long)hz, meas);
+	/* Within 1 %: the two estimates share no code. */
+	assert_true(rel((double)hz, meas) < 0.01);
+}
+
+static void test_clock_now_never_goes_back_on_one_cpu(void **state)
+{
+	uint64_t prev, now;
+
+	(void)state;
+	assert_int_equal(kunit_pin(0), 0);
+	prev = ktrace__now();
+	for (int i = 0; i < 200000; i++) {
+		now = ktrace__now();
+		assert_true(now >= prev);
+		prev = now;
+	}
+	kunit_unpin();
+}
+
+static void test_clock_monotonic_fallback_is_clock_monotonic(void **state)
+{
+	(void)state;
+	if (ktrace__g.clock_source != KTRACE_CLOCK_MONOTONIC)
+		skip();
+	int64_t a = kt_now_ns();
+	uint64_t c = ktrace__now();
+	int64_t b = kt_now_ns();
+	assert_true((int64_t)c >= a && (int64_t)c <= b);
+}
+
+/* Anchors reach the snapshot file: ordered, dense, consistent with the
+ * frequency; INFO describes the clock. */
+static void test_clock_anchors_in_snapshot(void **state)
+{
+	char path[4352];
+	struct kt_file f;
+	uint32_t n;
+	const struct ktrace_anchor_rec *a;
+	const struct ktrace_info_rec *info;
+	uint64_t hz = hz_cached();
+
+	(void)state;
+	kt_sleep_ms(350); /* a few 100 ms anchor periods */
+	assert_int_equal(ktrace_snapshot("clock-test"), 0);
+	assert_true(ktrace_last_snapshot(path, sizeof(path)) > 0);
+	if (kt_file_load(path, &f) != 0)
+		fail_msg("%s: %s", path, f.why);
+	info = kt_file_info(&f);
+	assert_non_null(info);
+	assert_string_equal(info->reason, "clock-test");
+	assert_int_equal(info->clock_source, (uint32_t)ktrace__g.clock_source);
+	assert_int_equal(info->tsc_shift, ktrace__g.tsc_shift);
+	assert_int_equal(info->pid, (uint32_t)getpid());
+	assert_int_equal(!!(info->flags & KTRACE_INFO_RSEQ), !!ktrace__g.use_rseq);
+	assert_true(rel((double)info->tsc_hz, (double)hz) < 0.01);
+
+	a = kt_file_section(&f, KTRACE_SEC_ANCHORS, &n, NULL);
+	assert_non_null(a);
+	assert_true(n >= 4);
+	assert_true(info->start_tsc <= a[0].tsc);
+	int64_t max_gap = 0;
+	for (uint32_t i = 1; i < n; i++) {
+		assert_true(a[i].tsc > a[i - 1].tsc);
+		assert_true(a[i].monotonic_ns > a[i - 1].monotonic_ns);
+		assert_true(a[i].realtime_ns >= a[i - 1].realtime_ns);
+		if (a[i].monotonic_ns - a[i - 1].monotonic_ns > max_gap)
+			max_gap = a[i].monotonic_ns - a[i - 1].monotonic_ns;
+	}
+	/* "At least every 100 ms": generous bound for a loaded machine. */
+	assert_true(max_gap < 1000000000ll);
+	/* The counter advances at tsc_hz between anchors. */
+	double dt = (double)(a[n - 1].tsc - a[0].tsc) / (double)info->tsc_hz * 1e9;
+	double dm = (double)(a[n - 1].monotonic_ns - a[0].monotonic_ns);
+	double dr = (double)(a[n - 1].realtime_ns - a[0].realtime_ns);
+	assert_true(rel(dt, dm) < 0.01);
+	assert_true(rel(dr, dm) < 0.01);
+	/* The snapshot's wall time is now-ish. */
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	int64_t now = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec;
+	assert_true(now - info->snapshot_realtime_ns < 10ll * 1000000000);
+	assert_true(now >= info->snapshot_realtime_ns);
+	unlink(path);
+	kt_file_free(&f);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = {"KTRACE_BUFFER_MB=1", NULL};
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clock_source_and_shift),
+		cmocka_unit_test(test_clock_hz_close_to_measurement),
+		cmocka_unit_test(test_clock_now_never_goes_back_on_one_cpu),
+		cmocka_unit_test(test_clock_monotonic_fallback_is_clock_monotonic),
+		cmocka_unit_test(test_clock_anchors_in_snapshot),
+	};
+	int r;
+
+	(void)argc;
+	kunit_reexec(argv, env);
+	r = cmocka_run_group_tests_name("clock", tests, setup, NULL);
+	kunit_cleanup();
+	return r;
+}

@@ -1,0 +1,609 @@
+/*
+ * test_lib_ring.c - the per-core ring (lib/ring.c, lib/record.c), white box.
+ *
+ * The tests call the real hooks (__cyg_profile_func_enter/exit) with made-up
+ * function addresses from threads pinned to known cpus, then read the
+ * core's ring back with ktrace__ring_copy() (the snapshot's reader) and
+ * walk every block with the independent walker in e2e/ktest.c.  Run with a
+ * 1 MiB ring per core (256 blocks) so wrapping is cheap; ctest also runs
+ * this executable with KTRACE_RSEQ=0 (the locked fallback path).
+ *
+ * Hazards (DESIGN.md): 1 timestamp wrap / idle core (TSC records),
+ * 3 threads sharing a core (THREAD records, attribution), 4 migration,
+ * 5 overwrite (loss counters), 6 snapshot while writing (copy races).
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+#include "ktest.h"
+#include "kunit.h"
+
+void __cyg_profile_func_enter(void *fn, void *site);
+void __cyg_profile_func_exit(void *fn, void *site);
+
+#define BW KTRACE_BLOCK_WORDS
+/* Made-up code addresses: the hooks never dereference them. */
+#define FAKE(n) ((uintptr_t)0x10000000u + (uintptr_t)(n) * 64u)
+
+static void call(uintptr_t a)
+{
+	__cyg_profile_func_enter((void *)a, NULL);
+	__cyg_profile_func_exit((void *)a, NULL);
+}
+
+static uint32_t pos_of(uint32_t c)
+{
+	return KT_STATE_POS(atomic_load(&ktrace__g.cores[c].state));
+}
+
+static uint32_t ev_of(uintptr_t a)
+{
+	uint32_t ev = ktrace__func_event(a);
+	assert_true(ev >= KTRACE_EV_ENTER_BASE && ev < KTRACE_EV_ENTER_BASE + KTRACE_FUNC_ID_COUNT);
+	return ev;
+}
+
+struct copy {
+	unsigned char *buf;
+	size_t bytes;
+	uint32_t nblocks;
+	uint64_t race;
+	/* blocks sorted by S */
+	const struct ktrace_block_rec **blk;
+};
+
+static int cmp_blk(const void *a, const void *b)
+{
+	const struct ktrace_block_rec *x = *(const struct ktrace_block_rec *const *)a;
+	const struct ktrace_block_rec *y = *(const struct ktrace_block_rec *const *)b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void copy_core(uint32_t c, struct copy *cp)
+{
+	size_t cap = (size_t)ktrace__g.nblocks * (sizeof(struct ktrace_block_rec) + BW * 4);
+	unsigned char *p;
+
+	memset(cp, 0, sizeof(*cp));
+	cp->buf = malloc(cap);
+	assert_non_null(cp->buf);
+	cp->bytes = ktrace__ring_copy(c, cp->buf, &cp->nblocks, &cp->race);
+	assert_true(cp->bytes <= cap);
+	cp->blk = calloc(cp->nblocks + 1, sizeof(*cp->blk));
+	p = cp->buf;
+	for (uint32_t i = 0; i < cp->nblocks; i++) {
+		const struct ktrace_block_rec *r = (const void *)p;
+		assert_int_equal(r->cpu, c);
+		assert_true(r->nwords >= 5 && r->nwords <= BW);
+		cp->blk[i] = r;
+		p += sizeof(*r) + (size_t)r->nwords * 4;
+	}
+	assert_ptr_equal(p, cp->buf + cp->bytes);
+	qsort(cp->blk, cp->nblocks, sizeof(*cp->blk), cmp_blk);
+}
+
+static void free_copy(struct copy *cp)
+{
+	free(cp->buf);
+	free(cp->blk);
+}
+
+/* Walk every block of the copy in S order; every block must be well formed. */
+static void walk_copy(const struct copy *cp, struct kt_walk *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->tsc_shift = ktrace__g.tsc_shift;
+	for (uint32_t i = 0; i < cp->nblocks; i++) {
+		const struct ktrace_block_rec *r = cp->blk[i];
+		if (kt_walk_block(w, (const uint32_t *)(r + 1), r->nwords, r->start) != 0)
+			fail_msg("%s", w->why);
+	}
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!ktrace_enabled())
+		return -1;
+	/* A 1 MiB ring (kunit_reexec) keeps wrapping cheap. */
+	if (ktrace__g.nblocks != 256)
+		return -1;
+	return kunit_pin(0);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return kunit_unpin();
+}
+
+/* ---- single-thread tests ------------------------------------------------------ */
+
+static void test_ring_blocks_are_well_formed(void **state)
+{
+	struct copy cp;
+	struct kt_walk w;
+	uint32_t ev;
+
+	(void)state;
+	for (int i = 0; i < 5000; i++)
+		call(FAKE(1 + i % 7));
+	ev = ev_of(FAKE(1));
+	copy_core(0, &cp);
+	assert_true(cp.nblocks >= 1);
+	assert_int_equal(cp.race, 0);
+	walk_copy(&cp, &w);
+	/* Nothing but this thread ever wrote on cpu 0 in this process. */
+	for (size_t i = 0; i < w.n; i++)
+		assert_int_equal(w.recs[i].slot, ktrace__self.slot);
+	assert_int_equal(w.backward_steps, 0);
+	/* The newest record is the last exit. */
+	assert_int_equal(w.recs[w.n - 1].ev, (ev + (4999 % 7)) | KTRACE_EV_EXIT_FLAG);
+	/* S values: consecutive blocks, the last one ends at pos. */
+	for (uint32_t i = 1; i < cp.nblocks; i++)
+		assert_int_equal(cp.blk[i]->start, cp.blk[i - 1]->start + BW);
+	assert_int_equal(cp.blk[cp.nblocks - 1]->start + cp.blk[cp.nblocks - 1]->nwords, pos_of(0));
+	kt_walk_free(&w);
+	free_copy(&cp);
+}
+
+/* An extended record that does not fit in the block's tail: the tail is
+ * PAD words and the record starts the next block (I1: never straddles). */
+static void test_ring_record_never_straddles(void **state)
+{
+	static const char name[] = "ring-pad-test";
+	struct copy cp;
+	struct kt_walk w;
+	uint32_t before, after, target;
+	int tries = 0;
+
+	(void)state;
+	call(FAKE(20));
+	/* Single-word hot-path events until exactly 2 words are left. */
+	while ((pos_of(0) & (BW - 1)) != BW - 2) {
+		call(FAKE(20));
+		assert_true(++tries < 100000);
+	}
+	before = pos_of(0);
+	ktrace_mark(name, 0x1122334455667788ull); /* 4 words: header, type, lo, hi */
+	after = pos_of(0);
+	target = (before + BW - 1) & ~(BW - 1);   /* next block's S */
+	assert_int_equal(after, target + 5 + 4);
+	copy_core(0, &cp);
+	walk_copy(&cp, &w);
+	/* The old block ends with 2 PAD words and the next starts with the mark. */
+	int found_pad = 0, found_mark = 0;
+	for (uint32_t i = 0; i < cp.nblocks; i++) {
+		const struct ktrace_block_rec *r = cp.blk[i];
+		const uint32_t *wd = (const uint32_t *)(r + 1);
+		if (r->start == target - BW) {
+			assert_int_equal(r->nwords, BW);
+			assert_int_equal(wd[BW - 2], KTRACE_REC(0, KTRACE_EV_PAD));
+			assert_int_equal(wd[BW - 1], KTRACE_REC(0, KTRACE_EV_PAD));
+			found_pad = 1;
+		}
+		if (r->start == target) {
+			assert_int_equal(KTRACE_REC_EV(wd[5]), 3);
+			assert_int_equal(KTRACE_EXT_TYPE(wd[6]), KTRACE_EXT_MARK);
+			assert_int_equal(wd[7], 0x55667788u);
+			assert_int_equal(wd[8], 0x11223344u);
+			found_mark = 1;
+		}
+	}
+	assert_true(found_pad && found_mark);
+	kt_walk_free(&w);
+	free_copy(&cp);
+}
+
+/* Wrap the ring three times: the copy is exactly the newest nblocks blocks,
+ * in sequence, and OVERWRITTEN_BLOCKS counts every reused block. */
+static void test_ring_wrap_overwrite_and_loss_counter(void **state)
+{
+	struct kt_globals *g = &ktrace__g;
+	struct copy cp;
+	struct kt_walk w;
+	uint32_t ev[3], n = 3 * g->nblocks * BW / 2 + 777;
+	uint64_t expect = 0;
+
+	(void)state;
+	for (int k = 0; k < 3; k++)
+		call(FAKE(30 + k));
+	for (int k = 0; k < 3; k++)
+		ev[k] = ev_of(FAKE(30 + k));
+	for (uint32_t i = 0; i < n; i++)
+		call(FAKE(30 + i % 3));
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		uint64_t used = atomic_load(&g->cores[c].blocks_used);
+		if (used > g->nblocks)
+			expect += used - g->nblocks;
+	}
+	assert_true(expect >= 2 * g->nblocks);
+	assert_int_equal(atomic_load(&g->loss[KTRACE_LOSS_OVERWRITTEN_BLOCKS]), expect);
+
+	copy_core(0, &cp);
+	assert_int_equal(cp.race, 0);
+	assert_int_equal(cp.nblocks, g->nblocks);
+	for (uint32_t i = 0; i < cp.nblocks; i++) {
+		if (i > 0)
+			assert_int_equal(cp.blk[i]->start, cp.blk[i - 1]->start + BW);
+		if (i + 1 < cp.nblocks)
+			assert_int_equal(cp.blk[i]->nwords, BW);
+	}
+	/* Block index in the ring = its position in the unsorted copy. */
+	{
+		const unsigned char *p = cp.buf;
+		for (uint32_t b = 0; b < cp.nblocks; b++) {
+			const struct ktrace_block_rec *r = (const void *)p;
+			assert_int_equal((r->start & g->ring_mask) / BW, b);
+			p += sizeof(*r) + (size_t)r->nwords * 4;
+		}
+	}
+	assert_int_equal(cp.blk[cp.nblocks - 1]->start + cp.blk[cp.nblocks - 1]->nwords, pos_of(0));
+	walk_copy(&cp, &w);
+	/* The surviving events are an unbroken enter/exit cycle A, B, C ending
+	 * with the last exit. */
+	size_t k = 0, nfunc = 0;
+	uint32_t expect_ev = 0;
+	for (size_t i = 0; i < w.n; i++) {
+		const struct kt_rec *r = &w.recs[i];
+		if (KTRACE_EV_IS_EXT(r->ev))
+			continue;
+		if (nfunc == 0) {
+			/* find the phase of the first one */
+			for (k = 0; k < 6; k++)
+				if (r->ev == (ev[k / 2] | (k & 1 ? KTRACE_EV_EXIT_FLAG : 0)))
+					break;
+			assert_true(k < 6);
+		}
+		expect_ev = ev[(k % 6) / 2] | ((k & 1) ? KTRACE_EV_EXIT_FLAG : 0);
+		if (r->ev != expect_ev)
+			fail_msg("event %zu at counter %u: %03x, expected %03x", nfunc, r->counter,
+			         r->ev, expect_ev);
+		k++;
+		nfunc++;
+	}
+	assert_int_equal(expect_ev, ev[(n - 1) % 3] | KTRACE_EV_EXIT_FLAG);
+	assert_true(nfunc > (size_t)(g->nblocks - 1) * (BW - 8));
+	kt_walk_free(&w);
+	free_copy(&cp);
+}
+
+/* The record after a long idle gap is preceded by a TSC record, so no step
+ * exceeds KTRACE_TS_FORWARD_MAX (the walker checks every step). */
+static void test_ring_tsc_record_after_idle(void **state)
+{
+	struct copy cp;
+	struct kt_walk w;
+	uint64_t t0;
+	uint32_t ev, before;
+
+	(void)state;
+	call(FAKE(40));
+	ev = ev_of(FAKE(40));
+	t0 = ktrace__now();
+	before = pos_of(0);
+	/* Idle for 1.25x the writer's bound (about 30-70 ms on real TSCs). */
+	while (ktrace__now() - t0 < ktrace__g.forward_max + ktrace__g.forward_max / 4)
+		kt_sleep_ms(5);
+	call(FAKE(40));
+	copy_core(0, &cp);
+	walk_copy(&cp, &w);
+	size_t i;
+	for (i = 0; i < w.n; i++)
+		if (w.recs[i].counter >= before && w.recs[i].ev == ev)
+			break;
+	assert_true(i < w.n);
+	assert_true(w.recs[i].counter % BW == 5 ||
+	            (i > 0 && w.recs[i - 1].ext_type == KTRACE_EXT_TSC));
+	assert_true(w.tsc_recs >= 1);
+	kt_walk_free(&w);
+	free_copy(&cp);
+}
+
+/* A stale deadline (here forced to 0) costs one extra TSC record and
+ * nothing else. */
+static void test_ring_forced_deadline_writes_tsc(void **state)
+{
+	struct copy cp;
+	struct kt_walk w;
+	uint32_t ev, before;
+
+	(void)state;
+	call(FAKE(41));
+	ev = ev_of(FAKE(41));
+	before = pos_of(0);
+	atomic_store(&ktrace__g.cores[0].deadline, 0);
+	call(FAKE(41));
+	copy_core(0, &cp);
+	walk_copy(&cp, &w);
+	size_t i;
+	for (i = 0; i < w.n; i++)
+		if (w.recs[i].counter >= before && w.recs[i].ev == ev)
+			break;
+	assert_true(i < w.n && i > 0);
+	assert_true(w.recs[i].counter % BW == 5 || w.recs[i - 1].ext_type == KTRACE_EXT_TSC);
+	/* And the exit after it went the fast way again: one word. */
+	assert_int_equal(w.recs[i + 1].ev, ev | KTRACE_EV_EXIT_FLAG);
+	assert_int_equal(w.recs[i + 1].counter, w.recs[i].counter + 1);
+	kt_walk_free(&w);
+	free_copy(&cp);
+}
+
+/* ---- threaded tests ---------------------------------------------------------- */
+
+struct worker {
+	pthread_t th;
+	int cpu;             /* pin to this cpu, -1 = any */
+	uintptr_t addr;      /* the only function this thread calls */
+	uint32_t calls;
+	int yield_every;
+	sem_t go, done;      /* for the alternating test */
+	int turns;
+	uint32_t slot;       /* its ktrace slot, read after it ran */
+};
+
+static void *alternate_main(void *arg)
+{
+	struct worker *wk = arg;
+	kunit_pin(wk->cpu);
+	for (int t = 0; t < wk->turns; t++) {
+		sem_wait(&wk->go);
+		for (uint32_t i = 0; i < wk->calls; i++)
+			call(wk->addr);
+		wk->slot = ktrace__self.slot;
+		sem_post(&wk->done);
+	}
+	return NULL;
+}
+
+static void *free_main(void *arg)
+{
+	struct worker *wk = arg;
+	if (wk->cpu >= 0)
+		kunit_pin(wk->cpu);
+	else
+		kunit_unpin();
+	for (uint32_t i = 0; i < wk->calls; i++) {
+		call(wk->addr);
+		if (wk->yield_every && i % wk->yield_every == 0)
+			sched_yield();
+	}
+	wk->slot = ktrace__self.slot;
+	return NULL;
+}
+
+/*
+ * Check every record written since start[c] on every core: each function
+ * event belongs to the slot of the thread that calls that function, and
+ * each thread's count is exact.
+ */
+static void check_attribution(struct worker *wk, int nw, const uint32_t *start,
+                              uint32_t *thread_recs)
+{
+	uint64_t *count = calloc((size_t)nw, sizeof(*count));
+	uint32_t *evs = calloc((size_t)nw, sizeof(*evs));
+
+	for (int i = 0; i < nw; i++)
+		evs[i] = ev_of(wk[i].addr);
+	*thread_recs = 0;
+	for (uint32_t c = 0; c < ktrace__g.ncpus; c++) {
+		struct copy cp;
+		struct kt_walk w;
+		uint32_t end = pos_of(c);
+
+		/* The window must still hold everything since start. */
+		assert_true(end - start[c] < ktrace__g.ring_words - 2 * BW);
+		copy_core(c, &cp);
+		walk_copy(&cp, &w);
+		for (size_t i = 0; i < w.n; i++) {
+			const struct kt_rec *r = &w.recs[i];
+			if (r->counter - start[c] >= end - start[c])
+				continue; /* older than this test */
+			if (r->ext_type == KTRACE_EXT_THREAD)
+				(*thread_recs)++;
+			if (KTRACE_EV_IS_EXT(r->ev))
+				continue;
+			int j;
+			for (j = 0; j < nw; j++)
+				if ((r->ev & ~KTRACE_EV_EXIT_FLAG) == evs[j])
+					break;
+			if (j == nw)
+				continue; /* another test's function */
+			if (r->slot != wk[j].slot)
+				fail_msg("cpu %u counter %u: event of thread %d (slot %u) attributed "
+				         "to slot %u", c, r->counter, j, wk[j].slot, r->slot);
+			count[j]++;
+		}
+		assert_int_equal(w.backward_steps, 0);
+		kt_walk_free(&w);
+		free_copy(&cp);
+	}
+	for (int j = 0; j < nw; j++)
+		if (count[j] != 2ull * wk[j].calls * (wk[j].turns ? (uint64_t)wk[j].turns : 1))
+			fail_msg("thread %d: %llu events, expected %llu", j,
+			         (unsigned long long)count[j],
+			         2ull * wk[j].calls * (wk[j].turns ? (uint64_t)wk[j].turns : 1));
+	free(count);
+	free(evs);
+}
+
+static void start_positions(uint32_t *start)
+{
+	for (uint32_t c = 0; c < ktrace__g.ncpus; c++)
+		start[c] = pos_of(c);
+}
+
+/* Two threads take turns on cpu 0: every switch writes a THREAD record and
+ * every event stays with its thread. */
+static void test_ring_thread_record_on_shared_core(void **state)
+{
+	struct worker wk[2];
+	uint32_t start[64], threcs;
+
+	(void)state;
+	memset(wk, 0, sizeof(wk));
+	for (int i = 0; i < 2; i++) {
+		wk[i].cpu = 0;
+		wk[i].addr = FAKE(50 + i);
+		wk[i].calls = 50;
+		wk[i].turns = 10;
+		sem_init(&wk[i].go, 0, 0);
+		sem_init(&wk[i].done, 0, 0);
+	}
+	/* Register the functions first so every event is a hot-path one. */
+	ev_of(wk[0].addr);
+	ev_of(wk[1].addr);
+	start_positions(start);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&wk[i].th, NULL, alternate_main, &wk[i]), 0);
+	for (int t = 0; t < 10; t++)
+		for (int i = 0; i < 2; i++) {
+			sem_post(&wk[i].go);
+			sem_wait(&wk[i].done);
+		}
+	for (int i = 0; i < 2; i++)
+		pthread_join(wk[i].th, NULL);
+	assert_int_not_equal(wk[0].slot, wk[1].slot);
+	check_attribution(wk, 2, start, &threcs);
+	assert_true(threcs >= 19);
+}
+
+/* Three threads on one cpu, preempting each other at any instruction. */
+static void test_ring_threads_preempting_on_one_core(void **state)
+{
+	struct worker wk[3];
+	uint32_t start[64], threcs;
+
+	(void)state;
+	memset(wk, 0, sizeof(wk));
+	for (int i = 0; i < 3; i++) {
+		wk[i].cpu = 0;
+		wk[i].addr = FAKE(60 + i);
+		wk[i].calls = 25000;
+		wk[i].yield_every = 997;
+		ev_of(wk[i].addr);
+	}
+	start_positions(start);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&wk[i].th, NULL, free_main, &wk[i]), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(wk[i].th, NULL);
+	check_attribution(wk, 3, start, &threcs);
+	assert_true(threcs >= 1);
+}
+
+/* Threads free to migrate between all cpus. */
+static void test_ring_migrating_threads(void **state)
+{
+	struct worker wk[4];
+	uint32_t start[64], threcs;
+
+	(void)state;
+	memset(wk, 0, sizeof(wk));
+	for (int i = 0; i < 4; i++) {
+		wk[i].cpu = -1;
+		wk[i].addr = FAKE(70 + i);
+		wk[i].calls = 12000;
+		wk[i].yield_every = 50;
+		ev_of(wk[i].addr);
+	}
+	start_positions(start);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&wk[i].th, NULL, free_main, &wk[i]), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(wk[i].th, NULL);
+	check_attribution(wk, 4, start, &threcs);
+}
+
+/* The reader copies cpu 0's ring while a writer wraps it as fast as it
+ * can: every block returned is whole and in range; reused ones are dropped
+ * and counted, never returned. */
+static _Atomic int stop_writer;
+
+static void *wrap_main(void *arg)
+{
+	(void)arg;
+	kunit_pin(0);
+	while (!atomic_load(&stop_writer))
+		for (int i = 0; i < 1000; i++)
+			call(FAKE(80 + i % 5));
+	return NULL;
+}
+
+static void test_ring_copy_while_writing(void **state)
+{
+	pthread_t th;
+	uint64_t races = 0, copies = 0, blocks = 0;
+	int64_t end;
+
+	(void)state;
+	if (ktrace__g.ncpus < 2)
+		skip();
+	kunit_pin(1);
+	atomic_store(&stop_writer, 0);
+	assert_int_equal(pthread_create(&th, NULL, wrap_main, NULL), 0);
+	end = kt_now_ms() + 1500;
+	while (kt_now_ms() < end) {
+		struct copy cp;
+		struct kt_walk w;
+		copy_core(0, &cp);
+		walk_copy(&cp, &w);   /* fails the test on any torn block */
+		races += cp.race;
+		blocks += cp.nblocks;
+		/* All blocks from one ring's worth of counters. */
+		if (cp.nblocks > 1)
+			assert_true(cp.blk[cp.nblocks - 1]->start - cp.blk[0]->start <
+			            ktrace__g.ring_words);
+		for (uint32_t i = 1; i < cp.nblocks; i++)
+			assert_int_not_equal(cp.blk[i]->start, cp.blk[i - 1]->start);
+		copies++;
+		kt_walk_free(&w);
+		free_copy(&cp);
+	}
+	atomic_store(&stop_writer, 1);
+	pthread_join(th, NULL);
+	kunit_pin(0);
+	print_message("copies %llu, blocks %llu, dropped as raced %llu\n",
+	              (unsigned long long)copies, (unsigned long long)blocks,
+	              (unsigned long long)races);
+	assert_true(copies > 0);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = {"KTRACE_BUFFER_MB=1", NULL};
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ring_blocks_are_well_formed),
+		cmocka_unit_test(test_ring_record_never_straddles),
+		cmocka_unit_test(test_ring_wrap_overwrite_and_loss_counter),
+		cmocka_unit_test(test_ring_tsc_record_after_idle),
+		cmocka_unit_test(test_ring_forced_deadline_writes_tsc),
+	};
+	const struct CMUnitTest threaded[] = {
+		cmocka_unit_test(test_ring_thread_record_on_shared_core),
+		cmocka_unit_test(test_ring_threads_preempting_on_one_core),
+		cmocka_unit_test(test_ring_migrating_threads),
+		cmocka_unit_test(test_ring_copy_while_writing),
+	};
+	int r;
+
+	(void)argc;
+	kunit_reexec(argv, env);
+	r = cmocka_run_group_tests_name("ring", tests, setup, teardown);
+	r |= cmocka_run_group_tests_name("ring_threads", threaded, setup, teardown);
+	kunit_cleanup();
+	return r;
+}
