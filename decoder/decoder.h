@@ -182,6 +182,7 @@ struct ktrace_core_iter {
 	uint32_t nwords;          /* words in the current block (0 = none open) */
 	uint32_t ts20;            /* reference ts20 */
 	uint64_t tick;            /* ticks: reference */
+	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
 	uint32_t slot;            /* current thread slot */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */

@@ -274,6 +274,7 @@ static int open_block(struct ktrace_core_iter *it)
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
 	it->slot = KTRACE_EXT_ARG(le32(b->words + 4));
 	it->tick = ktrace__block_start_tick(it->snap, b);
+	it->blk_tick = it->tick;
 	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
 	it->pos = 5;
 	return 1;
@@ -840,7 +841,12 @@ static int cmp_req(const void *a, const void *b)
 	return x->thread < y->thread ? -1 : x->thread > y->thread;
 }
 
-static void on_event(struct build *b, const struct ktrace_dec_event *ev)
+/*
+ * blk_tick: start of the block holding the event.  A block that starts in
+ * the window is kept whole, so a late store just after a block switch (a
+ * small backward step below the block's start) is not dropped.
+ */
+static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_t blk_tick)
 {
 	struct ktrace_dec *d = b->d;
 	struct ktrace_dec_core_stats *cs = &d->core_stats[ev->core];
@@ -850,7 +856,7 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev)
 	uint32_t th;
 	uint64_t tick;
 
-	if (ev->tick < d->window_start) {
+	if (ev->tick < d->window_start && blk_tick < d->window_start) {
 		cs->dropped++;
 		d->dropped++;
 		return;
@@ -1043,7 +1049,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	while (nheap && !b->oom) {
 		struct src *s = heap[0];
 
-		on_event(b, &s->head);
+		on_event(b, &s->head, s->it.blk_tick);
 		if (ktrace__core_iter_next(&s->it, &s->head)) {
 			sift_down(heap, nheap, 0);
 		} else {

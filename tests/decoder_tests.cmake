@@ -1,0 +1,50 @@
+# Decoder tests: cmocka unit tests per stage, a golden fixture, the fuzz
+# corpus replay, and (with -DKTRACE_BUILD_FUZZ=ON and clang) the libFuzzer
+# target ktrace-fuzz-read.
+set(KTRACE_DEC_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+# Synthetic snapshot builder, reusable by any test (tests/snapbuild.h).
+add_library(ktrace_snapbuild STATIC ${KTRACE_DEC_TESTS_DIR}/snapbuild.c)
+target_include_directories(ktrace_snapbuild PUBLIC ${KTRACE_DEC_TESTS_DIR}
+  ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+target_compile_options(ktrace_snapbuild PRIVATE ${KTRACE_WARNINGS})
+target_link_libraries(ktrace_snapbuild PUBLIC ktrace_decoder)
+
+# snapgen golden|big|corpus: writes synthetic files (fixtures, seeds, bench).
+add_executable(ktrace-snapgen ${KTRACE_DEC_TESTS_DIR}/snapgen.c)
+target_link_libraries(ktrace-snapgen PRIVATE ktrace_snapbuild)
+
+foreach(t read timeline symbols outputs golden)
+  add_cmocka_test(test_decoder_${t}
+    SOURCES ${KTRACE_DEC_TESTS_DIR}/test_decoder_${t}.c
+    LINK ktrace_snapbuild ktrace_decoder
+    LABELS decoder)
+endforeach()
+# The symbols test looks up its own static functions: keep them in .symtab.
+target_compile_options(test_decoder_symbols PRIVATE -O0 -fno-inline)
+
+# Every fuzz corpus and regression input, through the fuzz entry point.
+add_executable(ktrace-fuzz-regress ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_read.c
+  ${KTRACE_DEC_TESTS_DIR}/fuzz/regress_main.c)
+target_link_libraries(ktrace-fuzz-regress PRIVATE ktrace_snapbuild ktrace_decoder)
+add_test(NAME decoder_fuzz_regressions COMMAND ktrace-fuzz-regress
+  ${KTRACE_DEC_TESTS_DIR}/fuzz/corpus ${KTRACE_DEC_TESTS_DIR}/fuzz/regressions)
+set_tests_properties(decoder_fuzz_regressions PROPERTIES LABELS decoder TIMEOUT 600)
+
+if(KTRACE_BUILD_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KTRACE_BUILD_FUZZ needs clang: configure with CC=clang")
+  endif()
+  # The decoder again, instrumented for coverage, under ASan + UBSan.
+  file(GLOB KTRACE_DEC_FUZZ_SOURCES ${PROJECT_SOURCE_DIR}/decoder/*.c)
+  list(FILTER KTRACE_DEC_FUZZ_SOURCES EXCLUDE REGEX "/main\\.c$")
+  add_executable(ktrace-fuzz-read ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_read.c
+    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c)
+  target_include_directories(ktrace-fuzz-read PRIVATE ${PROJECT_SOURCE_DIR}/decoder
+    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+  target_compile_definitions(ktrace-fuzz-read PRIVATE _GNU_SOURCE)
+  target_compile_options(ktrace-fuzz-read PRIVATE -g -O1 -fno-omit-frame-pointer
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  target_link_options(ktrace-fuzz-read PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(ktrace-fuzz-read PRIVATE m)
+endif()

@@ -1,0 +1,115 @@
+/*
+ * snapgen - write synthetic snapshot files (tests/snapbuild.h scenarios).
+ *
+ *   snapgen golden FILE              the golden fixture scenario
+ *   snapgen big FILE NCPUS NEVENTS   a large file, for decoder throughput
+ *   snapgen corpus DIR               fuzz seed corpus (small valid variants)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snapbuild.h"
+
+static int emit(struct snapbuild *sb, const char *path)
+{
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	snapbuild_finish(sb, &buf, &len);
+	rc = snapbuild_write_file(path, buf, len);
+	if (rc)
+		perror(path);
+	free(buf);
+	snapbuild_free(sb);
+	return rc;
+}
+
+static struct snapbuild *small(int variant)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_thread(sb, 1, 100, "t1", KTRACE_THREAD_MAIN);
+	snapbuild_thread(sb, 2, 101, "t2", 0);
+	snapbuild_func(sb, 0, 0x1000);
+	snapbuild_func(sb, 1, 0x1100);
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "op");
+	snapbuild_name(sb, 2, KTRACE_NAME_MARK, "m");
+	snapbuild_name(sb, 3, KTRACE_NAME_SPAN, "s");
+	snapbuild_module(sb, 0x1000, 0x2000, 0, "/nonexistent/a.out");
+	snapbuild_anchor(sb, 100, 1763700000000000000ll);
+	snapbuild_anchor(sb, 900000, 1763700000000900000ll);
+	snapbuild_req(sb, 0, 1, 1000, 1, 7, 0);
+	snapbuild_enter(sb, 0, 1, 1010, 0);
+	snapbuild_enter(sb, 0, 1, 1020, 1);
+	snapbuild_mark(sb, 0, 1, 1025, 2, 99);
+	snapbuild_exit(sb, 0, 1, 1030, 1);
+	snapbuild_span(sb, 0, 2, 1040, 3, 0);
+	snapbuild_enter_addr(sb, 0, 2, 1050, 0x1800);
+	snapbuild_exit_addr(sb, 1, 2, 1060, 0x1800);
+	snapbuild_span(sb, 1, 2, 1070, 3, 1);
+	snapbuild_exit(sb, 0, 1, 1080, 0);
+	snapbuild_req(sb, 0, 1, 1090, 1, 7, 1);
+	if (variant == 1) {
+		/* wraps, TSC gaps, unknown extended type */
+		uint32_t x[2] = { 1, 2 };
+
+		snapbuild_ext(sb, 0, 1, 1100, 0x7f, 5, x, 2);
+		snapbuild_enter(sb, 0, 1, 1200000, 0);
+		snapbuild_exit(sb, 0, 1, 90000000000ull, 0);
+		snapbuild_core(sb, 0, 1, 5);
+	}
+	if (variant == 2) {
+		struct ktrace_trigger_rec t;
+
+		memset(&t, 0, sizeof(t));
+		t.request_id = 7;
+		t.kind_id = 1;
+		t.thread_slot = 1;
+		t.tid = 100;
+		t.begin_tsc = 1000;
+		t.end_tsc = 1090;
+		t.duration_ns = 90;
+		t.threshold_ns = 50;
+		t.why = KTRACE_TRIGGER_PERCENTILE;
+		t.percentile_x1000 = 99900;
+		strcpy(t.kind, "op");
+		snapbuild_trigger(sb, &t);
+		snapbuild_block_bad_crc(sb, 1);
+	}
+	return sb;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "golden")) {
+		struct snapbuild *sb = snapbuild_new();
+
+		snapbuild_scenario_golden(sb);
+		return emit(sb, argv[2]) ? 1 : 0;
+	}
+	if (argc == 5 && !strcmp(argv[1], "big")) {
+		struct snapbuild *sb = snapbuild_new();
+
+		snapbuild_scenario_big(sb, (uint32_t)atoi(argv[3]), strtoull(argv[4], NULL, 10));
+		return emit(sb, argv[2]) ? 1 : 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "corpus")) {
+		char path[4096];
+		struct snapbuild *sb = snapbuild_new();
+
+		snapbuild_scenario_golden(sb);
+		snprintf(path, sizeof(path), "%s/golden.ktrace", argv[2]);
+		if (emit(sb, path))
+			return 1;
+		for (int v = 0; v < 3; v++) {
+			snprintf(path, sizeof(path), "%s/small-%d.ktrace", argv[2], v);
+			if (emit(small(v), path))
+				return 1;
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: snapgen golden FILE | big FILE NCPUS NEVENTS | corpus DIR\n");
+	return 2;
+}

@@ -1,0 +1,601 @@
+/*
+ * test_decoder_outputs.c - stage 6: chrome JSON is well-formed, stats are
+ * exact, explain names the planted cause first, folded stacks add up, and
+ * the ktrace-decode program's exit codes and -o behave as documented.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "decoder.h"
+#include "snapbuild.h"
+
+/* ---- a strict little JSON validator (RFC 8259 grammar) ------------------- */
+
+struct jp {
+	const char *p, *end;
+	int depth;
+};
+
+static int j_value(struct jp *j);
+
+static void j_ws(struct jp *j)
+{
+	while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
+		j->p++;
+}
+
+static int j_lit(struct jp *j, const char *s)
+{
+	size_t n = strlen(s);
+
+	if ((size_t)(j->end - j->p) < n || memcmp(j->p, s, n))
+		return -1;
+	j->p += n;
+	return 0;
+}
+
+static int j_string(struct jp *j)
+{
+	if (j->p >= j->end || *j->p != '"')
+		return -1;
+	j->p++;
+	while (j->p < j->end && *j->p != '"') {
+		unsigned char c = (unsigned char)*j->p;
+
+		if (c < 0x20)
+			return -1;
+		if (c == '\\') {
+			j->p++;
+			if (j->p >= j->end)
+				return -1;
+			if (*j->p == 'u') {
+				for (int k = 1; k <= 4; k++)
+					if (j->p + k >= j->end || !strchr("0123456789abcdefABCDEF", j->p[k]) ||
+					    !j->p[k])
+						return -1;
+				j->p += 4;
+			} else if (!strchr("\"\\/bfnrt", *j->p) || !*j->p) {
+				return -1;
+			}
+		}
+		j->p++;
+	}
+	if (j->p >= j->end)
+		return -1;
+	j->p++;
+	return 0;
+}
+
+static int j_number(struct jp *j)
+{
+	const char *s = j->p;
+
+	if (j->p < j->end && *j->p == '-')
+		j->p++;
+	if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+		return -1;
+	if (*j->p == '0')
+		j->p++;
+	else
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	if (j->p < j->end && *j->p == '.') {
+		j->p++;
+		if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+			return -1;
+		while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	return j->p > s ? 0 : -1;
+}
+
+static int j_value(struct jp *j)
+{
+	j_ws(j);
+	if (j->p >= j->end || ++j->depth > 64)
+		return -1;
+	switch (*j->p) {
+	case '{':
+		j->p++;
+		j_ws(j);
+		if (j->p < j->end && *j->p == '}') {
+			j->p++;
+			break;
+		}
+		for (;;) {
+			j_ws(j);
+			if (j_string(j))
+				return -1;
+			j_ws(j);
+			if (j->p >= j->end || *j->p++ != ':')
+				return -1;
+			if (j_value(j))
+				return -1;
+			j_ws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == '}') {
+				j->p++;
+				break;
+			}
+			return -1;
+		}
+		break;
+	case '[':
+		j->p++;
+		j_ws(j);
+		if (j->p < j->end && *j->p == ']') {
+			j->p++;
+			break;
+		}
+		for (;;) {
+			if (j_value(j))
+				return -1;
+			j_ws(j);
+			if (j->p < j->end && *j->p == ',') {
+				j->p++;
+				continue;
+			}
+			if (j->p < j->end && *j->p == ']') {
+				j->p++;
+				break;
+			}
+			return -1;
+		}
+		break;
+	case '"':
+		if (j_string(j))
+			return -1;
+		break;
+	case 't':
+		if (j_lit(j, "true"))
+			return -1;
+		break;
+	case 'f':
+		if (j_lit(j, "false"))
+			return -1;
+		break;
+	case 'n':
+		if (j_lit(j, "null"))
+			return -1;
+		break;
+	default:
+		if (j_number(j))
+			return -1;
+	}
+	j->depth--;
+	return 0;
+}
+
+static int json_valid(const char *s, size_t n)
+{
+	struct jp j = { s, s + n, 0 };
+
+	if (j_value(&j))
+		return 0;
+	j_ws(&j);
+	return j.p == j.end;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static struct ktrace_dec *decode(struct snapbuild *sb)
+{
+	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct ktrace_dec_error err;
+	struct ktrace_dec *d;
+	uint8_t *buf;
+	size_t len;
+
+	snapbuild_finish(sb, &buf, &len);
+	snapbuild_free(sb);
+	if (ktrace__dec_open_buffer(buf, len, "t.ktrace", &o, &d, &err) != 0)
+		fail_msg("decode failed: %s", err.msg);
+	d->map = buf;
+	d->map_len = len;
+	return d;
+}
+
+static struct ktrace_dec *golden(void)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_scenario_golden(sb);
+	return decode(sb);
+}
+
+struct mem {
+	char *p;
+	size_t n;
+	FILE *f;
+};
+
+static void mem_open(struct mem *m)
+{
+	m->p = NULL;
+	m->n = 0;
+	m->f = open_memstream(&m->p, &m->n);
+	assert_non_null(m->f);
+}
+
+static void mem_close(struct mem *m)
+{
+	fclose(m->f);
+}
+
+/* ---- tests ----------------------------------------------------------------------- */
+
+static void test_outputs_json_validator_works(void **state)
+{
+	(void)state;
+	static const char *const good[] = { "{\"a\":[1,2.5,-3,\"x\\n\\u00e9\"],\"b\":{},\"c\":true}",
+		                            "[]", "0", "\"\"" };
+	static const char *const bad[] = { "{\"a\":[1,2,]}", "{\"a\":\"\x01\"}", "{\"a\":1}}",
+		                           "[01]", "{a:1}", "[\"\\x\"]", "", "[1.]", "{\"a\" 1}" };
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(json_valid(good[i], strlen(good[i])));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (json_valid(bad[i], strlen(bad[i])))
+			fail_msg("accepted bad JSON %s", bad[i]);
+}
+
+static void test_outputs_chrome_well_formed(void **state)
+{
+	struct ktrace_dec *d = golden();
+	struct ktrace_chrome ch;
+	struct mem m;
+
+	(void)state;
+	mem_open(&m);
+	ktrace__out_chrome_begin(&ch, m.f, ktrace__dec_wall_ns(d, d->window_start));
+	ktrace__out_chrome_file(&ch, d, d->snap.info.pid, NULL);
+	ktrace__out_chrome_end(&ch);
+	mem_close(&m);
+	if (!json_valid(m.p, m.n))
+		fail_msg("chrome output is not valid JSON");
+	assert_non_null(strstr(m.p, "\"traceEvents\":["));
+	assert_non_null(strstr(m.p, "\"displayTimeUnit\":\"ns\""));
+	assert_non_null(strstr(m.p, "\"name\":\"TRIGGER: slow get request (5.361 ms > 1.000 ms)\""));
+	assert_non_null(strstr(m.p, "\"s\":\"g\""));
+	assert_non_null(strstr(m.p, "\"trigger\":true"));
+	assert_non_null(strstr(m.p, "\"cat\":\"request\",\"name\":\"request:get\""));
+	assert_non_null(strstr(m.p, "\"name\":\"CPU cores\""));
+	assert_non_null(strstr(m.p, "\"name\":\"worker-1 (1002)\""));
+	assert_non_null(strstr(m.p, "\"name\":\"kvserver (31337)\""));
+	assert_non_null(strstr(m.p, "\"ts0_wall_clock_utc\":\"2025-11-21 04:40:00."));
+	assert_non_null(strstr(m.p, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"mark\",\"name\":\"queue_depth\""));
+	/* the first call of the window starts at ts 0.000 */
+	assert_non_null(strstr(m.p, "\"ts\":0.000,"));
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_chrome_escapes(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	struct ktrace_chrome ch;
+	struct mem m;
+
+	(void)state;
+	snapbuild_thread(sb, 1, 7, "q\"b\\s\x01\xff", 0);
+	snapbuild_name(sb, 3, KTRACE_NAME_SPAN, "sp\"an\n\t\\");
+	snapbuild_name(sb, 4, KTRACE_NAME_MARK, "</script>\"");
+	strcpy(snapbuild_info(sb)->exe, "/bin/we\"ird\\exe");
+	strcpy(snapbuild_info(sb)->reason, "re\"as\x02on");
+	snapbuild_span(sb, 0, 1, 100, 3, 0);
+	snapbuild_mark(sb, 0, 1, 110, 4, 1);
+	snapbuild_span(sb, 0, 1, 120, 3, 1);
+	d = decode(sb);
+	mem_open(&m);
+	ktrace__out_chrome_begin(&ch, m.f, 0);
+	ktrace__out_chrome_file(&ch, d, 7, NULL);
+	ktrace__out_chrome_end(&ch);
+	mem_close(&m);
+	if (!json_valid(m.p, m.n))
+		fail_msg("chrome output with odd names is not valid JSON:\n%s", m.p);
+	assert_non_null(strstr(m.p, "sp\\\"an\\u000a\\u0009\\\\"));
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_stats_exact(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	struct ktrace_func_stats *st;
+	uint32_t n;
+	uint64_t t = 1000;
+	static const uint64_t dur[4] = { 400, 100, 300, 200 };
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_func(sb, 2, 0xC000);
+	/* A: 100..400 ns, the first call containing B (50 ns) */
+	for (int i = 0; i < 4; i++) {
+		snapbuild_enter(sb, 0, 1, t, 0);
+		if (i == 0) {
+			snapbuild_enter(sb, 0, 1, t + 10, 1);
+			snapbuild_exit(sb, 0, 1, t + 60, 1);
+		}
+		snapbuild_exit(sb, 0, 1, t + dur[i], 0);
+		t += dur[i] + 7;
+	}
+	/* C recursive: C(100 { C(30) }) : total counts the outer only */
+	snapbuild_enter(sb, 0, 1, t, 2);
+	snapbuild_enter(sb, 0, 1, t + 10, 2);
+	snapbuild_exit(sb, 0, 1, t + 40, 2);
+	snapbuild_exit(sb, 0, 1, t + 100, 2);
+	d = decode(sb);
+	st = ktrace__func_stats(d, 0, 0, &n);
+	assert_non_null(st);
+	assert_int_equal(n, 3);
+	/* sorted by self: A (950), C (100), B (50) */
+	assert_int_equal(d->funcs[st[0].func].addr, 0xA000);
+	assert_int_equal(st[0].calls, 4);
+	assert_int_equal(st[0].total, 1000);
+	assert_int_equal(st[0].self, 950);
+	assert_int_equal(st[0].p50, 200);  /* nearest rank: ceil(0.5 * 4) = 2nd */
+	assert_int_equal(st[0].p99, 400);
+	assert_int_equal(st[0].max, 400);
+	assert_true(st[0].mean == 250.0);
+	assert_int_equal(d->funcs[st[1].func].addr, 0xC000);
+	assert_int_equal(st[1].calls, 2);
+	assert_int_equal(st[1].total, 100);
+	assert_int_equal(st[1].self, 100);
+	assert_int_equal(st[1].p50, 30);
+	assert_int_equal(d->funcs[st[2].func].addr, 0xB000);
+	assert_int_equal(st[2].self, 50);
+	free(st);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_explain_names_cause_first(void **state)
+{
+	struct ktrace_dec *d = golden();
+	struct mem m;
+	uint32_t med, pick;
+	char *p;
+
+	(void)state;
+	pick = ktrace__explain_pick(d, &med);
+	assert_int_not_equal(pick, KTRACE_DEC_NONE);
+	assert_int_equal(d->reqs[pick].id, SNAPBUILD_GOLDEN_SLOW_REQ);
+	assert_true(d->reqs[pick].flags & KTRACE_REQ_TRIGGER);
+	assert_int_not_equal(med, KTRACE_DEC_NONE);
+	mem_open(&m);
+	ktrace__out_explain(m.f, d, NULL);
+	mem_close(&m);
+	p = strstr(m.p, "where the extra time went");
+	assert_non_null(p);
+	p = strchr(p, '\n') + 1;
+	/* slow_io (id 3, 0x401300) is the planted cause */
+	if (strncmp(strchr(p, '0'), "0x401300 ", 9) != 0)
+		fail_msg("first cause line is not slow_io:\n%s", m.p);
+	assert_non_null(strstr(m.p, "meanwhile on other threads"));
+	assert_non_null(strstr(m.p, "worker-2/1003"));
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_explain_without_trigger(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	struct mem m;
+	uint32_t med;
+
+	(void)state;
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "op");
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	for (uint64_t r = 0; r < 5; r++) {
+		uint64_t t = 1000 + r * 20000;
+
+		uint64_t extra = r == 3 ? 5000 : 0;
+
+		snapbuild_req(sb, 0, 1, t, 1, r, 0);
+		snapbuild_enter(sb, 0, 1, t + 1, 0);
+		if (r == 3) {
+			snapbuild_enter(sb, 0, 1, t + 2, 1);
+			snapbuild_exit(sb, 0, 1, t + 5000, 1);
+		}
+		snapbuild_exit(sb, 0, 1, t + 5100 + r + extra, 0);
+		snapbuild_req(sb, 0, 1, t + 5200 + r + extra, 1, r, 1);
+	}
+	d = decode(sb);
+	assert_int_equal(d->reqs[ktrace__explain_pick(d, &med)].id, 3);
+	assert_int_equal(d->reqs[med].id, 1); /* durations of 0,1,2,4 sorted: lower median */
+	mem_open(&m);
+	ktrace__out_explain(m.f, d, NULL);
+	mem_close(&m);
+	assert_non_null(strstr(m.p, "no trigger; slowest request"));
+	assert_non_null(strstr(m.p, "+4.998 us      0xb000"));
+	free(m.p);
+	ktrace__dec_free(d);
+	/* no requests at all */
+	sb = snapbuild_new();
+	snapbuild_enter(sb, 0, 1, 10, 0);
+	d = decode(sb);
+	mem_open(&m);
+	ktrace__out_explain(m.f, d, NULL);
+	mem_close(&m);
+	assert_non_null(strstr(m.p, "nothing to explain"));
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_folded_adds_up(void **state)
+{
+	struct ktrace_dec *d = golden();
+	struct mem m;
+	uint64_t sum = 0, self = 0;
+	char *line;
+
+	(void)state;
+	mem_open(&m);
+	ktrace__out_folded(m.f, d, NULL);
+	mem_close(&m);
+	assert_non_null(strstr(m.p, "main/1001;commit;0x402000 2133\n"));
+	for (line = m.p; line && *line;) {
+		char *nl = strchr(line, '\n'), *sp;
+
+		assert_non_null(nl);
+		*nl = '\0';
+		sp = strrchr(line, ' ');
+		assert_non_null(sp);
+		sum += strtoull(sp + 1, NULL, 10);
+		line = nl + 1;
+	}
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		self += ktrace__dec_ticks_ns(d, d->calls[i].self);
+	assert_int_equal(sum, self);
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+static void test_outputs_text_filters(void **state)
+{
+	struct ktrace_dec *d = golden();
+	struct ktrace_out_opts o = { .have_tid = 1, .tid = 1003 };
+	struct mem m;
+
+	(void)state;
+	mem_open(&m);
+	ktrace__out_text(m.f, d, &o);
+	mem_close(&m);
+	assert_non_null(strstr(m.p, "worker-2/1003"));
+	assert_null(strstr(m.p, "worker-1/1002"));
+	assert_non_null(strstr(m.p, "[still running at window end]"));
+	free(m.p);
+	o.have_tid = 0;
+	o.limit = 3;
+	mem_open(&m);
+	ktrace__out_text(m.f, d, &o);
+	mem_close(&m);
+	assert_non_null(strstr(m.p, "more lines (--limit 3)"));
+	free(m.p);
+	ktrace__dec_free(d);
+}
+
+/* ---- the program --------------------------------------------------------------- */
+
+static int run(const char *args, char *out, size_t outlen)
+{
+	char cmd[4096];
+	FILE *p;
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", KTRACE_DECODE_PATH, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, outlen - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_outputs_cli(void **state)
+{
+	char dir[] = "/tmp/ktrace-dec-cliXXXXXX", path[512], path2[512], args[2048], json[600];
+	static char out[1 << 20];
+	struct snapbuild *sb;
+	uint8_t *buf;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/g.ktrace", dir);
+	snprintf(path2, sizeof(path2), "%s/damaged.ktrace", dir);
+	sb = snapbuild_new();
+	snapbuild_scenario_golden(sb);
+	snapbuild_finish(sb, &buf, &len);
+	snapbuild_free(sb);
+	assert_int_equal(snapbuild_write_file(path, buf, len), 0);
+	free(buf);
+	sb = snapbuild_new();
+	snapbuild_scenario_golden(sb);
+	snapbuild_block_bad_crc(sb, 1);
+	snapbuild_finish(sb, &buf, &len);
+	snapbuild_free(sb);
+	assert_int_equal(snapbuild_write_file(path2, buf, len), 0);
+
+	assert_int_equal(run("", out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "usage:"));
+	assert_int_equal(run("--format nope x", out, sizeof(out)), 2);
+	assert_int_equal(run("--limit -3 x", out, sizeof(out)), 2);
+	assert_int_equal(run("--help", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "Exit status"));
+
+	/* a foreign file: exit 1, file and offset named */
+	snprintf(args, sizeof(args), "/proc/self/status");
+	assert_int_equal(run(args, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "ktrace-decode: /proc/self/status: offset 0x0: not a ktrace snapshot"));
+	snprintf(args, sizeof(args), "%s/missing.ktrace", dir);
+	assert_int_equal(run(args, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "cannot open"));
+
+	/* a damaged block: warn, decode the rest, exit 0 */
+	snprintf(args, sizeof(args), "%s", path2);
+	assert_int_equal(run(args, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "warning: offset 0x"));
+	assert_non_null(strstr(out, "CRC mismatch; block skipped"));
+	assert_non_null(strstr(out, "damage:    1 blocks skipped"));
+
+	/* every format runs */
+	for (int k = 0; k < 6; k++) {
+		static const char *const fmts[] = { "summary", "text", "stats", "explain", "folded",
+		                                    "chrome" };
+		snprintf(args, sizeof(args), "--format %s -q %s", fmts[k], path);
+		assert_int_equal(run(args, out, sizeof(out)), 0);
+		assert_true(strlen(out) > 10);
+	}
+
+	/* -o: two files into one chrome trace, written atomically */
+	snprintf(json, sizeof(json), "%s/out.json", dir);
+	snprintf(args, sizeof(args), "--format chrome -q -o %s %s %s", json, path, path2);
+	assert_int_equal(run(args, out, sizeof(out)), 0);
+	f = fopen(json, "r");
+	assert_non_null(f);
+	len = fread(out, 1, sizeof(out) - 1, f);
+	fclose(f);
+	out[len] = '\0';
+	assert_true(json_valid(out, len));
+	assert_non_null(strstr(out, "\"pid\":31337,"));
+	assert_non_null(strstr(out, "\"pid\":20031337,")); /* the second snapshot of the process */
+
+	snprintf(args, sizeof(args), "rm -rf %s", dir);
+	assert_int_equal(system(args), 0);
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_outputs_json_validator_works),
+		cmocka_unit_test(test_outputs_chrome_well_formed),
+		cmocka_unit_test(test_outputs_chrome_escapes),
+		cmocka_unit_test(test_outputs_stats_exact),
+		cmocka_unit_test(test_outputs_explain_names_cause_first),
+		cmocka_unit_test(test_outputs_explain_without_trigger),
+		cmocka_unit_test(test_outputs_folded_adds_up),
+		cmocka_unit_test(test_outputs_text_filters),
+		cmocka_unit_test(test_outputs_cli),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

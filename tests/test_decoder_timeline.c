@@ -1,0 +1,512 @@
+/*
+ * test_decoder_timeline.c - stages 2 and 3: absolute time from 20-bit
+ * timestamps, block order, thread attribution, stacks across cores,
+ * truncation at the window's edges, spans, requests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "decoder.h"
+#include "snapbuild.h"
+
+static struct ktrace_dec *decode_opts(struct snapbuild *sb, int all)
+{
+	struct ktrace_dec_opts o = { .no_symbols = 1, .all = all };
+	struct ktrace_dec_error err;
+	struct ktrace_dec *d;
+	uint8_t *buf;
+	size_t len;
+
+	snapbuild_finish(sb, &buf, &len);
+	snapbuild_free(sb);
+	if (ktrace__dec_open_buffer(buf, len, "t", &o, &d, &err) != 0)
+		fail_msg("decode failed: %s", err.msg);
+	/* the decoder keeps pointers into the buffer: hand it over */
+	d->map = buf;
+	d->map_len = len;
+	d->map_is_mmap = 0;
+	return d;
+}
+
+static struct ktrace_dec *decode(struct snapbuild *sb)
+{
+	return decode_opts(sb, 0);
+}
+
+/* Ticks of every event of one core, via the stage-2 iterator alone. */
+static uint32_t core_ticks(struct ktrace_dec *d, uint32_t core, uint64_t *out, uint32_t max,
+                           struct ktrace_dec_event *evs)
+{
+	struct ktrace_core_iter it;
+	struct ktrace_dec_event ev;
+	uint32_t n = 0;
+
+	ktrace__core_iter_init(&it, &d->snap, core, NULL);
+	while (ktrace__core_iter_next(&it, &ev)) {
+		if (n < max) {
+			out[n] = ev.tick;
+			if (evs)
+				evs[n] = ev;
+		}
+		n++;
+	}
+	return n;
+}
+
+static const struct ktrace_dec_call *find_call(const struct ktrace_dec *d, uint64_t addr,
+                                               uint32_t nth)
+{
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_func *f = &d->funcs[d->calls[i].func];
+
+		if (f->kind == KTRACE_FUNC_ADDR && f->addr == addr && nth-- == 0)
+			return &d->calls[i];
+	}
+	return NULL;
+}
+
+static void test_timeline_forward_steps_wrap(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint64_t want[40], got[40];
+	uint64_t t = 5000;
+
+	(void)state;
+	/* steps just under 2^18: no TSC record, ts20 wraps every ~4 records */
+	for (int i = 0; i < 40; i++) {
+		want[i] = t;
+		snapbuild_word(sb, 0, 1, t, KTRACE_REC(t, KTRACE_EV_ENTER_BASE + (i % 2 ? 0x800 : 0)));
+		t += KTRACE_TS_FORWARD_MAX - 1;
+	}
+	d = decode(sb);
+	assert_int_equal(d->snap.nblocks, 1);
+	assert_int_equal(d->snap.blocks[0].nwords, 5 + 40); /* no TSC records needed */
+	assert_int_equal(core_ticks(d, 0, got, 40, NULL), 40);
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(got[i], want[i]);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_tsc_records_wrap(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint64_t want[30], got[30];
+	uint64_t t = 77;
+
+	(void)state;
+	/* steps of 3.3 million ticks: several 2^20 wraps each, TSC records */
+	for (int i = 0; i < 30; i++) {
+		want[i] = t;
+		snapbuild_enter(sb, 0, 1, t, 3);
+		t += 3300001;
+	}
+	d = decode(sb);
+	assert_int_equal(core_ticks(d, 0, got, 30, NULL), 30);
+	for (int i = 0; i < 30; i++)
+		assert_int_equal(got[i], want[i]);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_late_store_is_backward(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint32_t w[16];
+	uint64_t got[8], base = (1ull << 20) * 7 + 10; /* ts20 of base = 10 */
+	uint32_t n = snapbuild_block_start_words(w, 1, 0, base);
+
+	(void)state;
+	w[n++] = KTRACE_REC(base + 100, KTRACE_EV_ENTER_BASE);
+	w[n++] = KTRACE_REC(base + 90, KTRACE_EV_ENTER_BASE + 1);   /* late store */
+	w[n++] = KTRACE_REC(base - 5, KTRACE_EV_EXIT_BASE + 1);     /* back across ts20 0 */
+	w[n++] = KTRACE_REC(base + 200, KTRACE_EV_EXIT_BASE);
+	snapbuild_block_raw(sb, 0, 0, w, n);
+	d = decode(sb);
+	assert_int_equal(core_ticks(d, 0, got, 8, NULL), 4);
+	assert_int_equal(got[0], base + 100);
+	assert_int_equal(got[1], base + 90);
+	assert_int_equal(got[2], base - 5);
+	assert_int_equal(got[3], base + 200);
+	/* per thread, time is clamped monotonic: the inner call has 0 length,
+	 * nests inside the outer one and nothing is truncated */
+	assert_int_equal(d->ncalls, 2);
+	assert_int_equal(d->calls[0].flags, 0);
+	assert_int_equal(d->calls[1].flags, 0);
+	assert_int_equal(d->calls[1].depth, 1);
+	assert_int_equal(d->calls[0].end - d->calls[0].begin, 100);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_idle_for_minutes(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint64_t got[4];
+	const uint64_t minutes = 5ull * 60 * 1000000000ull; /* 1 tick = 1 ns */
+
+	(void)state;
+	snapbuild_func(sb, 0, 0x1000);
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	snapbuild_exit(sb, 0, 1, 1000 + minutes, 0);
+	d = decode(sb);
+	assert_int_equal(core_ticks(d, 0, got, 4, NULL), 2);
+	assert_int_equal(got[1], 1000 + minutes);
+	assert_int_equal(d->ncalls, 1);
+	assert_int_equal(ktrace__dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin), minutes);
+	ktrace__dec_free(d);
+}
+
+static void fill_blocks(struct snapbuild *sb, uint32_t cpu, uint64_t *t, int nblocks)
+{
+	/* 1019 words of payload per block: enter/exit pairs */
+	for (int b = 0; b < nblocks; b++) {
+		for (int i = 0; i < 509; i++) {
+			snapbuild_enter(sb, cpu, 1, (*t)++, 5);
+			snapbuild_exit(sb, cpu, 1, (*t)++, 5);
+		}
+		snapbuild_flush(sb, cpu);
+	}
+}
+
+static void test_timeline_blocks_sorted_by_s_with_wrap(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint64_t *got = calloc(4100, sizeof(*got));
+	uint64_t t = 1000;
+	uint32_t n;
+
+	(void)state;
+	/* S runs 0xFFFFF800, 0xFFFFFC00, 0x0, 0x400: across the u32 wrap */
+	snapbuild_set_next_s(sb, 0, 0xFFFFF800u);
+	fill_blocks(sb, 0, &t, 4);
+	snapbuild_reverse_blocks(sb);
+	d = decode(sb);
+	assert_int_equal(d->snap.nblocks, 4);
+	assert_int_equal(d->snap.blocks[0].start, 0xFFFFF800u);
+	assert_int_equal(d->snap.blocks[3].start, 0x400u);
+	n = core_ticks(d, 0, got, 4100, NULL);
+	assert_int_equal(n, 4 * 1018);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(got[i], 1000 + i);
+	assert_int_equal(d->ncalls, 4 * 509);
+	assert_int_equal(d->unmatched_exits, 0);
+	ktrace__dec_free(d);
+	free(got);
+}
+
+static void test_timeline_thread_switch_mid_block(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *a, *b;
+
+	(void)state;
+	snapbuild_thread(sb, 1, 500, "a", 0);
+	snapbuild_thread(sb, 2, 501, "b", 0);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_enter(sb, 0, 2, 110, 1);  /* preempted: b runs on the same core */
+	snapbuild_exit(sb, 0, 2, 150, 1);
+	snapbuild_exit(sb, 0, 1, 200, 0);
+	d = decode(sb);
+	assert_int_equal(d->snap.nblocks, 1);
+	a = find_call(d, 0xA000, 0);
+	b = find_call(d, 0xB000, 0);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(d->threads[a->thread].tid, 500);
+	assert_int_equal(d->threads[b->thread].tid, 501);
+	assert_int_equal(a->end - a->begin, 100);
+	assert_int_equal(b->end - b->begin, 40);
+	assert_int_equal(a->depth, 0);
+	assert_int_equal(b->depth, 0);
+	assert_int_equal(a->self, 100); /* another thread's call is not a child */
+	assert_int_equal(d->nruns, 3); /* a, b, a on cpu 0 */
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_migration(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *c;
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	snapbuild_enter(sb, 0, 1, 1010, 1);
+	snapbuild_exit(sb, 1, 1, 1500, 1);   /* migrated to cpu 1 */
+	snapbuild_exit(sb, 1, 1, 1600, 0);
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 2);
+	c = find_call(d, 0xA000, 0);
+	assert_int_equal(c->end - c->begin, 600);
+	assert_int_equal(c->self, 600 - 490);
+	assert_int_equal(c->flags, 0);
+	c = find_call(d, 0xB000, 0);
+	assert_int_equal(c->end - c->begin, 490);
+	assert_int_equal(c->depth, 1);
+	assert_int_equal(d->unmatched_exits, 0);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_overwrite_edges(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *c;
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_func(sb, 2, 0xC000);
+	snapbuild_enter(sb, 0, 1, 100, 1);   /* b() inside an a() entered earlier */
+	snapbuild_exit(sb, 0, 1, 200, 1);
+	snapbuild_exit(sb, 0, 1, 300, 0);    /* exit without entry */
+	snapbuild_enter(sb, 0, 1, 400, 2);   /* entry without exit */
+	snapbuild_info(sb)->snapshot_tsc = 1000;
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 3);
+	c = find_call(d, 0xA000, 0);
+	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_BEGIN);
+	assert_int_equal(c->begin, d->window_start);
+	assert_int_equal(c->end, 300);
+	assert_int_equal(c->depth, 0);
+	assert_int_equal(c->self, 300 - 100 - 100);
+	c = find_call(d, 0xB000, 0);
+	assert_int_equal(c->depth, 1); /* under the truncated a() */
+	assert_int_equal(c->parent, (uint32_t)(find_call(d, 0xA000, 0) - d->calls));
+	c = find_call(d, 0xC000, 0);
+	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END);
+	assert_int_equal(c->end, 1000); /* the snapshot moment */
+	assert_int_equal(d->unmatched_exits, 1);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_lost_exit(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *c;
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_enter(sb, 0, 1, 110, 1);
+	snapbuild_exit(sb, 0, 1, 150, 0);    /* b's exit never recorded */
+	d = decode(sb);
+	c = find_call(d, 0xB000, 0);
+	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST);
+	assert_int_equal(c->end, 150);
+	c = find_call(d, 0xA000, 0);
+	assert_int_equal(c->flags, 0);
+	assert_int_equal(c->end - c->begin, 50);
+	assert_int_equal(d->lost_exits, 1);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_unknown_ext_and_addr_records(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *c;
+	uint32_t extra[5] = { 1, 2, 3, 4, 5 };
+
+	(void)state;
+	snapbuild_enter_addr(sb, 0, 1, 100, 0x7f0012345678ull);
+	snapbuild_ext(sb, 0, 1, 120, 0xEE, 42, extra, 5);
+	snapbuild_exit_addr(sb, 0, 1, 170, 0x7f0012345678ull);
+	d = decode(sb);
+	c = find_call(d, 0x7f0012345678ull, 0);
+	assert_non_null(c);
+	assert_int_equal(c->end - c->begin, 70);
+	assert_int_equal(c->flags, 0);
+	assert_string_equal(ktrace__dec_func_name(d, c->func), "0x7f0012345678");
+	assert_int_equal(d->snap.warn.total, 0);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_damaged_tail(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint32_t w[16];
+	uint32_t n = snapbuild_block_start_words(w, 1, 0, 1000);
+
+	(void)state;
+	w[n++] = KTRACE_REC(1010, KTRACE_EV_ENTER_BASE);
+	w[n++] = KTRACE_REC(1020, KTRACE_EV_EXIT_BASE);
+	w[n++] = KTRACE_REC(1030, 9); /* 9 payload words, only 1 left */
+	w[n++] = KTRACE_EXT_WORD(KTRACE_EXT_MARK, 1);
+	snapbuild_block_raw(sb, 0, 0, w, n);
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 1);
+	assert_int_equal(d->core_stats[0].damaged_tails, 1);
+	assert_int_equal(d->snap.warn.total, 1);
+	assert_non_null(strstr(d->snap.warn.lines[0], "runs past the block end"));
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_spans_nest_with_functions(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *c;
+
+	(void)state;
+	snapbuild_name(sb, 9, KTRACE_NAME_SPAN, "commit");
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_span(sb, 0, 1, 110, 9, 0);
+	snapbuild_enter_addr(sb, 0, 1, 120, 0xB000);
+	snapbuild_exit_addr(sb, 0, 1, 130, 0xB000);
+	snapbuild_span(sb, 0, 1, 140, 9, 1);
+	snapbuild_exit(sb, 0, 1, 150, 0);
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 3);
+	c = &d->calls[1];
+	assert_true(c->flags & KTRACE_CALL_SPAN);
+	assert_string_equal(ktrace__dec_func_name(d, c->func), "commit");
+	assert_int_equal(c->depth, 1);
+	assert_int_equal(c->end - c->begin, 30);
+	assert_int_equal(c->self, 20);
+	assert_int_equal(find_call(d, 0xB000, 0)->depth, 2);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_requests_and_marks(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+
+	(void)state;
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "get");
+	snapbuild_name(sb, 2, KTRACE_NAME_REQUEST, "put");
+	snapbuild_req(sb, 0, 1, 100, 1, 7, 0);
+	snapbuild_req(sb, 0, 2, 110, 2, 7, 0);   /* same id, other kind */
+	snapbuild_req(sb, 1, 2, 300, 2, 7, 1);
+	snapbuild_req(sb, 0, 1, 400, 1, 7, 1);
+	snapbuild_req(sb, 0, 1, 450, 1, 3, 1);   /* began before the window */
+	snapbuild_mark(sb, 0, 1, 460, 5, 0xdeadbeefcafeull);
+	snapbuild_req(sb, 0, 1, 500, 1, 8, 0);   /* not finished */
+	d = decode(sb);
+	assert_int_equal(d->nreqs, 4);
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		const struct ktrace_dec_request *r = &d->reqs[i];
+
+		if (r->kind == 1 && r->id == 7)
+			assert_true(r->begin == 100 && r->end == 400 && r->flags == 0);
+		else if (r->kind == 2)
+			assert_true(r->begin == 110 && r->end == 300 && r->flags == 0);
+		else if (r->id == 3)
+			assert_true(r->flags == KTRACE_REQ_TRUNC_BEGIN && r->end == 450);
+		else
+			assert_true(r->id == 8 && r->flags == KTRACE_REQ_TRUNC_END);
+	}
+	assert_int_equal(d->nmarks, 1);
+	assert_int_equal(d->marks[0].value, 0xdeadbeefcafeull);
+	assert_int_equal(d->marks[0].tick, 460);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_complete_window(void **state)
+{
+	struct ktrace_dec *d;
+
+	(void)state;
+	for (int all = 0; all < 2; all++) {
+		struct snapbuild *sb = snapbuild_new();
+
+		snapbuild_func(sb, 0, 0xA000);
+		snapbuild_enter(sb, 0, 1, 100, 0);   /* cpu 0: old data */
+		snapbuild_exit(sb, 0, 1, 200, 0);
+		snapbuild_enter(sb, 1, 2, 500, 0);   /* cpu 1 wrapped: data from 500 */
+		snapbuild_exit(sb, 1, 2, 600, 0);
+		snapbuild_enter(sb, 0, 1, 700, 0);
+		snapbuild_exit(sb, 0, 1, 800, 0);
+		snapbuild_core(sb, 1, 4, 9);
+		d = decode_opts(sb, all);
+		if (!all) {
+			assert_int_equal(d->window_start, 500);
+			assert_int_equal(d->dropped, 2);
+			assert_int_equal(d->core_stats[0].dropped, 2);
+			assert_int_equal(d->ncalls, 2);
+		} else {
+			assert_int_equal(d->window_start, 100);
+			assert_int_equal(d->dropped, 0);
+			assert_int_equal(d->ncalls, 3);
+		}
+		assert_true(d->snap.cores[1].wrapped);
+		assert_false(d->snap.cores[0].wrapped);
+		ktrace__dec_free(d);
+	}
+}
+
+static void test_timeline_wall_clock(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+
+	(void)state;
+	snapbuild_info(sb)->tsc_hz = 2000000000ull; /* 2 GHz, shift 0: 0.5 ns ticks */
+	snapbuild_anchor(sb, 1000000, 5000000000ll);
+	snapbuild_anchor(sb, 3000000, 5001000010ll);  /* 10 ns of drift over 1 ms */
+	snapbuild_enter(sb, 0, 1, 2000000, 0);
+	d = decode(sb);
+	assert_int_equal(ktrace__dec_ticks_ns(d, 2000000), 1000000);
+	assert_int_equal(ktrace__dec_wall_ns(d, 1000000), 5000000000ll);
+	assert_int_equal(ktrace__dec_wall_ns(d, 2000000), 5000500005ll);  /* interpolated */
+	assert_int_equal(ktrace__dec_wall_ns(d, 5000000), 5002000010ll);  /* extrapolated */
+	assert_int_equal(ktrace__dec_wall_ns(d, 0), 4999500000ll);
+	ktrace__dec_free(d);
+}
+
+static void test_timeline_ticks_ns_no_overflow(void **state)
+{
+	struct ktrace_dec d;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	d.shift = 32;
+	d.tsc_hz = 1000000;
+	assert_int_equal(ktrace__dec_ticks_ns(&d, 1), 4294967296000ull);
+	assert_int_equal(ktrace__dec_ticks_ns(&d, UINT64_MAX), UINT64_MAX); /* saturates */
+	d.shift = 8;
+	d.tsc_hz = 2560000000ull;
+	assert_int_equal(ktrace__dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_timeline_forward_steps_wrap),
+		cmocka_unit_test(test_timeline_tsc_records_wrap),
+		cmocka_unit_test(test_timeline_late_store_is_backward),
+		cmocka_unit_test(test_timeline_idle_for_minutes),
+		cmocka_unit_test(test_timeline_blocks_sorted_by_s_with_wrap),
+		cmocka_unit_test(test_timeline_thread_switch_mid_block),
+		cmocka_unit_test(test_timeline_migration),
+		cmocka_unit_test(test_timeline_overwrite_edges),
+		cmocka_unit_test(test_timeline_lost_exit),
+		cmocka_unit_test(test_timeline_unknown_ext_and_addr_records),
+		cmocka_unit_test(test_timeline_damaged_tail),
+		cmocka_unit_test(test_timeline_spans_nest_with_functions),
+		cmocka_unit_test(test_timeline_requests_and_marks),
+		cmocka_unit_test(test_timeline_complete_window),
+		cmocka_unit_test(test_timeline_wall_clock),
+		cmocka_unit_test(test_timeline_ticks_ns_no_overflow),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
