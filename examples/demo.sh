@@ -72,7 +72,7 @@ mkdir -p "$OUT"
 t1=$(date +%s)
 echo
 echo "== running the demo server (examples/server.c) for about 4 s, KTRACE_DIR=build/demo-out"
-echo "   3 workers serve get/put/scan requests; a put slower than 5 ms fires a snapshot"
+echo "   3 workers serve get/put/scan requests; a put slower than 10 ms fires a snapshot"
 # Settings from the caller's environment would change what the demo shows.
 unset KTRACE_ENABLE KTRACE_TRIGGER_US KTRACE_TRIGGER_PCT KTRACE_TRIGGER_MIN_SAMPLES \
 	KTRACE_TRIGGER_DELAY_MS KTRACE_MAX_SNAPSHOTS_PER_MIN KTRACE_BUFFER_MB KTRACE_SIGNAL
@@ -115,6 +115,8 @@ echo "== writing the timelines"
 "$DECODE" --format folded -q -o "$OUT/flame.folded" "$snap" || die "folded output failed"
 
 size() { du -h "$1" | cut -f1; }
+# "  trigger: "put" request #N on worker-2/1234 at ..." -> worker-2/1234
+on=$(sed -n 's/^  trigger: .* request #[0-9]* on \([^ ]*\) at .*/\1/p' "$OUT/explain.txt" | head -1)
 cat <<EOF
 
 == done in $(($(date +%s) - t1)) s after the build.  Files in build/demo-out/:
@@ -122,8 +124,8 @@ cat <<EOF
    explain.txt    the explanation above
    trace.json     timeline for Perfetto ($(size "$OUT/trace.json")): open https://ui.perfetto.dev,
                   choose "Open trace file" and pick build/demo-out/trace.json (works offline;
-                  chrome://tracing opens it too).  The slow put is the "put" slice on its
-                  worker's row, with the trigger instant marked.
+                  chrome://tracing opens it too).  The slow put is the "put" slice on
+                  ${on:-its worker}'s row, under the "TRIGGER: slow put request" marker.
    timeline.txt   every call, time-ordered ($(size "$OUT/timeline.txt")): less build/demo-out/timeline.txt
    stats.txt      per-function calls, total/self time, percentiles
    flame.folded   folded stacks: flamegraph.pl build/demo-out/flame.folded > flame.svg
