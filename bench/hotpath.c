@@ -1,0 +1,139 @@
+/*
+ * hotpath.c - the cost of one traced call.
+ *
+ * The same source is built into several executables (see CMakeLists.txt):
+ *   bench_hotpath_none    no -finstrument-functions: the call alone
+ *   bench_hotpath_empty   -finstrument-functions, glibc's empty hooks
+ *   bench_hotpath_floor   -finstrument-functions + bench/floor.c (rdtsc+store)
+ *   bench_hotpath_ktrace  -finstrument-functions + libktrace
+ *
+ * Usage: bench_hotpath_<variant> [threads [total_calls]]
+ *
+ * Each thread runs a loop calling 16 distinct tiny functions (a chain through
+ * their return values, so nothing runs ahead), first a warm-up (threads
+ * registered, function ids cached, buffers faulted in), then, after a
+ * barrier, the timed part.  One line is printed:
+ *
+ *   variant=.. threads=N calls=C cpu_ns_per_call=.. wall_ns_per_call=..
+ *
+ * cpu_ns_per_call is the sum of the threads' CPU time (user + system, so
+ * rseq aborts, migrations and page faults count) over the calls: the cost
+ * of one call whatever the number of threads sharing a core.
+ * wall_ns_per_call is the elapsed time over the calls (a throughput: with
+ * more threads than cores it is about cpu / ncores).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_util.h"
+
+#ifndef BENCH_VARIANT
+#define BENCH_VARIANT "unknown"
+#endif
+#ifdef BENCH_WITH_KTRACE
+#include "ktrace.h"
+#include "snapinfo.h"
+#endif
+
+#define NFN 16
+
+/* noipa: the compiler must call each function and cannot see through it
+ * (no inlining, cloning or constant propagation) in every variant. */
+#define LEAF(i)                                                                \
+	__attribute__((noipa)) uint64_t leaf##i(uint64_t x);                  \
+	__attribute__((noipa)) uint64_t leaf##i(uint64_t x)                   \
+	{                                                                      \
+		return x * 0x9E3779B97F4A7C15ull + i;                          \
+	}
+LEAF(0) LEAF(1) LEAF(2) LEAF(3) LEAF(4) LEAF(5) LEAF(6) LEAF(7)
+LEAF(8) LEAF(9) LEAF(10) LEAF(11) LEAF(12) LEAF(13) LEAF(14) LEAF(15)
+
+/* NFN calls per round. */
+__attribute__((noipa)) uint64_t work(uint64_t rounds, uint64_t x);
+__attribute__((noipa)) uint64_t work(uint64_t rounds, uint64_t x)
+{
+	for (uint64_t r = 0; r < rounds; r++) {
+		x = leaf0(x); x = leaf1(x); x = leaf2(x); x = leaf3(x);
+		x = leaf4(x); x = leaf5(x); x = leaf6(x); x = leaf7(x);
+		x = leaf8(x); x = leaf9(x); x = leaf10(x); x = leaf11(x);
+		x = leaf12(x); x = leaf13(x); x = leaf14(x); x = leaf15(x);
+	}
+	return x;
+}
+
+struct worker {
+	pthread_t th;
+	uint64_t rounds;
+	uint64_t cpu_ns;
+	uint64_t seed;
+	uint64_t sink;
+};
+
+static pthread_barrier_t start_barrier;
+
+static BENCH_NOINSTR void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t x = w->seed, c0;
+
+	x = work(20000, x); /* warm-up: 320k calls */
+	pthread_barrier_wait(&start_barrier);
+	c0 = bench_thread_cpu_ns();
+	x = work(w->rounds, x);
+	w->cpu_ns = bench_thread_cpu_ns() - c0;
+	w->sink = x;
+	return NULL;
+}
+
+BENCH_NOINSTR int main(int argc, char **argv)
+{
+	uint64_t nthreads = bench_arg(argc, argv, 1, 1);
+	uint64_t total = bench_arg(argc, argv, 2, 16000000);
+	uint64_t rounds = total / NFN / nthreads, calls, cpu = 0, sink = 0, t0, t1;
+	struct worker *w = calloc(nthreads, sizeof(*w));
+
+	if (w == NULL || rounds == 0)
+		return 2;
+	calls = rounds * NFN * nthreads;
+	pthread_barrier_init(&start_barrier, NULL, (unsigned)nthreads + 1);
+	for (uint64_t i = 0; i < nthreads; i++) {
+		w[i].rounds = rounds;
+		w[i].seed = i + 1;
+		if (pthread_create(&w[i].th, NULL, worker_main, &w[i]) != 0)
+			return 2;
+	}
+	pthread_barrier_wait(&start_barrier);
+	t0 = bench_now_ns();
+	for (uint64_t i = 0; i < nthreads; i++)
+		pthread_join(w[i].th, NULL);
+	t1 = bench_now_ns();
+	for (uint64_t i = 0; i < nthreads; i++) {
+		cpu += w[i].cpu_ns;
+		sink ^= w[i].sink;
+	}
+	printf("variant=%s threads=%llu calls=%llu cpu_ns_per_call=%.3f wall_ns_per_call=%.3f"
+	       " checksum=%llx",
+	       BENCH_VARIANT, (unsigned long long)nthreads, (unsigned long long)calls,
+	       (double)cpu / (double)calls, (double)(t1 - t0) / (double)calls,
+	       (unsigned long long)sink);
+#ifdef BENCH_WITH_KTRACE
+	/* BENCH_MODE=1: take a snapshot and say which append path ktrace used
+	 * (rseq or the locked fallback), e.g. under valgrind. */
+	if (getenv("BENCH_MODE") && *getenv("BENCH_MODE") == '1') {
+		char path[4096];
+		int r = ktrace_snapshot("bench mode probe");
+
+		if (r == 0 && ktrace_last_snapshot(path, sizeof(path)) > 0) {
+			printf(" ktrace_mode=%s", bench_snapshot_mode(path));
+			remove(path);
+		} else {
+			printf(" ktrace_mode=unknown(%s)", ktrace_strerror(r));
+		}
+	}
+#endif
+	printf("\n");
+	free(w);
+	return 0;
+}
