@@ -37,3 +37,17 @@ add_test(NAME test_lib_clock_monotonic COMMAND test_lib_clock)
 set_tests_properties(test_lib_clock_monotonic PROPERTIES TIMEOUT 300 LABELS unit
   ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;KTRACE_CLOCK=monotonic")
 
+
+# A traced program links with exactly what the documentation says
+# (-lktrace -lpthread), against the shared and the static library.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c
+  "#include <ktrace.h>\nint main(void) { ktrace_mark(\"x\", 1); return ktrace_enabled() ? 0 : 1; }\n")
+add_test(NAME test_lib_link_plain
+  COMMAND sh -c "${CMAKE_C_COMPILER} -finstrument-functions -I${PROJECT_SOURCE_DIR}/include \
+    ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c -L$<TARGET_FILE_DIR:ktrace> -lktrace -lpthread \
+    -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_shared && \
+    ${CMAKE_C_COMPILER} -finstrument-functions -I${PROJECT_SOURCE_DIR}/include \
+    ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c $<TARGET_FILE:ktrace_static> -lpthread \
+    -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static && \
+    KTRACE_DIR=/nonexistent ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static")
+set_tests_properties(test_lib_link_plain PROPERTIES LABELS unit TIMEOUT 120)
