@@ -49,3 +49,7 @@ function(ktrace_e2e_test name)
 endfunction()
 
 ktrace_e2e_test(calls PROGRAMS e2e_calls e2e_calls_static LABELS threads)
+
+ktrace_test_program(e2e_manual SOURCES ${KT_E2E_DIR}/manual_prog.c PLAIN)
+ktrace_e2e_test(manual PROGRAMS e2e_manual LABELS threads)
+ktrace_e2e_test(files PROGRAMS e2e_calls LABELS faults)

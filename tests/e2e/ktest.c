@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -118,6 +119,7 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 
 	memset(p, 0, sizeof(*p));
 	p->in_fd = p->out_fd = p->err_fd = -1;
+	signal(SIGPIPE, SIG_IGN); /* a dead child's stdin must not kill the test */
 	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
 		return -1;
 	fflush(stdout);
@@ -144,11 +146,17 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 			}
 		}
 		if (o && o->fsize_limit) {
-			struct rlimit rl = {o->fsize_limit, o->fsize_limit};
+			struct rlimit rl;
+			getrlimit(RLIMIT_FSIZE, &rl);
+			rl.rlim_cur = o->fsize_limit;
 			setrlimit(RLIMIT_FSIZE, &rl);
 		}
 		if (o && o->cwd && chdir(o->cwd) != 0)
 			_exit(126);
+		if (o && o->run_as_uid && (setgroups(0, NULL) != 0 ||
+		                           setgid((gid_t)o->run_as_uid) != 0 ||
+		                           setuid((uid_t)o->run_as_uid) != 0))
+			_exit(125);
 		/* The parent may block signals (cmocka does not); start clean. */
 		sigset_t none;
 		sigemptyset(&none);
@@ -156,6 +164,7 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 		signal(SIGUSR1, SIG_DFL);
 		signal(SIGUSR2, SIG_DFL);
 		signal(SIGXFSZ, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
 		execv(argv[0], argv);
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -248,6 +257,22 @@ void kt_close_stdin(struct kt_proc *p)
 	if (p->in_fd >= 0)
 		close(p->in_fd);
 	p->in_fd = -1;
+}
+
+int kt_send(struct kt_proc *p, const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n > 0 && p->in_fd >= 0) {
+		ssize_t r = write(p->in_fd, s, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		s += r;
+		n -= (size_t)r;
+	}
+	return n == 0 ? 0 : -1;
 }
 
 int kt_wait(struct kt_proc *p, int timeout_ms)

@@ -39,8 +39,11 @@ struct kt_proc {
 };
 
 struct kt_spawn_opts {
-	uint64_t fsize_limit;  /* RLIMIT_FSIZE for the child (bytes), 0 = none */
+	uint64_t fsize_limit;  /* RLIMIT_FSIZE soft limit for the child (bytes),
+	                          0 = none; the hard limit is left as it is so
+	                          the test can raise it again with prlimit() */
 	const char *cwd;       /* chdir in the child, or NULL */
+	unsigned run_as_uid;   /* root only: setgid/setuid to this id, 0 = stay */
 };
 
 /*
@@ -54,6 +57,8 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 int kt_expect_line(struct kt_proc *p, const char *prefix, char *buf, size_t len,
                    int timeout_ms);
 void kt_close_stdin(struct kt_proc *p);
+/* Write s to the child's stdin.  0 or -1. */
+int kt_send(struct kt_proc *p, const char *s);
 /* Read all output until EOF and reap; kill -9 after timeout_ms.  Returns
  * 0 if the child exited with status 0, else -1 (status in p->status). */
 int kt_wait(struct kt_proc *p, int timeout_ms);
