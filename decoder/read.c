@@ -508,7 +508,8 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		pos += sizeof(r) + (uint64_t)r.nwords * 4;
 		if (r.nwords == 0)
 			continue; /* claimed but never written: nothing to decode */
-		if (ktrace__crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
+		/* A good section CRC covers every block: skip the second pass. */
+		if (!x->crc_ok && ktrace__crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
 			ktrace__warn(&snap->warn, off,
 			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
 			             "): CRC mismatch; block skipped", i, r.cpu, r.start);

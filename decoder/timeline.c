@@ -512,14 +512,15 @@ struct build {
 	struct ktrace_dec *d;
 	struct tstate *ts;
 	uint32_t capts;
-	uint32_t capthreads, capcalls, capreqs, capmarks, capruns, capfuncs, capk;
-	uint32_t *kseen;         /* per call: thread's TRUNC_BEGIN count at creation */
+	uint32_t capthreads, capcalls, capreqs, capmarks, capruns, capfuncs;
 	struct ktrace_umap thread_map;  /* slot -> thread index */
 	struct ktrace_umap addr_map;    /* address -> func index */
 	struct ktrace_umap span_map;    /* name id -> func index */
 	struct ktrace_umap req_map;     /* mix(kind, id) -> open request index */
 	uint32_t id_func[KTRACE_FUNC_ID_COUNT]; /* compact id -> func index */
 	struct ktrace_dec_run *cur_run; /* [ncores] */
+	uint32_t *last_slot;     /* [ncores]: cache of the last slot -> thread lookup */
+	uint32_t *last_thread;   /* [ncores] */
 	uint64_t run_gap;        /* ticks: a gap this long splits a core run */
 	int oom;
 };
@@ -619,12 +620,11 @@ static uint32_t new_call(struct build *b, uint32_t thread)
 {
 	struct ktrace_dec *d = b->d;
 
-	if (grow(&d->calls, &b->capcalls, d->ncalls, sizeof(*d->calls)) ||
-	    grow(&b->kseen, &b->capk, d->ncalls, sizeof(*b->kseen))) {
+	(void)thread;
+	if (grow(&d->calls, &b->capcalls, d->ncalls, sizeof(*d->calls))) {
 		b->oom = 1;
 		return KTRACE_DEC_NONE;
 	}
-	b->kseen[d->ncalls] = b->ts[thread].ntb;
 	return d->ncalls++;
 }
 
@@ -651,7 +651,9 @@ static void push(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	c->func = func;
 	c->thread = thread;
 	c->parent = s->depth ? s->stack[s->depth - 1].call : KTRACE_DEC_NONE;
-	c->depth = s->depth;
+	/* depth - (TRUNC_BEGIN calls so far), mod 2^32; the thread's final
+	 * TRUNC_BEGIN count is added at the end (frames found underneath). */
+	c->depth = s->depth - s->ntb;
 	c->core = core;
 	c->flags = flags;
 	if (!s->depth) {
@@ -724,7 +726,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	c->func = func;
 	c->thread = thread;
 	c->parent = KTRACE_DEC_NONE;
-	c->depth = 0;
+	c->depth = 0u - s->ntb - 1u; /* outer than all TRUNC_BEGIN calls so far */
 	c->core = core;
 	c->flags = KTRACE_CALL_TRUNC_BEGIN | span;
 	c->self = tick - begin > s->orphan ? tick - begin - s->orphan : 0;
@@ -809,7 +811,7 @@ static int src_less(const struct src *a, const struct src *b)
 	return a->head.core < b->head.core;
 }
 
-static void sift_down(struct src **h, uint32_t n, uint32_t i)
+static inline void sift_down(struct src **h, uint32_t n, uint32_t i)
 {
 	for (;;) {
 		uint32_t l = 2 * i + 1, r = l + 1, m = i;
@@ -861,9 +863,16 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 		d->dropped++;
 		return;
 	}
-	th = thread_of(b, ev->slot);
-	if (th == KTRACE_DEC_NONE)
-		return;
+	/* Most records continue the core's current thread: skip the hash. */
+	if (ev->slot == b->last_slot[ev->core] && b->last_thread[ev->core] != KTRACE_DEC_NONE) {
+		th = b->last_thread[ev->core];
+	} else {
+		th = thread_of(b, ev->slot);
+		if (th == KTRACE_DEC_NONE)
+			return;
+		b->last_slot[ev->core] = ev->slot;
+		b->last_thread[ev->core] = th;
+	}
 	t = &d->threads[th];
 	s = &b->ts[th];
 	cs->events++;
@@ -997,7 +1006,11 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 		goto out;
 	}
 	b->cur_run = calloc(nc ? nc : 1, sizeof(*b->cur_run));
-	if (!b->cur_run) {
+	b->last_slot = calloc(nc ? nc : 1, sizeof(*b->last_slot));
+	b->last_thread = malloc((nc ? nc : 1) * sizeof(*b->last_thread));
+	if (b->last_thread)
+		memset(b->last_thread, 0xff, (nc ? nc : 1) * sizeof(*b->last_thread));
+	if (!b->cur_run || !b->last_slot || !b->last_thread) {
 		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1051,6 +1064,9 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 
 		on_event(b, &s->head, s->it.blk_tick);
 		if (ktrace__core_iter_next(&s->it, &s->head)) {
+			/* Fast path: still the earliest head, no heap work. */
+			if ((nheap < 2 || src_less(s, heap[1])) && (nheap < 3 || src_less(s, heap[2])))
+				continue;
 			sift_down(heap, nheap, 0);
 		} else {
 			heap[0] = heap[--nheap];
@@ -1088,15 +1104,8 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 		if (d->reqs[i].flags & KTRACE_REQ_TRUNC_END)
 			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;
 	/* Depth: add the frames that TRUNC_BEGIN calls revealed underneath. */
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		struct ktrace_dec_call *c = &d->calls[i];
-		uint32_t ntb = b->ts[c->thread].ntb, k = b->kseen[i];
-
-		if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
-			c->depth = ntb - k - 1;
-		else
-			c->depth += ntb - k;
-	}
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		d->calls[i].depth += b->ts[d->calls[i].thread].ntb;
 	if (d->nreqs)
 		qsort(d->reqs, d->nreqs, sizeof(*d->reqs), cmp_req);
 	find_trigger(d, b);
@@ -1107,8 +1116,9 @@ out:
 			free(b->ts[t].roots);
 		}
 		free(b->ts);
-		free(b->kseen);
 		free(b->cur_run);
+		free(b->last_slot);
+		free(b->last_thread);
 		ktrace__umap_free(&b->thread_map);
 		ktrace__umap_free(&b->addr_map);
 		ktrace__umap_free(&b->span_map);

@@ -445,6 +445,8 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 	struct buf file = { 0 }, table = { 0 }, blocks = { 0 }, cores = { 0 };
 	struct ktrace_file_header h;
 	uint64_t max_tick = 0;
+	int damaged = 0; /* a bad block CRC models damage after writing: the
+	                    BLOCKS section's CRC is then wrong as well */
 
 	memset(&h, 0, sizeof(h));
 	put(&file, &h, sizeof(h));
@@ -454,6 +456,7 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 		struct ktrace_block_rec r = { b->cpu, b->nwords, b->s, 0 };
 
 		r.crc = ktrace__crc32c(0, b->w, (size_t)b->nwords * 4) ^ (b->bad_crc ? 1u : 0u);
+		damaged |= b->bad_crc;
 		put(&blocks, &r, sizeof(r));
 		put(&blocks, b->w, (size_t)b->nwords * 4);
 		blocks.count++;
@@ -502,7 +505,7 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 		add_sec(&file, &table, sb->raw[i].type, sb->raw[i].count, sb->raw[i].data,
 		        sb->raw[i].size, sb->raw[i].bad_crc);
 	if (!(sb->omit & (1u << KTRACE_SEC_BLOCKS)))
-		add_sec(&file, &table, KTRACE_SEC_BLOCKS, blocks.count, blocks.p, blocks.n, 0);
+		add_sec(&file, &table, KTRACE_SEC_BLOCKS, blocks.count, blocks.p, blocks.n, damaged);
 	pad(&file, 8);
 
 	memcpy(h.magic, KTRACE_FILE_MAGIC, 8);
