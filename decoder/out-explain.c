@@ -8,9 +8,9 @@
  * 3. "Where the extra time went": functions ranked by self time in the slow
  *    request minus self time in the median request.  The first line names
  *    the cause.
- * 4. "Meanwhile on other threads": for each other thread, the functions with
- *    the most self time overlapping the slow request (a call's self time is
- *    counted in proportion to how much of the call overlaps).
+ * 4. "Meanwhile on other threads": for each other thread (busiest first),
+ *    the functions with the most self time inside the slow request's
+ *    interval (exact: children's overlap is taken off their parents').
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -242,7 +242,7 @@ static int cmp_fdelta(const void *a, const void *b)
 
 struct tfunc {
 	uint32_t thread, func;
-	double self;         /* ticks, overlap-weighted */
+	int64_t self;        /* ticks of self time inside the request's interval */
 };
 
 static int cmp_tfunc(const void *a, const void *b)
@@ -256,66 +256,110 @@ static int cmp_tfunc(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func;
 }
 
+static int cmp_tfunc_total(const void *a, const void *b)
+{
+	const struct tfunc *x = a, *y = b;
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *n, uint32_t *cap,
+                           uint32_t thread, uint32_t func)
+{
+	uint64_t key = ((uint64_t)thread << 32) | func;
+	uint32_t x = ktrace__umap_get(map, key);
+
+	if (x != KTRACE_DEC_NONE)
+		return x;
+	if (*n >= *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 64;
+		struct tfunc *p = realloc(*v, (size_t)nc * sizeof(*p));
+
+		if (!p)
+			return KTRACE_DEC_NONE;
+		*v = p;
+		*cap = nc;
+	}
+	(*v)[*n] = (struct tfunc){ thread, func, 0 };
+	if (ktrace__umap_put(map, key, *n))
+		return KTRACE_DEC_NONE;
+	return (*n)++;
+}
+
+/*
+ * Exact self time inside [r->begin, r->end) per (thread, function): a call's
+ * overlap with the interval counts for its function and is taken off its
+ * parent's (children nest inside their parents).
+ */
 static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r)
 {
 	struct ktrace_umap map = { 0 };
-	struct tfunc *v = NULL;
-	uint32_t n = 0, cap = 0;
+	struct tfunc *v = NULL, *tot = NULL;
+	uint32_t n = 0, cap = 0, nt = 0;
 	char a[32], lbl[64];
 
-	fprintf(f, "\nmeanwhile on other threads (self time overlapping the request):\n");
+	fprintf(f, "\nmeanwhile on other threads (self time inside the request's interval):\n");
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct ktrace_dec_call *c = &d->calls[i];
-		uint64_t lo, hi, dur = c->end - c->begin;
+		uint64_t lo, hi;
 		uint32_t x;
-		uint64_t key;
 
-		if (c->thread == r->thread || c->end <= r->begin || c->begin >= r->end || !c->self)
+		if (c->thread == r->thread || c->end <= r->begin || c->begin >= r->end)
 			continue;
 		lo = c->begin > r->begin ? c->begin : r->begin;
 		hi = c->end < r->end ? c->end : r->end;
-		key = ((uint64_t)c->thread << 32) | c->func;
-		x = ktrace__umap_get(&map, key);
-		if (x == KTRACE_DEC_NONE) {
-			if (n >= cap) {
-				uint32_t nc = cap ? cap * 2 : 64;
-				struct tfunc *p = realloc(v, (size_t)nc * sizeof(*p));
-
-				if (!p)
-					goto out;
-				v = p;
-				cap = nc;
-			}
-			v[n] = (struct tfunc){ c->thread, c->func, 0 };
-			x = n++;
-			if (ktrace__umap_put(&map, key, x))
+		x = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
+		if (x == KTRACE_DEC_NONE)
+			goto out;
+		v[x].self += (int64_t)(hi - lo);
+		if (c->parent < d->ncalls) {
+			x = tfunc_slot(&map, &v, &n, &cap, c->thread, d->calls[c->parent].func);
+			if (x == KTRACE_DEC_NONE)
 				goto out;
+			v[x].self -= (int64_t)(hi - lo);
 		}
-		v[x].self += dur ? (double)c->self * (double)(hi - lo) / (double)dur : 0;
 	}
 	if (!n) {
 		fprintf(f, "  (no other thread ran traced code then)\n");
 		goto out;
 	}
 	qsort(v, n, sizeof(*v), cmp_tfunc);
+	tot = calloc(n, sizeof(*tot));
+	if (!tot)
+		goto out;
 	for (uint32_t i = 0; i < n;) {
-		uint32_t e = i, shown = 0;
-		double tot = 0;
+		uint32_t e = i;
 
-		while (e < n && v[e].thread == v[i].thread)
-			tot += v[e++].self;
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot), a, sizeof(a));
-		fprintf(f, "  %-24s %12s in traced code; top:",
-		        ktrace__dec_thread_label(d, v[i].thread, lbl, sizeof(lbl)), a);
-		for (uint32_t k = i; k < e && shown < 3; k++, shown++) {
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-			fprintf(f, "%s %s (%s)", shown ? "," : "", ktrace__dec_func_name(d, v[k].func), a);
-		}
-		fprintf(f, "\n");
+		tot[nt] = (struct tfunc){ v[i].thread, i, 0 }; /* func = first entry */
+		for (; e < n && v[e].thread == v[i].thread; e++)
+			if (v[e].self > 0)
+				tot[nt].self += v[e].self;
+		nt++;
 		i = e;
 	}
+	qsort(tot, nt, sizeof(*tot), cmp_tfunc_total);
+	for (uint32_t t = 0; t < nt && t < 16; t++) {
+		uint32_t shown = 0;
+
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
+		fprintf(f, "  %-24s %12s in traced code; top:",
+		        ktrace__dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
+		for (uint32_t k = tot[t].func; k < n && v[k].thread == tot[t].thread && shown < 3; k++) {
+			if (v[k].self <= 0)
+				break;
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+			fprintf(f, "%s %s (%s)", shown ? "," : "", ktrace__dec_func_name(d, v[k].func), a);
+			shown++;
+		}
+		fprintf(f, "\n");
+	}
+	if (nt > 16)
+		fprintf(f, "  ... %" PRIu32 " more threads\n", nt - 16);
 out:
 	free(v);
+	free(tot);
 	ktrace__umap_free(&map);
 }
 
