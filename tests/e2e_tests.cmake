@@ -53,3 +53,12 @@ ktrace_e2e_test(calls PROGRAMS e2e_calls e2e_calls_static LABELS threads)
 ktrace_test_program(e2e_manual SOURCES ${KT_E2E_DIR}/manual_prog.c PLAIN)
 ktrace_e2e_test(manual PROGRAMS e2e_manual LABELS threads)
 ktrace_e2e_test(files PROGRAMS e2e_calls LABELS faults)
+
+# Lifecycle: fork, exec, dlopen, exit during a snapshot, signals.
+ktrace_test_program(e2e_life SOURCES ${KT_E2E_DIR}/lifecycle_prog.c LINK ${CMAKE_DL_LIBS}
+  OPTIONS -Wno-prio-ctor-dtor)
+ktrace_test_program(e2e_life_static SOURCES ${KT_E2E_DIR}/lifecycle_prog.c STATIC
+  LINK ${CMAKE_DL_LIBS} OPTIONS -Wno-prio-ctor-dtor)
+add_library(e2e_plugin SHARED ${KT_E2E_DIR}/plugin.c)
+target_compile_options(e2e_plugin PRIVATE -finstrument-functions -O1 -g)
+ktrace_e2e_test(lifecycle PROGRAMS e2e_life e2e_life_static e2e_plugin LABELS lifecycle threads)
