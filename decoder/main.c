@@ -268,7 +268,9 @@ int main(int argc, char **argv)
 		}
 		/* A partial output never replaces OUT; output of the files that
 		 * did decode does, even if another file failed. */
-		if (!write_err) {
+		for (c = 0; c < nfiles && !decs[c]; c++)
+			;
+		if (!write_err && c < nfiles) {
 			if (rename(tmp_path, out_path) != 0) {
 				fprintf(stderr, "ktrace-decode: %s: cannot rename into place: %s\n", out_path,
 				        strerror(errno));

@@ -579,6 +579,12 @@ static void test_outputs_cli(void **state)
 	assert_non_null(strstr(out, "\"pid\":31337,"));
 	assert_non_null(strstr(out, "\"pid\":20031337,")); /* the second snapshot of the process */
 
+	/* nothing decoded: no output file appears */
+	snprintf(json, sizeof(json), "%s/none.json", dir);
+	snprintf(args, sizeof(args), "--format chrome -o %s /proc/self/status", json);
+	assert_int_equal(run(args, out, sizeof(out)), 1);
+	assert_int_equal(access(json, F_OK), -1);
+
 	snprintf(args, sizeof(args), "rm -rf %s", dir);
 	assert_int_equal(system(args), 0);
 	free(buf);
