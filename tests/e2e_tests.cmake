@@ -62,3 +62,7 @@ ktrace_test_program(e2e_life_static SOURCES ${KT_E2E_DIR}/lifecycle_prog.c STATI
 add_library(e2e_plugin SHARED ${KT_E2E_DIR}/plugin.c)
 target_compile_options(e2e_plugin PRIVATE -finstrument-functions -O1 -g)
 ktrace_e2e_test(lifecycle PROGRAMS e2e_life e2e_life_static e2e_plugin LABELS lifecycle threads)
+
+# Tail-latency triggers.
+ktrace_test_program(e2e_trigger SOURCES ${KT_E2E_DIR}/trigger_prog.c)
+ktrace_e2e_test(trigger PROGRAMS e2e_trigger LABELS trigger)

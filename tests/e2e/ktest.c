@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,12 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 		}
 		if (o && o->cwd && chdir(o->cwd) != 0)
 			_exit(126);
+		if (o && o->pin_cpu > 0) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(o->pin_cpu - 1, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
 		if (o && o->run_as_uid && (setgroups(0, NULL) != 0 ||
 		                           setgid((gid_t)o->run_as_uid) != 0 ||
 		                           setuid((uid_t)o->run_as_uid) != 0))

@@ -44,6 +44,8 @@ struct kt_spawn_opts {
 	                          the test can raise it again with prlimit() */
 	const char *cwd;       /* chdir in the child, or NULL */
 	unsigned run_as_uid;   /* root only: setgid/setuid to this id, 0 = stay */
+	int pin_cpu;           /* cpu + 1: the child and all its threads run
+	                          on that cpu only; 0 = no pinning */
 };
 
 /*

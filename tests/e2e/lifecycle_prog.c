@@ -76,7 +76,7 @@ static void snap(const char *tag, const char *reason)
 	fflush(stdout);
 }
 
-static int64_t now_us(void)
+static __attribute__((no_instrument_function)) int64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
