@@ -34,13 +34,19 @@ NODE(4, node5) NODE(3, node4) NODE(2, node3) NODE(1, node2) NODE(0, node1)
 
 static uint64_t per_thread;
 
+static uint64_t (*const roots[16])(uint64_t, int) = {
+	node0, node1, node2, node3, node4, node5, node6, node7,
+	node8, node9, node10, node11, node12, node13, node14, node15,
+};
+
 static BENCH_NOINSTR void *filler(void *arg)
 {
 	uint64_t x = (uint64_t)(uintptr_t)arg, done = 0;
 
-	/* node0(.., 5) makes 63 calls: a 6-level binary tree. */
-	while (done < per_thread) {
-		x = node0(x, 5);
+	/* nodeK(.., 5) makes 63 calls: a 6-level binary tree over 6 of the
+	 * 16 functions, starting at a different one each time. */
+	for (unsigned k = 0; done < per_thread; k++) {
+		x = roots[k & 15](x, 5);
 		done += 63;
 	}
 	return (void *)(uintptr_t)(x & 1);

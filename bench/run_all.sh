@@ -73,20 +73,22 @@ row() { printf "$@" | tee -a "$TABLE"; }
 
 row '# ktrace benchmarks  %s  %s  (%s runs, medians)\n' "$(date -u +%FT%TZ)" \
 	"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" "$RUNS"
-row '# %s, %s cpus, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" \
-	"$(nproc)" "$(uname -r)"
+row '# %s, %s cpus, %s, load average at start %s\n' \
+	"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(nproc)" "$(uname -r)" \
+	"$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- 1. hot path ------------------------------------------------------------
-# a = none (uninstrumented), e = empty hooks, b = floor, c = ktrace.
+# a = none (uninstrumented), empty = glibc no-op hooks, store = floor without
+# rdtsc, b = floor, c = ktrace.
 HOT_CALLS=16000000
 [ $QUICK = 1 ] && HOT_CALLS=8000000
-VARIANTS=(none empty floor ktrace)
-say "hot path: ${RUNS} rounds x 3 thread counts x 4 variants ..."
+HOT_VARIANTS=(none empty store floor ktrace)
+say "hot path: ${RUNS} rounds x 3 thread counts x ${#HOT_VARIANTS[@]} variants ..."
 for t in 1 2 8; do
 	for r in $(seq 1 "$RUNS"); do
 		# rotate the order each round so no variant always runs first
-		for k in 0 1 2 3; do
-			v=${VARIANTS[$(((k + r) % 4))]}
+		for k in $(seq 0 $((${#HOT_VARIANTS[@]} - 1))); do
+			v=${HOT_VARIANTS[$(((k + r) % ${#HOT_VARIANTS[@]}))]}
 			"$B/bench_hotpath_$v" "$t" "$HOT_CALLS" >"$OUT/hot_${t}_${v}_$r.txt"
 		done
 		a=$(kv "$OUT/hot_${t}_none_$r.txt" cpu_ns_per_call)
@@ -97,11 +99,11 @@ for t in 1 2 8; do
 	done
 done
 row '\n## 1. Hot path: ns per traced call (= 2 events), CPU time summed over threads / calls\n'
-row '%-8s %8s %8s %8s %8s   %-24s %-18s %s\n' threads none empty floor ktrace \
+row '%-8s %7s %7s %7s %7s %7s   %-24s %-18s %s\n' threads none empty store floor ktrace \
 	'(c-a)/(b-a) [range]' 'c/b [range]' 'ktrace wall ns/call'
 for t in 1 2 8; do
 	m=()
-	for v in "${VARIANTS[@]}"; do
+	for v in "${HOT_VARIANTS[@]}"; do
 		m+=("$(cat "$OUT"/hot_${t}_${v}_*.txt | kv /dev/stdin cpu_ns_per_call | median)")
 	done
 	r1=$(cut -d' ' -f1 "$OUT/hot_${t}_ratios.txt" | median)
@@ -109,15 +111,50 @@ for t in 1 2 8; do
 	r2=$(cut -d' ' -f2 "$OUT/hot_${t}_ratios.txt" | median)
 	r2r=$(cut -d' ' -f2 "$OUT/hot_${t}_ratios.txt" | range)
 	w=$(cat "$OUT"/hot_${t}_ktrace_*.txt | kv /dev/stdin wall_ns_per_call | median)
-	row '%-8s %8.2f %8.2f %8.2f %8.2f   %-24s %-18s %.2f\n' "$t" "${m[@]}" \
+	row '%-8s %7.2f %7.2f %7.2f %7.2f %7.2f   %-24s %-18s %.2f\n' "$t" "${m[@]}" \
 		"$(printf '%.3f [%s]' "$r1" "$r1r")" "$(printf '%.3f [%s]' "$r2" "$r2r")" "$w"
 done
-row '(none = a: no -finstrument-functions; empty = glibc no-op hooks; floor = b: rdtsc + 4-byte\n'
-row ' store; ktrace = c.  Ratios are medians of per-round ratios; ns per event = half.)\n'
+row '(none = a: no -finstrument-functions; empty = glibc no-op hooks; store = floor without\n'
+row ' rdtsc; floor = b: rdtsc + 4-byte store; ktrace = c.  Ratios: medians of per-round\n'
+row ' ratios.  ns per event = half.  Wall: shared VM, other tenants show there.)\n'
+
+# ---- 1b. larger hot sets ---------------------------------------------------
+# A sweep over N distinct functions through a pointer table: 256 fit ktrace's
+# 512-entry per-thread id cache, 1024 thrash it (every call takes the slow
+# lookup), 4096 exceed the 2016 compact ids (full-address records).
+SWEEP_CALLS=4000000
+SWEEP_VARIANTS=(none floor ktrace)
+say "hot path, larger hot sets: ${RUNS} rounds x 3 sizes x 3 variants ..."
+for n in 256 1024 4096; do
+	for r in $(seq 1 "$RUNS"); do
+		for k in 0 1 2; do
+			v=${SWEEP_VARIANTS[$(((k + r) % 3))]}
+			"$B/bench_hotpath_$v" 1 "$SWEEP_CALLS" "$n" >"$OUT/sweep_${n}_${v}_$r.txt"
+		done
+		a=$(kv "$OUT/sweep_${n}_none_$r.txt" cpu_ns_per_call)
+		b=$(kv "$OUT/sweep_${n}_floor_$r.txt" cpu_ns_per_call)
+		c=$(kv "$OUT/sweep_${n}_ktrace_$r.txt" cpu_ns_per_call)
+		awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN {printf "%.4f %.4f\n", (c-a)/(b-a), c/b}' \
+			>>"$OUT/sweep_${n}_ratios.txt"
+	done
+done
+row '\n## 1b. Larger hot sets: 1 thread sweeping N functions (indirect calls), CPU ns per call\n'
+row '%-8s %7s %7s %7s   %-24s %s\n' N none floor ktrace '(c-a)/(b-a) [range]' 'c/b'
+for n in 256 1024 4096; do
+	m=()
+	for v in "${SWEEP_VARIANTS[@]}"; do
+		m+=("$(cat "$OUT"/sweep_${n}_${v}_*.txt | kv /dev/stdin cpu_ns_per_call | median)")
+	done
+	r1=$(cut -d' ' -f1 "$OUT/sweep_${n}_ratios.txt" | median)
+	r1r=$(cut -d' ' -f1 "$OUT/sweep_${n}_ratios.txt" | range)
+	r2=$(cut -d' ' -f2 "$OUT/sweep_${n}_ratios.txt" | median)
+	row '%-8s %7.2f %7.2f %7.2f   %-24s %.3f\n' "$n" "${m[@]}" "$(printf '%.3f [%s]' "$r1" "$r1r")" "$r2"
+done
 
 # ---- 2. call-heavy program -------------------------------------------------
 CH_ITERS=10
 [ $QUICK = 1 ] && CH_ITERS=5
+VARIANTS=(none empty floor ktrace)
 say "call-heavy program: ${RUNS} rounds x 4 variants ..."
 for r in $(seq 1 "$RUNS"); do
 	for k in 0 1 2 3; do
@@ -194,26 +231,36 @@ rm -f "$SNAPDIR"/*.ktrace
 row '\n## 6. Decoder throughput\n'
 if [ -n "$DECODER" ]; then
 	say "decoder ..."
+	# A large snapshot (32 MiB rings) and a small one (1 MiB): the difference
+	# removes the decoder's fixed cost (start-up, ELF symbols) from the rate.
 	KTRACE_BUFFER_MB=32 "$B/bench_mksnap_ktrace" >"$OUT/mksnap.txt"
-	snap=$(kv "$OUT/mksnap.txt" path)
-	words=$(kv "$OUT/mksnap.txt" words)
-	: >"$OUT/decode_times.txt"
-	ok=1
-	for r in $(seq 1 "$([ $QUICK = 1 ] && echo 2 || echo 3)"); do
-		t0=$(date +%s%N)
-		if ! "$DECODER" --format stats -o /dev/null "$snap" >"$OUT/decode_$r.txt" 2>&1; then
-			ok=0; break
-		fi
-		t1=$(date +%s%N)
-		echo $(((t1 - t0) / 1000)) >>"$OUT/decode_times.txt"
-	done
-	if [ $ok = 1 ]; then
-		us=$(median <"$OUT/decode_times.txt")
-		row 'ktrace-decode --format stats -o /dev/null: %s MB, %s record words, %.3f s -> %.1f M words/s\n' \
-			"$(kv "$OUT/mksnap.txt" file_mb)" "$words" "$(awk -v u="$us" 'BEGIN {print u/1e6}')" \
-			"$(awk -v u="$us" -v w="$words" 'BEGIN {print w/u}')"
+	KTRACE_BUFFER_MB=1 "$B/bench_mksnap_ktrace" 1000000 >"$OUT/mksnap_small.txt"
+	decode_us() { # FILE -> median microseconds of 3 decodes, or "fail"
+		local f=$1 r t0 t1
+		: >"$OUT/decode_times.txt"
+		for r in 1 2 3; do
+			t0=$(date +%s%N)
+			if ! "$DECODER" --format stats -o /dev/null "$f" >"$OUT/decode_err.txt" 2>&1; then
+				echo fail; return
+			fi
+			t1=$(date +%s%N)
+			echo $(((t1 - t0) / 1000)) >>"$OUT/decode_times.txt"
+		done
+		median <"$OUT/decode_times.txt"
+	}
+	big=$(kv "$OUT/mksnap.txt" path); bw=$(kv "$OUT/mksnap.txt" words)
+	small=$(kv "$OUT/mksnap_small.txt" path); sw=$(kv "$OUT/mksnap_small.txt" words)
+	bu=$(decode_us "$big")
+	su=$(decode_us "$small")
+	if [ "$bu" != fail ] && [ "$su" != fail ]; then
+		row 'ktrace-decode --format stats -o /dev/null: %s MB, %s record words in %.3f s = %.1f M words/s\n' \
+			"$(kv "$OUT/mksnap.txt" file_mb)" "$bw" "$(awk -v u="$bu" 'BEGIN {print u/1e6}')" \
+			"$(awk -v u="$bu" -v w="$bw" 'BEGIN {print w/u}')"
+		row '  marginal rate (minus a %s-word snapshot, %.3f s): %.1f M words/s\n' "$sw" \
+			"$(awk -v u="$su" 'BEGIN {print u/1e6}')" \
+			"$(awk -v bu="$bu" -v su="$su" -v bw="$bw" -v sw="$sw" 'BEGIN {print (bw-sw)/(bu-su)}')"
 	else
-		row 'ktrace-decode failed on %s: %s\n' "$(basename "$snap")" "$(head -c 300 "$OUT/decode_$r.txt" | tr '\n' ' ')"
+		row 'ktrace-decode failed: %s\n' "$(head -c 300 "$OUT/decode_err.txt" | tr '\n' ' ')"
 	fi
 	rm -f "$SNAPDIR"/*.ktrace
 else
@@ -227,5 +274,6 @@ if [ $CALLGRIND = 1 ] && command -v valgrind >/dev/null; then
 	"$ROOT/bench/callgrind.sh" --build-dir "$BUILD" | tee -a "$TABLE"
 fi
 
+row '\n# load average at end %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 say ""
 say "table saved in $TABLE$([ -z "${KEEP:-}" ] && echo ' (temporary: set KEEP=dir to keep it)')"
