@@ -8,6 +8,9 @@
  * the trigger.  A second pseudo-process, pid + KTRACE_CHROME_CORES_PID,
  * "CPU cores", has one track per core with the runs of each thread there.
  *
+ * dur is end ts - begin ts (both rounded the same way), so a callee never
+ * ends after its caller and the slices nest exactly.
+ *
  * ts and dur are microseconds with 3 decimals, relative to base_wall_ns (the
  * earliest window start of all files), so several snapshots line up by wall
  * clock; otherData and each process's labels carry the wall-clock origin.
@@ -134,7 +137,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
 		jus(f, ts_ns(c, d, origin, k->begin));
 		fputs(",\"dur\":", f);
-		jus(f, (int64_t)ktrace__dec_ticks_ns(d, k->end - k->begin));
+		jus(f, ts_ns(c, d, origin, k->end) - ts_ns(c, d, origin, k->begin));
 		if (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END))
 			fprintf(f, ",\"args\":{\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s}",
 			        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
@@ -166,7 +169,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, r->thread));
 		jus(f, ts_ns(c, d, origin, r->begin));
 		fputs(",\"dur\":", f);
-		jus(f, (int64_t)ktrace__dec_ticks_ns(d, r->end - r->begin));
+		jus(f, ts_ns(c, d, origin, r->end) - ts_ns(c, d, origin, r->begin));
 		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s}}",
 		        r->id, (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "true" : "false",
 		        (r->flags & KTRACE_REQ_TRUNC_END) ? "true" : "false",
@@ -214,7 +217,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		        d->snap.cores[r->core].cpu);
 		jus(f, ts_ns(c, d, origin, r->begin));
 		fputs(",\"dur\":", f);
-		jus(f, (int64_t)ktrace__dec_ticks_ns(d, r->end - r->begin));
+		jus(f, ts_ns(c, d, origin, r->end) - ts_ns(c, d, origin, r->begin));
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
 		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
