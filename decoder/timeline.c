@@ -28,6 +28,10 @@
  *                                          thread's window start; it becomes
  *                                          the parent of everything the thread
  *                                          did so far at the outermost level
+ *                                          (if frames are still open, its
+ *                                          entry was lost inside the top one:
+ *                                          a TRUNC_BEGIN child of it, from the
+ *                                          thread's previous record)
  *   frames open at the end              -> TRUNC_END, end = window end
  *
  * The complete window: a core whose ring wrapped lost its older data, so
@@ -497,6 +501,7 @@ struct tstate {
 	struct frame *stack;
 	uint32_t depth, cap;
 	uint64_t last_tick;  /* ticks: clamp for per-thread monotonic time */
+	uint64_t prev_tick;  /* ticks: the thread's record before the current one */
 	uint64_t orphan;     /* ticks: outermost calls since the last TRUNC_BEGIN */
 	uint32_t ntb;        /* TRUNC_BEGIN calls so far */
 	uint32_t *roots;     /* outermost calls waiting for a TRUNC_BEGIN parent */
@@ -712,6 +717,16 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 		close_top(b, thread, tick, 0);
 		return;
 	}
+	if (s->depth) {
+		/* Not in the stack, yet frames are open: its entry was lost inside
+		 * the current frame (not before the window, or it would enclose
+		 * them).  It ran at most since the thread's previous record. */
+		push(b, thread, func, s->prev_tick, core, KTRACE_CALL_TRUNC_BEGIN | span);
+		if (s->depth && s->stack[s->depth - 1].func == func)
+			close_top(b, thread, tick, 0);
+		d->unmatched_exits++;
+		return;
+	}
 	/* Entered before the window: it encloses everything this thread did so
 	 * far at the outermost level. */
 	ci = new_call(b, thread);
@@ -880,6 +895,7 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 	if (ev->tick > cs->last_tick)
 		cs->last_tick = ev->tick;
 	tick = ev->tick > s->last_tick ? ev->tick : s->last_tick;
+	s->prev_tick = s->seen ? s->last_tick : tick;
 	s->last_tick = tick;
 	if (!s->seen) {
 		s->seen = 1;

@@ -488,6 +488,76 @@ static void test_timeline_ticks_ns_no_overflow(void **state)
 	assert_int_equal(ktrace__dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
 }
 
+/* Invariants of the stacks on random traces: migrations, backward steps,
+ * lost exits, exits without entries. */
+static void test_timeline_random_invariants(void **state)
+{
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (int round = 0; round < 40; round++) {
+		struct snapbuild *sb = snapbuild_new();
+		struct ktrace_dec *d;
+		uint32_t stack[4][64], depth[4] = { 0 };
+		uint64_t t = 1000;
+
+		for (int i = 0; i < 3000; i++) {
+			uint32_t th, cpu, id;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			th = (uint32_t)(x % 4);
+			cpu = (uint32_t)((x >> 8) % 3);
+			t += (x >> 16) % 50;
+			if ((x >> 30) % 16 == 0 && t > 20)
+				t -= (x >> 40) % 20; /* late store / skew */
+			if (depth[th] < 64 && ((x >> 24) % 3 != 0 || depth[th] == 0)) {
+				id = (uint32_t)((x >> 32) % 20);
+				if ((x >> 50) % 50 == 0)
+					snapbuild_exit(sb, cpu, th + 1, t, id); /* exit without entry */
+				else {
+					snapbuild_enter(sb, cpu, th + 1, t, id);
+					stack[th][depth[th]++] = id;
+				}
+			} else {
+				depth[th]--;
+				if ((x >> 50) % 40 != 0) /* sometimes the exit is lost */
+					snapbuild_exit(sb, cpu, th + 1, t, stack[th][depth[th]]);
+			}
+		}
+		d = decode(sb);
+		for (uint32_t i = 0; i < d->ncalls; i++) {
+			const struct ktrace_dec_call *c = &d->calls[i];
+
+			assert_true(c->begin <= c->end);
+			assert_true(c->self <= c->end - c->begin);
+			if (c->parent != KTRACE_DEC_NONE) {
+				const struct ktrace_dec_call *p = &d->calls[c->parent];
+
+				assert_true(c->parent < d->ncalls);
+				assert_int_equal(p->thread, c->thread);
+				assert_true(p->begin <= c->begin);
+				assert_true(c->end <= p->end);
+				assert_int_equal(c->depth, p->depth + 1);
+			}
+		}
+		/* self + children = duration, for every call */
+		{
+			uint64_t *child = calloc(d->ncalls + 1, sizeof(*child));
+
+			for (uint32_t i = 0; i < d->ncalls; i++)
+				if (d->calls[i].parent != KTRACE_DEC_NONE)
+					child[d->calls[i].parent] += d->calls[i].end - d->calls[i].begin;
+			for (uint32_t i = 0; i < d->ncalls; i++)
+				assert_int_equal(d->calls[i].self + child[i],
+				                 d->calls[i].end - d->calls[i].begin);
+			free(child);
+		}
+		ktrace__dec_free(d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_timeline_complete_window),
 		cmocka_unit_test(test_timeline_wall_clock),
 		cmocka_unit_test(test_timeline_ticks_ns_no_overflow),
+		cmocka_unit_test(test_timeline_random_invariants),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
