@@ -911,6 +911,9 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 			if (ft > t->start_tick && ft <= tick)
 				t->start_tick = ft;
 		}
+		/* Records may step back below their block's start. */
+		if (t->start_tick > tick)
+			t->start_tick = tick;
 	}
 	t->events++;
 	t->last_tick = tick;

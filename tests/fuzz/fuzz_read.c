@@ -60,6 +60,57 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void run(const uint8_t *data, size_t size);
 
+/* What the timeline stage promises, whatever the input: abort if not. */
+static void broken(const struct ktrace_dec *d, uint32_t i, const char *what)
+{
+	const struct ktrace_dec_call *c = &d->calls[i];
+
+	fprintf(stderr, "invariant broken: call %u: %s (begin %llu end %llu self %llu depth %u "
+	        "parent %u flags %#x)\n", i, what, (unsigned long long)c->begin,
+	        (unsigned long long)c->end, (unsigned long long)c->self, c->depth, c->parent,
+	        c->flags);
+	if (c->parent < d->ncalls)
+		fprintf(stderr, "  parent: begin %llu end %llu depth %u flags %#x\n",
+		        (unsigned long long)d->calls[c->parent].begin,
+		        (unsigned long long)d->calls[c->parent].end, d->calls[c->parent].depth,
+		        d->calls[c->parent].flags);
+	abort();
+}
+
+static void check_invariants(const struct ktrace_dec *d)
+{
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+
+		if (c->begin > c->end)
+			broken(d, i, "begin > end");
+		if (c->self > c->end - c->begin)
+			broken(d, i, "self > duration");
+		if (c->func >= d->nfuncs || c->thread >= d->nthreads ||
+		    c->core >= (d->snap.ncores ? d->snap.ncores : 1))
+			broken(d, i, "index out of range");
+		if (c->parent != KTRACE_DEC_NONE) {
+			const struct ktrace_dec_call *p;
+
+			if (c->parent >= d->ncalls)
+				broken(d, i, "parent out of range");
+			p = &d->calls[c->parent];
+			if (p->thread != c->thread)
+				broken(d, i, "parent on another thread");
+			if (p->begin > c->begin || c->end > p->end)
+				broken(d, i, "not inside its parent");
+			if (c->depth != p->depth + 1)
+				broken(d, i, "depth != parent depth + 1");
+		}
+	}
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (d->reqs[i].begin > d->reqs[i].end || d->reqs[i].thread >= d->nthreads)
+			abort();
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (!d->funcs[i].name)
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *copy;
@@ -96,6 +147,7 @@ static void run(const uint8_t *data, size_t size)
 			fputs(msg, null);
 			return;
 		}
+		check_invariants(d);
 		ktrace__out_summary(null, d);
 		ktrace__out_text(null, d, &oo);
 		ktrace__out_stats(null, d, &oo);
