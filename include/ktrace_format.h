@@ -293,8 +293,12 @@ struct ktrace_core_rec {
 	uint32_t cpu;                  /* cpu number */
 	uint32_t nblocks;              /* blocks in this core's ring */
 	uint64_t blocks_used;          /* blocks claimed since start (ring laps * nblocks + ...) */
-	uint64_t words_written;        /* words committed since start */
-	uint64_t reserved;             /* 0 */
+	uint64_t words_written;        /* words committed by slow paths (informational) */
+	uint64_t copy_tsc;             /* counter just before this core's position was
+	                                  read: its records from before this time are
+	                                  all in the file, later ones may not be.  A
+	                                  reader ends the complete window at the
+	                                  earliest copy_tsc of the cores (0 = unknown) */
 };
 _Static_assert(sizeof(struct ktrace_core_rec) == 32, "core record size is pinned");
 

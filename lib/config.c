@@ -58,7 +58,8 @@ KT_NOINSTR int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64
 	char *end;
 	unsigned long long v;
 
-	if (s == NULL || *s == 0 || *s == '-' || *s == '+')
+	/* Digits only: strtoull() would skip blanks and accept a sign. */
+	if (s == NULL || !(*s >= '0' && *s <= '9'))
 		return -1;
 	errno = 0;
 	v = strtoull(s, &end, 10);

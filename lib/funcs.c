@@ -27,11 +27,16 @@
 #include <unistd.h>
 
 #define KT_FTAB (1u << 18)         /* function slots, power of two */
-#define KT_ID_PENDING 0xFFFFFFFEu
+/* A slot's id field holds the compact id + 1 (or KTRACE_FUNC_NO_ID + 1
+ * for a function without one, KT_ID_FULL): 0 means "claimed, not
+ * yet published", which is what the zero-filled table holds. */
+#define KT_ID_PENDING 0u
+#define KT_ID_FULL 0xFFFFFFFFu
 
 struct kt_fslot {
 	_Atomic uint64_t addr;         /* 0 = free; set once by CAS */
-	_Atomic uint32_t id;           /* KT_ID_PENDING until published */
+	_Atomic uint32_t id;           /* compact id + 1, KT_ID_FULL, or
+	                                  KT_ID_PENDING (0) until published */
 	uint32_t pad;
 };
 
@@ -120,7 +125,7 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 				id = wait_id(&s->id, KT_ID_PENDING);
 			} else {
 				uint32_t n = kt_add(&next_id, 1, relaxed);
-				id = n < KTRACE_FUNC_ID_COUNT ? n : KTRACE_FUNC_NO_ID;
+				id = n < KTRACE_FUNC_ID_COUNT ? n + 1 : KT_ID_FULL;
 				kt_add(&nfuncs, 1, relaxed);
 				ktrace__module_note(fn);
 				/* release: pairs with wait_id()'s acquire and the
@@ -133,7 +138,7 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 		} else {
 			continue;
 		}
-		return id == KTRACE_FUNC_NO_ID ? 0 : KTRACE_EV_ENTER_BASE + id;
+		return id == KT_ID_FULL ? 0 : KTRACE_EV_ENTER_BASE + id - 1;
 	}
 	return 0; /* table full: full-address records */
 }
@@ -152,7 +157,7 @@ KT_NOINSTR void ktrace__funcs_fork_child(void)
 	for (uint32_t i = 0; i < KT_FTAB; i++)
 		if (kt_load(&ftab[i].addr, relaxed) &&
 		    kt_load(&ftab[i].id, relaxed) == KT_ID_PENDING)
-			kt_store(&ftab[i].id, KTRACE_FUNC_NO_ID, release);
+			kt_store(&ftab[i].id, KT_ID_FULL, release);
 	kt_store(&claiming, 0, relaxed);
 }
 
@@ -175,7 +180,7 @@ KT_NOINSTR size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max)
 		if (id == KT_ID_PENDING)   /* being registered: no record yet */
 			continue;
 		dst[k].addr = a;
-		dst[k].id = id;
+		dst[k].id = id == KT_ID_FULL ? KTRACE_FUNC_NO_ID : id - 1;
 		dst[k].flags = 0;
 		k++;
 	}

@@ -125,10 +125,15 @@ void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
 int ktrace__try_fast(struct kt_thread *t, uint32_t ev);
 int ktrace__ring_init(void);
 void ktrace__ring_reset(void);     /* fork child: empty every ring */
-/* Snapshot side: copy the valid blocks of core c into dst (room for the
- * whole ring plus block headers); returns bytes used. */
-size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out,
-                         uint64_t *race_drops);
+/* Snapshot side: ring_mark reads core c's state (and the counter just
+ * before); ring_copy then copies the valid blocks up to that state into dst
+ * (room for the whole ring plus block headers) and returns bytes used.
+ * Marking every core first makes the cores' windows end together. */
+uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc);
+size_t ktrace__ring_copy_at(uint32_t c, uint64_t state, void *dst, uint32_t *nblocks_out,
+                            uint64_t *race_drops);
+/* ring_mark + ring_copy_at for one core. */
+size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out, uint64_t *race_drops);
 
 /* ---- slow path entry points (record.c) --------------------------------- */
 void ktrace__slow_func(void *fn, uint32_t exit_flag) KT_NOINLINE;

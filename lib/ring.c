@@ -330,21 +330,35 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 
 /* ---- reader --------------------------------------------------------------- */
 
+KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
+{
+	/* The counter first: every record committed after the load below
+	 * read its timestamp after this (inside its rseq section or under the
+	 * lock), so records older than copy_tsc are all below pos. */
+	*copy_tsc = ktrace__now();
+	/* acquire: pairs with the hot path's commit store (a plain store on
+	 * x86, release in effect) and ktrace__emit's release store: every
+	 * word below pos is complete and visible. */
+	return kt_load(&ktrace__g.cores[c].state, acquire);
+}
+
 KT_NOINSTR size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out,
                                     uint64_t *race_drops)
+{
+	uint64_t t;
+
+	return ktrace__ring_copy_at(c, ktrace__ring_mark(c, &t), dst, nblocks_out, race_drops);
+}
+
+KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst,
+                                       uint32_t *nblocks_out, uint64_t *race_drops)
 {
 	struct kt_core *k = &ktrace__g.cores[c];
 	uint32_t rw = ktrace__g.ring_words;
 	unsigned char *out = dst;
-	uint32_t pos, cur, nb = 0;
-	uint64_t s;
+	uint32_t pos = KT_STATE_POS(s), cur, nb = 0;
 
 	*nblocks_out = 0;
-	/* acquire: pairs with the hot path's commit store (a plain store on
-	 * x86, release in effect) and ktrace__emit's release store: every
-	 * word below pos is complete and visible. */
-	s = kt_load(&k->state, acquire);
-	pos = KT_STATE_POS(s);
 	if (kt_load(&k->blocks_used, relaxed) == 0)
 		return 0;
 	cur = (pos - 1) & ~(BW - 1);

@@ -311,6 +311,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	uint32_t ncpus = g->ncpus, total_blocks = 0, nnames = 0, nmods = 0;
 	struct ring_copy *rc = calloc(ncpus, sizeof(*rc));
 	struct ktrace_core_rec *cores = calloc(ncpus, sizeof(*cores));
+	uint64_t *states = calloc(ncpus, sizeof(*states));
 	struct wout *w = malloc(sizeof(*w));
 	size_t nf = ktrace__funcs_count() + 64, nt = ktrace__threads_count() + 64;
 	struct ktrace_func_rec *funcs = malloc(nf * sizeof(*funcs));
@@ -329,13 +330,18 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t nanch;
 
 	kt_store(&writing, 1, relaxed);
-	if (!rc || !cores || !w || !funcs || !threads || !anchors || !names || !mods || !secs)
+	if (!rc || !cores || !states || !w || !funcs || !threads || !anchors || !names || !mods || !secs)
 		goto out;
 	snap_seq++;
 
-	/* 1. The window: every core's valid blocks, while tracing goes on. */
+	/* 1. The window: every core's valid blocks, while tracing goes on.
+	 * All positions are read first, in one quick pass, so the cores'
+	 * windows end within a microsecond of each other; copy_tsc says
+	 * exactly where each one ends. */
 	snap_tsc = ktrace__now();
 	snap_rt = ktrace__realtime_ns();
+	for (uint32_t c = 0; c < ncpus; c++)
+		states[c] = ktrace__ring_mark(c, &cores[c].copy_tsc);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		struct kt_core *k = &g->cores[c];
 		uint64_t used = kt_load(&k->blocks_used, relaxed);
@@ -350,7 +356,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		rc[c].buf = malloc(nb * (sizeof(struct ktrace_block_rec) + KTRACE_BLOCK_WORDS * 4));
 		if (rc[c].buf == NULL)
 			goto out;
-		rc[c].bytes = ktrace__ring_copy(c, rc[c].buf, &rc[c].nblocks, &race);
+		rc[c].bytes = ktrace__ring_copy_at(c, states[c], rc[c].buf, &rc[c].nblocks, &race);
 		total_blocks += rc[c].nblocks;
 	}
 	if (race)
@@ -446,6 +452,7 @@ out:
 			free(rc[c].buf);
 	free(rc);
 	free(cores);
+	free(states);
 	free(w);
 	free(funcs);
 	free(threads);

@@ -79,9 +79,23 @@ KT_NOINSTR int ktrace__threads_init(void)
 
 KT_NOINSTR void ktrace__threads_fork_child(int32_t tid)
 {
+	uint32_t n = kt_load(&next_slot, relaxed);
+	uint64_t now = ktrace__now() | 1;
+
 	/* Slots stay unique across the fork; the child's main thread is the
-	 * forking thread. */
+	 * forking thread, which registers again under its new tid.  Every
+	 * parent thread is gone here: mark it exited, so the child's
+	 * snapshots do not list them as its own live threads. */
 	main_tid = tid;
+	for (uint32_t slot = 1; slot < n; slot++) {
+		struct kt_tinfo *e = entry(slot, 0);
+		if (e == NULL || kt_load(&e->tid, relaxed) == 0 ||
+		    kt_load(&e->exit_tsc, relaxed) != 0)
+			continue;
+		memcpy(e->exit_name, e->name, sizeof(e->name));
+		e->flags &= ~(uint32_t)KTRACE_THREAD_MAIN;
+		kt_store(&e->exit_tsc, now, release);
+	}
 }
 
 KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)

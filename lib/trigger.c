@@ -17,7 +17,6 @@
  */
 #include "internal.h"
 
-#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -38,7 +37,7 @@ struct kt_kind {
 };
 
 static struct kt_kind kinds[KT_KINDS];
-static __thread uint32_t req_seq;
+static __thread uint32_t req_seq __attribute__((tls_model("initial-exec")));
 
 KT_NOINSTR int ktrace__trigger_init(void)
 {
@@ -65,6 +64,8 @@ static inline KT_NOINSTR uint64_t bucket_top(uint32_t b)
 		return b + 1;
 	e = b / KT_SUB + KT_SUB_BITS - 1;
 	s = b % KT_SUB;
+	if (e >= 63 && s == KT_SUB - 1)   /* the top would be 2^64 */
+		return UINT64_MAX;
 	return ((uint64_t)(KT_SUB + s + 1)) << (e - KT_SUB_BITS);
 }
 
@@ -72,7 +73,7 @@ static KT_NOINSTR uint64_t percentile_ticks(struct kt_kind *k, uint64_t pct_x100
                                             uint64_t total)
 {
 	/* The smallest bucket top below which at least pct of samples lie. */
-	uint64_t want = (uint64_t)ceill((long double)total * pct_x1000 / 100000.0L), seen = 0;
+	uint64_t want = (total * pct_x1000 + 99999) / 100000, seen = 0;
 
 	for (uint32_t b = 0; b < KT_BUCKETS; b++) {
 		seen += kt_load(&k->hist[b], relaxed);
@@ -80,6 +81,13 @@ static KT_NOINSTR uint64_t percentile_ticks(struct kt_kind *k, uint64_t pct_x100
 			return bucket_top(b);
 	}
 	return UINT64_MAX;
+}
+
+/* percentile (0..100) * 1000, rounded; no libm (the library needs only
+ * libc and pthreads). */
+static KT_NOINSTR uint64_t pct_x1000(double p)
+{
+	return (uint64_t)(p * 1000.0 + 0.5);
 }
 
 static KT_NOINSTR uint64_t ns_of(uint64_t ticks, uint64_t hz)
@@ -93,7 +101,7 @@ ktrace_trigger_set(const char *kind, uint64_t abs_us, double percentile, uint32_
 	uint32_t id;
 	struct kt_kind *k;
 
-	if (kind == NULL || percentile < 0 || percentile >= 100 || isnan(percentile) ||
+	if (kind == NULL || !(percentile >= 0 && percentile < 100) ||
 	    abs_us > UINT64_MAX / 1000)
 		return KTRACE_EINVAL;
 	if (!ktrace__ensure_init())
@@ -105,7 +113,7 @@ ktrace_trigger_set(const char *kind, uint64_t abs_us, double percentile, uint32_
 	/* relaxed: independent settings; a request racing with the change may
 	 * use the old or the new value of each, either being a valid choice. */
 	kt_store(&k->abs_ns, abs_us * 1000, relaxed);
-	kt_store(&k->pct_x1000, (uint64_t)llround(percentile * 1000), relaxed);
+	kt_store(&k->pct_x1000, pct_x1000(percentile), relaxed);
 	kt_store(&k->min_samples, min_samples ? min_samples : 1, relaxed);
 	kt_store(&k->pct_ticks, 0, relaxed);
 	kt_store(&k->configured, 1, relaxed);
@@ -172,7 +180,7 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			min = kt_load(&k->min_samples, relaxed);
 		} else {
 			abs_ns = ktrace__cfg.trigger_us * 1000;
-			pct = (uint64_t)llround(ktrace__cfg.trigger_pct * 1000);
+			pct = pct_x1000(ktrace__cfg.trigger_pct);
 			min = ktrace__cfg.trigger_min_samples;
 		}
 	} else {
