@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "decoder.h"
@@ -31,7 +32,9 @@ static const char usage_text[] =
 	"                   what other threads ran meanwhile;\n"
 	"                   chrome: Chrome/Perfetto trace JSON (summary to stderr);\n"
 	"                   folded: folded stacks of self ns for flamegraph.pl.\n"
-	"  -o, --output OUT write to OUT (atomically: temporary file, then rename)\n"
+	"  -o, --output OUT write to OUT: a regular file is replaced atomically\n"
+	"                   (temporary file, then rename); anything else (/dev/null,\n"
+	"                   a FIFO) is written in place\n"
 	"  -a, --all        keep data older than the complete window (where a wrapped\n"
 	"                   core lost older records, stacks may be incomplete)\n"
 	"  -s, --sysroot D  prefix module paths with D when reading ELF symbols\n"
@@ -102,7 +105,8 @@ int main(int argc, char **argv)
 	char *tmp_path = NULL;
 	struct ktrace_dec **decs;
 	FILE *out = stdout;
-	int c, nfiles, status = 0, write_err = 0;
+	int c, nfiles, status = 0, write_err = 0, direct = 0;
+	struct stat st;
 	uint64_t v;
 
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qh", longopts, NULL)) != -1) {
@@ -168,7 +172,15 @@ int main(int argc, char **argv)
 		print_warnings(decs[i], oopts.quiet);
 	}
 
-	if (out_path) {
+	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* /dev/null, a FIFO, a terminal: write in place, never replace. */
+		out = fopen(out_path, "w");
+		if (!out) {
+			fprintf(stderr, "ktrace-decode: %s: cannot open: %s\n", out_path, strerror(errno));
+			return 1;
+		}
+		direct = 1;
+	} else if (out_path) {
 		size_t n = strlen(out_path) + 16;
 		int fd;
 
@@ -257,7 +269,12 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		write_err = 1;
 	}
-	if (out_path) {
+	if (out_path && direct) {
+		if (fclose(out) != 0) {
+			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path, strerror(errno));
+			write_err = 1;
+		}
+	} else if (out_path) {
 		if (!write_err && fsync(fileno(out)) != 0 && errno != EINVAL) {
 			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path, strerror(errno));
 			write_err = 1;

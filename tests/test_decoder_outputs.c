@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -578,6 +579,26 @@ static void test_outputs_cli(void **state)
 	assert_true(json_valid(out, len));
 	assert_non_null(strstr(out, "\"pid\":31337,"));
 	assert_non_null(strstr(out, "\"pid\":20031337,")); /* the second snapshot of the process */
+
+	/* -o on something that is not a regular file (/dev/null, a FIFO) writes
+	 * in place and never replaces it (tested on a FIFO, not on /dev/null) */
+	{
+		char fifo[600], got[600];
+		struct stat st;
+
+		snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+		snprintf(got, sizeof(got), "%s/fifo.out", dir);
+		assert_int_equal(mkfifo(fifo, 0600), 0);
+		snprintf(args, sizeof(args), "timeout 20 cat %s > %s &", fifo, got);
+		assert_int_equal(system(args), 0);
+		snprintf(args, sizeof(args), "--format summary -o %s %s", fifo, path);
+		assert_int_equal(run(args, out, sizeof(out)), 0);
+		assert_int_equal(stat(fifo, &st), 0);
+		assert_true(S_ISFIFO(st.st_mode));
+		for (int i = 0; i < 200 && (stat(got, &st) != 0 || st.st_size == 0); i++)
+			usleep(10000);
+		assert_true(st.st_size > 100);
+	}
 
 	/* nothing decoded: no output file appears */
 	snprintf(json, sizeof(json), "%s/none.json", dir);
