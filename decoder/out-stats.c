@@ -145,7 +145,8 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 		}
 		ktrace__fmt_dur(st[i].total, t, sizeof(t));
 		ktrace__fmt_dur(st[i].self, s, sizeof(s));
-		ktrace__fmt_dur((uint64_t)(st[i].mean + 0.5), m, sizeof(m));
+		ktrace__fmt_dur(st[i].mean < 1.8e19 ? (uint64_t)(st[i].mean + 0.5) : UINT64_MAX, m,
+		                sizeof(m));
 		ktrace__fmt_dur(st[i].p50, p50, sizeof(p50));
 		ktrace__fmt_dur(st[i].p99, p99, sizeof(p99));
 		ktrace__fmt_dur(st[i].max, mx, sizeof(mx));
