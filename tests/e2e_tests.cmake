@@ -66,3 +66,7 @@ ktrace_e2e_test(lifecycle PROGRAMS e2e_life e2e_life_static e2e_plugin LABELS li
 # Tail-latency triggers.
 ktrace_test_program(e2e_trigger SOURCES ${KT_E2E_DIR}/trigger_prog.c)
 ktrace_e2e_test(trigger PROGRAMS e2e_trigger LABELS trigger)
+
+# Stress: threads coming and going, snapshots by API and signal, small ring.
+ktrace_test_program(e2e_stress SOURCES ${KT_E2E_DIR}/stress_prog.c)
+ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)

@@ -530,7 +530,10 @@ static void test_ring_migrating_threads(void **state)
 
 /* The reader copies cpu 0's ring while a writer wraps it as fast as it
  * can: every block returned is whole and in range; reused ones are dropped
- * and counted, never returned. */
+ * and counted, never returned; and what is returned has no hole (blocks
+ * the writer reused before the reader reached them must not leave older,
+ * already-copied blocks stranded before a gap).  Known library bug, see
+ * /tmp/ktrace-bugs.md. */
 static _Atomic int stop_writer;
 
 static void *wrap_main(void *arg)
@@ -546,7 +549,7 @@ static void *wrap_main(void *arg)
 static void test_ring_copy_while_writing(void **state)
 {
 	pthread_t th;
-	uint64_t races = 0, copies = 0, blocks = 0;
+	uint64_t races = 0, copies = 0, blocks = 0, holes = 0;
 	int64_t end;
 
 	(void)state;
@@ -567,8 +570,11 @@ static void test_ring_copy_while_writing(void **state)
 		if (cp.nblocks > 1)
 			assert_true(cp.blk[cp.nblocks - 1]->start - cp.blk[0]->start <
 			            ktrace__g.ring_words);
+		/* The copy is one unbroken run of blocks: a hole in the
+		 * middle would make the decoder glue events across it. */
 		for (uint32_t i = 1; i < cp.nblocks; i++)
-			assert_int_not_equal(cp.blk[i]->start, cp.blk[i - 1]->start);
+			if (cp.blk[i]->start != cp.blk[i - 1]->start + BW)
+				holes++;
 		copies++;
 		kt_walk_free(&w);
 		free_copy(&cp);
@@ -576,10 +582,11 @@ static void test_ring_copy_while_writing(void **state)
 	atomic_store(&stop_writer, 1);
 	pthread_join(th, NULL);
 	kunit_pin(0);
-	print_message("copies %llu, blocks %llu, dropped as raced %llu\n",
+	print_message("copies %llu, blocks %llu, dropped as raced %llu, holes %llu\n",
 	              (unsigned long long)copies, (unsigned long long)blocks,
-	              (unsigned long long)races);
+	              (unsigned long long)races, (unsigned long long)holes);
 	assert_true(copies > 0);
+	assert_int_equal(holes, 0);
 }
 
 int main(int argc, char **argv)
