@@ -70,14 +70,25 @@ void ktrace__out_chrome_end(struct ktrace_chrome *c)
 	fputs("\n]}\n", c->f);
 }
 
-/* ns since the trace origin of an absolute tick of d. */
+static int64_t clamp64(__int128 v)
+{
+	return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
+}
+
+/* ns since the trace origin of an absolute tick of d (saturating). */
 static int64_t ts_ns(const struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t origin,
                      uint64_t tick)
 {
-	if (tick >= d->window_start)
-		return origin + (int64_t)ktrace__dec_ticks_ns(d, tick - d->window_start);
-	return origin - (int64_t)ktrace__dec_ticks_ns(d, d->window_start - tick);
 	(void)c;
+	if (tick >= d->window_start)
+		return clamp64((__int128)origin + ktrace__dec_ticks_ns(d, tick - d->window_start));
+	return clamp64((__int128)origin - ktrace__dec_ticks_ns(d, d->window_start - tick));
+}
+
+/* b - a, saturating */
+static int64_t span_ns(int64_t a, int64_t b)
+{
+	return clamp64((__int128)b - a);
 }
 
 static void meta(struct ktrace_chrome *c, const char *what, int64_t pid, int64_t tid,
@@ -102,7 +113,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
                              const struct ktrace_out_opts *o)
 {
 	FILE *f = c->f;
-	int64_t origin = ktrace__dec_wall_ns(d, d->window_start) - c->base_wall_ns;
+	int64_t origin = span_ns(c->base_wall_ns, ktrace__dec_wall_ns(d, d->window_start));
 	int64_t cpid = pid + KTRACE_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
@@ -137,7 +148,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
 		jus(f, ts_ns(c, d, origin, k->begin));
 		fputs(",\"dur\":", f);
-		jus(f, ts_ns(c, d, origin, k->end) - ts_ns(c, d, origin, k->begin));
+		jus(f, span_ns(ts_ns(c, d, origin, k->begin), ts_ns(c, d, origin, k->end)));
 		if (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END))
 			fprintf(f, ",\"args\":{\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s}",
 			        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
@@ -169,7 +180,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, r->thread));
 		jus(f, ts_ns(c, d, origin, r->begin));
 		fputs(",\"dur\":", f);
-		jus(f, ts_ns(c, d, origin, r->end) - ts_ns(c, d, origin, r->begin));
+		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
 		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s}}",
 		        r->id, (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "true" : "false",
 		        (r->flags & KTRACE_REQ_TRUNC_END) ? "true" : "false",
@@ -217,7 +228,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		        d->snap.cores[r->core].cpu);
 		jus(f, ts_ns(c, d, origin, r->begin));
 		fputs(",\"dur\":", f);
-		jus(f, ts_ns(c, d, origin, r->end) - ts_ns(c, d, origin, r->begin));
+		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
 		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);

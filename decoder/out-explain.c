@@ -240,6 +240,20 @@ static int cmp_fdelta(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func;
 }
 
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t sat_i64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
 struct tfunc {
 	uint32_t thread, func;
 	int64_t self;        /* ticks of self time inside the request's interval */
@@ -313,12 +327,12 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 		x = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
 		if (x == KTRACE_DEC_NONE)
 			goto out;
-		v[x].self += (int64_t)(hi - lo);
+		v[x].self = sat_add(v[x].self, sat_i64(hi - lo));
 		if (c->parent < d->ncalls) {
 			x = tfunc_slot(&map, &v, &n, &cap, c->thread, d->calls[c->parent].func);
 			if (x == KTRACE_DEC_NONE)
 				goto out;
-			v[x].self -= (int64_t)(hi - lo);
+			v[x].self = sat_add(v[x].self, -sat_i64(hi - lo));
 		}
 	}
 	if (!n) {
@@ -335,7 +349,7 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 		tot[nt] = (struct tfunc){ v[i].thread, i, 0 }; /* func = first entry */
 		for (; e < n && v[e].thread == v[i].thread; e++)
 			if (v[e].self > 0)
-				tot[nt].self += v[e].self;
+				tot[nt].self = sat_add(tot[nt].self, v[e].self);
 		nt++;
 		i = e;
 	}
@@ -442,7 +456,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 		}
 		ktrace__umap_free(&fm);
 		for (uint32_t i = 0; i < nfd; i++)
-			fd[i].delta = (int64_t)fd[i].slow - (int64_t)fd[i].med;
+			fd[i].delta = sat_add(sat_i64(fd[i].slow), -sat_i64(fd[i].med));
 		qsort(fd, nfd, sizeof(*fd), cmp_fdelta);
 	}
 	fprintf(f, "\nwhere the extra time went (self time, slow request minus median):\n");
@@ -451,7 +465,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	for (uint32_t i = 0; i < nfd && i < 10; i++) {
 		char s1[32], s2[32], s3[32];
 
-		ktrace__fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : (uint64_t)-fd[i].delta, s1,
+		ktrace__fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : 0 - (uint64_t)fd[i].delta, s1,
 		                sizeof(s1));
 		ktrace__fmt_dur(fd[i].slow, s2, sizeof(s2));
 		ktrace__fmt_dur(fd[i].med, s3, sizeof(s3));
