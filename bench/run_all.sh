@@ -79,17 +79,27 @@ row '# %s, %s cpus, %s, load average at start %s\n' \
 
 # ---- 1. hot path ------------------------------------------------------------
 # a = none (uninstrumented), empty = glibc no-op hooks, store = floor without
-# rdtsc, b = floor, c = ktrace.
+# rdtsc, b = floor, c = ktrace, locked = ktrace with KTRACE_RSEQ=0 (the
+# fallback where restartable sequences are unavailable).
 HOT_CALLS=16000000
 [ $QUICK = 1 ] && HOT_CALLS=8000000
-HOT_VARIANTS=(none empty store floor ktrace)
+HOT_VARIANTS=(none empty store floor ktrace locked)
+hot() { # VARIANT ARGS...
+	local v=$1
+	shift
+	if [ "$v" = locked ]; then
+		KTRACE_RSEQ=0 "$B/bench_hotpath_ktrace" "$@"
+	else
+		"$B/bench_hotpath_$v" "$@"
+	fi
+}
 say "hot path: ${RUNS} rounds x 3 thread counts x ${#HOT_VARIANTS[@]} variants ..."
 for t in 1 2 8; do
 	for r in $(seq 1 "$RUNS"); do
 		# rotate the order each round so no variant always runs first
 		for k in $(seq 0 $((${#HOT_VARIANTS[@]} - 1))); do
 			v=${HOT_VARIANTS[$(((k + r) % ${#HOT_VARIANTS[@]}))]}
-			"$B/bench_hotpath_$v" "$t" "$HOT_CALLS" >"$OUT/hot_${t}_${v}_$r.txt"
+			hot "$v" "$t" "$HOT_CALLS" >"$OUT/hot_${t}_${v}_$r.txt"
 		done
 		a=$(kv "$OUT/hot_${t}_none_$r.txt" cpu_ns_per_call)
 		b=$(kv "$OUT/hot_${t}_floor_$r.txt" cpu_ns_per_call)
@@ -99,7 +109,7 @@ for t in 1 2 8; do
 	done
 done
 row '\n## 1. Hot path: ns per traced call (= 2 events), CPU time summed over threads / calls\n'
-row '%-8s %7s %7s %7s %7s %7s   %-24s %-18s %s\n' threads none empty store floor ktrace \
+row '%-8s %7s %7s %7s %7s %7s %7s   %-24s %-18s %s\n' threads none empty store floor ktrace locked \
 	'(c-a)/(b-a) [range]' 'c/b [range]' 'ktrace wall ns/call'
 for t in 1 2 8; do
 	m=()
@@ -111,12 +121,13 @@ for t in 1 2 8; do
 	r2=$(cut -d' ' -f2 "$OUT/hot_${t}_ratios.txt" | median)
 	r2r=$(cut -d' ' -f2 "$OUT/hot_${t}_ratios.txt" | range)
 	w=$(cat "$OUT"/hot_${t}_ktrace_*.txt | kv /dev/stdin wall_ns_per_call | median)
-	row '%-8s %7.2f %7.2f %7.2f %7.2f %7.2f   %-24s %-18s %.2f\n' "$t" "${m[@]}" \
+	row '%-8s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f   %-24s %-18s %.2f\n' "$t" "${m[@]}" \
 		"$(printf '%.3f [%s]' "$r1" "$r1r")" "$(printf '%.3f [%s]' "$r2" "$r2r")" "$w"
 done
 row '(none = a: no -finstrument-functions; empty = glibc no-op hooks; store = floor without\n'
-row ' rdtsc; floor = b: rdtsc + 4-byte store; ktrace = c.  Ratios: medians of per-round\n'
-row ' ratios.  ns per event = half.  Wall: shared VM, other tenants show there.)\n'
+row ' rdtsc; floor = b: rdtsc + 4-byte store; ktrace = c; locked = ktrace, KTRACE_RSEQ=0.\n'
+row ' Ratios: medians of per-round ratios.  ns per event = half.  Wall: shared VM, other\n'
+row ' tenants show there.)\n'
 
 # ---- 1b. larger hot sets ---------------------------------------------------
 # A sweep over N distinct functions through a pointer table: 256 fit ktrace's
