@@ -1352,6 +1352,7 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 			return fail(err, KTRACE_DEC_EIO, msg);
 		}
 		is_mmap = 1;
+		madvise(map, len, MADV_WILLNEED); /* read ahead: it is all read once */
 	} else {
 		size_t cap = 0;
 
