@@ -31,6 +31,13 @@ add_test(NAME decoder_fuzz_regressions COMMAND ktrace-fuzz-regress
   ${KTRACE_DEC_TESTS_DIR}/fuzz/corpus ${KTRACE_DEC_TESTS_DIR}/fuzz/regressions)
 set_tests_properties(decoder_fuzz_regressions PROPERTIES LABELS decoder TIMEOUT 600)
 
+add_executable(ktrace-fuzz-elf-regress ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_elf.c
+  ${KTRACE_DEC_TESTS_DIR}/fuzz/regress_main.c)
+target_link_libraries(ktrace-fuzz-elf-regress PRIVATE ktrace_snapbuild ktrace_decoder)
+add_test(NAME decoder_fuzz_elf_regressions COMMAND ktrace-fuzz-elf-regress
+  ${KTRACE_DEC_TESTS_DIR}/fuzz/corpus-elf ${KTRACE_DEC_TESTS_DIR}/fuzz/regressions-elf)
+set_tests_properties(decoder_fuzz_elf_regressions PROPERTIES LABELS decoder TIMEOUT 600)
+
 if(KTRACE_BUILD_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "KTRACE_BUILD_FUZZ needs clang: configure with CC=clang")
@@ -47,4 +54,15 @@ if(KTRACE_BUILD_FUZZ)
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
   target_link_options(ktrace-fuzz-read PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(ktrace-fuzz-read PRIVATE m)
+
+  # The ELF symbol reader alone (seeds: tests/fuzz/corpus-elf).
+  add_executable(ktrace-fuzz-elf ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_elf.c
+    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c)
+  target_include_directories(ktrace-fuzz-elf PRIVATE ${PROJECT_SOURCE_DIR}/decoder
+    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+  target_compile_definitions(ktrace-fuzz-elf PRIVATE _GNU_SOURCE)
+  target_compile_options(ktrace-fuzz-elf PRIVATE -g -O1 -fno-omit-frame-pointer
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
+  target_link_options(ktrace-fuzz-elf PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(ktrace-fuzz-elf PRIVATE m)
 endif()
