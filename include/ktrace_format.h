@@ -55,7 +55,10 @@
  * Thread attribution.  Within one core's stream, every record belongs to
  * the thread whose slot was named last, by BLOCK_START or THREAD.  The
  * writer makes the ownership check and the space reservation one atomic
- * step, so a record can never land under another thread's name.
+ * step, so a record can never land under another thread's name.  Every
+ * BLOCK_START is followed by a THREAD record carrying the owner's segment
+ * number, and so is every switch of thread or core (see KTRACE_EXT_THREAD):
+ * one thread's records across cores are ordered by segment, not by time.
  *
  * ------------------------------------------------------------------------
  * 2. Snapshot file
@@ -125,7 +128,14 @@ enum ktrace_ext_type {
 	KTRACE_EXT_BLOCK_START = 1,
 	/* arg = 0; tsc lo, tsc hi.  N = 3.  Resets the time reference. */
 	KTRACE_EXT_TSC = 2,
-	/* arg = thread slot.  N = 1.  Following records belong to that slot. */
+	/* arg = thread slot; seq.  N = 2.  Following records belong to that
+	 * slot.  seq numbers the thread's segments: it grows by one each time
+	 * the thread starts writing on a core (another thread owned the
+	 * core's stream, or the thread migrated), and is repeated after every
+	 * BLOCK_START.  A reader orders one thread's records by (seq, position
+	 * in its core's stream): exact even when a migrating thread's records
+	 * on two cores share a tick or the cores' clocks differ slightly.
+	 * Writers of N = 1 (no seq) leave the order to timestamps. */
 	KTRACE_EXT_THREAD = 3,
 	/* arg = 0; addr lo, addr hi.  N = 3.  Entry/exit of a function that has
 	 * no compact id. */

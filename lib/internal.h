@@ -104,7 +104,10 @@ struct kt_thread {
 	                                thread is registered (forces slow path) */
 	uint32_t key;                /* owner value the hot path compares with:
 	                                the slot, or 0 (never matches) */
+	uint32_t last_cpu;           /* core whose stream this thread's current
+	                                segment is in; the hot path compares */
 	uint32_t slot;               /* 1-based thread slot, 0 = not registered */
+	uint32_t seg;                /* segment number (THREAD record seq) */
 	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | entry event; 0 = empty */
 	/* cold */
 	int nest;                    /* >0 while in the library's slow path */

@@ -9,7 +9,8 @@
  *      pairs (one 64-bit load: a signal handler that refills the entry
  *      between our load and use cannot tear it);
  *   B. inside one restartable sequence (rseq) critical section:
- *        B1 load this thread's cpu id from its rseq area,
+ *        B1 load this thread's cpu id from its rseq area; a different
+ *           cpu than last time starts a new segment (slow path),
  *        B2 load that core's state word (pos | owner),
  *        B3 check owner == this thread's slot (and so not locked),
  *        B4 check the block has room and no full timestamp is due,
@@ -78,6 +79,8 @@ again:
 		 "movq %%rax, 8(%[rs])\n\t"      /* arm: rseq->rseq_cs = &desc */
 		 "1:\n\t"
 		 "movl 4(%[rs]), %%r8d\n\t"      /* B1 cpu */
+		 "cmpl %[lastcpu], %%r8d\n\t"   /* migrated: new segment */
+		 "jne %l[slow]\n\t"
 		 "cmpl %[ncpus], %%r8d\n\t"
 		 "jae %l[slow]\n\t"
 		 "shlq $7, %%r8\n\t"
@@ -107,7 +110,8 @@ again:
 		 KT_RSEQ_ABORT(abort)
 		 :
 		 : [rs] "r"(rs), [ncpus] "m"(ktrace__g.ncpus),
-		   [cores] "m"(ktrace__g.cores), [key] "m"(t->key), [ev] "r"(ev),
+		   [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
+		   [lastcpu] "m"(t->last_cpu), [ev] "r"(ev),
 		   [mask] "m"(ktrace__g.ring_mask)
 		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
 		 : slow, abort);

@@ -22,6 +22,11 @@
  *      THREAD record below pos.
  *  I5. gen[b] is S|1 while block b holds the incarnation that starts at S,
  *      and 0 while a slow path is turning it into a new one.
+ *  I6. A thread's records form segments, one per stretch on one core; each
+ *      segment, and each block, starts with a THREAD record carrying the
+ *      thread's segment number.  The hot path appends only while the core's
+ *      owner is the thread and the cpu is the one its segment is on, so a
+ *      reader can order one thread's records across cores by segment.
  *
  * Writers.  The hot path (record.c) appends one word when owner == its
  * slot, inside an rseq critical section that commits with the state store.
@@ -46,6 +51,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -275,6 +281,16 @@ static KT_NOINSTR uint32_t claim_block(struct kt_core *k, uint32_t pos, uint32_t
 	return S + 5;
 }
 
+/* THREAD record: t's slot and segment number (I6). */
+static KT_NOINSTR uint32_t put_thread(struct kt_core *k, uint32_t pos, struct kt_thread *t,
+                                      uint64_t now)
+{
+	put(k, pos, KTRACE_REC(ts20(now), 2));
+	put(k, pos + 1, KTRACE_EXT_WORD(KTRACE_EXT_THREAD, t->slot));
+	put(k, pos + 2, t->seg);
+	return pos + 3;
+}
+
 /*
  * Write one record (header event ev, then npayload payload words) for
  * thread t on the core it runs on, under that core's lock.  The timestamp
@@ -287,6 +303,7 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	struct kt_core *k = lock_core(t);
 	uint64_t s, now, deadline, step = ktrace__g.forward_max;
 	uint32_t pos, owner, used, need;
+	int new_seg;
 
 	if (k == NULL) {
 		ktrace__count_loss(KTRACE_LOSS_NO_CPU, 1);
@@ -299,15 +316,21 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	now = ktrace__now();
 	deadline = kt_load(&k->deadline, relaxed);
 	used = pos & (BW - 1);
-	need = 1 + npayload + (owner != t->slot ? 2 : 0) + (now >= deadline ? 4 : 0);
+	/* A new segment when another thread owned the stream or this thread
+	 * last wrote on another core (I6). */
+	new_seg = owner != t->slot || t->last_cpu != t->locked_cpu;
+	if (new_seg) {
+		t->seg++;
+		t->last_cpu = t->locked_cpu;
+	}
+	need = 1 + npayload + (new_seg ? 3 : 0) + (now >= deadline ? 4 : 0);
 	if (used == 0 || used + need > BW) {
 		pos = claim_block(k, pos, t->slot, now);
+		pos = put_thread(k, pos, t, now);
 		deadline = now + step;
 	} else {
-		if (owner != t->slot) {
-			put(k, pos++, KTRACE_REC(ts20(now), 1));
-			put(k, pos++, KTRACE_EXT_WORD(KTRACE_EXT_THREAD, t->slot));
-		}
+		if (new_seg)
+			pos = put_thread(k, pos, t, now);
 		if (now >= deadline) {
 			put(k, pos++, KTRACE_REC(ts20(now), 3));
 			put(k, pos++, KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0));
@@ -329,6 +352,48 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 }
 
 /* ---- reader --------------------------------------------------------------- */
+
+/*
+ * A writer that laps the whole ring while a (preempted) reader copies it
+ * leaves the reader with blocks from before and after the lap: each valid,
+ * but with holes between them.  Keep only the unbroken run of blocks that
+ * ends at the current one (S = cur, cur - BW, ...), in place; the others
+ * are counted as raced.  A reader never glues events across a hole.
+ */
+static KT_NOINSTR size_t keep_contiguous(void *dst, size_t bytes, uint32_t nb, uint32_t cur,
+                                         uint32_t *nblocks_out, uint64_t *race_drops)
+{
+	unsigned char *p = dst, *end = p + bytes, *out = dst;
+	uint32_t n = ktrace__g.nblocks, run = 0, kept = 0;
+	uint8_t *have = calloc((n + 7) / 8, 1);   /* bit per age (cur - S) / BW */
+
+	if (have == NULL) { /* cannot check: keep the copy as it is */
+		*nblocks_out = nb;
+		return bytes;
+	}
+	for (unsigned char *q = p; q < end;) {
+		const struct ktrace_block_rec *r = (const void *)q;
+		uint32_t age = (cur - r->start) / BW;   /* < n: checked by the copy */
+		have[age / 8] |= (uint8_t)(1u << (age % 8));
+		q += sizeof(*r) + (size_t)r->nwords * 4;
+	}
+	while (run < n && (have[run / 8] >> (run % 8) & 1))
+		run++;
+	for (unsigned char *q = p; q < end;) {
+		const struct ktrace_block_rec *r = (const void *)q;
+		size_t sz = sizeof(*r) + (size_t)r->nwords * 4;
+		if ((cur - r->start) / BW < run) {
+			memmove(out, q, sz);
+			out += sz;
+			kept++;
+		}
+		q += sz;
+	}
+	free(have);
+	*race_drops += nb - kept;
+	*nblocks_out = kept;
+	return (size_t)(out - (unsigned char *)dst);
+}
 
 KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
 {
@@ -396,6 +461,6 @@ KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst,
 		out += sizeof(*rec) + (size_t)n * 4;
 		nb++;
 	}
-	*nblocks_out = nb;
-	return (size_t)(out - (unsigned char *)dst);
+	return keep_contiguous(dst, (size_t)(out - (unsigned char *)dst), nb, cur, nblocks_out,
+	                       race_drops);
 }
