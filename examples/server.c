@@ -26,15 +26,19 @@
  * An absolute threshold is used because a running percentile fires on
  * scheduling noise on a busy machine (the slowest 0.1 % of 2 us requests
  * are preempted ones), while on a shared 2-core VM ordinary requests stay
- * under about 4 ms and the compaction takes 25-60 ms.  The run lasts about 4 s; at the end the program waits for the
- * trigger snapshots to appear in $KTRACE_DIR (default ".") and prints what
- * it did, one "server: key=value" line each, for scripts and tests:
+ * under about 4 ms and the compaction takes 25-60 ms.
+ *
+ * The run lasts about 4 s (3 compactions); at the end the program waits
+ * for the trigger snapshots to appear in $KTRACE_DIR (default ".") and
+ * prints what it did, "server: key=value" lines, for scripts and tests:
  *
  *   server: requests get=N put=N scan=N
  *   server: planted=N cause=compact_log
- *   server: unplanted_slow_puts=N          (puts over the threshold that
- *                                           were not compactions: noise)
- *   server: snapshot=PATH                  (one line per file, oldest first)
+ *   server: planted_us min=N max=N          (the compacting puts)
+ *   server: other_requests_max_us=N (kind)  (the slowest of all the others)
+ *   server: unplanted_slow_puts=N           (puts over the threshold that
+ *                                            were not compactions: noise)
+ *   server: snapshot=PATH                   (one line per file, oldest first)
  *
  * Usage: ktrace-example-server [--seconds S] [--rate REQ_PER_S]
  *                              [--threshold-us US]
