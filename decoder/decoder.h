@@ -168,6 +168,8 @@ struct ktrace_dec_event {
 	uint32_t slot;            /* thread slot named by BLOCK_START/THREAD */
 	uint32_t core;            /* index in ktrace_snap.cores */
 	uint32_t kind;            /* enum ktrace_dec_kind */
+	uint32_t seg;             /* the thread's segment number (THREAD seq),
+	                             KTRACE_DEC_NONE if the writer gave none */
 };
 
 struct ktrace_core_iter {
@@ -184,6 +186,7 @@ struct ktrace_core_iter {
 	uint64_t tick;            /* ticks: reference */
 	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
 	uint32_t slot;            /* current thread slot */
+	uint32_t seg;             /* current segment number, KTRACE_DEC_NONE if unknown */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */
 };

@@ -277,6 +277,7 @@ static int open_block(struct ktrace_core_iter *it)
 	it->nwords = b->nwords;
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
 	it->slot = KTRACE_EXT_ARG(le32(b->words + 4));
+	it->seg = KTRACE_DEC_NONE; /* the writer's THREAD record follows */
 	it->tick = ktrace__block_start_tick(it->snap, b);
 	it->blk_tick = it->tick;
 	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
@@ -326,6 +327,7 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 			ev->tick = tick;
 			ev->value = 0;
 			ev->slot = it->slot;
+			ev->seg = it->seg;
 			ev->core = it->core;
 			if (e < KTRACE_EV_EXIT_FLAG) {
 				ev->kind = KTRACE_DK_ENTER;
@@ -361,6 +363,7 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 			continue;
 		case KTRACE_EXT_THREAD:
 			it->slot = KTRACE_EXT_ARG(t);
+			it->seg = n >= 2 ? le32(p + 8) : KTRACE_DEC_NONE;
 			it->tick = tick;
 			it->ts20 = KTRACE_REC_TS(w);
 			it->pos += 1 + n;
@@ -400,6 +403,7 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 		ev->id = KTRACE_EXT_ARG(t);
 		ev->tick = tick;
 		ev->slot = it->slot;
+		ev->seg = it->seg;
 		ev->core = it->core;
 		it->tick = tick;
 		it->ts20 = KTRACE_REC_TS(w);
@@ -527,6 +531,9 @@ struct build {
 	uint32_t *last_slot;     /* [ncores]: cache of the last slot -> thread lookup */
 	uint32_t *last_thread;   /* [ncores] */
 	uint64_t run_gap;        /* ticks: a gap this long splits a core run */
+	struct ktrace_umap seg_map;     /* slot << 32 | seg -> index in segs */
+	struct seg_info *segs;   /* sorted by (slot, seg) after seg_floors */
+	uint32_t nsegs;
 	int oom;
 };
 
@@ -813,17 +820,102 @@ static void on_request(struct build *b, const struct ktrace_dec_event *ev, uint3
 	d->nreqs++;
 }
 
-/* Merge heap of core iterators, keyed by (head tick, core index). */
+/*
+ * Merge heap of core iterators, keyed by (order tick, segment, core).
+ *
+ * One thread's records must be taken in segment order (THREAD seq): its
+ * segment s on one core comes after all of segment s - 1 on another, even
+ * when their ticks tie (several calls per tick) or the cores' clocks differ
+ * a little.  A pre-pass finds each (thread, segment)'s last tick; a
+ * record's order tick is its tick raised to the floor of its segment (the
+ * latest tick of the thread's earlier segments), and ties go to the lower
+ * segment.  Records without a segment number merge by tick alone.
+ */
 struct src {
 	struct ktrace_core_iter it;
 	struct ktrace_dec_event head;
+	uint64_t key;             /* ticks: order tick of head */
 };
 
 static int src_less(const struct src *a, const struct src *b)
 {
-	if (a->head.tick != b->head.tick)
-		return a->head.tick < b->head.tick;
+	if (a->key != b->key)
+		return a->key < b->key;
+	if (a->head.seg != b->head.seg)
+		return a->head.seg < b->head.seg;
 	return a->head.core < b->head.core;
+}
+
+struct seg_info {
+	uint64_t key;             /* slot << 32 | seg */
+	uint64_t last;            /* ticks: latest record of the segment */
+	uint64_t floor;           /* ticks: latest record of the thread's earlier segments */
+};
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct seg_info *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Pre-pass: every (thread, segment)'s last tick, then each one's floor. */
+static int seg_floors(struct build *b, const struct ktrace_snap *snap)
+{
+	struct ktrace_dec_event ev;
+	struct ktrace_core_iter it;
+	uint32_t cap = 0;
+
+	for (uint32_t c = 0; c < snap->ncores; c++) {
+		ktrace__core_iter_init(&it, snap, c, NULL);
+		while (ktrace__core_iter_next(&it, &ev)) {
+			uint64_t k;
+			uint32_t i;
+
+			if (ev.seg == KTRACE_DEC_NONE)
+				continue;
+			k = (uint64_t)ev.slot << 32 | ev.seg;
+			i = ktrace__umap_get(&b->seg_map, k);
+			if (i != KTRACE_DEC_NONE) {
+				if (ev.tick > b->segs[i].last)
+					b->segs[i].last = ev.tick;
+				continue;
+			}
+			if (grow(&b->segs, &cap, b->nsegs, sizeof(*b->segs)) ||
+			    ktrace__umap_put(&b->seg_map, k, b->nsegs))
+				return -1;
+			b->segs[b->nsegs].key = k;
+			b->segs[b->nsegs].last = ev.tick;
+			b->segs[b->nsegs].floor = 0;
+			b->nsegs++;
+		}
+	}
+	if (b->nsegs)
+		qsort(b->segs, b->nsegs, sizeof(*b->segs), cmp_seg);
+	/* floor = running maximum of the last ticks of the thread's earlier
+	 * segments (in segment order). */
+	uint64_t running = 0;
+	for (uint32_t i = 0; i < b->nsegs; i++) {
+		if (i == 0 || b->segs[i].key >> 32 != b->segs[i - 1].key >> 32)
+			running = 0;
+		b->segs[i].floor = running;
+		if (b->segs[i].last > running)
+			running = b->segs[i].last;
+		if (ktrace__umap_put(&b->seg_map, b->segs[i].key, i))
+			return -1;
+	}
+	return 0;
+}
+
+static uint64_t order_key(const struct build *b, const struct ktrace_dec_event *ev)
+{
+	uint32_t i;
+
+	if (ev->seg == KTRACE_DEC_NONE || b->nsegs == 0)
+		return ev->tick;
+	i = ktrace__umap_get(&b->seg_map, (uint64_t)ev->slot << 32 | ev->seg);
+	if (i == KTRACE_DEC_NONE || b->segs[i].floor <= ev->tick)
+		return ev->tick;
+	return b->segs[i].floor;
 }
 
 static inline void sift_down(struct src **h, uint32_t n, uint32_t i)
@@ -1071,10 +1163,16 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 			goto out;
 		}
 
+	if (seg_floors(b, snap)) {
+		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory ordering thread segments");
+		goto out;
+	}
 	for (uint32_t c = 0; c < nc; c++) {
 		ktrace__core_iter_init(&srcs[c].it, snap, c, &snap->warn);
-		if (ktrace__core_iter_next(&srcs[c].it, &srcs[c].head))
+		if (ktrace__core_iter_next(&srcs[c].it, &srcs[c].head)) {
+			srcs[c].key = order_key(b, &srcs[c].head);
 			heap[nheap++] = &srcs[c];
+		}
 	}
 	for (uint32_t i = nheap / 2; i-- > 0;)
 		sift_down(heap, nheap, i);
@@ -1083,6 +1181,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 
 		on_event(b, &s->head, s->it.blk_tick);
 		if (ktrace__core_iter_next(&s->it, &s->head)) {
+			s->key = order_key(b, &s->head);
 			/* Fast path: still the earliest head, no heap work. */
 			if ((nheap < 2 || src_less(s, heap[1])) && (nheap < 3 || src_less(s, heap[2])))
 				continue;
@@ -1142,6 +1241,8 @@ out:
 		ktrace__umap_free(&b->addr_map);
 		ktrace__umap_free(&b->span_map);
 		ktrace__umap_free(&b->req_map);
+		ktrace__umap_free(&b->seg_map);
+		free(b->segs);
 		free(b);
 	}
 	free(srcs);
