@@ -39,15 +39,23 @@ set_tests_properties(test_lib_clock_monotonic PROPERTIES TIMEOUT 300 LABELS unit
 
 
 # A traced program links with exactly what the documentation says
-# (-lktrace -lpthread), against the shared and the static library.
+# (-lktrace -lpthread), against the shared and the static library (plus the
+# sanitizer flags of a sanitizer build, which the library's objects need).
+set(KT_LINK_PLAIN_FLAGS "")
+if(KTRACE_ASAN)
+  set(KT_LINK_PLAIN_FLAGS "-fsanitize=address,undefined")
+elseif(KTRACE_TSAN)
+  set(KT_LINK_PLAIN_FLAGS "-fsanitize=thread")
+endif()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c
   "#include <ktrace.h>\nint main(void) { ktrace_mark(\"x\", 1); return ktrace_enabled() ? 0 : 1; }\n")
 add_test(NAME test_lib_link_plain
-  COMMAND sh -c "${CMAKE_C_COMPILER} -finstrument-functions -I${PROJECT_SOURCE_DIR}/include \
-    ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c -L$<TARGET_FILE_DIR:ktrace> -lktrace -lpthread \
+  COMMAND sh -c "${CMAKE_C_COMPILER} ${KT_LINK_PLAIN_FLAGS} -finstrument-functions \
+    -I${PROJECT_SOURCE_DIR}/include ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c \
+    -L$<TARGET_FILE_DIR:ktrace> -lktrace -lpthread \
     -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_shared && \
-    ${CMAKE_C_COMPILER} -finstrument-functions -I${PROJECT_SOURCE_DIR}/include \
-    ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c $<TARGET_FILE:ktrace_static> -lpthread \
-    -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static && \
+    ${CMAKE_C_COMPILER} ${KT_LINK_PLAIN_FLAGS} -finstrument-functions \
+    -I${PROJECT_SOURCE_DIR}/include ${CMAKE_CURRENT_BINARY_DIR}/link_plain.c \
+    $<TARGET_FILE:ktrace_static> -lpthread -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static && \
     KTRACE_DIR=/nonexistent ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static")
 set_tests_properties(test_lib_link_plain PROPERTIES LABELS unit TIMEOUT 120)

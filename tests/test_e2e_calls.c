@@ -8,7 +8,7 @@
  * KTRACE_CLOCK=monotonic, KTRACE_ENABLE=0.  Also the file's properties
  * (name, mode 0600, no temporary left).
  *
- * Hazards: 2 late stores, 3 shared cores, 4 migration (8 threads on 2
+ * Hazards: 1 timestamp wrap (a 250 ms call), 2 late stores, 3 shared cores, 4 migration (8 threads on 2
  * cores yielding), 6 snapshot while writing (workers are done, but the
  * signal lands while the main thread runs traced code), 7 signals,
  * 8 metadata (names of exited threads), 11 files.
@@ -110,6 +110,7 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 		assert_int_equal(kd_count(d, t, "main_only"), 0);
 		assert_int_equal(kd_count(d, t, "sleep_20ms"), i == 0 ? 1 : 0);
 		assert_int_equal(kd_count(d, t, "spin_5ms"), i == 0 ? 1 : 0);
+		assert_int_equal(kd_count(d, t, "sleep_250ms"), i == 1 ? 1 : 0);
 		total_leaf_a += n;
 	}
 	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "leaf_a"), total_leaf_a);
@@ -141,7 +142,7 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 		if (!strcmp(f, "leaf_c"))
 			assert_true(p && kd_is(d, p, "mid_b"));
 		if (!strcmp(f, "leaf_a") || !strcmp(f, "mid_b") || !strcmp(f, "sleep_20ms") ||
-		    !strcmp(f, "spin_5ms"))
+		    !strcmp(f, "spin_5ms") || !strcmp(f, "sleep_250ms"))
 			assert_true(p && kd_is(d, p, "worker_main"));
 		if (!strcmp(f, "worker_main"))
 			assert_null(p);
@@ -149,6 +150,12 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 			uint64_t ns = kd_ns(d, c);
 			if (ns < 19500000 || ns > 2000000000ull)
 				fail_msg("sleep_20ms took %llu ns", (unsigned long long)ns);
+		}
+		if (!strcmp(f, "sleep_250ms")) {
+			/* Hazard 1: 20-bit timestamps wrapped ~2.5 times meanwhile. */
+			uint64_t ns = kd_ns(d, c);
+			if (ns < 249000000 || ns > 5000000000ull)
+				fail_msg("sleep_250ms took %llu ns", (unsigned long long)ns);
 		}
 		if (!strcmp(f, "spin_5ms")) {
 			uint64_t ns = kd_ns(d, c);

@@ -171,7 +171,7 @@ static void test_e2e_files_path_through_regular_file(void **state)
 static void test_e2e_files_dir_not_writable(void **state)
 {
 	struct run r;
-	struct kt_spawn_opts o = {0, NULL, 0};
+	struct kt_spawn_opts o = {0, NULL, 0, 0};
 	char path[4400];
 	int root = geteuid() == 0;
 
@@ -201,7 +201,7 @@ static void test_e2e_files_dir_not_writable(void **state)
 static void test_e2e_files_disk_full_rlimit_fsize(void **state)
 {
 	struct run r;
-	struct kt_spawn_opts o = {16 * 1024, NULL, 0};
+	struct kt_spawn_opts o = {16 * 1024, NULL, 0, 0};
 	char path[4400];
 
 	(void)state;

@@ -6,7 +6,8 @@
  *
  *   e2e_calls calls     8 named threads ("worker-<i>") call leaf_a, mid_b
  *                       (which calls leaf_c twice) a known number of times,
- *                       worker 0 also sleep_20ms and spin_5ms; main calls
+ *                       worker 0 also sleep_20ms and spin_5ms, worker 1
+ *                       sleep_250ms (several timestamp wraps); main calls
  *                       main_only 7 times; then ktrace_snapshot("e2e-api")
  *                       prints "snapshot <rc> <path>", prints "ready" and
  *                       waits for stdin to close (the test sends SIGUSR2
@@ -43,6 +44,15 @@ __attribute__((noinline)) void main_only(void) { sink += 7; }
 __attribute__((noinline)) void sleep_20ms(void)
 {
 	struct timespec d = {0, 20 * 1000 * 1000};
+	while (nanosleep(&d, &d) != 0) {
+	}
+}
+
+/* Longer than the 20-bit timestamp's wrap (~0.1 s at 2.5 GHz, shift 8):
+ * its exit is only placed right if the library wrote a full timestamp. */
+__attribute__((noinline)) void sleep_250ms(void)
+{
+	struct timespec d = {0, 250 * 1000 * 1000};
 	while (nanosleep(&d, &d) != 0) {
 	}
 }
@@ -92,6 +102,8 @@ __attribute__((noinline)) void *worker_main(void *arg)
 		sleep_20ms();
 		spin_5ms();
 	}
+	if (i == 1)
+		sleep_250ms();
 	return NULL;
 }
 
