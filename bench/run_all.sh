@@ -72,7 +72,7 @@ TABLE=$OUT/table.txt
 row() { printf "$@" | tee -a "$TABLE"; }
 
 row '# ktrace benchmarks  %s  %s  (%s runs, medians)\n' "$(date -u +%FT%TZ)" \
-	"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" "$RUNS"
+	"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 'no git')" "$RUNS"
 row '# %s, %s cpus, %s, load average at start %s\n' \
 	"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(nproc)" "$(uname -r)" \
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -81,8 +81,8 @@ row '# %s, %s cpus, %s, load average at start %s\n' \
 # a = none (uninstrumented), empty = glibc no-op hooks, store = floor without
 # rdtsc, b = floor, c = ktrace, locked = ktrace with KTRACE_RSEQ=0 (the
 # fallback where restartable sequences are unavailable).
-HOT_CALLS=16000000
-[ $QUICK = 1 ] && HOT_CALLS=8000000
+HOT_CALLS=12000000
+[ $QUICK = 1 ] && HOT_CALLS=6000000
 HOT_VARIANTS=(none empty store floor ktrace locked)
 hot() { # VARIANT ARGS...
 	local v=$1

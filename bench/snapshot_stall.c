@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ static uint64_t batch_calls;
 struct lat {
 	uint64_t *v;
 	size_t n, cap;
+	size_t dropped; /* samples beyond cap (not counted in the figures) */
 };
 
 struct app {
@@ -51,17 +53,26 @@ struct app {
 	uint64_t sink;
 };
 
-static BENCH_NOINSTR void lat_push(struct lat *l, uint64_t v)
+/* The sample arrays are allocated and faulted in before the phases start:
+ * growing them in the timed loop would page-fault while the library's
+ * writer maps and unmaps its copy buffers, and the wait for the mm lock
+ * would be blamed on the snapshot. */
+static BENCH_NOINSTR int lat_init(struct lat *l, size_t cap)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : (1u << 20);
-		uint64_t *p = realloc(l->v, cap * sizeof(*p));
-		if (p == NULL)
-			return; /* drop the sample rather than stop */
-		l->v = p;
-		l->cap = cap;
-	}
-	l->v[l->n++] = v;
+	l->v = malloc(cap * sizeof(*l->v));
+	if (l->v == NULL)
+		return -1;
+	memset(l->v, 0, cap * sizeof(*l->v));
+	l->cap = cap;
+	return 0;
+}
+
+static inline BENCH_NOINSTR void lat_push(struct lat *l, uint64_t v)
+{
+	if (l->n < l->cap)
+		l->v[l->n++] = v;
+	else
+		l->dropped++;
 }
 
 /* Involuntary context switches of the calling thread so far: a batch that
@@ -110,12 +121,13 @@ static BENCH_NOINSTR void sleep_ms(double ms)
 static BENCH_NOINSTR void report(const char *name, struct app *apps, uint64_t napps, int ph,
                                  double tpn)
 {
-	size_t n = 0;
+	size_t n = 0, dropped = 0;
 	long ivcsw = 0;
 	uint64_t *all;
 
 	for (uint64_t i = 0; i < napps; i++) {
 		n += apps[i].l[ph].n;
+		dropped += apps[i].l[ph].dropped;
 		ivcsw += apps[i].ivcsw[ph];
 	}
 	all = malloc((n ? n : 1) * sizeof(*all));
@@ -126,10 +138,10 @@ static BENCH_NOINSTR void report(const char *name, struct app *apps, uint64_t na
 		for (size_t k = 0; k < apps[i].l[ph].n; k++)
 			all[n++] = apps[i].l[ph].v[k];
 	bench_sort_u64(all, n);
-	printf("name=batch_%s samples=%zu p50_ns=%.0f p99_ns=%.0f p999_ns=%.0f max_ns=%.0f ivcsw=%ld\n",
+	printf("name=batch_%s samples=%zu p50_ns=%.0f p99_ns=%.0f p999_ns=%.0f max_ns=%.0f ivcsw=%ld dropped=%zu\n",
 	       name, n, bench_quantile_u64(all, n, 0.50) / tpn,
 	       bench_quantile_u64(all, n, 0.99) / tpn, bench_quantile_u64(all, n, 0.999) / tpn,
-	       n ? all[n - 1] / tpn : 0.0, ivcsw);
+	       n ? all[n - 1] / tpn : 0.0, ivcsw, dropped);
 	free(all);
 }
 
@@ -170,6 +182,12 @@ BENCH_NOINSTR int main(int argc, char **argv)
 	       (unsigned long long)phase_ms, (unsigned long long)pairs,
 	       (unsigned long long)(x & 1));
 
+	for (uint64_t i = 0; i < napps; i++) {
+		/* room for one sample every 0.25 us of each phase type */
+		size_t cap = (size_t)(pairs * phase_ms * 4000 + 1024);
+		if (lat_init(&apps[i].l[PH_QUIET], cap) || lat_init(&apps[i].l[PH_SNAP], cap))
+			return 2;
+	}
 	for (uint64_t i = 0; i < napps; i++)
 		if (pthread_create(&apps[i].th, NULL, app_main, &apps[i]) != 0)
 			return 2;
