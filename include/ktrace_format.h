@@ -224,7 +224,11 @@ struct ktrace_info_rec {
 	char     reason[128];          /* NUL-terminated: "SIGUSR2", API reason, "trigger" */
 	char     exe[256];             /* NUL-terminated path of /proc/self/exe */
 	char     hostname[64];         /* NUL-terminated */
-	uint8_t  reserved[64];         /* 0 */
+	uint64_t prev_write_end_tsc;   /* counter when this process's previous snapshot
+	                                  file was complete, 0 if none; a request that
+	                                  began before it never fires a trigger (the
+	                                  write competed with it for the cpu) */
+	uint8_t  reserved[56];         /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
 

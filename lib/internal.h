@@ -133,9 +133,9 @@ void ktrace__ring_reset(void);     /* fork child: empty every ring */
  * (room for the whole ring plus block headers) and returns bytes used.
  * Marking every core first makes the cores' windows end together. */
 uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc);
-size_t ktrace__ring_copy_at(uint32_t c, uint64_t state, void *dst, uint32_t *nblocks_out,
-                            uint64_t *race_drops);
-/* ring_mark + ring_copy_at for one core. */
+size_t ktrace__ring_copy_at(uint32_t c, uint64_t state, void *dst, uint32_t max_blocks,
+                            uint32_t *nblocks_out, uint64_t *race_drops);
+/* ring_mark + ring_copy_at for one core; dst has room for the whole ring. */
 size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out, uint64_t *race_drops);
 
 /* ---- slow path entry points (record.c) --------------------------------- */
@@ -205,6 +205,12 @@ int ktrace__parse_signal(const char *s, int *signo);
 int ktrace__parse_bool(const char *s, int *out);
 
 /* ---- snapshots (snapshot.c) -------------------------------------------- */
+/* Counter values bracketing snapshot writes, for triggers: a request that
+ * overlapped one was slowed by it (on a busy or one-cpu machine the writer
+ * competes for the cpu) and must not fire another.  busy_since is 0 when
+ * no write is running. */
+extern _Atomic uint64_t ktrace__snap_busy_since;
+extern _Atomic uint64_t ktrace__snap_last_end;
 int ktrace__snapshot_init(void);
 void ktrace__snapshot_fork_child(void);
 void ktrace__snapshot_atexit(void);

@@ -412,10 +412,17 @@ KT_NOINSTR size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out
 {
 	uint64_t t;
 
-	return ktrace__ring_copy_at(c, ktrace__ring_mark(c, &t), dst, nblocks_out, race_drops);
+	return ktrace__ring_copy_at(c, ktrace__ring_mark(c, &t), dst, ktrace__g.nblocks,
+	                            nblocks_out, race_drops);
 }
 
-KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst,
+/*
+ * Copy the blocks of core c up to state s into dst, at most max_blocks of
+ * them.  Every block accepted (S at most the current block's) was claimed
+ * before s was read, so blocks_used read after ktrace__ring_mark bounds
+ * their number; max_blocks is checked anyway, as a guard on the buffer.
+ */
+KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst, uint32_t max_blocks,
                                        uint32_t *nblocks_out, uint64_t *race_drops)
 {
 	struct kt_core *k = &ktrace__g.cores[c];
@@ -435,6 +442,10 @@ KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst,
 
 		if (g1 == 0)
 			continue;
+		if (nb == max_blocks) {
+			(*race_drops)++;
+			continue;
+		}
 		S = g1 & ~1u;
 		if (cur - S >= rw)   /* newer than the current block: skip */
 			continue;

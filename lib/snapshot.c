@@ -46,6 +46,8 @@ static int have_prev_action;
 static pthread_t writer;
 static _Atomic int writer_running;
 static _Atomic int writing;            /* 1 while a file is being written */
+_Atomic uint64_t ktrace__snap_busy_since; /* counter at write start, 0 = idle */
+_Atomic uint64_t ktrace__snap_last_end;   /* counter at the last write's end */
 static uint32_t snap_seq;              /* writer thread */
 static unsigned name_seq;              /* writer thread */
 
@@ -292,6 +294,7 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->flags = ktrace__g.use_rseq ? KTRACE_INFO_RSEQ : 0;
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
+	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
 	snprintf(in->reason, sizeof(in->reason), "%s", reason ? reason : "");
 	n = readlink("/proc/self/exe", in->exe, sizeof(in->exe) - 1);
 	in->exe[n > 0 ? n : 0] = 0;
@@ -330,6 +333,9 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t nanch;
 
 	kt_store(&writing, 1, relaxed);
+	/* relaxed: read by triggers as a hint; a request racing with the
+	 * start sees either value, and either choice is safe. */
+	kt_store(&ktrace__snap_busy_since, ktrace__now() | 1, relaxed);
 	if (!rc || !cores || !states || !w || !funcs || !threads || !anchors || !names || !mods || !secs)
 		goto out;
 	snap_seq++;
@@ -344,6 +350,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		states[c] = ktrace__ring_mark(c, &cores[c].copy_tsc);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		struct kt_core *k = &g->cores[c];
+		/* Read after the mark above: bounds the blocks ring_copy_at
+		 * can accept (they were all claimed before the mark). */
 		uint64_t used = kt_load(&k->blocks_used, relaxed);
 		uint64_t nb = used < g->nblocks ? used : g->nblocks;
 
@@ -356,7 +364,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		rc[c].buf = malloc(nb * (sizeof(struct ktrace_block_rec) + KTRACE_BLOCK_WORDS * 4));
 		if (rc[c].buf == NULL)
 			goto out;
-		rc[c].bytes = ktrace__ring_copy_at(c, states[c], rc[c].buf, &rc[c].nblocks, &race);
+		rc[c].bytes = ktrace__ring_copy_at(c, states[c], rc[c].buf, (uint32_t)nb,
+		                                   &rc[c].nblocks, &race);
 		total_blocks += rc[c].nblocks;
 	}
 	if (race)
@@ -460,6 +469,8 @@ out:
 	free(names);
 	free(mods);
 	free(secs);
+	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
+	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);
 	return rv;
 }

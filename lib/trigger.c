@@ -12,8 +12,10 @@
  * request of the kind (a scan of KT_BUCKETS counters, amortized), and read
  * by the others with one relaxed load.  A request fires when it is slower
  * than its kind's absolute threshold, or than the cached percentile once
- * min_samples requests were seen.  Firing only hands a record to the
- * writer thread (snapshot.c), which applies the delay and the rate limit.
+ * min_samples requests were seen.  A slow request that overlapped a
+ * snapshot write does not fire (the write competed with it for the cpu;
+ * it is counted as suppressed).  Firing only hands a record to the writer
+ * thread (snapshot.c), which applies the delay and the rate limit.
  */
 #include "internal.h"
 
@@ -200,6 +202,13 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			why = KTRACE_TRIGGER_PERCENTILE;
 			thr_ns = ns_of(pt, hz);
 		}
+	}
+	/* A request that overlapped a snapshot write was slowed by it, at
+	 * least in part: firing would make snapshots trigger snapshots. */
+	if (why && (kt_load(&ktrace__snap_busy_since, relaxed) ||
+	            kt_load(&ktrace__snap_last_end, relaxed) > r.begin_tsc_)) {
+		ktrace__count_loss(KTRACE_LOSS_SNAPSHOTS_SUPPRESSED, 1);
+		why = 0;
 	}
 	if (why) {
 		struct ktrace_trigger_rec tr;
