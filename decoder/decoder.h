@@ -10,9 +10,10 @@
  *   2. timeline.c  ktrace__snap_order(): groups blocks per core, oldest first.
  *                  struct ktrace_core_iter: one core's records -> events with
  *                  absolute ticks and thread slots.
- *   3. timeline.c  ktrace__dec_build(): merges the cores by time and rebuilds
- *                  per-thread call stacks across cores -> calls, requests,
- *                  marks, per-core thread runs.
+ *   3. timeline.c  ktrace__dec_build(): cuts the cores' streams into pieces of
+ *                  one thread segment, walks each thread's pieces in order
+ *                  and rebuilds its call stack across cores -> calls,
+ *                  requests, marks, per-core thread runs.
  *   4. timeline.c  time conversions (ticks -> ns, wall clock via ANCHORS).
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
  *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded.
@@ -189,12 +190,19 @@ struct ktrace_core_iter {
 	uint32_t seg;             /* current segment number, KTRACE_DEC_NONE if unknown */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */
+	uint32_t ev_pos;          /* word where the record returned last starts */
+	uint32_t ev_ref_ts20;     /* reference ts20 before that record */
+	uint64_t ev_ref_tick;     /* ticks: reference before that record */
 };
 
 void ktrace__core_iter_init(struct ktrace_core_iter *it, const struct ktrace_snap *snap,
                             uint32_t core, struct ktrace_dec_warnings *warn);
 /* 1: *ev filled; 0: end of this core's records. */
 int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev);
+/* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
+ * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
+void ktrace__core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+                            uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
 /* Tick of a block's BLOCK_START (the block was validated by the reader). */
 uint64_t ktrace__block_start_tick(const struct ktrace_snap *snap,
                                   const struct ktrace_snap_block *b);
@@ -283,6 +291,7 @@ struct ktrace_dec_core_stats {
 	uint64_t last_tick;       /* ticks: newest record */
 	uint64_t events;          /* records decoded in the window */
 	uint64_t dropped;         /* records before the complete window (not --all) */
+	uint64_t dropped_after;   /* records after it (copied later than another core) */
 	uint32_t damaged_tails;   /* blocks whose tail did not parse */
 	int has_data;
 };
@@ -308,6 +317,10 @@ struct ktrace_dec {
 	int window_limited;       /* some core wrapped: window_start > data_start */
 	uint64_t events;          /* records decoded in the window */
 	uint64_t dropped;         /* records before the window */
+	uint64_t window_cut;      /* ticks: the earliest CORES copy_tsc; later records
+	                             may be missing on some core, so they are dropped
+	                             (UINT64_MAX: no cut, or --all) */
+	uint64_t dropped_after;   /* records after window_cut */
 	struct ktrace_dec_func *funcs;     uint32_t nfuncs;
 	struct ktrace_dec_thread *threads; uint32_t nthreads;
 	struct ktrace_dec_call *calls;     uint32_t ncalls;  /* in entry order per thread */

@@ -58,6 +58,17 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 		fprintf(f, "\n");
 	}
 
+	if (d->dropped_after) {
+		fprintf(f, "cut:       %" PRIu64 " newer records after the first core's copy "
+		           "(another core may lack its records of that time; --all keeps them):",
+		        d->dropped_after);
+		for (uint32_t i = 0; i < s->ncores; i++)
+			if (d->core_stats[i].dropped_after)
+				fprintf(f, " cpu%" PRIu32 " %" PRIu64, s->cores[i].cpu,
+				        d->core_stats[i].dropped_after);
+		fprintf(f, "\n");
+	}
+
 	fprintf(f, "cores:\n  %5s  %-18s  %-18s  %12s  %10s  %12s  %s\n", "cpu", "first (UTC)",
 	        "last (UTC)", "span", "events", "events/s", "ring");
 	for (uint32_t i = 0; i < s->ncores; i++) {

@@ -12,12 +12,25 @@
  * payload runs past the block, a reserved event number or a BLOCK_START in
  * the middle of a block ends that block: the tail is reported and skipped.
  *
- * Stage 3 (merge + stacks): the cores' event streams are merged by tick
- * with a binary heap (ties broken by core index, so the merge is stable and
- * each core keeps its record order).  Every thread's call stack is rebuilt
- * across cores.  Within one thread, ticks are clamped to be non-decreasing
- * so that small backward steps (clock skew between cores at a migration, a
- * late store) never make a child start before its parent.
+ * Stage 3 (stacks): a thread's records must be taken in its program order,
+ * which a merge by time cannot give: a migrating thread makes several calls
+ * per tick, so its last records on one core and its first on the next can
+ * share a tick, and cores' clocks differ a little.  So, two passes:
+ *
+ *   1. scan_cores(): each core's stream is cut into pieces, maximal runs of
+ *      records of one (thread slot, segment) -- the segment is the seq of
+ *      the THREAD record, which the writer bumps whenever the thread starts
+ *      writing on a core.  Per-core statistics, window filtering and the
+ *      core tracks (runs) are done here, in stream order.
+ *   2. walk_threads(): each thread's pieces, ordered by segment (exact), or
+ *      by first tick for writers without segments, are re-read from their
+ *      saved iterator state and fed to the stack builder.  Requests are
+ *      matched afterwards, in time order, so one may even end on another
+ *      thread.
+ *
+ * Within one thread, ticks are clamped to be non-decreasing so that small
+ * backward steps (clock skew at a migration, a late store) never make a
+ * child start before its parent.
  *
  *   exit of the frame on top            -> pop it
  *   exit of a frame deeper in the stack -> the frames above it lost their
@@ -36,7 +49,9 @@
  *
  * The complete window: a core whose ring wrapped lost its older data, so
  * stacks are only complete from the latest first-record time among wrapped
- * cores.  Records before it are dropped (counted per core) unless --all.
+ * cores; and each core's records are complete only up to its CORES
+ * copy_tsc, so the window ends at the earliest one.  Records outside are
+ * dropped (counted per core) unless --all.
  *
  * Stage 4 (time): ticks -> ns with 128-bit arithmetic; wall clock by
  * piecewise-linear interpolation between ANCHORS, extrapolated with tsc_hz.
@@ -321,6 +336,9 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 			tick = it->tick >= (KTRACE_TS_MASK + 1 - d) ? it->tick - (KTRACE_TS_MASK + 1 - d) : 0;
 
 		if (KTRACE_EV_IS_ENTER(e) || KTRACE_EV_IS_EXIT(e)) {
+			it->ev_pos = it->pos;
+			it->ev_ref_tick = it->tick;
+			it->ev_ref_ts20 = it->ts20;
 			it->tick = tick;
 			it->ts20 = KTRACE_REC_TS(w);
 			it->pos++;
@@ -405,11 +423,31 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 		ev->slot = it->slot;
 		ev->seg = it->seg;
 		ev->core = it->core;
+		it->ev_pos = it->pos;
+		it->ev_ref_tick = it->tick;
+		it->ev_ref_ts20 = it->ts20;
 		it->tick = tick;
 		it->ts20 = KTRACE_REC_TS(w);
 		it->pos += 1 + n;
 		return 1;
 	}
+}
+
+void ktrace__core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+                            uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg)
+{
+	const struct ktrace_snap_block *b = &it->snap->blocks[blk];
+
+	it->blk = blk + 1;
+	it->words = b->words;
+	it->nwords = b->nwords;
+	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
+	it->blk_tick = ktrace__block_start_tick(it->snap, b);
+	it->pos = pos;
+	it->tick = ref_tick;
+	it->ts20 = ref_ts20;
+	it->slot = slot;
+	it->seg = seg;
 }
 
 /* ---- small hash map: u64 key -> u32 value ---------------------------------- */
@@ -513,8 +551,33 @@ struct tstate {
 	int seen;
 };
 
-struct heap_ent {
-	struct ktrace_dec_event ev;
+/*
+ * A piece: a maximal run of consecutive records of one (thread slot,
+ * segment) in one core's stream.  Pieces are where a thread's records are
+ * re-ordered: inside a piece the core's stream order is the program order.
+ */
+struct piece {
+	uint64_t first_tick;     /* ticks: its first record */
+	uint64_t nrec;           /* records in it (before window filtering) */
+	uint64_t ref_tick;       /* iterator state before its first record: */
+	uint32_t ref_ts20;       /*   reference tick and ts20, */
+	uint32_t blk;            /*   block index in snap->blocks, */
+	uint32_t pos;            /*   word position in the block */
+	uint32_t core;           /* core index */
+	uint32_t slot, seg;      /* as named by BLOCK_START/THREAD */
+	uint32_t thread;         /* thread index */
+	uint32_t idx;            /* creation order */
+	uint64_t key1, key2;     /* sort keys inside the thread, see order_pieces() */
+};
+
+/* A request begin or end, matched after all threads were walked. */
+struct reqev {
+	uint64_t tick;           /* ticks: per-thread clamped */
+	uint64_t id;             /* request id */
+	uint64_t seq;            /* walk order: ties keep a thread's program order */
+	uint32_t kind;           /* name id */
+	uint32_t thread, core;
+	uint32_t end;            /* 1 for REQ_END */
 };
 
 struct build {
@@ -527,13 +590,12 @@ struct build {
 	struct ktrace_umap span_map;    /* name id -> func index */
 	struct ktrace_umap req_map;     /* mix(kind, id) -> open request index */
 	uint32_t id_func[KTRACE_FUNC_ID_COUNT]; /* compact id -> func index */
-	struct ktrace_dec_run *cur_run; /* [ncores] */
-	uint32_t *last_slot;     /* [ncores]: cache of the last slot -> thread lookup */
-	uint32_t *last_thread;   /* [ncores] */
 	uint64_t run_gap;        /* ticks: a gap this long splits a core run */
-	struct ktrace_umap seg_map;     /* slot << 32 | seg -> index in segs */
-	struct seg_info *segs;   /* sorted by (slot, seg) after seg_floors */
-	uint32_t nsegs;
+	uint64_t end_limit;      /* ticks: records after it are dropped (UINT64_MAX: none) */
+	struct piece *pieces;
+	uint32_t npieces, cappieces;
+	struct reqev *reqevs;
+	uint32_t nreqevs, capreqevs;
 	int oom;
 };
 
@@ -765,31 +827,16 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	d->unmatched_exits++;
 }
 
-static void close_run(struct build *b, uint32_t core)
+static void on_request(struct build *b, const struct reqev *ev)
 {
 	struct ktrace_dec *d = b->d;
-	struct ktrace_dec_run *r = &b->cur_run[core];
-
-	if (!r->events)
-		return;
-	if (grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs))) {
-		b->oom = 1;
-		return;
-	}
-	d->runs[d->nruns++] = *r;
-	r->events = 0;
-}
-
-static void on_request(struct build *b, const struct ktrace_dec_event *ev, uint32_t thread,
-                       uint64_t tick)
-{
-	struct ktrace_dec *d = b->d;
-	uint64_t key = ev->value ^ mix64((uint64_t)ev->id + 0x9e3779b97f4a7c15ull);
+	uint64_t key = ev->id ^ mix64((uint64_t)ev->kind + 0x9e3779b97f4a7c15ull);
 	uint32_t r = ktrace__umap_get(&b->req_map, key);
+	uint32_t thread = ev->thread;
+	uint64_t tick = ev->tick;
 	struct ktrace_dec_request *q;
 
-	if (ev->kind == KTRACE_DK_REQ_END && r < d->nreqs && d->reqs[r].kind == ev->id &&
-	    d->reqs[r].id == ev->value) {
+	if (ev->end && r < d->nreqs && d->reqs[r].kind == ev->kind && d->reqs[r].id == ev->id) {
 		q = &d->reqs[r];
 		q->end = tick > q->begin ? tick : q->begin;
 		q->flags &= ~(uint32_t)KTRACE_REQ_TRUNC_END;
@@ -802,11 +849,11 @@ static void on_request(struct build *b, const struct ktrace_dec_event *ev, uint3
 		return;
 	}
 	q = &d->reqs[d->nreqs];
-	q->id = ev->value;
-	q->kind = ev->id;
+	q->id = ev->id;
+	q->kind = ev->kind;
 	q->thread = thread;
 	q->core = ev->core;
-	if (ev->kind == KTRACE_DK_REQ_BEGIN) {
+	if (!ev->end) {
 		q->begin = tick;
 		q->end = tick;
 		q->flags = KTRACE_REQ_TRUNC_END; /* until its end is seen */
@@ -820,121 +867,13 @@ static void on_request(struct build *b, const struct ktrace_dec_event *ev, uint3
 	d->nreqs++;
 }
 
-/*
- * Merge heap of core iterators, keyed by (order tick, segment, core).
- *
- * One thread's records must be taken in segment order (THREAD seq): its
- * segment s on one core comes after all of segment s - 1 on another, even
- * when their ticks tie (several calls per tick) or the cores' clocks differ
- * a little.  A pre-pass finds each (thread, segment)'s last tick; a
- * record's order tick is its tick raised to the floor of its segment (the
- * latest tick of the thread's earlier segments), and ties go to the lower
- * segment.  Records without a segment number merge by tick alone.
- */
-struct src {
-	struct ktrace_core_iter it;
-	struct ktrace_dec_event head;
-	uint64_t key;             /* ticks: order tick of head */
-};
-
-static int src_less(const struct src *a, const struct src *b)
+static int cmp_reqev(const void *a, const void *b)
 {
-	if (a->key != b->key)
-		return a->key < b->key;
-	if (a->head.seg != b->head.seg)
-		return a->head.seg < b->head.seg;
-	return a->head.core < b->head.core;
-}
+	const struct reqev *x = a, *y = b;
 
-struct seg_info {
-	uint64_t key;             /* slot << 32 | seg */
-	uint64_t last;            /* ticks: latest record of the segment */
-	uint64_t floor;           /* ticks: latest record of the thread's earlier segments */
-};
-
-static int cmp_seg(const void *a, const void *b)
-{
-	const struct seg_info *x = a, *y = b;
-	return x->key < y->key ? -1 : x->key > y->key;
-}
-
-/* Pre-pass: every (thread, segment)'s last tick, then each one's floor. */
-static int seg_floors(struct build *b, const struct ktrace_snap *snap)
-{
-	struct ktrace_dec_event ev;
-	struct ktrace_core_iter it;
-	uint32_t cap = 0;
-
-	for (uint32_t c = 0; c < snap->ncores; c++) {
-		ktrace__core_iter_init(&it, snap, c, NULL);
-		while (ktrace__core_iter_next(&it, &ev)) {
-			uint64_t k;
-			uint32_t i;
-
-			if (ev.seg == KTRACE_DEC_NONE)
-				continue;
-			k = (uint64_t)ev.slot << 32 | ev.seg;
-			i = ktrace__umap_get(&b->seg_map, k);
-			if (i != KTRACE_DEC_NONE) {
-				if (ev.tick > b->segs[i].last)
-					b->segs[i].last = ev.tick;
-				continue;
-			}
-			if (grow(&b->segs, &cap, b->nsegs, sizeof(*b->segs)) ||
-			    ktrace__umap_put(&b->seg_map, k, b->nsegs))
-				return -1;
-			b->segs[b->nsegs].key = k;
-			b->segs[b->nsegs].last = ev.tick;
-			b->segs[b->nsegs].floor = 0;
-			b->nsegs++;
-		}
-	}
-	if (b->nsegs)
-		qsort(b->segs, b->nsegs, sizeof(*b->segs), cmp_seg);
-	/* floor = running maximum of the last ticks of the thread's earlier
-	 * segments (in segment order). */
-	uint64_t running = 0;
-	for (uint32_t i = 0; i < b->nsegs; i++) {
-		if (i == 0 || b->segs[i].key >> 32 != b->segs[i - 1].key >> 32)
-			running = 0;
-		b->segs[i].floor = running;
-		if (b->segs[i].last > running)
-			running = b->segs[i].last;
-		if (ktrace__umap_put(&b->seg_map, b->segs[i].key, i))
-			return -1;
-	}
-	return 0;
-}
-
-static uint64_t order_key(const struct build *b, const struct ktrace_dec_event *ev)
-{
-	uint32_t i;
-
-	if (ev->seg == KTRACE_DEC_NONE || b->nsegs == 0)
-		return ev->tick;
-	i = ktrace__umap_get(&b->seg_map, (uint64_t)ev->slot << 32 | ev->seg);
-	if (i == KTRACE_DEC_NONE || b->segs[i].floor <= ev->tick)
-		return ev->tick;
-	return b->segs[i].floor;
-}
-
-static inline void sift_down(struct src **h, uint32_t n, uint32_t i)
-{
-	for (;;) {
-		uint32_t l = 2 * i + 1, r = l + 1, m = i;
-		struct src *t;
-
-		if (l < n && src_less(h[l], h[m]))
-			m = l;
-		if (r < n && src_less(h[r], h[m]))
-			m = r;
-		if (m == i)
-			return;
-		t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
+	if (x->tick != y->tick)
+		return x->tick < y->tick ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 static int cmp_req(const void *a, const void *b)
@@ -950,42 +889,25 @@ static int cmp_req(const void *a, const void *b)
 	return x->thread < y->thread ? -1 : x->thread > y->thread;
 }
 
-/*
- * blk_tick: start of the block holding the event.  A block that starts in
- * the window is kept whole, so a late store just after a block switch (a
- * small backward step below the block's start) is not dropped.
- */
-static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_t blk_tick)
+/* 0: in the window; 1: before it; 2: after it.  A block that starts in the
+ * window is kept whole, so a late store just after a block switch (a small
+ * backward step below the block's start) is not dropped. */
+static int outside(const struct build *b, uint64_t tick, uint64_t blk_tick)
+{
+	if (tick < b->d->window_start && blk_tick < b->d->window_start)
+		return 1;
+	return tick > b->end_limit ? 2 : 0;
+}
+
+/* One record of thread th, in the thread's program order. */
+static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_t th)
 {
 	struct ktrace_dec *d = b->d;
-	struct ktrace_dec_core_stats *cs = &d->core_stats[ev->core];
-	struct ktrace_dec_run *run = &b->cur_run[ev->core];
-	struct ktrace_dec_thread *t;
-	struct tstate *s;
-	uint32_t th;
+	struct ktrace_dec_thread *t = &d->threads[th];
+	struct tstate *s = &b->ts[th];
 	uint64_t tick;
 
-	if (ev->tick < d->window_start && blk_tick < d->window_start) {
-		cs->dropped++;
-		d->dropped++;
-		return;
-	}
-	/* Most records continue the core's current thread: skip the hash. */
-	if (ev->slot == b->last_slot[ev->core] && b->last_thread[ev->core] != KTRACE_DEC_NONE) {
-		th = b->last_thread[ev->core];
-	} else {
-		th = thread_of(b, ev->slot);
-		if (th == KTRACE_DEC_NONE)
-			return;
-		b->last_slot[ev->core] = ev->slot;
-		b->last_thread[ev->core] = th;
-	}
-	t = &d->threads[th];
-	s = &b->ts[th];
-	cs->events++;
 	d->events++;
-	if (ev->tick > cs->last_tick)
-		cs->last_tick = ev->tick;
 	tick = ev->tick > s->last_tick ? ev->tick : s->last_tick;
 	s->prev_tick = s->seen ? s->last_tick : tick;
 	s->last_tick = tick;
@@ -995,7 +917,7 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 		if (!d->opts.all)
 			t->start_tick = d->window_start;
 		else
-			t->start_tick = cs->first_tick;
+			t->start_tick = d->core_stats[ev->core].first_tick;
 		if (t->known) {
 			const struct ktrace_thread_rec *r = ktrace__snap_thread(&d->snap, t->slot);
 			uint64_t ft = r ? r->first_tsc >> d->shift : 0;
@@ -1009,18 +931,6 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 	}
 	t->events++;
 	t->last_tick = tick;
-
-	if (run->events && (run->thread != th || ev->tick > run->end + b->run_gap))
-		close_run(b, ev->core);
-	if (!run->events) {
-		run->begin = ev->tick;
-		run->end = ev->tick;
-		run->core = ev->core;
-		run->thread = th;
-	}
-	if (ev->tick > run->end)
-		run->end = ev->tick;
-	run->events++;
 
 	switch (ev->kind) {
 	case KTRACE_DK_ENTER:
@@ -1055,8 +965,168 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint64_
 		break;
 	case KTRACE_DK_REQ_BEGIN:
 	case KTRACE_DK_REQ_END:
-		on_request(b, ev, th, tick);
+		if (grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs))) {
+			b->oom = 1;
+			break;
+		}
+		b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
+		                                        ev->core, ev->kind == KTRACE_DK_REQ_END };
+		b->nreqevs++;
 		break;
+	}
+}
+
+/*
+ * Pass 1, per core in stream order: cut the stream into pieces, count what
+ * falls outside the window, and record which thread ran where (runs).
+ */
+static void scan_cores(struct build *b)
+{
+	struct ktrace_dec *d = b->d;
+	const struct ktrace_snap *snap = &d->snap;
+
+	for (uint32_t c = 0; c < snap->ncores && !b->oom; c++) {
+		struct ktrace_dec_core_stats *cs = &d->core_stats[c];
+		struct ktrace_core_iter it;
+		struct ktrace_dec_event ev;
+		struct ktrace_dec_run run = { 0 };
+		uint32_t cur = KTRACE_DEC_NONE, cslot = 0, cthread = KTRACE_DEC_NONE;
+
+		ktrace__core_iter_init(&it, snap, c, &d->snap.warn);
+		while (ktrace__core_iter_next(&it, &ev)) {
+			struct piece *p;
+			uint32_t th;
+			int w;
+
+			if (cur == KTRACE_DEC_NONE || b->pieces[cur].slot != ev.slot ||
+			    b->pieces[cur].seg != ev.seg) {
+				if (cthread == KTRACE_DEC_NONE || cslot != ev.slot) {
+					cthread = thread_of(b, ev.slot);
+					cslot = ev.slot;
+				}
+				if (cthread == KTRACE_DEC_NONE ||
+				    grow(&b->pieces, &b->cappieces, b->npieces, sizeof(*b->pieces))) {
+					b->oom = 1;
+					break;
+				}
+				p = &b->pieces[b->npieces];
+				p->first_tick = ev.tick;
+				p->nrec = 0;
+				p->ref_tick = it.ev_ref_tick;
+				p->ref_ts20 = it.ev_ref_ts20;
+				p->blk = it.blk - 1;
+				p->pos = it.ev_pos;
+				p->core = c;
+				p->slot = ev.slot;
+				p->seg = ev.seg;
+				p->thread = cthread;
+				p->idx = b->npieces;
+				cur = b->npieces++;
+			}
+			b->pieces[cur].nrec++;
+			th = b->pieces[cur].thread;
+			w = outside(b, ev.tick, it.blk_tick);
+			if (w == 1) {
+				cs->dropped++;
+				d->dropped++;
+				continue;
+			}
+			if (w == 2) {
+				cs->dropped_after++;
+				d->dropped_after++;
+				continue;
+			}
+			cs->events++;
+			if (ev.tick > cs->last_tick)
+				cs->last_tick = ev.tick;
+			if (run.events && (run.thread != th || ev.tick > run.end + b->run_gap)) {
+				if (grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs))) {
+					b->oom = 1;
+					break;
+				}
+				d->runs[d->nruns++] = run;
+				run.events = 0;
+			}
+			if (!run.events) {
+				run.begin = ev.tick;
+				run.end = ev.tick;
+				run.core = c;
+				run.thread = th;
+			}
+			if (ev.tick > run.end)
+				run.end = ev.tick;
+			run.events++;
+		}
+		if (run.events) {
+			if (grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs)))
+				b->oom = 1;
+			else
+				d->runs[d->nruns++] = run;
+		}
+		cs->damaged_tails = it.damaged_tails;
+	}
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->key1 != y->key1)
+		return x->key1 < y->key1 ? -1 : 1;
+	if (x->key2 != y->key2)
+		return x->key2 < y->key2 ? -1 : 1;
+	if (x->core != y->core)
+		return x->core < y->core ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * Order each thread's pieces.  With segment numbers (THREAD records of
+ * N >= 2) the order is exact: by segment, then time.  A thread with any
+ * piece lacking one (an older writer) is ordered by the pieces' first
+ * ticks: a thread runs on one core at a time, so whole pieces do not
+ * interleave in time except by clock skew.
+ */
+static int order_pieces(struct build *b)
+{
+	uint8_t *by_time = calloc((size_t)b->d->nthreads + 1, 1);
+
+	if (!by_time)
+		return -1;
+	for (uint32_t i = 0; i < b->npieces; i++)
+		if (b->pieces[i].seg == KTRACE_DEC_NONE)
+			by_time[b->pieces[i].thread] = 1;
+	for (uint32_t i = 0; i < b->npieces; i++) {
+		struct piece *p = &b->pieces[i];
+
+		p->key1 = by_time[p->thread] ? p->first_tick : p->seg;
+		p->key2 = by_time[p->thread] ? p->seg : p->first_tick;
+	}
+	free(by_time);
+	qsort(b->pieces, b->npieces, sizeof(*b->pieces), cmp_piece);
+	return 0;
+}
+
+/* Pass 2: every thread's pieces in order, each re-read from its start. */
+static void walk_threads(struct build *b)
+{
+	const struct ktrace_snap *snap = &b->d->snap;
+	struct ktrace_core_iter it;
+	struct ktrace_dec_event ev;
+
+	for (uint32_t i = 0; i < b->npieces && !b->oom; i++) {
+		const struct piece *p = &b->pieces[i];
+
+		ktrace__core_iter_init(&it, snap, p->core, NULL);
+		ktrace__core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
+		for (uint64_t k = 0; k < p->nrec; k++) {
+			if (!ktrace__core_iter_next(&it, &ev))
+				break;
+			if (!outside(b, ev.tick, it.blk_tick))
+				on_event(b, &ev, p->thread);
+		}
 	}
 }
 
@@ -1099,9 +1169,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 {
 	struct ktrace_snap *snap = &d->snap;
 	struct build *b;
-	struct src *srcs = NULL;
-	struct src **heap = NULL;
-	uint32_t nheap = 0, nc = snap->ncores;
+	uint32_t nc = snap->ncores;
 	uint64_t snap_tick, ten_s;
 	int rc = 0;
 
@@ -1110,18 +1178,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	d->trigger_req = KTRACE_DEC_NONE;
 	b = calloc(1, sizeof(*b));
 	d->core_stats = calloc(nc ? nc : 1, sizeof(*d->core_stats));
-	srcs = calloc(nc ? nc : 1, sizeof(*srcs));
-	heap = calloc(nc ? nc : 1, sizeof(*heap));
-	if (!b || !d->core_stats || !srcs || !heap) {
-		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
-		goto out;
-	}
-	b->cur_run = calloc(nc ? nc : 1, sizeof(*b->cur_run));
-	b->last_slot = calloc(nc ? nc : 1, sizeof(*b->last_slot));
-	b->last_thread = malloc((nc ? nc : 1) * sizeof(*b->last_thread));
-	if (b->last_thread)
-		memset(b->last_thread, 0xff, (nc ? nc : 1) * sizeof(*b->last_thread));
-	if (!b->cur_run || !b->last_slot || !b->last_thread) {
+	if (!b || !d->core_stats) {
 		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1132,7 +1189,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	if (!b->run_gap)
 		b->run_gap = 1;
 
-	/* Window: latest first-record time among cores whose ring wrapped. */
+	/* Window start: latest first-record time among cores whose ring wrapped. */
 	d->data_start = UINT64_MAX;
 	d->window_start = 0;
 	for (uint32_t c = 0; c < nc; c++) {
@@ -1155,6 +1212,16 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	if (d->opts.all || d->window_start < d->data_start)
 		d->window_start = d->data_start;
 	d->window_limited = d->window_start > d->data_start;
+	/* Window end: every core's records before its copy_tsc are in the file,
+	 * later ones may not be: the complete window ends at the earliest. */
+	b->end_limit = UINT64_MAX;
+	for (uint32_t c = 0; c < nc && !d->opts.all; c++)
+		if (snap->cores[c].have_rec && snap->cores[c].rec.copy_tsc &&
+		    (snap->cores[c].rec.copy_tsc >> d->shift) < b->end_limit)
+			b->end_limit = snap->cores[c].rec.copy_tsc >> d->shift;
+	if (b->end_limit < d->window_start)
+		b->end_limit = d->window_start;
+	d->window_cut = b->end_limit;
 
 	/* Known threads first, in slot order, so indices are stable. */
 	for (uint32_t i = 0; i < snap->nthreads; i++)
@@ -1163,53 +1230,36 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 			goto out;
 		}
 
-	if (seg_floors(b, snap)) {
-		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory ordering thread segments");
-		goto out;
-	}
-	for (uint32_t c = 0; c < nc; c++) {
-		ktrace__core_iter_init(&srcs[c].it, snap, c, &snap->warn);
-		if (ktrace__core_iter_next(&srcs[c].it, &srcs[c].head)) {
-			srcs[c].key = order_key(b, &srcs[c].head);
-			heap[nheap++] = &srcs[c];
-		}
-	}
-	for (uint32_t i = nheap / 2; i-- > 0;)
-		sift_down(heap, nheap, i);
-	while (nheap && !b->oom) {
-		struct src *s = heap[0];
-
-		on_event(b, &s->head, s->it.blk_tick);
-		if (ktrace__core_iter_next(&s->it, &s->head)) {
-			s->key = order_key(b, &s->head);
-			/* Fast path: still the earliest head, no heap work. */
-			if ((nheap < 2 || src_less(s, heap[1])) && (nheap < 3 || src_less(s, heap[2])))
-				continue;
-			sift_down(heap, nheap, 0);
-		} else {
-			heap[0] = heap[--nheap];
-			sift_down(heap, nheap, 0);
-		}
+	scan_cores(b);
+	if (!b->oom && order_pieces(b))
+		b->oom = 1;
+	if (!b->oom)
+		walk_threads(b);
+	if (!b->oom && b->nreqevs) {
+		qsort(b->reqevs, b->nreqevs, sizeof(*b->reqevs), cmp_reqev);
+		for (uint32_t i = 0; i < b->nreqevs && !b->oom; i++)
+			on_request(b, &b->reqevs[i]);
 	}
 	if (b->oom) {
 		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory building the timeline");
 		goto out;
 	}
-	for (uint32_t c = 0; c < nc; c++) {
-		d->core_stats[c].damaged_tails = srcs[c].it.damaged_tails;
-		close_run(b, c);
-	}
 
-	/* Window end: the newest record, or the snapshot moment if it is just
-	 * after it (calls still running then end there). */
+	/* Window end: the earliest copy_tsc; without one, the newest record, or
+	 * the snapshot moment if it is just after it (calls still running then
+	 * end there). */
 	d->window_end = d->window_start;
 	for (uint32_t c = 0; c < nc; c++)
 		if (d->core_stats[c].has_data && d->core_stats[c].last_tick > d->window_end)
 			d->window_end = d->core_stats[c].last_tick;
-	snap_tick = snap->info.snapshot_tsc >> d->shift;
-	ten_s = (uint64_t)(((unsigned __int128)d->tsc_hz * 10) >> d->shift);
-	if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
-		d->window_end = snap_tick;
+	if (b->end_limit != UINT64_MAX) {
+		d->window_end = b->end_limit;
+	} else {
+		snap_tick = snap->info.snapshot_tsc >> d->shift;
+		ten_s = (uint64_t)(((unsigned __int128)d->tsc_hz * 10) >> d->shift);
+		if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
+			d->window_end = snap_tick;
+	}
 
 	for (uint32_t t = 0; t < d->nthreads; t++) {
 		struct tstate *s = &b->ts[t];
@@ -1234,19 +1284,14 @@ out:
 			free(b->ts[t].roots);
 		}
 		free(b->ts);
-		free(b->cur_run);
-		free(b->last_slot);
-		free(b->last_thread);
+		free(b->pieces);
+		free(b->reqevs);
 		ktrace__umap_free(&b->thread_map);
 		ktrace__umap_free(&b->addr_map);
 		ktrace__umap_free(&b->span_map);
 		ktrace__umap_free(&b->req_map);
-		ktrace__umap_free(&b->seg_map);
-		free(b->segs);
 		free(b);
 	}
-	free(srcs);
-	free(heap);
 	return rc;
 }
 
