@@ -11,6 +11,7 @@
 #include "crc32c.h"
 
 #define MAX_CPUS 256
+#define SB_SLOTS 4096 /* thread slots usable with snapbuild_thread_seq() */
 
 struct sb_block {
 	uint32_t cpu;
@@ -38,6 +39,7 @@ struct sb_stream {
 	int have_core;
 	uint32_t core_nblocks;
 	uint64_t core_used;
+	uint64_t copy_tsc;   /* CORES copy_tsc (0 = unknown) */
 };
 
 struct buf {
@@ -57,6 +59,9 @@ struct snapbuild {
 	struct sb_block **blocks;
 	uint32_t nblocks, capblocks;
 	struct sb_stream cpu[MAX_CPUS];
+	int seq;                     /* write THREAD records with a segment number */
+	uint32_t seg[SB_SLOTS];      /* per slot: current segment */
+	uint32_t seg_cpu[SB_SLOTS];  /* per slot: cpu + 1 of the current segment */
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -205,6 +210,12 @@ void snapbuild_core(struct snapbuild *sb, uint32_t cpu, uint32_t nblocks, uint64
 	sb->cpu[cpu].core_used = blocks_used;
 }
 
+void snapbuild_core_copy_tsc(struct snapbuild *sb, uint32_t cpu, uint64_t copy_tsc)
+{
+	if (cpu < MAX_CPUS)
+		sb->cpu[cpu].copy_tsc = copy_tsc;
+}
+
 void snapbuild_raw_section(struct snapbuild *sb, uint32_t type, uint32_t count,
                            const void *data, size_t size, int bad_crc)
 {
@@ -274,16 +285,26 @@ static struct sb_block *room(struct snapbuild *sb, uint32_t cpu, uint32_t slot, 
 	struct sb_stream *st = &sb->cpu[cpu % MAX_CPUS];
 	struct sb_block *b = st->open ? sb->blocks[st->blk] : NULL;
 	uint64_t tsc = tick << sb->info.tsc_shift;
-	uint32_t extra = 0;
+	uint32_t extra = 0, twords = sb->seq ? 3 : 2;
+	/* Segments (THREAD seq): a thread starts a new one whenever it starts
+	 * writing on a core: another thread owned the stream, or it migrated. */
+	int newseg = sb->seq && (!st->open || st->slot != slot ||
+	                         sb->seg_cpu[slot % SB_SLOTS] != cpu + 1);
 
+	if (sb->seq && slot >= SB_SLOTS)
+		abort();
 	if (b) {
-		if (st->slot != slot)
-			extra += 2;
+		if (st->slot != slot || newseg)
+			extra += twords;
 		if (tick > st->tick + KTRACE_TS_FORWARD_MAX || tick + (KTRACE_TS_HALF / 2) < st->tick)
 			extra += 4;
 		if (b->nwords + extra + need > KTRACE_BLOCK_WORDS)
 			b = NULL;
 	}
+	if (newseg || (sb->seq && sb->seg_cpu[slot % SB_SLOTS] != cpu + 1))
+		sb->seg[slot % SB_SLOTS]++;
+	if (sb->seq)
+		sb->seg_cpu[slot % SB_SLOTS] = cpu + 1;
 	if (!b) {
 		b = new_block(sb, cpu, st->next_s);
 		st->blk = sb->nblocks - 1;
@@ -291,6 +312,11 @@ static struct sb_block *room(struct snapbuild *sb, uint32_t cpu, uint32_t slot, 
 		st->next_s += KTRACE_BLOCK_WORDS;
 		st->nblocks++;
 		b->nwords = snapbuild_block_start_words(b->w, slot, b->s, tsc);
+		if (sb->seq) { /* every BLOCK_START is followed by the owner's segment */
+			b->w[b->nwords++] = KTRACE_REC(tick, 2);
+			b->w[b->nwords++] = KTRACE_EXT_WORD(KTRACE_EXT_THREAD, slot);
+			b->w[b->nwords++] = sb->seg[slot % SB_SLOTS];
+		}
 		st->slot = slot;
 		st->tick = tick;
 		return b;
@@ -302,12 +328,19 @@ static struct sb_block *room(struct snapbuild *sb, uint32_t cpu, uint32_t slot, 
 		b->w[b->nwords++] = (uint32_t)(tsc >> 32);
 		st->tick = tick;
 	}
-	if (st->slot != slot) {
-		b->w[b->nwords++] = KTRACE_REC(tick, 1);
+	if (st->slot != slot || newseg) {
+		b->w[b->nwords++] = KTRACE_REC(tick, twords - 1);
 		b->w[b->nwords++] = KTRACE_EXT_WORD(KTRACE_EXT_THREAD, slot);
+		if (sb->seq)
+			b->w[b->nwords++] = sb->seg[slot % SB_SLOTS];
 		st->slot = slot;
 	}
 	return b;
+}
+
+void snapbuild_thread_seq(struct snapbuild *sb, int on)
+{
+	sb->seq = on;
 }
 
 void snapbuild_word(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
@@ -474,6 +507,7 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 		r.nblocks = st->have_core ? st->core_nblocks : (st->nblocks ? st->nblocks : 1);
 		r.blocks_used = st->have_core ? st->core_used : st->nblocks;
 		r.words_written = (uint64_t)st->nblocks * KTRACE_BLOCK_WORDS;
+		r.copy_tsc = st->copy_tsc;
 		put(&cores, &r, sizeof(r));
 		cores.count++;
 	}

@@ -42,6 +42,8 @@ void snapbuild_loss(struct snapbuild *sb, unsigned cause, uint64_t count);
 void snapbuild_trigger(struct snapbuild *sb, const struct ktrace_trigger_rec *t);
 /* CORES entry for cpu (default: nblocks = blocks_used = blocks written). */
 void snapbuild_core(struct snapbuild *sb, uint32_t cpu, uint32_t nblocks, uint64_t blocks_used);
+/* CORES copy_tsc of cpu: its records up to this counter are all in the file. */
+void snapbuild_core_copy_tsc(struct snapbuild *sb, uint32_t cpu, uint64_t copy_tsc);
 /* Any section, bytes as given (CRC computed unless bad_crc). */
 void snapbuild_raw_section(struct snapbuild *sb, uint32_t type, uint32_t count,
                            const void *data, size_t size, int bad_crc);
@@ -49,6 +51,14 @@ void snapbuild_raw_section(struct snapbuild *sb, uint32_t type, uint32_t count,
 void snapbuild_omit(struct snapbuild *sb, uint32_t section_type);
 
 /* ---- records, with automatic blocks --------------------------------------- */
+
+/*
+ * Write THREAD records with a segment number (N = 2), as the library does:
+ * a thread's segment grows whenever it starts writing on a core, and every
+ * BLOCK_START is followed by a THREAD record.  Off by default (N = 1, the
+ * older form, which the golden fixture keeps).  Slots must be < 4096.
+ */
+void snapbuild_thread_seq(struct snapbuild *sb, int on);
 
 /* First S of cpu's next block (default 0); S then advances by 1024 per block. */
 void snapbuild_set_next_s(struct snapbuild *sb, uint32_t cpu, uint32_t s);

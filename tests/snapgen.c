@@ -30,6 +30,13 @@ static struct snapbuild *small(int variant)
 {
 	struct snapbuild *sb = snapbuild_new();
 
+	if (variant == 3) {
+		/* the library's current form: THREAD segments, copy_tsc */
+		snapbuild_thread_seq(sb, 1);
+		snapbuild_core_copy_tsc(sb, 0, 1085);
+		snapbuild_core_copy_tsc(sb, 1, 1095);
+	}
+
 	snapbuild_thread(sb, 1, 100, "t1", KTRACE_THREAD_MAIN);
 	snapbuild_thread(sb, 2, 101, "t2", 0);
 	snapbuild_func(sb, 0, 0x1000);
@@ -103,7 +110,7 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/golden.ktrace", argv[2]);
 		if (emit(sb, path))
 			return 1;
-		for (int v = 0; v < 3; v++) {
+		for (int v = 0; v < 4; v++) {
 			snprintf(path, sizeof(path), "%s/small-%d.ktrace", argv[2], v);
 			if (emit(small(v), path))
 				return 1;

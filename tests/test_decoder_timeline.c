@@ -488,6 +488,110 @@ static void test_timeline_ticks_ns_no_overflow(void **state)
 	assert_int_equal(ktrace__dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
 }
 
+/* A thread migrates within one tick, onto a core whose clock is behind:
+ * THREAD segment numbers give its program order, timestamps could not. */
+static void test_timeline_segments_order_migration(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	const struct ktrace_dec_call *f, *g;
+
+	(void)state;
+	snapbuild_thread_seq(sb, 1);
+	snapbuild_func(sb, 0, 0xF000);
+	snapbuild_func(sb, 1, 0x6000);
+	snapbuild_enter(sb, 1, 2, 90, 1);    /* another thread on cpu 1 first */
+	snapbuild_exit(sb, 1, 2, 91, 1);
+	snapbuild_enter(sb, 0, 1, 100, 0);   /* thread 1 on cpu 0 */
+	snapbuild_enter(sb, 0, 1, 101, 1);
+	snapbuild_exit(sb, 1, 1, 97, 1);     /* migrated; cpu 1 reads 4 ticks behind */
+	snapbuild_exit(sb, 1, 1, 98, 0);
+	snapbuild_enter(sb, 0, 3, 102, 1);   /* another thread takes cpu 0 */
+	snapbuild_exit(sb, 0, 3, 103, 1);
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 4);
+	assert_int_equal(d->unmatched_exits, 0);
+	assert_int_equal(d->lost_exits, 0);
+	f = find_call(d, 0xF000, 0);
+	assert_non_null(f);
+	assert_int_equal(f->flags, 0);
+	assert_int_equal(f->depth, 0);
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (d->calls[i].parent != KTRACE_DEC_NONE) {
+			g = &d->calls[i];
+			assert_int_equal(d->calls[g->parent].func, f->func);
+			assert_int_equal(g->depth, 1);
+			assert_int_equal(g->flags, 0);
+		}
+	ktrace__dec_free(d);
+}
+
+/* Many calls per tick, a thread bouncing between cores every few calls. */
+static void test_timeline_segments_same_tick_bounces(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+
+	(void)state;
+	snapbuild_thread_seq(sb, 1);
+	for (uint32_t i = 0; i < 300; i++) {
+		uint32_t cpu = (i / 3) % 2;          /* 3 records per core visit */
+		uint64_t t = 1000 + i / 10;           /* 10 records per tick */
+
+		if (i % 2 == 0)
+			snapbuild_enter(sb, cpu, 1, t, (i / 2) % 7);
+		else
+			snapbuild_exit(sb, cpu, 1, t, (i / 2) % 7);
+	}
+	d = decode(sb);
+	assert_int_equal(d->ncalls, 150);
+	assert_int_equal(d->unmatched_exits, 0);
+	assert_int_equal(d->lost_exits, 0);
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		assert_int_equal(d->calls[i].depth, 0);
+		assert_int_equal(d->calls[i].flags, 0);
+	}
+	ktrace__dec_free(d);
+}
+
+/* Each core's records are complete up to its copy_tsc: the window ends at
+ * the earliest one. */
+static void test_timeline_copy_tsc_cut(void **state)
+{
+	for (int all = 0; all < 2; all++) {
+		struct snapbuild *sb = snapbuild_new();
+		struct ktrace_dec *d;
+		const struct ktrace_dec_call *c;
+
+		snapbuild_func(sb, 0, 0xA000);
+		snapbuild_enter(sb, 0, 1, 100, 0);
+		snapbuild_exit(sb, 0, 1, 200, 0);
+		snapbuild_enter(sb, 0, 1, 300, 0);
+		snapbuild_exit(sb, 0, 1, 600, 0);    /* after cpu 1's copy */
+		snapbuild_enter(sb, 1, 2, 150, 0);
+		snapbuild_core_copy_tsc(sb, 0, 700);
+		snapbuild_core_copy_tsc(sb, 1, 500);
+		d = decode_opts(sb, all);
+		c = find_call(d, 0xA000, 1);
+		assert_non_null(c);
+		if (!all) {
+			assert_int_equal(d->window_cut, 500);
+			assert_int_equal(d->window_end, 500);
+			assert_int_equal(d->dropped_after, 1);
+			assert_int_equal(d->core_stats[0].dropped_after, 1);
+			assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END);
+			assert_int_equal(c->end, 500);
+		} else {
+			assert_int_equal(d->window_cut, UINT64_MAX);
+			assert_int_equal(d->dropped_after, 0);
+			assert_int_equal(c->flags, 0);
+			assert_int_equal(c->end, 600);
+		}
+		ktrace__dec_free(d);
+	}
+	(void)state;
+}
+
 /* Invariants of the stacks on random traces: migrations, backward steps,
  * lost exits, exits without entries. */
 static void test_timeline_random_invariants(void **state)
@@ -500,6 +604,8 @@ static void test_timeline_random_invariants(void **state)
 		struct ktrace_dec *d;
 		uint32_t stack[4][64], depth[4] = { 0 };
 		uint64_t t = 1000;
+
+		snapbuild_thread_seq(sb, round % 2);
 
 		for (int i = 0; i < 3000; i++) {
 			uint32_t th, cpu, id;
@@ -578,6 +684,9 @@ int main(void)
 		cmocka_unit_test(test_timeline_wall_clock),
 		cmocka_unit_test(test_timeline_ticks_ns_no_overflow),
 		cmocka_unit_test(test_timeline_random_invariants),
+		cmocka_unit_test(test_timeline_segments_order_migration),
+		cmocka_unit_test(test_timeline_segments_same_tick_bounces),
+		cmocka_unit_test(test_timeline_copy_tsc_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
