@@ -1105,7 +1105,8 @@ static int order_pieces(struct build *b)
 		p->key2 = by_time[p->thread] ? p->seg : p->first_tick;
 	}
 	free(by_time);
-	qsort(b->pieces, b->npieces, sizeof(*b->pieces), cmp_piece);
+	if (b->npieces)
+		qsort(b->pieces, b->npieces, sizeof(*b->pieces), cmp_piece);
 	return 0;
 }
 
