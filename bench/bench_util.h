@@ -19,6 +19,14 @@
 
 #define BENCH_NOINSTR __attribute__((no_instrument_function))
 #define BENCH_UNUSED  __attribute__((unused))
+/* A function the compiler must really call and cannot see through (no
+ * inlining, cloning, constant propagation or folding with its twins).
+ * clang has no noipa; noinline is the closest it offers. */
+#if defined(__clang__)
+#define BENCH_NOIPA __attribute__((noinline))
+#else
+#define BENCH_NOIPA __attribute__((noipa))
+#endif
 
 static inline BENCH_NOINSTR BENCH_UNUSED uint64_t bench_rdtsc(void)
 {

@@ -74,6 +74,9 @@ static inline __attribute__((always_inline)) NOINSTR void floor_event(uint32_t e
 	floor_store(b, ev);
 }
 
+EXPORT NOINSTR void __cyg_profile_func_enter(void *fn, void *site);
+EXPORT NOINSTR void __cyg_profile_func_exit(void *fn, void *site);
+
 EXPORT NOINSTR void __cyg_profile_func_enter(void *fn, void *site)
 {
 	(void)site;

@@ -46,8 +46,8 @@
 /* noipa: the compiler must call each function and cannot see through it
  * (no inlining, cloning or constant propagation) in every variant. */
 #define LEAF(i)                                                                \
-	__attribute__((noipa)) uint64_t leaf##i(uint64_t x);                  \
-	__attribute__((noipa)) uint64_t leaf##i(uint64_t x)                   \
+	BENCH_NOIPA uint64_t leaf##i(uint64_t x);                  \
+	BENCH_NOIPA uint64_t leaf##i(uint64_t x)                   \
 	{                                                                      \
 		return x * 0x9E3779B97F4A7C15ull + i;                          \
 	}
@@ -55,8 +55,8 @@ LEAF(0) LEAF(1) LEAF(2) LEAF(3) LEAF(4) LEAF(5) LEAF(6) LEAF(7)
 LEAF(8) LEAF(9) LEAF(10) LEAF(11) LEAF(12) LEAF(13) LEAF(14) LEAF(15)
 
 /* NFN calls per round. */
-__attribute__((noipa)) uint64_t work(uint64_t rounds, uint64_t x);
-__attribute__((noipa)) uint64_t work(uint64_t rounds, uint64_t x)
+BENCH_NOIPA uint64_t work(uint64_t rounds, uint64_t x);
+BENCH_NOIPA uint64_t work(uint64_t rounds, uint64_t x)
 {
 	for (uint64_t r = 0; r < rounds; r++) {
 		x = leaf0(x); x = leaf1(x); x = leaf2(x); x = leaf3(x);
@@ -70,8 +70,8 @@ __attribute__((noipa)) uint64_t work(uint64_t rounds, uint64_t x)
 /* 4096 more functions g000..gfff for the nfuncs sweep; __COUNTER__ makes
  * every body different so identical-code folding cannot merge them. */
 #define GDEF(name)                                                             \
-	__attribute__((noipa)) uint64_t name(uint64_t x);                     \
-	__attribute__((noipa)) uint64_t name(uint64_t x)                      \
+	BENCH_NOIPA uint64_t name(uint64_t x);                     \
+	BENCH_NOIPA uint64_t name(uint64_t x)                      \
 	{                                                                      \
 		return x * 0x9E3779B97F4A7C15ull + __COUNTER__;                \
 	}
@@ -94,8 +94,8 @@ static uint64_t (*const many[NMANY])(uint64_t) = {
 };
 
 /* nfuncs calls per round, each to a different function. */
-__attribute__((noipa)) uint64_t sweep(uint64_t rounds, uint64_t nfuncs, uint64_t x);
-__attribute__((noipa)) uint64_t sweep(uint64_t rounds, uint64_t nfuncs, uint64_t x)
+BENCH_NOIPA uint64_t sweep(uint64_t rounds, uint64_t nfuncs, uint64_t x);
+BENCH_NOIPA uint64_t sweep(uint64_t rounds, uint64_t nfuncs, uint64_t x)
 {
 	for (uint64_t r = 0; r < rounds; r++)
 		for (uint64_t i = 0; i < nfuncs; i++)

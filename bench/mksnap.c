@@ -16,8 +16,8 @@
 #include "snapinfo.h"
 
 #define NODE(i, next)                                                          \
-	__attribute__((noipa)) uint64_t node##i(uint64_t x, int d);           \
-	__attribute__((noipa)) uint64_t node##i(uint64_t x, int d)            \
+	BENCH_NOIPA uint64_t node##i(uint64_t x, int d);           \
+	BENCH_NOIPA uint64_t node##i(uint64_t x, int d)            \
 	{                                                                      \
 		x = x * 0x9E3779B97F4A7C15ull + i;                             \
 		if (d > 0) {                                                   \

@@ -19,14 +19,14 @@
 #include "bench_util.h"
 #include "ktrace.h"
 
-__attribute__((noipa)) uint64_t call_a(uint64_t x);
-__attribute__((noipa)) uint64_t call_a(uint64_t x)
+BENCH_NOIPA uint64_t call_a(uint64_t x);
+BENCH_NOIPA uint64_t call_a(uint64_t x)
 {
 	return x * 0x9E3779B97F4A7C15ull + 1;
 }
 
-__attribute__((noipa)) uint64_t call_b(uint64_t x);
-__attribute__((noipa)) uint64_t call_b(uint64_t x)
+BENCH_NOIPA uint64_t call_b(uint64_t x);
+BENCH_NOIPA uint64_t call_b(uint64_t x)
 {
 	return x * 0x9E3779B97F4A7C15ull + 2;
 }

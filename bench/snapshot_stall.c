@@ -29,8 +29,8 @@
 #include "ktrace.h"
 #include "snapinfo.h"
 
-__attribute__((noipa)) uint64_t small_op(uint64_t x);
-__attribute__((noipa)) uint64_t small_op(uint64_t x)
+BENCH_NOIPA uint64_t small_op(uint64_t x);
+BENCH_NOIPA uint64_t small_op(uint64_t x)
 {
 	return x * 0x9E3779B97F4A7C15ull + 7;
 }
