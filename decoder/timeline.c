@@ -310,7 +310,9 @@ static void damaged_tail(struct ktrace_core_iter *it, const char *what)
 	it->pos = it->nwords;
 }
 
-int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev)
+/* Inlined into the two build passes (the hottest loop of the decoder). */
+static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_iter *it,
+                                                          struct ktrace_dec_event *ev)
 {
 	for (;;) {
 		const uint8_t *p;
@@ -431,6 +433,11 @@ int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event 
 		it->pos += 1 + n;
 		return 1;
 	}
+}
+
+int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev)
+{
+	return iter_next(it, ev);
 }
 
 void ktrace__core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
@@ -993,7 +1000,7 @@ static void scan_cores(struct build *b)
 		uint32_t cur = KTRACE_DEC_NONE, cslot = 0, cthread = KTRACE_DEC_NONE;
 
 		ktrace__core_iter_init(&it, snap, c, &d->snap.warn);
-		while (ktrace__core_iter_next(&it, &ev)) {
+		while (iter_next(&it, &ev)) {
 			struct piece *p;
 			uint32_t th;
 			int w;
@@ -1123,7 +1130,7 @@ static void walk_threads(struct build *b)
 		ktrace__core_iter_init(&it, snap, p->core, NULL);
 		ktrace__core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
 		for (uint64_t k = 0; k < p->nrec; k++) {
-			if (!ktrace__core_iter_next(&it, &ev))
+			if (!iter_next(&it, &ev))
 				break;
 			if (!outside(b, ev.tick, it.blk_tick))
 				on_event(b, &ev, p->thread);
