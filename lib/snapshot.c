@@ -535,6 +535,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 		}
 		if (sig_pending) {
 			char reason[32];
+			/* writing before the flag is cleared: ktrace__snapshot_atexit
+			 * must never see both at 0 while a request is taken. */
+			kt_store(&writing, 1, relaxed);
 			sig_pending = 0;
 			snprintf(reason, sizeof(reason), "signal %s",
 			         ktrace__cfg.signo == SIGUSR2 ? "SIGUSR2"
@@ -630,9 +633,30 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 /* exit() while a snapshot is being written: give it up to 2 s to finish so
  * the file the operator asked for is not lost (a file is never partial
  * either way: it is linked into place only when complete). */
+static KT_NOINSTR int work_pending(void)
+{
+	int p = sig_pending || kt_load(&writing, relaxed);
+
+	if (!p) {
+		pthread_mutex_lock(&api_mu);
+		p = api_asked != api_done;
+		pthread_mutex_unlock(&api_mu);
+	}
+	if (!p) {
+		pthread_mutex_lock(&trig_mu);
+		p = trig_pending;
+		pthread_mutex_unlock(&trig_mu);
+	}
+	return p;
+}
+
 KT_NOINSTR void ktrace__snapshot_atexit(void)
 {
-	for (int i = 0; i < 200 && (kt_load(&writing, relaxed) || sig_pending); i++) {
+	if (!kt_load(&writer_running, acquire))
+		return;
+	/* A signal, an API call or a trigger asked for a file that is not
+	 * written yet, or one is being written. */
+	for (int i = 0; i < 200 && work_pending(); i++) {
 		struct timespec d = {0, 10 * 1000 * 1000};
 		nanosleep(&d, NULL);
 	}
