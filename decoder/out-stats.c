@@ -15,18 +15,49 @@
 
 #include "decoder.h"
 
-struct fdur {
-	uint32_t func;
-	uint64_t dur;   /* ns */
-};
+/*
+ * Everything is summed and sorted in ticks and converted to ns once per
+ * function (exact: ns(sum of ticks) has no per-call rounding).
+ */
 
-static int cmp_fdur(const void *a, const void *b)
+/* LSD radix sort of n u64 (8-bit digits; passes where every value has the
+ * same digit are skipped).  tmp has room for n. */
+static void radix_sort_u64(uint64_t *a, uint64_t *tmp, size_t n)
 {
-	const struct fdur *x = a, *y = b;
+	uint64_t *src = a, *dst = tmp, *t;
 
-	if (x->func != y->func)
-		return x->func < y->func ? -1 : 1;
-	return x->dur < y->dur ? -1 : x->dur > y->dur;
+	if (n < 32) {
+		for (size_t i = 1; i < n; i++) {
+			uint64_t v = a[i];
+			size_t j = i;
+
+			for (; j > 0 && a[j - 1] > v; j--)
+				a[j] = a[j - 1];
+			a[j] = v;
+		}
+		return;
+	}
+	for (unsigned shift = 0; shift < 64; shift += 8) {
+		size_t count[256] = { 0 }, pos = 0;
+
+		for (size_t i = 0; i < n; i++)
+			count[(src[i] >> shift) & 0xFF]++;
+		if (count[(src[0] >> shift) & 0xFF] == n)
+			continue;
+		for (unsigned k = 0; k < 256; k++) {
+			size_t c = count[k];
+
+			count[k] = pos;
+			pos += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i] >> shift) & 0xFF]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
 }
 
 static int cmp_stats(const void *a, const void *b)
@@ -53,7 +84,7 @@ static int recursive(const struct ktrace_dec *d, uint32_t i)
 	return 0;
 }
 
-static uint64_t rank(const struct fdur *v, uint64_t n, double q)
+static uint64_t rank(const uint64_t *v, uint64_t n, double q)
 {
 	uint64_t r = (uint64_t)ceil(q * (double)n);
 
@@ -61,67 +92,84 @@ static uint64_t rank(const struct fdur *v, uint64_t n, double q)
 		r = 1;
 	if (r > n)
 		r = n;
-	return v[r - 1].dur;
+	return v[r - 1];
 }
 
 struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t tid,
                                              int have_tid, uint32_t *nout)
 {
-	struct fdur *v = malloc(((size_t)d->ncalls + 1) * sizeof(*v));
-	struct ktrace_func_stats *st = calloc((size_t)d->nfuncs + 1, sizeof(*st));
-	uint64_t *total = calloc((size_t)d->nfuncs + 1, sizeof(*total));
-	uint64_t *self = calloc((size_t)d->nfuncs + 1, sizeof(*self));
-	size_t n = 0;
+	size_t nf = (size_t)d->nfuncs + 1;
+	uint64_t *dur = malloc(((size_t)d->ncalls + 1) * sizeof(*dur));
+	uint64_t *tmp = malloc(((size_t)d->ncalls + 1) * sizeof(*tmp));
+	uint64_t *off = calloc(nf + 1, sizeof(*off));     /* per func: start in dur[] */
+	uint64_t *cur = malloc((nf + 1) * sizeof(*cur));   /* per func: fill cursor */
+	uint64_t *total = calloc(nf, sizeof(*total));     /* ticks */
+	uint64_t *self = calloc(nf, sizeof(*self));       /* ticks */
+	uint64_t *sum = calloc(nf, sizeof(*sum));         /* ticks */
+	struct ktrace_func_stats *st = calloc(nf, sizeof(*st));
 	uint32_t ns = 0;
 
 	*nout = 0;
-	if (!v || !st || !total || !self) {
-		free(v);
-		free(st);
-		free(total);
-		free(self);
-		return NULL;
-	}
+	if (!dur || !tmp || !off || !cur || !total || !self || !sum || !st)
+		goto fail;
+#define WANT(c) (!have_tid || ((c)->thread < d->nthreads && d->threads[(c)->thread].tid == tid))
+	/* Counting sort by function, then each function's durations sorted. */
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (WANT(&d->calls[i]))
+			off[d->calls[i].func + 1]++;
+	for (size_t f = 1; f <= nf; f++)
+		off[f] += off[f - 1];
+	memcpy(cur, off, nf * sizeof(*off));
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct ktrace_dec_call *c = &d->calls[i];
-		uint64_t dur;
+		uint64_t t = c->end - c->begin;
 
-		if (have_tid && (c->thread >= d->nthreads || d->threads[c->thread].tid != tid))
+		if (!WANT(c))
 			continue;
-		dur = ktrace__dec_ticks_ns(d, c->end - c->begin);
-		v[n].func = c->func;
-		v[n].dur = dur;
-		n++;
-		self[c->func] += ktrace__dec_ticks_ns(d, c->self);
+		dur[cur[c->func]++] = t;
+		sum[c->func] += t;
+		self[c->func] += c->self;
 		if (!recursive(d, i))
-			total[c->func] += dur;
+			total[c->func] += t;
 	}
-	qsort(v, n, sizeof(*v), cmp_fdur);
-	for (size_t i = 0; i < n;) {
-		size_t e = i;
-		uint64_t sum = 0;
-		struct ktrace_func_stats *s = &st[ns++];
+#undef WANT
+	for (uint32_t f = 0; f < d->nfuncs; f++) {
+		uint64_t n = off[f + 1] - off[f];
+		struct ktrace_func_stats *s;
 
-		while (e < n && v[e].func == v[i].func) {
-			sum += v[e].dur;
-			e++;
-		}
-		s->func = v[i].func;
-		s->calls = e - i;
-		s->total = total[s->func];
-		s->self = self[s->func];
-		s->mean = (double)sum / (double)s->calls;
-		s->p50 = rank(v + i, s->calls, 0.50);
-		s->p99 = rank(v + i, s->calls, 0.99);
-		s->max = v[e - 1].dur;
-		i = e;
+		if (!n)
+			continue;
+		radix_sort_u64(dur + off[f], tmp, n);
+		s = &st[ns++];
+		s->func = f;
+		s->calls = n;
+		s->total = ktrace__dec_ticks_ns(d, total[f]);
+		s->self = ktrace__dec_ticks_ns(d, self[f]);
+		s->mean = (double)ktrace__dec_ticks_ns(d, sum[f]) / (double)n;
+		s->p50 = ktrace__dec_ticks_ns(d, rank(dur + off[f], n, 0.50));
+		s->p99 = ktrace__dec_ticks_ns(d, rank(dur + off[f], n, 0.99));
+		s->max = ktrace__dec_ticks_ns(d, dur[off[f + 1] - 1]);
 	}
 	qsort(st, ns, sizeof(*st), cmp_stats);
-	free(v);
+	free(dur);
+	free(tmp);
+	free(off);
+	free(cur);
 	free(total);
 	free(self);
+	free(sum);
 	*nout = ns;
 	return st;
+fail:
+	free(dur);
+	free(tmp);
+	free(off);
+	free(cur);
+	free(total);
+	free(self);
+	free(sum);
+	free(st);
+	return NULL;
 }
 
 void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
@@ -161,7 +209,7 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 struct fnode {
 	uint32_t parent;  /* node index or KTRACE_DEC_NONE (thread root) */
 	uint32_t func;    /* func index, or thread index for a root */
-	uint64_t self;    /* ns */
+	uint64_t self;    /* ticks */
 };
 
 void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
@@ -243,7 +291,7 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 			}
 			node_of[path[n]] = node;
 		}
-		nodes[node_of[i]].self += ktrace__dec_ticks_ns(d, d->calls[i].self);
+		nodes[node_of[i]].self += d->calls[i].self;
 	}
 	/* One line per node with self time: root first. */
 	for (uint32_t i = 0; i < nn; i++) {
@@ -281,7 +329,7 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 					fputc(*s == ';' || *s == ' ' ? '_' : *s, f);
 			}
 		}
-		fprintf(f, " %" PRIu64 "\n", nodes[i].self);
+		fprintf(f, " %" PRIu64 "\n", ktrace__dec_ticks_ns(d, nodes[i].self));
 	}
 	goto out;
 oom:

@@ -443,7 +443,7 @@ static void test_outputs_folded_adds_up(void **state)
 {
 	struct ktrace_dec *d = golden();
 	struct mem m;
-	uint64_t sum = 0, self = 0;
+	uint64_t sum = 0, self = 0, lines = 0;
 	char *line;
 
 	(void)state;
@@ -459,11 +459,14 @@ static void test_outputs_folded_adds_up(void **state)
 		sp = strrchr(line, ' ');
 		assert_non_null(sp);
 		sum += strtoull(sp + 1, NULL, 10);
+		lines++;
 		line = nl + 1;
 	}
 	for (uint32_t i = 0; i < d->ncalls; i++)
-		self += ktrace__dec_ticks_ns(d, d->calls[i].self);
-	assert_int_equal(sum, self);
+		self += d->calls[i].self;
+	/* each line is one stack's self ticks converted once: within a ns each */
+	self = ktrace__dec_ticks_ns(d, self);
+	assert_true(sum <= self && self - sum <= lines);
 	free(m.p);
 	ktrace__dec_free(d);
 }
