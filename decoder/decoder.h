@@ -323,7 +323,10 @@ struct ktrace_dec {
 	uint64_t dropped_after;   /* records after window_cut */
 	struct ktrace_dec_func *funcs;     uint32_t nfuncs;
 	struct ktrace_dec_thread *threads; uint32_t nthreads;
-	struct ktrace_dec_call *calls;     uint32_t ncalls;  /* in entry order per thread */
+	struct ktrace_dec_call *calls;     uint32_t ncalls;  /* grouped by thread, in entry
+	                                     order within one (a TRUNC_BEGIN call is
+	                                     added at its exit); parent < child except
+	                                     for TRUNC_BEGIN parents */
 	struct ktrace_dec_request *reqs;   uint32_t nreqs;   /* in begin order */
 	struct ktrace_dec_mark *marks;     uint32_t nmarks;
 	struct ktrace_dec_run *runs;       uint32_t nruns;
