@@ -34,7 +34,12 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	fprintf(f, "reason:    %s  (snapshot #%" PRIu32 " of this process)\n",
 	        in->reason[0] ? in->reason : "?", in->snapshot_seq);
 	ktrace__fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
-	fprintf(f, "snapshot:  %s UTC\n", a);
+	fprintf(f, "snapshot:  %s UTC", a);
+	if (in->prev_write_end_tsc) {
+		ktrace__fmt_wall(ktrace__snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
+		fprintf(f, " (previous file done %s: requests begun before it cannot trigger)", b);
+	}
+	fprintf(f, "\n");
 	fprintf(f, "clock:     %.6f MHz %s, tsc_shift %" PRIu32 " (%.1f ns per tick), %" PRIu32
 	           " anchors\n", (double)in->tsc_hz / 1e6, clock_name(in->clock_source),
 	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
