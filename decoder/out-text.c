@@ -102,6 +102,8 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	for (uint32_t i = 0; i < d->nthreads; i++) {
 		const struct ktrace_dec_thread *t = &d->threads[i];
 
+		if (!t->known && !t->events)
+			continue; /* only seen outside the window */
 		if (t->known)
 			fprintf(f, "  %8" PRId32 "  %-16s  %10" PRIu64 "  %s%s\n", t->tid,
 			        t->name[0] ? t->name : "?", t->events,
