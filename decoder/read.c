@@ -466,7 +466,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 	uint32_t n = x->s.count;
 	struct ktrace_snap_block *nb;
 
-	if ((uint64_t)n * (sizeof(struct ktrace_block_rec) + 4) > size)
+	if ((uint64_t)n * sizeof(struct ktrace_block_rec) > size) /* an empty block is 16 bytes */
 		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
 		            n, size);
