@@ -450,6 +450,28 @@ static void test_read_unknown_section_skipped(void **state)
 	free(m.buf);
 }
 
+static void test_read_empty_blocks(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct img m;
+	struct ktrace_snap snap;
+	struct ktrace_dec_error err;
+	uint32_t w[8];
+
+	(void)state;
+	for (uint32_t i = 0; i < 6; i++)
+		snapbuild_block_raw(sb, 1, 4096 + i * 1024, w, 0); /* claimed, never written */
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_finish(sb, &m.buf, &m.len);
+	snapbuild_free(sb);
+	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(snap.nblocks, 1);
+	assert_int_equal(snap.damaged_blocks, 0);
+	assert_int_equal(snap.warn.total, 0);
+	ktrace__snap_free(&snap);
+	free(m.buf);
+}
+
 static void test_read_error_format(void **state)
 {
 	struct ktrace_dec_error err = { 0x1c0, 1, KTRACE_DEC_ECORRUPT,
@@ -508,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_read_optional_section_crc_warns),
 		cmocka_unit_test(test_read_name_length_overrun),
 		cmocka_unit_test(test_read_unknown_section_skipped),
+		cmocka_unit_test(test_read_empty_blocks),
 		cmocka_unit_test(test_read_error_format),
 		cmocka_unit_test(test_read_every_byte_flip),
 	};
