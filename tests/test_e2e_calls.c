@@ -125,6 +125,9 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 
 		if (c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_EXIT_LOST | KTRACE_CALL_SPAN))
 			fail_msg("call %u of %s has flags %#x", k, f, c->flags);
+		/* Hazard 9: the library never traces itself. */
+		if (!strncmp(f, "ktrace", 6) || !strncmp(f, "__cyg", 5) || !strncmp(f, "0x", 2))
+			fail_msg("call %u of %s: not a function of the program", k, f);
 		if (c->flags & KTRACE_CALL_TRUNC_END) {
 			/* Only main's frames still open at the snapshot. */
 			assert_int_equal(c->thread, mainth);
@@ -188,6 +191,47 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 		assert_true(migrated >= NWORKERS / 2);
 }
 
+/* "calls ... name" line of ktrace-decode --format stats -> calls. */
+static long stats_calls(const char *out, const char *name)
+{
+	size_t nl = strlen(name);
+
+	for (const char *s = out; (s = strstr(s, name)) != NULL; s += nl) {
+		if ((s[nl] == '\n' || s[nl] == 0) && s > out && s[-1] == ' ') {
+			const char *bol = s;
+			while (bol > out && bol[-1] != '\n')
+				bol--;
+			return strtol(bol, NULL, 10);
+		}
+	}
+	return -1;
+}
+
+/* The real ktrace-decode agrees: stats counts, and chrome/text/summary
+ * decode with status 0. */
+static void check_with_decoder_binary(const char *path)
+{
+	static const char *const fmts[] = {"summary", "text", "chrome", "folded"};
+	struct kt_proc p;
+	char *argv[] = {(char *)KTRACE_DECODE_PATH, (char *)"--format", (char *)"stats",
+	                (char *)path, NULL};
+
+	if (kt_run(argv, NULL, &p, 60000) != 0)
+		fail_msg("ktrace-decode --format stats failed (%#x): %s", p.status, p.err);
+	if (stats_calls(p.out, "leaf_a") != 10800 || stats_calls(p.out, "mid_b") != 3600 ||
+	    stats_calls(p.out, "leaf_c") != 7200 || stats_calls(p.out, "main_only") != 7)
+		fail_msg("ktrace-decode stats disagree:\n%s", p.out);
+	kt_proc_free(&p);
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		argv[2] = (char *)fmts[i];
+		if (kt_run(argv, NULL, &p, 60000) != 0 || p.out_len == 0)
+			fail_msg("ktrace-decode --format %s failed (%#x): %s", fmts[i], p.status, p.err);
+		if (!strcmp(fmts[i], "chrome"))
+			assert_true(p.out[0] == '{' || p.out[0] == '[');
+		kt_proc_free(&p);
+	}
+}
+
 static void run_variant(const char *prog, const char *const *extra, const struct expect *ex)
 {
 	char *dir = kt_mkdtemp("calls");
@@ -248,6 +292,8 @@ static void run_variant(const char *prog, const char *const *extra, const struct
 		assert_int_equal(d->snap.info.snapshot_seq, is_api ? 1 : 2);
 		check_calls(d, pid);
 		ktrace__dec_free(d);
+		if (is_api)
+			check_with_decoder_binary(files[i]);
 	}
 	/* Both names were distinct and both files are the program's. */
 	assert_string_not_equal(files[0], files[1]);

@@ -109,12 +109,23 @@ static uint32_t main_thread(const struct ktrace_dec *d)
 
 /* ---- fork ------------------------------------------------------------------ */
 
-static void run_fork(const char *prog)
+/* GCC 12's ASan runtime is not fork-safe in a multithreaded process: a
+ * child that creates a thread (libktrace's writer) can block forever on
+ * an allocator lock another parent thread held at fork() (seen here about
+ * once in five runs).  Fork is tested in the normal and TSan builds. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_FORK_UNDER_ASAN() skip()
+#else
+#define SKIP_FORK_UNDER_ASAN() do { } while (0)
+#endif
+
+static void run_fork(const char *prog, const char *const *extra)
 {
 	struct run r;
 	char path[4400], line[4600], pre[64];
 
-	start(&r, prog, "fork", "4", NULL, NULL);
+	SKIP_FORK_UNDER_ASAN();
+	start(&r, prog, "fork", "4", NULL, extra);
 	assert_int_equal(kt_expect_line(&r.p, "pid ", line, sizeof(line), 30000), 0);
 	int ppid = atoi(line + 4);
 	for (int k = 0; k < 4; k++) {
@@ -164,13 +175,22 @@ static void run_fork(const char *prog)
 static void test_e2e_lifecycle_fork(void **state)
 {
 	(void)state;
-	run_fork(PROG);
+	run_fork(PROG, NULL);
 }
 
 static void test_e2e_lifecycle_fork_static(void **state)
 {
 	(void)state;
-	run_fork(PROG_STATIC);
+	run_fork(PROG_STATIC, NULL);
+}
+
+/* Locked appends: the parent's busy thread holds a core lock at any
+ * moment, so forks often copy a held lock into the child. */
+static void test_e2e_lifecycle_fork_locked(void **state)
+{
+	static const char *const env[] = {"KTRACE_RSEQ=0", NULL};
+	(void)state;
+	run_fork(PROG, env);
 }
 
 /*
@@ -185,6 +205,7 @@ static void test_e2e_lifecycle_fork_child_lists_only_its_threads(void **state)
 	int cpid = 0, rc = -1;
 
 	(void)state;
+	SKIP_FORK_UNDER_ASAN();
 	start(&r, PROG, "fork", "1", NULL, NULL);
 	assert_int_equal(kt_expect_line(&r.p, "child ", line, sizeof(line), 60000), 0);
 	assert_int_equal(sscanf(line, "child %d %d %4399s", &cpid, &rc, path), 3);
@@ -500,6 +521,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_e2e_lifecycle_fork),
 		cmocka_unit_test(test_e2e_lifecycle_fork_static),
+		cmocka_unit_test(test_e2e_lifecycle_fork_locked),
 		cmocka_unit_test(test_e2e_lifecycle_fork_child_lists_only_its_threads),
 		cmocka_unit_test(test_e2e_lifecycle_exec),
 		cmocka_unit_test(test_e2e_lifecycle_dlopen_dlclose),

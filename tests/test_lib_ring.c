@@ -436,7 +436,30 @@ static void check_attribution(struct worker *wk, int nw, const uint32_t *start,
 				         "to slot %u", c, r->counter, j, wk[j].slot, r->slot);
 			count[j]++;
 		}
-		assert_int_equal(w.backward_steps, 0);
+		/* Hazard 2: within one core's stream time only steps back by
+		 * the few ticks two cores' clocks may differ (a lock holder
+		 * that migrated before reading the clock), never by a late
+		 * store (~1024 ticks is ~100 us). */
+		if (w.max_backward > 1024) {
+			for (size_t i = 1; i < w.n; i++)
+				if (w.recs[i].counter == w.max_backward_at)
+					for (size_t k = i > 8 ? i - 8 : 0; k < i + 4 && k < w.n; k++)
+						print_error("  ctr %u ev %03x ext %u arg %u slot %u tick %llu\n",
+						            w.recs[k].counter, w.recs[k].ev, w.recs[k].ext_type,
+						            w.recs[k].arg, w.recs[k].slot,
+						            (unsigned long long)w.recs[k].tick);
+			for (size_t i = 1; i < w.n; i++)
+				if (w.recs[i].counter == w.max_backward_at)
+					print_error("cpu %u: record at %u: ev %03x ext %u slot %u tick %llu; "
+					            "previous at %u: ev %03x ext %u slot %u tick %llu\n", c,
+					            w.recs[i].counter, w.recs[i].ev, w.recs[i].ext_type,
+					            w.recs[i].slot, (unsigned long long)w.recs[i].tick,
+					            w.recs[i - 1].counter, w.recs[i - 1].ev,
+					            w.recs[i - 1].ext_type, w.recs[i - 1].slot,
+					            (unsigned long long)w.recs[i - 1].tick);
+			fail_msg("cpu %u: a record %llu ticks before the previous one", c,
+			         (unsigned long long)w.max_backward);
+		}
 		kt_walk_free(&w);
 		free_copy(&cp);
 	}
@@ -488,6 +511,44 @@ static void test_ring_thread_record_on_shared_core(void **state)
 	assert_int_not_equal(wk[0].slot, wk[1].slot);
 	check_attribution(wk, 2, start, &threcs);
 	assert_true(threcs >= 19);
+}
+
+/* Another thread starts writing on a core that was idle longer than the
+ * forward bound: the THREAD record that opens its segment must not break
+ * the timestamp rule either (a TSC record must come first).  The walker
+ * rejects a step above KTRACE_TS_FORWARD_MAX; a step above 2^19 would even
+ * read as going back.  Known library bug, see /tmp/ktrace-bugs.md. */
+static void *idle_switch_main(void *arg)
+{
+	struct worker *wk = arg;
+	kunit_pin(0);
+	call(wk->addr);
+	wk->slot = ktrace__self.slot;
+	return NULL;
+}
+
+static void test_ring_thread_switch_after_idle(void **state)
+{
+	struct worker wk;
+	struct copy cp;
+	struct kt_walk w;
+	uint64_t t0;
+
+	(void)state;
+	memset(&wk, 0, sizeof(wk));
+	wk.addr = FAKE(55);
+	ev_of(wk.addr);
+	call(FAKE(56));                 /* this thread owns cpu 0's stream */
+	t0 = ktrace__now();
+	while (ktrace__now() - t0 < ktrace__g.forward_max + ktrace__g.forward_max / 4)
+		kt_sleep_ms(5);
+	assert_int_equal(pthread_create(&wk.th, NULL, idle_switch_main, &wk), 0);
+	pthread_join(wk.th, NULL);
+	copy_core(0, &cp);
+	walk_copy(&cp, &w);             /* fails on the step rule */
+	assert_int_equal(w.recs[w.n - 1].slot, wk.slot);
+	kt_walk_free(&w);
+	free_copy(&cp);
 }
 
 /* Three threads on one cpu, preempting each other at any instruction. */
@@ -613,6 +674,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring_threads_preempting_on_one_core),
 		cmocka_unit_test(test_ring_migrating_threads),
 		cmocka_unit_test(test_ring_copy_while_writing),
+		/* Last: a failure leaves a bad block in cpu 0's ring. */
+		cmocka_unit_test(test_ring_thread_switch_after_idle),
 	};
 	int r;
 

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,70 @@ static void grow(char **b, size_t *len, size_t *cap, const char *src, size_t n)
 	(*b)[*len] = 0;
 }
 
+/* The current environment with env applied ("K=V" sets, "K" unsets). */
+static char **make_env(const char *const env[])
+{
+	size_t n = 0, m = 0;
+	char **v;
+
+	while (environ[n])
+		n++;
+	while (env && env[m])
+		m++;
+	v = calloc(n + m + 1, sizeof(*v));
+	n = 0;
+	for (char **e = environ; *e; e++) {
+		int drop = 0;
+		for (size_t i = 0; env && env[i]; i++) {
+			const char *eq = strchr(env[i], '=');
+			size_t kl = eq ? (size_t)(eq - env[i]) : strlen(env[i]);
+			if (strncmp(*e, env[i], kl) == 0 && (*e)[kl] == '=')
+				drop = 1;
+		}
+		if (!drop)
+			v[n++] = *e;
+	}
+	for (size_t i = 0; env && env[i]; i++)
+		if (strchr(env[i], '='))
+			v[n++] = (char *)env[i];
+	v[n] = NULL;
+	return v;
+}
+
+static int spawn_plain(struct kt_proc *p, char *const argv[], const char *const env[],
+                       int in[2], int out[2], int err[2])
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, dfl;
+	char **envp = make_env(env);
+	int r;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	posix_spawnattr_init(&at);
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGUSR1);
+	sigaddset(&dfl, SIGUSR2);
+	sigaddset(&dfl, SIGXFSZ);
+	sigaddset(&dfl, SIGPIPE);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dfl);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	r = posix_spawn(&p->pid, argv[0], &fa, &at, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	free(envp);
+	if (r != 0) {
+		errno = r;
+		return -1;
+	}
+	return 0;
+}
+
 int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
              const struct kt_spawn_opts *o)
 {
@@ -125,6 +190,14 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 		return -1;
 	fflush(stdout);
 	fflush(stderr);
+	if (o == NULL || (!o->fsize_limit && !o->cwd && !o->run_as_uid && !o->pin_cpu)) {
+		/* posix_spawn: no fork handlers run in the parent's image (a test
+		 * process that links libktrace would otherwise start its writer
+		 * thread in the child, which TSan refuses). */
+		if (spawn_plain(p, argv, env, in, out, err) != 0)
+			return -1;
+		goto parent;
+	}
 	p->pid = fork();
 	if (p->pid < 0)
 		return -1;
@@ -176,6 +249,7 @@ int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
 		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
+parent:
 	close(in[0]);
 	close(out[1]);
 	close(err[1]);
@@ -578,10 +652,15 @@ int kt_walk_block(struct kt_walk *w, const uint32_t *words, uint32_t nwords, uin
 			if (d > w->max_forward)
 				w->max_forward = d;
 			if (d > KTRACE_TS_FORWARD_MAX)
-				FAIL("block S=%u: step of %u ticks at %u without a TSC record", S, d, i);
+				FAIL("block S=%u: step of %u ticks at %u (%08x after %08x) without a TSC "
+				     "record", S, d, i, h, words[i - 1]);
 		} else {
 			tick -= KTRACE_TS_MASK + 1 - d;
 			w->backward_steps++;
+			if (KTRACE_TS_MASK + 1 - d > w->max_backward) {
+				w->max_backward = KTRACE_TS_MASK + 1 - d;
+				w->max_backward_at = S + i;
+			}
 		}
 		ts = KTRACE_REC_TS(h);
 		r = push(w);

@@ -119,6 +119,8 @@ struct kt_walk {
 	uint32_t tsc_shift;
 	uint32_t blocks, thread_recs, tsc_recs, pad_words;
 	uint32_t backward_steps;  /* records earlier than the previous one */
+	uint64_t max_backward;    /* ticks: largest such step */
+	uint32_t max_backward_at; /* counter of the record that made it */
 	uint64_t max_forward;     /* ticks: largest step between records */
 	char why[256];            /* first structural error */
 };

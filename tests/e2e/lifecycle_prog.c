@@ -50,8 +50,9 @@
 
 #include "ktrace.h"
 
-volatile unsigned long sink;
-static volatile int stop_bg;
+/* Per thread: the functions only need a side effect, not a data race. */
+static __thread volatile unsigned long sink;
+static _Atomic int stop_bg;
 
 __attribute__((noinline)) void parent_fn(void) { sink++; }
 __attribute__((noinline)) void child_fn(void) { sink += 2; }
@@ -134,7 +135,7 @@ static int do_fork(int n)
 
 /* ---- exit during a snapshot ------------------------------------------------- */
 
-static volatile int api_entered;
+static _Atomic int api_entered;
 
 static void *api_snap_main(void *arg)
 {
@@ -239,7 +240,7 @@ __attribute__((noinline)) void handler_fn(int sig)
 	__atomic_add_fetch(&handler_count, 1, __ATOMIC_RELAXED);
 }
 
-static volatile unsigned long bg_leaf_count;
+static _Atomic unsigned long bg_leaf_count;
 
 static void *bg_leaf_main(void *arg)
 {
