@@ -10,7 +10,9 @@
  *      between our load and use cannot tear it);
  *   B. inside one restartable sequence (rseq) critical section:
  *        B1 load this thread's cpu id from its rseq area; a different
- *           cpu than last time starts a new segment (slow path),
+ *           cpu than last time starts a new segment (slow path); since
+ *           last_cpu is only ever set to a core the slow path locked,
+ *           this also bounds the cpu id (-1/-2 sentinels, hotplug),
  *        B2 load that core's state word (pos | owner),
  *        B3 check owner == this thread's slot (and so not locked),
  *        B4 check the block has room and no full timestamp is due,
@@ -79,10 +81,8 @@ again:
 		 "movq %%rax, 8(%[rs])\n\t"      /* arm: rseq->rseq_cs = &desc */
 		 "1:\n\t"
 		 "movl 4(%[rs]), %%r8d\n\t"      /* B1 cpu */
-		 "cmpl %[lastcpu], %%r8d\n\t"   /* migrated: new segment */
-		 "jne %l[slow]\n\t"
-		 "cmpl %[ncpus], %%r8d\n\t"
-		 "jae %l[slow]\n\t"
+		 "cmpl %[lastcpu], %%r8d\n\t"   /* migrated: new segment; also */
+		 "jne %l[slow]\n\t"               /* the bound: last_cpu < ncpus */
 		 "shlq $7, %%r8\n\t"
 		 "addq %[cores], %%r8\n\t"       /* r8 = &cores[cpu] */
 		 "movq (%%r8), %%rcx\n\t"        /* B2 state */
@@ -109,8 +109,7 @@ again:
 		 "2:\n\t"
 		 KT_RSEQ_ABORT(abort)
 		 :
-		 : [rs] "r"(rs), [ncpus] "m"(ktrace__g.ncpus),
-		   [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
+		 : [rs] "r"(rs), [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
 		   [lastcpu] "m"(t->last_cpu), [ev] "r"(ev),
 		   [mask] "m"(ktrace__g.ring_mask)
 		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
@@ -124,6 +123,76 @@ slow:
 	(void)t;
 	(void)rs;
 	(void)ev;
+	return 0;
+#endif
+}
+
+/*
+ * The same critical section for a 4-word extended record (header with N =
+ * 3, then w1..w3): REQ_BEGIN/REQ_END and MARK.  The payload is stored
+ * before the header, all before the commit; the block must have room for
+ * all four words (used <= 1020), so a record never straddles a block.
+ */
+static inline __attribute__((always_inline)) KT_NOINSTR int
+append4(struct kt_thread *t, void *rs, uint32_t w1, uint32_t w2, uint32_t w3)
+{
+#if defined(__x86_64__)
+again:
+	asm goto(KT_RSEQ_TABLE
+		 "leaq 3b(%%rip), %%rax\n\t"
+		 "movq %%rax, 8(%[rs])\n\t"
+		 "1:\n\t"
+		 "movl 4(%[rs]), %%r8d\n\t"
+		 "cmpl %[lastcpu], %%r8d\n\t"   /* last_cpu < ncpus: the bound */
+		 "jne %l[slow]\n\t"
+		 "shlq $7, %%r8\n\t"
+		 "addq %[cores], %%r8\n\t"
+		 "movq (%%r8), %%rcx\n\t"
+		 "cmpl %[key], %%ecx\n\t"
+		 "jne %l[slow]\n\t"
+		 "movq %%rcx, %%r9\n\t"
+		 "shrq $32, %%r9\n\t"          /* pos */
+		 "movl %%r9d, %%eax\n\t"
+		 "andl $1023, %%eax\n\t"        /* used */
+		 "jz %l[slow]\n\t"
+		 "cmpl $1020, %%eax\n\t"
+		 "ja %l[slow]\n\t"
+		 "rdtsc\n\t"
+		 "shlq $32, %%rdx\n\t"
+		 "orq %%rax, %%rdx\n\t"
+		 "cmpq 8(%%r8), %%rdx\n\t"
+		 "jae %l[slow]\n\t"
+		 "shrq $8, %%rdx\n\t"
+		 "shll $12, %%edx\n\t"
+		 "orl $3, %%edx\n\t"            /* N = 3 payload words */
+		 "andl %[mask], %%r9d\n\t"
+		 "movq 16(%%r8), %%rax\n\t"
+		 "movl %[w1], 4(%%rax,%%r9,4)\n\t"
+		 "movl %[w2], 8(%%rax,%%r9,4)\n\t"
+		 "movl %[w3], 12(%%rax,%%r9,4)\n\t"
+		 "movl %%edx, (%%rax,%%r9,4)\n\t"
+		 "movabsq $0x400000000, %%rax\n\t"
+		 "addq %%rax, %%rcx\n\t"         /* pos + 4 */
+		 "movq %%rcx, (%%r8)\n\t"        /* commit */
+		 "2:\n\t"
+		 KT_RSEQ_ABORT(abort)
+		 :
+		 : [rs] "r"(rs), [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
+		   [lastcpu] "m"(t->last_cpu), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3),
+		   [mask] "m"(ktrace__g.ring_mask)
+		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
+		 : slow, abort);
+	return 1;
+abort:
+	goto again;
+slow:
+	return 0;
+#else
+	(void)t;
+	(void)rs;
+	(void)w1;
+	(void)w2;
+	(void)w3;
 	return 0;
 #endif
 }
@@ -211,6 +280,10 @@ static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *m
 	struct kt_thread *t = &ktrace__self;
 	uint32_t p[4];
 
+	/* Requests and marks: 4 words, appended like a hot-path event. */
+	if (nmore == 2 && t->rseq &&
+	    append4(t, t->rseq, KTRACE_EXT_WORD(type, arg24), more[0], more[1]))
+		return;
 	if (t->nest) {
 		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
 		return;

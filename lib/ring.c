@@ -329,8 +329,8 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 		pos = put_thread(k, pos, t, now);
 		deadline = now + step;
 	} else {
-		if (new_seg)
-			pos = put_thread(k, pos, t, now);
+		/* The TSC record first: every record after it, THREAD included,
+		 * is then within reach of the reference (I3). */
 		if (now >= deadline) {
 			put(k, pos++, KTRACE_REC(ts20(now), 3));
 			put(k, pos++, KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0));
@@ -338,6 +338,8 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 			put(k, pos++, (uint32_t)(now >> 32));
 			deadline = now + step;
 		}
+		if (new_seg)
+			pos = put_thread(k, pos, t, now);
 	}
 	put(k, pos++, KTRACE_REC(ts20(now), ev));
 	for (uint32_t i = 0; i < npayload; i++)

@@ -190,8 +190,8 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	}
 	if (hz == 0) /* no frequency estimate yet (first ~10 ms) */
 		goto record;
-	dur_ns = ns_of(ticks, hz);
-	if (abs_ns && dur_ns > abs_ns) {
+	/* Compare in ticks; ns only for a request that fires. */
+	if (abs_ns && ticks > (uint64_t)((unsigned __int128)abs_ns * hz / 1000000000u)) {
 		why = KTRACE_TRIGGER_ABSOLUTE;
 		thr_ns = abs_ns;
 	}
@@ -203,6 +203,7 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			thr_ns = ns_of(pt, hz);
 		}
 	}
+	dur_ns = why ? ns_of(ticks, hz) : 0;
 	/* A request that overlapped a snapshot write was slowed by it, at
 	 * least in part: firing would make snapshots trigger snapshots. */
 	if (why && (kt_load(&ktrace__snap_busy_since, relaxed) ||
