@@ -382,10 +382,11 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 			it->pos += 1 + n;
 			continue;
 		case KTRACE_EXT_THREAD:
+			/* Not a timed event: it leaves the time reference alone, so
+			 * a THREAD record written before a due TSC record (after a
+			 * long idle) cannot throw the following records off. */
 			it->slot = KTRACE_EXT_ARG(t);
 			it->seg = n >= 2 ? le32(p + 8) : KTRACE_DEC_NONE;
-			it->tick = tick;
-			it->ts20 = KTRACE_REC_TS(w);
 			it->pos += 1 + n;
 			continue;
 		case KTRACE_EXT_FUNC_ENTER_ADDR:

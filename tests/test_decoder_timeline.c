@@ -164,6 +164,33 @@ static void test_timeline_idle_for_minutes(void **state)
 	ktrace__dec_free(d);
 }
 
+/* A THREAD record stamped after a long idle, before the TSC record that
+ * resets the reference (an ambiguous ts20): the events keep exact times. */
+static void test_timeline_thread_before_tsc(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_dec *d;
+	uint32_t w[24];
+	uint64_t got[4], t0 = 1000000, t1 = t0 + 3 * (1u << 20) + (1u << 19) + 5;
+	uint32_t n = snapbuild_block_start_words(w, 1, 0, t0);
+
+	(void)state;
+	w[n++] = KTRACE_REC(t0 + 10, KTRACE_EV_ENTER_BASE);
+	w[n++] = KTRACE_REC(t1, 1);                        /* THREAD, idle gap */
+	w[n++] = KTRACE_EXT_WORD(KTRACE_EXT_THREAD, 2);
+	w[n++] = KTRACE_REC(t1, 3);                        /* TSC */
+	w[n++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+	w[n++] = (uint32_t)t1;
+	w[n++] = (uint32_t)(t1 >> 32);
+	w[n++] = KTRACE_REC(t1 + 7, KTRACE_EV_ENTER_BASE + 1);
+	snapbuild_block_raw(sb, 0, 0, w, n);
+	d = decode(sb);
+	assert_int_equal(core_ticks(d, 0, got, 4, NULL), 2);
+	assert_int_equal(got[0], t0 + 10);
+	assert_int_equal(got[1], t1 + 7);
+	ktrace__dec_free(d);
+}
+
 static void fill_blocks(struct snapbuild *sb, uint32_t cpu, uint64_t *t, int nblocks)
 {
 	/* 1019 words of payload per block: enter/exit pairs */
@@ -671,6 +698,7 @@ int main(void)
 		cmocka_unit_test(test_timeline_tsc_records_wrap),
 		cmocka_unit_test(test_timeline_late_store_is_backward),
 		cmocka_unit_test(test_timeline_idle_for_minutes),
+		cmocka_unit_test(test_timeline_thread_before_tsc),
 		cmocka_unit_test(test_timeline_blocks_sorted_by_s_with_wrap),
 		cmocka_unit_test(test_timeline_thread_switch_mid_block),
 		cmocka_unit_test(test_timeline_migration),
