@@ -126,6 +126,8 @@ static void test_symbols_sysroot(void **state)
 	struct snapbuild *sb = snapbuild_new();
 	struct ktrace_dec *d;
 	uint64_t a = (uint64_t)(uintptr_t)&ktrace_test_static_function;
+	char exe[1024], root[] = "/tmp/ktrace-sysrootXXXXXX", cmd[8192];
+	ssize_t n;
 
 	(void)state;
 	add_modules(sb);
@@ -133,6 +135,23 @@ static void test_symbols_sysroot(void **state)
 	d = decode(sb, "/nonexistent-sysroot");
 	assert_non_null(strstr(name_of(d, a), "0x")); /* looked under the sysroot: not found */
 	ktrace__dec_free(d);
+
+	/* a copy of this binary under a sysroot resolves */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	assert_non_null(mkdtemp(root));
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'\"$(dirname '%s')\" && cp '%s' '%s%s'", root, exe,
+	         exe, root, exe);
+	assert_int_equal(system(cmd), 0);
+	sb = snapbuild_new();
+	add_modules(sb);
+	snapbuild_enter_addr(sb, 0, 1, 100, a);
+	d = decode(sb, root);
+	assert_string_equal(name_of(d, a), "ktrace_test_static_function");
+	ktrace__dec_free(d);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
 }
 
 static uint8_t *read_self(size_t *len)
