@@ -444,13 +444,13 @@ KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst, uint32
 
 		if (g1 == 0)
 			continue;
-		if (nb == max_blocks) {
-			(*race_drops)++;
-			continue;
-		}
 		S = g1 & ~1u;
 		if (cur - S >= rw)   /* newer than the current block: skip */
 			continue;
+		if (nb == max_blocks) {   /* cannot happen (see above): guard */
+			(*race_drops)++;
+			continue;
+		}
 		n = (S == cur) ? pos - S : BW;
 		if (n == 0 || n > BW)
 			continue;

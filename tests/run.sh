@@ -57,17 +57,28 @@ if [ "$QUICK" = 0 ]; then
     run_config asan -DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
     run_config tsan -DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
-  if [ -f "$ROOT/tests/fuzz/CMakeLists.txt" ] || grep -q KTRACE_BUILD_FUZZ "$ROOT/tests/decoder_tests.cmake" 2>/dev/null; then
-    echo "== [fuzz] snapshot reader, ${FUZZ_SECONDS}s"
-    dir=$ROOT/build-tests/fuzz
-    CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
-      -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-    cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read >/dev/null
+  # Bounded fuzz runs of the two parsers of untrusted input, seeded with
+  # real and synthetic snapshots (and ELF files); a crash fails the run and
+  # leaves its input in build-tests/fuzz/ to add to tests/fuzz/regressions.
+  dir=$ROOT/build-tests/fuzz
+  echo "== [fuzz] configure + build (clang, libFuzzer + ASan + UBSan)"
+  CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
+    -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read ktrace-fuzz-elf >/dev/null
+  rm -f "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-*   # from an earlier run
+  for t in read:corpus:$FUZZ_SECONDS elf:corpus-elf:$(( FUZZ_SECONDS / 2 )); do
+    IFS=: read -r name corpus secs <<<"$t"
     work=$(mktemp -d)
-    cp "$ROOT"/tests/fuzz/corpus/* "$work"/
-    "$dir"/tests/ktrace-fuzz-read -max_total_time="$FUZZ_SECONDS" -timeout=10 \
-      -rss_limit_mb=2048 -artifact_prefix="$dir/" "$work" 2>&1 | tail -3
+    cp "$ROOT/tests/fuzz/$corpus"/* "$work"/
+    echo "== [fuzz] ktrace-fuzz-$name, ${secs}s"
+    "$dir/tests/ktrace-fuzz-$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$dir/" -print_final_stats=1 "$work" 2>&1 |
+      grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || true
     rm -rf "$work"
-  fi
+    if ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* >/dev/null 2>&1; then
+      echo "fuzz: ktrace-fuzz-$name found a failing input: $(ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* 2>/dev/null)" >&2
+      exit 1
+    fi
+  done
 fi
 echo "== all test configurations passed in $(( $(date +%s) - start ))s"
