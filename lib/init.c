@@ -98,7 +98,7 @@ static KT_NOINSTR int detect_rseq(void)
 
 static KT_NOINSTR void fork_child(void)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 
 	if (kt_load(&ktrace__g.state, acquire) != KT_READY)
 		return;
@@ -143,7 +143,7 @@ KT_NOINSTR int ktrace__ensure_init(void)
 	/* acquire: pairs with the release store that ends do_init, so the
 	 * rings and tables are visible. */
 	int s = kt_load(&ktrace__g.state, acquire), expect = KT_UNINIT;
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 
 	if (KT_LIKELY(s == KT_READY))
 		return 1;

@@ -118,6 +118,22 @@ struct kt_thread {
 
 extern __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
 
+/*
+ * This thread's struct kt_thread as a plain pointer, for the slow paths.
+ * The empty asm keeps GCC from re-deriving it after a call as a
+ * segment-relative %fs:offset(%reg) access with a zero base register,
+ * which UBSan's null check then reports as a null pointer (a false
+ * positive seen in executables that link the static library).  The hot
+ * path uses &ktrace__self directly and keeps its %fs-relative operands.
+ */
+static inline __attribute__((always_inline, no_instrument_function)) struct kt_thread *
+kt_self(void)
+{
+	struct kt_thread *t = &ktrace__self;
+	__asm__("" : "+r"(t));
+	return t;
+}
+
 /* Write one record (header word built from event ev, with 'extra' payload
  * words) under the core lock; the timestamp is taken under the lock.
  * ext_words: payload words of an extended record (ev = count) or NULL. */

@@ -57,6 +57,25 @@ __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec"))
 	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
 	".quad 3b\n\t"                                                         \
 	".popsection\n\t"
+/* Arm the section, then B1..B3 (see the file comment): r8 = &cores[cpu],
+ * rcx = its state, r9 = pos.  Operands: rs, lastcpu, cores, key; label
+ * slow.  Comparing the cpu with last_cpu (only ever a core the slow path
+ * locked) also bounds it: the -1/-2 "not registered" ids never match. */
+#define KT_RSEQ_ENTER                                                          \
+	"leaq 3b(%%rip), %%rax\n\t"                                          \
+	"movq %%rax, 8(%[rs])\n\t"          /* rseq->rseq_cs = &desc */        \
+	"1:\n\t"                                                             \
+	"movl 4(%[rs]), %%r8d\n\t"          /* B1 cpu */                       \
+	"cmpl %[lastcpu], %%r8d\n\t"        /* migrated: new segment */        \
+	"jne %l[slow]\n\t"                                                   \
+	"shlq $7, %%r8\n\t"                                                  \
+	"addq %[cores], %%r8\n\t"           /* r8 = &cores[cpu] */             \
+	"movq (%%r8), %%rcx\n\t"            /* B2 state */                     \
+	"cmpl %[key], %%ecx\n\t"            /* B3 owner == slot, unlocked */   \
+	"jne %l[slow]\n\t"                                                   \
+	"movq %%rcx, %%r9\n\t"                                               \
+	"shrq $32, %%r9\n\t"                /* r9 = pos */
+
 #define KT_RSEQ_ABORT(label)                                                   \
 	".pushsection __rseq_failure, \"ax\"\n\t"                              \
 	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
@@ -77,19 +96,7 @@ append1(struct kt_thread *t, void *rs, uint32_t ev)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 "leaq 3b(%%rip), %%rax\n\t"
-		 "movq %%rax, 8(%[rs])\n\t"      /* arm: rseq->rseq_cs = &desc */
-		 "1:\n\t"
-		 "movl 4(%[rs]), %%r8d\n\t"      /* B1 cpu */
-		 "cmpl %[lastcpu], %%r8d\n\t"   /* migrated: new segment; also */
-		 "jne %l[slow]\n\t"               /* the bound: last_cpu < ncpus */
-		 "shlq $7, %%r8\n\t"
-		 "addq %[cores], %%r8\n\t"       /* r8 = &cores[cpu] */
-		 "movq (%%r8), %%rcx\n\t"        /* B2 state */
-		 "cmpl %[key], %%ecx\n\t"        /* B3 owner == slot, unlocked */
-		 "jne %l[slow]\n\t"
-		 "movq %%rcx, %%r9\n\t"
-		 "shrq $32, %%r9\n\t"            /* r9 = pos */
+		 KT_RSEQ_ENTER
 		 "testl $1023, %%r9d\n\t"        /* B4 block full? */
 		 "jz %l[slow]\n\t"
 		 "rdtsc\n\t"                     /* B5 */
@@ -139,19 +146,7 @@ append4(struct kt_thread *t, void *rs, uint32_t w1, uint32_t w2, uint32_t w3)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 "leaq 3b(%%rip), %%rax\n\t"
-		 "movq %%rax, 8(%[rs])\n\t"
-		 "1:\n\t"
-		 "movl 4(%[rs]), %%r8d\n\t"
-		 "cmpl %[lastcpu], %%r8d\n\t"   /* last_cpu < ncpus: the bound */
-		 "jne %l[slow]\n\t"
-		 "shlq $7, %%r8\n\t"
-		 "addq %[cores], %%r8\n\t"
-		 "movq (%%r8), %%rcx\n\t"
-		 "cmpl %[key], %%ecx\n\t"
-		 "jne %l[slow]\n\t"
-		 "movq %%rcx, %%r9\n\t"
-		 "shrq $32, %%r9\n\t"          /* pos */
+		 KT_RSEQ_ENTER
 		 "movl %%r9d, %%eax\n\t"
 		 "andl $1023, %%eax\n\t"        /* used */
 		 "jz %l[slow]\n\t"
@@ -244,7 +239,7 @@ KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)
 
 KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 	uintptr_t a = (uintptr_t)fn;
 
 	if (t->nest) {
@@ -277,7 +272,7 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more,
                                 uint32_t nmore)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 	uint32_t p[4];
 
 	/* Requests and marks: 4 words, appended like a hot-path event. */

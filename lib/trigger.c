@@ -126,7 +126,7 @@ __attribute__((visibility("default"))) KT_NOINSTR ktrace_request_t
 ktrace_request_begin(const char *kind)
 {
 	ktrace_request_t r = {0, 0, 0};
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 	uint32_t id, p[2];
 
 	if (kind == NULL || !ktrace__ensure_init())
@@ -160,7 +160,7 @@ ktrace_request_begin(const char *kind)
 
 __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace_request_t r)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = kt_self();
 	uint64_t end, ticks, hz, thr_ns = 0, dur_ns, abs_ns = 0, pct = 0, min = 1, n;
 	struct kt_kind *k = NULL;
 	uint32_t p[2], why = 0;
