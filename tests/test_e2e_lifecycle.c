@@ -125,7 +125,15 @@ static void run_fork(const char *prog, const char *const *extra)
 	char path[4400], line[4600], pre[64];
 
 	SKIP_FORK_UNDER_ASAN();
-	start(&r, prog, "fork", "4", NULL, extra);
+	/* A ring that holds everything even when forks are slow (TSan). */
+	static const char *const big[] = {"KTRACE_BUFFER_MB=64", NULL};
+	const char *env[8];
+	size_t n = 0;
+	for (size_t i = 0; extra && extra[i]; i++)
+		env[n++] = extra[i];
+	env[n++] = big[0];
+	env[n] = NULL;
+	start(&r, prog, "fork", "4", NULL, env);
 	assert_int_equal(kt_expect_line(&r.p, "pid ", line, sizeof(line), 30000), 0);
 	int ppid = atoi(line + 4);
 	for (int k = 0; k < 4; k++) {

@@ -137,9 +137,22 @@ static char **make_env(const char *const env[])
 		if (!drop)
 			v[n++] = *e;
 	}
-	for (size_t i = 0; env && env[i]; i++)
-		if (strchr(env[i], '='))
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+		int later = 0;
+		if (eq == NULL)
+			continue;
+		/* The last setting of a key wins, as with setenv() in order. */
+		for (size_t j = i + 1; env[j]; j++) {
+			const char *eq2 = strchr(env[j], '=');
+			size_t kl = (size_t)(eq - env[i]);
+			if (strncmp(env[j], env[i], kl) == 0 &&
+			    ((eq2 && (size_t)(eq2 - env[j]) == kl) || (!eq2 && strlen(env[j]) == kl)))
+				later = 1;
+		}
+		if (!later)
 			v[n++] = (char *)env[i];
+	}
 	v[n] = NULL;
 	return v;
 }

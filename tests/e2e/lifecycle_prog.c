@@ -92,7 +92,7 @@ static void *bg_main(void *arg)
 	pthread_setname_np(pthread_self(), "bg");
 	while (!stop_bg) {
 		/* Busy around every fork, at a rate the ring holds. */
-		struct timespec d = {0, 200 * 1000};
+		struct timespec d = {0, 500 * 1000};
 		for (int i = 0; i < 200; i++)
 			bg_fn();
 		nanosleep(&d, NULL);
@@ -155,6 +155,7 @@ static int do_exit(const char *how, long us)
 			fill_fn();
 	if (strcmp(how, "api-exit") == 0) {
 		pthread_create(&th, NULL, api_snap_main, NULL);
+		pthread_detach(th); /* still inside ktrace_snapshot() at exit */
 		while (!api_entered)
 			sched_yield();
 	} else
