@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 			/* Also every prefix length of small inputs: truncation paths. */
 			LLVMFuzzerTestOneInput(buf, len);
 			if (len <= 4096)
-				for (size_t k = 0; k < len; k += 7) {
+				for (size_t k = 0; k < len; k += len / 48 > 7 ? len / 48 : 7) {
 					uint8_t *cut = malloc(k ? k : 1);
 
 					if (!cut)
