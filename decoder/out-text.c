@@ -79,7 +79,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	for (uint32_t i = 0; i < s->ncores; i++) {
 		const struct ktrace_dec_core_stats *cs = &d->core_stats[i];
 		const struct ktrace_snap_core *co = &s->cores[i];
-		uint64_t span;
+		uint64_t span, rate;
 
 		if (!cs->has_data) {
 			fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10s  %12s  %s\n", co->cpu, "-",
@@ -87,11 +87,15 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 			continue;
 		}
 		span = ktrace__dec_ticks_ns(d, cs->last_tick - cs->first_tick);
+		/* the rate is over the part of the span inside the window */
+		rate = cs->last_tick > d->window_start ?
+		       ktrace__dec_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
+		                                                cs->first_tick : d->window_start)) : 0;
 		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
 		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
 		fmt_secs(span, c, sizeof(c));
 		fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10" PRIu64 "  %12.0f  %s", co->cpu, a,
-		        b, c, cs->events, span ? (double)cs->events * 1e9 / (double)span : 0.0,
+		        b, c, cs->events, rate ? (double)cs->events * 1e9 / (double)rate : 0.0,
 		        co->wrapped ? "wrapped" : "not wrapped");
 		if (cs->damaged_tails)
 			fprintf(f, ", %" PRIu32 " damaged block tails", cs->damaged_tails);
