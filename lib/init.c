@@ -178,6 +178,8 @@ KT_NOINSTR int ktrace__thread_ready(struct kt_thread *t)
 		ktrace__count_loss(KTRACE_LOSS_NO_THREAD_SLOT, 1);
 		return -1;
 	}
+	/* A fork child's first thread to record starts its writer. */
+	ktrace__snapshot_ensure_writer();
 	if (ktrace__g.use_rseq) {
 		t->rseq = thread_rseq();
 		/* Without its own rseq this thread can still take the core

@@ -229,6 +229,8 @@ extern _Atomic uint64_t ktrace__snap_busy_since;
 extern _Atomic uint64_t ktrace__snap_last_end;
 int ktrace__snapshot_init(void);
 void ktrace__snapshot_fork_child(void);
+/* Start the writer if a fork child still needs one (cheap check). */
+void ktrace__snapshot_ensure_writer(void);
 void ktrace__snapshot_atexit(void);
 struct kt_trigger_info;
 /* Ask the writer thread for a snapshot after delay_ms; async-safe with

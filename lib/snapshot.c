@@ -40,7 +40,11 @@
 #include <unistd.h>
 
 static int pipe_rd = -1, pipe_wr = -1;
-static volatile sig_atomic_t sig_pending;
+/* Set by the signal handler (a lock-free atomic: async-signal-safe), taken
+ * by the writer, read by the exit wait.  relaxed everywhere: the pipe byte
+ * wakes the writer, and nothing else is published through the flag. */
+static _Atomic int sig_pending;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "sig_pending must be lock-free in a handler");
 static struct sigaction prev_action;
 static int have_prev_action;
 static pthread_t writer;
@@ -101,7 +105,7 @@ static KT_NOINSTR void wake(void)
 
 static KT_NOINSTR void on_signal(int sig, siginfo_t *si, void *uc)
 {
-	sig_pending = 1;
+	kt_store(&sig_pending, 1, relaxed);
 	wake();
 	if (have_prev_action) {
 		if (prev_action.sa_flags & SA_SIGINFO) {
@@ -519,7 +523,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 
 		now = ktrace__monotonic_ns();
 		have_trig = take_trigger(&trig, now, &wait_ns);
-		if (!have_trig && !sig_pending) {
+		if (!have_trig && !kt_load(&sig_pending, relaxed)) {
 			pthread_mutex_lock(&api_mu);
 			int idle = api_asked == api_done;
 			pthread_mutex_unlock(&api_mu);
@@ -533,12 +537,12 @@ static KT_NOINSTR void *writer_main(void *arg)
 			/* relaxed: a free-standing estimate, read by triggers. */
 			kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 		}
-		if (sig_pending) {
+		if (kt_load(&sig_pending, relaxed)) {
 			char reason[32];
 			/* writing before the flag is cleared: ktrace__snapshot_atexit
 			 * must never see both at 0 while a request is taken. */
 			kt_store(&writing, 1, relaxed);
-			sig_pending = 0;
+			kt_store(&sig_pending, 0, relaxed);
 			snprintf(reason, sizeof(reason), "signal %s",
 			         ktrace__cfg.signo == SIGUSR2 ? "SIGUSR2"
 			         : ktrace__cfg.signo == SIGUSR1 ? "SIGUSR1" : "RT");
@@ -568,16 +572,23 @@ static KT_NOINSTR void *writer_main(void *arg)
 	return NULL;
 }
 
-static KT_NOINSTR int start_writer(void)
+static KT_NOINSTR int open_pipe(void)
 {
-	sigset_t all, old;
-	pthread_attr_t at;
-	int fds[2], r;
+	int fds[2];
 
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
 		return KTRACE_ENOMEM;
 	pipe_rd = fds[0];
 	pipe_wr = fds[1];
+	return 0;
+}
+
+static KT_NOINSTR int start_writer(void)
+{
+	sigset_t all, old;
+	pthread_attr_t at;
+	int r;
+
 	/* The writer inherits a full mask: no signal ever runs on it. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -589,23 +600,50 @@ static KT_NOINSTR int start_writer(void)
 	if (r != 0)
 		return KTRACE_ENOMEM;
 	pthread_setname_np(writer, "ktrace-writer");
+	/* release: the pipe and state above are visible to any thread that
+	 * sees writer_running == 1 with acquire. */
 	kt_store(&writer_running, 1, release);
 	return 0;
 }
 
 KT_NOINSTR int ktrace__snapshot_init(void)
 {
-	int r = start_writer();
+	int r = open_pipe();
 
-	if (r)
+	if (r || (r = start_writer()))
 		return r;
 	install_signal();
 	return 0;
 }
 
+/*
+ * After fork(), writer_wanted is set and the writer is started by the
+ * first thread of the child that needs it: its first traced event (the
+ * thread registers again under its new tid), ktrace_snapshot() or a
+ * trigger.  Starting a thread inside the atfork child handler is not
+ * allowed by POSIX (only async-signal-safe calls until exec) and a child
+ * that only execs should not pay for one.
+ */
+static _Atomic int writer_wanted;   /* 1: start on first need, 2: starting */
+
+KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
+{
+	int expect = 1;
+
+	/* acquire: pairs with the fork child's release store. */
+	if (kt_load(&writer_wanted, acquire) != 1 ||
+	    !kt_cas(&writer_wanted, &expect, 2, acq_rel))
+		return;
+	if (start_writer() != 0)
+		ktrace__say("cannot start the snapshot writer in process %d; snapshots are "
+		            "off in it", (int)getpid());
+	kt_store(&writer_wanted, 0, release);
+}
+
 /* Fork child: no writer thread exists here and the mutexes may have been
  * held by a parent thread.  Start over with fresh ones and a new pipe (the
- * inherited one would wake the parent's writer). */
+ * inherited one would wake the parent's writer); the writer itself starts
+ * on first need (ktrace__snapshot_ensure_writer). */
 KT_NOINSTR void ktrace__snapshot_fork_child(void)
 {
 	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -619,15 +657,18 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 	trig_pending = 0;
 	trig_suppressed = 0;
 	trig_times_n = 0;
-	sig_pending = 0;
+	kt_store(&sig_pending, 0, relaxed);
 	snap_seq = 0;
 	kt_store(&writing, 0, relaxed);
 	kt_store(&writer_running, 0, relaxed);
 	close(pipe_rd);
 	close(pipe_wr);
-	if (start_writer() != 0)
-		ktrace__say("fork child: cannot start the snapshot writer; snapshots are off "
+	if (open_pipe() != 0) {
+		ktrace__say("fork child: no pipe for the snapshot writer; snapshots are off "
 		            "in process %d", (int)getpid());
+		return;
+	}
+	kt_store(&writer_wanted, 1, release);
 }
 
 /* exit() while a snapshot is being written: give it up to 2 s to finish so
@@ -635,7 +676,7 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
  * either way: it is linked into place only when complete). */
 static KT_NOINSTR int work_pending(void)
 {
-	int p = sig_pending || kt_load(&writing, relaxed);
+	int p = kt_load(&sig_pending, relaxed) || kt_load(&writing, relaxed);
 
 	if (!p) {
 		pthread_mutex_lock(&api_mu);
@@ -671,6 +712,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_snapshot(const char
 
 	if (!ktrace__ensure_init())
 		return KTRACE_EDISABLED;
+	ktrace__snapshot_ensure_writer();
 	/* acquire: pairs with the release store in start_writer. */
 	if (!kt_load(&writer_running, acquire))
 		return KTRACE_ENOTREADY;
@@ -718,6 +760,7 @@ KT_NOINSTR int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec 
 	uint32_t keep = 0, max = ktrace__cfg.max_per_min;
 	int r = 0;
 
+	ktrace__snapshot_ensure_writer();
 	if (!kt_load(&writer_running, acquire))
 		return KTRACE_ENOTREADY;
 	pthread_mutex_lock(&trig_mu);

@@ -50,11 +50,13 @@ static KT_NOINSTR struct kt_tinfo *entry(uint32_t slot, int create)
 	         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	/* acq_rel: release publishes the zeroed chunk; on failure we use the
-	 * winner's chunk, which the acquire load above will see next time. */
+	/* acq_rel: release publishes the zeroed chunk to other threads'
+	 * acquire loads above. */
 	if (!kt_cas(&chunks[c], &expect, p, acq_rel)) {
 		munmap(p, sizeof(*p) * KT_CHUNK);
-		p = expect;
+		/* acquire: pairs with the winner's release CAS (the failed CAS
+		 * read it with relaxed order only). */
+		p = kt_load(&chunks[c], acquire);
 	}
 	return &p[slot % KT_CHUNK];
 }

@@ -9,5 +9,5 @@ if(TARGET ktrace-example-server)
   target_compile_definitions(test_e2e_demo PRIVATE
     KTRACE_EXAMPLE_SERVER_PATH="$<TARGET_FILE:ktrace-example-server>")
   add_dependencies(test_e2e_demo ktrace-example-server ktrace-decode)
-  set_tests_properties(test_e2e_demo PROPERTIES TIMEOUT 120)
+  set_tests_properties(test_e2e_demo PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE)
 endif()
