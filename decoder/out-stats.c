@@ -212,11 +212,40 @@ struct fnode {
 	uint64_t self;    /* ticks */
 };
 
+/* The stack tree: nodes keyed by (parent node, func), roots by thread. */
+struct ftree {
+	struct ktrace_umap map;
+	struct fnode *nodes;
+	uint32_t nn, capn;
+};
+
+/* The node for key, created as (parent, func) if new; KTRACE_DEC_NONE if
+ * out of memory. */
+static uint32_t node_get(struct ftree *t, uint64_t key, uint32_t parent, uint32_t func)
+{
+	uint32_t node = ktrace__umap_get(&t->map, key);
+
+	if (node != KTRACE_DEC_NONE)
+		return node;
+	if (t->nn >= t->capn) {
+		uint32_t ncap = t->capn ? t->capn * 2 : 256;
+		struct fnode *p = realloc(t->nodes, (size_t)ncap * sizeof(*p));
+
+		if (!p)
+			return KTRACE_DEC_NONE;
+		t->nodes = p;
+		t->capn = ncap;
+	}
+	t->nodes[t->nn] = (struct fnode){ parent, func, 0 };
+	if (ktrace__umap_put(&t->map, key, t->nn))
+		return KTRACE_DEC_NONE;
+	return t->nn++;
+}
+
 void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
-	struct ktrace_umap map = { 0 };
-	struct fnode *nodes = NULL;
-	uint32_t nn = 0, capn = 0, *node_of = NULL, *path = NULL, caps = 0;
+	struct ftree t = { 0 };
+	uint32_t *node_of = NULL, *path = NULL, caps = 0;
 	char lbl[64];
 
 	node_of = malloc(((size_t)d->ncalls + 1) * sizeof(*node_of));
@@ -248,58 +277,31 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 		while (n--) {
 			const struct ktrace_dec_call *c = &d->calls[path[n]];
 			uint32_t parent_node, node;
-			uint64_t key;
 
 			if (c->parent < d->ncalls) {
 				parent_node = node_of[c->parent];
 			} else {
 				/* thread root: key space above all nodes */
-				key = (1ull << 63) | c->thread;
-				parent_node = ktrace__umap_get(&map, key);
-				if (parent_node == KTRACE_DEC_NONE) {
-					if (nn >= capn) {
-						uint32_t ncap = capn ? capn * 2 : 256;
-						struct fnode *p = realloc(nodes, (size_t)ncap * sizeof(*p));
-
-						if (!p)
-							goto oom;
-						nodes = p;
-						capn = ncap;
-					}
-					nodes[nn] = (struct fnode){ KTRACE_DEC_NONE, c->thread, 0 };
-					parent_node = nn++;
-					if (ktrace__umap_put(&map, key, parent_node))
-						goto oom;
-				}
-			}
-			key = ((uint64_t)parent_node << 32) | c->func;
-			node = ktrace__umap_get(&map, key);
-			if (node == KTRACE_DEC_NONE) {
-				if (nn >= capn) {
-					uint32_t ncap = capn ? capn * 2 : 256;
-					struct fnode *p = realloc(nodes, (size_t)ncap * sizeof(*p));
-
-					if (!p)
-						goto oom;
-					nodes = p;
-					capn = ncap;
-				}
-				nodes[nn] = (struct fnode){ parent_node, c->func, 0 };
-				node = nn++;
-				if (ktrace__umap_put(&map, key, node))
+				parent_node = node_get(&t, (1ull << 63) | c->thread,
+				                       KTRACE_DEC_NONE, c->thread);
+				if (parent_node == KTRACE_DEC_NONE)
 					goto oom;
 			}
+			node = node_get(&t, ((uint64_t)parent_node << 32) | c->func, parent_node,
+			                c->func);
+			if (node == KTRACE_DEC_NONE)
+				goto oom;
 			node_of[path[n]] = node;
 		}
-		nodes[node_of[i]].self += d->calls[i].self;
+		t.nodes[node_of[i]].self += d->calls[i].self;
 	}
 	/* One line per node with self time: root first. */
-	for (uint32_t i = 0; i < nn; i++) {
+	for (uint32_t i = 0; i < t.nn; i++) {
 		uint32_t n = 0;
 
-		if (nodes[i].parent == KTRACE_DEC_NONE || !nodes[i].self)
+		if (t.nodes[i].parent == KTRACE_DEC_NONE || !t.nodes[i].self)
 			continue;
-		for (uint32_t c = i; c != KTRACE_DEC_NONE; c = nodes[c].parent) {
+		for (uint32_t c = i; c != KTRACE_DEC_NONE; c = t.nodes[c].parent) {
 			if (n >= caps) {
 				uint32_t nc = caps ? caps * 2 : 256;
 				uint32_t *p = realloc(path, (size_t)nc * sizeof(*p));
@@ -312,7 +314,7 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 			path[n++] = c;
 		}
 		while (n--) {
-			const struct fnode *x = &nodes[path[n]];
+			const struct fnode *x = &t.nodes[path[n]];
 
 			if (x->parent == KTRACE_DEC_NONE) {
 				/* flamegraph.pl splits on ';' and the last ' ': keep names clean */
@@ -329,14 +331,14 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 					fputc(*s == ';' || *s == ' ' ? '_' : *s, f);
 			}
 		}
-		fprintf(f, " %" PRIu64 "\n", ktrace__dec_ticks_ns(d, nodes[i].self));
+		fprintf(f, " %" PRIu64 "\n", ktrace__dec_ticks_ns(d, t.nodes[i].self));
 	}
 	goto out;
 oom:
 	fprintf(f, "(out of memory)\n");
 out:
-	ktrace__umap_free(&map);
-	free(nodes);
+	ktrace__umap_free(&t.map);
+	free(t.nodes);
 	free(node_of);
 	free(path);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "decoder.h"
 
 #define MAX_CPUS 256
 #define SB_SLOTS 4096 /* thread slots usable with snapbuild_thread_seq() */
@@ -800,4 +801,27 @@ void snapbuild_scenario_big(struct snapbuild *sb, uint32_t ncpus, uint64_t neven
 			n += 8;
 		}
 	}
+}
+
+struct ktrace_dec *snapbuild_decode(struct snapbuild *sb, const struct ktrace_dec_opts *opts,
+                                    struct ktrace_dec_error *err)
+{
+	struct ktrace_dec *d;
+	uint8_t *buf;
+	size_t len;
+
+	if (snapbuild_finish(sb, &buf, &len) != 0) {
+		snapbuild_free(sb);
+		return NULL;
+	}
+	snapbuild_free(sb);
+	if (ktrace__dec_open_buffer(buf, len, "t.ktrace", opts, &d, err) != 0) {
+		free(buf);
+		return NULL;
+	}
+	/* the decoder keeps pointers into the buffer: hand it over */
+	d->map = buf;
+	d->map_len = len;
+	d->map_is_mmap = 0;
+	return d;
 }

@@ -100,6 +100,15 @@ uint32_t snapbuild_block_start_words(uint32_t *w, uint32_t slot, uint32_t s, uin
  * 0 on success; *buf is malloc'ed. */
 int snapbuild_finish(struct snapbuild *sb, uint8_t **buf, size_t *len);
 
+/* Finish sb, free it, and decode the image with opts: the decoded snapshot
+ * owns the image (freed by ktrace__dec_free).  NULL on failure, with err
+ * filled. */
+struct ktrace_dec;
+struct ktrace_dec_opts;
+struct ktrace_dec_error;
+struct ktrace_dec *snapbuild_decode(struct snapbuild *sb, const struct ktrace_dec_opts *opts,
+                                    struct ktrace_dec_error *err);
+
 /* ---- editing finished images ------------------------------------------------ */
 
 /* Offset/size of the first section of a type; 0 if found. */

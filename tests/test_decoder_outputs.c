@@ -195,16 +195,10 @@ static struct ktrace_dec *decode(struct snapbuild *sb)
 {
 	struct ktrace_dec_opts o = { .no_symbols = 1 };
 	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
-	uint8_t *buf;
-	size_t len;
+	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
 
-	snapbuild_finish(sb, &buf, &len);
-	snapbuild_free(sb);
-	if (ktrace__dec_open_buffer(buf, len, "t.ktrace", &o, &d, &err) != 0)
+	if (d == NULL)
 		fail_msg("decode failed: %s", err.msg);
-	d->map = buf;
-	d->map_len = len;
 	return d;
 }
 

@@ -19,18 +19,10 @@ static struct ktrace_dec *decode_opts(struct snapbuild *sb, int all)
 {
 	struct ktrace_dec_opts o = { .no_symbols = 1, .all = all };
 	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
-	uint8_t *buf;
-	size_t len;
+	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
 
-	snapbuild_finish(sb, &buf, &len);
-	snapbuild_free(sb);
-	if (ktrace__dec_open_buffer(buf, len, "t", &o, &d, &err) != 0)
+	if (d == NULL)
 		fail_msg("decode failed: %s", err.msg);
-	/* the decoder keeps pointers into the buffer: hand it over */
-	d->map = buf;
-	d->map_len = len;
-	d->map_is_mmap = 0;
 	return d;
 }
 
