@@ -97,6 +97,8 @@ extern struct kt_globals ktrace__g;
 /* ---- per-thread state (record.c) --------------------------------------- */
 
 #define KT_FCACHE_SIZE 512           /* entries, power of two */
+#define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
+                                        function has no compact id */
 
 struct kt_thread {
 	/* hot: read by every event */

@@ -251,10 +251,15 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 	}
 	t->nest++;
 	if (ktrace__thread_ready(t) == 0) {
-		uint32_t ev = ktrace__func_event(a);
+		uint64_t *ce = &t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];
+		/* A function without a compact id is cached as this marker
+		 * (bit 47 set: above every user address), which the hot path's
+		 * compare never matches, so only the hash probe is saved. */
+		uint64_t full = ((uint64_t)a | KT_FCACHE_FULL) << 16;
+		uint32_t ev = *ce == full ? 0 : ktrace__func_event(a);
 
 		if (ev) {
-			t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)] = ((uint64_t)a << 16) | ev;
+			*ce = ((uint64_t)a << 16) | ev;
 			if (!ktrace__try_fast(t, ev | exit_flag))
 				ktrace__emit(t, ev | exit_flag, NULL, 0);
 		} else {
@@ -262,7 +267,9 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 				KTRACE_EXT_WORD(exit_flag ? KTRACE_EXT_FUNC_EXIT_ADDR
 				                          : KTRACE_EXT_FUNC_ENTER_ADDR, 0),
 				(uint32_t)a, (uint32_t)((uint64_t)a >> 32)};
-			ktrace__emit(t, 3, p, 3);
+			*ce = full;
+			if (!t->rseq || !append4(t, t->rseq, p[0], p[1], p[2]))
+				ktrace__emit(t, 3, p, 3);
 		}
 	}
 	t->nest--;
