@@ -22,7 +22,11 @@
  *
  * Event numbers:
  *
- *     0x000            PAD.  Filler; a reader skips one word.
+ *     0x000            PAD.  Filler; a reader skips one word.  Its ts20
+ *                      field means nothing (the writer stores 0) and does
+ *                      not move the time reference.  The writer pads only
+ *                      a block's tail, so a PAD word is followed by PAD
+ *                      words up to the block end.
  *     0x001 .. 0x01F   Extended record header: the event number N is the
  *                      number of payload words that follow (1..31).  The
  *                      first payload word holds the extended type in bits
