@@ -33,22 +33,7 @@ die() {
 }
 
 # ---- 1. tools -----------------------------------------------------------------
-need=()
-command -v cmake >/dev/null || need+=(cmake)
-command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
-command -v make >/dev/null || need+=(make)
-[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-if [ ${#need[@]} -gt 0 ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		echo "== installing: ${need[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-	else
-		echo "demo.sh: missing ${need[*]}; install them with:" >&2
-		echo "  sudo apt-get install -y ${need[*]}" >&2
-		exit 2
-	fi
-fi
+"$ROOT/.ci/deps.sh" demo.sh
 
 # ---- 2. build -------------------------------------------------------------------
 echo "== building ktrace into build/ (RelWithDebInfo, -j$JOBS)"

@@ -16,26 +16,10 @@ QUICK=0
 JOBS=${KTRACE_JOBS:-2}
 FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
 
-need=()
-command -v cmake >/dev/null || need+=(cmake)
-command -v cc >/dev/null || need+=(gcc)
-command -v make >/dev/null || need+=(make)
-[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
 if [ "$QUICK" = 0 ]; then
-  command -v clang >/dev/null || need+=(clang)
-  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-    need+=(libclang-rt-14-dev)
-fi
-if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "== installing: ${need[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  else
-    echo "tests/run.sh: missing ${need[*]}; install them with:" >&2
-    echo "  sudo apt-get install -y ${need[*]}" >&2
-    exit 2
-  fi
+  "$ROOT/.ci/deps.sh" tests/run.sh --fuzz
+else
+  "$ROOT/.ci/deps.sh" tests/run.sh
 fi
 
 run_config() { # name, cmake args...

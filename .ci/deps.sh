@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# .ci/deps.sh CALLER [--fuzz] - make sure the build's Debian packages are
+# here: cmake, a C compiler, make, libcmocka-dev (and with --fuzz, clang and
+# its libFuzzer runtime).  Installs what is missing when run as root with
+# apt-get; otherwise prints the install line and exits 2.
+# Used by examples/demo.sh and tests/run.sh.
+set -euo pipefail
+caller=${1:?usage: .ci/deps.sh CALLER [--fuzz]}
+need=()
+command -v cmake >/dev/null || need+=(cmake)
+command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
+if [ "${2:-}" = "--fuzz" ]; then
+  command -v clang >/dev/null || need+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    need+=(libclang-rt-14-dev)
+fi
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing: ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "$caller: missing ${need[*]}; install them with:" >&2
+  echo "  sudo apt-get install -y ${need[*]}" >&2
+  exit 2
+fi
