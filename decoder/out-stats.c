@@ -242,6 +242,23 @@ static uint32_t node_get(struct ftree *t, uint64_t key, uint32_t parent, uint32_
 	return t->nn++;
 }
 
+/* Append v to the growable array *a (*n used, *cap allocated); -1 if out
+ * of memory. */
+static int push_u32(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
+{
+	if (*n >= *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 256;
+		uint32_t *p = realloc(*a, (size_t)nc * sizeof(*p));
+
+		if (!p)
+			return -1;
+		*a = p;
+		*cap = nc;
+	}
+	(*a)[(*n)++] = v;
+	return 0;
+}
+
 void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
 	struct ftree t = { 0 };
@@ -261,16 +278,8 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 		/* Collect the unresolved chain up to a resolved ancestor or the root. */
 		for (uint32_t c = i; c < d->ncalls && node_of[c] == KTRACE_DEC_NONE;
 		     c = d->calls[c].parent) {
-			if (n >= caps) {
-				uint32_t nc = caps ? caps * 2 : 256;
-				uint32_t *p = realloc(path, (size_t)nc * sizeof(*p));
-
-				if (!p)
-					goto oom;
-				path = p;
-				caps = nc;
-			}
-			path[n++] = c;
+			if (push_u32(&path, &n, &caps, c))
+				goto oom;
 			if (n > d->ncalls)
 				break; /* cannot happen: parent chains are acyclic */
 		}
@@ -302,16 +311,8 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 		if (t.nodes[i].parent == KTRACE_DEC_NONE || !t.nodes[i].self)
 			continue;
 		for (uint32_t c = i; c != KTRACE_DEC_NONE; c = t.nodes[c].parent) {
-			if (n >= caps) {
-				uint32_t nc = caps ? caps * 2 : 256;
-				uint32_t *p = realloc(path, (size_t)nc * sizeof(*p));
-
-				if (!p)
-					goto oom;
-				path = p;
-				caps = nc;
-			}
-			path[n++] = c;
+			if (push_u32(&path, &n, &caps, c))
+				goto oom;
 		}
 		while (n--) {
 			const struct fnode *x = &t.nodes[path[n]];
