@@ -67,6 +67,27 @@ void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fm
 	__attribute__((format(printf, 3, 4)));
 void ktrace__warnings_free(struct ktrace_dec_warnings *w);
 
+/*
+ * Memory.  Running out of memory is fatal in the decoder, at the first
+ * failing allocation: one line on stderr, "ktrace-decode: out of memory
+ * (N bytes for WHAT); ...", and exit status 1 (atexit handlers run, so
+ * main.c removes its temporary output).  Never a retry, never a partial
+ * result that looks whole.  Every allocation in decoder/ goes through these;
+ * they never return NULL.
+ */
+void ktrace__dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
+void *ktrace__xmalloc(size_t n, const char *what);
+void *ktrace__xcalloc(size_t n, size_t size, const char *what);
+void *ktrace__xrealloc(void *p, size_t n, const char *what);
+char *ktrace__xstrdup(const char *s, const char *what);
+
+/*
+ * Test hook (NULL in normal use): called before each chunk of a snapshot or
+ * an ELF file is read, with the path, bytes read so far and the size fstat
+ * gave.  Tests use it to truncate a file at a known moment.
+ */
+extern void (*ktrace__dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+
 /* ---- stage 1: read ------------------------------------------------------ */
 
 struct ktrace_snap_block {
@@ -339,13 +360,18 @@ struct ktrace_dec {
 	void *symcache;           /* symbols.c */
 };
 
-/* Run stages 1-5 on a file (mmapped) or a caller's buffer (not copied). */
+/* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
+ * copied). */
 int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
                           struct ktrace_dec **out, struct ktrace_dec_error *err);
 int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
                             const struct ktrace_dec_opts *opts, struct ktrace_dec **out,
                             struct ktrace_dec_error *err);
 void ktrace__dec_free(struct ktrace_dec *d);
+/* open() a path for reading without blocking (O_NONBLOCK, cleared after
+ * fstat fills *st); the caller checks the file type.  fd or -1 (errno). */
+struct stat;
+int ktrace__dec_open_path(const char *path, struct stat *st);
 
 /* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
 int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err);
@@ -416,6 +442,8 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d);
 void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
+/* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
+#define KTRACE_DEC_FOLD_DEPTH 512u
 void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */

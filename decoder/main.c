@@ -52,6 +52,16 @@ static const char usage_text[] =
 	"be decoded (not a snapshot, unsupported version, damaged header, section\n"
 	"table or INFO section) or the output could not be written; 2 bad usage.\n";
 
+/* The temporary output file while it is not renamed into place: removed by
+ * an exit from anywhere (out of memory exits at once, decoder.h). */
+static char *tmp_out;
+
+static void remove_tmp_out(void)
+{
+	if (tmp_out)
+		unlink(tmp_out);
+}
+
 static void usage(FILE *f)
 {
 	fputs(usage_text, f);
@@ -154,7 +164,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	decs = calloc((size_t)nfiles, sizeof(*decs));
+	decs = ktrace__xcalloc((size_t)nfiles, sizeof(*decs), "the file list");
 	if (!decs) {
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
@@ -184,13 +194,17 @@ int main(int argc, char **argv)
 		size_t n = strlen(out_path) + 16;
 		int fd;
 
-		tmp_path = malloc(n);
+		tmp_path = ktrace__xmalloc(n, "the output path");
 		if (!tmp_path) {
 			fprintf(stderr, "ktrace-decode: out of memory\n");
 			return 1;
 		}
 		snprintf(tmp_path, n, "%s.XXXXXX", out_path);
 		fd = mkstemp(tmp_path);
+		if (fd >= 0) {
+			tmp_out = tmp_path;
+			atexit(remove_tmp_out);
+		}
 		if (fd < 0 || !(out = fdopen(fd, "w"))) {
 			fprintf(stderr, "ktrace-decode: %s: cannot create: %s\n", out_path,
 			        strerror(errno));
@@ -205,7 +219,7 @@ int main(int argc, char **argv)
 	if (fmt == F_CHROME) {
 		struct ktrace_chrome ch;
 		int64_t base = INT64_MAX;
-		int64_t *pids = calloc((size_t)nfiles, sizeof(*pids));
+		int64_t *pids = ktrace__xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
 
 		for (int i = 0; i < nfiles; i++)
 			if (decs[i]) {
@@ -288,7 +302,9 @@ int main(int argc, char **argv)
 		for (c = 0; c < nfiles && !decs[c]; c++)
 			;
 		if (!write_err && c < nfiles) {
-			if (rename(tmp_path, out_path) != 0) {
+			if (rename(tmp_path, out_path) == 0) {
+				tmp_out = NULL;
+			} else {
 				fprintf(stderr, "ktrace-decode: %s: cannot rename into place: %s\n", out_path,
 				        strerror(errno));
 				unlink(tmp_path);
@@ -297,6 +313,7 @@ int main(int argc, char **argv)
 		} else {
 			unlink(tmp_path);
 		}
+		tmp_out = NULL;
 		free(tmp_path);
 	}
 	if (write_err)

@@ -56,7 +56,7 @@ uint32_t ktrace__explain_pick(const struct ktrace_dec *d, uint32_t *median)
 	}
 	if (pick == KTRACE_DEC_NONE)
 		return pick;
-	v = malloc(((size_t)d->nreqs + 1) * sizeof(*v));
+	v = ktrace__xmalloc(((size_t)d->nreqs + 1) * sizeof(*v), "explain");
 	if (!v)
 		return pick;
 	for (uint32_t i = 0; i < d->nreqs; i++)
@@ -97,7 +97,7 @@ static uint32_t tnode_get(struct tree *t, uint32_t parent, uint32_t func)
 		return x;
 	if (t->nn >= t->cap) {
 		uint32_t nc = t->cap ? t->cap * 2 : 64;
-		struct tnode *p = realloc(t->n, (size_t)nc * sizeof(*p));
+		struct tnode *p = ktrace__xrealloc(t->n, (size_t)nc * sizeof(*p), "explain");
 
 		if (!p) {
 			t->oom = 1;
@@ -157,9 +157,9 @@ static int cmp_child(const void *a, const void *b)
 
 static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int have_median)
 {
-	uint32_t *order = malloc(((size_t)t->nn + 1) * sizeof(*order));
-	uint32_t *stack = malloc(((size_t)t->nn + 1) * sizeof(*stack));
-	uint32_t *depth = malloc(((size_t)t->nn + 1) * sizeof(*depth));
+	uint32_t *order = ktrace__xmalloc(((size_t)t->nn + 1) * sizeof(*order), "explain");
+	uint32_t *stack = ktrace__xmalloc(((size_t)t->nn + 1) * sizeof(*stack), "explain");
+	uint32_t *depth = ktrace__xmalloc(((size_t)t->nn + 1) * sizeof(*depth), "explain");
 	uint32_t sp = 0, shown = 0;
 	char a[32], b[32], c[32], e[32];
 
@@ -289,7 +289,7 @@ static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *
 		return x;
 	if (*n >= *cap) {
 		uint32_t nc = *cap ? *cap * 2 : 64;
-		struct tfunc *p = realloc(*v, (size_t)nc * sizeof(*p));
+		struct tfunc *p = ktrace__xrealloc(*v, (size_t)nc * sizeof(*p), "explain");
 
 		if (!p)
 			return KTRACE_DEC_NONE;
@@ -340,7 +340,7 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 		goto out;
 	}
 	qsort(v, n, sizeof(*v), cmp_tfunc);
-	tot = calloc(n, sizeof(*tot));
+	tot = ktrace__xcalloc(n, sizeof(*tot), "explain");
 	if (!tot)
 		goto out;
 	for (uint32_t i = 0; i < n;) {
@@ -417,7 +417,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
 	}
 
-	node_of = malloc(((size_t)d->ncalls + 1) * sizeof(*node_of));
+	node_of = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "explain");
 	if (!node_of)
 		goto out;
 	add_request(&t, d, r, 0, node_of);
@@ -435,7 +435,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	{
 		struct ktrace_umap fm = { 0 };
 
-		fd = calloc((size_t)t.nn + 1, sizeof(*fd));
+		fd = ktrace__xcalloc((size_t)t.nn + 1, sizeof(*fd), "explain");
 		if (!fd) {
 			ktrace__umap_free(&fm);
 			goto out;

@@ -99,14 +99,14 @@ struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t
                                              int have_tid, uint32_t *nout)
 {
 	size_t nf = (size_t)d->nfuncs + 1;
-	uint64_t *dur = malloc(((size_t)d->ncalls + 1) * sizeof(*dur));
-	uint64_t *tmp = malloc(((size_t)d->ncalls + 1) * sizeof(*tmp));
-	uint64_t *off = calloc(nf + 1, sizeof(*off));     /* per func: start in dur[] */
-	uint64_t *cur = malloc((nf + 1) * sizeof(*cur));   /* per func: fill cursor */
-	uint64_t *total = calloc(nf, sizeof(*total));     /* ticks */
-	uint64_t *self = calloc(nf, sizeof(*self));       /* ticks */
-	uint64_t *sum = calloc(nf, sizeof(*sum));         /* ticks */
-	struct ktrace_func_stats *st = calloc(nf, sizeof(*st));
+	uint64_t *dur = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*dur), "statistics");
+	uint64_t *tmp = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*tmp), "statistics");
+	uint64_t *off = ktrace__xcalloc(nf + 1, sizeof(*off), "statistics"); /* per func: start in dur[] */
+	uint64_t *cur = ktrace__xmalloc((nf + 1) * sizeof(*cur), "statistics"); /* per func: fill cursor */
+	uint64_t *total = ktrace__xcalloc(nf, sizeof(*total), "statistics"); /* ticks */
+	uint64_t *self = ktrace__xcalloc(nf, sizeof(*self), "statistics");   /* ticks */
+	uint64_t *sum = ktrace__xcalloc(nf, sizeof(*sum), "statistics");     /* ticks */
+	struct ktrace_func_stats *st = ktrace__xcalloc(nf, sizeof(*st), "statistics");
 	uint32_t ns = 0;
 
 	*nout = 0;
@@ -206,10 +206,22 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 
 /* ---- folded stacks ---------------------------------------------------------- */
 
+/*
+ * One line per distinct stack: its length is the stack's depth, so a deep
+ * recursion made output quadratic in depth (a 100,000-deep one, gigabytes).
+ * Frames deeper than KTRACE_DEC_FOLD_DEPTH are cut: under the frame at that
+ * depth, one marker frame "[up to N frames cut]" takes the self time of
+ * everything deeper (N: the most frames cut there), so the output stays
+ * linear in the number of calls.
+ */
+
 struct fnode {
 	uint32_t parent;  /* node index or KTRACE_DEC_NONE (thread root) */
-	uint32_t func;    /* func index, or thread index for a root */
+	uint32_t func;    /* func index, thread index for a root, KTRACE_DEC_NONE
+	                     for a cut marker */
 	uint64_t self;    /* ticks */
+	uint32_t depth;   /* frames below the thread root (root 0) */
+	uint32_t cut;     /* cut marker: the most frames cut below its parent */
 };
 
 /* The stack tree: nodes keyed by (parent node, func), roots by thread. */
@@ -229,14 +241,16 @@ static uint32_t node_get(struct ftree *t, uint64_t key, uint32_t parent, uint32_
 		return node;
 	if (t->nn >= t->capn) {
 		uint32_t ncap = t->capn ? t->capn * 2 : 256;
-		struct fnode *p = realloc(t->nodes, (size_t)ncap * sizeof(*p));
+		struct fnode *p = ktrace__xrealloc(t->nodes, (size_t)ncap * sizeof(*p), "folded stacks");
 
 		if (!p)
 			return KTRACE_DEC_NONE;
 		t->nodes = p;
 		t->capn = ncap;
 	}
-	t->nodes[t->nn] = (struct fnode){ parent, func, 0 };
+	t->nodes[t->nn] = (struct fnode){ parent, func, 0,
+	                                  parent == KTRACE_DEC_NONE ? 0 : t->nodes[parent].depth + 1,
+	                                  0 };
 	if (ktrace__umap_put(&t->map, key, t->nn))
 		return KTRACE_DEC_NONE;
 	return t->nn++;
@@ -248,7 +262,7 @@ static int push_u32(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 {
 	if (*n >= *cap) {
 		uint32_t nc = *cap ? *cap * 2 : 256;
-		uint32_t *p = realloc(*a, (size_t)nc * sizeof(*p));
+		uint32_t *p = ktrace__xrealloc(*a, (size_t)nc * sizeof(*p), "folded stacks");
 
 		if (!p)
 			return -1;
@@ -262,12 +276,11 @@ static int push_u32(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
 void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
 	struct ftree t = { 0 };
-	uint32_t *node_of = NULL, *path = NULL, caps = 0;
+	uint32_t *node_of = NULL, *path = NULL, *dep = NULL, caps = 0;
 	char lbl[64];
 
-	node_of = malloc(((size_t)d->ncalls + 1) * sizeof(*node_of));
-	if (!node_of)
-		goto oom;
+	node_of = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "folded stacks");
+	dep = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*dep), "folded stacks");
 	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
@@ -289,17 +302,28 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 
 			if (c->parent < d->ncalls) {
 				parent_node = node_of[c->parent];
+				dep[path[n]] = dep[c->parent] + 1;
 			} else {
 				/* thread root: key space above all nodes */
 				parent_node = node_get(&t, (1ull << 63) | c->thread,
 				                       KTRACE_DEC_NONE, c->thread);
 				if (parent_node == KTRACE_DEC_NONE)
 					goto oom;
+				dep[path[n]] = 1;
 			}
-			node = node_get(&t, ((uint64_t)parent_node << 32) | c->func, parent_node,
-			                c->func);
+			if (t.nodes[parent_node].func == KTRACE_DEC_NONE)
+				node = parent_node; /* below a cut marker: the marker */
+			else if (t.nodes[parent_node].depth >= KTRACE_DEC_FOLD_DEPTH)
+				node = node_get(&t, ((uint64_t)parent_node << 32) | KTRACE_DEC_NONE,
+				                parent_node, KTRACE_DEC_NONE);
+			else
+				node = node_get(&t, ((uint64_t)parent_node << 32) | c->func, parent_node,
+				                c->func);
 			if (node == KTRACE_DEC_NONE)
 				goto oom;
+			if (t.nodes[node].func == KTRACE_DEC_NONE &&
+			    dep[path[n]] - KTRACE_DEC_FOLD_DEPTH > t.nodes[node].cut)
+				t.nodes[node].cut = dep[path[n]] - KTRACE_DEC_FOLD_DEPTH;
 			node_of[path[n]] = node;
 		}
 		t.nodes[node_of[i]].self += d->calls[i].self;
@@ -324,6 +348,8 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 					if (*p == ';' || *p == ' ')
 						*p = '_';
 				fputs(lbl, f);
+			} else if (x->func == KTRACE_DEC_NONE) {
+				fprintf(f, ";[up_to_%" PRIu32 "_frames_cut]", x->cut);
 			} else {
 				const char *s = ktrace__dec_func_name(d, x->func);
 
@@ -341,5 +367,6 @@ out:
 	ktrace__umap_free(&t.map);
 	free(t.nodes);
 	free(node_of);
+	free(dep);
 	free(path);
 }

@@ -26,7 +26,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	const struct ktrace_snap *s = &d->snap;
 	const struct ktrace_info_rec *in = &s->info;
 	char a[64], b[64], c[64], lbl[64];
-	uint64_t ntb = 0, nte = 0;
+	uint64_t ntb = 0, nte = 0, nel = 0;
 
 	fprintf(f, "file:      %s\n", d->file);
 	fprintf(f, "process:   pid %" PRIu32 "  exe %s  host %s\n", in->pid,
@@ -118,14 +118,21 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 			        "not in THREADS");
 	}
 
+	/* A frame closed by an outer frame's exit (longjmp, or an exit record
+	 * lost) is not "at the end": it is counted apart. */
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		ntb += !!(d->calls[i].flags & KTRACE_CALL_TRUNC_BEGIN);
-		nte += !!(d->calls[i].flags & KTRACE_CALL_TRUNC_END);
+		nte += (d->calls[i].flags & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST)) ==
+		       KTRACE_CALL_TRUNC_END;
+		nel += !!(d->calls[i].flags & KTRACE_CALL_EXIT_LOST);
 	}
 	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu32 " calls (%" PRIu64
-	           " truncated at the window start, %" PRIu64 " at the end), %" PRIu32
-	           " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
-	        d->events, d->ncalls, ntb, nte, d->nreqs, d->nmarks, d->nfuncs);
+	           " truncated at the window start, %" PRIu64 " at the end", d->events, d->ncalls,
+	        ntb, nte);
+	if (nel)
+		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)", nel);
+	fprintf(f, "), %" PRIu32 " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
+	        d->nreqs, d->nmarks, d->nfuncs);
 
 	fprintf(f, "losses:   ");
 	if (s->have_loss) {
@@ -211,7 +218,7 @@ static int want_thread(const struct ktrace_dec *d, uint32_t th, const struct ktr
 void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
 	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs;
-	struct item *it = malloc((cap ? cap : 1) * sizeof(*it));
+	struct item *it = ktrace__xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
 	char w[48], dur[32], lbl[64], nb[48];
 	uint64_t lines = 0;
 

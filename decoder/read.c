@@ -16,6 +16,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,54 @@ void ktrace__dec_error_format(const struct ktrace_dec_error *err, const char *fi
 		snprintf(buf, len, "ktrace-decode: %s: %s", file, err->msg);
 }
 
+/* ---- memory (decoder.h) ----------------------------------------------------- */
+
+void (*ktrace__dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+
+void ktrace__dec_oom(const char *what, size_t bytes)
+{
+	fprintf(stderr, "ktrace-decode: out of memory (%zu bytes for %s); decode one file at a "
+	        "time or raise the memory limit (ulimit -v)\n", bytes, what);
+	exit(1);
+}
+
+void *ktrace__xmalloc(size_t n, const char *what)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		ktrace__dec_oom(what, n);
+	return p;
+}
+
+void *ktrace__xcalloc(size_t n, size_t size, const char *what)
+{
+	void *p;
+
+	if (size && n > SIZE_MAX / size)
+		ktrace__dec_oom(what, SIZE_MAX);
+	p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		ktrace__dec_oom(what, n * size);
+	return p;
+}
+
+void *ktrace__xrealloc(void *p, size_t n, const char *what)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (!q)
+		ktrace__dec_oom(what, n);
+	return q;
+}
+
+char *ktrace__xstrdup(const char *s, const char *what)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(ktrace__xmalloc(n, what), s, n);
+}
+
 void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fmt, ...)
 {
 	char msg[320];
@@ -68,9 +117,7 @@ void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fm
 	if (w->n >= KTRACE_DEC_MAX_WARN)
 		return;
 	if (!w->lines) {
-		w->lines = calloc(KTRACE_DEC_MAX_WARN, sizeof(*w->lines));
-		if (!w->lines)
-			return;
+		w->lines = ktrace__xcalloc(KTRACE_DEC_MAX_WARN, sizeof(*w->lines), "warnings");
 	}
 	n = snprintf(msg, sizeof(msg), "offset 0x%" PRIx64 ": ", offset);
 	if (n < 0 || (size_t)n >= sizeof(msg))
@@ -78,9 +125,7 @@ void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	va_end(ap);
-	w->lines[w->n] = strdup(msg);
-	if (w->lines[w->n])
-		w->n++;
+	w->lines[w->n++] = ktrace__xstrdup(msg, "warnings");
 }
 
 void ktrace__warnings_free(struct ktrace_dec_warnings *w)
@@ -253,9 +298,7 @@ static int read_anchors(struct ktrace_snap *snap, const struct sec *x, struct kt
 	n = x->s.count;
 	if (!n)
 		return 0;
-	snap->anchors = malloc((size_t)n * sizeof(*snap->anchors));
-	if (!snap->anchors)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " anchors)", n);
+	snap->anchors = ktrace__xmalloc((size_t)n * sizeof(*snap->anchors), "ANCHORS");
 	memcpy(snap->anchors, x->p, (size_t)n * sizeof(*snap->anchors));
 	qsort(snap->anchors, n, sizeof(*snap->anchors), cmp_anchor);
 	for (uint32_t i = 0; i < n; i++) {
@@ -309,9 +352,7 @@ static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct kt
 	n = x->s.count;
 	if (!n)
 		return 0;
-	snap->threads = malloc((size_t)n * sizeof(*snap->threads));
-	if (!snap->threads)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " threads)", n);
+	snap->threads = ktrace__xmalloc((size_t)n * sizeof(*snap->threads), "THREADS");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_thread_rec *t = &snap->threads[j];
 
@@ -352,9 +393,7 @@ static int read_names(struct ktrace_snap *snap, const struct sec *x, struct ktra
 		            n, size);
 	if (!n)
 		return 0;
-	snap->names = calloc(n, sizeof(*snap->names));
-	if (!snap->names)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " names)", n);
+	snap->names = ktrace__xcalloc(n, sizeof(*snap->names), "NAMES");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_name_rec r;
 		uint64_t padded;
@@ -370,9 +409,7 @@ static int read_names(struct ktrace_snap *snap, const struct sec *x, struct ktra
 			            r.len);
 		snap->names[j].id = r.id;
 		snap->names[j].kind = r.kind;
-		snap->names[j].str = malloc((size_t)r.len + 1);
-		if (!snap->names[j].str)
-			return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+		snap->names[j].str = ktrace__xmalloc((size_t)r.len + 1, "NAMES");
 		memcpy(snap->names[j].str, x->p + pos + sizeof(r), r.len);
 		snap->names[j].str[r.len] = '\0';
 		j++;
@@ -394,9 +431,7 @@ static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct kt
 		            n, size);
 	if (!n)
 		return 0;
-	snap->modules = calloc(n, sizeof(*snap->modules));
-	if (!snap->modules)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " modules)", n);
+	snap->modules = ktrace__xcalloc(n, sizeof(*snap->modules), "MODULES");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_module_rec r;
 		struct ktrace_snap_module *m;
@@ -420,9 +455,7 @@ static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct kt
 			m->start = r.start;
 			m->end = r.end;
 			m->file_offset = r.file_offset;
-			m->path = malloc((size_t)r.path_len + 1);
-			if (!m->path)
-				return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+			m->path = ktrace__xmalloc((size_t)r.path_len + 1, "MODULES");
 			memcpy(m->path, x->p + pos + sizeof(r), r.path_len);
 			m->path[r.path_len] = '\0';
 			snap->nmodules++;
@@ -441,9 +474,7 @@ static int read_cores(struct ktrace_snap *snap, const struct sec *x, struct ktra
 		return rc;
 	if (!x->s.count)
 		return 0;
-	snap->core_recs = malloc((size_t)x->s.count * sizeof(*snap->core_recs));
-	if (!snap->core_recs)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+	snap->core_recs = ktrace__xmalloc((size_t)x->s.count * sizeof(*snap->core_recs), "CORES");
 	memcpy(snap->core_recs, x->p, (size_t)x->s.count * sizeof(*snap->core_recs));
 	snap->ncore_recs = x->s.count;
 	for (uint32_t i = 0; i < x->s.count; i++)
@@ -475,9 +506,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
 	if (!n)
 		return 0;
-	nb = realloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb));
-	if (!nb)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (%" PRIu32 " blocks)", n);
+	nb = ktrace__xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb), "the block list");
 	snap->blocks = nb;
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_block_rec r;
@@ -653,9 +682,7 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 	if (h->section_count == 0)
 		return fail(err, KTRACE_DEC_ECORRUPT, 1, 16, "section table is empty (no INFO)");
 
-	secs = calloc(h->section_count, sizeof(*secs));
-	if (!secs)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+	secs = ktrace__xcalloc(h->section_count, sizeof(*secs), "the section table");
 
 	/* Pass 1: bounds of every entry, CRCs, find INFO. */
 	for (uint32_t i = 0; i < h->section_count; i++) {

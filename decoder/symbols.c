@@ -40,7 +40,7 @@ struct elf_load {
 struct ktrace_elf {
 	uint8_t *buf;        /* the file */
 	size_t len;          /* bytes */
-	int is_mmap;
+	int is_mmap;         /* always 0: files are read, never mapped */
 	struct elf_load *loads;
 	uint32_t nloads;
 	struct elf_sym *syms; /* sorted by addr */
@@ -105,9 +105,7 @@ static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want
 			uint64_t ent = sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Sym);
 
 			n = sh.sh_size / ent;
-			e->syms = malloc((size_t)(n ? n : 1) * sizeof(*e->syms));
-			if (!e->syms)
-				return efail(err, 0, "%sout of memory (%" PRIu64 " symbols)", "", n);
+			e->syms = ktrace__xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms), "ELF symbols");
 			for (uint64_t j = 0; j < n; j++) {
 				Elf64_Sym s;
 				const char *name;
@@ -153,9 +151,7 @@ static int parse(struct ktrace_elf *e, struct ktrace_dec_error *err)
 			return efail(err, offsetof(Elf64_Ehdr, e_phoff),
 			             "%sprogram headers run past the end of the file (%" PRIu64 " bytes)",
 			             "", e->len);
-		e->loads = calloc(eh.e_phnum, sizeof(*e->loads));
-		if (!e->loads)
-			return efail(err, 0, "%sout of memory%" PRIu64, "", 0);
+		e->loads = ktrace__xcalloc(eh.e_phnum, sizeof(*e->loads), "ELF program headers");
 		for (uint32_t i = 0; i < eh.e_phnum; i++) {
 			Elf64_Phdr ph;
 
@@ -200,17 +196,11 @@ void ktrace__elf_free(struct ktrace_elf *e)
 int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
                       struct ktrace_dec_error *err)
 {
-	struct ktrace_elf *e = calloc(1, sizeof(*e));
+	struct ktrace_elf *e = ktrace__xcalloc(1, sizeof(*e), "an ELF file");
 	int rc;
 
 	*out = NULL;
-	if (!e)
-		return KTRACE_DEC_ENOMEM;
-	e->buf = malloc(len ? len : 1);
-	if (!e->buf) {
-		free(e);
-		return KTRACE_DEC_ENOMEM;
-	}
+	e->buf = ktrace__xmalloc(len, "an ELF file");
 	memcpy(e->buf, buf, len);
 	e->len = len;
 	rc = parse(e, err);
@@ -222,50 +212,114 @@ int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
 	return 0;
 }
 
+static int eio(struct ktrace_dec_error *err, const char *fmt, const char *path, const char *why)
+{
+	if (err) {
+		err->code = KTRACE_DEC_EIO;
+		err->has_offset = 0;
+		snprintf(err->msg, sizeof(err->msg), fmt, path, why);
+	}
+	return KTRACE_DEC_EIO;
+}
+
+/* Bytes per pread(); the test hook runs before each. */
+#define READ_CHUNK (16u << 20)
+
+/* Read [off, off + n) of the file, clipped to its size, into e->buf at the
+ * same offset.  0, or -1 if the file came up short: truncated meanwhile. */
+static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t off, uint64_t n)
+{
+	if (off >= e->len)
+		return 0;
+	if (n > e->len - off)
+		n = e->len - off;
+	while (n) {
+		size_t k = n < READ_CHUNK ? (size_t)n : READ_CHUNK;
+		ssize_t r;
+
+		if (ktrace__dec_read_hook)
+			ktrace__dec_read_hook(path, off, e->len);
+		r = pread(fd, e->buf + off, k, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		off += (uint64_t)r;
+		n -= (uint64_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Only what parse() looks at is read: the ELF header, program and section
+ * headers, the symbol tables and their string tables.  They go to their own
+ * offsets in a zero-filled buffer of the file's size (calloc of a large size
+ * maps zero pages that cost nothing until written), so parse() checks every
+ * offset against the file size exactly as for an in-memory image.  Nothing
+ * is mapped from the file: a binary rebuilt or truncated while the decoder
+ * reads it gives an error here, never SIGBUS later.
+ */
+static int read_needed(int fd, struct ktrace_elf *e, const char *path)
+{
+	Elf64_Ehdr eh;
+
+	if (read_range(fd, e, path, 0, sizeof(eh)))
+		return -1;
+	if (e->len < sizeof(eh))
+		return 0;
+	memcpy(&eh, e->buf, sizeof(eh));
+	if (read_range(fd, e, path, eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize) ||
+	    read_range(fd, e, path, eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize))
+		return -1;
+	if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
+	    !in_file(e, eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize))
+		return 0;
+	for (uint32_t i = 0; i < eh.e_shnum; i++) {
+		Elf64_Shdr sh, st;
+
+		memcpy(&sh, e->buf + eh.e_shoff + (uint64_t)i * eh.e_shentsize, sizeof(sh));
+		if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+			continue;
+		if (read_range(fd, e, path, sh.sh_offset, sh.sh_size))
+			return -1;
+		if (sh.sh_link >= eh.e_shnum)
+			continue;
+		memcpy(&st, e->buf + eh.e_shoff + (uint64_t)sh.sh_link * eh.e_shentsize, sizeof(st));
+		if (read_range(fd, e, path, st.sh_offset, st.sh_size))
+			return -1;
+	}
+	return 0;
+}
+
 int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_dec_error *err)
 {
 	struct ktrace_elf *e;
 	struct stat st;
-	void *map;
 	int fd, rc;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (err) {
-			err->code = KTRACE_DEC_EIO;
-			err->has_offset = 0;
-			snprintf(err->msg, sizeof(err->msg), "cannot open %s: %s", path, strerror(errno));
-		}
-		return KTRACE_DEC_EIO;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+	/* Never blocks: the path comes from the snapshot and may name a FIFO. */
+	fd = ktrace__dec_open_path(path, &st);
+	if (fd < 0)
+		return eio(err, "cannot open %s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
 		close(fd);
-		if (err) {
-			err->code = KTRACE_DEC_EIO;
-			err->has_offset = 0;
-			snprintf(err->msg, sizeof(err->msg), "%s is not a regular non-empty file", path);
-		}
-		return KTRACE_DEC_EIO;
+		return eio(err, "%s is not a regular non-empty file (%s); not read", path,
+		           S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" :
+		           S_ISCHR(st.st_mode) ? "a character device" :
+		           S_ISBLK(st.st_mode) ? "a block device" :
+		           S_ISSOCK(st.st_mode) ? "a socket" : "empty");
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED) {
-		if (err) {
-			err->code = KTRACE_DEC_EIO;
-			err->has_offset = 0;
-			snprintf(err->msg, sizeof(err->msg), "cannot map %s: %s", path, strerror(errno));
-		}
-		return KTRACE_DEC_EIO;
-	}
-	e = calloc(1, sizeof(*e));
-	if (!e) {
-		munmap(map, (size_t)st.st_size);
-		return KTRACE_DEC_ENOMEM;
-	}
-	e->buf = map;
+	e = ktrace__xcalloc(1, sizeof(*e), "an ELF file");
 	e->len = (size_t)st.st_size;
-	e->is_mmap = 1;
+	e->buf = ktrace__xcalloc(1, e->len, "an ELF file");
+	if (read_needed(fd, e, path)) {
+		close(fd);
+		ktrace__elf_free(e);
+		return eio(err, "%s: %s", path,
+		           "the file was truncated while it was read (rebuilt meanwhile?)");
+	}
+	close(fd);
 	rc = parse(e, err);
 	if (rc) {
 		ktrace__elf_free(e);
@@ -352,9 +406,7 @@ static struct ktrace_elf *cached_elf(struct ktrace_dec *d, struct symcache *c, c
 	for (uint32_t i = 0; i < c->n; i++)
 		if (strcmp(c->ent[i].path, path) == 0)
 			return c->ent[i].elf;
-	p = realloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent));
-	if (!p)
-		return NULL;
+	p = ktrace__xrealloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent), "the symbol cache");
 	c->ent = p;
 	if (path[0] == '/') {
 		snprintf(full, sizeof(full), "%s%s", d->opts.sysroot ? d->opts.sysroot : "", path);
@@ -370,12 +422,8 @@ static struct ktrace_elf *cached_elf(struct ktrace_dec *d, struct symcache *c, c
 			e = NULL;
 		}
 	}
-	c->ent[c->n].path = strdup(path);
+	c->ent[c->n].path = ktrace__xstrdup(path, "the symbol cache");
 	c->ent[c->n].elf = e;
-	if (!c->ent[c->n].path) {
-		ktrace__elf_free(e);
-		return NULL;
-	}
 	c->n++;
 	return e;
 }
@@ -439,7 +487,7 @@ void ktrace__dec_symbolize(struct ktrace_dec *d)
 	char buf[64];
 
 	if (!d->opts.no_symbols && !d->symcache)
-		d->symcache = calloc(1, sizeof(struct symcache));
+		d->symcache = ktrace__xcalloc(1, sizeof(struct symcache), "the symbol cache");
 	c = d->symcache;
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
 		struct ktrace_dec_func *f = &d->funcs[i];

@@ -85,7 +85,8 @@ static int fail(struct ktrace_dec_error *err, int code, const char *msg)
 	return code;
 }
 
-/* Grow *arr (elements of size sz) so that index n fits. */
+/* Grow *arr (elements of size sz) so that index n fits.  -1 only when n is
+ * beyond any u32 capacity; out of memory is fatal (ktrace__dec_oom). */
 static int grow(void *arrp, uint32_t *cap, uint32_t n, size_t sz)
 {
 	void **arr = arrp;
@@ -101,9 +102,7 @@ static int grow(void *arrp, uint32_t *cap, uint32_t n, size_t sz)
 		ncap = UINT32_MAX;
 	if (n >= ncap)
 		return -1;
-	p = realloc(*arr, (size_t)ncap * sz);
-	if (!p)
-		return -1;
+	p = ktrace__xrealloc(*arr, (size_t)ncap * sz, "the timeline");
 	*arr = p;
 	*cap = (uint32_t)ncap;
 	return 0;
@@ -145,9 +144,9 @@ int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
 	free(snap->cores);
 	snap->cores = NULL;
 	snap->ncores = 0;
-	cpus = malloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus));
-	keys = malloc(((size_t)nb + 1) * sizeof(*keys));
-	sorted = malloc(((size_t)nb + 1) * sizeof(*sorted));
+	cpus = ktrace__xmalloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus), "block order");
+	keys = ktrace__xmalloc(((size_t)nb + 1) * sizeof(*keys), "block order");
+	sorted = ktrace__xmalloc(((size_t)nb + 1) * sizeof(*sorted), "block order");
 	if (!cpus || !keys || !sorted)
 		goto nomem;
 
@@ -208,7 +207,7 @@ int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
 		if (!j || cpus[j - 1] != cpus[i])
 			cpus[j++] = cpus[i];
 	ncpu = j;
-	snap->cores = calloc(ncpu ? ncpu : 1, sizeof(*snap->cores));
+	snap->cores = ktrace__xcalloc(ncpu ? ncpu : 1, sizeof(*snap->cores), "cores");
 	if (!snap->cores)
 		goto nomem;
 	snap->ncores = ncpu;
@@ -496,8 +495,8 @@ static int umap_grow(struct ktrace_umap *m)
 		return -1;
 	nm.cap = ncap;
 	nm.n = 0;
-	nm.keys = malloc((size_t)ncap * sizeof(*nm.keys));
-	nm.vals = malloc((size_t)ncap * sizeof(*nm.vals));
+	nm.keys = ktrace__xmalloc((size_t)ncap * sizeof(*nm.keys), "a hash map");
+	nm.vals = ktrace__xmalloc((size_t)ncap * sizeof(*nm.vals), "a hash map");
 	if (!nm.keys || !nm.vals) {
 		free(nm.keys);
 		free(nm.vals);
@@ -1099,7 +1098,7 @@ static int cmp_piece(const void *a, const void *b)
  */
 static int order_pieces(struct build *b)
 {
-	uint8_t *by_time = calloc((size_t)b->d->nthreads + 1, 1);
+	uint8_t *by_time = ktrace__xcalloc((size_t)b->d->nthreads + 1, 1, "thread order");
 
 	if (!by_time)
 		return -1;
@@ -1130,7 +1129,7 @@ static void walk_threads(struct build *b)
 
 		ktrace__core_iter_init(&it, snap, p->core, NULL);
 		ktrace__core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
-		for (uint64_t k = 0; k < p->nrec; k++) {
+		for (uint64_t k = 0; k < p->nrec && !b->oom; k++) {
 			if (!iter_next(&it, &ev))
 				break;
 			if (!outside(b, ev.tick, it.blk_tick))
@@ -1185,8 +1184,8 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	d->shift = snap->info.tsc_shift;
 	d->tsc_hz = snap->info.tsc_hz;
 	d->trigger_req = KTRACE_DEC_NONE;
-	b = calloc(1, sizeof(*b));
-	d->core_stats = calloc(nc ? nc : 1, sizeof(*d->core_stats));
+	b = ktrace__xcalloc(1, sizeof(*b), "the timeline");
+	d->core_stats = ktrace__xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	if (!b || !d->core_stats) {
 		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
 		goto out;
@@ -1412,9 +1411,7 @@ const char *ktrace__dec_strdup(struct ktrace_dec *d, const char *s)
 
 	if (grow(&d->strs, &d->capstrs, d->nstrs, sizeof(*d->strs)))
 		return "?";
-	p = strdup(s);
-	if (!p)
-		return "?";
+	p = ktrace__xstrdup(s, "names");
 	d->strs[d->nstrs++] = p;
 	return p;
 }
@@ -1462,10 +1459,8 @@ int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return fail(err, KTRACE_DEC_ENOMEM, "out of memory");
-	d->file = strdup(name ? name : "(buffer)");
+	d = ktrace__xcalloc(1, sizeof(*d), "the decoder");
+	d->file = ktrace__xstrdup(name ? name : "(buffer)", "the decoder");
 	if (opts)
 		d->opts = *opts;
 	rc = ktrace__snap_read(buf, len, &d->snap, err);
@@ -1482,77 +1477,122 @@ int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
 	return 0;
 }
 
+/*
+ * Open a path named by a user or by a snapshot without ever blocking: a FIFO
+ * without a writer, a tty or a device must not hang the decoder at open().
+ * O_NONBLOCK is cleared again once fstat() says what it is, for the caller's
+ * reads.  Returns the descriptor, or -1 with errno set.
+ */
+int ktrace__dec_open_path(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Bytes read per read() of a regular file; the test hook runs before each. */
+#define READ_CHUNK (16u << 20)
+
+/*
+ * The file is read, not mapped: a mapped file that someone truncates while
+ * the decoder walks it kills the decoder with SIGBUS, and a copy costs a
+ * few percent of a decode (bench/RESULTS.md, "decoder: read vs mmap").  A
+ * regular file is read to the size fstat() gave; coming up short means it
+ * was truncated meanwhile, which is an error, not a smaller snapshot.
+ * Pipes and sockets (`ktrace-decode <(zcat f.ktrace.gz)`) are read to EOF;
+ * anything else (a directory, a device) is refused.
+ */
 int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
                           struct ktrace_dec **out, struct ktrace_dec_error *err)
 {
 	struct stat st;
-	void *map = NULL;
+	char *buf = NULL;
 	size_t len = 0;
-	int fd, rc, is_mmap = 0;
+	int fd, rc;
 	char msg[300];
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = ktrace__dec_open_path(path, &st);
 	if (fd < 0) {
 		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
 		return fail(err, KTRACE_DEC_EIO, msg);
 	}
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-		len = (size_t)st.st_size;
-		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			snprintf(msg, sizeof(msg), "cannot map %zu bytes: %s", len, strerror(errno));
-			close(fd);
-			return fail(err, KTRACE_DEC_EIO, msg);
+	if (S_ISREG(st.st_mode)) {
+		size_t want = (size_t)st.st_size;
+
+		buf = ktrace__xmalloc(want, "the snapshot file");
+		while (len < want) {
+			size_t n = want - len < READ_CHUNK ? want - len : READ_CHUNK;
+			ssize_t r;
+
+			if (ktrace__dec_read_hook)
+				ktrace__dec_read_hook(path, len, want);
+			r = pread(fd, buf + len, n, (off_t)len);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
+				goto fail_io;
+			}
+			if (r == 0) {
+				snprintf(msg, sizeof(msg), "the file was truncated while it was read (%zu of "
+				         "%zu bytes); decode a copy that nothing is writing to", len, want);
+				goto fail_io;
+			}
+			len += (size_t)r;
 		}
-		is_mmap = 1;
-		madvise(map, len, MADV_WILLNEED); /* read ahead: it is all read once */
-	} else {
+	} else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
 		size_t cap = 0;
 
 		for (;;) {
 			ssize_t n;
 
 			if (len == cap) {
-				void *p;
-
 				cap = cap ? cap * 2 : 65536;
-				p = realloc(map, cap);
-				if (!p) {
-					free(map);
-					close(fd);
-					return fail(err, KTRACE_DEC_ENOMEM, "out of memory reading the file");
-				}
-				map = p;
+				buf = ktrace__xrealloc(buf, cap, "the snapshot file");
 			}
-			n = read(fd, (char *)map + len, cap - len);
+			n = read(fd, buf + len, cap - len);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0) {
 				snprintf(msg, sizeof(msg), "read error: %s", strerror(errno));
-				free(map);
-				close(fd);
-				return fail(err, KTRACE_DEC_EIO, msg);
+				goto fail_io;
 			}
 			if (n == 0)
 				break;
 			len += (size_t)n;
 		}
+	} else {
+		snprintf(msg, sizeof(msg), "not a regular file or a pipe (%s); nothing read",
+		         S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device" :
+		         S_ISBLK(st.st_mode) ? "a block device" : "a special file");
+		goto fail_io;
 	}
 	close(fd);
-	rc = ktrace__dec_open_buffer(map ? map : "", len, path, opts, out, err);
+	rc = ktrace__dec_open_buffer(buf ? buf : "", len, path, opts, out, err);
 	if (rc) {
-		if (is_mmap)
-			munmap(map, len);
-		else
-			free(map);
+		free(buf);
 		return rc;
 	}
-	(*out)->map = map;
+	(*out)->map = buf;
 	(*out)->map_len = len;
-	(*out)->map_is_mmap = is_mmap;
+	(*out)->map_is_mmap = 0;
 	return 0;
+fail_io:
+	free(buf);
+	close(fd);
+	return fail(err, KTRACE_DEC_EIO, msg);
 }
 
 void ktrace__dec_free(struct ktrace_dec *d)
