@@ -66,3 +66,12 @@ if(KTRACE_BUILD_FUZZ)
   target_link_options(ktrace-fuzz-elf PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(ktrace-fuzz-elf PRIVATE m)
 endif()
+
+# The decoder against its environment (issue 11): special files named by a
+# snapshot, files truncated while read, out of memory (runs ktrace-decode
+# under RLIMIT_AS), deep recursion, longjmp.
+add_cmocka_test(test_decoder_harden
+  SOURCES ${KTRACE_DEC_TESTS_DIR}/test_decoder_harden.c
+  LINK ktrace_snapbuild ktrace_decoder
+  LABELS decoder)
+add_dependencies(test_decoder_harden ktrace-decode)
