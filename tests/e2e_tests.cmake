@@ -75,3 +75,7 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
+
+# longjmp out of 50 traced frames (issue 11): closed as "exit lost".
+ktrace_test_program(e2e_longjmp SOURCES ${KT_E2E_DIR}/longjmp_prog.c)
+ktrace_e2e_test(longjmp PROGRAMS e2e_longjmp)
