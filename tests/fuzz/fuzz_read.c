@@ -3,7 +3,10 @@
  * timeline, every sink) on arbitrary bytes, symbol files never opened.
  * Each input is decoded twice: as given (exercises the checks), and with
  * every CRC recomputed (so mutations reach the record and stack logic
- * instead of stopping at a CRC mismatch).
+ * instead of stopping at a CRC mismatch).  Then its modules are
+ * symbolized from special files (a FIFO with no writer, /dev/zero,
+ * /dev/stdin, a directory, a missing path...): the decoder must refuse
+ * them without blocking (issue 11).
  * Built as ktrace-fuzz-read with -DKTRACE_BUILD_FUZZ=ON (clang), and linked
  * into ktrace-fuzz-regress, which replays tests/fuzz/corpus and
  * tests/fuzz/regressions in every normal build.
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "crc32c.h"
 #include "decoder.h"
@@ -111,6 +116,39 @@ static void check_invariants(const struct ktrace_dec *d)
 			abort();
 }
 
+/* Paths no symbol file may come from; each must be refused at once. */
+static char fifo_path[64];
+static const char *specials[] = { fifo_path, "/dev/zero", "/dev/stdin", "/dev/null", "/",
+                                  "/proc/self/fd/0", "/nonexistent/ktrace-fuzz", "/etc/passwd" };
+
+static void remove_fifo(void)
+{
+	unlink(fifo_path);
+}
+
+/* Symbolize d's modules from special files, rotated by seed. */
+static void symbolize_specials(struct ktrace_dec *d, size_t seed)
+{
+	size_t n = sizeof(specials) / sizeof(specials[0]);
+
+	if (!fifo_path[0]) {
+		snprintf(fifo_path, sizeof(fifo_path), "/tmp/ktrace-fuzz-fifo-%ld", (long)getpid());
+		unlink(fifo_path);
+		if (mkfifo(fifo_path, 0600) == 0)
+			atexit(remove_fifo);
+	}
+	for (uint32_t i = 0; i < d->snap.nmodules; i++) {
+		free(d->snap.modules[i].path);
+		d->snap.modules[i].path = ktrace__xstrdup(specials[(seed + i) % n], "fuzz");
+	}
+	d->opts.no_symbols = 0;
+	d->opts.sysroot = NULL;
+	ktrace__dec_symbolize(d);
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (!d->funcs[i].name)
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *copy;
@@ -156,6 +194,8 @@ static void run(const uint8_t *data, size_t size)
 		ktrace__out_chrome_begin(&ch, null, ktrace__dec_wall_ns(d, d->window_start));
 		ktrace__out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		ktrace__out_chrome_end(&ch);
+		if (all)
+			symbolize_specials(d, size);
 		ktrace__dec_free(d);
 	}
 }
