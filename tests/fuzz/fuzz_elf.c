@@ -41,9 +41,13 @@ static void from_files(const uint8_t *data, size_t size)
 	int fd;
 
 	if (!dir[0]) {
-		snprintf(dir, sizeof(dir), "/tmp/ktrace-fuzz-elf-XXXXXX");
-		if (!mkdtemp(dir))
-			abort();
+		/* tmpfs if there is one: a disk under load makes every write slow */
+		snprintf(dir, sizeof(dir), "/dev/shm/ktrace-fuzz-elf-XXXXXX");
+		if (!mkdtemp(dir)) {
+			snprintf(dir, sizeof(dir), "/tmp/ktrace-fuzz-elf-XXXXXX");
+			if (!mkdtemp(dir))
+				abort();
+		}
 		snprintf(fifo_path, sizeof(fifo_path), "%s/fifo", dir);
 		snprintf(file_path, sizeof(file_path), "%s/elf", dir);
 		if (mkfifo(fifo_path, 0600) != 0)
