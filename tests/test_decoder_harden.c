@@ -125,7 +125,8 @@ static void test_decoder_harden_module_fifo(void **state)
 
 static void test_decoder_harden_module_special(void **state)
 {
-	static const char *const paths[] = { "/dev/zero", "/dev/stdin", "/dev/tty", "/", "/proc/self/fd/0" };
+	static const char *const paths[] = { "/dev/zero", "/dev/stdin", "/dev/tty", "/",
+		                              "/proc/self/fd/0" };
 	struct ktrace_dec_opts o = { 0 };
 	struct ktrace_dec_error err;
 

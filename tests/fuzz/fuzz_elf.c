@@ -4,9 +4,10 @@
  * or a usable symbol table, never a crash.  Each input is also written to a
  * file and read back through ktrace__elf_open (which reads only the parts
  * it needs), and one special path (a FIFO with no writer, /dev/zero, a
- * directory, /dev/stdin) must be refused without blocking (issue 11).  Built as ktrace-fuzz-elf with
- * -DKTRACE_BUILD_FUZZ=ON; ktrace-fuzz-elf-regress replays
- * tests/fuzz/corpus-elf and tests/fuzz/regressions-elf in every build.
+ * directory, /dev/stdin) must be refused without blocking (issue 11).
+ * Built as ktrace-fuzz-elf with -DKTRACE_BUILD_FUZZ=ON;
+ * ktrace-fuzz-elf-regress replays tests/fuzz/corpus-elf and
+ * tests/fuzz/regressions-elf in every build.
  */
 #include <fcntl.h>
 #include <stddef.h>
