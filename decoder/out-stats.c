@@ -101,8 +101,9 @@ struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t
 	size_t nf = (size_t)d->nfuncs + 1;
 	uint64_t *dur = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*dur), "statistics");
 	uint64_t *tmp = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*tmp), "statistics");
-	uint64_t *off = ktrace__xcalloc(nf + 1, sizeof(*off), "statistics"); /* per func: start in dur[] */
-	uint64_t *cur = ktrace__xmalloc((nf + 1) * sizeof(*cur), "statistics"); /* per func: fill cursor */
+	/* per func: start in dur[], fill cursor */
+	uint64_t *off = ktrace__xcalloc(nf + 1, sizeof(*off), "statistics");
+	uint64_t *cur = ktrace__xmalloc((nf + 1) * sizeof(*cur), "statistics");
 	uint64_t *total = ktrace__xcalloc(nf, sizeof(*total), "statistics"); /* ticks */
 	uint64_t *self = ktrace__xcalloc(nf, sizeof(*self), "statistics");   /* ticks */
 	uint64_t *sum = ktrace__xcalloc(nf, sizeof(*sum), "statistics");     /* ticks */
@@ -241,16 +242,17 @@ static uint32_t node_get(struct ftree *t, uint64_t key, uint32_t parent, uint32_
 		return node;
 	if (t->nn >= t->capn) {
 		uint32_t ncap = t->capn ? t->capn * 2 : 256;
-		struct fnode *p = ktrace__xrealloc(t->nodes, (size_t)ncap * sizeof(*p), "folded stacks");
+		struct fnode *p = ktrace__xrealloc(t->nodes, (size_t)ncap * sizeof(*p),
+		                                   "folded stacks");
 
 		if (!p)
 			return KTRACE_DEC_NONE;
 		t->nodes = p;
 		t->capn = ncap;
 	}
-	t->nodes[t->nn] = (struct fnode){ parent, func, 0,
-	                                  parent == KTRACE_DEC_NONE ? 0 : t->nodes[parent].depth + 1,
-	                                  0 };
+	t->nodes[t->nn] = (struct fnode){ parent, func, 0, 0, 0 };
+	if (parent != KTRACE_DEC_NONE)
+		t->nodes[t->nn].depth = t->nodes[parent].depth + 1;
 	if (ktrace__umap_put(&t->map, key, t->nn))
 		return KTRACE_DEC_NONE;
 	return t->nn++;
@@ -317,8 +319,8 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 				node = node_get(&t, ((uint64_t)parent_node << 32) | KTRACE_DEC_NONE,
 				                parent_node, KTRACE_DEC_NONE);
 			else
-				node = node_get(&t, ((uint64_t)parent_node << 32) | c->func, parent_node,
-				                c->func);
+				node = node_get(&t, ((uint64_t)parent_node << 32) | c->func,
+				                parent_node, c->func);
 			if (node == KTRACE_DEC_NONE)
 				goto oom;
 			if (t.nodes[node].func == KTRACE_DEC_NONE &&

@@ -130,7 +130,8 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	           " truncated at the window start, %" PRIu64 " at the end", d->events, d->ncalls,
 	        ntb, nte);
 	if (nel)
-		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)", nel);
+		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)",
+		        nel);
 	fprintf(f, "), %" PRIu32 " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
 	        d->nreqs, d->nmarks, d->nfuncs);
 

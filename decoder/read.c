@@ -506,7 +506,8 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
 	if (!n)
 		return 0;
-	nb = ktrace__xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb), "the block list");
+	nb = ktrace__xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb),
+	                      "the block list");
 	snap->blocks = nb;
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_block_rec r;

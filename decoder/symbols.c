@@ -105,7 +105,8 @@ static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want
 			uint64_t ent = sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Sym);
 
 			n = sh.sh_size / ent;
-			e->syms = ktrace__xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms), "ELF symbols");
+			e->syms = ktrace__xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms),
+			                          "ELF symbols");
 			for (uint64_t j = 0; j < n; j++) {
 				Elf64_Sym s;
 				const char *name;
@@ -284,7 +285,8 @@ static int read_needed(int fd, struct ktrace_elf *e, const char *path)
 			return -1;
 		if (sh.sh_link >= eh.e_shnum)
 			continue;
-		memcpy(&st, e->buf + eh.e_shoff + (uint64_t)sh.sh_link * eh.e_shentsize, sizeof(st));
+		memcpy(&st, e->buf + eh.e_shoff + (uint64_t)sh.sh_link * eh.e_shentsize,
+		       sizeof(st));
 		if (read_range(fd, e, path, st.sh_offset, st.sh_size))
 			return -1;
 	}

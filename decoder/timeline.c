@@ -1542,7 +1542,8 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r < 0) {
-				snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
+				snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len,
+				         strerror(errno));
 				goto fail_io;
 			}
 			if (r == 0) {
