@@ -1547,8 +1547,9 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 				goto fail_io;
 			}
 			if (r == 0) {
-				snprintf(msg, sizeof(msg), "the file was truncated while it was read (%zu of "
-				         "%zu bytes); decode a copy that nothing is writing to", len, want);
+				snprintf(msg, sizeof(msg),
+				         "the file was truncated while it was read (%zu of %zu bytes); "
+				         "decode a copy that nothing is writing to", len, want);
 				goto fail_io;
 			}
 			len += (size_t)r;
@@ -1576,8 +1577,9 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 		}
 	} else {
 		snprintf(msg, sizeof(msg), "not a regular file or a pipe (%s); nothing read",
-		         S_ISDIR(st.st_mode) ? "a directory" : S_ISCHR(st.st_mode) ? "a character device" :
-		         S_ISBLK(st.st_mode) ? "a block device" : "a special file");
+		         S_ISDIR(st.st_mode)   ? "a directory" :
+		         S_ISCHR(st.st_mode)   ? "a character device" :
+		         S_ISBLK(st.st_mode)   ? "a block device" : "a special file");
 		goto fail_io;
 	}
 	close(fd);
