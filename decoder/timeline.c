@@ -1548,8 +1548,8 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 			}
 			if (r == 0) {
 				snprintf(msg, sizeof(msg),
-				         "the file was truncated while it was read (%zu of %zu bytes); "
-				         "decode a copy that nothing is writing to", len, want);
+				         "the file was truncated while it was read (%zu of %zu bytes)"
+				         "; decode a copy that nothing is writing to", len, want);
 				goto fail_io;
 			}
 			len += (size_t)r;
