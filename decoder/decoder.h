@@ -372,6 +372,11 @@ void ktrace__dec_free(struct ktrace_dec *d);
  * fstat fills *st); the caller checks the file type.  fd or -1 (errno). */
 struct stat;
 int ktrace__dec_open_path(const char *path, struct stat *st);
+/* pread() n bytes at off into buf, in chunks (ktrace__dec_read_hook runs
+ * before each; total is for the hook).  Returns the bytes read: fewer than
+ * n with errno set on an error, with errno 0 at end of file. */
+uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+                           uint64_t total);
 
 /* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
 int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err);

@@ -223,9 +223,6 @@ static int eio(struct ktrace_dec_error *err, const char *fmt, const char *path, 
 	return KTRACE_DEC_EIO;
 }
 
-/* Bytes per pread(); the test hook runs before each. */
-#define READ_CHUNK (16u << 20)
-
 /* Read [off, off + n) of the file, clipped to its size, into e->buf at the
  * same offset.  0, or -1 if the file came up short: truncated meanwhile. */
 static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t off, uint64_t n)
@@ -234,21 +231,7 @@ static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t o
 		return 0;
 	if (n > e->len - off)
 		n = e->len - off;
-	while (n) {
-		size_t k = n < READ_CHUNK ? (size_t)n : READ_CHUNK;
-		ssize_t r;
-
-		if (ktrace__dec_read_hook)
-			ktrace__dec_read_hook(path, off, e->len);
-		r = pread(fd, e->buf + off, k, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		off += (uint64_t)r;
-		n -= (uint64_t)r;
-	}
-	return 0;
+	return ktrace__dec_pread(fd, e->buf + off, off, n, path, e->len) == n ? 0 : -1;
 }
 
 /*

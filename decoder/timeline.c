@@ -1500,8 +1500,33 @@ int ktrace__dec_open_path(const char *path, struct stat *st)
 	return fd;
 }
 
-/* Bytes read per read() of a regular file; the test hook runs before each. */
+/* Bytes per pread(); the test hook runs before each. */
 #define READ_CHUNK (16u << 20)
+
+uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+                           uint64_t total)
+{
+	uint64_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < READ_CHUNK ? (size_t)(n - done) : READ_CHUNK;
+		ssize_t r;
+
+		if (ktrace__dec_read_hook)
+			ktrace__dec_read_hook(path, off + done, total);
+		r = pread(fd, (char *)buf + done, k, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return done;
+		if (r == 0) {
+			errno = 0; /* end of file: the file is shorter than it was */
+			return done;
+		}
+		done += (uint64_t)r;
+	}
+	return done;
+}
 
 /*
  * The file is read, not mapped: a mapped file that someone truncates while
@@ -1532,27 +1557,16 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 		size_t want = (size_t)st.st_size;
 
 		buf = ktrace__xmalloc(want, "the snapshot file");
-		while (len < want) {
-			size_t n = want - len < READ_CHUNK ? want - len : READ_CHUNK;
-			ssize_t r;
-
-			if (ktrace__dec_read_hook)
-				ktrace__dec_read_hook(path, len, want);
-			r = pread(fd, buf + len, n, (off_t)len);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r < 0) {
-				snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len,
-				         strerror(errno));
-				goto fail_io;
-			}
-			if (r == 0) {
-				snprintf(msg, sizeof(msg),
-				         "the file was truncated while it was read (%zu of %zu bytes)"
-				         "; decode a copy that nothing is writing to", len, want);
-				goto fail_io;
-			}
-			len += (size_t)r;
+		len = (size_t)ktrace__dec_pread(fd, buf, 0, want, path, want);
+		if (len < want && errno) {
+			snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
+			goto fail_io;
+		}
+		if (len < want) {
+			snprintf(msg, sizeof(msg),
+			         "the file was truncated while it was read (%zu of %zu bytes)"
+			         "; decode a copy that nothing is writing to", len, want);
+			goto fail_io;
 		}
 	} else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
 		size_t cap = 0;
