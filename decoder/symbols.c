@@ -297,7 +297,15 @@ int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_de
 	}
 	e = ktrace__xcalloc(1, sizeof(*e), "an ELF file");
 	e->len = (size_t)st.st_size;
-	e->buf = ktrace__xcalloc(1, e->len, "an ELF file");
+	/* Address space for the whole file (untouched pages cost nothing).  If
+	 * even that is refused, this file's names are lost, not the decode. */
+	e->buf = calloc(1, e->len);
+	if (!e->buf) {
+		close(fd);
+		free(e);
+		return eio(err, "%s: %s", path,
+		           "no address space to read its symbols (file too large for the memory limit)");
+	}
 	if (read_needed(fd, e, path)) {
 		close(fd);
 		ktrace__elf_free(e);
