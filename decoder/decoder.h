@@ -72,8 +72,9 @@ void ktrace__warnings_free(struct ktrace_dec_warnings *w);
  * failing allocation: one line on stderr, "ktrace-decode: out of memory
  * (N bytes for WHAT); ...", and exit status 1 (atexit handlers run, so
  * main.c removes its temporary output).  Never a retry, never a partial
- * result that looks whole.  Every allocation in decoder/ goes through these;
- * they never return NULL.
+ * result that looks whole.  Every allocation in decoder/ goes through these
+ * (they never return NULL), except the image of an ELF file in symbols.c:
+ * when that is refused, only that file's names are lost, with a warning.
  */
 void ktrace__dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
 void *ktrace__xmalloc(size_t n, const char *what);
