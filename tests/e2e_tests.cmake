@@ -76,6 +76,7 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
 
-# longjmp out of 50 traced frames (issue 11): closed as "exit lost".
+# The decoder on real snapshots (issue 11): longjmp out of 50 traced frames
+# (closed as "exit lost"), the executable's path turned into a FIFO.
 ktrace_test_program(e2e_longjmp SOURCES ${KT_E2E_DIR}/longjmp_prog.c)
-ktrace_e2e_test(longjmp PROGRAMS e2e_longjmp)
+ktrace_e2e_test(harden PROGRAMS e2e_longjmp)
