@@ -258,12 +258,17 @@ static int read_needed(int fd, struct ktrace_elf *e, const char *path)
 	if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
 	    !in_file(e, eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize))
 		return 0;
-	for (uint32_t i = 0; i < eh.e_shnum; i++) {
+	/* load_symtab() uses the first table of each type: read no other (a
+	 * hostile file could list 65535 tables that each span the file). */
+	for (uint32_t i = 0, seen = 0; i < eh.e_shnum && seen != 3; i++) {
 		Elf64_Shdr sh, st;
+		uint32_t bit;
 
 		memcpy(&sh, e->buf + eh.e_shoff + (uint64_t)i * eh.e_shentsize, sizeof(sh));
-		if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+		bit = sh.sh_type == SHT_SYMTAB ? 1 : sh.sh_type == SHT_DYNSYM ? 2 : 0;
+		if (!bit || (seen & bit))
 			continue;
+		seen |= bit;
 		if (read_range(fd, e, path, sh.sh_offset, sh.sh_size))
 			return -1;
 		if (sh.sh_link >= eh.e_shnum)
