@@ -875,7 +875,8 @@
   resize();
   fit();
   draw();
-  ktrace.loadMs = performance.now() - t_start;
+  ktrace.loadMs = performance.now() - t_start;   // unpacking and the first frame
+  ktrace.openMs = performance.now();             // since navigation began
   var st = $('status');
   st.textContent = 'ready: ' + nCalls + ' calls in ' + ktrace.loadMs.toFixed(0) + ' ms';
   st.dataset.ready = '1';

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# bench/html.sh - size and speed of the HTML timeline (ktrace-decode --format
+# html) on a large real snapshot, in headless Chromium.
+#
+#   bench/html.sh [BUILD_DIR [CALLS]]     (default: build, 5000000 calls)
+#
+# bench_mksnap_ktrace makes CALLS traced calls (two threads, a recursive
+# tree 6 deep) into 64 MiB rings ($KTRACE_BUFFER_MB) and writes one snapshot; the decoder writes
+# the page; bench/html_open.py opens it 3 times and prints the median
+# figures: bytes per call, decoder time, time to open (navigation start to
+# the first frame drawn), frame time over the whole window and while
+# panning/zooming.  Needs chromium (apt-get install chromium) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+CALLS=${2:-5000000}
+DEC=$(realpath "$BUILD/decoder/ktrace-decode")
+MK=$(realpath "$BUILD/bench/bench_mksnap_ktrace")
+[ -x "$DEC" ] && [ -x "$MK" ] || { echo "html.sh: build $DEC and $MK first" >&2; exit 2; }
+work=$(mktemp -d /tmp/ktrace-html-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+line=$(cd "$work" && KTRACE_BUFFER_MB=${KTRACE_BUFFER_MB:-64} KTRACE_QUIET=1 KTRACE_DIR="$work" "$MK" $((CALLS / 2)))
+snap=$(echo "$line" | sed -n 's/^path=\([^ ]*\) .*/\1/p')
+echo "snapshot: $line"
+t0=$(date +%s%N)
+"$DEC" --format html -q -o "$work/page.html" "$snap"
+t1=$(date +%s%N)
+calls=$("$DEC" "$snap" | sed -n 's/^decoded: .* records, \([0-9]*\) calls.*/\1/p')
+bytes=$(stat -c %s "$work/page.html")
+echo "decoder --format html: $(( (t1 - t0) / 1000000 )) ms; page $bytes bytes for $calls calls =" \
+  "$(awk "BEGIN{printf \"%.1f\", $bytes / $calls}") bytes/call"
+python3 bench/html_open.py "$work/page.html"
