@@ -3,6 +3,7 @@
 # html) on a large real snapshot, in headless Chromium.
 #
 #   bench/html.sh [BUILD_DIR [CALLS]]     (default: build, 5000000 calls)
+#   KEEP=1 bench/html.sh ...              keep the snapshot and the page
 #
 # bench_mksnap_ktrace makes CALLS traced calls (two threads, a recursive
 # tree 6 deep) into 64 MiB rings ($KTRACE_BUFFER_MB) and writes one snapshot; the decoder writes
@@ -18,7 +19,8 @@ DEC=$(realpath "$BUILD/decoder/ktrace-decode")
 MK=$(realpath "$BUILD/bench/bench_mksnap_ktrace")
 [ -x "$DEC" ] && [ -x "$MK" ] || { echo "html.sh: build $DEC and $MK first" >&2; exit 2; }
 work=$(mktemp -d /tmp/ktrace-html-bench-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# KEEP=1 keeps the snapshot and the page (the directory is printed).
+if [ -n "${KEEP:-}" ]; then echo "files in $work"; else trap 'rm -rf "$work"' EXIT; fi
 line=$(cd "$work" && KTRACE_BUFFER_MB=${KTRACE_BUFFER_MB:-64} KTRACE_QUIET=1 KTRACE_DIR="$work" "$MK" $((CALLS / 2)))
 snap=$(echo "$line" | sed -n 's/^path=\([^ ]*\) .*/\1/p')
 echo "snapshot: $line"

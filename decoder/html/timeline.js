@@ -481,7 +481,7 @@
 
   function niceStep(ns) {
     var p = Math.pow(10, Math.floor(Math.log10(ns))), m = ns / p;
-    return (m < 2 ? 2 : m < 5 ? 5 : 10) * p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
   }
   function axisLabel(ns, step) {
     var w = origin + BigInt(Math.round(ns)), s = fmtWall(w, false);
@@ -522,7 +522,7 @@
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     actx.clearRect(0, 0, W, 26);
     actx.font = FONT; actx.fillStyle = '#334155';
-    var span = view.end - view.start, step = niceStep(span / Math.max(1, trackW() / 130));
+    var span = view.end - view.start, step = niceStep(span / Math.max(1, trackW() / 150));
     actx.fillText('span ' + fmtDur(span), 6, 11);
     actx.fillText('UTC', 6, 23);
     for (var t = Math.ceil(view.start / step) * step; t <= view.end; t += step) {
@@ -737,10 +737,13 @@
     showCount();
   }
 
+  // The trigger request of the next file that has one (files in order).
+  var trigPos = -1;
   function gotoTrigger() {
-    var f = files.find(function (x) { return x.trig; });
-    if (!f) return;
-    var q = f.trig, th = f.threads[q.row];
+    var withTrig = files.filter(function (x) { return x.trig; });
+    if (!withTrig.length) return;
+    trigPos = (trigPos + 1) % withTrig.length;
+    var f = withTrig[trigPos], q = f.trig, th = f.threads[q.row];
     select({ kind: 'req', file: f, r: q });
     reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? threadRow(th, 'reqs') : null, true);
   }
@@ -754,10 +757,11 @@
     e.preventDefault();
   });
   window.addEventListener('mousemove', function (e) {
-    var rect = canvas.getBoundingClientRect();
-    hoverX = e.clientX - rect.left;
-    if (e.target === canvas && hoverX >= LABEL_W)
+    var rect = canvas.getBoundingClientRect(), was = hoverX;
+    hoverX = e.target === canvas || drag ? e.clientX - rect.left : -1;
+    if (hoverX >= LABEL_W)
       $('cursor-time').textContent = fmtWall(origin + BigInt(Math.round(nsAtX(hoverX))), false) + ' UTC';
+    if (was !== hoverX && !drag) redraw();
     if (drag) {
       if (Math.abs(e.clientX - drag.x0) + Math.abs(e.clientY - drag.y0) > 3) {
         drag.moved = true; canvas.classList.add('dragging');
@@ -768,7 +772,7 @@
       }
       drag.x = e.clientX; drag.y = e.clientY;
     }
-    if (e.target === canvas || drag) redraw();
+    if (drag) redraw();
   });
   window.addEventListener('mouseup', function (e) {
     if (!drag) return;
@@ -842,7 +846,7 @@
     gotoTrigger: gotoTrigger,
     // Page ns span of a request (for tests: is it in view?).
     triggerSpan: function () {
-      var f = files.find(function (x) { return x.trig; });
+      var f = files.filter(function (x) { return x.trig; })[Math.max(trigPos, 0)];
       return f ? { start: nsOf(f, f.trig.begin), end: nsOf(f, f.trig.end) } : null;
     },
     // Client coordinates of the middle of the nth call (in time order) of
