@@ -298,7 +298,8 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 	if (!row)
 		return -1;
 	start = calloc((size_t)d->nthreads + 2, sizeof(*start));
-	ix = malloc(((size_t)d->ncalls + 1) * sizeof(*ix));
+	/* ix: call indices bucketed by thread, then run indices of one core. */
+	ix = malloc(((size_t)(d->ncalls > d->nruns ? d->ncalls : d->nruns) + 1) * sizeof(*ix));
 	if (!start || !ix)
 		goto out;
 	header(f, d);
