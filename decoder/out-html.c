@@ -3,8 +3,8 @@
  *
  * The page is the template decoder/html/timeline.{html,css,js}, carried by
  * the decoder as C arrays (html-embed.cmake generates them at build time),
- * with the decoded data put into it as one JSON object in a
- * <script type="application/json" id="ktrace-data"> element.  No network,
+ * with the decoded data put into it as one JSON object, in pieces of
+ * <script type="application/json" class="ktrace-data"> elements (data()).  No network,
  * no external script or font: the file opens anywhere.
  *
  * The data is packed so a window of millions of calls stays small and
@@ -465,6 +465,55 @@ struct page {
 	int rc;
 };
 
+/*
+ * The JSON, as <script type="application/json" class="ktrace-data"> pieces
+ * of about KTRACE_HTML_PIECE bytes that the page joins: Chromium parses a
+ * page of many small script elements about twice as fast as one huge one.
+ * A piece never ends inside a UTF-8 sequence; the JSON
+ * holds no '<' (jstr escapes it), so no piece can end its element early.
+ */
+#define KTRACE_HTML_PIECE (1u << 20)
+
+static void data(FILE *f, struct page *p)
+{
+	char *buf = NULL;
+	size_t len = 0, at = 0;
+	FILE *m = open_memstream(&buf, &len);
+	int first = 1;
+
+	if (!m) {
+		p->rc = -1;
+		return;
+	}
+	fputs("{\"version\":1,\"generator\":\"ktrace-decode\",\"files\":[\n", m);
+	for (int i = 0; i < p->n; i++) {
+		if (!p->decs[i])
+			continue;
+		if (!first)
+			fputs(",\n", m);
+		first = 0;
+		if (file_json(m, p->decs[i], p->o) != 0)
+			p->rc = -1;
+	}
+	fputs("]}", m);
+	if (fclose(m) != 0 || !buf) {
+		free(buf);
+		p->rc = -1;
+		return;
+	}
+	do {
+		size_t n = len - at > KTRACE_HTML_PIECE ? KTRACE_HTML_PIECE : len - at;
+
+		while (at + n < len && n > 1 && ((unsigned char)buf[at + n] & 0xc0) == 0x80)
+			n--; /* not inside a UTF-8 sequence */
+		fputs("<script type=\"application/json\" class=\"ktrace-data\">", f);
+		fwrite(buf + at, 1, n, f);
+		fputs("</script>\n", f);
+		at += n;
+	} while (at < len);
+	free(buf);
+}
+
 static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 {
 	struct page *p = ctx;
@@ -490,19 +539,7 @@ static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 				fputc(*s, f);
 		}
 	} else if (klen == 4 && !memcmp(key, "DATA", 4)) {
-		int first = 1;
-
-		fputs("{\"version\":1,\"generator\":\"ktrace-decode\",\"files\":[\n", f);
-		for (int i = 0; i < p->n; i++) {
-			if (!p->decs[i])
-				continue;
-			if (!first)
-				fputs(",\n", f);
-			first = 0;
-			if (file_json(f, p->decs[i], p->o) != 0)
-				p->rc = -1;
-		}
-		fputs("]}", f);
+		data(f, p);
 	} else {
 		fprintf(f, "@@%.*s@@", (int)klen, key);
 	}

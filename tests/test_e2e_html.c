@@ -418,7 +418,7 @@ static void test_e2e_html_page_is_self_contained(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (strstr(text, bad[i]))
 			fail_msg("the page contains \"%s\"", bad[i]);
-	assert_non_null(strstr(text, "<script type=\"application/json\" id=\"ktrace-data\">"));
+	assert_non_null(strstr(text, "<script type=\"application/json\" class=\"ktrace-data\">"));
 	/* Packed: well under 30 bytes per call, template included. */
 	print_message("page: %ld bytes, %u calls, %.1f bytes/call\n", n, fx.calls.d->ncalls,
 	              (double)n / fx.calls.d->ncalls);

@@ -1,8 +1,9 @@
 /*
  * timeline.js - the ktrace HTML timeline (ktrace-decode --format html).
  *
- * The decoder puts its data into <script id="ktrace-data"> (layout: the
- * comment at the top of decoder/out-html.c).  This script unpacks it into
+ * The decoder puts its data into <script class="ktrace-data"> elements,
+ * pieces of one JSON text (layout: the comment at the top of
+ * decoder/out-html.c).  This script unpacks it into
  * typed arrays and draws it on a canvas:
  *
  *   rows     per file: a row per core (which thread ran there), then per
@@ -151,8 +152,11 @@
 
   // ---- the model ----------------------------------------------------------
 
-  var data = JSON.parse($('ktrace-data').textContent);
-  $('ktrace-data').textContent = '';   // free the text
+  var phase = {};     // ms per loading phase (bench/html_open.py)
+  var pieces = Array.prototype.slice.call(document.querySelectorAll('script.ktrace-data'));
+  var data = JSON.parse(pieces.map(function (e) { return e.textContent; }).join(''));
+  pieces.forEach(function (e) { e.textContent = ''; });   // free the text
+  phase.json = performance.now() - t_start;
   var files = data.files, origin = null, nCalls = 0;
   files.forEach(function (f) { var w = BigInt(f.wall0); if (origin === null || w < origin) origin = w; });
   if (origin === null) origin = 0n;
@@ -190,6 +194,7 @@
     f.trig = f.trigger && f.trigger.req >= 0 ? f.reqs[f.trigger.req] : null;
   });
   if (pageEnd <= 0) pageEnd = 1000;
+  phase.unpack = performance.now() - t_start - phase.json;
   function nsOf(f, tick) { return f.off + tick * f.k; }
   function tickOf(f, ns) { return (ns - f.off) / f.k; }
   function nameOf(f, id) { return f.names[id] !== undefined ? f.names[id] : 'name#' + id; }
@@ -875,11 +880,15 @@
 
   buildHeader();
   layout();
+  var t_d = performance.now();
   buildDensity();
+  phase.density = performance.now() - t_d;
   resize();
   fit();
   draw();
   ktrace.loadMs = performance.now() - t_start;   // unpacking and the first frame
+  ktrace.phase = phase;
+  phase.scriptStart = t_start;                   // ms after navigation began
   ktrace.openMs = performance.now();             // since navigation began
   var st = $('status');
   st.textContent = 'ready: ' + nCalls + ' calls in ' + ktrace.loadMs.toFixed(0) + ' ms';
