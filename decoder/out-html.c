@@ -23,6 +23,7 @@
  *       func   index in "funcs"
  *     In this order a call's parent is the last call before it one level
  *     up, so parents, children and self time are rebuilt by the page.
+ *     "lanes" counts the calls per depth.
  *   - per core, its runs (decoder.h struct ktrace_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
  *   - requests and marks as flat JSON arrays (they are few).
@@ -167,7 +168,7 @@ static int thread_calls(FILE *f, const struct ktrace_dec *d, uint32_t *ix, uint3
 {
 	struct vbuf b = { 0 };
 	uint64_t prev_begin = 0;
-	uint32_t prev_depth = 0, prev_core = UINT32_MAX, maxdepth = 0;
+	uint32_t prev_depth = 0, prev_core = UINT32_MAX, maxdepth = 0, *lanes;
 	int sorted = 1;
 
 	sort_calls = d->calls;
@@ -203,6 +204,17 @@ static int thread_calls(FILE *f, const struct ktrace_dec *d, uint32_t *ix, uint3
 	fprintf(f, ",\"n\":%" PRIu32 ",\"maxdepth\":%" PRIu32 ",\"calls\":", n, maxdepth);
 	b64(f, b.p, b.n);
 	free(b.p);
+	/* Calls per depth, so the page lays them out in one pass. */
+	lanes = calloc((size_t)maxdepth + 1, sizeof(*lanes));
+	if (!lanes)
+		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		lanes[d->calls[ix[i]].depth]++;
+	fputs(",\"lanes\":[", f);
+	for (uint32_t dep = 0; n && dep <= maxdepth; dep++)
+		fprintf(f, "%s%" PRIu32, dep ? "," : "", lanes[dep]);
+	free(lanes);
+	fputc(']', f);
 	return 0;
 }
 

@@ -194,6 +194,24 @@ static void check_calls_round_trip(const struct ktrace_dec *d, const char *html)
 		}
 		assert_int_equal(p, len);
 		free(b);
+		/* "lanes": calls per depth. */
+		if (n) {
+			const char *l = strstr(s, "\"lanes\":[");
+			int64_t maxdepth = num_after(s, "\"maxdepth\":");
+
+			assert_non_null(l);
+			l += strlen("\"lanes\":[");
+			for (int64_t dep = 0; dep <= maxdepth; dep++) {
+				uint64_t want = 0;
+				char *e;
+
+				for (uint32_t i = 0; i < n; i++)
+					want += d->calls[ix[i]].depth == dep;
+				assert_int_equal(strtoull(l, &e, 10), want);
+				assert_true(*e == (dep == maxdepth ? ']' : ','));
+				l = e + 1;
+			}
+		}
 		free(ix);
 	}
 	assert_int_equal(checked, d->ncalls);

@@ -81,22 +81,13 @@
   // of every array, sorted by begin (calls at one depth never overlap).
   function unpackCalls(th) {
     var n = th.n, nd = th.maxdepth + 1, bytes = base64Bytes(th.calls);
-    var lane = new Uint32Array(nd + 1), r = new Reader(bytes), depth = 0, i, v;
-    // Pass 1: calls per depth.
-    for (i = 0; i < n; i++) {
-      v = r.uv();
-      depth += (v >>> 5 & 1) ? -((v >>> 6) + 1) : (v >>> 6);
-      if (v & 16) r.uv();
-      r.uv(); r.uv(); r.uv();
-      lane[depth + 1]++;
-    }
-    for (i = 0; i < nd; i++) lane[i + 1] += lane[i];
+    var lane = new Uint32Array(nd + 1), r, depth = 0, i, v;
+    for (i = 0; i < nd && th.lanes; i++) lane[i + 1] = lane[i] + th.lanes[i];
     var pos = lane.slice(0, nd);
     th.begin = new Float64Array(n); th.end = new Float64Array(n);
     th.func = new Uint32Array(n); th.core = new Uint16Array(n); th.flags = new Uint8Array(n);
     th.lane = lane;
-    // Pass 2: fill.
-    r = new Reader(bytes); depth = 0;
+    r = new Reader(bytes);
     var b = th.b0, core = 0, k, dur;
     for (i = 0; i < n; i++) {
       v = r.uv();
