@@ -521,7 +521,9 @@
     var span = view.end - view.start, step = niceStep(span / Math.max(1, trackW() / 150));
     actx.fillText('span ' + fmtDur(span), 6, 11);
     actx.fillText('UTC', 6, 23);
-    for (var t = Math.ceil(view.start / step) * step; t <= view.end; t += step) {
+    // Ticks at round wall-clock times: origin + t a multiple of step.
+    var rem = Number(origin % BigInt(Math.max(1, Math.round(step))));
+    for (var t = Math.ceil((view.start + rem) / step) * step - rem; t <= view.end; t += step) {
       var x = xOf(t);
       if (x < LABEL_W) continue;
       actx.fillStyle = '#94a3b8'; actx.fillRect(x, 14, 1, 12);
