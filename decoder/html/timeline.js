@@ -63,9 +63,24 @@
 
   // ---- unpacking ----------------------------------------------------------
 
+  // base64 -> bytes, straight from the string (no atob string between).
+  var B64 = new Uint8Array(128);
+  'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.split('')
+    .forEach(function (c, i) { B64[c.charCodeAt(0)] = i; });
   function base64Bytes(s) {
-    var bin = atob(s), n = bin.length, out = new Uint8Array(n);
-    for (var i = 0; i < n; i++) out[i] = bin.charCodeAt(i);
+    var len = s.length, pad = len && s[len - 1] === '=' ? (s[len - 2] === '=' ? 2 : 1) : 0;
+    var out = new Uint8Array(len / 4 * 3 - pad), o = 0, i = 0, v;
+    for (; i + 4 <= len - (pad ? 4 : 0); i += 4) {
+      v = B64[s.charCodeAt(i)] << 18 | B64[s.charCodeAt(i + 1)] << 12 |
+          B64[s.charCodeAt(i + 2)] << 6 | B64[s.charCodeAt(i + 3)];
+      out[o++] = v >> 16; out[o++] = v >> 8 & 255; out[o++] = v & 255;
+    }
+    if (pad) {
+      v = B64[s.charCodeAt(i)] << 18 | B64[s.charCodeAt(i + 1)] << 12 |
+          (pad < 2 ? B64[s.charCodeAt(i + 2)] << 6 : 0);
+      out[o++] = v >> 16;
+      if (pad < 2) out[o++] = v >> 8 & 255;
+    }
     return out;
   }
   // LEB128 reader over a byte array; numbers stay exact up to 2^53.
