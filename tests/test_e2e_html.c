@@ -14,8 +14,8 @@
  * Checked, as a person would see it: the pages load without console errors;
  * one thread row per thread of the snapshot, with its name and tid; typing
  * a function name counts exactly its calls ("N calls", then "1 of N");
- * clicking a known call shows its function, thread and the duration the
- * text output prints; "Go to the slow request" brings the trigger request
+ * clicking a known call shows its function, thread, and the start (UTC)
+ * and duration the text output prints; "Go to the slow request" brings the trigger request
  * into view, wide, with its details; the page loads nothing from outside;
  * a window over the page's limit is refused with a clear message.
  *
@@ -345,6 +345,10 @@ static void check_click(const char *func, const char *thread_name)
 	ktrace__fmt_dur(kd_ns(d, c), want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the duration %s", func, buf, want);
+	/* The start in UTC wall-clock time, as the text output prints it. */
+	ktrace__fmt_wall(ktrace__dec_wall_ns(d, c->begin), 0, want, sizeof(want));
+	if (!strstr(buf, want))
+		fail_msg("clicking %s shows: %s; expected the start %s", func, buf, want);
 	snprintf(want, sizeof(want), "%s (%d)", thread_name, d->threads[c->thread].tid);
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the thread %s", func, buf, want);
