@@ -696,6 +696,27 @@
   }
   function select(s) { sel = s; showDetails(); redraw(); }
 
+  // A one-line summary of what is under the pointer.
+  function tipText(s) {
+    var f = s.file, c = f.clock;
+    if (s.kind === 'call')
+      return f.funcs[s.th.func[s.k]] + '  ' + fmtDur(c.durNs(s.th.end[s.k] - s.th.begin[s.k]));
+    if (s.kind === 'req')
+      return 'request ' + nameOf(f, s.r.kind) + ' #' + s.r.id + '  ' + fmtDur(c.durNs(s.r.end - s.r.begin)) +
+        (s.r.flags & 4 ? '  (the slow request)' : '');
+    if (s.kind === 'run') return threadLabel(f.threads[s.c.thread[s.k]]) + ' on cpu ' + s.c.cpu;
+    return 'mark ' + nameOf(f, s.m.name) + ' = ' + s.m.value;
+  }
+  function showTip(e) {
+    var tip = $('tip'), rect = canvas.getBoundingClientRect();
+    var s = e && !drag ? pick(e.clientX - rect.left, e.clientY - rect.top) : null;
+    if (!s) { tip.hidden = true; return; }
+    tip.textContent = tipText(s);
+    tip.hidden = false;
+    tip.style.left = Math.min(e.clientX + 12, window.innerWidth - tip.offsetWidth - 4) + 'px';
+    tip.style.top = (e.clientY + 16) + 'px';
+  }
+
   // Bring [a, b] (page ns) into view, zooming in or out as needed, and the
   // row r into the vertical view.
   function reveal(a, b, r, zoom) {
@@ -775,6 +796,7 @@
     if (hoverX >= LABEL_W)
       $('cursor-time').textContent = fmtWall(origin + BigInt(Math.round(nsAtX(hoverX))), false) + ' UTC';
     if (was !== hoverX && !drag) redraw();
+    showTip(e.target === canvas ? e : null);
     if (drag) {
       if (Math.abs(e.clientX - drag.x0) + Math.abs(e.clientY - drag.y0) > 3) {
         drag.moved = true; canvas.classList.add('dragging');
