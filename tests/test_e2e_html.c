@@ -16,7 +16,9 @@
  * a function name counts exactly its calls ("N calls", then "1 of N");
  * clicking a known call shows its function, thread, and the start (UTC)
  * and duration the text output prints; "Go to the slow request" brings the trigger request
- * into view, wide, with its details; the page loads nothing from outside;
+ * into view, wide, with its details; links (#search=NAME, #trigger) open
+ * the page there (read back with chromium --dump-dom); the page loads
+ * nothing from outside;
  * a window over the page's limit is refused with a clear message.
  *
  * Screenshots of every case: <build>/tests/html-shots/{calls,trigger}-*.png.
@@ -397,6 +399,49 @@ static void test_e2e_html_goto_slow_request(void **state)
 	assert_non_null(seen(fx.calls.seen, "trigger\t0\t0\tno \"Go to the slow request\" button"));
 }
 
+/* Chromium's --dump-dom of the page opened at url (malloc'd), or NULL. */
+static char *dump_dom(const char *url)
+{
+	char *argv[] = {(char *)"/usr/bin/env", (char *)"chromium", (char *)"--headless=new",
+	                (char *)"--no-sandbox", (char *)"--disable-gpu", (char *)"--dump-dom",
+	                (char *)url, NULL};
+	struct kt_proc p;
+	char *out;
+
+	if (kt_run(argv, NULL, &p, 120000) != 0) {
+		kt_proc_free(&p);
+		return NULL;
+	}
+	out = strdup(p.out);
+	kt_proc_free(&p);
+	return out;
+}
+
+/* Links into the page: #search=NAME and #trigger, read back from the DOM. */
+static void test_e2e_html_links_search_and_trigger(void **state)
+{
+	char url[4600], want[128];
+	char *dom;
+
+	(void)state;
+	need_pages();
+	snprintf(url, sizeof(url), "file://%s#search=mid_b", fx.calls.html);
+	dom = dump_dom(url);
+	assert_non_null(dom);
+	if (!strstr(dom, "<span id=\"search-count\" class=\"\">1 of 3600</span>"))
+		fail_msg("#search=mid_b: no \"1 of 3600\" in the page");
+	assert_non_null(strstr(dom, "<span class=\"name\">mid_b</span>"));
+	free(dom);
+	snprintf(url, sizeof(url), "file://%s#trigger", fx.trig.html);
+	dom = dump_dom(url);
+	assert_non_null(dom);
+	snprintf(want, sizeof(want), "get #%llu (the slow request: trigger)",
+	         (unsigned long long)fx.trig.d->reqs[fx.trig.d->trigger_req].id);
+	if (!strstr(dom, want))
+		fail_msg("#trigger: the details do not show %s", want);
+	free(dom);
+}
+
 /* Nothing loaded from outside: one file, no network. */
 static void test_e2e_html_page_is_self_contained(void **state)
 {
@@ -463,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_html_search_counts_every_call),
 		cmocka_unit_test(test_e2e_html_click_shows_call_duration),
 		cmocka_unit_test(test_e2e_html_goto_slow_request),
+		cmocka_unit_test(test_e2e_html_links_search_and_trigger),
 		cmocka_unit_test(test_e2e_html_page_is_self_contained),
 		cmocka_unit_test(test_e2e_html_over_limit_is_refused),
 	};

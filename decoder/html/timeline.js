@@ -908,6 +908,24 @@
     pan: pan, zoomAt: function (f) { zoomAt(LABEL_W + trackW() / 2, f); }
   };
 
+  // Links into the page: #search=NAME (search, go to the first call),
+  // #call=NAME:N (select the Nth call of NAME, 0-based, in time order),
+  // #trigger (go to the slow request); parts joined by '&'.
+  function applyHash() {
+    decodeURIComponent(location.hash.slice(1)).split('&').forEach(function (part) {
+      var eq = part.indexOf('='), key = eq < 0 ? part : part.slice(0, eq), val = part.slice(eq + 1);
+      if (key === 'search' && val) { $('search').value = val; runSearch(val); step(1); }
+      else if (key === 'call' && val) {
+        var colon = val.lastIndexOf(':'), nth = colon < 0 ? 0 : +val.slice(colon + 1) || 0;
+        runSearch(colon < 0 ? val : val.slice(0, colon));
+        if (nth < search.list.length) { search.pos = nth - 1; step(1); }
+        runSearch(''); $('search').value = '';
+      }
+      else if (key === 'trigger') gotoTrigger();
+    });
+  }
+  window.addEventListener('hashchange', applyHash);
+
   buildHeader();
   layout();
   var t_d = performance.now();
@@ -922,5 +940,6 @@
   ktrace.openMs = performance.now();             // since navigation began
   var st = $('status');
   st.textContent = 'ready: ' + nCalls + ' calls in ' + ktrace.loadMs.toFixed(0) + ' ms';
+  if (location.hash.length > 1) applyHash();
   st.dataset.ready = '1';
 })();
