@@ -110,8 +110,8 @@ cat <<EOF
    $(basename "$snap")   the trigger snapshot (${#snaps[@]} written)
    explain.txt    the explanation above
    timeline.html  the whole window in one page ($(size "$OUT/timeline.html")), no network needed:
-                  xdg-open build/demo-out/timeline.html   (or open it in any browser, or
-                  mail it).  Press "Go to the slow request": the red "put" bar on
+                  open build/demo-out/timeline.html in any browser (xdg-open on a Linux
+                  desktop), or mail it.  Press "Go to the slow request": the red "put" bar on
                   ${on:-its worker}'s requests row, compact_log under it.
    trace.json     timeline for Perfetto ($(size "$OUT/trace.json")): open https://ui.perfetto.dev,
                   choose "Open trace file" and pick build/demo-out/trace.json (works offline;
