@@ -634,6 +634,7 @@
     return null;
   }
 
+  function cpuName(f, core) { return f.cores[core] ? 'cpu ' + f.cores[core].cpu : '?'; }
   function requestAt(th, tick) {
     var best = null;
     th.reqs.forEach(function (q) { if (q.begin <= tick && tick <= q.end && (!best || q.begin > best.begin)) best = q; });
@@ -672,7 +673,7 @@
                ['self', fmtDur(c.durNs(e - b - child))],
                ['depth', d],
                ['thread', esc(threadLabel(th))],
-               ['core', 'cpu ' + f.cores[th.core[k]].cpu],
+               ['core', cpuName(f, th.core[k])],
                ['request', q ? reqText(f, q) : '&ndash;']]);
     } else if (s.kind === 'req') {
       var r = s.r, rt = f.threads[r.row];
@@ -680,7 +681,7 @@
         table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(r.begin), false) + '</span>'],
                ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(r.end - r.begin)) + '</span>'],
                ['thread', rt ? esc(threadLabel(rt)) : '?'],
-               ['core', f.cores[r.core] ? 'cpu ' + f.cores[r.core].cpu : '?'],
+               ['core', cpuName(f, r.core)],
                ['cut', (r.flags & 1 ? 'began before the window ' : '') + (r.flags & 2 ? 'still open at window end' : '') || 'no']]);
     } else if (s.kind === 'run') {
       var rth = f.threads[s.c.thread[s.k]];
@@ -691,7 +692,7 @@
       var mt = f.threads[s.m.row];
       el.innerHTML = '<div><span class="name">mark ' + esc(nameOf(f, s.m.name)) + ' = ' + esc(s.m.value) + '</span></div>' +
         table([['time (UTC)', '<span class="mono">' + fmtWall(c.wall(s.m.tick), false) + '</span>'],
-               ['thread', esc(threadLabel(mt))], ['core', 'cpu ' + f.cores[s.m.core].cpu]]);
+               ['thread', esc(threadLabel(mt))], ['core', cpuName(f, s.m.core)]]);
     }
   }
   function select(s) { sel = s; showDetails(); redraw(); }
