@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# .ci/deps.sh CALLER [--fuzz] - make sure the build's Debian packages are
-# here: cmake, a C compiler, make, libcmocka-dev (and with --fuzz, clang and
-# its libFuzzer runtime).  Installs what is missing when run as root with
-# apt-get; otherwise prints the install line and exits 2.
-# Used by examples/demo.sh and tests/run.sh.
+# .ci/deps.sh CALLER [--fuzz] [--browser] - make sure the build's Debian
+# packages are here: cmake, a C compiler, make, libcmocka-dev (with --fuzz,
+# clang and its libFuzzer runtime; with --browser, chromium and python3 for
+# the HTML timeline's browser tests).  Installs what is missing when run as
+# root with apt-get; otherwise prints the install line and exits 2.
+# Used by examples/demo.sh, tests/run.sh and test_e2e_html.
 set -euo pipefail
-caller=${1:?usage: .ci/deps.sh CALLER [--fuzz]}
+caller=${1:?usage: .ci/deps.sh CALLER [--fuzz] [--browser]}
+fuzz=0 browser=0
+for a in "${@:2}"; do
+  case $a in
+  --fuzz) fuzz=1 ;;
+  --browser) browser=1 ;;
+  *) echo ".ci/deps.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 [ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-if [ "${2:-}" = "--fuzz" ]; then
+if [ $browser = 1 ]; then
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v python3 >/dev/null || need+=(python3)
+fi
+if [ $fuzz = 1 ]; then
   command -v clang >/dev/null || need+=(clang)
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
     need+=(libclang-rt-14-dev)

@@ -464,6 +464,15 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
                              int64_t pid, const struct ktrace_out_opts *o);
 void ktrace__out_chrome_end(struct ktrace_chrome *c);
 
+/* HTML timeline (out-html.c): one self-contained page for all files.  A page
+ * holds at most KTRACE_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
+ * nothing is written, stderr says how to cut the window, and -1 returns. */
+#define KTRACE_HTML_MAX_CALLS 20000000ull
+int ktrace__out_html(FILE *f, struct ktrace_dec **decs, int n, const struct ktrace_out_opts *o);
+/* Calls the page would hold (--thread applied). */
+uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n,
+                            const struct ktrace_out_opts *o);
+
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {
 	uint32_t func;

@@ -13,10 +13,10 @@
 
 #include "decoder.h"
 
-enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED };
+enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML };
 
 static const char usage_text[] =
-	"usage: ktrace-decode [--format summary|text|stats|chrome|explain|folded]\n"
+	"usage: ktrace-decode [--format summary|text|stats|chrome|html|explain|folded]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
 	"                     [-q] FILE...\n"
 	"\n"
@@ -31,6 +31,9 @@ static const char usage_text[] =
 	"                   call tree next to the median request, ranked causes and\n"
 	"                   what other threads ran meanwhile;\n"
 	"                   chrome: Chrome/Perfetto trace JSON (summary to stderr);\n"
+	"                   html: one self-contained HTML timeline page to open in\n"
+	"                   any browser (summary to stderr; at most 20 M calls, or\n"
+	"                   --limit N);\n"
 	"                   folded: folded stacks of self ns for flamegraph.pl.\n"
 	"  -o, --output OUT write to OUT: a regular file is replaced atomically\n"
 	"                   (temporary file, then rename); anything else (/dev/null,\n"
@@ -38,9 +41,10 @@ static const char usage_text[] =
 	"  -a, --all        keep data older than the complete window (where a wrapped\n"
 	"                   core lost older records, stacks may be incomplete)\n"
 	"  -s, --sysroot D  prefix module paths with D when reading ELF symbols\n"
-	"  -t, --thread TID only this kernel thread id (text, stats, chrome, folded)\n"
-	"  -n, --limit N    at most N timeline lines / N functions\n"
-	"  -q, --quiet      no summary on stderr (chrome, folded); one line per file\n"
+	"  -t, --thread TID only this kernel thread id (text, stats, chrome, html,\n"
+	"                   folded)\n"
+	"  -n, --limit N    at most N timeline lines / N functions / N calls (html)\n"
+	"  -q, --quiet      no summary on stderr (chrome, html, folded); one line per file\n"
 	"                   instead of each warning\n"
 	"  -h, --help       this text\n"
 	"\n"
@@ -128,6 +132,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "chrome")) fmt = F_CHROME;
 			else if (!strcmp(optarg, "explain")) fmt = F_EXPLAIN;
 			else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
+			else if (!strcmp(optarg, "html")) fmt = F_HTML;
 			else {
 				fprintf(stderr, "ktrace-decode: unknown format '%s'\n", optarg);
 				usage(stderr);
@@ -247,6 +252,13 @@ int main(int argc, char **argv)
 		}
 		ktrace__out_chrome_end(&ch);
 		free(pids);
+	} else if (fmt == F_HTML) {
+		/* All files in one page; over the page's limit, no page at all. */
+		if (ktrace__out_html(out, decs, nfiles, &oopts) != 0)
+			write_err = 1;
+		for (int i = 0; i < nfiles && !oopts.quiet; i++)
+			if (decs[i])
+				ktrace__out_summary(stderr, decs[i]);
 	} else {
 		int printed = 0;
 

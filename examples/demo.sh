@@ -14,6 +14,7 @@
 #   ktrace-<pid>-<time>-<n>.ktrace  the trigger snapshots
 #   server.log                      what the server says it did
 #   explain.txt                     the explanation printed below
+#   timeline.html                   the timeline page: open it in any browser
 #   trace.json                      Chrome/Perfetto timeline (ui.perfetto.dev)
 #   timeline.txt, stats.txt         text timeline, per-function statistics
 #   flame.folded                    folded stacks for flamegraph.pl
@@ -94,6 +95,7 @@ echo
 cat "$OUT/explain.txt"
 echo
 echo "== writing the timelines"
+"$DECODE" --format html -q -o "$OUT/timeline.html" "$snap" || die "html output failed"
 "$DECODE" --format chrome -q -o "$OUT/trace.json" "$snap" || die "chrome output failed"
 "$DECODE" --format text -o "$OUT/timeline.txt" "$snap" || die "text output failed"
 "$DECODE" --format stats -o "$OUT/stats.txt" "$snap" || die "stats output failed"
@@ -107,6 +109,10 @@ cat <<EOF
 == done in $(($(date +%s) - t1)) s after the build.  Files in build/demo-out/:
    $(basename "$snap")   the trigger snapshot (${#snaps[@]} written)
    explain.txt    the explanation above
+   timeline.html  the whole window in one page ($(size "$OUT/timeline.html")), no network needed:
+                  open build/demo-out/timeline.html in any browser (xdg-open on a Linux
+                  desktop), or mail it.  Press "Go to the slow request": the red "put" bar on
+                  ${on:-its worker}'s requests row, compact_log under it.
    trace.json     timeline for Perfetto ($(size "$OUT/trace.json")): open https://ui.perfetto.dev,
                   choose "Open trace file" and pick build/demo-out/trace.json (works offline;
                   chrome://tracing opens it too).  The slow put is the "put" slice on

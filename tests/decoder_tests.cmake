@@ -14,7 +14,7 @@ target_link_libraries(ktrace_snapbuild PUBLIC ktrace_decoder)
 add_executable(ktrace-snapgen ${KTRACE_DEC_TESTS_DIR}/snapgen.c)
 target_link_libraries(ktrace-snapgen PRIVATE ktrace_snapbuild)
 
-foreach(t read timeline symbols outputs golden)
+foreach(t read timeline symbols outputs golden html)
   add_cmocka_test(test_decoder_${t}
     SOURCES ${KTRACE_DEC_TESTS_DIR}/test_decoder_${t}.c
     LINK ktrace_snapbuild ktrace_decoder
@@ -46,7 +46,8 @@ if(KTRACE_BUILD_FUZZ)
   file(GLOB KTRACE_DEC_FUZZ_SOURCES ${PROJECT_SOURCE_DIR}/decoder/*.c)
   list(FILTER KTRACE_DEC_FUZZ_SOURCES EXCLUDE REGEX "/main\\.c$")
   add_executable(ktrace-fuzz-read ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_read.c
-    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c)
+    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c
+    $<TARGET_OBJECTS:ktrace_html_template>)
   target_include_directories(ktrace-fuzz-read PRIVATE ${PROJECT_SOURCE_DIR}/decoder
     ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
   target_compile_definitions(ktrace-fuzz-read PRIVATE _GNU_SOURCE)
@@ -57,7 +58,8 @@ if(KTRACE_BUILD_FUZZ)
 
   # The ELF symbol reader alone (seeds: tests/fuzz/corpus-elf).
   add_executable(ktrace-fuzz-elf ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_elf.c
-    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c)
+    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c
+    $<TARGET_OBJECTS:ktrace_html_template>)
   target_include_directories(ktrace-fuzz-elf PRIVATE ${PROJECT_SOURCE_DIR}/decoder
     ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
   target_compile_definitions(ktrace-fuzz-elf PRIVATE _GNU_SOURCE)

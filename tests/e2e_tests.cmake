@@ -71,6 +71,9 @@ ktrace_e2e_test(trigger PROGRAMS e2e_trigger LABELS trigger)
 ktrace_test_program(e2e_stress SOURCES ${KT_E2E_DIR}/stress_prog.c)
 ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 
+# The HTML timeline in headless Chromium (tests/html/pagecheck.py).
+ktrace_e2e_test(html PROGRAMS e2e_calls e2e_trigger LABELS html)
+
 # Timing-sensitive tests (thresholds in ms on a 2-core machine; signal
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.

@@ -17,9 +17,9 @@ JOBS=${KTRACE_JOBS:-2}
 FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
 
 if [ "$QUICK" = 0 ]; then
-  "$ROOT/.ci/deps.sh" tests/run.sh --fuzz
+  "$ROOT/.ci/deps.sh" tests/run.sh --fuzz --browser
 else
-  "$ROOT/.ci/deps.sh" tests/run.sh
+  "$ROOT/.ci/deps.sh" tests/run.sh --browser
 fi
 
 run_config() { # name, cmake args...

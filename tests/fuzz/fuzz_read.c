@@ -190,6 +190,7 @@ static void run(const uint8_t *data, size_t size)
 		ktrace__out_text(null, d, &oo);
 		ktrace__out_stats(null, d, &oo);
 		ktrace__out_explain(null, d, &oo);
+		ktrace__out_html(null, &d, 1, &oo);
 		ktrace__out_folded(null, d, &oo);
 		ktrace__out_chrome_begin(&ch, null, ktrace__dec_wall_ns(d, d->window_start));
 		ktrace__out_chrome_file(&ch, d, d->snap.info.pid, &oo);

@@ -1,0 +1,946 @@
+/*
+ * timeline.js - the ktrace HTML timeline (ktrace-decode --format html).
+ *
+ * The decoder puts its data into <script class="ktrace-data"> elements,
+ * pieces of one JSON text (layout: the comment at the top of
+ * decoder/out-html.c).  This script unpacks it into
+ * typed arrays and draws it on a canvas:
+ *
+ *   rows     per file: a row per core (which thread ran there), then per
+ *            thread a header row (name, tid, marks), a requests row if the
+ *            thread has requests, and one row per call depth (flame chart,
+ *            depth downwards).
+ *   time     "page ns": ns since the earliest window start of all files.
+ *            A file's tick t is at off + t * nsPerTick (linear, like the
+ *            chrome output); a call's start in its details is the exact
+ *            wall clock ktrace-decode prints (anchors, BigInt).
+ *   drawing  per row, only what is in view: a binary search finds the first
+ *            call, and a call narrower than a pixel is drawn as that pixel's
+ *            one block, after which the search jumps to the next pixel; a
+ *            frame costs O(rows x pixels x log calls), whatever the window.
+ *
+ * window.ktrace is the page's small API (state and a few actions), used by
+ * the browser tests in tests/html/ and handy from the devtools console.
+ */
+'use strict';
+(function () {
+  var LABEL_W = 190;          // px: the row-label column
+  var H_SECTION = 18, H_CORE = 16, H_THREAD = 18, H_REQ = 15, H_DEPTH = 15;
+  var MIN_SPAN_NS = 50;       // deepest zoom: 50 ns across the view
+  var FONT = '11px system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif';
+
+  var $ = function (id) { return document.getElementById(id); };
+  var t_start = performance.now();
+
+  // ---- formatting -------------------------------------------------------
+
+  // Like ktrace__fmt_dur() in the decoder: "950 ns", "12.345 us", ...
+  function fmtDur(ns) {
+    if (ns < 1000) return Math.round(ns) + ' ns';
+    if (ns < 1e6) return (ns / 1e3).toFixed(3) + ' us';
+    if (ns < 1e9) return (ns / 1e6).toFixed(3) + ' ms';
+    return (ns / 1e9).toFixed(3) + ' s';
+  }
+  // BigInt ns since the epoch -> "HH:MM:SS.nnnnnnnnn" (UTC), date optional.
+  function fmtWall(ns, date) {
+    var sec = ns / 1000000000n, frac = ns % 1000000000n;
+    if (frac < 0n) { frac += 1000000000n; sec -= 1n; }
+    var iso = new Date(Number(sec) * 1000).toISOString();
+    var s = iso.slice(11, 19) + '.' + frac.toString().padStart(9, '0');
+    return date ? iso.slice(0, 10) + ' ' + s : s;
+  }
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c];
+    });
+  }
+  function hashStr(s) {
+    var h = 2166136261;
+    for (var i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
+    return h >>> 0;
+  }
+  function hsl(h, s, l) { return 'hsl(' + h + ',' + s + '%,' + l + '%)'; }
+
+  // ---- unpacking ----------------------------------------------------------
+
+  // base64 -> bytes, straight from the string (no atob string between).
+  var B64 = new Uint8Array(128);
+  'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.split('')
+    .forEach(function (c, i) { B64[c.charCodeAt(0)] = i; });
+  function base64Bytes(s) {
+    var len = s.length, pad = len && s[len - 1] === '=' ? (s[len - 2] === '=' ? 2 : 1) : 0;
+    var out = new Uint8Array(len / 4 * 3 - pad), o = 0, i = 0, v;
+    for (; i + 4 <= len - (pad ? 4 : 0); i += 4) {
+      v = B64[s.charCodeAt(i)] << 18 | B64[s.charCodeAt(i + 1)] << 12 |
+          B64[s.charCodeAt(i + 2)] << 6 | B64[s.charCodeAt(i + 3)];
+      out[o++] = v >> 16; out[o++] = v >> 8 & 255; out[o++] = v & 255;
+    }
+    if (pad) {
+      v = B64[s.charCodeAt(i)] << 18 | B64[s.charCodeAt(i + 1)] << 12 |
+          (pad < 2 ? B64[s.charCodeAt(i + 2)] << 6 : 0);
+      out[o++] = v >> 16;
+      if (pad < 2) out[o++] = v >> 8 & 255;
+    }
+    return out;
+  }
+  // LEB128 reader over a byte array; numbers stay exact up to 2^53.
+  function Reader(bytes) { this.b = bytes; this.p = 0; }
+  Reader.prototype.uv = function () {
+    var b = this.b, p = this.p, x = b[p++], v = x & 127, mul = 128;
+    while (x & 128) { x = b[p++]; v += (x & 127) * mul; mul *= 128; }
+    this.p = p;
+    return v;
+  };
+
+  // One thread's calls, stored depth-major: lane d is [lane[d], lane[d+1])
+  // of every array, sorted by begin (calls at one depth never overlap).
+  function unpackCalls(th) {
+    var n = th.n, nd = th.maxdepth + 1, bytes = base64Bytes(th.calls);
+    var lane = new Uint32Array(nd + 1), r, depth = 0, i, v;
+    for (i = 0; i < nd && th.lanes; i++) lane[i + 1] = lane[i] + th.lanes[i];
+    var pos = lane.slice(0, nd);
+    th.begin = new Float64Array(n); th.end = new Float64Array(n);
+    th.func = new Uint32Array(n); th.core = new Uint16Array(n); th.flags = new Uint8Array(n);
+    th.lane = lane;
+    r = new Reader(bytes);
+    var b = th.b0, core = 0, k, dur;
+    for (i = 0; i < n; i++) {
+      v = r.uv();
+      // head = zigzag(depth delta) << 5 | core changed << 4 | flags
+      var zz = Math.floor(v / 32);
+      depth += (zz & 1) ? -((zz + 1) / 2) : zz / 2;
+      if (v & 16) core = r.uv();
+      b += r.uv(); dur = r.uv();
+      k = pos[depth]++;
+      th.begin[k] = b; th.end[k] = b + dur; th.func[k] = r.uv();
+      th.core[k] = core; th.flags[k] = v & 15;
+    }
+    th.calls = null;
+  }
+
+  function unpackRuns(core) {
+    var r = new Reader(base64Bytes(core.runs)), n = core.n, b = core.b0;
+    core.begin = new Float64Array(n); core.end = new Float64Array(n);
+    core.thread = new Uint32Array(n);
+    for (var i = 0; i < n; i++) {
+      core.thread[i] = r.uv(); b += r.uv();
+      core.begin[i] = b; core.end[i] = b + r.uv();
+    }
+    core.runs = null;
+  }
+
+  // ---- time -------------------------------------------------------------
+
+  function Clock(f) {
+    this.hz = BigInt(f.hz); this.shift = BigInt(f.shift); this.t0 = BigInt(f.t0);
+    this.wall0 = BigInt(f.wall0);
+    this.nsPerTick = f.hz !== '0' ? Math.pow(2, f.shift) * 1e9 / Number(f.hz) : 1;
+    this.anchors = f.anchors.map(function (a) { return [BigInt(a[0]), BigInt(a[1])]; });
+    this.snapTsc = BigInt(f.snap_tsc); this.snapRt = BigInt(f.snap_rt);
+  }
+  // Ticks (a difference) -> ns, as ktrace__dec_ticks_ns().
+  Clock.prototype.durNs = function (ticks) {
+    if (this.hz === 0n || ticks <= 0) return 0;
+    return Number((BigInt(ticks) << this.shift) * 1000000000n / this.hz);
+  };
+  // Tick since the window start -> BigInt wall ns, as ktrace__dec_wall_ns().
+  Clock.prototype.wall = function (tick) {
+    var tsc = (this.t0 + BigInt(tick)) << this.shift, a = this.anchors, n = a.length;
+    var hz = this.hz || 1000000000n;
+    var ext = function (t0, r0) { return r0 + (tsc - t0) * 1000000000n / hz; };
+    if (!n) return ext(this.snapTsc, this.snapRt);
+    if (tsc <= a[0][0]) return ext(a[0][0], a[0][1]);
+    if (tsc >= a[n - 1][0]) return ext(a[n - 1][0], a[n - 1][1]);
+    var lo = 0, hi = n - 1;
+    while (hi - lo > 1) { var mid = (lo + hi) >> 1; if (a[mid][0] <= tsc) lo = mid; else hi = mid; }
+    return a[lo][1] + (tsc - a[lo][0]) * (a[hi][1] - a[lo][1]) / (a[hi][0] - a[lo][0]);
+  };
+
+  // ---- the model ----------------------------------------------------------
+
+  var phase = {};     // ms per loading phase (bench/html_open.py)
+  var pieces = Array.prototype.slice.call(document.querySelectorAll('script.ktrace-data'));
+  var data = JSON.parse(pieces.map(function (e) { return e.textContent; }).join(''));
+  pieces.forEach(function (e) { e.textContent = ''; });   // free the text
+  phase.json = performance.now() - t_start;
+  var files = data.files, origin = null, nCalls = 0;
+  files.forEach(function (f) { var w = BigInt(f.wall0); if (origin === null || w < origin) origin = w; });
+  if (origin === null) origin = 0n;
+  var pageEnd = 0;
+  files.forEach(function (f, fi) {
+    f.index = fi;
+    f.clock = new Clock(f);
+    f.off = Number(f.clock.wall0 - origin);
+    f.k = f.clock.nsPerTick;
+    pageEnd = Math.max(pageEnd, f.off + f.span * f.k);
+    f.threads.forEach(function (th, ti) {
+      th.file = f; th.index = ti; unpackCalls(th); nCalls += th.n;
+      th.folded = false; th.reqs = [];
+      th.hue = hashStr(th.name + '/' + th.tid) % 360;
+    });
+    f.cores.forEach(function (c) { c.file = f; unpackRuns(c); });
+    f.reqs.forEach(function (q, qi) {
+      // [row, begin, end, kind, "id", flags, core]
+      var r = { file: f, index: qi, row: q[0], begin: q[1], end: q[2], kind: q[3], id: q[4],
+                flags: q[5], core: q[6] };
+      f.reqs[qi] = r;
+      if (r.row >= 0) f.threads[r.row].reqs.push(r);
+    });
+    f.marks = f.marks.map(function (m) {
+      return { file: f, row: m[0], tick: m[1], name: m[2], value: m[3], core: m[4] };
+    });
+    f.threads.forEach(function (th) {
+      th.marks = [];
+      th.reqBegin = new Float64Array(th.reqs.map(function (x) { return x.begin; }));
+      th.reqEnd = new Float64Array(th.reqs.map(function (x) { return x.end; }));
+    });
+    f.marks.forEach(function (m) { f.threads[m.row].marks.push(m); });
+    f.funcColor = f.funcs.map(function (name) { return hashStr(name) % 360; });
+    f.textW = new Float32Array(f.funcs.length).fill(-1);
+    f.trig = f.trigger && f.trigger.req >= 0 ? f.reqs[f.trigger.req] : null;
+  });
+  if (pageEnd <= 0) pageEnd = 1000;
+  phase.unpack = performance.now() - t_start - phase.json;
+  function nsOf(f, tick) { return f.off + tick * f.k; }
+  function tickOf(f, ns) { return (ns - f.off) / f.k; }
+  function nameOf(f, id) { return f.names[id] !== undefined ? f.names[id] : 'name#' + id; }
+  function threadLabel(th) { return th.name + ' (' + th.tid + ')'; }
+
+  // ---- header -----------------------------------------------------------
+
+  function buildHeader() {
+    var h = '';
+    files.forEach(function (f) {
+      var c = f.clock, exe = f.exe.split('/').pop() || 'process';
+      var dur = c.durNs(f.span), nreq = f.reqs.length;
+      var calls = f.threads.reduce(function (s, t) { return s + t.n; }, 0);
+      h += '<div class="file"><div><span class="title">' + esc(exe) + '</span> pid ' + f.pid +
+        ' on ' + esc(f.host || '?') + ' <span class="k">&middot; file</span> <span class="mono">' +
+        esc(f.file) + '</span></div>';
+      h += '<div><span class="k">window</span> <span class="mono">' + fmtWall(c.wall(0), true) +
+        ' .. ' + fmtWall(c.wall(f.span), false) + ' UTC</span> (' + fmtDur(dur) + ')' +
+        (f.all ? ' <span class="warn">--all: includes partial data</span>' : '') +
+        ' <span class="k">&middot; reason</span> ' + esc(f.reason || '?') +
+        ' <span class="k">&middot;</span> ' + f.threads.length + ' threads, ' + calls +
+        ' calls, ' + nreq + ' requests, ' + f.marks.length + ' marks</div>';
+      if (f.trigger) {
+        var t = f.trigger, on = f.trig && f.trig.row >= 0 ? f.threads[f.trig.row] : null;
+        h += '<div class="trig">trigger: slow "' + esc(t.kind) + '" request #' + esc(t.id) +
+          (on ? ' on ' + esc(threadLabel(on)) : ' (tid ' + t.tid + ')') + ': ' +
+          fmtDur(t.duration_ns) + ' &gt; threshold ' + fmtDur(t.threshold_ns) +
+          (t.suppressed ? ' (' + t.suppressed + ' more suppressed by the rate limit)' : '') + '</div>';
+      }
+      var loss = f.losses.map(function (l) { return esc(l[0]) + ' ' + l[1]; });
+      if (f.damaged) loss.push('damaged blocks ' + f.damaged);
+      if (f.dropped) loss.push(f.dropped + ' older records before the complete window');
+      if (f.dropped_after) loss.push(f.dropped_after + ' newer records after the first core copy');
+      if (f.lost_exits) loss.push('lost exits ' + f.lost_exits);
+      if (f.unmatched_exits) loss.push('exits without entry ' + f.unmatched_exits);
+      h += '<div><span class="k">losses</span> ' +
+        (loss.length ? '<span class="warn">' + loss.join(', ') + '</span>' : 'none') +
+        (f.warnings ? ' <span class="k">&middot;</span> <span class="warn">' + f.warnings +
+          ' decoder warnings (see ktrace-decode on stderr)</span>' : '');
+      // Functions muted by the window budget (issue 7), when the file has them.
+      if (f.muted && f.muted.length)
+        h += ' <span class="k">&middot; muted functions</span> <span class="warn">' +
+          f.muted.map(function (m) { return esc(typeof m === 'string' ? m : m.name); }).join(', ') +
+          '</span>';
+      h += '</div></div>';
+    });
+    if (!files.length) h = '<div class="warn">No snapshot could be decoded.</div>';
+    $('hdr').innerHTML = h;
+    if (files.some(function (f) { return f.trig; })) $('goto-trigger').hidden = false;
+  }
+
+  // ---- layout -------------------------------------------------------------
+
+  var rows = [], totalH = 0;
+  function layout() {
+    rows = []; var y = 0;
+    function add(r, h) { r.y = y; r.h = h; y += h; rows.push(r); }
+    files.forEach(function (f) {
+      add({ kind: 'section', file: f, label: (f.exe.split('/').pop() || 'process') + ' ' + f.pid + ': cores' }, H_SECTION);
+      f.cores.forEach(function (c) { add({ kind: 'core', file: f, core: c, label: 'cpu ' + c.cpu }, H_CORE); });
+      f.threads.forEach(function (th) {
+        add({ kind: 'thread', file: f, th: th }, H_THREAD);
+        if (th.reqs.length) add({ kind: 'reqs', file: f, th: th, label: 'requests' }, H_REQ);
+        th.depthRow0 = rows.length;
+        if (!th.folded)
+          for (var d = 0; d <= th.maxdepth && th.n; d++)
+            add({ kind: 'depth', file: f, th: th, depth: d }, H_DEPTH);
+      });
+    });
+    totalH = y;
+    var html = '';
+    rows.forEach(function (r, i) {
+      if (r.kind === 'depth') return;
+      var cls = r.kind === 'reqs' ? 'requests' : r.kind;
+      var text = r.kind === 'thread'
+        ? esc(r.th.name) + ' <span class="tid">tid ' + r.th.tid + '</span>' : esc(r.label);
+      html += '<div class="row-label ' + cls + (r.kind === 'thread' && r.th.folded ? ' folded' : '') +
+        '" data-row="' + i + '"' + (r.kind === 'thread' ? ' data-tid="' + r.th.tid + '" title="' +
+          esc(threadLabel(r.th)) + (r.th.main ? ', main thread' : '') +
+          (r.th.exited ? ', exited' : '') + ' - click to fold"' : '') +
+        ' style="top:' + r.y + 'px;height:' + r.h + 'px;line-height:' + r.h + 'px;width:' +
+        LABEL_W + 'px">' + text + '</div>';
+    });
+    $('labels').innerHTML = html;
+    $('labels').style.height = totalH + 'px';
+  }
+  function rowAtY(y) {
+    var lo = 0, hi = rows.length - 1;
+    if (!rows.length || y < 0 || y >= totalH) return -1;
+    while (lo < hi) { var m = (lo + hi + 1) >> 1; if (rows[m].y <= y) lo = m; else hi = m - 1; }
+    return lo;
+  }
+  function threadRow(th, depth) {
+    for (var i = 0; i < rows.length; i++) {
+      var r = rows[i];
+      if (r.th === th && (depth === undefined ? r.kind === 'thread'
+        : depth === 'reqs' ? r.kind === 'reqs' : r.kind === 'depth' && r.depth === depth)) return r;
+    }
+    return null;
+  }
+
+  // ---- view ---------------------------------------------------------------
+
+  var view = { start: 0, end: pageEnd };
+  var canvas = $('canvas'), ctx = canvas.getContext('2d');
+  var axis = $('axis'), actx = axis.getContext('2d');
+  var mini = $('minimap'), mctx = mini.getContext('2d');
+  var tracks = $('tracks');
+  var W = 0, H = 0, dpr = 1, sel = null, hoverX = -1, dirty = false;
+  var search = { q: '', list: [], pos: -1, set: null };
+
+  function trackW() { return Math.max(10, W - LABEL_W); }
+  function xOf(ns) { return LABEL_W + (ns - view.start) * trackW() / (view.end - view.start); }
+  function nsAtX(x) { return view.start + (x - LABEL_W) * (view.end - view.start) / trackW(); }
+  function setView(a, b) {
+    var span = Math.max(MIN_SPAN_NS, b - a), total = pageEnd * 1.02 + MIN_SPAN_NS;
+    if (span > total) span = total;
+    if (a < -pageEnd * 0.01) a = -pageEnd * 0.01;
+    if (a + span > pageEnd * 1.01 + MIN_SPAN_NS) a = pageEnd * 1.01 + MIN_SPAN_NS - span;
+    view.start = a; view.end = a + span;
+    redraw();
+  }
+  function zoomAt(x, factor) {
+    var c = nsAtX(x), a = c - (c - view.start) * factor, b = c + (view.end - c) * factor;
+    setView(a, b);
+  }
+  function pan(dxPx) {
+    var d = dxPx * (view.end - view.start) / trackW();
+    setView(view.start + d, view.end + d);
+  }
+  function fit() { setView(-pageEnd * 0.005, pageEnd * 1.005); }
+
+  function resize() {
+    dpr = window.devicePixelRatio || 1;
+    W = tracks.clientWidth; H = tracks.clientHeight;
+    [[canvas, H], [axis, 26], [mini, 34]].forEach(function (p) {
+      p[0].width = Math.round(W * dpr); p[0].height = Math.round(p[1] * dpr);
+      p[0].style.height = p[1] + 'px';
+    });
+    redraw();
+  }
+  function redraw() {
+    if (dirty) return;
+    dirty = true;
+    requestAnimationFrame(function () { dirty = false; draw(); });
+  }
+
+  // ---- drawing ------------------------------------------------------------
+
+  // Draws intervals [lo, hi) of begin/end (ticks of file f, sorted by begin,
+  // not overlapping) in a row; color(k) and label(k) describe item k.
+  // Items narrower than a pixel merge into one block per pixel.
+  function drawIntervals(f, begin, end, lo, hi, y, h, color, label, outline) {
+    var ts = tickOf(f, view.start), te = tickOf(f, view.end);
+    var a = lo, b = hi;
+    while (a < b) { var m = (a + b) >>> 1; if (end[m] < ts) a = m + 1; else b = m; }
+    var pxPerTick = f.k * trackW() / (view.end - view.start);
+    var x0run = -1, x1run = -1, crun = null;
+    function flush() {
+      if (crun !== null) { ctx.fillStyle = crun; ctx.fillRect(x0run, y, x1run - x0run, h); }
+      crun = null;
+    }
+    for (var k = a; k < hi; k++) {
+      var bk = begin[k];
+      if (bk > te) break;
+      var x0 = LABEL_W + (nsOf(f, bk) - view.start) * pxPerTick / f.k;
+      var x1 = x0 + (end[k] - bk) * pxPerTick;
+      if (x1 - x0 >= 1) {
+        flush();
+        var xa = Math.max(x0, LABEL_W), xb = Math.min(x1, W);
+        ctx.fillStyle = color(k);
+        ctx.fillRect(xa, y, xb - xa, h);
+        if (outline) outline(k, xa, y, xb - xa, h);
+        if (xb - xa > 24 && label) {
+          var text = label(k, xb - xa - 6);
+          if (text) { ctx.fillStyle = '#111'; ctx.fillText(text, xa + 3, y + h - 4); }
+        }
+        continue;
+      }
+      // Narrower than a pixel: one block for this pixel, then skip to the
+      // first item that begins in the next pixel.
+      var px = Math.floor(x0), c = color(k);
+      if (px < LABEL_W) px = LABEL_W;
+      if (crun === c && px <= x1run) { x1run = px + 1; } else { flush(); crun = c; x0run = px; x1run = px + 1; }
+      var next = tickOf(f, nsAtX(px + 1));
+      if (k + 1 < hi && begin[k + 1] < next) {
+        var lo2 = k + 1, hi2 = hi;
+        while (lo2 < hi2) { var m2 = (lo2 + hi2) >>> 1; if (begin[m2] < next) lo2 = m2 + 1; else hi2 = m2; }
+        k = lo2 - 1;
+      }
+    }
+    flush();
+  }
+
+  function fitText(f, fi, maxW) {
+    var name = f.funcs[fi], w = f.textW[fi];
+    if (w < 0) { w = ctx.measureText(name).width; f.textW[fi] = w; }
+    if (w <= maxW) return name;
+    var n = Math.floor(maxW / (w / name.length)) - 1;
+    return n >= 2 ? name.slice(0, n) + '\u2026' : null;
+  }
+
+  function drawRow(r) {
+    var f = r.file, y = r.y - tracks.scrollTop, h = r.h;
+    if (r.kind === 'section') {
+      ctx.fillStyle = '#e8ecf2'; ctx.fillRect(0, y, W, h);
+      return;
+    }
+    if (r.kind === 'core') {
+      var c = r.core;
+      ctx.fillStyle = '#f7f8fa'; ctx.fillRect(LABEL_W, y, W, h);
+      drawIntervals(f, c.begin, c.end, 0, c.n, y + 1, h - 2,
+        function (k) { return hsl(f.threads[c.thread[k]].hue, 55, 62); },
+        function (k, maxW) {
+          var s = threadLabel(f.threads[c.thread[k]]);
+          return s.length * 6 < maxW ? s : null;
+        });
+      // Exact occupancy from scheduling records (issue 10), when present.
+      if (c.busy) drawIntervals(f, c.busy.begin, c.busy.end, 0, c.busy.begin.length, y + h - 3, 3,
+        function () { return '#1f2937'; }, null);
+      return;
+    }
+    var th = r.th;
+    if (r.kind === 'thread') {
+      ctx.fillStyle = '#eef1f6'; ctx.fillRect(0, y, W, h);
+      // Off-cpu intervals (issue 10), when present: a hatched band.
+      if (th.offcpu) drawIntervals(f, th.offcpu.begin, th.offcpu.end, 0, th.offcpu.begin.length,
+        y + h - 4, 4, function () { return '#cbd5e1'; }, null);
+      th.marks.forEach(function (m) {
+        var x = xOf(nsOf(f, m.tick));
+        if (x < LABEL_W - 4 || x > W + 4) return;
+        ctx.fillStyle = sel && sel.kind === 'mark' && sel.m === m ? '#b91c1c' : '#7c3aed';
+        ctx.beginPath(); ctx.moveTo(x, y + h - 2); ctx.lineTo(x - 4, y + 3); ctx.lineTo(x + 4, y + 3);
+        ctx.fill();
+      });
+      return;
+    }
+    if (r.kind === 'reqs') {
+      var q = th.reqs;
+      drawIntervals(f, th.reqBegin, th.reqEnd, 0, q.length, y + 1, h - 2,
+        function (k) { return q[k].flags & 4 ? '#dc2626' : hsl(hashStr(nameOf(f, q[k].kind)) % 360, 35, 72); },
+        function (k, maxW) {
+          var s = nameOf(f, q[k].kind) + ' #' + q[k].id + (q[k].flags & 4 ? ' SLOW (trigger)' : '');
+          return s.length * 6 < maxW ? s : null;
+        },
+        function (k, x, yy, w, hh) {
+          if (q[k].flags & 4 || (sel && sel.kind === 'req' && sel.r === q[k])) {
+            ctx.strokeStyle = '#7f1d1d'; ctx.lineWidth = 2; ctx.strokeRect(x + 1, yy + 1, w - 2, hh - 2);
+          }
+        });
+      return;
+    }
+    // A depth row of the flame chart.
+    var d = r.depth, lo = th.lane[d], hi = th.lane[d + 1], set = search.set;
+    var dim = set !== null;
+    drawIntervals(f, th.begin, th.end, lo, hi, y, h - 1,
+      function (k) {
+        var hue = f.funcColor[th.func[k]];
+        if (dim) return set[f.index][th.func[k]] ? hsl(hue, 85, 50) : hsl(hue, 10, 88);
+        return hsl(hue, 55, 68 - (d % 4) * 3);
+      },
+      function (k, maxW) { return fitText(f, th.func[k], maxW); },
+      function (k, x, yy, w, hh) {
+        if (th.flags[k] & 3) {   // cut by the window's edge: a dashed end
+          ctx.strokeStyle = '#475569'; ctx.setLineDash([2, 2]); ctx.lineWidth = 1;
+          if (th.flags[k] & 1) { ctx.beginPath(); ctx.moveTo(x + 0.5, yy); ctx.lineTo(x + 0.5, yy + hh); ctx.stroke(); }
+          if (th.flags[k] & 2) { ctx.beginPath(); ctx.moveTo(x + w - 0.5, yy); ctx.lineTo(x + w - 0.5, yy + hh); ctx.stroke(); }
+          ctx.setLineDash([]);
+        }
+        if (dim && set[f.index][th.func[k]]) {
+          ctx.strokeStyle = '#111'; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, yy + 0.5, w - 1, hh - 1);
+        }
+      });
+  }
+
+  function drawSelection() {
+    var s = sel;
+    if (!s) return;
+    var f = s.file, a, b, r = null;
+    if (s.kind === 'call') { a = s.th.begin[s.k]; b = s.th.end[s.k]; r = threadRow(s.th, s.depth); }
+    else if (s.kind === 'req') { a = s.r.begin; b = s.r.end; r = threadRow(f.threads[s.r.row], 'reqs'); }
+    else if (s.kind === 'run') { a = s.c.begin[s.k]; b = s.c.end[s.k]; r = rows.find(function (x) { return x.core === s.c; }); }
+    else return;
+    if (!r) return;
+    var x0 = xOf(nsOf(f, a)), x1 = Math.max(xOf(nsOf(f, b)), x0 + 2), y = r.y - tracks.scrollTop;
+    ctx.strokeStyle = '#1d4ed8'; ctx.lineWidth = 2;
+    ctx.strokeRect(Math.max(x0, LABEL_W) - 1, y - 1, Math.min(x1, W + 2) - Math.max(x0, LABEL_W) + 2, r.h + 1);
+  }
+
+  function niceStep(ns) {
+    var p = Math.pow(10, Math.floor(Math.log10(ns))), m = ns / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+  }
+  function axisLabel(ns, step) {
+    var w = origin + BigInt(Math.round(ns)), s = fmtWall(w, false);
+    // Keep the digits the step needs: HH:MM:SS[.mmm[uuu[nnn]]].
+    var keep = step >= 1e9 ? 8 : step >= 1e6 ? 12 : step >= 1e3 ? 15 : 18;
+    return s.slice(0, keep);
+  }
+
+  function draw() {
+    var t0 = performance.now();
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, H);
+    ctx.font = FONT;
+    var top = tracks.scrollTop, i = Math.max(0, rowAtY(top));
+    for (; i < rows.length && rows[i].y < top + H; i++) drawRow(rows[i]);
+    // Label column background (labels are DOM elements above it).
+    ctx.fillStyle = 'rgba(255,255,255,0.92)'; ctx.fillRect(0, 0, LABEL_W, H);
+    ctx.fillStyle = '#d5dae3'; ctx.fillRect(LABEL_W - 1, 0, 1, H);
+    // The trigger: a line across every row at the slow request's end.
+    files.forEach(function (f) {
+      if (!f.trigger) return;
+      var x = xOf(nsOf(f, f.trigger.end));
+      if (x >= LABEL_W && x <= W) { ctx.fillStyle = 'rgba(220,38,38,0.8)'; ctx.fillRect(x - 1, 0, 2, H); }
+      if (f.trig) {
+        var xb = xOf(nsOf(f, f.trig.begin));
+        if (xb >= LABEL_W && xb <= W) { ctx.fillStyle = 'rgba(220,38,38,0.35)'; ctx.fillRect(xb, 0, 1, H); }
+      }
+    });
+    drawSelection();
+    if (hoverX >= LABEL_W) { ctx.fillStyle = 'rgba(30,41,59,0.35)'; ctx.fillRect(hoverX, 0, 1, H); }
+    drawAxis();
+    drawMinimap();
+    ktrace.lastFrameMs = performance.now() - t0;
+    ktrace.frames++;
+  }
+
+  function drawAxis() {
+    actx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    actx.clearRect(0, 0, W, 26);
+    actx.font = FONT; actx.fillStyle = '#334155';
+    var span = view.end - view.start, step = niceStep(span / Math.max(1, trackW() / 150));
+    actx.fillText('span ' + fmtDur(span), 6, 11);
+    actx.fillText('UTC', 6, 23);
+    // Ticks at round wall-clock times: origin + t a multiple of step.
+    var rem = Number(origin % BigInt(Math.max(1, Math.round(step))));
+    for (var t = Math.ceil((view.start + rem) / step) * step - rem; t <= view.end; t += step) {
+      var x = xOf(t);
+      if (x < LABEL_W) continue;
+      actx.fillStyle = '#94a3b8'; actx.fillRect(x, 14, 1, 12);
+      actx.fillStyle = '#334155'; actx.fillText(axisLabel(t, step), x + 3, 12);
+    }
+    files.forEach(function (f) {
+      if (!f.trigger) return;
+      var x = xOf(nsOf(f, f.trigger.end));
+      if (x < LABEL_W || x > W) return;
+      actx.fillStyle = '#dc2626';
+      actx.beginPath(); actx.moveTo(x, 26); actx.lineTo(x - 5, 16); actx.lineTo(x + 5, 16); actx.fill();
+      actx.fillText('TRIGGER', x + 6, 24);
+    });
+  }
+
+  // The minimap: calls beginning per pixel over the whole window, the
+  // trigger, and the part in view.
+  var density = null;
+  function buildDensity() {
+    var n = 1024; density = new Float64Array(n);
+    files.forEach(function (f) {
+      f.threads.forEach(function (th) {
+        for (var k = 0; k < th.n; k++) {
+          var b = Math.floor(nsOf(f, th.begin[k]) / pageEnd * n);
+          density[b < 0 ? 0 : b >= n ? n - 1 : b]++;
+        }
+      });
+    });
+  }
+  function drawMinimap() {
+    mctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    mctx.clearRect(0, 0, W, 34);
+    mctx.fillStyle = '#f3f5f9'; mctx.fillRect(0, 0, W, 34);
+    var tw = trackW(), n = density.length, max = 0, i;
+    for (i = 0; i < n; i++) max = Math.max(max, density[i]);
+    mctx.fillStyle = '#64748b';
+    for (i = 0; i < n; i++) {
+      if (!density[i]) continue;
+      var hh = Math.max(1, 28 * Math.log1p(density[i]) / Math.log1p(max));
+      mctx.fillRect(LABEL_W + i * tw / n, 32 - hh, Math.max(1, tw / n), hh);
+    }
+    mctx.fillStyle = '#334155'; mctx.font = FONT; mctx.fillText('whole window', 6, 20);
+    files.forEach(function (f) {
+      if (!f.trigger) return;
+      mctx.fillStyle = '#dc2626';
+      mctx.fillRect(LABEL_W + nsOf(f, f.trigger.end) / pageEnd * tw - 1, 0, 3, 34);
+    });
+    var a = LABEL_W + view.start / pageEnd * tw, b = LABEL_W + view.end / pageEnd * tw;
+    mctx.fillStyle = 'rgba(37,99,235,0.18)'; mctx.fillRect(a, 0, Math.max(2, b - a), 34);
+    mctx.strokeStyle = '#1d4ed8'; mctx.lineWidth = 1; mctx.strokeRect(a + 0.5, 0.5, Math.max(2, b - a) - 1, 33);
+  }
+
+  // ---- picking and details -------------------------------------------------
+
+  function lowerEnd(end, lo, hi, t) {
+    while (lo < hi) { var m = (lo + hi) >>> 1; if (end[m] < t) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  // What is under the canvas point (x, y)?  Within 3 px of a narrow item.
+  function pick(x, y) {
+    var ri = rowAtY(y + tracks.scrollTop);
+    if (ri < 0 || x < LABEL_W) return null;
+    var r = rows[ri], f = r.file, t = tickOf(f, nsAtX(x)), slack = 3 * (view.end - view.start) / trackW() / f.k;
+    function near(begin, end, lo, hi) {
+      var k = lowerEnd(end, lo, hi, t - slack), best = -1, bd = Infinity;
+      for (; k < hi && begin[k] <= t + slack; k++) {
+        var dd = t < begin[k] ? begin[k] - t : t > end[k] ? t - end[k] : 0;
+        if (dd < bd) { bd = dd; best = k; }
+      }
+      return best;
+    }
+    if (r.kind === 'depth') {
+      var th = r.th, k = near(th.begin, th.end, th.lane[r.depth], th.lane[r.depth + 1]);
+      return k < 0 ? null : { kind: 'call', file: f, th: th, k: k, depth: r.depth };
+    }
+    if (r.kind === 'core') {
+      var c = r.core, kc = near(c.begin, c.end, 0, c.n);
+      return kc < 0 ? null : { kind: 'run', file: f, c: c, k: kc };
+    }
+    if (r.kind === 'reqs') {
+      var q = r.th.reqs, best = null, bd = Infinity;
+      q.forEach(function (x) {
+        var dd = t < x.begin ? x.begin - t : t > x.end ? t - x.end : 0;
+        if (dd <= slack && dd < bd) { bd = dd; best = x; }
+      });
+      return best && { kind: 'req', file: f, r: best };
+    }
+    if (r.kind === 'thread') {
+      var m = null, md = Infinity;
+      r.th.marks.forEach(function (x) { var dd = Math.abs(x.tick - t); if (dd <= slack * 2 && dd < md) { md = dd; m = x; } });
+      return m && { kind: 'mark', file: f, m: m };
+    }
+    return null;
+  }
+
+  function cpuName(f, core) { return f.cores[core] ? 'cpu ' + f.cores[core].cpu : '?'; }
+  function requestAt(th, tick) {
+    var best = null;
+    th.reqs.forEach(function (q) { if (q.begin <= tick && tick <= q.end && (!best || q.begin > best.begin)) best = q; });
+    return best;
+  }
+  function table(pairs) {
+    return '<table><tr>' + pairs.map(function (p) { return '<td class="k">' + p[0] + '</td>'; }).join('') +
+      '</tr><tr>' + pairs.map(function (p) { return '<td class="v">' + p[1] + '</td>'; }).join('') + '</tr></table>';
+  }
+  function reqText(f, q) {
+    return esc(nameOf(f, q.kind)) + ' #' + esc(q.id) + (q.flags & 4 ? ' (the slow request: trigger)' : '');
+  }
+  function showDetails() {
+    var s = sel, el = $('details'), f = s && s.file, c;
+    if (!s) { el.innerHTML = '<span class="hint">Click a call, request, mark or core run to see its details.</span>'; return; }
+    c = f.clock;
+    if (s.kind === 'call') {
+      var th = s.th, k = s.k, d = s.depth, b = th.begin[k], e = th.end[k];
+      // Self time: minus the direct callees (the next lane, inside [b, e]).
+      var child = 0;
+      if (d + 1 <= th.maxdepth) {
+        var lo = th.lane[d + 1], hi = th.lane[d + 2], j = lo, jh = hi;
+        while (j < jh) { var m = (j + jh) >>> 1; if (th.begin[m] < b) j = m + 1; else jh = m; }
+        for (; j < hi && th.begin[j] <= e; j++)
+          if (th.end[j] <= e) child += th.end[j] - th.begin[j];
+      }
+      var fl = th.flags[k], notes = [];
+      if (fl & 1) notes.push('entered before the window');
+      if (fl & 2) notes.push(fl & 8 ? 'exit lost' : 'still running at window end');
+      if (fl & 4) notes.push('span');
+      var q = requestAt(th, b);
+      el.innerHTML = '<div><span class="name">' + esc(f.funcs[th.func[k]]) + '</span>' +
+        (notes.length ? ' <span class="warn">[' + notes.join(', ') + ']</span>' : '') + '</div>' +
+        table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(b), false) + '</span>'],
+               ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(e - b)) + '</span>'],
+               ['self', fmtDur(c.durNs(e - b - child))],
+               ['depth', d],
+               ['thread', esc(threadLabel(th))],
+               ['core', cpuName(f, th.core[k])],
+               ['request', q ? reqText(f, q) : '&ndash;']]);
+    } else if (s.kind === 'req') {
+      var r = s.r, rt = f.threads[r.row];
+      el.innerHTML = '<div><span class="name">request ' + reqText(f, r) + '</span></div>' +
+        table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(r.begin), false) + '</span>'],
+               ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(r.end - r.begin)) + '</span>'],
+               ['thread', rt ? esc(threadLabel(rt)) : '?'],
+               ['core', cpuName(f, r.core)],
+               ['cut', (r.flags & 1 ? 'began before the window ' : '') + (r.flags & 2 ? 'still open at window end' : '') || 'no']]);
+    } else if (s.kind === 'run') {
+      var rth = f.threads[s.c.thread[s.k]];
+      el.innerHTML = '<div><span class="name">cpu ' + s.c.cpu + ' ran ' + esc(threadLabel(rth)) + '</span></div>' +
+        table([['first record (UTC)', '<span class="mono">' + fmtWall(c.wall(s.c.begin[s.k]), false) + '</span>'],
+               ['to the last', '<span id="detail-duration">' + fmtDur(c.durNs(s.c.end[s.k] - s.c.begin[s.k])) + '</span>']]);
+    } else if (s.kind === 'mark') {
+      var mt = f.threads[s.m.row];
+      el.innerHTML = '<div><span class="name">mark ' + esc(nameOf(f, s.m.name)) + ' = ' + esc(s.m.value) + '</span></div>' +
+        table([['time (UTC)', '<span class="mono">' + fmtWall(c.wall(s.m.tick), false) + '</span>'],
+               ['thread', esc(threadLabel(mt))], ['core', cpuName(f, s.m.core)]]);
+    }
+  }
+  function select(s) { sel = s; showDetails(); redraw(); }
+
+  // A one-line summary of what is under the pointer.
+  function tipText(s) {
+    var f = s.file, c = f.clock;
+    if (s.kind === 'call')
+      return f.funcs[s.th.func[s.k]] + '  ' + fmtDur(c.durNs(s.th.end[s.k] - s.th.begin[s.k]));
+    if (s.kind === 'req')
+      return 'request ' + nameOf(f, s.r.kind) + ' #' + s.r.id + '  ' + fmtDur(c.durNs(s.r.end - s.r.begin)) +
+        (s.r.flags & 4 ? '  (the slow request)' : '');
+    if (s.kind === 'run') return threadLabel(f.threads[s.c.thread[s.k]]) + ' on cpu ' + s.c.cpu;
+    return 'mark ' + nameOf(f, s.m.name) + ' = ' + s.m.value;
+  }
+  function showTip(e) {
+    var tip = $('tip'), rect = canvas.getBoundingClientRect();
+    var s = e && !drag ? pick(e.clientX - rect.left, e.clientY - rect.top) : null;
+    if (!s) { tip.hidden = true; return; }
+    tip.textContent = tipText(s);
+    tip.hidden = false;
+    tip.style.left = Math.min(e.clientX + 12, window.innerWidth - tip.offsetWidth - 4) + 'px';
+    tip.style.top = (e.clientY + 16) + 'px';
+  }
+
+  // Bring [a, b] (page ns) into view, zooming in or out as needed, and the
+  // row r into the vertical view.
+  function reveal(a, b, r, zoom) {
+    var span = view.end - view.start, w = Math.max(b - a, MIN_SPAN_NS);
+    if (zoom || w > span * 0.9 || w < span / trackW() * 4) span = w / 0.6;
+    setView((a + b) / 2 - span / 2, (a + b) / 2 + span / 2);
+    if (r && (r.y < tracks.scrollTop || r.y + r.h > tracks.scrollTop + H))
+      tracks.scrollTop = Math.max(0, r.y - H / 3);
+    redraw();
+  }
+
+  // ---- search ---------------------------------------------------------------
+
+  // Exact function name: that function; otherwise every function whose name
+  // contains the text (case-insensitive).
+  function runSearch(q) {
+    search.q = q; search.list = []; search.pos = -1; search.set = null;
+    if (q) {
+      var exact = files.some(function (f) { return f.funcs.indexOf(q) >= 0; }), lq = q.toLowerCase();
+      search.set = files.map(function (f) {
+        return f.funcs.map(function (name) { return exact ? name === q : name.toLowerCase().indexOf(lq) >= 0; });
+      });
+      var list = [];
+      files.forEach(function (f) {
+        var set = search.set[f.index];
+        f.threads.forEach(function (th) {
+          for (var d = 0; d <= th.maxdepth && th.n; d++)
+            for (var k = th.lane[d]; k < th.lane[d + 1]; k++)
+              if (set[th.func[k]]) list.push({ t: nsOf(f, th.begin[k]), f: f, th: th, k: k, d: d });
+        });
+      });
+      list.sort(function (a, b) { return a.t - b.t; });
+      search.list = list;
+    }
+    showCount();
+    redraw();
+  }
+  function showCount() {
+    var el = $('search-count'), n = search.list.length;
+    el.className = search.q && !n ? 'none' : '';
+    el.textContent = !search.q ? '' : !n ? 'no calls' :
+      (search.pos >= 0 ? (search.pos + 1) + ' of ' + n : n + ' calls');
+  }
+  function step(dir) {
+    var n = search.list.length;
+    if (!n) return;
+    search.pos = search.pos < 0 ? (dir > 0 ? 0 : n - 1) : (search.pos + dir + n) % n;
+    var m = search.list[search.pos];
+    select({ kind: 'call', file: m.f, th: m.th, k: m.k, depth: m.d });
+    if (m.th.folded) { m.th.folded = false; layout(); }
+    reveal(nsOf(m.f, m.th.begin[m.k]), nsOf(m.f, m.th.end[m.k]), threadRow(m.th, m.d), false);
+    showCount();
+  }
+
+  // The trigger request of the next file that has one (files in order).
+  var trigPos = -1;
+  function gotoTrigger() {
+    var withTrig = files.filter(function (x) { return x.trig; });
+    if (!withTrig.length) return;
+    trigPos = (trigPos + 1) % withTrig.length;
+    var f = withTrig[trigPos], q = f.trig, th = f.threads[q.row];
+    select({ kind: 'req', file: f, r: q });
+    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? threadRow(th, 'reqs') : null, true);
+  }
+
+  // ---- input ------------------------------------------------------------------
+
+  var drag = null;
+  canvas.addEventListener('mousedown', function (e) {
+    if (e.button !== 0) return;
+    drag = { x: e.clientX, y: e.clientY, x0: e.clientX, y0: e.clientY, moved: false, top: tracks.scrollTop };
+    e.preventDefault();
+  });
+  window.addEventListener('mousemove', function (e) {
+    var rect = canvas.getBoundingClientRect(), was = hoverX;
+    hoverX = e.target === canvas || drag ? e.clientX - rect.left : -1;
+    if (hoverX >= LABEL_W)
+      $('cursor-time').textContent = fmtWall(origin + BigInt(Math.round(nsAtX(hoverX))), false) + ' UTC';
+    if (was !== hoverX && !drag) redraw();
+    showTip(e.target === canvas ? e : null);
+    if (drag) {
+      if (Math.abs(e.clientX - drag.x0) + Math.abs(e.clientY - drag.y0) > 3) {
+        drag.moved = true; canvas.classList.add('dragging');
+      }
+      if (drag.moved) {
+        pan(drag.x - e.clientX);
+        tracks.scrollTop = drag.top - (e.clientY - drag.y0);
+      }
+      drag.x = e.clientX; drag.y = e.clientY;
+    }
+    if (drag) redraw();
+  });
+  window.addEventListener('mouseup', function (e) {
+    if (!drag) return;
+    var d = drag; drag = null; canvas.classList.remove('dragging');
+    if (!d.moved) {
+      var rect = canvas.getBoundingClientRect();
+      select(pick(e.clientX - rect.left, e.clientY - rect.top));
+    }
+  });
+  canvas.addEventListener('wheel', function (e) {
+    e.preventDefault();
+    var rect = canvas.getBoundingClientRect(), x = e.clientX - rect.left;
+    var dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY, dx = e.deltaMode === 1 ? e.deltaX * 16 : e.deltaX;
+    if (e.shiftKey && !dx) { dx = dy; dy = 0; }
+    if (Math.abs(dx) > Math.abs(dy)) pan(dx);
+    else zoomAt(Math.max(x, LABEL_W), Math.exp(dy * 0.002));
+  }, { passive: false });
+  tracks.addEventListener('scroll', redraw);
+  window.addEventListener('resize', resize);
+  $('labels').addEventListener('click', function (e) {
+    var el = e.target.closest('.row-label.thread');
+    if (!el) return;
+    var r = rows[+el.dataset.row];
+    r.th.folded = !r.th.folded;
+    layout(); redraw();
+  });
+  mini.addEventListener('mousedown', function (e) {
+    function go(ev) {
+      var rect = mini.getBoundingClientRect(), x = ev.clientX - rect.left - LABEL_W;
+      var c = x / trackW() * pageEnd, span = view.end - view.start;
+      setView(c - span / 2, c + span / 2);
+    }
+    go(e);
+    function up() { window.removeEventListener('mousemove', go); window.removeEventListener('mouseup', up); }
+    window.addEventListener('mousemove', go); window.addEventListener('mouseup', up);
+  });
+  $('search').addEventListener('input', function (e) { runSearch(e.target.value.trim()); });
+  $('search').addEventListener('keydown', function (e) {
+    if (e.key === 'Enter') { step(e.shiftKey ? -1 : 1); e.preventDefault(); }
+    if (e.key === 'Escape') { e.target.blur(); }
+  });
+  $('next').addEventListener('click', function () { step(1); });
+  $('prev').addEventListener('click', function () { step(-1); });
+  $('fit').addEventListener('click', fit);
+  $('goto-trigger').addEventListener('click', gotoTrigger);
+  window.addEventListener('keydown', function (e) {
+    if (e.target.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
+    var mid = LABEL_W + trackW() / 2, k = e.key;
+    if (k === 'w' || k === 'W' || k === '+' || k === '=') zoomAt(mid, 0.7);
+    else if (k === 's' || k === 'S' || k === '-') zoomAt(mid, 1 / 0.7);
+    else if (k === 'a' || k === 'A' || k === 'ArrowLeft') pan(-trackW() / 5);
+    else if (k === 'd' || k === 'D' || k === 'ArrowRight') pan(trackW() / 5);
+    else if (k === '0' || k === 'Home') fit();
+    else if (k === '/') { $('search').focus(); }
+    else if (k === 'n') step(1);
+    else if (k === 'N') step(-1);
+    else if (k === 't') gotoTrigger();
+    else if (k === 'Escape') select(null);
+    else return;
+    e.preventDefault();
+  });
+
+  // ---- the page's API (tests, console) --------------------------------------
+
+  var ktrace = window.ktrace = {
+    frames: 0, lastFrameMs: 0, loadMs: 0, calls: nCalls, files: files,
+    view: function () { return { start: view.start, end: view.end, top: tracks.scrollTop }; },
+    setView: function (a, b) { setView(a, b); },
+    search: function (q) { $('search').value = q; runSearch(q); return search.list.length; },
+    next: function () { step(1); },
+    gotoTrigger: gotoTrigger,
+    // Page ns span of a request (for tests: is it in view?).
+    triggerSpan: function () {
+      var f = files.filter(function (x) { return x.trig; })[Math.max(trigPos, 0)];
+      return f ? { start: nsOf(f, f.trig.begin), end: nsOf(f, f.trig.end) } : null;
+    },
+    // Client coordinates of the middle of the nth call (in time order) of
+    // the function named name, brought into view first; null if none.
+    locateCall: function (name, nth) {
+      runSearch(name);
+      var m = search.list[nth || 0];
+      if (!m) return null;
+      search.pos = (nth || 0) - 1; step(1);
+      select(null);
+      draw();
+      var r = threadRow(m.th, m.d), rect = canvas.getBoundingClientRect();
+      var a = Math.max(xOf(nsOf(m.f, m.th.begin[m.k])), LABEL_W), b = Math.min(xOf(nsOf(m.f, m.th.end[m.k])), W);
+      return { x: rect.left + (a + b) / 2, y: rect.top + r.y - tracks.scrollTop + r.h / 2,
+               durationNs: m.f.clock.durNs(m.th.end[m.k] - m.th.begin[m.k]), thread: threadLabel(m.th) };
+    },
+    // Time to draw a frame at the current view (ms), median of n.
+    frameMs: function (n) {
+      var t = [];
+      for (var i = 0; i < (n || 5); i++) { var a = performance.now(); draw(); t.push(performance.now() - a); }
+      t.sort(function (x, y) { return x - y; });
+      return t[t.length >> 1];
+    },
+    pan: pan, zoomAt: function (f) { zoomAt(LABEL_W + trackW() / 2, f); }
+  };
+
+  // Links into the page: #search=NAME (search, go to the first call),
+  // #call=NAME:N (select the Nth call of NAME, 0-based, in time order),
+  // #trigger (go to the slow request); parts joined by '&'.
+  function applyHash() {
+    decodeURIComponent(location.hash.slice(1)).split('&').forEach(function (part) {
+      var eq = part.indexOf('='), key = eq < 0 ? part : part.slice(0, eq), val = part.slice(eq + 1);
+      if (key === 'search' && val) { $('search').value = val; runSearch(val); step(1); }
+      else if (key === 'call' && val) {
+        var colon = val.lastIndexOf(':'), nth = colon < 0 ? 0 : +val.slice(colon + 1) || 0;
+        runSearch(colon < 0 ? val : val.slice(0, colon));
+        if (nth < search.list.length) { search.pos = nth - 1; step(1); }
+        runSearch(''); $('search').value = '';
+      }
+      else if (key === 'trigger') gotoTrigger();
+    });
+  }
+  window.addEventListener('hashchange', applyHash);
+
+  buildHeader();
+  layout();
+  var t_d = performance.now();
+  buildDensity();
+  phase.density = performance.now() - t_d;
+  resize();
+  fit();
+  draw();
+  ktrace.loadMs = performance.now() - t_start;   // unpacking and the first frame
+  ktrace.phase = phase;
+  phase.scriptStart = t_start;                   // ms after navigation began
+  ktrace.openMs = performance.now();             // since navigation began
+  var st = $('status');
+  st.textContent = 'ready: ' + nCalls + ' calls in ' + ktrace.loadMs.toFixed(0) + ' ms';
+  if (location.hash.length > 1) applyHash();
+  st.dataset.ready = '1';
+})();
