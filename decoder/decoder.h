@@ -430,6 +430,12 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
                              int64_t pid, const struct ktrace_out_opts *o);
 void ktrace__out_chrome_end(struct ktrace_chrome *c);
 
+/* Perfetto protobuf trace of all decoded files (NULL entries skipped), one
+ * process group per process; several snapshots of one process merged
+ * (out-perfetto.c).  0 or KTRACE_DEC_ENOMEM; write errors show in ferror(f). */
+int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
+                         const struct ktrace_out_opts *o);
+
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {
 	uint32_t func;
