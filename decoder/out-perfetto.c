@@ -225,6 +225,7 @@ struct pf {
 	size_t pkt;               /* nest_begin() of the packet */
 	uint32_t next_seq;        /* next trusted_packet_sequence_id */
 	uint64_t bytes;           /* written */
+	int64_t t0;               /* ns since epoch: earliest window start */
 	int oom;
 	/* the open sequence */
 	uint32_t seq;             /* its id, 0 = none */
@@ -257,9 +258,11 @@ static uint64_t clamp_ns(int64_t ns)
 	return ns < 0 ? 0 : (uint64_t)ns;
 }
 
-/* A packet on sequence 1 at absolute REALTIME ns (descriptors, header). */
+/* A packet on sequence 1 (header, descriptors), all at the trace's start. */
 static void packet_abs(struct pf *w, int64_t ns)
 {
+	(void)ns;
+	ns = w->t0;
 	packet_begin(w);
 	pb_uint(&w->b, TP_SEQ_ID, 1);
 	pb_uint(&w->b, TP_TIMESTAMP, clamp_ns(ns));
@@ -491,6 +494,9 @@ struct group {
 	int32_t pid;              /* as written */
 	int64_t tid_off;          /* added to every tid (pid collisions) */
 	uint64_t uuid;            /* process track */
+	const struct ktrace_dec *clk; /* the newest file: its anchors convert every
+	                                 tick of the group (one counter), so merged
+	                                 files never disagree on a time */
 };
 
 /* One entry of a thread's merged slice sequence. */
@@ -657,7 +663,8 @@ static void merge_file(const struct group *g, uint32_t fi, uint32_t th, struct v
 		free(b.v);
 		return;
 	}
-	/* m's open tail: ends of frames still open at the cut, innermost first. */
+	/* m's open tail: ends of frames still open at the cut (innermost first,
+	 * so the outermost is m's last event). */
 	while (tail < m->n && m->v[m->n - 1 - tail].end && m->v[m->n - 1 - tail].open)
 		tail++;
 	/* b's head: begins of its frames alive at the cut, outermost first. */
@@ -666,9 +673,18 @@ static void merge_file(const struct group *g, uint32_t fi, uint32_t th, struct v
 		head++;
 	k = tail;
 	hn = head;
-	while (q < k && q < hn &&
-	       !strcmp(sev_func(g, &m->v[m->n - 1 - q]), sev_func(g, &b.v[hn - 1 - q])))
-		q++;
+	for (;;) {
+		q = 0;
+		while (q < k && q < hn &&
+		       !strcmp(sev_func(g, &m->v[m->n - k + q]), sev_func(g, &b.v[hn - 1 - q])))
+			q++;
+		/* A frame b entered at the cut's own tick may be one the earlier
+		 * file did not see: it is no spine if that makes the stacks agree. */
+		if (q == k || q == hn || !hn ||
+		    g->files[fi].d->calls[b.v[hn - 1].call].begin != gf->cut)
+			break;
+		hn--;
+	}
 	if (k > q && hn > q) {
 		/* Inconsistent stacks: close the earlier file's frames at its end
 		 * and start this file's on their own. */
@@ -743,7 +759,7 @@ static void write_mark(struct pf *w, const struct group *g, struct clk *ck, cons
 	const struct ktrace_dec *d = g->files[k->file].d;
 	const struct ktrace_dec_mark *mk = &d->marks[k->idx];
 	char nb[64];
-	size_t te = event_begin(w, clk_next(ck, d, mk->tick), TYPE_INSTANT,
+	size_t te = event_begin(w, clk_next(ck, g->clk, mk->tick), TYPE_INSTANT,
 	                        ktrace__dec_name(d, mk->name, nb, sizeof(nb)), w->track);
 
 	ann_uint(w, "value", mk->value);
@@ -784,7 +800,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 			mks[nmk++] = (struct mk){ d->marks[i].tick, fi, i };
 		}
 		if (t0 == INT64_MAX)
-			t0 = ktrace__dec_wall_ns(d, d->threads[th].first_tick < d->threads[th].start_tick ?
+			t0 = ktrace__dec_wall_ns(g->clk, d->threads[th].first_tick < d->threads[th].start_tick ?
 			                            d->threads[th].first_tick : d->threads[th].start_tick);
 	}
 	if (m.oom) {
@@ -794,14 +810,13 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	if (nmk)
 		qsort(mks, nmk, sizeof(*mks), cmp_mk);
 	if (m.n) {
-		const struct ktrace_dec *d = g->files[m.v[0].file].d;
-		int64_t first = ktrace__dec_wall_ns(d, m.v[0].tick);
+		int64_t first = ktrace__dec_wall_ns(g->clk, m.v[0].tick);
 
 		if (first < t0)
 			t0 = first;
 	}
 	if (nmk) {
-		int64_t first = ktrace__dec_wall_ns(g->files[mks[0].file].d, mks[0].tick);
+		int64_t first = ktrace__dec_wall_ns(g->clk, mks[0].tick);
 
 		if (first < t0)
 			t0 = first;
@@ -818,9 +833,9 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		while (mi < nmk && mks[mi].tick < e->tick)
 			write_mark(w, g, &ck, &mks[mi++]);
 		if (e->end) {
-			te = event_begin(w, clk_next(&ck, d, e->tick), TYPE_SLICE_END, NULL, w->track);
+			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_END, NULL, w->track);
 		} else {
-			te = event_begin(w, clk_next(&ck, d, e->tick), TYPE_SLICE_BEGIN,
+			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_BEGIN,
 			                 ktrace__dec_func_name(d, c->func), w->track);
 			if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
@@ -1056,8 +1071,8 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 			qsort(sp, n, sizeof(*sp), cmp_span);
 			d = g->files[sp[0].file].d;
 			snprintf(buf, sizeof(buf), "cpu %" PRIu32, cpus[k]);
-			child_track(w, g, uuid, buf, ktrace__dec_wall_ns(d, sp[0].begin));
-			seq_open(w, uuid, ktrace__dec_wall_ns(d, sp[0].begin));
+			child_track(w, g, uuid, buf, 0);
+			seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, sp[0].begin));
 			for (size_t i = 0; i < n && !w->oom; i++) {
 				const struct ktrace_dec_run *r;
 				size_t te;
@@ -1066,11 +1081,11 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 				r = &d->runs[sp[i].idx];
 				snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[r->thread].name,
 				         gtid(g, &d->threads[r->thread]));
-				te = event_begin(w, clk_next(&ck, d, r->begin), TYPE_SLICE_BEGIN,
+				te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 				                 buf, w->track);
 				ann_uint(w, "records", r->events);
 				event_end(w, te);
-				te = event_begin(w, clk_next(&ck, d, r->end), TYPE_SLICE_END, NULL, w->track);
+				te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
 				event_end(w, te);
 			}
 		}
@@ -1148,13 +1163,13 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 					snprintf(buf, sizeof(buf), "requests %" PRIu32, l + 1);
 				else
 					snprintf(buf, sizeof(buf), "requests");
-				child_track(w, g, uuid, buf, ktrace__dec_wall_ns(d, r->begin));
-				seq_open(w, uuid, ktrace__dec_wall_ns(d, r->begin));
+				child_track(w, g, uuid, buf, 0);
+				seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, r->begin));
 				opened = 1;
 			}
 			snprintf(buf, sizeof(buf), "request:%s%s", ktrace__dec_name(d, r->kind, nb, sizeof(nb)),
 			         (r->flags & KTRACE_REQ_TRIGGER) ? " (TRIGGER)" : "");
-			te = event_begin(w, clk_next(&ck, d, r->begin), TYPE_SLICE_BEGIN,
+			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 			                 buf, w->track);
 			ann_uint(w, "id", r->id);
 			ann_str(w, "thread", ktrace__dec_thread_label(d, r->thread, nb, sizeof(nb)));
@@ -1165,7 +1180,7 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 			if (r->flags & KTRACE_REQ_TRUNC_END)
 				ann_bool(w, "truncated_end");
 			event_end(w, te);
-			te = event_begin(w, clk_next(&ck, d, r->end), TYPE_SLICE_END, NULL, w->track);
+			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
 			event_end(w, te);
 		}
 	}
@@ -1178,7 +1193,7 @@ static void write_note(struct pf *w, const struct group *g)
 {
 	uint64_t uuid = sub_uuid(g, UU_NOTE, 0);
 	const struct ktrace_dec *d0 = g->files[0].d;
-	int64_t t0 = ktrace__dec_wall_ns(d0, d0->window_start);
+	int64_t t0 = ktrace__dec_wall_ns(g->clk, d0->window_start);
 	struct clk ck = { 0 };
 	char buf[512], a[32], b[32];
 	size_t te;
@@ -1188,7 +1203,7 @@ static void write_note(struct pf *w, const struct group *g)
 	ktrace__fmt_dur(ktrace__dec_ticks_ns(d0, 1), a, sizeof(a));
 	snprintf(buf, sizeof(buf), "ktrace-decode: times within one %s tick are interpolated "
 	         "(1 ns steps in recorded order)", a);
-	te = event_begin(w, clk_next(&ck, d0, d0->window_start), TYPE_INSTANT, buf, w->track);
+	te = event_begin(w, clk_next(&ck, g->clk, d0->window_start), TYPE_INSTANT, buf, w->track);
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct ktrace_dec *d = g->files[fi].d;
 
@@ -1212,7 +1227,7 @@ static void write_note(struct pf *w, const struct group *g)
 		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
 		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
-		te = event_begin(w, clk_next(&ck, d, end_tick), TYPE_INSTANT, buf, w->track);
+		te = event_begin(w, clk_next(&ck, g->clk, end_tick), TYPE_INSTANT, buf, w->track);
 		ann_uint(w, "request_id", t->request_id);
 		ann_int(w, "tid", t->tid);
 		event_end(w, te);
@@ -1254,6 +1269,7 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 	}
 	if (t0 == INT64_MAX)
 		t0 = 0;
+	w.t0 = t0;
 	for (uint32_t g = 0; g < ng; g++) {
 		struct group *gr = &gs[g];
 		uint32_t same_pid = 0;
@@ -1279,6 +1295,7 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 		gr->tid_off = same_pid ? 10000000ll * (same_pid % 200) : 0;
 		gr->pid = (int32_t)(gr->files[0].d->snap.info.pid + gr->tid_off);
 		gr->uuid = (uint64_t)(g + 1) << 32;
+		gr->clk = gr->files[gr->nfiles - 1].d;
 		if (group_threads(gr)) {
 			rc = KTRACE_DEC_ENOMEM;
 			goto out;
