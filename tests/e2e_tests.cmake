@@ -75,3 +75,7 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
+
+# --format perfetto through protoc and tests/perfetto/check_pftrace.py
+# (needs protobuf-compiler and python3: .ci/deps.sh CALLER --perfetto).
+ktrace_e2e_test(perfetto PROGRAMS e2e_calls LABELS perfetto)
