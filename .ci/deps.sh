@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# .ci/deps.sh CALLER [--fuzz] - make sure the build's Debian packages are
-# here: cmake, a C compiler, make, libcmocka-dev (and with --fuzz, clang and
-# its libFuzzer runtime).  Installs what is missing when run as root with
+# .ci/deps.sh CALLER [--fuzz] [--perfetto] - make sure the build's Debian
+# packages are here: cmake, a C compiler, make, libcmocka-dev (with --fuzz,
+# clang and its libFuzzer runtime; with --perfetto, protobuf-compiler and
+# python3, which the --format perfetto tests use to decode and check traces).  Installs what is missing when run as root with
 # apt-get; otherwise prints the install line and exits 2.
 # Used by examples/demo.sh and tests/run.sh.
 set -euo pipefail
-caller=${1:?usage: .ci/deps.sh CALLER [--fuzz]}
+caller=${1:?usage: .ci/deps.sh CALLER [--fuzz] [--perfetto]}
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 [ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-if [ "${2:-}" = "--fuzz" ]; then
-  command -v clang >/dev/null || need+=(clang)
-  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-    need+=(libclang-rt-14-dev)
-fi
+for opt in "${@:2}"; do
+  case $opt in
+  --fuzz)
+    command -v clang >/dev/null || need+=(clang)
+    ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+      need+=(libclang-rt-14-dev)
+    ;;
+  --perfetto)
+    command -v protoc >/dev/null || need+=(protobuf-compiler)
+    command -v python3 >/dev/null || need+=(python3)
+    ;;
+  esac
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "== installing: ${need[*]}"
