@@ -437,6 +437,7 @@ static void ann_str(struct pf *w, const char *name, const char *v)
 struct clk {
 	uint64_t tick;            /* ticks: last effective tick (same counter) */
 	int64_t ns;               /* ns: last time given */
+	int64_t raw, lim;         /* ns: wall time of tick and of tick + 1 */
 	int started;
 };
 
@@ -452,8 +453,15 @@ static int64_t clk_next(struct clk *c, const struct ktrace_dec *d, uint64_t tick
 
 	if (c->started && tick < c->tick)
 		tick = c->tick;
-	raw = ktrace__dec_wall_ns(d, tick);
-	lim = ktrace__dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
+	if (c->started && tick == c->tick) {
+		raw = c->raw;
+		lim = c->lim;
+	} else {
+		raw = ktrace__dec_wall_ns(d, tick);
+		lim = ktrace__dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
+		c->raw = raw;
+		c->lim = lim;
+	}
 	if (!c->started || raw > c->ns)
 		ns = raw;
 	else if (c->ns < INT64_MAX && c->ns + 1 < lim)
