@@ -1261,7 +1261,8 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 
 		if (!d)
 			continue;
-		for (g = 0; g < ng && !same_process(gs[g].files[0].d, d); g++)
+		/* (a group's file index is 16 bits in struct sev) */
+		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !same_process(gs[g].files[0].d, d)); g++)
 			;
 		if (g == ng) {
 			gs[g].files = calloc(n, sizeof(*gs[g].files));
