@@ -135,7 +135,7 @@ static void test_perfetto_ties_marks_requests(void **state)
 	snprintf(line, sizeof(line), "nest %" PRIu32 " 101 - %s 1\n", d->snap.info.pid, f0);
 	has_line(out, line);
 	/* The mark with its value; the requests on two lanes; note + trigger. */
-	snprintf(line, sizeof(line), "instant %" PRIu32 " 100 checkpoint 42\n", d->snap.info.pid);
+	snprintf(line, sizeof(line), "instant %" PRIu32 " 100 checkpoint 42 ", d->snap.info.pid);
 	has_line(out, line);
 	has_line(out, " requests 1 0\n");
 	has_line(out, " requests 2 1 0\n");

@@ -12,6 +12,11 @@
  *   merge: two snapshots of one process ("files" mode, two rounds of work):
  *          merged, every call of both rounds appears exactly once, and the
  *          frames open at the first snapshot (main, snap) are one slice.
+ *   pipe:  two processes (parent and forked child) exchange messages over a
+ *          pipe, each acknowledged before the next is sent, each process
+ *          snapshotted; in the trace of both files, lined up on their own
+ *          wall-clock anchors, every send is before its receive and every
+ *          receive before the next send.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,11 +228,83 @@ static void test_e2e_perfetto_merge(void **state)
 	free(dir);
 }
 
+#define NMSG 200
+
+static void test_e2e_perfetto_pipe(void **state)
+{
+	char *dir = kt_mkdtemp("pfpipe");
+	char envdir[700], line[4500], snaps[2][4400], out[800], nmsg[16];
+	const char *env[] = {envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", NULL};
+	char *argv[] = {(char *)PROG, (char *)"pipe", nmsg, NULL};
+	char *files[2] = {snaps[0], snaps[1]};
+	long long send_ns[NMSG], recv_ns[NMSG];
+	int nsend = 0, nrecv = 0, rc;
+	struct kt_proc p;
+	char *res;
+
+	(void)state;
+	snprintf(nmsg, sizeof(nmsg), "%d", NMSG);
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
+	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
+	if (kt_expect_line(&p, "child ", line, sizeof(line), 60000) != 0)
+		fail_msg("no child snapshot: %s", p.err);
+	assert_int_equal(sscanf(line, "child %d %4399s", &rc, snaps[0]), 2);
+	assert_int_equal(rc, 0);
+	if (kt_expect_line(&p, "snapshot ", line, sizeof(line), 60000) != 0)
+		fail_msg("no parent snapshot: %s", p.err);
+	assert_int_equal(sscanf(line, "snapshot %d %4399s", &rc, snaps[1]), 2);
+	assert_int_equal(rc, 0);
+	kt_close_stdin(&p);
+	assert_int_equal(kt_wait(&p, 30000), 0);
+	kt_proc_free(&p);
+
+	snprintf(out, sizeof(out), "%s/p.pftrace", dir);
+	res = decode_check(files, 2, out, "perfetto");
+	for (int i = 0; i < NMSG; i++)
+		send_ns[i] = recv_ns[i] = -1;
+	for (const char *l = res; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char name[32];
+		long long v, t;
+
+		if (sscanf(l, "instant %*d %*d %31s %lld %lld", name, &v, &t) != 3 || v < 0 || v >= NMSG)
+			continue;
+		if (!strcmp(name, "send")) {
+			send_ns[v] = t;
+			nsend++;
+		} else if (!strcmp(name, "recv")) {
+			recv_ns[v] = t;
+			nrecv++;
+		}
+	}
+	assert_int_equal(nsend, NMSG);
+	assert_int_equal(nrecv, NMSG);
+	assert_int_equal(pf_count(res, "process") >= 0, 1);
+	{
+		long long gap = -1;
+
+		for (int i = 0; i < NMSG; i++) {
+			if (send_ns[i] >= recv_ns[i])
+				fail_msg("message %d: send at %lld ns, receive at %lld ns", i, send_ns[i],
+				         recv_ns[i]);
+			if (i + 1 < NMSG && recv_ns[i] >= send_ns[i + 1])
+				fail_msg("message %d: received at %lld ns, after the next send at %lld ns", i,
+				         recv_ns[i], send_ns[i + 1]);
+			if (gap < 0 || recv_ns[i] - send_ns[i] < gap)
+				gap = recv_ns[i] - send_ns[i];
+		}
+		print_message("%d messages, shortest send -> receive %lld ns\n", NMSG, gap);
+	}
+	free(res);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_e2e_perfetto_calls),
 		cmocka_unit_test(test_e2e_perfetto_merge),
+		cmocka_unit_test(test_e2e_perfetto_pipe),
 	};
 	return cmocka_run_group_tests_name("e2e_perfetto", tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@ Then prints, one per line:
     nest <pid> <tid> <parent slice or -> <slice name> <count> (thread tracks)
     process <pid> <name>
     track <parent pid> <name> <slices> <instants>           (other tracks)
-    instant <pid> <tid> <name> <value annotation or ->      (thread tracks)
+    instant <pid> <tid> <name> <value annotation or -> <ns> (thread tracks)
     events <n>
     ok
 """
@@ -173,7 +173,7 @@ def main():
             for a in te.get("debug_annotations", []):
                 if one(a, "name") == "value":
                     val = one(a, "uint_value", "-")
-            marks.append((track, name, val))
+            marks.append((track, name, val, t))
         else:
             fail("packet %d: event type %s" % (i, typ))
     for track, stk in stacks.items():
@@ -206,10 +206,10 @@ def main():
         if one(td, "thread") is None:
             parent = int(one(td, "parent_uuid", "0"))
             print("track %s %s %d %d" % (pids.get(parent, "-"), one(td, "name"), ns, ni))
-    for track, name, val in marks:
+    for track, name, val, t in marks:
         th = one(tracks[track], "thread")
         if th:
-            print("instant %s %s %s %s" % (one(th, "pid"), one(th, "tid"), name, val))
+            print("instant %s %s %s %s %d" % (one(th, "pid"), one(th, "tid"), name, val, t))
     print("events %d" % nevents)
     print("ok")
 
