@@ -47,10 +47,34 @@
  * whose windows do not overlap are simply placed one after the other.
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "decoder.h"
+
+/* Make room in *arrp (elements of sz bytes, *cap of them) for index n.
+ * 0, or -1 with the array unchanged (no memory). */
+static int grow(void *arrp, size_t *cap, size_t n, size_t sz)
+{
+	void **arr = arrp;
+	size_t nc = *cap ? *cap : 64;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	while (nc <= n) {
+		if (nc > SIZE_MAX / 2 / sz)
+			return -1;
+		nc *= 2;
+	}
+	p = realloc(*arr, nc * sz);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = nc;
+	return 0;
+}
 
 /* ---- protobuf writer -------------------------------------------------------- */
 
@@ -64,23 +88,12 @@ struct pb {
 
 static int pb_room(struct pb *b, size_t more)
 {
-	size_t ncap;
-	uint8_t *np;
-
 	if (b->oom)
 		return -1;
-	if (b->n + more <= b->cap)
-		return 0;
-	ncap = b->cap ? b->cap * 2 : 256;
-	while (ncap < b->n + more)
-		ncap *= 2;
-	np = realloc(b->p, ncap);
-	if (!np) {
+	if (more && grow(&b->p, &b->cap, b->n + more - 1, 1)) {
 		b->oom = 1;
 		return -1;
 	}
-	b->p = np;
-	b->cap = ncap;
 	return 0;
 }
 
@@ -233,7 +246,8 @@ struct pf {
 	int64_t last_ns;          /* ns since epoch of its last packet */
 	struct ktrace_umap names; /* name hash -> index in nm */
 	char **nm;                /* interned names (owned), iid = index + 1 */
-	uint32_t nnm, capnm;
+	uint32_t nnm;
+	size_t capnm;
 };
 
 static void packet_begin(struct pf *w)
@@ -341,15 +355,8 @@ static size_t event_begin(struct pf *w, int64_t ns, uint32_t type, const char *n
 		for (uint32_t probe = 0; probe < 8; probe++) {
 			k = ktrace__umap_get(&w->names, h + probe);
 			if (k == KTRACE_DEC_NONE) {
-				if (w->nnm == w->capnm) {
-					uint32_t nc = w->capnm ? w->capnm * 2 : 256;
-					char **nn = realloc(w->nm, (size_t)nc * sizeof(*nn));
-
-					if (!nn)
-						break;
-					w->nm = nn;
-					w->capnm = nc;
-				}
+				if (grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm)))
+					break;
 				w->nm[w->nnm] = strdup(name);
 				if (!w->nm[w->nnm] || ktrace__umap_put(&w->names, h + probe, w->nnm)) {
 					free(w->nm[w->nnm]);
@@ -524,16 +531,9 @@ struct vec {
 
 static void vpush(struct vec *a, struct sev e)
 {
-	if (a->n == a->cap) {
-		size_t nc = a->cap ? a->cap * 2 : 256;
-		struct sev *nv = realloc(a->v, nc * sizeof(*nv));
-
-		if (!nv) {
-			a->oom = 1;
-			return;
-		}
-		a->v = nv;
-		a->cap = nc;
+	if (grow(&a->v, &a->cap, a->n, sizeof(*a->v))) {
+		a->oom = 1;
+		return;
 	}
 	a->v[a->n++] = e;
 }
@@ -794,16 +794,9 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 				continue;
 			if (g->files[fi].overlap && d->marks[i].tick <= g->files[fi].cut)
 				continue;
-			if (nmk == cmk) {
-				size_t nc = cmk ? cmk * 2 : 64;
-				struct mk *nn = realloc(mks, nc * sizeof(*nn));
-
-				if (!nn) {
-					m.oom = 1;
-					break;
-				}
-				mks = nn;
-				cmk = nc;
+			if (grow(&mks, &cmk, nmk, sizeof(*mks))) {
+				m.oom = 1;
+				break;
 			}
 			mks[nmk++] = (struct mk){ d->marks[i].tick, fi, i };
 		}
@@ -941,7 +934,7 @@ static void group_free(struct group *g)
 
 static int group_threads(struct group *g)
 {
-	uint32_t cap = 0;
+	size_t cap = 0;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct ktrace_dec *d = g->files[fi].d;
@@ -957,15 +950,8 @@ static int group_threads(struct group *g)
 				    g->threads[k].tid == gtid(g, dt) && g->threads[k].th[fi] == KTRACE_DEC_NONE)
 					break;
 			if (k == g->nthreads) {
-				if (g->nthreads == cap) {
-					uint32_t nc = cap ? cap * 2 : 16;
-					struct gthread *nt = realloc(g->threads, (size_t)nc * sizeof(*nt));
-
-					if (!nt)
-						return -1;
-					g->threads = nt;
-					cap = nc;
-				}
+				if (grow(&g->threads, &cap, g->nthreads, sizeof(*g->threads)))
+					return -1;
 				g->threads[k].slot = dt->slot;
 				g->threads[k].tid = (int32_t)gtid(g, dt);
 				g->threads[k].name = dt->name;
@@ -1059,16 +1045,9 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 					continue;
 				if (!want_thread(o, d->threads[r->thread].tid))
 					continue;
-				if (n == cap) {
-					size_t nc = cap ? cap * 2 : 64;
-					struct span *ns = realloc(sp, nc * sizeof(*ns));
-
-					if (!ns) {
-						w->oom = 1;
-						break;
-					}
-					sp = ns;
-					cap = nc;
+				if (grow(&sp, &cap, n, sizeof(*sp))) {
+					w->oom = 1;
+					break;
 				}
 				sp[n++] = (struct span){ r->begin, r->end, fi, i, 0 };
 			}
@@ -1120,17 +1099,10 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 				continue;
 			if (r->thread >= d->nthreads || !want_thread(o, d->threads[r->thread].tid))
 				continue;
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				struct span *ns = realloc(sp, nc * sizeof(*ns));
-
-				if (!ns) {
-					w->oom = 1;
-					free(sp);
-					return;
-				}
-				sp = ns;
-				cap = nc;
+			if (grow(&sp, &cap, n, sizeof(*sp))) {
+				w->oom = 1;
+				free(sp);
+				return;
 			}
 			sp[n++] = (struct span){ r->begin, r->end, fi, i, 0 };
 		}

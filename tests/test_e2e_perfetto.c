@@ -97,6 +97,19 @@ static long nests(const char *out, const char *parent, const char *func)
 	return sum;
 }
 
+/* Wait for the program's "<prefix> <rc> <path>" line; rc must be 0. */
+static void expect_snapshot(struct kt_proc *p, const char *prefix, char *path)
+{
+	char line[4500], fmt[32];
+	int rc;
+
+	if (kt_expect_line(p, prefix, line, sizeof(line), 60000) != 0)
+		fail_msg("no \"%s\" line: %s", prefix, p->err);
+	snprintf(fmt, sizeof(fmt), "%s%%d %%4399s", prefix);
+	if (sscanf(line, fmt, &rc, path) != 2 || rc != 0)
+		fail_msg("snapshot failed: %s", line);
+}
+
 static long file_size(const char *path)
 {
 	struct stat st;
@@ -108,7 +121,7 @@ static long file_size(const char *path)
 static void test_e2e_perfetto_calls(void **state)
 {
 	char *dir = kt_mkdtemp("pfcalls");
-	char envdir[700], line[4500], snap[4400], out[800], json[800];
+	char envdir[700], snap[4400], out[800], json[800];
 	const char *env[] = {envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", NULL};
 	char *argv[] = {(char *)PROG, (char *)"calls", NULL};
 	char *files[1] = {snap};
@@ -116,15 +129,11 @@ static void test_e2e_perfetto_calls(void **state)
 	struct ktrace_dec *d;
 	long total = 0, pf, js;
 	char *res;
-	int rc;
 
 	(void)state;
 	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
 	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
-	if (kt_expect_line(&p, "snapshot ", line, sizeof(line), 60000) != 0)
-		fail_msg("no snapshot line: %s", p.err);
-	assert_int_equal(sscanf(line, "snapshot %d %4399s", &rc, snap), 2);
-	assert_int_equal(rc, 0);
+	expect_snapshot(&p, "snapshot ", snap);
 	kt_close_stdin(&p);
 	assert_int_equal(kt_wait(&p, 30000), 0);
 	kt_proc_free(&p);
@@ -191,7 +200,6 @@ static void test_e2e_perfetto_merge(void **state)
 	struct kt_proc p;
 	long total = 0;
 	char *res;
-	int rc;
 
 	(void)state;
 	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
@@ -199,10 +207,7 @@ static void test_e2e_perfetto_merge(void **state)
 	assert_int_equal(kt_expect_line(&p, "pid ", line, sizeof(line), 30000), 0);
 	for (int k = 0; k < 2; k++) {
 		assert_int_equal(kt_send(&p, "snap\n"), 0);
-		if (kt_expect_line(&p, "snapshot ", line, sizeof(line), 60000) != 0)
-			fail_msg("no snapshot line: %s", p.err);
-		assert_int_equal(sscanf(line, "snapshot %d %4399s", &rc, snaps[k]), 2);
-		assert_int_equal(rc, 0);
+		expect_snapshot(&p, "snapshot ", snaps[k]);
 	}
 	kt_close_stdin(&p);
 	assert_int_equal(kt_wait(&p, 30000), 0);
@@ -233,12 +238,12 @@ static void test_e2e_perfetto_merge(void **state)
 static void test_e2e_perfetto_pipe(void **state)
 {
 	char *dir = kt_mkdtemp("pfpipe");
-	char envdir[700], line[4500], snaps[2][4400], out[800], nmsg[16];
+	char envdir[700], snaps[2][4400], out[800], nmsg[16];
 	const char *env[] = {envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", NULL};
 	char *argv[] = {(char *)PROG, (char *)"pipe", nmsg, NULL};
 	char *files[2] = {snaps[0], snaps[1]};
 	long long send_ns[NMSG], recv_ns[NMSG];
-	int nsend = 0, nrecv = 0, rc;
+	int nsend = 0, nrecv = 0;
 	struct kt_proc p;
 	char *res;
 
@@ -246,14 +251,8 @@ static void test_e2e_perfetto_pipe(void **state)
 	snprintf(nmsg, sizeof(nmsg), "%d", NMSG);
 	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
 	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
-	if (kt_expect_line(&p, "child ", line, sizeof(line), 60000) != 0)
-		fail_msg("no child snapshot: %s", p.err);
-	assert_int_equal(sscanf(line, "child %d %4399s", &rc, snaps[0]), 2);
-	assert_int_equal(rc, 0);
-	if (kt_expect_line(&p, "snapshot ", line, sizeof(line), 60000) != 0)
-		fail_msg("no parent snapshot: %s", p.err);
-	assert_int_equal(sscanf(line, "snapshot %d %4399s", &rc, snaps[1]), 2);
-	assert_int_equal(rc, 0);
+	expect_snapshot(&p, "child ", snaps[0]);
+	expect_snapshot(&p, "snapshot ", snaps[1]);
 	kt_close_stdin(&p);
 	assert_int_equal(kt_wait(&p, 30000), 0);
 	kt_proc_free(&p);
