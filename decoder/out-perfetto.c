@@ -25,7 +25,8 @@
  *
  * A call is a SLICE_BEGIN and a SLICE_END packet: 2 x (2 packet header +
  * 2..3 timestamp delta + 2..3 sequence id + 2 track_event header + 2 type)
- * + 2..3 name_iid = about 23-27 bytes (measured: bench/perfetto_size).
+ * + 2..3 name_iid = about 22-24 bytes (bench/timeline_size.sh measures it:
+ * 22.0 bytes per call on bench_mksnap, against 93.7 for the Chrome JSON).
  *
  * Order and time.  A thread's slices are written in recorded order (a walk
  * over its calls in entry order, parent before child), so nesting never
