@@ -48,6 +48,7 @@
  * whose windows do not overlap are simply placed one after the other.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,6 +493,8 @@ struct gfile {
 	uint32_t *order;          /* call indices grouped by thread, entry order */
 	uint32_t *first;          /* [nthreads + 1]: start of each thread in order */
 	uint32_t *local;          /* [ncalls]: position within its thread */
+	uint32_t *morder;         /* mark indices grouped by thread, in order */
+	uint32_t *mfirst;         /* [nthreads + 1]: start of each thread in morder */
 };
 
 struct gthread {
@@ -539,34 +542,55 @@ static void vpush(struct vec *a, struct sev e)
 	a->v[a->n++] = e;
 }
 
-static int gfile_index(struct gfile *g)
+/* Counting sort of n items by thread (thread_of(i) < nthreads, others
+ * left out): order[] grouped by thread in index order, first[t] where
+ * thread t starts, local[i] (if not NULL) the position within its thread. */
+static int by_thread(uint32_t n, uint32_t nthreads, const void *items, size_t stride,
+                     size_t thread_off, uint32_t **order, uint32_t **first, uint32_t **local)
 {
-	const struct ktrace_dec *d = g->d;
-	uint32_t *cnt;
+	const uint8_t *it = items;
+	uint32_t *cnt = calloc((size_t)nthreads + 1, sizeof(*cnt));
 
-	g->order = malloc(((size_t)d->ncalls + 1) * sizeof(*g->order));
-	g->first = calloc((size_t)d->nthreads + 2, sizeof(*g->first));
-	g->local = malloc(((size_t)d->ncalls + 1) * sizeof(*g->local));
-	cnt = calloc((size_t)d->nthreads + 1, sizeof(*cnt));
-	if (!g->order || !g->first || !g->local || !cnt) {
+	*order = malloc(((size_t)n + 1) * sizeof(**order));
+	*first = calloc((size_t)nthreads + 2, sizeof(**first));
+	if (local)
+		*local = malloc(((size_t)n + 1) * sizeof(**local));
+	if (!cnt || !*order || !*first || (local && !*local)) {
 		free(cnt);
 		return -1;
 	}
-	for (uint32_t i = 0; i < d->ncalls; i++)
-		if (d->calls[i].thread < d->nthreads)
-			g->first[d->calls[i].thread + 1]++;
-	for (uint32_t t = 0; t < d->nthreads; t++)
-		g->first[t + 1] += g->first[t];
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		uint32_t t = d->calls[i].thread;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t t;
 
-		if (t >= d->nthreads)
+		memcpy(&t, it + (size_t)i * stride + thread_off, sizeof(t));
+		if (t < nthreads)
+			(*first)[t + 1]++;
+	}
+	for (uint32_t t = 0; t < nthreads; t++)
+		(*first)[t + 1] += (*first)[t];
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t t;
+
+		memcpy(&t, it + (size_t)i * stride + thread_off, sizeof(t));
+		if (t >= nthreads)
 			continue;
-		g->local[i] = cnt[t];
-		g->order[g->first[t] + cnt[t]++] = i;
+		if (local)
+			(*local)[i] = cnt[t];
+		(*order)[(*first)[t] + cnt[t]++] = i;
 	}
 	free(cnt);
 	return 0;
+}
+
+static int gfile_index(struct gfile *g)
+{
+	const struct ktrace_dec *d = g->d;
+
+	if (by_thread(d->ncalls, d->nthreads, d->calls, sizeof(*d->calls),
+	              offsetof(struct ktrace_dec_call, thread), &g->order, &g->first, &g->local))
+		return -1;
+	return by_thread(d->nmarks, d->nthreads, d->marks, sizeof(*d->marks),
+	                 offsetof(struct ktrace_dec_mark, thread), &g->morder, &g->mfirst, NULL);
 }
 
 static int is_open(const struct ktrace_dec_call *c)
@@ -790,9 +814,9 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		if (th == KTRACE_DEC_NONE)
 			continue;
 		merge_file(g, fi, th, &m);
-		for (uint32_t i = 0; i < d->nmarks; i++) {
-			if (d->marks[i].thread != th)
-				continue;
+		for (uint32_t j = g->files[fi].mfirst[th]; j < g->files[fi].mfirst[th + 1]; j++) {
+			uint32_t i = g->files[fi].morder[j];
+
 			if (g->files[fi].overlap && d->marks[i].tick <= g->files[fi].cut)
 				continue;
 			if (grow(&mks, &cmk, nmk, sizeof(*mks))) {
@@ -859,13 +883,15 @@ out:
 struct span {
 	uint64_t begin, end;      /* ticks */
 	uint32_t file, idx;
-	uint32_t lane;
+	uint32_t lane;            /* request lane (after assignment), or cpu */
 };
 
 static int cmp_span(const void *a, const void *b)
 {
 	const struct span *x = a, *y = b;
 
+	if (x->lane != y->lane)
+		return x->lane < y->lane ? -1 : 1;
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
 	if (x->file != y->file)
@@ -926,6 +952,8 @@ static void group_free(struct group *g)
 		free(g->files[i].order);
 		free(g->files[i].first);
 		free(g->files[i].local);
+		free(g->files[i].morder);
+		free(g->files[i].mfirst);
 	}
 	for (uint32_t i = 0; i < g->nthreads; i++)
 		free(g->threads[i].th);
@@ -933,41 +961,49 @@ static void group_free(struct group *g)
 	free(g->threads);
 }
 
+/* Threads of the group's files: the same (slot, tid) in several files of
+ * one process is one thread. */
 static int group_threads(struct group *g)
 {
+	struct ktrace_umap seen = { 0 }; /* (slot, tid) -> gthread index */
 	size_t cap = 0;
+	int rc = -1;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct ktrace_dec *d = g->files[fi].d;
 
 		for (uint32_t t = 0; t < d->nthreads; t++) {
 			const struct ktrace_dec_thread *dt = &d->threads[t];
+			uint64_t key = (uint64_t)dt->slot << 32 | (uint32_t)gtid(g, dt);
 			uint32_t k;
 
 			if (!dt->events)
 				continue;
-			for (k = 0; k < g->nthreads; k++)
-				if (g->threads[k].slot == dt->slot &&
-				    g->threads[k].tid == gtid(g, dt) && g->threads[k].th[fi] == KTRACE_DEC_NONE)
-					break;
-			if (k == g->nthreads) {
-				if (grow(&g->threads, &cap, g->nthreads, sizeof(*g->threads)))
-					return -1;
+			k = ktrace__umap_get(&seen, key);
+			if (k >= g->nthreads || g->threads[k].th[fi] != KTRACE_DEC_NONE) {
+				k = g->nthreads;
+				if (grow(&g->threads, &cap, k, sizeof(*g->threads)))
+					goto out;
 				g->threads[k].slot = dt->slot;
 				g->threads[k].tid = (int32_t)gtid(g, dt);
 				g->threads[k].name = dt->name;
 				g->threads[k].uuid = sub_uuid(g, UU_THREAD, k);
 				g->threads[k].th = malloc((size_t)g->nfiles * sizeof(uint32_t));
 				if (!g->threads[k].th)
-					return -1;
+					goto out;
 				for (uint32_t x = 0; x < g->nfiles; x++)
 					g->threads[k].th[x] = KTRACE_DEC_NONE;
 				g->nthreads++;
+				if (ktrace__umap_put(&seen, key, k))
+					goto out;
 			}
 			g->threads[k].th[fi] = t;
 		}
 	}
-	return 0;
+	rc = 0;
+out:
+	ktrace__umap_free(&seen);
+	return rc;
 }
 
 static void write_descriptors(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
@@ -1012,73 +1048,59 @@ static void write_descriptors(struct pf *w, const struct group *g, const struct 
 	}
 }
 
-/* Runs of every file on one cpu, in time order, on one sequence. */
+/* Runs of every file, per cpu in time order, one sequence per cpu. */
 static void write_cores(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
 {
-	uint32_t cpus[256], ncpus = 0;
+	struct span *sp = NULL;
+	struct clk ck = { 0 };
+	size_t n = 0, cap = 0;
 
-	for (uint32_t fi = 0; fi < g->nfiles; fi++)
-		for (uint32_t c = 0; c < g->files[fi].d->snap.ncores; c++) {
-			uint32_t cpu = g->files[fi].d->snap.cores[c].cpu, k;
+	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
+		const struct ktrace_dec *d = g->files[fi].d;
 
-			for (k = 0; k < ncpus && cpus[k] != cpu; k++)
-				;
-			if (k == ncpus && ncpus < 256)
-				cpus[ncpus++] = cpu;
-		}
-	for (uint32_t k = 0; k < ncpus && !w->oom; k++) {
-		struct span *sp = NULL;
-		size_t n = 0, cap = 0;
-		struct clk ck = { 0 };
-		uint64_t uuid = sub_uuid(g, UU_CORE, cpus[k]);
-		char buf[128];
+		for (uint32_t i = 0; i < d->nruns; i++) {
+			const struct ktrace_dec_run *r = &d->runs[i];
 
-		for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-			const struct ktrace_dec *d = g->files[fi].d;
-
-			for (uint32_t i = 0; i < d->nruns; i++) {
-				const struct ktrace_dec_run *r = &d->runs[i];
-
-				if (r->core >= d->snap.ncores || d->snap.cores[r->core].cpu != cpus[k] ||
-				    r->thread >= d->nthreads)
-					continue;
-				if (g->files[fi].overlap && r->end <= g->files[fi].cut)
-					continue;
-				if (!want_thread(o, d->threads[r->thread].tid))
-					continue;
-				if (grow(&sp, &cap, n, sizeof(*sp))) {
-					w->oom = 1;
-					break;
-				}
-				sp[n++] = (struct span){ r->begin, r->end, fi, i, 0 };
+			if (r->core >= d->snap.ncores || r->thread >= d->nthreads)
+				continue;
+			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
+				continue;
+			if (!want_thread(o, d->threads[r->thread].tid))
+				continue;
+			if (grow(&sp, &cap, n, sizeof(*sp))) {
+				w->oom = 1;
+				free(sp);
+				return;
 			}
+			/* lane = cpu number, the first sort key */
+			sp[n++] = (struct span){ r->begin, r->end, fi, i, d->snap.cores[r->core].cpu };
 		}
-		if (n) {
-			const struct ktrace_dec *d;
-
-			qsort(sp, n, sizeof(*sp), cmp_span);
-			d = g->files[sp[0].file].d;
-			snprintf(buf, sizeof(buf), "cpu %" PRIu32, cpus[k]);
-			child_track(w, g, uuid, buf, 0);
-			seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, sp[0].begin));
-			for (size_t i = 0; i < n && !w->oom; i++) {
-				const struct ktrace_dec_run *r;
-				size_t te;
-
-				d = g->files[sp[i].file].d;
-				r = &d->runs[sp[i].idx];
-				snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[r->thread].name,
-				         gtid(g, &d->threads[r->thread]));
-				te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
-				                 buf, w->track);
-				ann_uint(w, "records", r->events);
-				event_end(w, te);
-				te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
-				event_end(w, te);
-			}
-		}
-		free(sp);
 	}
+	if (n)
+		qsort(sp, n, sizeof(*sp), cmp_span);
+	for (size_t i = 0; i < n && !w->oom; i++) {
+		const struct ktrace_dec *d = g->files[sp[i].file].d;
+		const struct ktrace_dec_run *r = &d->runs[sp[i].idx];
+		char buf[128];
+		size_t te;
+
+		if (i == 0 || sp[i].lane != sp[i - 1].lane) {
+			uint64_t uuid = sub_uuid(g, UU_CORE, sp[i].lane);
+
+			snprintf(buf, sizeof(buf), "cpu %" PRIu32, sp[i].lane);
+			child_track(w, g, uuid, buf, 0);
+			seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, sp[i].begin));
+			memset(&ck, 0, sizeof(ck));
+		}
+		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[r->thread].name,
+		         gtid(g, &d->threads[r->thread]));
+		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
+		ann_uint(w, "records", r->events);
+		event_end(w, te);
+		te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
+		event_end(w, te);
+	}
+	free(sp);
 }
 
 static void write_requests(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
