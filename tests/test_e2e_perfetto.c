@@ -247,7 +247,7 @@ static void test_e2e_perfetto_merge(void **state)
 
 static void test_e2e_perfetto_pipe(void **state)
 {
-	char *dir = kt_mkdtemp("pfpipe");
+	char *dir;
 	char envdir[700], snaps[2][4400], out[800], nmsg[16];
 	const char *env[] = {envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", NULL};
 	char *argv[] = {(char *)PROG, (char *)"pipe", nmsg, NULL};
@@ -259,6 +259,8 @@ static void test_e2e_perfetto_pipe(void **state)
 
 	(void)state;
 	SKIP_FORK_UNDER_ASAN();
+	dir = kt_mkdtemp("pfpipe");
+	assert_non_null(dir);
 	snprintf(nmsg, sizeof(nmsg), "%d", NMSG);
 	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
 	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
