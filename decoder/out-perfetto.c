@@ -40,12 +40,22 @@
  *
  * Several snapshots of one process (same host, pid and start_tsc) share one
  * process group; sorted by window end, each next snapshot B is cut at the
- * previous one's window end C (ticks of one counter): B's calls that ended
- * at or before C are left out (the earlier file has them), and frames open
- * at C in both files are one slice: its begin from the earlier file, its end
- * from B (frames are matched innermost first, by function).  Requests and
- * runs of B that ended by C, and its marks up to C, are left out too.  Files
- * whose windows do not overlap are simply placed one after the other.
+ * previous one's window end C (ticks of one counter), per thread:
+ *   - B's calls that ended at or before C are left out (the earlier file
+ *     has them);
+ *   - B's frames alive at C (entered before C, or at C's own tick if the
+ *     earlier file saw that entry, and ended after C) are matched with the
+ *     earlier file's frames still open at its end, innermost first, by
+ *     function: a pair is one slice, its begin from the earlier file and its
+ *     end from B;
+ *   - B's unmatched outer frames (entered before both windows) begin before
+ *     everything of the earlier file; the earlier file's unmatched outer
+ *     frames stay open to the end.  Stacks that disagree otherwise are not
+ *     merged: the earlier file's frames end at C and B's start afresh.
+ * B's requests and runs that ended by C, and its marks up to C, are left
+ * out; so are the earlier file's requests still open at C.  Files whose
+ * windows do not overlap are placed one after the other.  Every tick of a
+ * group is converted with the newest file's anchors.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -712,9 +722,8 @@ static void merge_file(const struct group *g, uint32_t fi, uint32_t th, struct v
 		       !strcmp(sev_func(g, &m->v[m->n - k + q]), sev_func(g, &b.v[hn - 1 - q])))
 			q++;
 		/* A frame b entered at the cut's own tick may be one the earlier
-		 * file did not see: it is no spine if that makes the stacks agree. */
-		if (q == k || q == hn || !hn ||
-		    g->files[fi].d->calls[b.v[hn - 1].call].begin != gf->cut)
+		 * file did not see: unmatched, it is no spine but new in b. */
+		if (q == hn || g->files[fi].d->calls[b.v[hn - 1].call].begin != gf->cut)
 			break;
 		hn--;
 	}

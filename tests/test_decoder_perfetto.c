@@ -147,15 +147,16 @@ static void test_perfetto_ties_marks_requests(void **state)
 
 /* Two snapshots of one process: the second repeats the first's window and
  * goes on.  Merged, every call appears once and the frame open at the first
- * file's end is one slice. */
-static void test_perfetto_merge_same_process(void **state)
+ * file's end is one slice.  With entered = 0 the outer frame was entered
+ * before both windows: only the later file sees it (at its exit), and it
+ * still encloses the leaves of both. */
+static void merge_same_process(int entered)
 {
 	struct snapbuild *a = snapbuild_new(), *b = snapbuild_new();
 	struct ktrace_dec *d[2];
 	char *out, line[256];
-	const char *outer, *leaf;
+	const char *outer = NULL, *leaf = NULL;
 
-	(void)state;
 	for (int k = 0; k < 2; k++) {
 		struct snapbuild *sb = k ? b : a;
 
@@ -165,7 +166,8 @@ static void test_perfetto_merge_same_process(void **state)
 		snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
 		snapbuild_func(sb, 0, 0xA000);
 		snapbuild_func(sb, 1, 0xB000);
-		snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
+		if (entered)
+			snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
 		for (uint64_t i = 0; i < 10; i++) {
 			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
 			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
@@ -182,8 +184,16 @@ static void test_perfetto_merge_same_process(void **state)
 	d[0] = decode(b); /* order given does not matter */
 	d[1] = decode(a);
 	assert_true(d[1]->window_end < d[0]->window_end);
-	outer = ktrace__dec_func_name(d[0], d[0]->calls[0].func);
-	leaf = ktrace__dec_func_name(d[0], d[0]->calls[1].func);
+	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
+		const char *f = ktrace__dec_func_name(d[0], d[0]->calls[i].func);
+
+		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
+			outer = f;
+		else
+			leaf = f;
+	}
+	assert_non_null(outer);
+	assert_non_null(leaf);
 	out = write_check(d, 2, NULL);
 	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 1\n", d[0]->snap.info.pid, outer);
 	has_line(out, line);
@@ -194,6 +204,18 @@ static void test_perfetto_merge_same_process(void **state)
 	free(out);
 	ktrace__dec_free(d[0]);
 	ktrace__dec_free(d[1]);
+}
+
+static void test_perfetto_merge_same_process(void **state)
+{
+	(void)state;
+	merge_same_process(1);
+}
+
+static void test_perfetto_merge_outer_frame_only_in_later_file(void **state)
+{
+	(void)state;
+	merge_same_process(0);
 }
 
 /* Two processes with one pid (two hosts): two process groups, distinct pids. */
@@ -230,6 +252,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_perfetto_ties_marks_requests),
 		cmocka_unit_test(test_perfetto_merge_same_process),
+		cmocka_unit_test(test_perfetto_merge_outer_frame_only_in_later_file),
 		cmocka_unit_test(test_perfetto_two_hosts),
 	};
 	return cmocka_run_group_tests_name("decoder_perfetto", tests, NULL, NULL);
