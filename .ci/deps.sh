@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# .ci/deps.sh CALLER [--fuzz] [--browser] - make sure the build's Debian
-# packages are here: cmake, a C compiler, make, libcmocka-dev (with --fuzz,
-# clang and its libFuzzer runtime; with --browser, chromium and python3 for
-# the HTML timeline's browser tests).  Installs what is missing when run as
-# root with apt-get; otherwise prints the install line and exits 2.
+# .ci/deps.sh CALLER [--fuzz] [--browser] [--perfetto] - make sure the
+# build's Debian packages are here: cmake, a C compiler, make, libcmocka-dev
+# (with --fuzz, clang and its libFuzzer runtime; with --browser, chromium and
+# python3 for the HTML timeline's browser tests; with --perfetto,
+# protobuf-compiler and python3, which the --format perfetto tests use to
+# decode and check traces).  Installs what is missing when run as root with
+# apt-get; otherwise prints the install line and exits 2.
 # Used by examples/demo.sh, tests/run.sh and test_e2e_html.
 set -euo pipefail
-caller=${1:?usage: .ci/deps.sh CALLER [--fuzz] [--browser]}
-fuzz=0 browser=0
+caller=${1:?usage: .ci/deps.sh CALLER [--fuzz] [--browser] [--perfetto]}
+fuzz=0 browser=0 perfetto=0
 for a in "${@:2}"; do
   case $a in
   --fuzz) fuzz=1 ;;
   --browser) browser=1 ;;
+  --perfetto) perfetto=1 ;;
   *) echo ".ci/deps.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +31,10 @@ if [ $fuzz = 1 ]; then
   command -v clang >/dev/null || need+=(clang)
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
     need+=(libclang-rt-14-dev)
+fi
+if [ $perfetto = 1 ]; then
+  command -v protoc >/dev/null || need+=(protobuf-compiler)
+  command -v python3 >/dev/null || need+=(python3)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -273,6 +273,13 @@ if [ -n "$DECODER" ]; then
 	else
 		row 'ktrace-decode failed: %s\n' "$(head -c 300 "$OUT/decode_err.txt" | tr '\n' ' ')"
 	fi
+	# Timeline formats on the small snapshot: bytes per call and decode time.
+	if "$ROOT/bench/timeline_size.sh" "$DECODER" "$small" 3 >"$OUT/timeline_size.txt" 2>&1; then
+		row 'timeline formats (%s, medians of 3):\n' "$(basename "$small")"
+		while read -r l; do row '  %s\n' "$l"; done <"$OUT/timeline_size.txt"
+	else
+		row 'timeline_size.sh failed: %s\n' "$(head -c 300 "$OUT/timeline_size.txt" | tr '\n' ' ')"
+	fi
 	rm -f "$SNAPDIR"/*.ktrace
 else
 	row 'skipped: no ktrace-decode in %s\n' "$BUILD"

@@ -473,6 +473,12 @@ int ktrace__out_html(FILE *f, struct ktrace_dec **decs, int n, const struct ktra
 uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n,
                             const struct ktrace_out_opts *o);
 
+/* Perfetto protobuf trace of all decoded files (NULL entries skipped), one
+ * process group per process; several snapshots of one process merged
+ * (out-perfetto.c).  0 or KTRACE_DEC_ENOMEM; write errors show in ferror(f). */
+int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
+                         const struct ktrace_out_opts *o);
+
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {
 	uint32_t func;

@@ -83,3 +83,6 @@ set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERT
 # (closed as "exit lost"), the executable's path turned into a FIFO.
 ktrace_test_program(e2e_longjmp SOURCES ${KT_E2E_DIR}/longjmp_prog.c)
 ktrace_e2e_test(harden PROGRAMS e2e_longjmp)
+# --format perfetto through protoc and tests/perfetto/check_pftrace.py
+# (needs protobuf-compiler and python3: .ci/deps.sh CALLER --perfetto).
+ktrace_e2e_test(perfetto PROGRAMS e2e_calls LABELS perfetto)

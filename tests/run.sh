@@ -6,7 +6,8 @@
 #   tests/run.sh --quick    plain build only
 #
 # Installs what it needs on Debian when run as root (cmake, gcc, make,
-# libcmocka-dev, clang and libclang-rt-14-dev for the fuzz run); otherwise
+# libcmocka-dev, protobuf-compiler and python3 for the perfetto tests, clang
+# and libclang-rt-14-dev for the fuzz run); otherwise
 # says exactly what to install.  Build trees go to build-tests/<config>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +18,9 @@ JOBS=${KTRACE_JOBS:-2}
 FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
 
 if [ "$QUICK" = 0 ]; then
-  "$ROOT/.ci/deps.sh" tests/run.sh --fuzz --browser
+  "$ROOT/.ci/deps.sh" tests/run.sh --fuzz --browser --perfetto
 else
-  "$ROOT/.ci/deps.sh" tests/run.sh --browser
+  "$ROOT/.ci/deps.sh" tests/run.sh --browser --perfetto
 fi
 
 run_config() { # name, cmake args...

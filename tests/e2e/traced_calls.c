@@ -15,15 +15,24 @@
  *   e2e_calls files     prints "pid <pid>"; for each stdin line "snap",
  *                       calls work then ktrace_snapshot and prints
  *                       "snapshot <rc> <path>"; exits at EOF.
+ *   e2e_calls pipe N    forks; the parent sends N messages over a pipe
+ *                       (send_msg: ktrace_mark("send", i), then write), the
+ *                       child receives each (recv_msg: read, then
+ *                       ktrace_mark("recv", i)) and acknowledges it over a
+ *                       second pipe before the parent sends the next; each
+ *                       snapshots: the child prints "child <rc> <path>",
+ *                       then the parent "snapshot <rc> <path>".
  *
  * Counts per worker i (expected_*): see the functions below.
  */
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +75,21 @@ __attribute__((noinline)) void spin_5ms(void)
 	do
 		clock_gettime(CLOCK_MONOTONIC, &b);
 	while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < 5000000L);
+}
+
+__attribute__((noinline)) void send_msg(int fd, uint32_t i)
+{
+	ktrace_mark("send", i);
+	if (write(fd, &i, sizeof(i)) != (ssize_t)sizeof(i))
+		abort();
+}
+
+__attribute__((noinline)) int recv_msg(int fd, uint32_t *i)
+{
+	if (read(fd, i, sizeof(*i)) != (ssize_t)sizeof(*i))
+		return -1;
+	ktrace_mark("recv", *i);
+	return 0;
 }
 
 static pthread_barrier_t start;
@@ -171,6 +195,41 @@ int main(int argc, char **argv)
 			run_workers();
 			snap("files");
 		}
+		return 0;
+	}
+	if (strcmp(mode, "pipe") == 0) {
+		int fds[2], ack[2], st, n = argc > 2 ? atoi(argv[2]) : 100;
+		uint32_t i, a;
+		pid_t pid;
+
+		if (pipe(fds) != 0 || pipe(ack) != 0 || (pid = fork()) < 0)
+			return 1;
+		if (pid == 0) {
+			char path[4352] = "";
+			int r;
+
+			close(fds[1]);
+			close(ack[0]);
+			while (recv_msg(fds[0], &i) == 0)
+				if (write(ack[1], &i, sizeof(i)) != (ssize_t)sizeof(i))
+					break;
+			r = ktrace_snapshot("pipe-child");
+			if (r == 0)
+				ktrace_last_snapshot(path, sizeof(path));
+			printf("child %d %s\n", r, path);
+			fflush(stdout);
+			_exit(0);
+		}
+		close(fds[0]);
+		close(ack[1]);
+		for (i = 0; i < (uint32_t)n; i++) {
+			send_msg(fds[1], i);
+			if (read(ack[0], &a, sizeof(a)) != (ssize_t)sizeof(a))
+				break;
+		}
+		close(fds[1]);
+		waitpid(pid, &st, 0);
+		snap("pipe-parent");
 		return 0;
 	}
 	fprintf(stderr, "unknown mode %s\n", mode);

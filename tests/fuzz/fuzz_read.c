@@ -170,7 +170,7 @@ static void run(const uint8_t *data, size_t size)
 	struct ktrace_dec_opts opts = { .no_symbols = 1 };
 	struct ktrace_out_opts oo = { 0 };
 	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct ktrace_dec *d, *prev = NULL;
 	struct ktrace_chrome ch;
 	char msg[512];
 
@@ -183,6 +183,7 @@ static void run(const uint8_t *data, size_t size)
 		if (ktrace__dec_open_buffer(data, size, "fuzz", &opts, &d, &err) != 0) {
 			ktrace__dec_error_format(&err, "fuzz", msg, sizeof(msg));
 			fputs(msg, null);
+			ktrace__dec_free(prev);
 			return;
 		}
 		check_invariants(d);
@@ -197,6 +198,18 @@ static void run(const uint8_t *data, size_t size)
 		ktrace__out_chrome_end(&ch);
 		if (all)
 			symbolize_specials(d, size);
-		ktrace__dec_free(d);
+		ktrace__out_perfetto(null, &d, 1, &oo);
+		if (prev) {
+			/* Two snapshots of one process (the window, and --all). */
+			struct ktrace_dec *two[2] = { prev, d };
+
+			ktrace__out_perfetto(null, two, 2, &oo);
+			ktrace__dec_free(prev);
+			prev = NULL;
+			ktrace__dec_free(d);
+		} else {
+			prev = d;
+		}
 	}
+	ktrace__dec_free(prev);
 }

@@ -1,0 +1,259 @@
+/*
+ * test_decoder_perfetto.c - stage 6, --format perfetto on synthetic
+ * snapshots (tests/snapbuild.h): the output decodes with protoc against
+ * Perfetto's field numbers and passes check_pftrace.py (nesting per track,
+ * time never back per sequence, strictly increasing per track, interned
+ * names); calls that share one tick keep their recorded nesting; marks,
+ * request lanes and the trigger are there; hostile-looking names survive;
+ * two snapshots of one process merge without repeating calls.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "decoder.h"
+#include "snapbuild.h"
+#include "perfetto/pfcheck.h"
+
+static struct ktrace_dec *decode(struct snapbuild *sb)
+{
+	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct ktrace_dec_error err;
+	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
+
+	if (d == NULL)
+		fail_msg("decode failed: %s", err.msg);
+	return d;
+}
+
+/* Write decs as one perfetto trace and check it; returns checker output. */
+static char *write_check(struct ktrace_dec **decs, uint32_t n, size_t *bytes)
+{
+	char path[] = "/tmp/ktrace-test-pf-XXXXXX";
+	char why[256];
+	int fd = mkstemp(path);
+	FILE *f;
+	char *out;
+
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	assert_int_equal(ktrace__out_perfetto(f, decs, n, NULL), 0);
+	if (bytes)
+		*bytes = (size_t)ftell(f);
+	assert_int_equal(fclose(f), 0);
+	out = pf_check(path, why, sizeof(why));
+	unlink(path);
+	if (!out)
+		fail_msg("%s", why);
+	return out;
+}
+
+static void has_line(const char *out, const char *line)
+{
+	if (!strstr(out, line))
+		fail_msg("no line \"%s\" in:\n%s", line, out);
+}
+
+/* Scenario: f0 with two zero-length f1 children, all in one tick; a mark in
+ * the same tick; two overlapping requests on two threads (one the trigger);
+ * a call on the second thread. */
+static struct snapbuild *scenario(void)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_info_rec *in = snapbuild_info(sb);
+	struct ktrace_trigger_rec t = { 0 };
+
+	in->tsc_shift = 8;
+	in->tsc_hz = 2560000000u; /* 1 tick = 100 ns */
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_thread(sb, 2, 101, "we\"ird\\name\n", 0);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_func(sb, 2, 0xC000);
+	snapbuild_name(sb, 1, KTRACE_NAME_MARK, "checkpoint");
+	snapbuild_name(sb, 2, KTRACE_NAME_REQUEST, "get");
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	snapbuild_enter(sb, 0, 1, 1000, 1);
+	snapbuild_exit(sb, 0, 1, 1000, 1);
+	snapbuild_enter(sb, 0, 1, 1000, 1);
+	snapbuild_exit(sb, 0, 1, 1000, 1);
+	snapbuild_exit(sb, 0, 1, 1000, 0);
+	snapbuild_mark(sb, 0, 1, 1000, 1, 42);
+	snapbuild_req(sb, 0, 1, 1001, 2, 7, 0);
+	snapbuild_enter(sb, 0, 1, 1002, 2);
+	snapbuild_req(sb, 1, 2, 1003, 2, 8, 0);
+	snapbuild_enter(sb, 1, 2, 1003, 0);
+	snapbuild_exit(sb, 0, 1, 1005, 2);
+	snapbuild_req(sb, 0, 1, 1006, 2, 7, 1);
+	snapbuild_exit(sb, 1, 2, 1009, 0);
+	snapbuild_req(sb, 1, 2, 1010, 2, 8, 1);
+	t.request_id = 8;
+	t.begin_tsc = 1003ull << 8;
+	t.end_tsc = 1010ull << 8;
+	t.duration_ns = 700;
+	t.threshold_ns = 500;
+	t.kind_id = 2;
+	t.thread_slot = 2;
+	t.tid = 101;
+	snprintf(t.kind, sizeof(t.kind), "get");
+	snapbuild_trigger(sb, &t);
+	return sb;
+}
+
+static void test_perfetto_ties_marks_requests(void **state)
+{
+	struct ktrace_dec *d;
+	char *out, line[256];
+	const char *f0, *f1, *f2;
+
+	(void)state;
+	d = decode(scenario());
+	f0 = ktrace__dec_func_name(d, d->calls[0].func);
+	f1 = ktrace__dec_func_name(d, d->calls[1].func);
+	f2 = NULL;
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (d->funcs[d->calls[i].func].addr == 0xC000)
+			f2 = ktrace__dec_func_name(d, d->calls[i].func);
+	assert_non_null(f2);
+	out = write_check(&d, 1, NULL);
+	/* Zero-length calls of one tick nest as recorded: f1 twice inside f0. */
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 - %s 1\n", d->snap.info.pid, f0);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 2\n", d->snap.info.pid, f0, f1);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 - %s 1\n", d->snap.info.pid, f2);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 101 - %s 1\n", d->snap.info.pid, f0);
+	has_line(out, line);
+	/* The mark with its value; the requests on two lanes; note + trigger. */
+	snprintf(line, sizeof(line), "instant %" PRIu32 " 100 checkpoint 42 ", d->snap.info.pid);
+	has_line(out, line);
+	has_line(out, " requests 1 0\n");
+	has_line(out, " requests 2 1 0\n");
+	has_line(out, " ktrace 0 2\n");
+	has_line(out, "\nok\n");
+	free(out);
+	ktrace__dec_free(d);
+}
+
+/* Two snapshots of one process: the second repeats the first's window and
+ * goes on.  Merged, every call appears once and the frame open at the first
+ * file's end is one slice.  With entered = 0 the outer frame was entered
+ * before both windows: only the later file sees it (at its exit), and it
+ * still encloses the leaves of both. */
+static void merge_same_process(int entered)
+{
+	struct snapbuild *a = snapbuild_new(), *b = snapbuild_new();
+	struct ktrace_dec *d[2];
+	char *out, line[256];
+	const char *outer = NULL, *leaf = NULL;
+
+	for (int k = 0; k < 2; k++) {
+		struct snapbuild *sb = k ? b : a;
+
+		snapbuild_info(sb)->start_tsc = 5;
+		snapbuild_info(sb)->tsc_shift = 8;
+		snapbuild_info(sb)->tsc_hz = 2560000000u;
+		snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+		snapbuild_func(sb, 0, 0xA000);
+		snapbuild_func(sb, 1, 0xB000);
+		if (entered)
+			snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
+		for (uint64_t i = 0; i < 10; i++) {
+			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+		}
+		if (k) { /* b goes on: ten more leaves, then outer returns */
+			for (uint64_t i = 10; i < 20; i++) {
+				snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+				snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+			}
+			snapbuild_exit(sb, 0, 1, 1400, 0);
+		}
+		snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
+	}
+	d[0] = decode(b); /* order given does not matter */
+	d[1] = decode(a);
+	assert_true(d[1]->window_end < d[0]->window_end);
+	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
+		const char *f = ktrace__dec_func_name(d[0], d[0]->calls[i].func);
+
+		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
+			outer = f;
+		else
+			leaf = f;
+	}
+	assert_non_null(outer);
+	assert_non_null(leaf);
+	out = write_check(d, 2, NULL);
+	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 1\n", d[0]->snap.info.pid, outer);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 20\n", d[0]->snap.info.pid, leaf);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 20\n", d[0]->snap.info.pid, outer, leaf);
+	has_line(out, line);
+	free(out);
+	ktrace__dec_free(d[0]);
+	ktrace__dec_free(d[1]);
+}
+
+static void test_perfetto_merge_same_process(void **state)
+{
+	(void)state;
+	merge_same_process(1);
+}
+
+static void test_perfetto_merge_outer_frame_only_in_later_file(void **state)
+{
+	(void)state;
+	merge_same_process(0);
+}
+
+/* Two processes with one pid (two hosts): two process groups, distinct pids. */
+static void test_perfetto_two_hosts(void **state)
+{
+	struct snapbuild *a = scenario(), *b = scenario();
+	struct ktrace_dec *d[2];
+	char *out;
+
+	(void)state;
+	snprintf(snapbuild_info(b)->hostname, sizeof(snapbuild_info(b)->hostname), "otherhost");
+	d[0] = decode(a);
+	d[1] = decode(b);
+	out = write_check(d, 2, NULL);
+	assert_true(pf_count(out, "process") >= 0);
+	assert_non_null(strstr(out, "@ otherhost\n"));
+	/* 2 x (3 calls thread 100 ... ): every call of both files once. */
+	assert_int_equal(strstr(out, "events ") != NULL, 1);
+	{
+		long ev = pf_count(out, "events");
+		struct ktrace_dec *one = d[0];
+		char *o1 = write_check(&one, 1, NULL);
+
+		assert_int_equal(ev, 2 * pf_count(o1, "events"));
+		free(o1);
+	}
+	free(out);
+	ktrace__dec_free(d[0]);
+	ktrace__dec_free(d[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_perfetto_ties_marks_requests),
+		cmocka_unit_test(test_perfetto_merge_same_process),
+		cmocka_unit_test(test_perfetto_merge_outer_frame_only_in_later_file),
+		cmocka_unit_test(test_perfetto_two_hosts),
+	};
+	return cmocka_run_group_tests_name("decoder_perfetto", tests, NULL, NULL);
+}
