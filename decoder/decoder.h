@@ -122,6 +122,11 @@ struct ktrace_snap {
 	uint32_t ncore_recs;
 	int have_trigger;
 	struct ktrace_trigger_rec trigger;     /* kind forced NUL-terminated */
+	int have_budget;                       /* BUDGET section read */
+	struct ktrace_budget_rec budget;
+	struct ktrace_budget_core_rec *budget_cores; /* budget.ncores */
+	struct ktrace_muted_rec *muted;        /* muted / excluded functions */
+	uint32_t nmuted;
 	struct ktrace_snap_block *blocks;      /* undamaged blocks */
 	uint32_t nblocks;
 	struct ktrace_snap_core *cores;        /* by cpu number (ktrace__snap_order) */
@@ -429,6 +434,15 @@ void ktrace__out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wal
 void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d,
                              int64_t pid, const struct ktrace_out_opts *o);
 void ktrace__out_chrome_end(struct ktrace_chrome *c);
+
+/* The window budget (out-budget.c): the summary's lines, the note the
+ * other sinks print ("self time includes muted calls: ..."), whether a
+ * function is muted (index in snap.muted, or -1), and --format exclude. */
+void ktrace__out_budget(FILE *f, const struct ktrace_dec *d);
+void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *prefix);
+const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t len);
+int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func);
+void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d);
 
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {

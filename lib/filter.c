@@ -15,7 +15,8 @@
  *      the last second, window held (the span of the last ring_words
  *      words, from a history of positions) or projected (ring not yet
  *      wrapped: ring_words / rate);
- *   2. per core: a sample of its newest SAMPLE_BLOCKS blocks, copied with
+ *   2. per core: a sample of the blocks written since the last decision (at
+ *      most the newest SAMPLE_BLOCKS), copied with
  *      the snapshot reader's seqlock protocol (ring.c), walked record by
  *      record: events per function, and per thread a stack of entries, so
  *      complete calls give durations.  A function with a call of
@@ -50,10 +51,11 @@
 
 #define NF KTRACE_FUNC_ID_COUNT
 #define BW KTRACE_BLOCK_WORDS
-#define SAMPLE_BLOCKS 32u         /* newest blocks sampled per core */
+#define SAMPLE_BLOCKS 128u        /* most blocks sampled per core per decision */
 #define HIST 4096u                /* decisions of position history per core */
 #define INTERVAL_NS 100000000LL   /* between decisions */
 #define COOLDOWN 3                /* decisions after a mute before the next */
+#define LONG_RATIO 1000          /* see observe() */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
@@ -76,6 +78,7 @@ static _Atomic uint64_t muted_calls;
 
 struct fobs {
 	uint64_t calls;           /* complete calls observed */
+	uint64_t long_calls;      /* of them (or open entries) >= max_ticks */
 	uint64_t max_ticks;       /* longest observed (complete or open), ticks */
 	uint64_t sampled;         /* events in samples */
 	double est_events;        /* events written, estimated from samples */
@@ -251,7 +254,7 @@ static KT_NOINSTR void observe(uint32_t id, uint64_t ticks, int complete)
 	if (ticks > o->max_ticks)
 		o->max_ticks = ticks;
 	if (ticks >= F.max_ticks)
-		o->ineligible = 1;
+		o->long_calls++;
 }
 
 /* One function event of thread slot at tick. */
@@ -335,7 +338,7 @@ static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
  * block reused meanwhile, or missing, cuts the sample: stacks restart.
  * Returns the words walked.
  */
-static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s)
+static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s, uint32_t since)
 {
 	struct kt_core *k = &ktrace__g.cores[c];
 	uint32_t pos = KT_STATE_POS(s), cur = (pos - 1) & ~(BW - 1), nb = SAMPLE_BLOCKS;
@@ -343,6 +346,9 @@ static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s)
 
 	if (used == 0)
 		return 0;
+	/* everything written since the last decision, when it fits */
+	if ((pos - since) / BW + 1 < nb)
+		nb = (pos - since) / BW + 1;
 	if (nb > ktrace__g.nblocks)
 		nb = ktrace__g.nblocks;
 	if (nb > used)
@@ -426,7 +432,16 @@ static KT_NOINSTR int by_count(const void *a, const void *b)
 
 static KT_NOINSTR int candidate(uint32_t id)
 {
-	const struct fobs *o = &F.obs[id];
+	struct fobs *o = &F.obs[id];
+
+	/* Long calls make a function ineligible for good once they are at
+	 * least 1 in LONG_RATIO of the calls observed so far (so a function
+	 * with a long call among fewer than LONG_RATIO observed calls is never
+	 * muted).  A rarer long call cannot be told from the thread being
+	 * preempted inside the call, which on a busy machine happens to
+	 * every hot function sooner or later. */
+	if (o->long_calls && o->long_calls * LONG_RATIO >= o->calls)
+		o->ineligible = 1;
 
 	return o->count > 0 && o->why == 0 && !o->ineligible && o->calls >= MIN_CALLS &&
 	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
@@ -460,6 +475,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		kt_store(&fmute[ids[i]], epoch, relaxed);
 		ids[muted++] = ids[i];
 	}
+	F.short_window = 0;
 	if (removed < need * (double)sample_words) {
 		/* Every candidate is muted and the rate still does not fit. */
 		double left = k->int_wps * (1.0 - removed / (double)sample_words);
@@ -488,7 +504,7 @@ KT_NOINSTR void ktrace__filter_tick(void)
 	int64_t now_ns = ktrace__monotonic_ns();
 	uint64_t now, hz = ktrace__tsc_hz();
 	double R, cap = g->ring_words / 4.0;
-	int decided = 0;
+	int decided = 0, pressure = 0;
 
 	if (now_ns - F.last_ns < INTERVAL_NS || hz == 0)
 		return;
@@ -528,7 +544,7 @@ KT_NOINSTR void ktrace__filter_tick(void)
 			continue;
 		for (uint32_t id = 0; id < NF; id++)
 			F.obs[id].count = 0;
-		words = sample_core(c, s);
+		words = sample_core(c, s, pos - d);
 		for (uint32_t id = 0; id < NF && words; id++)
 			if (F.obs[id].count) {
 				F.obs[id].sampled += F.obs[id].count;
@@ -536,6 +552,7 @@ KT_NOINSTR void ktrace__filter_tick(void)
 			}
 		/* Pressure: the bucket is dry and the core still writes
 		 * faster than the budget (the first such core decides). */
+		pressure |= k->tokens < 0 && k->int_wps > R;
 		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && k->tokens < 0 &&
 		    k->int_wps > R) {
 			decide(k, words, now);
@@ -544,6 +561,8 @@ KT_NOINSTR void ktrace__filter_tick(void)
 	}
 	if (F.cooldown > 0 && !decided)
 		F.cooldown--;
+	if (!pressure)
+		F.short_window = 0;   /* the window holds again */
 }
 
 /* ---- snapshot --------------------------------------------------------------- */

@@ -75,3 +75,11 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
+
+# The window budget (issue 7): muting under pressure, bursts, long calls,
+# KTRACE_EXCLUDE/INCLUDE on static and shared-library functions, off.
+add_library(e2e_budget_lib SHARED ${KT_E2E_DIR}/budget_lib.c)
+target_compile_options(e2e_budget_lib PRIVATE -finstrument-functions -O1 -g)
+ktrace_test_program(e2e_budget SOURCES ${KT_E2E_DIR}/budget_prog.c LINK e2e_budget_lib)
+ktrace_e2e_test(budget PROGRAMS e2e_budget LABELS threads)
+set_tests_properties(test_e2e_budget PROPERTIES RUN_SERIAL TRUE)
