@@ -211,6 +211,19 @@ KT_NOINSTR void ktrace__filter_new_func(uint32_t id, uintptr_t addr)
 	kt_store(&fstatic[id], st, relaxed);
 }
 
+/* Mute fn from now on, as a decision would (white-box tests). */
+KT_NOINSTR void ktrace__filter_mute_now(uintptr_t fn)
+{
+	uint32_t ev = ktrace__func_event(fn), epoch;
+
+	if (ev == 0)
+		return;
+	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
+	kt_store(&fmute[ev - KTRACE_EV_ENTER_BASE], epoch, relaxed);
+	/* release: as in decide(). */
+	kt_store(&ktrace__mute_epoch, epoch, release);
+}
+
 /* ---- writer thread: measure ------------------------------------------------- */
 
 static KT_NOINSTR int setup(void)

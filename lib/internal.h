@@ -284,6 +284,7 @@ void ktrace__filter_tick(void);
 /* Snapshot: the BUDGET section (malloc'ed; caller frees), or NULL. */
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
+void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
 /* Name of the function at addr from its module's ELF symbol tables. */
 int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 
