@@ -54,6 +54,9 @@
 #define SAMPLE_BLOCKS 128u        /* most blocks sampled per core per decision */
 #define HIST 4096u                /* decisions of position history per core */
 #define INTERVAL_NS 100000000LL   /* between decisions */
+#define EARLY_NS 10000000LL       /* between the first EARLY_TICKS decisions: a
+                                     call-heavy program is muted within ~30 ms */
+#define EARLY_TICKS 20
 #define COOLDOWN 3                /* decisions after a mute before the next */
 #define LONG_RATIO 1000          /* see observe() */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
@@ -511,7 +514,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 	free(ids);
 }
 
-KT_NOINSTR void ktrace__filter_tick(void)
+KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 {
 	const struct kt_globals *g = &ktrace__g;
 	int64_t now_ns = ktrace__monotonic_ns();
@@ -519,9 +522,16 @@ KT_NOINSTR void ktrace__filter_tick(void)
 	double R, cap = g->ring_words / 4.0;
 	int decided = 0, pressure = 0;
 
-	if (now_ns - F.last_ns < INTERVAL_NS || hz == 0)
+	int64_t every = F.decisions < EARLY_TICKS ? EARLY_NS : INTERVAL_NS;
+
+	if (now_ns - F.last_ns < every || hz == 0) {
+		if (wait_ns && F.last_ns + every - now_ns < *wait_ns)
+			*wait_ns = F.last_ns + every - now_ns;
 		return;
+	}
 	F.last_ns = now_ns;
+	if (wait_ns && every < *wait_ns)
+		*wait_ns = every;
 	if (!F.ready && setup() != 0)
 		return;
 	F.decisions++;

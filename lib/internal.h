@@ -279,8 +279,9 @@ uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
 /* funcs.c, before a new compact id is published: match the function's
  * name against KTRACE_EXCLUDE / KTRACE_INCLUDE. */
 void ktrace__filter_new_func(uint32_t id, uintptr_t addr);
-/* Writer thread, every loop: measure, decide (every ~100 ms). */
-void ktrace__filter_tick(void);
+/* Writer thread, every loop: measure, decide (every ~100 ms, 10 ms at
+ * first); lowers *wait_ns to the time until the next decision. */
+void ktrace__filter_tick(int64_t *wait_ns);
 /* Snapshot: the BUDGET section (malloc'ed; caller frees), or NULL. */
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);

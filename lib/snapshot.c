@@ -527,6 +527,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		struct pollfd pfd = {pipe_rd, POLLIN, 0};
 		int have_trig;
 
+		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		now = ktrace__monotonic_ns();
 		have_trig = take_trigger(&trig, now, &wait_ns);
 		if (!have_trig && !kt_load(&sig_pending, relaxed)) {
@@ -537,7 +538,6 @@ static KT_NOINSTR void *writer_main(void *arg)
 				while (read(pipe_rd, buf, sizeof(buf)) > 0) {
 				}
 		}
-		ktrace__filter_tick();   /* the window budget, every ~100 ms */
 		if (mono_ms() - last_anchor >= 100) {
 			ktrace__anchor_take();
 			last_anchor = mono_ms();
