@@ -58,7 +58,7 @@
                                      call-heavy program is muted within ~30 ms */
 #define EARLY_TICKS 20
 #define COOLDOWN 3                /* decisions after a mute before the next */
-#define LONG_RATIO 1000          /* see observe() */
+#define LONG_RATIO 100           /* see candidate() */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
