@@ -224,7 +224,10 @@ static void test_e2e_budget_long_call_ineligible(void **state)
 
 	(void)state;
 	run(&r, "long", "2", env);
-	assert_non_null(muted(r.d, "tiny_a"));
+	/* Under pressure (it writes far above the budget): tiny_a is muted,
+	 * or, if preemptions made it look long too, the filter says it ran
+	 * out of candidates.  Never sometimes_long, the hottest. */
+	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
 	assert_null(muted(r.d, "sometimes_long"));
 	assert_true(mark_range(r.d, "long-calls", &a, &b));
 	assert_int_equal(calls_between(r.d, "sometimes_long", a, b), b->value - a->value);
