@@ -126,6 +126,13 @@ static BENCH_NOINSTR void *worker_main(void *arg)
 	uint64_t x = w->seed, c0;
 
 	x = run(320000, x); /* warm-up */
+	/* BENCH_WARMUP_MS: keep warming that long (bench/budget.sh: the
+	 * window budget mutes the leaves within its first decisions). */
+	if (getenv("BENCH_WARMUP_MS")) {
+		uint64_t until = bench_now_ns() + strtoull(getenv("BENCH_WARMUP_MS"), NULL, 10) * 1000000;
+		while (bench_now_ns() < until)
+			x = run(100000, x);
+	}
 	pthread_barrier_wait(&start_barrier);
 	c0 = bench_thread_cpu_ns();
 	x = run(w->calls, x);

@@ -144,6 +144,11 @@ struct ktrace_snap {
 	uint32_t ncore_recs;
 	int have_trigger;
 	struct ktrace_trigger_rec trigger;     /* kind forced NUL-terminated */
+	int have_budget;                       /* BUDGET section read */
+	struct ktrace_budget_rec budget;
+	struct ktrace_budget_core_rec *budget_cores; /* budget.ncores */
+	struct ktrace_muted_rec *muted;        /* muted / excluded functions */
+	uint32_t nmuted;
 	struct ktrace_snap_block *blocks;      /* undamaged blocks */
 	uint32_t nblocks;
 	struct ktrace_snap_core *cores;        /* by cpu number (ktrace__snap_order) */
@@ -478,6 +483,15 @@ uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n,
  * (out-perfetto.c).  0 or KTRACE_DEC_ENOMEM; write errors show in ferror(f). */
 int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
                          const struct ktrace_out_opts *o);
+
+/* The window budget (out-budget.c): the summary's lines, the note the
+ * other sinks print ("self time includes muted calls: ..."), whether a
+ * function is muted (index in snap.muted, or -1), and --format exclude. */
+void ktrace__out_budget(FILE *f, const struct ktrace_dec *d);
+void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *prefix);
+const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t len);
+int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func);
+void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d);
 
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {

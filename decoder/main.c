@@ -13,10 +13,10 @@
 
 #include "decoder.h"
 
-enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_PERFETTO };
+enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_PERFETTO, F_EXCLUDE };
 
 static const char usage_text[] =
-	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded]\n"
+	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
 	"                     [-q] FILE...\n"
 	"\n"
@@ -37,7 +37,10 @@ static const char usage_text[] =
 	"                   html: one self-contained HTML timeline page to open in\n"
 	"                   any browser (summary to stderr; at most 20 M calls, or\n"
 	"                   --limit N);\n"
-	"                   folded: folded stacks of self ns for flamegraph.pl.\n"
+	"                   folded: folded stacks of self ns for flamegraph.pl;\n"
+	"                   exclude: the -finstrument-functions-exclude-function-list\n"
+	"                   flag that removes the muted (or hottest short) functions\n"
+	"                   from the instrumentation (notes on stderr).\n"
 	"  -o, --output OUT write to OUT: a regular file is replaced atomically\n"
 	"                   (temporary file, then rename); anything else (/dev/null,\n"
 	"                   a FIFO) is written in place\n"
@@ -138,6 +141,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
 			else if (!strcmp(optarg, "html")) fmt = F_HTML;
 			else if (!strcmp(optarg, "perfetto")) fmt = F_PERFETTO;
+			else if (!strcmp(optarg, "exclude")) fmt = F_EXCLUDE;
 			else {
 				fprintf(stderr, "ktrace-decode: unknown format '%s'\n", optarg);
 				usage(stderr);
@@ -280,6 +284,10 @@ int main(int argc, char **argv)
 
 			if (!d)
 				continue;
+			if (fmt == F_EXCLUDE) {
+				ktrace__out_exclude(out, d);
+				continue;
+			}
 			if (fmt == F_FOLDED) {
 				ktrace__out_folded(out, d, &oopts);
 				if (!oopts.quiet)

@@ -124,6 +124,12 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
 	snprintf(buf, sizeof(buf), "%s; window start %s UTC; reason %s", d->file, w,
 	         d->snap.info.reason);
+	if (d->snap.nmuted) {   /* never silently: muted time is in callers' self time */
+		size_t k = strlen(buf);
+		snprintf(buf + k, sizeof(buf) - k, "; self time includes muted calls: ");
+		k = strlen(buf);
+		ktrace__dec_muted_list(d, buf + k, sizeof(buf) - k);
+	}
 	meta(c, "process_labels", pid, 0, buf);
 	sep(c);
 	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRId64

@@ -390,6 +390,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 
 	(void)o;
 	fprintf(f, "\nexplain:\n");
+	ktrace__out_muted_note(f, d, "  ");
 	if (pick == KTRACE_DEC_NONE) {
 		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
 		return;

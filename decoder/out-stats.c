@@ -185,6 +185,7 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 		return;
 	}
 	fprintf(f, "\nper function (sorted by self time; times inclusive unless \"self\"):\n");
+	ktrace__out_muted_note(f, d, "");
 	fprintf(f, "%10s %12s %12s %12s %12s %12s %12s  %s\n", "calls", "total", "self", "mean",
 	        "p50", "p99", "max", "function");
 	for (uint32_t i = 0; i < n; i++) {
@@ -199,8 +200,9 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 		ktrace__fmt_dur(st[i].p50, p50, sizeof(p50));
 		ktrace__fmt_dur(st[i].p99, p99, sizeof(p99));
 		ktrace__fmt_dur(st[i].max, mx, sizeof(mx));
-		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s\n", st[i].calls, t, s, m,
-		        p50, p99, mx, ktrace__dec_func_name(d, st[i].func));
+		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s%s\n", st[i].calls, t, s,
+		        m, p50, p99, mx, ktrace__dec_func_name(d, st[i].func),
+		        ktrace__dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);
 }

@@ -185,6 +185,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	} else {
 		fprintf(f, "trigger:   none\n");
 	}
+	ktrace__out_budget(f, d);
 }
 
 /* ---- text timeline -------------------------------------------------------- */
@@ -239,6 +240,7 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 	qsort(it, n, sizeof(*it), cmp_item);
 
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
+	ktrace__out_muted_note(f, d, "");
 	for (size_t k = 0; k < n; k++) {
 		const struct item *x = &it[k];
 		uint32_t th, core;

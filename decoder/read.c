@@ -146,6 +146,7 @@ const char *ktrace__section_name(uint32_t type)
 		[KTRACE_SEC_NAMES] = "NAMES",     [KTRACE_SEC_MODULES] = "MODULES",
 		[KTRACE_SEC_LOSS] = "LOSS",       [KTRACE_SEC_CORES] = "CORES",
 		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
+		[KTRACE_SEC_BUDGET] = "BUDGET",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];
@@ -601,6 +602,41 @@ static int read_small(struct ktrace_snap *snap, const struct sec *x, void *dst, 
 	return 0;
 }
 
+/* BUDGET: the record, its cores, its muted functions.  Optional: a section
+ * that does not add up is reported and left out. */
+static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	const struct ktrace_budget_rec *b = (const void *)x->p;
+	uint64_t want;
+
+	if (x->s.size < sizeof(*b)) {
+		ktrace__warn(&snap->warn, x->entry_off + 16,
+		             SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte record; ignored",
+		             SEC_ARGS(x), x->s.size, sizeof(*b));
+		return 0;
+	}
+	memcpy(&snap->budget, b, sizeof(*b));
+	want = sizeof(*b) + (uint64_t)snap->budget.ncores * sizeof(struct ktrace_budget_core_rec) +
+	       (uint64_t)x->s.count * sizeof(struct ktrace_muted_rec);
+	if (snap->budget.ncores > 65536 || x->s.count > KTRACE_FUNC_ID_COUNT || want != x->s.size) {
+		ktrace__warn(&snap->warn, x->entry_off + 4,
+		             SEC_FMT "%" PRIu32 " cores and %" PRIu32 " muted functions do not "
+		             "make its %" PRIu64 " bytes; ignored", SEC_ARGS(x), snap->budget.ncores,
+		             x->s.count, x->s.size);
+		return 0;
+	}
+	snap->budget_cores = malloc(snap->budget.ncores * sizeof(*snap->budget_cores) + 1);
+	snap->muted = malloc(x->s.count * sizeof(*snap->muted) + 1);
+	if (!snap->budget_cores || !snap->muted)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (BUDGET section)");
+	memcpy(snap->budget_cores, b + 1, snap->budget.ncores * sizeof(*snap->budget_cores));
+	memcpy(snap->muted, x->p + sizeof(*b) + snap->budget.ncores * sizeof(*snap->budget_cores),
+	       x->s.count * sizeof(*snap->muted));
+	snap->nmuted = x->s.count;
+	snap->have_budget = 1;
+	return 0;
+}
+
 /* ---- the file ------------------------------------------------------------ */
 
 int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
@@ -706,7 +742,8 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 			goto out;
 		}
 		x->p = buf + x->s.offset;
-		if (x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) {
+		if ((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
+		    x->s.type == KTRACE_SEC_BUDGET) {
 			x->crc_ok = ktrace__crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
 			if (x->s.type == KTRACE_SEC_INFO && info_idx == UINT32_MAX)
 				info_idx = i;
@@ -726,7 +763,8 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 		struct sec *x = &secs[i];
 		uint32_t type = x->s.type;
 
-		if (type < KTRACE_SEC_INFO || type > KTRACE_SEC_TRIGGER || type == KTRACE_SEC_INFO)
+		if ((type < KTRACE_SEC_INFO || type > KTRACE_SEC_TRIGGER || type == KTRACE_SEC_INFO) &&
+		    type != KTRACE_SEC_BUDGET)
 			continue; /* unknown types are skipped: the format is append-only */
 		if (type != KTRACE_SEC_BLOCKS) {
 			if (seen & (1u << type)) {
@@ -758,6 +796,7 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 			                &snap->have_trigger, err);
 			terminate(snap->trigger.kind, sizeof(snap->trigger.kind));
 			break;
+		case KTRACE_SEC_BUDGET: rc = read_budget(snap, x, err); break;
 		}
 		if (rc)
 			goto out;
@@ -782,6 +821,12 @@ void ktrace__snap_free(struct ktrace_snap *snap)
 	free(snap->core_recs);
 	free(snap->blocks);
 	free(snap->cores);
+	free(snap->budget_cores);
+	free(snap->muted);
+	snap->budget_cores = NULL;
+	snap->muted = NULL;
+	snap->nmuted = 0;
+	snap->have_budget = 0;
 	ktrace__warnings_free(&snap->warn);
 	snap->anchors = NULL;
 	snap->threads = NULL;

@@ -1192,6 +1192,9 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	}
 	b->d = d;
 	memset(b->id_func, 0xff, sizeof(b->id_func));
+	/* Muted functions are named even when no call of theirs is left. */
+	for (uint32_t i = 0; i < snap->nmuted; i++)
+		func_addr(b, snap->muted[i].addr);
 	/* 1 ms of ticks: a longer silence on a core splits its thread runs. */
 	b->run_gap = (uint64_t)(((unsigned __int128)d->tsc_hz / 1000) >> d->shift);
 	if (!b->run_gap)

@@ -153,9 +153,13 @@ enum ktrace_ext_type {
 	/* arg = kind name id; request id lo, request id hi.  N = 3. */
 	KTRACE_EXT_REQ_BEGIN = 9,
 	KTRACE_EXT_REQ_END = 10,
-	/* Reserved, in the order the open issues claimed them; a reader skips
-	 * any it does not know.  11: the window budget's filter (issue 7). */
-	KTRACE_EXT_RESERVED_11 = 11,
+	/* arg = compact function id; epoch, why (enum ktrace_mute_why).  N = 3.
+	 * The window budget muted the function at this record's time: from
+	 * here on, each thread skips its calls once it adopts the epoch (at
+	 * most one decision interval later); calls it entered before are
+	 * still closed by their recorded exits.  Written by the writer
+	 * thread.  The BUDGET section lists the same decisions. */
+	KTRACE_EXT_MUTE = 11,
 };
 
 /* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */
@@ -203,10 +207,11 @@ enum ktrace_section_type {
 	KTRACE_SEC_CORES = 8,    /* count x struct ktrace_core_rec */
 	KTRACE_SEC_BLOCKS = 9,   /* count x (struct ktrace_block_rec + nwords x u32) */
 	KTRACE_SEC_TRIGGER = 10, /* one struct ktrace_trigger_rec (trigger snapshots only) */
+	/* one struct ktrace_budget_rec, then budget.ncores x struct
+	 * ktrace_budget_core_rec, then count x struct ktrace_muted_rec */
+	KTRACE_SEC_BUDGET = 11,
 	/* Reserved for work in progress (a reader skips unknown types):
-	 * 11 the window budget: muted functions and window figures (issue 7),
 	 * 12 scheduling: context switches from perf_event_open (issue 10). */
-	KTRACE_SEC_RESERVED_11 = 11,
 	KTRACE_SEC_RESERVED_12 = 12,
 };
 
@@ -217,7 +222,8 @@ enum ktrace_clock_source {
 
 enum ktrace_info_flags {
 	KTRACE_INFO_RSEQ = 1u << 0,  /* per-core appends used restartable sequences */
-	/* Reserved: 1 << 1 window budget filter (issue 7), 1 << 2 scheduling
+	KTRACE_INFO_FILTER = 1u << 1,/* the window budget's filter was on (KTRACE_FILTER=auto) */
+	/* Reserved: 1 << 2 scheduling
 	 * recorded (issue 10), 1 << 3 secure-execution process (issue 11). */
 };
 
@@ -362,5 +368,72 @@ struct ktrace_trigger_rec {
 	char     kind[32];             /* NUL-terminated kind name */
 };
 _Static_assert(sizeof(struct ktrace_trigger_rec) == 104, "trigger record size is pinned");
+
+/*
+ * The window budget (section BUDGET).  The ring must hold window_s
+ * seconds: a core may write sustainable_wps words per second on average
+ * (ring words / window_s).  Each core has a token bucket of a quarter of
+ * the ring, refilled at that rate; only when a core's bucket runs dry does
+ * the filter mute the hottest functions whose calls were all short.
+ */
+enum ktrace_budget_flags {
+	KTRACE_BUDGET_FILTER_ON = 1u << 0,   /* KTRACE_FILTER=auto */
+	KTRACE_BUDGET_SHORT = 1u << 1,       /* even with every candidate muted the
+	                                        window is shorter than its target
+	                                        (ring_needed_bytes says what would hold it) */
+};
+
+struct ktrace_budget_rec {
+	uint32_t window_s;             /* seconds: KTRACE_WINDOW_S, the target */
+	uint32_t flags;                /* enum ktrace_budget_flags */
+	uint64_t ring_bytes_per_core;  /* bytes */
+	uint64_t sustainable_wps;      /* words per second per core: ring words / window_s */
+	uint32_t max_us;               /* us: KTRACE_FILTER_MAX_US, longest call a muted
+	                                  function may have been seen making */
+	uint32_t ncores;               /* ktrace_budget_core_rec entries that follow */
+	uint64_t muted_calls;          /* calls skipped because their function was muted
+	                                  (automatically, after muting): counted per thread,
+	                                  summed at each thread's slow path (lags < 30 ms) */
+	uint64_t ring_needed_bytes;    /* bytes per core that would hold window_s at the
+	                                  highest measured core rate; 0 if the ring holds it */
+	uint64_t decisions;            /* filter decisions taken (one per ~100 ms) */
+	uint64_t epoch;                /* mute epoch: how many times the mute set grew */
+	uint8_t  reserved[16];         /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_budget_rec) == 80, "budget record size is pinned");
+
+enum ktrace_budget_core_flags {
+	KTRACE_BUDGET_CORE_PROJECTED = 1u << 0, /* the ring has not wrapped yet: window_ms
+	                                           is projected from the recent rate */
+};
+
+struct ktrace_budget_core_rec {
+	uint32_t cpu;                  /* cpu number */
+	uint32_t flags;                /* enum ktrace_budget_core_flags */
+	uint64_t rate_wps;             /* words per second over the last ~1 s */
+	uint64_t window_ms;            /* ms the ring holds at this core (measured
+	                                  span of the last ring_words words, or projected) */
+	int64_t  tokens;               /* words left in the bucket (negative: deficit) */
+};
+_Static_assert(sizeof(struct ktrace_budget_core_rec) == 32, "budget core record size is pinned");
+
+enum ktrace_mute_why {
+	KTRACE_MUTE_HOT_SHORT = 1,     /* automatic: hot, every observed call short */
+	KTRACE_MUTE_EXCLUDE = 2,       /* KTRACE_EXCLUDE pattern, from its first call */
+};
+
+struct ktrace_muted_rec {
+	uint64_t addr;                 /* function address (as in FUNCS) */
+	uint32_t id;                   /* compact id */
+	uint32_t why;                  /* enum ktrace_mute_why */
+	uint64_t since_tsc;            /* counter when muted (first call for EXCLUDE) */
+	uint64_t events_before;        /* estimated events (entries + exits) it wrote
+	                                  before muting: sampled share x words written */
+	uint64_t sampled_events;       /* events of it the filter saw in its samples */
+	uint32_t share_ppm;            /* its share of sampled events when muted, ppm */
+	uint32_t max_ns;               /* longest complete call observed, ns */
+	uint64_t calls_observed;       /* complete calls whose duration was observed */
+};
+_Static_assert(sizeof(struct ktrace_muted_rec) == 56, "muted record size is pinned");
 
 #endif /* KTRACE_FORMAT_H */

@@ -20,6 +20,13 @@
  *   KTRACE_QUIET                  1: no "wrote snapshot" lines on stderr
  *   KTRACE_CLOCK                  auto (default), tsc, monotonic
  *   KTRACE_RSEQ                   1 (default) / 0: use the locked fallback
+ *   KTRACE_WINDOW_S               seconds the ring must hold (default 30)
+ *   KTRACE_FILTER                 auto (default): mute hot short functions
+ *                                 when the window is at risk; off: record all
+ *   KTRACE_FILTER_MAX_US          a function with any call this long is
+ *                                 never muted automatically (default 5)
+ *   KTRACE_EXCLUDE                globs of function names never recorded
+ *   KTRACE_INCLUDE                globs of function names always recorded
  */
 #include "internal.h"
 
@@ -137,6 +144,45 @@ static KT_NOINSTR void flag(const char *var, int *dst)
 		            var, s, *dst);
 }
 
+/* A comma-separated glob list, kept as given (lib/filter.c matches it). */
+static KT_NOINSTR void globs(const char *var, char *dst, size_t cap)
+{
+	const char *s = getenv(var);
+
+	if (s == NULL || *s == 0)
+		return;
+	if (strlen(s) >= cap) {
+		ktrace__say("%s is longer than %zu bytes; ignored (name fewer patterns, "
+		            "or use wider globs such as 'prefix_*')", var, cap - 1);
+		return;
+	}
+	strcpy(dst, s);
+}
+
+static KT_NOINSTR void budget_settings(struct kt_config *c)
+{
+	const char *s;
+	uint64_t v;
+
+	c->window_s = 30;
+	c->filter = 1;
+	c->filter_max_us = 5;
+	v = c->window_s;
+	num("KTRACE_WINDOW_S", 1, 86400, &v, "seconds");
+	c->window_s = (uint32_t)v;
+	if ((s = getenv("KTRACE_FILTER")) != NULL && *s) {
+		if (strcasecmp(s, "off") == 0 || strcmp(s, "0") == 0)
+			c->filter = 0;
+		else if (strcasecmp(s, "auto") != 0 && strcmp(s, "1") != 0)
+			ktrace__say("KTRACE_FILTER='%s' is not auto or off; using auto", s);
+	}
+	v = c->filter_max_us;
+	num("KTRACE_FILTER_MAX_US", 1, 60000000, &v, "microseconds");
+	c->filter_max_us = (uint32_t)v;
+	globs("KTRACE_EXCLUDE", c->exclude, sizeof(c->exclude));
+	globs("KTRACE_INCLUDE", c->include, sizeof(c->include));
+}
+
 KT_NOINSTR void ktrace__config_load(void)
 {
 	struct kt_config *c = &ktrace__cfg;
@@ -204,4 +250,5 @@ KT_NOINSTR void ktrace__config_load(void)
 	int rseq = 1;
 	flag("KTRACE_RSEQ", &rseq);
 	c->no_rseq = !rseq;
+	budget_settings(c);
 }

@@ -22,6 +22,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -128,6 +129,8 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 				id = n < KTRACE_FUNC_ID_COUNT ? n + 1 : KT_ID_FULL;
 				kt_add(&nfuncs, 1, relaxed);
 				ktrace__module_note(fn);
+				if (id != KT_ID_FULL)   /* KTRACE_EXCLUDE/INCLUDE */
+					ktrace__filter_new_func(id - 1, fn);
 				/* release: pairs with wait_id()'s acquire and the
 				 * snapshot's acquire load in ktrace__funcs_copy. */
 				kt_store(&s->id, id, release);
@@ -358,6 +361,23 @@ static KT_NOINSTR void rescan(void)
 	}
 	/* release: pairs with the acquire test-and-set of the next scanner. */
 	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
+}
+
+/* The module holding addr: its mapping start, file offset and path. */
+KT_NOINSTR int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset,
+                                 char *path, size_t len)
+{
+	/* acquire: pairs with the release store of nmods after an append. */
+	uint32_t n = kt_load(&nmods, acquire);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (addr >= mods[i].start && addr < mods[i].end) {
+			*start = mods[i].start;
+			*offset = mods[i].offset;
+			snprintf(path, len, "%s", mods[i].path);
+			return 0;
+		}
+	return -1;
 }
 
 KT_NOINSTR void ktrace__module_note(uintptr_t addr)

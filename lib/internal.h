@@ -99,6 +99,11 @@ extern struct kt_globals ktrace__g;
 #define KT_FCACHE_SIZE 512           /* entries, power of two */
 #define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
                                         function has no compact id */
+/* Bits 15..12 of a cache entry are above the 12-bit event (filter.c):
+ * the function is skipped in this thread's view. */
+#define KT_FC_EXCLUDED 0x8000u       /* KTRACE_EXCLUDE: entry and exit skipped */
+#define KT_FC_MUTED    0x4000u       /* muted by the budget: see record.c */
+#define KT_FC_SKIP     (KT_FC_EXCLUDED | KT_FC_MUTED)
 
 struct kt_thread {
 	/* hot: read by every event */
@@ -110,8 +115,14 @@ struct kt_thread {
 	                                segment is in; the hot path compares */
 	uint32_t slot;               /* 1-based thread slot, 0 = not registered */
 	uint32_t seg;                /* segment number (THREAD record seq) */
-	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | entry event; 0 = empty */
+	uint64_t ment;               /* entries skipped because muted (this thread) */
+	uint64_t mexit;              /* exits skipped because muted: ment - mexit
+	                                frames of muted calls are open */
+	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | KT_FC_* | entry event;
+	                                    0 = empty */
 	/* cold */
+	uint32_t mute_epoch;         /* mute set this thread's view follows */
+	uint64_t ment_reported;      /* part of ment added to the global count */
 	int nest;                    /* >0 while in the library's slow path */
 	int32_t tid;
 	int registered_key;          /* pthread key destructor armed */
@@ -188,6 +199,8 @@ const char *ktrace__name_text(uint32_t id);
 /* Module map: note that addr was seen (rescans /proc/self/maps when addr is
  * in no known module), and serialize all modules ever seen. */
 void ktrace__module_note(uintptr_t addr);
+int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *path,
+                      size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
 int ktrace__funcs_init(void);
 void ktrace__funcs_fork_child(void);
@@ -213,6 +226,12 @@ struct kt_config {
 	int quiet;                   /* KTRACE_QUIET */
 	int force_clock;             /* KTRACE_CLOCK: 0 auto, or a clock source */
 	int no_rseq;                 /* KTRACE_RSEQ=0 forces the locked path */
+	uint32_t window_s;           /* KTRACE_WINDOW_S: window the ring must hold, s */
+	int filter;                  /* KTRACE_FILTER: 1 auto (default), 0 off */
+	uint32_t filter_max_us;      /* KTRACE_FILTER_MAX_US: longest call a muted
+	                                function may have made, us */
+	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
+	char include[1024];          /* KTRACE_INCLUDE: comma-separated globs */
 };
 extern struct kt_config ktrace__cfg;
 /* Parse the environment into ktrace__cfg; complaints go to stderr. */
@@ -249,6 +268,26 @@ void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ktrace__trigger_init(void);
 uint32_t ktrace__bucket_of(uint64_t v);     /* tests */
 uint64_t ktrace__bucket_top(uint32_t b);    /* tests */
+
+/* ---- window budget (filter.c, elfsym.c) -------------------------------- */
+extern _Atomic uint32_t ktrace__mute_epoch;   /* grows when the mute set grows */
+/* Slow path, before an event: adopt a newer mute set when no muted frame
+ * is open (flushes the cache), and report muted calls. */
+void ktrace__filter_adopt(struct kt_thread *t);
+/* KT_FC_* bits of compact event ev in the view of mute epoch 'epoch'. */
+uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
+/* funcs.c, before a new compact id is published: match the function's
+ * name against KTRACE_EXCLUDE / KTRACE_INCLUDE. */
+void ktrace__filter_new_func(uint32_t id, uintptr_t addr);
+/* Writer thread, every loop: measure, decide (every ~100 ms, 10 ms at
+ * first); lowers *wait_ns to the time until the next decision. */
+void ktrace__filter_tick(int64_t *wait_ns);
+/* Snapshot: the BUDGET section (malloc'ed; caller frees), or NULL. */
+void *ktrace__budget_serialize(size_t *len, uint32_t *count);
+int ktrace__filter_on(void);
+void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
+/* Name of the function at addr from its module's ELF symbol tables. */
+int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -200,6 +200,34 @@ KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
 	return rs != NULL && append1(t, rs, ev);
 }
 
+/*
+ * A cache hit whose entry carries KT_FC_SKIP is a function this thread
+ * does not record (filter.c):
+ *   - KT_FC_EXCLUDED (KTRACE_EXCLUDE): never recorded, entry nor exit;
+ *   - KT_FC_MUTED (the window budget): the entry is skipped and counted in
+ *     ment; an exit is skipped while skipped frames are open (ment !=
+ *     mexit) and counted in mexit; otherwise its entry was recorded
+ *     before the mute, and the slow path records it.  This is exact
+ *     because a thread adopts a new mute set only when ment == mexit
+ *     (ktrace__filter_adopt): every skipped frame then lies above every
+ *     recorded frame of a muted function (calls nest, LIFO; a longjmp out
+ *     of a skipped frame leaves ment - mexit too high until the next
+ *     adoption point with no skipped frame, which it then delays: see
+ *     README, limits).
+ * No rseq is needed: both counters are this thread's, and each update is
+ * one read-modify-write instruction on x86 (see the asm), so a traced
+ * signal handler runs before or after it, never inside it.
+ */
+/* *p += v as one instruction (see hook()). */
+static inline __attribute__((always_inline)) KT_NOINSTR void local_add(uint64_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+	asm("addq %1, %0" : "+m"(*p) : "er"(v) : "cc");
+#else
+	*p += v;
+#endif
+}
+
 static inline __attribute__((always_inline)) KT_NOINSTR void
 hook(void *fn, uint32_t exit_flag)
 {
@@ -208,9 +236,26 @@ hook(void *fn, uint32_t exit_flag)
 	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
 	void *rs = t->rseq;
 
-	if (KT_LIKELY((e >> 16) == a && rs != NULL) &&
-	    KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) | exit_flag)))
-		return;
+	if (KT_LIKELY((e >> 16) == a)) {
+		if (KT_UNLIKELY(e & KT_FC_SKIP)) {
+			if (!exit_flag) {
+				/* +1 when muted, +0 when excluded: no branch */
+				local_add(&t->ment, (e >> 14) & 1);
+				return;
+			}
+			if (e & KT_FC_EXCLUDED)
+				return;
+			if (t->ment != t->mexit) {
+				local_add(&t->mexit, 1);
+				return;
+			}
+			/* entered before the mute: the slow path records it */
+		} else if (KT_LIKELY(rs != NULL) &&
+		           KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) |
+		                                        exit_flag))) {
+			return;
+		}
+	}
 	ktrace__slow_func(fn, exit_flag);
 }
 
@@ -237,6 +282,22 @@ KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)
 	kt_add(&ktrace__g.loss[cause], n, relaxed);
 }
 
+/* The hook's rules for a skipped function (see hook()); 1 = skip. */
+static inline KT_NOINSTR int skipped(struct kt_thread *t, uint32_t skip, uint32_t exit_flag)
+{
+	if (skip & KT_FC_EXCLUDED)
+		return 1;
+	if (!exit_flag) {
+		local_add(&t->ment, 1);
+		return 1;
+	}
+	if (t->ment != t->mexit) {
+		local_add(&t->mexit, 1);
+		return 1;
+	}
+	return 0;   /* entered before the mute: record the exit */
+}
+
 KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 {
 	struct kt_thread *t = kt_self();
@@ -256,10 +317,16 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		 * (bit 47 set: above every user address), which the hot path's
 		 * compare never matches, so only the hash probe is saved. */
 		uint64_t full = ((uint64_t)a | KT_FCACHE_FULL) << 16;
-		uint32_t ev = *ce == full ? 0 : ktrace__func_event(a);
+		uint32_t ev, skip;
 
-		if (ev) {
-			*ce = ((uint64_t)a << 16) | ev;
+		ktrace__filter_adopt(t);
+		ev = *ce == full ? 0 : ktrace__func_event(a);
+		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
+		if (ev)
+			*ce = ((uint64_t)a << 16) | skip | ev;
+		if (skip && skipped(t, skip, exit_flag)) {
+			/* not recorded in this thread's view */
+		} else if (ev) {
 			if (!ktrace__try_fast(t, ev | exit_flag))
 				ktrace__emit(t, ev | exit_flag, NULL, 0);
 		} else {

@@ -296,6 +296,7 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->block_words = KTRACE_BLOCK_WORDS;
 	in->func_id_count = KTRACE_FUNC_ID_COUNT;
 	in->flags = ktrace__g.use_rseq ? KTRACE_INFO_RSEQ : 0;
+	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
 	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
@@ -334,7 +335,9 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	uint64_t race = 0, snap_tsc;
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
-	size_t nanch;
+	size_t nanch, budget_len = 0;
+	void *budget = NULL;   /* the BUDGET section (filter.c) */
+	uint32_t nmuted = 0;
 
 	kt_store(&writing, 1, relaxed);
 	/* relaxed: read by triggers as a hint; a request racing with the
@@ -409,6 +412,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	sec(w, secs, KTRACE_SEC_CORES, cores, ncpus * sizeof(*cores), ncpus);
 	if (trig)
 		sec(w, secs, KTRACE_SEC_TRIGGER, trig, sizeof(*trig), 1);
+	if ((budget = ktrace__budget_serialize(&budget_len, &nmuted)) != NULL)
+		sec(w, secs, KTRACE_SEC_BUDGET, budget, budget_len, nmuted);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		unsigned char *p = rc[c].buf, *end = p + rc[c].bytes;
@@ -473,6 +478,7 @@ out:
 	free(names);
 	free(mods);
 	free(secs);
+	free(budget);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);
@@ -521,6 +527,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		struct pollfd pfd = {pipe_rd, POLLIN, 0};
 		int have_trig;
 
+		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		now = ktrace__monotonic_ns();
 		have_trig = take_trigger(&trig, now, &wait_ns);
 		if (!have_trig && !kt_load(&sig_pending, relaxed)) {

@@ -86,3 +86,10 @@ ktrace_e2e_test(harden PROGRAMS e2e_longjmp)
 # --format perfetto through protoc and tests/perfetto/check_pftrace.py
 # (needs protobuf-compiler and python3: .ci/deps.sh CALLER --perfetto).
 ktrace_e2e_test(perfetto PROGRAMS e2e_calls LABELS perfetto)
+# The window budget (issue 7): muting under pressure, bursts, long calls,
+# KTRACE_EXCLUDE/INCLUDE on static and shared-library functions, off.
+add_library(e2e_budget_lib SHARED ${KT_E2E_DIR}/budget_lib.c)
+target_compile_options(e2e_budget_lib PRIVATE -finstrument-functions -O1 -g)
+ktrace_test_program(e2e_budget SOURCES ${KT_E2E_DIR}/budget_prog.c LINK e2e_budget_lib)
+ktrace_e2e_test(budget PROGRAMS e2e_budget LABELS threads)
+set_tests_properties(test_e2e_budget PROPERTIES RUN_SERIAL TRUE)

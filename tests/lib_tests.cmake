@@ -59,3 +59,4 @@ add_test(NAME test_lib_link_plain
     $<TARGET_FILE:ktrace_static> -lpthread -o ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static && \
     KTRACE_DIR=/nonexistent ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static")
 set_tests_properties(test_lib_link_plain PROPERTIES LABELS unit TIMEOUT 120)
+ktrace_unit_test(filter)

@@ -145,6 +145,8 @@ static void dump_config(void)
 	       c->trigger_pct, c->trigger_min_samples, c->trigger_delay_ms, c->max_per_min,
 	       c->quiet, c->force_clock, c->no_rseq, on ? 0 : ktrace_snapshot("x"));
 	printf("dir=%s\n", c->dir);
+	printf("window_s=%u filter=%d max_us=%u exclude=%s include=%s\n", c->window_s, c->filter,
+	       c->filter_max_us, c->exclude, c->include);
 }
 
 /* Run the child with env; returns its stdout; stderr in *err (malloc'd). */
@@ -164,7 +166,9 @@ static char *child(const char *const *env, char **err)
 static const char *const clean_env[] = {
 	"KTRACE_ENABLE", "KTRACE_DIR", "KTRACE_BUFFER_MB", "KTRACE_SIGNAL", "KTRACE_TRIGGER_US",
 	"KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES", "KTRACE_TRIGGER_DELAY_MS",
-	"KTRACE_MAX_SNAPSHOTS_PER_MIN", "KTRACE_QUIET", "KTRACE_CLOCK", "KTRACE_RSEQ", NULL};
+	"KTRACE_MAX_SNAPSHOTS_PER_MIN", "KTRACE_QUIET", "KTRACE_CLOCK", "KTRACE_RSEQ",
+	"KTRACE_WINDOW_S", "KTRACE_FILTER", "KTRACE_FILTER_MAX_US", "KTRACE_EXCLUDE",
+	"KTRACE_INCLUDE", NULL};
 
 /* clean_env followed by extra (a static buffer). */
 static const char **env_with(const char *const *extra)
@@ -281,6 +285,36 @@ static void test_config_disabled(void **state)
 	free(err);
 }
 
+/* The window budget's settings: defaults, valid values, bad values. */
+static void test_config_budget_settings(void **state)
+{
+	static const char *const good[] = {"KTRACE_WINDOW_S=120", "KTRACE_FILTER=off",
+	                                   "KTRACE_FILTER_MAX_US=50", "KTRACE_EXCLUDE=a_*,b",
+	                                   "KTRACE_INCLUDE=keep", NULL};
+	static const char *const bad[] = {"KTRACE_WINDOW_S=0", "KTRACE_FILTER=sometimes",
+	                                  "KTRACE_FILTER_MAX_US=x", NULL};
+	char *err, *out;
+
+	(void)state;
+	out = child(env_with(NULL), &err);
+	assert_non_null(strstr(out, "window_s=30 filter=1 max_us=5 exclude= include=\n"));
+	assert_string_equal(err, "");
+	free(out);
+	free(err);
+	out = child(env_with(good), &err);
+	assert_non_null(strstr(out, "window_s=120 filter=0 max_us=50 exclude=a_*,b include=keep\n"));
+	assert_string_equal(err, "");
+	free(out);
+	free(err);
+	out = child(env_with(bad), &err);
+	assert_non_null(strstr(out, "window_s=30 filter=1 max_us=5 "));
+	assert_int_equal(kt_count_str(err, "ktrace: "), 3);
+	assert_non_null(strstr(err, "KTRACE_WINDOW_S='0'"));
+	assert_non_null(strstr(err, "KTRACE_FILTER='sometimes' is not auto or off"));
+	free(out);
+	free(err);
+}
+
 static void test_config_dir_too_long(void **state)
 {
 	static char var[6000];
@@ -312,6 +346,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_buffer_rounding_and_range),
 		cmocka_unit_test(test_config_disabled),
 		cmocka_unit_test(test_config_dir_too_long),
+		cmocka_unit_test(test_config_budget_settings),
 	};
 	ssize_t n;
 	int r;

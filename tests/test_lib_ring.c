@@ -669,7 +669,7 @@ static void test_ring_copy_while_writing(void **state)
 
 int main(int argc, char **argv)
 {
-	static const char *const env[] = {"KTRACE_BUFFER_MB=1", NULL};
+	static const char *const env[] = {"KTRACE_BUFFER_MB=1", "KTRACE_FILTER=off", NULL};
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_blocks_are_well_formed),
 		cmocka_unit_test(test_ring_record_never_straddles),

@@ -1,0 +1,668 @@
+/*
+ * filter.c - the window budget: hold KTRACE_WINDOW_S seconds in the ring by
+ * muting, at run time, the hottest functions whose calls are all short.
+ *
+ * Budget.  A core may write R = ring_words / window_s words per second on
+ * average.  Each core has a token bucket of capacity ring_words / 4,
+ * filled at R and drained by the words the core wrote (its pos, read
+ * every decision).  A burst of up to a quarter of the ring drains a full
+ * bucket at most to zero and mutes nothing; only a rate above R sustained
+ * long enough to empty the bucket is pressure: then the window would end
+ * up shorter than its target.
+ *
+ * Decisions (ktrace__filter_tick, on the writer thread, every ~100 ms):
+ *   1. per core: words written since the last decision, bucket, rate over
+ *      the last second, window held (the span of the last ring_words
+ *      words, from a history of positions) or projected (ring not yet
+ *      wrapped: ring_words / rate);
+ *   2. per core: a sample of the blocks written since the last decision (at
+ *      most the newest SAMPLE_BLOCKS), copied with
+ *      the snapshot reader's seqlock protocol (ring.c), walked record by
+ *      record: events per function, and per thread a stack of entries, so
+ *      complete calls give durations.  A function with a call of
+ *      KTRACE_FILTER_MAX_US or more, or an entry open that long while its
+ *      thread kept recording, is ineligible for good;
+ *   3. when a core is under pressure and still above R, mute the hottest
+ *      eligible functions of its sample, by share of events, until the
+ *      projected rate is under 0.7 R (room for the bucket to refill); then
+ *      wait COOLDOWN decisions for the threads to adopt it.  If the
+ *      candidates run out first, the window is short and the BUDGET
+ *      section says which ring size would hold it.
+ *
+ * Muting.  fmute[id] = E, then the global epoch = E (release).  A thread
+ * adopts a new epoch in its slow path (a cache miss, a block switch, the
+ * 27 ms timestamp deadline) and only when none of its muted frames is open
+ * (ment == mexit), by emptying its function cache: entries are refilled
+ * with KT_FC_MUTED from fmute[id] <= its epoch, so a thread's view changes
+ * only at adoption.  record.c says why the nesting then stays exact.
+ * A mute is also recorded in the ring (KTRACE_EXT_MUTE) and every snapshot
+ * lists all of them (section BUDGET).
+ *
+ * Static control.  KTRACE_EXCLUDE / KTRACE_INCLUDE globs are matched once
+ * per function, when it gets its compact id (funcs.c), against its name in
+ * its module's symbol tables (elfsym.c).  EXCLUDE: never recorded.
+ * INCLUDE: always recorded, never muted, and wins over EXCLUDE.
+ */
+#include "internal.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NF KTRACE_FUNC_ID_COUNT
+#define BW KTRACE_BLOCK_WORDS
+#define SAMPLE_BLOCKS 128u        /* most blocks sampled per core per decision */
+#define HIST 4096u                /* decisions of position history per core */
+#define INTERVAL_NS 100000000LL   /* between decisions */
+#define EARLY_NS 10000000LL       /* between the first EARLY_TICKS decisions: a
+                                     call-heavy program is muted within ~30 ms */
+#define EARLY_TICKS 20
+#define COOLDOWN 3                /* decisions after a mute before the next */
+#define LONG_RATIO 100           /* see candidate() */
+#define MIN_CALLS 8               /* complete calls seen before a function can be muted */
+#define STK_THREADS 32            /* threads followed per core sample */
+#define STK_DEPTH 64
+
+enum { ST_EXCLUDE = 1, ST_INCLUDE = 2 };
+
+_Atomic uint32_t ktrace__mute_epoch;
+/* Written before the id is published (funcs.c's release store of the id);
+ * read by the slow path after it has the id. */
+static _Atomic uint8_t fstatic[NF];     /* ST_* */
+static _Atomic uint64_t faddr[NF];      /* function address */
+static _Atomic uint64_t fexcl_tsc[NF];  /* counter at first call, EXCLUDE */
+/* Epoch in which the function was muted, 0 = not muted; writer thread
+ * writes, before publishing the epoch. */
+static _Atomic uint32_t fmute[NF];
+/* Muted calls reported by threads' slow paths. */
+static _Atomic uint64_t muted_calls;
+
+/* ---- writer thread only ------------------------------------------------- */
+
+struct fobs {
+	uint64_t calls;           /* complete calls observed */
+	uint64_t long_calls;      /* of them (or open entries) >= max_ticks */
+	uint64_t max_ticks;       /* longest observed (complete or open), ticks */
+	uint64_t sampled;         /* events in samples */
+	double est_events;        /* events written, estimated from samples */
+	uint32_t count;           /* events in this decision's sample of one core */
+	uint8_t ineligible;       /* a long call was seen */
+	uint32_t why;             /* enum ktrace_mute_why, 0 = not muted */
+	uint64_t since_tsc;       /* counter at muting */
+	uint64_t events_before;   /* est_events at muting */
+	uint64_t sampled_before;  /* sampled at muting */
+	uint32_t share_ppm;       /* share of the core's sample at muting */
+};
+
+struct cst {
+	int have;
+	uint32_t last_pos;        /* pos at the last decision */
+	uint64_t pos64;           /* words ever written (pos, without wrap) */
+	uint64_t last_tsc;        /* counter at the last decision */
+	double tokens;            /* words */
+	double int_wps;           /* words/s over the last interval */
+	uint64_t rate_wps;        /* words/s over the last ~1 s */
+	uint64_t window_ms;
+	int projected;
+	uint32_t hn, hhead;       /* history: hn entries ending before hhead */
+	uint64_t *htsc, *hpos;
+};
+
+struct tstk {
+	uint32_t slot, depth;
+	uint64_t last_tick;
+	uint16_t id[STK_DEPTH];
+	uint64_t tick[STK_DEPTH];
+};
+
+static struct {
+	int ready;
+	int64_t last_ns;
+	struct fobs *obs;         /* NF */
+	struct cst *cs;           /* ncpus */
+	uint32_t *sample;         /* SAMPLE_BLOCKS * BW words */
+	struct tstk *stk;         /* STK_THREADS */
+	uint32_t nstk;
+	int cooldown;
+	int short_window;         /* candidates ran out with the window short */
+	uint64_t ring_needed;     /* bytes */
+	uint64_t decisions;
+	uint64_t max_ticks;       /* KTRACE_FILTER_MAX_US in ticks */
+} F;
+
+KT_NOINSTR int ktrace__filter_on(void)
+{
+	return ktrace__cfg.filter;
+}
+
+/* ---- application threads: slow path --------------------------------------- */
+
+KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
+{
+	/* acquire: pairs with the writer's release store of the epoch, so
+	 * the fmute[] entries of that epoch are visible. */
+	uint32_t e = kt_load(&ktrace__mute_epoch, acquire);
+
+	if (t->ment != t->ment_reported) {
+		/* relaxed: a statistic, read by the snapshot. */
+		kt_add(&muted_calls, t->ment - t->ment_reported, relaxed);
+		t->ment_reported = t->ment;
+	}
+	if (KT_LIKELY(e == t->mute_epoch) || t->ment != t->mexit)
+		return;
+	/* No muted frame open: adopt.  Word stores, so that a traced signal
+	 * handler's hook never reads a half-cleared entry. */
+	for (uint32_t i = 0; i < KT_FCACHE_SIZE; i++)
+		__atomic_store_n(&t->fcache[i], 0, __ATOMIC_RELAXED);
+	t->mute_epoch = e;
+}
+
+KT_NOINSTR uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE, m;
+
+	if (id >= NF)
+		return 0;
+	/* relaxed: published with the id (funcs.c's release/acquire). */
+	if (kt_load(&fstatic[id], relaxed) == ST_EXCLUDE)
+		return KT_FC_EXCLUDED;
+	/* relaxed: ordered by the acquire load of the epoch in adopt (a
+	 * value newer than our epoch is ignored below, whatever we see). */
+	m = kt_load(&fmute[id], relaxed);
+	return m != 0 && m <= epoch ? KT_FC_MUTED : 0;
+}
+
+static KT_NOINSTR int matches(const char *list, const char *name)
+{
+	char pat[256];
+	const char *p = list;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		if (n > 0 && n < sizeof(pat)) {
+			memcpy(pat, p, n);
+			pat[n] = 0;
+			if (fnmatch(pat, name, 0) == 0)
+				return 1;
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+KT_NOINSTR void ktrace__filter_new_func(uint32_t id, uintptr_t addr)
+{
+	const struct kt_config *c = &ktrace__cfg;
+	char name[256];
+	uint8_t st = 0;
+
+	if (id >= NF)
+		return;
+	/* relaxed: published by the release store of the id in funcs.c. */
+	kt_store(&faddr[id], addr, relaxed);
+	if ((c->exclude[0] == 0 && c->include[0] == 0) ||
+	    ktrace__sym_name(addr, name, sizeof(name)) != 0)
+		return;
+	if (c->include[0] && matches(c->include, name))
+		st = ST_INCLUDE;
+	else if (c->exclude[0] && matches(c->exclude, name))
+		st = ST_EXCLUDE;
+	if (st == ST_EXCLUDE)
+		kt_store(&fexcl_tsc[id], ktrace__now(), relaxed);
+	kt_store(&fstatic[id], st, relaxed);
+}
+
+/* Mute fn from now on, as a decision would (white-box tests). */
+KT_NOINSTR void ktrace__filter_mute_now(uintptr_t fn)
+{
+	uint32_t ev = ktrace__func_event(fn), epoch;
+
+	if (ev == 0)
+		return;
+	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
+	kt_store(&fmute[ev - KTRACE_EV_ENTER_BASE], epoch, relaxed);
+	/* release: as in decide(). */
+	kt_store(&ktrace__mute_epoch, epoch, release);
+}
+
+/* ---- writer thread: measure ------------------------------------------------- */
+
+static KT_NOINSTR int setup(void)
+{
+	uint32_t n = ktrace__g.ncpus;
+
+	F.obs = calloc(NF, sizeof(*F.obs));
+	F.cs = calloc(n, sizeof(*F.cs));
+	F.sample = malloc(SAMPLE_BLOCKS * BW * 4);
+	F.stk = calloc(STK_THREADS, sizeof(*F.stk));
+	if (!F.obs || !F.cs || !F.sample || !F.stk)
+		return -1;
+	for (uint32_t c = 0; c < n; c++) {
+		F.cs[c].htsc = calloc(HIST, sizeof(uint64_t));
+		F.cs[c].hpos = calloc(HIST, sizeof(uint64_t));
+		if (!F.cs[c].htsc || !F.cs[c].hpos)
+			return -1;
+	}
+	F.ready = 1;
+	return 0;
+}
+
+static KT_NOINSTR struct tstk *stk_of(uint32_t slot)
+{
+	for (uint32_t i = 0; i < F.nstk; i++)
+		if (F.stk[i].slot == slot)
+			return &F.stk[i];
+	if (F.nstk == STK_THREADS)
+		return NULL;
+	F.stk[F.nstk].slot = slot;
+	F.stk[F.nstk].depth = 0;
+	return &F.stk[F.nstk++];
+}
+
+static KT_NOINSTR void observe(uint32_t id, uint64_t ticks, int complete)
+{
+	struct fobs *o = &F.obs[id];
+
+	if (complete)
+		o->calls++;
+	if (ticks > o->max_ticks)
+		o->max_ticks = ticks;
+	if (ticks >= F.max_ticks)
+		o->long_calls++;
+}
+
+/* One function event of thread slot at tick. */
+static KT_NOINSTR void on_event(uint32_t slot, uint32_t ev, uint64_t tick)
+{
+	struct tstk *s = stk_of(slot);
+	uint32_t id = (ev & ~KTRACE_EV_EXIT_FLAG) - KTRACE_EV_ENTER_BASE;
+
+	F.obs[id].count++;
+	if (s == NULL)
+		return;
+	s->last_tick = tick;
+	if (!(ev & KTRACE_EV_EXIT_FLAG)) {
+		if (s->depth == STK_DEPTH) {   /* keep the newest frames */
+			memmove(s->id, s->id + 1, (STK_DEPTH - 1) * sizeof(s->id[0]));
+			memmove(s->tick, s->tick + 1, (STK_DEPTH - 1) * sizeof(s->tick[0]));
+			s->depth--;
+		}
+		s->id[s->depth] = (uint16_t)id;
+		s->tick[s->depth++] = tick;
+		return;
+	}
+	for (uint32_t d = s->depth; d-- > 0;)
+		if (s->id[d] == id) {
+			observe(id, tick > s->tick[d] ? tick - s->tick[d] : 0, 1);
+			s->depth = d;
+			return;
+		}
+	/* entered before the sample: nothing to measure */
+}
+
+/* Entries still open: long if the thread kept recording that long after. */
+static KT_NOINSTR void close_sample(void)
+{
+	for (uint32_t i = 0; i < F.nstk; i++)
+		for (uint32_t d = 0; d < F.stk[i].depth; d++)
+			if (F.stk[i].last_tick > F.stk[i].tick[d])
+				observe(F.stk[i].id[d], F.stk[i].last_tick - F.stk[i].tick[d], 0);
+	F.nstk = 0;
+}
+
+/* Walk one sampled block; returns the words walked. */
+static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
+{
+	uint32_t shift = ktrace__g.tsc_shift, slot = KTRACE_EXT_ARG(w[1]), i = 5;
+	uint64_t tick = ((uint64_t)w[3] | (uint64_t)w[4] << 32) >> shift;
+	uint32_t ts20 = (uint32_t)tick & KTRACE_TS_MASK;
+
+	while (i < n) {
+		uint32_t ev = KTRACE_REC_EV(w[i]), ts = KTRACE_REC_TS(w[i]);
+		uint32_t d = (ts - ts20) & KTRACE_TS_MASK;
+
+		if (ev == KTRACE_EV_PAD)
+			break;
+		tick = d < KTRACE_TS_HALF ? tick + d : tick - (KTRACE_TS_MASK + 1 - d);
+		ts20 = ts;
+		if (KTRACE_EV_IS_EXT(ev)) {
+			uint32_t type;
+			if (i + ev >= n)
+				break;
+			type = KTRACE_EXT_TYPE(w[i + 1]);
+			if (type == KTRACE_EXT_THREAD)
+				slot = KTRACE_EXT_ARG(w[i + 1]);
+			else if (type == KTRACE_EXT_TSC && ev >= 3) {
+				tick = ((uint64_t)w[i + 2] | (uint64_t)w[i + 3] << 32) >> shift;
+				ts20 = (uint32_t)tick & KTRACE_TS_MASK;
+			}
+			i += 1 + ev;
+			continue;
+		}
+		if (KTRACE_EV_IS_ENTER(ev) || KTRACE_EV_IS_EXIT(ev))
+			on_event(slot, ev, tick);
+		i++;
+	}
+	return i;
+}
+
+/*
+ * Copy and walk core c's newest blocks up to state s, oldest first, with
+ * the reader's protocol of ring.c (gen before and after the copy).  A
+ * block reused meanwhile, or missing, cuts the sample: stacks restart.
+ * Returns the words walked.
+ */
+static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s, uint32_t since)
+{
+	struct kt_core *k = &ktrace__g.cores[c];
+	uint32_t pos = KT_STATE_POS(s), cur = (pos - 1) & ~(BW - 1), nb = SAMPLE_BLOCKS;
+	uint64_t used = kt_load(&k->blocks_used, relaxed), words = 0;
+
+	if (used == 0)
+		return 0;
+	/* everything written since the last decision, when it fits */
+	if ((pos - since) / BW + 1 < nb)
+		nb = (pos - since) / BW + 1;
+	if (nb > ktrace__g.nblocks)
+		nb = ktrace__g.nblocks;
+	if (nb > used)
+		nb = (uint32_t)used;
+	for (uint32_t i = nb; i-- > 0;) {
+		uint32_t S = cur - i * BW, b = (S & ktrace__g.ring_mask) / BW;
+		uint32_t n = S == cur ? pos - S : BW, g2;
+		/* acquire: pairs with claim_block's release store of gen. */
+		uint32_t g1 = kt_load(&k->gen[b], acquire);
+		uint32_t *dst = F.sample;
+
+		if (g1 != (S | 1u) || n < 5 || n > BW) {
+			close_sample();
+			continue;
+		}
+		for (uint32_t j = 0; j < n; j++)
+			dst[j] = __atomic_load_n(&k->ring[(S + j) & ktrace__g.ring_mask],
+			                         __ATOMIC_RELAXED);
+		/* acquire fence: pairs with claim_block's release fence (I5). */
+		kt_fence(acquire);
+		g2 = kt_load(&k->gen[b], relaxed);
+		if (g1 != g2 || KTRACE_EXT_TYPE(dst[1]) != KTRACE_EXT_BLOCK_START) {
+			close_sample();
+			continue;
+		}
+		words += walk(dst, n);
+	}
+	close_sample();
+	return words;
+}
+
+static KT_NOINSTR void history(struct cst *k, uint64_t now, uint64_t hz)
+{
+	uint32_t rw = ktrace__g.ring_words, back;
+	uint64_t target, t_old = 0, p_old = 0;
+
+	k->htsc[k->hhead] = now;
+	k->hpos[k->hhead] = k->pos64;
+	k->hhead = (k->hhead + 1) % HIST;
+	if (k->hn < HIST)
+		k->hn++;
+	/* rate over the last ~1 s (10 decisions) */
+	back = k->hn > 10 ? 10 : k->hn - 1;
+	if (back > 0) {
+		uint32_t j = (k->hhead + HIST - 1 - back) % HIST;
+		double dt = (double)(now - k->htsc[j]) / (double)hz;
+		k->rate_wps = dt > 0 ? (uint64_t)((double)(k->pos64 - k->hpos[j]) / dt) : 0;
+	}
+	/* window held: when the ring's oldest word (pos64 - rw) was written */
+	k->projected = 1;
+	if (k->pos64 >= rw) {
+		target = k->pos64 - rw;
+		for (uint32_t m = 1; m < k->hn; m++) {
+			uint32_t j = (k->hhead + HIST - 1 - m) % HIST;
+			if (k->hpos[j] <= target) {
+				t_old = k->htsc[j];
+				p_old = k->hpos[j];
+				k->projected = 0;
+				break;
+			}
+		}
+	}
+	if (!k->projected) {
+		(void)p_old;   /* the span from that decision on: a lower bound */
+		k->window_ms = (now - t_old) * 1000 / hz;
+	} else if (k->rate_wps > 0) {
+		k->window_ms = (uint64_t)rw * 1000 / k->rate_wps;
+	} else {
+		k->window_ms = UINT64_MAX / 2;
+	}
+}
+
+/* ---- writer thread: decide --------------------------------------------------- */
+
+static KT_NOINSTR int by_count(const void *a, const void *b)
+{
+	uint32_t x = F.obs[*(const uint32_t *)a].count, y = F.obs[*(const uint32_t *)b].count;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static KT_NOINSTR int candidate(uint32_t id)
+{
+	struct fobs *o = &F.obs[id];
+
+	/* Long calls make a function ineligible for good once they are at
+	 * least 1 in LONG_RATIO of the calls observed so far (so a function
+	 * with a long call among fewer than LONG_RATIO observed calls is never
+	 * muted).  A rarer long call cannot be told from the thread being
+	 * preempted inside the call, which on a busy machine happens to
+	 * every hot function sooner or later. */
+	if (o->long_calls && o->long_calls * LONG_RATIO >= o->calls)
+		o->ineligible = 1;
+
+	return o->count > 0 && o->why == 0 && !o->ineligible && o->calls >= MIN_CALLS &&
+	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
+}
+
+/* Mute the hottest candidates of this sample until the rate fits. */
+static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now)
+{
+	double R = (double)ktrace__g.ring_words / ktrace__cfg.window_s;
+	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0;
+	uint32_t *ids = malloc(NF * sizeof(uint32_t)), n = 0, epoch, muted = 0;
+
+	if (ids == NULL || sample_words == 0) {
+		free(ids);
+		return;
+	}
+	for (uint32_t id = 0; id < NF; id++)
+		if (candidate(id))
+			ids[n++] = id;
+	qsort(ids, n, sizeof(*ids), by_count);
+	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
+	for (uint32_t i = 0; i < n && removed < need * (double)sample_words; i++) {
+		struct fobs *o = &F.obs[ids[i]];
+		removed += o->count;
+		o->why = KTRACE_MUTE_HOT_SHORT;
+		o->since_tsc = now;
+		o->events_before = (uint64_t)o->est_events;
+		o->sampled_before = o->sampled;
+		o->share_ppm = (uint32_t)((uint64_t)o->count * 1000000 / sample_words);
+		/* relaxed: published by the release store of the epoch. */
+		kt_store(&fmute[ids[i]], epoch, relaxed);
+		ids[muted++] = ids[i];
+	}
+	F.short_window = 0;
+	if (removed < need * (double)sample_words) {
+		/* Every candidate is muted and the rate still does not fit. */
+		double left = k->int_wps * (1.0 - removed / (double)sample_words);
+		uint64_t bytes = (uint64_t)(left * ktrace__cfg.window_s * 4), mb = 1;
+		while ((mb << 20) < bytes)
+			mb <<= 1;
+		F.short_window = 1;
+		F.ring_needed = mb << 20;
+	}
+	if (muted) {
+		/* release: the fmute[] stores above happen before any thread
+		 * that adopts this epoch (acquire in ktrace__filter_adopt). */
+		kt_store(&ktrace__mute_epoch, epoch, release);
+		for (uint32_t i = 0; i < muted; i++) {
+			uint32_t more[2] = {epoch, KTRACE_MUTE_HOT_SHORT};
+			ktrace__emit_ext(KTRACE_EXT_MUTE, ids[i], more, 2);
+		}
+		F.cooldown = COOLDOWN;
+	}
+	free(ids);
+}
+
+KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
+{
+	const struct kt_globals *g = &ktrace__g;
+	int64_t now_ns = ktrace__monotonic_ns();
+	uint64_t now, hz = ktrace__tsc_hz();
+	double R, cap = g->ring_words / 4.0;
+	int decided = 0, pressure = 0;
+
+	int64_t every = F.decisions < EARLY_TICKS ? EARLY_NS : INTERVAL_NS;
+
+	if (now_ns - F.last_ns < every || hz == 0) {
+		if (wait_ns && F.last_ns + every - now_ns < *wait_ns)
+			*wait_ns = F.last_ns + every - now_ns;
+		return;
+	}
+	F.last_ns = now_ns;
+	if (wait_ns && every < *wait_ns)
+		*wait_ns = every;
+	if (!F.ready && setup() != 0)
+		return;
+	F.decisions++;
+	F.max_ticks = ((uint64_t)ktrace__cfg.filter_max_us * hz / 1000000) >> g->tsc_shift;
+	R = (double)g->ring_words / ktrace__cfg.window_s;
+	now = ktrace__now();
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		struct cst *k = &F.cs[c];
+		/* acquire: as ktrace__ring_mark (every word below pos is visible). */
+		uint64_t s = kt_load(&g->cores[c].state, acquire), words;
+		uint32_t pos = KT_STATE_POS(s), d = pos - k->last_pos;
+		double dt;
+
+		if (!k->have || d > 0x80000000u) {   /* first look, or a fork child's reset */
+			memset(k, 0, offsetof(struct cst, htsc));
+			k->have = 1;
+			k->last_pos = pos;
+			k->pos64 = pos;
+			k->last_tsc = now;
+			k->tokens = cap;
+			continue;
+		}
+		dt = (double)(now - k->last_tsc) / (double)hz;
+		k->pos64 += d;
+		k->last_pos = pos;
+		k->last_tsc = now;
+		k->int_wps = dt > 0 ? d / dt : 0;
+		k->tokens += R * dt - d;
+		if (k->tokens > cap)
+			k->tokens = cap;
+		history(k, now, hz);
+		if (d == 0)
+			continue;
+		for (uint32_t id = 0; id < NF; id++)
+			F.obs[id].count = 0;
+		words = sample_core(c, s, pos - d);
+		for (uint32_t id = 0; id < NF && words; id++)
+			if (F.obs[id].count) {
+				F.obs[id].sampled += F.obs[id].count;
+				F.obs[id].est_events += (double)F.obs[id].count * d / (double)words;
+			}
+		/* Pressure: the bucket is dry and the core still writes
+		 * faster than the budget (the first such core decides). */
+		pressure |= k->tokens < 0 && k->int_wps > R;
+		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && k->tokens < 0 &&
+		    k->int_wps > R) {
+			decide(k, words, now);
+			decided = 1;
+		}
+	}
+	if (F.cooldown > 0 && !decided)
+		F.cooldown--;
+	if (!pressure)
+		F.short_window = 0;   /* the window holds again */
+}
+
+/* ---- snapshot --------------------------------------------------------------- */
+
+KT_NOINSTR void *ktrace__budget_serialize(size_t *len, uint32_t *count)
+{
+	const struct kt_globals *g = &ktrace__g;
+	uint32_t n = 0, nc = g->ncpus;
+	size_t cap = sizeof(struct ktrace_budget_rec) + nc * sizeof(struct ktrace_budget_core_rec) +
+	             NF * sizeof(struct ktrace_muted_rec);
+	unsigned char *buf = calloc(1, cap);
+	struct ktrace_budget_rec *b = (void *)buf;
+	struct ktrace_budget_core_rec *cr = (void *)(b + 1);
+	struct ktrace_muted_rec *m = (void *)(cr + nc);
+	uint64_t hz = ktrace__tsc_hz(), maxrate = 0;
+	double tick_ns = hz ? (double)(1ull << g->tsc_shift) * 1e9 / (double)hz : 0;
+
+	if (buf == NULL)
+		return NULL;
+	b->window_s = ktrace__cfg.window_s;
+	b->flags = ktrace__cfg.filter ? KTRACE_BUDGET_FILTER_ON : 0;
+	b->ring_bytes_per_core = (uint64_t)g->ring_words * 4;
+	b->sustainable_wps = g->ring_words / ktrace__cfg.window_s;
+	b->max_us = ktrace__cfg.filter_max_us;
+	b->ncores = nc;
+	b->muted_calls = kt_load(&muted_calls, relaxed);
+	b->decisions = F.decisions;
+	b->epoch = kt_load(&ktrace__mute_epoch, relaxed);
+	for (uint32_t c = 0; c < nc; c++) {
+		cr[c].cpu = c;
+		if (!F.ready || !F.cs[c].have || F.cs[c].hn == 0) {
+			cr[c].flags = KTRACE_BUDGET_CORE_PROJECTED;
+			continue;
+		}
+		cr[c].flags = F.cs[c].projected ? KTRACE_BUDGET_CORE_PROJECTED : 0;
+		cr[c].rate_wps = F.cs[c].rate_wps;
+		cr[c].window_ms = F.cs[c].window_ms;
+		cr[c].tokens = (int64_t)F.cs[c].tokens;
+		if (cr[c].rate_wps > maxrate)
+			maxrate = cr[c].rate_wps;
+	}
+	if (F.short_window) {
+		b->flags |= KTRACE_BUDGET_SHORT;
+		b->ring_needed_bytes = F.ring_needed;
+	} else if (!ktrace__cfg.filter && maxrate > b->sustainable_wps) {
+		uint64_t bytes = maxrate * ktrace__cfg.window_s * 4, mb = 1;
+		while ((mb << 20) < bytes)
+			mb <<= 1;
+		b->flags |= KTRACE_BUDGET_SHORT;
+		b->ring_needed_bytes = mb << 20;
+	}
+	for (uint32_t id = 0; id < NF; id++) {
+		uint8_t st = kt_load(&fstatic[id], relaxed);
+		const struct fobs *o = F.ready ? &F.obs[id] : NULL;
+
+		if (st != ST_EXCLUDE && (o == NULL || o->why == 0))
+			continue;
+		m[n].addr = kt_load(&faddr[id], relaxed);
+		m[n].id = id;
+		if (st == ST_EXCLUDE) {
+			m[n].why = KTRACE_MUTE_EXCLUDE;
+			m[n].since_tsc = kt_load(&fexcl_tsc[id], relaxed);
+		} else {
+			m[n].why = o->why;
+			m[n].since_tsc = o->since_tsc;
+			m[n].events_before = o->events_before;
+			m[n].sampled_events = o->sampled_before;
+			m[n].share_ppm = o->share_ppm;
+		}
+		if (o) {
+			double ns = (double)o->max_ticks * tick_ns;
+			m[n].max_ns = ns > 4e9 ? 4000000000u : (uint32_t)ns;
+			m[n].calls_observed = o->calls;
+		}
+		n++;
+	}
+	*count = n;
+	*len = (size_t)((unsigned char *)(m + n) - buf);
+	return buf;
+}

@@ -1,0 +1,157 @@
+/*
+ * budget_prog.c - a traced program for the window budget (issue 7), used
+ * by test_e2e_budget.c.  Each mode ends with ktrace_snapshot("budget"),
+ * prints "snapshot <rc>" and "done".
+ *
+ *   steady SECONDS  two threads ("load-0", "load-1"): tiny_a and tiny_b
+ *                   make almost every call; medium (>= 60 us, busy) about
+ *                   2000 times per second per thread; load-0 also calls
+ *                   slow (10 ms) once a second.  After every 8th medium
+ *                   call a thread marks its cumulative count
+ *                   ("medium-0"/"medium-1"); after every slow call,
+ *                   "slow".
+ *   burst N         N calls of tiny_a at full speed, once, then 400 ms of
+ *                   quiet.
+ *   long SECONDS    one thread: tiny_a and sometimes_long (which busy-waits
+ *                   150 us on every 64th call) equally hot; marks
+ *                   "long-calls" with its cumulative count every 256 calls.
+ *   static          static_leaf, static_keep and lib_leaf (a shared
+ *                   library's function) 1000 times each, main_fn once.
+ *   flood N         N calls of tiny_a at full speed (for KTRACE_FILTER=off).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ktrace.h"
+
+void lib_leaf(void);   /* budget_lib.c */
+
+static __thread volatile unsigned long sink;
+
+/* Not traced: the load's only hot functions are tiny_a and tiny_b. */
+__attribute__((no_instrument_function)) static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+__attribute__((no_instrument_function)) static void spin_us(int us)
+{
+	int64_t end = now_ns() + (int64_t)us * 1000;
+	while (now_ns() < end)
+		sink++;
+}
+
+__attribute__((noinline)) void tiny_a(void) { sink++; }
+__attribute__((noinline)) void tiny_b(void) { sink += 2; }
+__attribute__((noinline)) void medium(void) { spin_us(62); }
+__attribute__((noinline)) void slow(void) { spin_us(10000); }
+
+__attribute__((noinline)) void sometimes_long(unsigned long i)
+{
+	if ((i & 63) == 0)
+		spin_us(150);
+	sink += 3;
+}
+
+__attribute__((noinline)) static void static_leaf(void) { sink += 5; }
+__attribute__((noinline)) static void static_keep(void) { sink += 6; }
+__attribute__((noinline)) void main_fn(void) { sink += 7; }
+
+static double run_s;
+
+static void *load(void *arg)
+{
+	int me = (int)(long)arg;
+	char name[16];
+	const char *mark = me ? "medium-1" : "medium-0";
+	int64_t end = now_ns() + (int64_t)(run_s * 1e9), next_slow = now_ns() + 500000000;
+	uint64_t mediums = 0, slows = 0;
+
+	snprintf(name, sizeof(name), "load-%d", me);
+	pthread_setname_np(pthread_self(), name);
+	while (now_ns() < end) {
+		/* ~440 us of tiny calls, then one medium call */
+		int64_t until = now_ns() + 440000;
+		while (now_ns() < until)
+			for (int i = 0; i < 64; i++) {
+				tiny_a();
+				tiny_b();
+			}
+		medium();
+		if (++mediums % 8 == 0)
+			ktrace_mark(mark, mediums);
+		if (me == 0 && now_ns() >= next_slow) {
+			slow();
+			ktrace_mark("slow", ++slows);
+			next_slow += 1000000000;
+		}
+	}
+	return NULL;
+}
+
+static void steady(double s)
+{
+	pthread_t t[2];
+
+	run_s = s;
+	for (long i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, load, (void *)i);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+static void long_mode(double s)
+{
+	int64_t end = now_ns() + (int64_t)(s * 1e9);
+	unsigned long n = 0;
+
+	while (now_ns() < end)
+		for (int i = 0; i < 256; i++) {
+			tiny_a();
+			sometimes_long(n++);
+			if (n % 256 == 0) {
+				/* a few ticks apart from the calls: the test
+				 * orders calls and marks by time */
+				spin_us(1);
+				ktrace_mark("long-calls", n);
+				spin_us(1);
+			}
+		}
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	double arg = argc > 2 ? atof(argv[2]) : 0;
+	struct timespec quiet = {0, 400 * 1000 * 1000};
+
+	if (strcmp(mode, "steady") == 0) {
+		steady(arg);
+	} else if (strcmp(mode, "burst") == 0 || strcmp(mode, "flood") == 0) {
+		nanosleep(&quiet, NULL);   /* the writer has measured once */
+		for (long i = 0; i < (long)arg; i++)
+			tiny_a();
+		nanosleep(&quiet, NULL);   /* several decisions */
+	} else if (strcmp(mode, "long") == 0) {
+		long_mode(arg);
+	} else if (strcmp(mode, "static") == 0) {
+		main_fn();
+		for (int i = 0; i < 1000; i++) {
+			static_leaf();
+			static_keep();
+			lib_leaf();
+		}
+	} else {
+		fprintf(stderr, "usage: %s steady|burst|long|static|flood N\n", argv[0]);
+		return 2;
+	}
+	printf("snapshot %d\n", ktrace_snapshot("budget"));
+	printf("done\n");
+	fflush(stdout);
+	return 0;
+}

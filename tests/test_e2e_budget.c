@@ -1,0 +1,290 @@
+/*
+ * test_e2e_budget.c - the window budget (issue 7 "Proof"), with
+ * e2e/budget_prog.c: under a steady call-heavy load the ring holds the
+ * window target by muting the two tiny functions, while every medium and
+ * slow call between two of the program's marks is there exactly; a burst
+ * of a quarter of the ring mutes nothing (and one of half the ring does);
+ * a function with long calls is never muted; KTRACE_EXCLUDE/INCLUDE work
+ * on static and shared-library functions; KTRACE_FILTER=off records every
+ * call.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kdec.h"
+#include "ktest.h"
+
+#define PROG KTRACE_TEST_BINARY_DIR "/e2e_budget"
+#define DECODE KTRACE_TEST_BINARY_DIR "/../decoder/ktrace-decode"
+
+struct run {
+	struct kt_proc p;
+	char *dir;
+	char path[4096];
+	struct ktrace_dec *d;
+};
+
+static void run(struct run *r, const char *mode, const char *arg, const char *const *extra)
+{
+	char envdir[300];
+	const char *env[24];
+	size_t n = 0;
+	char **paths;
+	char *argv[] = {(char *)PROG, (char *)mode, (char *)arg, NULL};
+
+	memset(r, 0, sizeof(*r));
+	r->dir = kt_mkdtemp("budget");
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", r->dir);
+	env[n++] = envdir;
+	env[n++] = "KTRACE_QUIET=1";
+	env[n++] = "KTRACE_ENABLE";
+	env[n++] = "KTRACE_SIGNAL";
+	env[n++] = "KTRACE_WINDOW_S";
+	env[n++] = "KTRACE_FILTER";
+	env[n++] = "KTRACE_FILTER_MAX_US";
+	env[n++] = "KTRACE_EXCLUDE";
+	env[n++] = "KTRACE_INCLUDE";
+	env[n++] = "KTRACE_BUFFER_MB=2";
+	for (size_t i = 0; extra && extra[i]; i++)
+		env[n++] = extra[i];
+	env[n] = NULL;
+	assert_int_equal(kt_spawn(&r->p, argv, env, NULL), 0);
+	if (kt_wait(&r->p, 60000) != 0)
+		fail_msg("program failed (%#x); stderr:\n%s", r->p.status, r->p.err);
+	if (!strstr(r->p.out, "snapshot 0\n"))
+		fail_msg("no snapshot; stdout:\n%s\nstderr:\n%s", r->p.out, r->p.err);
+	assert_int_equal(kt_list_snapshots(r->dir, &paths), 1);
+	snprintf(r->path, sizeof(r->path), "%s", paths[0]);
+	kt_free_list(paths);
+	r->d = kd_open(r->path);
+	assert_non_null(r->d);
+	assert_int_equal(r->d->snap.damaged_blocks, 0);
+}
+
+static void finish(struct run *r)
+{
+	ktrace__dec_free(r->d);
+	kt_proc_free(&r->p);
+	kt_rmtree(r->dir);
+	free(r->dir);
+}
+
+/* The muted entry of function name, or NULL. */
+static const struct ktrace_muted_rec *muted(const struct ktrace_dec *d, const char *name)
+{
+	for (uint32_t f = 0; f < d->nfuncs; f++) {
+		const char *n = ktrace__dec_func_name(d, f);
+		int m = ktrace__dec_muted(d, f);
+		if (m >= 0 && strcmp(n, name) == 0)
+			return &d->snap.muted[m];
+	}
+	return NULL;
+}
+
+/* The decoder's text output of FILE in the given format. */
+static char *decode(const char *fmt, const char *path, char **err)
+{
+	struct kt_proc p;
+	char *argv[] = {(char *)DECODE, (char *)"--format", (char *)fmt, (char *)path, NULL};
+	char *out;
+
+	assert_int_equal(kt_run(argv, NULL, &p, 60000), 0);
+	out = strdup(p.out);
+	if (err)
+		*err = strdup(p.err);
+	kt_proc_free(&p);
+	return out;
+}
+
+/* Marks of name in the window, in time order: the first and the last. */
+static int mark_range(const struct ktrace_dec *d, const char *name, const struct ktrace_dec_mark **a,
+                      const struct ktrace_dec_mark **b)
+{
+	*a = *b = NULL;
+	for (uint32_t i = 0; i < d->nmarks; i++) {
+		const struct ktrace_dec_mark *m = &d->marks[i];
+		if (strcmp(kd_name(d, m->name), name) != 0)
+			continue;
+		if (!*a || m->tick < (*a)->tick)
+			*a = m;
+		if (!*b || m->tick > (*b)->tick)
+			*b = m;
+	}
+	return *a && *b && *a != *b;
+}
+
+/* Complete calls of func on the mark's thread between the two marks. */
+static uint64_t calls_between(const struct ktrace_dec *d, const char *func,
+                              const struct ktrace_dec_mark *a, const struct ktrace_dec_mark *b)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		if (c->thread == a->thread && kd_is(d, c, func) && c->begin >= a->tick &&
+		    c->end <= b->tick && !(c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)))
+			n++;
+	}
+	return n;
+}
+
+/* The issue's proof: 10 s target, 2 MiB ring, two tiny functions make
+ * almost every call. */
+static void test_e2e_budget_steady_window(void **state)
+{
+	const char *env[] = {"KTRACE_WINDOW_S=10", NULL};
+	const struct ktrace_dec_mark *a, *b;
+	struct run r;
+	char *sum;
+
+	(void)state;
+	run(&r, "steady", "11", env);
+	const struct ktrace_dec *d = r.d;
+	double window_s = (double)ktrace__dec_ticks_ns(d, d->window_end - d->window_start) / 1e9;
+	if (window_s < 9.5)
+		fail_msg("window %.3f s < 9.5 s", window_s);
+	assert_true(d->snap.have_budget);
+	assert_int_equal(d->snap.budget.window_s, 10);
+	assert_true(d->snap.info.flags & KTRACE_INFO_FILTER);
+	const struct ktrace_muted_rec *ma = muted(d, "tiny_a"), *mb = muted(d, "tiny_b");
+	assert_non_null(ma);
+	assert_non_null(mb);
+	assert_int_equal(ma->why, KTRACE_MUTE_HOT_SHORT);
+	assert_null(muted(d, "medium"));
+	assert_null(muted(d, "slow"));
+	/* Every medium and slow call between two marks, exactly. */
+	for (int t = 0; t < 2; t++) {
+		const char *name = t ? "medium-1" : "medium-0";
+		if (!mark_range(d, name, &a, &b))
+			fail_msg("fewer than two %s marks in the window", name);
+		assert_true(b->value - a->value >= 1000);
+		assert_int_equal(calls_between(d, "medium", a, b), b->value - a->value);
+	}
+	assert_true(mark_range(d, "slow", &a, &b));
+	assert_true(b->value - a->value >= 8);
+	assert_int_equal(calls_between(d, "slow", a, b), b->value - a->value);
+	/* The summary names them, with the window's figures. */
+	sum = decode("summary", r.path, NULL);
+	assert_non_null(strstr(sum, "window target 10 s"));
+	assert_non_null(strstr(sum, "window held:"));
+	assert_non_null(strstr(sum, "rate per core"));
+	const char *m = strstr(sum, "muted:");
+	assert_non_null(m);
+	assert_non_null(strstr(m, "tiny_a"));
+	assert_non_null(strstr(m, "tiny_b"));
+	free(sum);
+	/* Sinks with self time say so. */
+	sum = decode("stats", r.path, NULL);
+	assert_non_null(strstr(sum, "self time includes muted calls:"));
+	free(sum);
+	/* The exclusion flags name the muted functions. */
+	char *err = NULL;
+	sum = decode("exclude", r.path, &err);
+	assert_non_null(strstr(sum, "-finstrument-functions-exclude-function-list="));
+	assert_non_null(strstr(sum, "tiny_a"));
+	assert_non_null(strstr(sum, "tiny_b"));
+	assert_null(strstr(sum, "medium"));
+	free(sum);
+	free(err);
+	finish(&r);
+}
+
+/* A burst of a quarter of the ring mutes nothing; more than the ring does. */
+static void test_e2e_budget_burst(void **state)
+{
+	struct run r;
+
+	(void)state;
+	/* 2 MiB = 524288 words; a quarter, less block headers: 60000 calls */
+	run(&r, "burst", "60000", NULL);
+	assert_true(r.d->snap.have_budget);
+	assert_int_equal(r.d->snap.nmuted, 0);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "tiny_a"), 60000);
+	finish(&r);
+
+	run(&r, "burst", "300000", NULL);   /* more than the ring, even split over two cores */
+	assert_true(r.d->snap.have_budget);
+	assert_non_null(muted(r.d, "tiny_a"));
+	finish(&r);
+}
+
+/* sometimes_long is as hot as tiny_a but every 64th call takes 150 us. */
+static void test_e2e_budget_long_call_ineligible(void **state)
+{
+	const char *env[] = {"KTRACE_WINDOW_S=10", NULL};
+	const struct ktrace_dec_mark *a, *b;
+	struct run r;
+
+	(void)state;
+	run(&r, "long", "2", env);
+	/* Under pressure (it writes far above the budget): tiny_a is muted,
+	 * or, if preemptions made it look long too, the filter says it ran
+	 * out of candidates.  Never sometimes_long, the hottest. */
+	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
+	assert_null(muted(r.d, "sometimes_long"));
+	assert_true(mark_range(r.d, "long-calls", &a, &b));
+	assert_int_equal(calls_between(r.d, "sometimes_long", a, b), b->value - a->value);
+	finish(&r);
+}
+
+/* Globs on static functions and a shared library's; INCLUDE wins. */
+static void test_e2e_budget_exclude_include(void **state)
+{
+	const char *env[] = {"KTRACE_FILTER=off", "KTRACE_EXCLUDE=static_*,lib_le?f",
+	                     "KTRACE_INCLUDE=static_keep", NULL};
+	struct run r;
+
+	(void)state;
+	run(&r, "static", "0", env);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_leaf"), 0);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "lib_leaf"), 0);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_keep"), 1000);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "main_fn"), 1);
+	assert_non_null(muted(r.d, "static_leaf"));
+	assert_int_equal(muted(r.d, "static_leaf")->why, KTRACE_MUTE_EXCLUDE);
+	assert_non_null(muted(r.d, "lib_leaf"));
+	assert_null(muted(r.d, "static_keep"));
+	finish(&r);
+
+	/* Without the settings, all of them are recorded. */
+	run(&r, "static", "0", NULL);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_leaf"), 1000);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "lib_leaf"), 1000);
+	finish(&r);
+}
+
+/* off: a flood far above the budget is recorded call for call, and the
+ * snapshot says which ring would hold the target. */
+static void test_e2e_budget_off_records_all(void **state)
+{
+	const char *env[] = {"KTRACE_FILTER=off", "KTRACE_WINDOW_S=3600", NULL};
+	struct run r;
+
+	(void)state;
+	run(&r, "flood", "200000", env);
+	assert_true(r.d->snap.have_budget);
+	assert_false(r.d->snap.budget.flags & KTRACE_BUDGET_FILTER_ON);
+	assert_false(r.d->snap.info.flags & KTRACE_INFO_FILTER);
+	assert_int_equal(r.d->snap.nmuted, 0);
+	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "tiny_a"), 200000);
+	finish(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_e2e_budget_steady_window),
+		cmocka_unit_test(test_e2e_budget_burst),
+		cmocka_unit_test(test_e2e_budget_long_call_ineligible),
+		cmocka_unit_test(test_e2e_budget_exclude_include),
+		cmocka_unit_test(test_e2e_budget_off_records_all),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
