@@ -20,6 +20,8 @@
  *   KTRACE_QUIET                  1: no "wrote snapshot" lines on stderr
  *   KTRACE_CLOCK                  auto (default), tsc, monotonic
  *   KTRACE_RSEQ                   1 (default) / 0: use the locked fallback
+ *   KTRACE_SCHED                  auto (default: record context switches when
+ *                                 the kernel allows it) / off
  */
 #include "internal.h"
 
@@ -204,4 +206,14 @@ KT_NOINSTR void ktrace__config_load(void)
 	int rseq = 1;
 	flag("KTRACE_RSEQ", &rseq);
 	c->no_rseq = !rseq;
+	c->sched = 1;
+	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
+		int on;
+		if (strcasecmp(s, "auto") == 0 || (ktrace__parse_bool(s, &on) == 0 && on))
+			c->sched = 1;
+		else if (ktrace__parse_bool(s, &on) == 0)
+			c->sched = 0;
+		else
+			ktrace__say("KTRACE_SCHED='%s' is not auto or off; using auto", s);
+	}
 }

@@ -213,6 +213,7 @@ struct kt_config {
 	int quiet;                   /* KTRACE_QUIET */
 	int force_clock;             /* KTRACE_CLOCK: 0 auto, or a clock source */
 	int no_rseq;                 /* KTRACE_RSEQ=0 forces the locked path */
+	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
 };
 extern struct kt_config ktrace__cfg;
 /* Parse the environment into ktrace__cfg; complaints go to stderr. */
@@ -249,6 +250,18 @@ void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ktrace__trigger_init(void);
 uint32_t ktrace__bucket_of(uint64_t v);     /* tests */
 uint64_t ktrace__bucket_top(uint32_t b);    /* tests */
+
+/* ---- scheduling (sched.c) --------------------------------------------- */
+/* Open the context-switch events (before the writer thread exists). */
+int ktrace__sched_init(void);
+void ktrace__sched_fork_child(void);
+/* Writer thread: move the kernel's records into the window when due, and
+ * shorten the writer's poll timeout to the next drain. */
+void ktrace__sched_drain(void);
+int64_t ktrace__sched_wait_ns(int64_t wait_ns);
+uint32_t ktrace__sched_info_flags(void);  /* KTRACE_INFO_SCHED or 0 */
+/* The SCHED section (drains first): malloc'ed, *count records. */
+void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

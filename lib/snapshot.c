@@ -334,7 +334,9 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	uint64_t race = 0, snap_tsc;
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
-	size_t nanch;
+	size_t nanch, sched_len = 0;
+	uint32_t nsched = 0;
+	void *sched = NULL;         /* the SCHED section (sched.c) */
 
 	kt_store(&writing, 1, relaxed);
 	/* relaxed: read by triggers as a hint; a request racing with the
@@ -383,6 +385,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t names_len = ktrace__names_serialize(names, names_cap, &nnames);
 	size_t mods_len = ktrace__modules_serialize(mods, mods_cap, &nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
+	info.flags |= ktrace__sched_info_flags();
+	sched = ktrace__sched_serialize(&sched_len, &nsched);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		loss.count[i] = kt_load(&g->loss[i], relaxed);
 
@@ -409,6 +413,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	sec(w, secs, KTRACE_SEC_CORES, cores, ncpus * sizeof(*cores), ncpus);
 	if (trig)
 		sec(w, secs, KTRACE_SEC_TRIGGER, trig, sizeof(*trig), 1);
+	if (sched)
+		sec(w, secs, KTRACE_SEC_SCHED, sched, sched_len, nsched);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		unsigned char *p = rc[c].buf, *end = p + rc[c].bytes;
@@ -473,6 +479,7 @@ out:
 	free(names);
 	free(mods);
 	free(secs);
+	free(sched);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);
@@ -522,6 +529,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 		int have_trig;
 
 		now = ktrace__monotonic_ns();
+		ktrace__sched_drain();
+		wait_ns = ktrace__sched_wait_ns(wait_ns);
 		have_trig = take_trigger(&trig, now, &wait_ns);
 		if (!have_trig && !kt_load(&sig_pending, relaxed)) {
 			pthread_mutex_lock(&api_mu);
