@@ -17,7 +17,8 @@
  *               that exits before the snapshot ("gone"), each sleeping
  *               10 ms in its own function (early_sleep, late_sleep,
  *               gone_sleep), main in main_sleep; prints "tid NAME TID"
- *               per thread, then "snapshot <rc> <path>".
+ *               per thread, "perf_fds N" (perf event descriptors open),
+ *               then "snapshot <rc> <path>".
  *   fork        parent_sleep (10 ms), then fork: the child runs
  *               child_sleep (10 ms) and snapshots ("child <tid> <rc>
  *               <path>"); the parent waits and snapshots ("parent <tid>
@@ -26,6 +27,7 @@
  *               exec itself in mode after-exec: after_exec_sleep (10 ms),
  *               snapshot ("after <tid> <rc> <path>").
  */
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -251,6 +253,29 @@ __attribute__((constructor(100))) static NOI void start_early(void)
 	}
 }
 
+/* Descriptors of perf events open in this process. */
+static NOI int perf_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], to[256];
+	int n = 0;
+
+	while (d && (e = readdir(d)) != NULL) {
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		k = readlink(path, to, sizeof(to) - 1);
+		if (k > 0) {
+			to[k] = 0;
+			n += strstr(to, "perf_event") != NULL;
+		}
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static void *late(void *arg)
 {
 	(void)arg;
@@ -288,6 +313,7 @@ static void run_threads(void)
 	pthread_join(a, NULL);
 	while (early_started && !early_done)
 		msleep(1);
+	printf("perf_fds %d\n", perf_fds());
 	snap("snapshot");
 }
 
