@@ -201,6 +201,8 @@ static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int 
 	fprintf(f, "  %12s %12s %7s", "incl", "self", "calls");
 	if (have_median)
 		fprintf(f, "  | %12s %12s %7s", "median incl", "median self", "calls");
+	if (d->sched)
+		fprintf(f, "  | %12s %12s %12s", "on-CPU", "blocked", "preempted");
 	fprintf(f, "  function\n");
 	while (sp) {
 		uint32_t i = stack[--sp], k = 0, ch[4096];
@@ -220,15 +222,18 @@ static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int 
 			fprintf(f, "  | %12s %12s %7" PRIu64, x->calls[1] ? c : "-", x->calls[1] ? e : "-",
 			        x->calls[1]);
 		}
-		fprintf(f, "  %*s%s", (int)(depth[i] > 40 ? 80 : depth[i] * 2), "",
-		        ktrace__dec_func_name(d, x->func));
-		if (d->sched && x->calls[0]) {
-			char spl[128];
+		if (d->sched) {
+			uint64_t o = x->off[0][0] + x->off[0][1];
 
-			ktrace__dec_fmt_split(d, x->incl[0], x->off[0], spl, sizeof(spl));
-			fprintf(f, "  (%s)", spl);
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
+			                sizeof(a));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][0]), b, sizeof(b));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][1]), c, sizeof(c));
+			fprintf(f, "  | %12s %12s %12s", x->calls[0] ? a : "-", x->calls[0] ? b : "-",
+			        x->calls[0] ? c : "-");
 		}
-		fprintf(f, "\n");
+		fprintf(f, "  %*s%s\n", (int)(depth[i] > 40 ? 80 : depth[i] * 2), "",
+		        ktrace__dec_func_name(d, x->func));
 		for (uint32_t c2 = x->first_child; c2 != KTRACE_DEC_NONE && k < 4096;
 		     c2 = t->n[c2].next_sibling)
 			ch[k++] = c2;

@@ -59,7 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KT_SCHED_PAGES     16u   /* data pages per perf buffer (64 KiB) */
+#define KT_SCHED_PAGES     32u   /* data pages per perf buffer (128 KiB) */
 #define KT_SCHED_THREADS   64u   /* threads at start-up given events */
 #define KT_SCHED_PERIOD_MS 50    /* drain period */
 #define KT_SCHED_FAST_MS   10    /* ... when a buffer was over 1/4 full */
