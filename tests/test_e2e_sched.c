@@ -213,8 +213,8 @@ static const struct ktrace_dec_call *the_call(const struct ktrace_dec *d, uint32
 	return c;
 }
 
-/* Off-CPU intervals of thread th overlapping [b, e): count, and the
- * longest one (which must lie inside). */
+/* Blocked intervals of thread th overlapping call c of at least min_ns:
+ * count, and the longest one.  (Preempted ones are the machine's load.) */
 static unsigned offcpu_in_call(const struct ktrace_dec *d, uint32_t th,
                                const struct ktrace_dec_call *c, uint64_t min_ns,
                                const struct ktrace_dec_offcpu **longest)
@@ -225,7 +225,8 @@ static unsigned offcpu_in_call(const struct ktrace_dec *d, uint32_t th,
 	for (uint32_t i = 0; i < d->noffcpu; i++) {
 		const struct ktrace_dec_offcpu *q = &d->offcpu[i];
 
-		if (q->thread != th || q->end <= c->begin || q->begin >= c->end)
+		if (q->thread != th || q->end <= c->begin || q->begin >= c->end ||
+		    q->why != KTRACE_OFF_BLOCKED)
 			continue;
 		if (ktrace__dec_ticks_ns(d, q->end - q->begin) < min_ns)
 			continue;
@@ -258,7 +259,8 @@ static void assert_sleep_attributed(const struct ktrace_dec *d, int tid, const c
 /* ---- tests ------------------------------------------------------------------- */
 
 /* A function that sleeps 5 ms contains exactly one off-CPU interval of
- * ~5 ms, inside the call: the switch records are on the rings' clock. */
+ * ~5 ms, inside the call: the switch records are on the rings' clock.
+ * (Preempted intervals in its spins are the machine's load, and allowed.) */
 static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 {
 	struct run r;
@@ -267,7 +269,6 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	const struct ktrace_dec_call *c;
 	const struct ktrace_dec_offcpu *q;
 	uint32_t th;
-	unsigned blocked = 0;
 	uint64_t ns;
 
 	(void)state;
@@ -279,18 +280,19 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	th = kd_thread_tid(d, atoi(strstr(r.p.out, "tid ") + 4));
 	assert_int_not_equal(th, KTRACE_DEC_NONE);
 	c = the_call(d, th, "sleep_5ms");
-	assert_int_equal(offcpu_in_call(d, th, c, 1000000, &q), 1);
+	assert_int_equal(offcpu_in_call(d, th, c, 0, &q), 1);
 	ns = ktrace__dec_ticks_ns(d, q->end - q->begin);
 	assert_true(ns >= 4900000);           /* nanosleep sleeps at least 5 ms */
 	assert_true(ns <= 500000000);         /* and wakes (a loaded machine is slow) */
 	assert_true(q->begin >= c->begin && q->end <= c->end);
 	assert_int_equal(q->why, KTRACE_OFF_BLOCKED);
-	/* every blocked interval touching the call is that one */
-	for (uint32_t i = 0; i < d->noffcpu; i++)
-		if (d->offcpu[i].thread == th && d->offcpu[i].why == KTRACE_OFF_BLOCKED &&
-		    d->offcpu[i].end > c->begin && d->offcpu[i].begin < c->end)
-			blocked++;
-	assert_int_equal(blocked, 1);
+	/* the time off the cpu in the call that is not preemption is that one */
+	{
+		uint64_t off[2];
+
+		ktrace__dec_offcpu_in(d, th, c->begin, c->end, off);
+		assert_int_equal(off[KTRACE_OFF_BLOCKED], q->end - q->begin);
+	}
 	ktrace__dec_free(d);
 	done(&r);
 }
@@ -318,7 +320,7 @@ static void test_sched_blocked_request_explained(void **state)
 	assert_non_null(strstr(ex, "holder/"));    /* meanwhile: the holder */
 	line_of(ex, "holder/", line, sizeof(line));
 	assert_non_null(strstr(line, "on a cpu"));
-	if (dur_before(line, " blocked") < 25e6)
+	if (dur_before(line, " blocked") < 15e6) /* its 30 ms sleep began before the request */
 		fail_msg("the holder did not sleep: %s", line);
 	st = decode("stats", path);
 	assert_non_null(strstr(st, "per function, on and off the cpu"));
