@@ -7,11 +7,12 @@
  *               prints "tid <main tid>" and "snapshot <rc> <path>".
  *   blocked     8 fast "op" requests, then one that waits in
  *               wait_for_lock() ~30 ms for a mutex the "holder" thread
- *               holds while it sleeps (holder_sleep); snapshot.
- *   preempt     the process is pinned to one cpu; a "hog" thread spins in
- *               hog_spin() while 8 fast "op" requests run, then one that
+ *               holds while it sleeps (holder_sleep); prints "requests
+ *               max_fast_us=N slow_us=M"; snapshot.
+ *   preempt     the process is pinned to one cpu; 8 fast "op" requests,
+ *               then a "hog" thread spins in hog_spin() while one request
  *               needs ~30 ms of cpu in compute() (measured with the
- *               thread's cpu clock); snapshot.
+ *               thread's cpu clock); "requests ..." line; snapshot.
  *   threads     threads that exist before ktrace's start ("early", made by
  *               a priority-100 constructor), one made after ("late"), one
  *               that exits before the snapshot ("gone"), each sleeping
@@ -134,7 +135,28 @@ __attribute__((noinline)) void wait_for_lock(void)
 	pthread_mutex_unlock(&mu);
 }
 
-__attribute__((noinline)) void small_work(void) { burn_cpu(200000); }
+__attribute__((noinline)) void small_work(void) { burn_cpu(20000); }
+
+/* Wall time of the fast requests (the slowest) and of the planted one:
+ * "requests max_fast_us=N slow_us=M", so a test can tell when machine
+ * load made a fast one the slowest. */
+static int64_t max_fast_ns, slow_ns;
+
+static NOI void note_request(int64_t t0, int slow)
+{
+	int64_t d = clk_ns(CLOCK_MONOTONIC) - t0;
+
+	if (slow)
+		slow_ns = d;
+	else if (d > max_fast_ns)
+		max_fast_ns = d;
+}
+
+static NOI void print_requests(void)
+{
+	printf("requests max_fast_us=%lld slow_us=%lld\n", (long long)(max_fast_ns / 1000),
+	       (long long)(slow_ns / 1000));
+}
 
 __attribute__((noinline)) void handle_op(int slow)
 {
@@ -148,9 +170,11 @@ static void run_blocked(void)
 	pthread_t t;
 
 	for (int i = 0; i < 8; i++) {
+		int64_t t0 = clk_ns(CLOCK_MONOTONIC);
 		ktrace_request_t r = ktrace_request_begin("op");
 		handle_op(0);
 		ktrace_request_end(r);
+		note_request(t0, 0);
 	}
 	pthread_create(&t, NULL, holder, NULL);
 	pthread_mutex_lock(&ready_mu);
@@ -158,11 +182,14 @@ static void run_blocked(void)
 		pthread_cond_wait(&ready_cv, &ready_mu);
 	pthread_mutex_unlock(&ready_mu);
 	{
+		int64_t t0 = clk_ns(CLOCK_MONOTONIC);
 		ktrace_request_t r = ktrace_request_begin("op");
 		handle_op(1);
 		ktrace_request_end(r);
+		note_request(t0, 1);
 	}
 	pthread_join(t, NULL);
+	print_requests();
 	snap("snapshot");
 }
 
@@ -196,20 +223,25 @@ static void run_preempt(void)
 	CPU_SET(sched_getcpu(), &set);
 	sched_setaffinity(0, sizeof(set), &set); /* this thread; the hog inherits it */
 	for (int i = 0; i < 8; i++) {
+		int64_t t0 = clk_ns(CLOCK_MONOTONIC);
 		ktrace_request_t r = ktrace_request_begin("op");
-		compute(300000);
+		compute(30000);
 		ktrace_request_end(r);
+		note_request(t0, 0);
 	}
 	pthread_create(&t, NULL, hog, NULL);
 	while (!hog_started)
 		sched_yield();
 	{
+		int64_t t0 = clk_ns(CLOCK_MONOTONIC);
 		ktrace_request_t r = ktrace_request_begin("op");
 		compute(30000000);
 		ktrace_request_end(r);
+		note_request(t0, 1);
 	}
 	hog_stop = 1;
 	pthread_join(t, NULL);
+	print_requests();
 	snap("snapshot");
 }
 
