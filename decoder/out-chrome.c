@@ -109,6 +109,23 @@ static int64_t tid_of(const struct ktrace_dec *d, uint32_t th)
 	return t->known ? t->tid : -(int64_t)t->slot - 1;
 }
 
+/* A "thread NAME (TID)" slice on core cpu's track, up to its args. */
+static void core_slice(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t cpid,
+                       int64_t origin, uint32_t cpu, uint32_t thread, uint64_t begin, uint64_t end)
+{
+	char buf[128];
+
+	snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[thread].name,
+	         tid_of(d, thread));
+	sep(c);
+	fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", c->f);
+	jstr(c->f, buf);
+	fprintf(c->f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid, cpu);
+	jus(c->f, ts_ns(c, d, origin, begin));
+	fputs(",\"dur\":", c->f);
+	jus(c->f, span_ns(ts_ns(c, d, origin, begin), ts_ns(c, d, origin, end)));
+}
+
 /* Exact core occupancy from the context switches: a slice per run of one
  * of the process's threads, and "other" between them (another process or
  * idle).  Cores the snapshot has no ring for get their track here too. */
@@ -116,7 +133,7 @@ static void cores_from_switches(struct ktrace_chrome *c, const struct ktrace_dec
                                 int64_t origin, const struct ktrace_out_opts *o)
 {
 	FILE *f = c->f;
-	char buf[128], lbl[64];
+	char lbl[64];
 
 	for (uint32_t i = 0; i < d->noncpu; i++) {
 		const struct ktrace_dec_oncpu *r = &d->oncpu[i];
@@ -134,15 +151,7 @@ static void cores_from_switches(struct ktrace_chrome *c, const struct ktrace_dec
 		}
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
-		snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[r->thread].name,
-		         tid_of(d, r->thread));
-		sep(c);
-		fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", f);
-		jstr(f, buf);
-		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid, r->cpu);
-		jus(f, ts_ns(c, d, origin, r->begin));
-		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
+		core_slice(c, d, cpid, origin, r->cpu, r->thread, r->begin, r->end);
 		fputs(",\"args\":{\"source\":\"context switches\",\"thread\":", f);
 		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
@@ -282,16 +291,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
-		snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[r->thread].name,
-		         tid_of(d, r->thread));
-		sep(c);
-		fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", f);
-		jstr(f, buf);
-		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid,
-		        d->snap.cores[r->core].cpu);
-		jus(f, ts_ns(c, d, origin, r->begin));
-		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
+		core_slice(c, d, cpid, origin, d->snap.cores[r->core].cpu, r->thread, r->begin, r->end);
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
 		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);

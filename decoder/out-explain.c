@@ -328,6 +328,23 @@ static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *
 	return (*n)++;
 }
 
+/* Up to 3 functions of thread's run of v from k0 (sorted by self time,
+ * largest first) with positive self time, then the end of the line. */
+static void top_funcs(FILE *f, const struct ktrace_dec *d, const struct tfunc *v, uint32_t n,
+                      uint32_t k0, uint32_t thread, const char *first)
+{
+	char a[32];
+
+	for (uint32_t k = k0, shown = 0; k < n && v[k].thread == thread && shown < 3; k++) {
+		if (v[k].self <= 0)
+			break;
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+		fprintf(f, "%s %s (%s)", shown ? "," : first, ktrace__dec_func_name(d, v[k].func), a);
+		shown++;
+	}
+	fprintf(f, "\n");
+}
+
 /*
  * Exact self time inside [r->begin, r->end) per (thread, function): a call's
  * overlap with the interval counts for its function and is taken off its
@@ -381,19 +398,10 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 	}
 	qsort(tot, nt, sizeof(*tot), cmp_tfunc_total);
 	for (uint32_t t = 0; t < nt && t < 16; t++) {
-		uint32_t shown = 0;
-
 		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
 		fprintf(f, "  %-24s %12s in traced code; top:",
 		        ktrace__dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
-		for (uint32_t k = tot[t].func; k < n && v[k].thread == tot[t].thread && shown < 3; k++) {
-			if (v[k].self <= 0)
-				break;
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-			fprintf(f, "%s %s (%s)", shown ? "," : "", ktrace__dec_func_name(d, v[k].func), a);
-			shown++;
-		}
-		fprintf(f, "\n");
+		top_funcs(f, d, v, n, tot[t].func, tot[t].thread, "");
 	}
 	if (nt > 16)
 		fprintf(f, "  ... %" PRIu32 " more threads\n", nt - 16);
@@ -500,7 +508,7 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 	if (!nt)
 		fprintf(f, "  (no other thread of the process ran or waited then)\n");
 	for (uint32_t i = 0; i < nt && i < 16; i++) {
-		uint32_t t = order[i], shown = 0;
+		uint32_t t = order[i], k0 = 0;
 		uint64_t x[2];
 
 		ktrace__dec_offcpu_in(d, t, r->begin, r->end, x);
@@ -508,15 +516,9 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 		ktrace__dec_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
 		fprintf(f, "  %-24s %12s on a cpu (%s)",
 		        ktrace__dec_thread_label(d, t, lbl, sizeof(lbl)), a, sp);
-		for (uint32_t k = 0; k < n && shown < 3; k++) {
-			if (v[k].thread != t || v[k].self <= 0)
-				continue;
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-			fprintf(f, "%s %s (%s)", shown ? "," : "; top on-CPU:",
-			        ktrace__dec_func_name(d, v[k].func), a);
-			shown++;
-		}
-		fprintf(f, "\n");
+		while (k0 < n && v[k0].thread < t)
+			k0++;
+		top_funcs(f, d, v, n, k0, t, "; top on-CPU:");
 	}
 	if (nt > 16)
 		fprintf(f, "  ... %" PRIu32 " more threads\n", nt - 16);
