@@ -27,7 +27,8 @@ static uint64_t mono_to_tick(const struct ktrace_dec *d, int64_t t)
 	const struct ktrace_snap *s = &d->snap;
 	const struct ktrace_anchor_rec *a = s->anchors, *x, *y;
 	uint32_t lo = 0, hi = s->nanchors;
-	__int128 tsc;
+	const __int128 lim = (__int128)1 << 62;
+	__int128 tsc, dt;
 
 	if (s->nanchors == 0 || d->tsc_hz == 0)
 		return 0;
@@ -40,16 +41,21 @@ static uint64_t mono_to_tick(const struct ktrace_dec *d, int64_t t)
 		else
 			hi = mid;
 	}
+	x = &a[lo > 0 ? lo - 1 : 0];
+	/* |dt| <= 2^62 and factors < 2^64 keep the products inside __int128
+	 * whatever a hostile file holds (real times are far smaller). */
+	dt = (__int128)t - x->monotonic_ns;
+	if (dt > lim)
+		dt = lim;
+	if (dt < -lim)
+		dt = -lim;
 	if (lo > 0 && lo < s->nanchors && a[lo].monotonic_ns > a[lo - 1].monotonic_ns &&
 	    a[lo].tsc > a[lo - 1].tsc) {
-		x = &a[lo - 1];
 		y = &a[lo];
-		tsc = (__int128)x->tsc + ((__int128)(t - x->monotonic_ns) * (__int128)(y->tsc - x->tsc)) /
-		                         (y->monotonic_ns - x->monotonic_ns);
+		tsc = (__int128)x->tsc + dt * (__int128)(y->tsc - x->tsc) /
+		                         ((__int128)y->monotonic_ns - x->monotonic_ns);
 	} else {
-		x = &a[lo > 0 ? lo - 1 : 0];
-		tsc = (__int128)x->tsc + ((__int128)(t - x->monotonic_ns) * (__int128)d->tsc_hz) /
-		                         1000000000;
+		tsc = (__int128)x->tsc + dt * (__int128)d->tsc_hz / 1000000000;
 	}
 	if (tsc < 0)
 		tsc = 0;
