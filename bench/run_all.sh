@@ -217,6 +217,13 @@ row 'pair / two traced calls: %.2f\n' \
 	"$(awk -v p="$(rq request_pair_plain)" -v c="$(rq two_traced_calls)" 'BEGIN {print p/c}')"
 rm -f "$SNAPDIR"/*.ktrace
 
+# ---- 4b. context switches (issue 10) -------------------------------------------
+say "context switches ..."
+(cd "$SNAPDIR" && "$B/bench_sched_ktrace" 50000 "$RUNS") >"$OUT/sched.txt"
+row '\n## 4b. Recording context switches (KTRACE_SCHED): ping-pong through pipes on one cpu\n'
+while IFS= read -r l; do row '%s\n' "$l"; done <"$OUT/sched.txt"
+rm -f "$SNAPDIR"/*.ktrace
+
 # ---- 5. snapshot stall -------------------------------------------------------
 PH_MS=1000
 [ $QUICK = 1 ] && PH_MS=500

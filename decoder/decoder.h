@@ -156,6 +156,13 @@ struct ktrace_snap {
 	uint32_t damaged_blocks;               /* blocks skipped: CRC or structure */
 	uint32_t unreadable_blocks;            /* entries lost to a broken BLOCKS walk */
 	struct ktrace_dec_warnings warn;
+	/* SCHED section (read_sched): have_sched = 0 for files without one */
+	int have_sched;
+	struct ktrace_sched_hdr sched;         /* what NUL-terminated */
+	struct ktrace_sched_core *sched_cores; /* sched.ncores */
+	struct ktrace_sched_rec *sched_recs;   /* nsched_recs, valid 'what' only */
+	uint32_t nsched_recs;
+	struct ktrace_sched_name *sched_names; /* sched.nnames, names NUL-terminated */
 };
 
 /*
@@ -361,6 +368,13 @@ struct ktrace_dec {
 	uint32_t trigger_req;     /* request index of the trigger, or KTRACE_DEC_NONE */
 	uint64_t unmatched_exits; /* exits with no entry (counted as truncated-begin) */
 	uint64_t lost_exits;      /* frames closed by an outer exit */
+	/* Scheduling (sched.c, after stage 3; nothing when not recorded). */
+	struct ktrace_dec_offcpu *offcpu;  uint32_t noffcpu;  /* by thread, then begin */
+	uint32_t *offcpu_first;   /* [nthreads + 1]: thread t's are offcpu[first[t]..first[t+1]) */
+	struct ktrace_dec_oncpu *oncpu;    uint32_t noncpu;   /* by core, then begin */
+	int sched;                /* switch records decoded (status RECORDED) */
+	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
+	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
 	char **strs;              /* strings made up by the decoder (owned) */
 	uint32_t nstrs, capstrs;
 	void *symcache;           /* symbols.c */
@@ -386,6 +400,39 @@ uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const ch
 
 /* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
 int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err);
+
+/* ---- stage 3b: scheduling (sched.c) ------------------------------------- */
+
+enum ktrace_dec_off_why { KTRACE_OFF_BLOCKED = 0, KTRACE_OFF_PREEMPTED = 1 };
+
+/* A thread off the cpu: from leaving it to getting one again. */
+struct ktrace_dec_offcpu {
+	uint64_t begin;           /* ticks: switch out */
+	uint64_t end;             /* ticks: switch in (or sched_to if none) */
+	uint32_t thread;          /* thread index */
+	uint32_t why;             /* enum ktrace_dec_off_why */
+};
+
+/* One of the process's threads on a core. */
+struct ktrace_dec_oncpu {
+	uint64_t begin;           /* ticks: switch in (or sched_from) */
+	uint64_t end;             /* ticks: switch out (or sched_to) */
+	uint32_t thread;          /* thread index */
+	uint32_t cpu;             /* cpu number */
+};
+
+/* Turn the SCHED section into offcpu/oncpu intervals (threads seen only
+ * there are added to d->threads); 0 or KTRACE_DEC_ENOMEM. */
+int ktrace__dec_sched(struct ktrace_dec *d);
+/* Off-CPU ticks of a thread inside [b, e): out[KTRACE_OFF_BLOCKED],
+ * out[KTRACE_OFF_PREEMPTED]. */
+void ktrace__dec_offcpu_in(const struct ktrace_dec *d, uint32_t thread, uint64_t b, uint64_t e,
+                           uint64_t out[2]);
+/* "scheduling: ..." line for the summary (status, switches, losses, why not). */
+void ktrace__dec_sched_status(const struct ktrace_dec *d, char *buf, size_t len);
+/* "<d> on-CPU, <d> blocked, <d> preempted" for wall ticks and off[2] ticks. */
+void ktrace__dec_fmt_split(const struct ktrace_dec *d, uint64_t wall, const uint64_t off[2],
+                           char *buf, size_t len);
 
 /* ---- stage 4: time ------------------------------------------------------ */
 
@@ -451,6 +498,8 @@ struct ktrace_out_opts {
 
 void ktrace__out_summary(FILE *f, const struct ktrace_dec *d);
 void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
+/* Per-core occupancy from the context switches (part of text). */
+void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */

@@ -109,6 +109,55 @@ static int64_t tid_of(const struct ktrace_dec *d, uint32_t th)
 	return t->known ? t->tid : -(int64_t)t->slot - 1;
 }
 
+/* A "thread NAME (TID)" slice on core cpu's track, up to its args. */
+static void core_slice(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t cpid,
+                       int64_t origin, uint32_t cpu, uint32_t thread, uint64_t begin, uint64_t end)
+{
+	char buf[128];
+
+	snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[thread].name,
+	         tid_of(d, thread));
+	sep(c);
+	fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", c->f);
+	jstr(c->f, buf);
+	fprintf(c->f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid, cpu);
+	jus(c->f, ts_ns(c, d, origin, begin));
+	fputs(",\"dur\":", c->f);
+	jus(c->f, span_ns(ts_ns(c, d, origin, begin), ts_ns(c, d, origin, end)));
+}
+
+/* Exact core occupancy from the context switches: a slice per run of one
+ * of the process's threads, and "other" between them (another process or
+ * idle).  Cores the snapshot has no ring for get their track here too. */
+static void cores_from_switches(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t cpid,
+                                int64_t origin, const struct ktrace_out_opts *o)
+{
+	FILE *f = c->f;
+	char lbl[64];
+
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		const struct ktrace_dec_oncpu *r = &d->oncpu[i];
+		uint64_t prev = i > 0 && d->oncpu[i - 1].cpu == r->cpu ? d->oncpu[i - 1].end
+		                                                        : d->sched_from;
+
+		if (r->begin > prev) {
+			sep(c);
+			fprintf(f, "{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":\"other\",\"pid\":%" PRId64
+			           ",\"tid\":%" PRIu32 ",\"ts\":", cpid, r->cpu);
+			jus(f, ts_ns(c, d, origin, prev));
+			fputs(",\"dur\":", f);
+			jus(f, span_ns(ts_ns(c, d, origin, prev), ts_ns(c, d, origin, r->begin)));
+			fputs(",\"args\":{\"what\":\"another process or idle\"}}", f);
+		}
+		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
+			continue;
+		core_slice(c, d, cpid, origin, r->cpu, r->thread, r->begin, r->end);
+		fputs(",\"args\":{\"source\":\"context switches\",\"thread\":", f);
+		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		fputs("}}", f);
+	}
+}
+
 void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t pid,
                              const struct ktrace_out_opts *o)
 {
@@ -135,7 +184,8 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRId64
 	           ",\"tid\":0,\"args\":{\"sort_index\":0}}", pid);
 	for (uint32_t i = 0; i < d->nthreads; i++) {
-		if (!d->threads[i].events)
+		if (!d->threads[i].events &&
+		    !(d->offcpu_first && d->offcpu_first[i + 1] > d->offcpu_first[i]))
 			continue;
 		snprintf(buf, sizeof(buf), "%s (%" PRId64 ")", d->threads[i].name, tid_of(d, i));
 		meta(c, "thread_name", pid, tid_of(d, i), buf);
@@ -211,6 +261,24 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fprintf(f, ",\"args\":{\"request_id\":%" PRIu64 "}}", t->request_id);
 	}
 
+	/* Off-CPU intervals on each thread's track (they nest inside the
+	 * call that blocked). */
+	for (uint32_t i = 0; i < d->noffcpu; i++) {
+		const struct ktrace_dec_offcpu *q = &d->offcpu[i];
+
+		if (o && o->have_tid && d->threads[q->thread].tid != o->tid)
+			continue;
+		sep(c);
+		fprintf(f, "{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"off-CPU: %s\"",
+		        q->why == KTRACE_OFF_PREEMPTED ? "preempted" : "blocked");
+		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid,
+		        tid_of(d, q->thread));
+		jus(f, ts_ns(c, d, origin, q->begin));
+		fputs(",\"dur\":", f);
+		jus(f, span_ns(ts_ns(c, d, origin, q->begin), ts_ns(c, d, origin, q->end)));
+		fputc('}', f);
+	}
+
 	/* CPU cores pseudo-process. */
 	meta(c, "process_name", cpid, 0, "CPU cores");
 	sep(c);
@@ -220,21 +288,16 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		snprintf(buf, sizeof(buf), "cpu %" PRIu32, d->snap.cores[i].cpu);
 		meta(c, "thread_name", cpid, d->snap.cores[i].cpu, buf);
 	}
+	if (d->sched) {
+		cores_from_switches(c, d, cpid, origin, o);
+		return;
+	}
 	for (uint32_t i = 0; i < d->nruns; i++) {
 		const struct ktrace_dec_run *r = &d->runs[i];
 
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
-		snprintf(buf, sizeof(buf), "thread %s (%" PRId64 ")", d->threads[r->thread].name,
-		         tid_of(d, r->thread));
-		sep(c);
-		fputs("{\"ph\":\"X\",\"cat\":\"cpu\",\"name\":", f);
-		jstr(f, buf);
-		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRIu32 ",\"ts\":", cpid,
-		        d->snap.cores[r->core].cpu);
-		jus(f, ts_ns(c, d, origin, r->begin));
-		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
+		core_slice(c, d, cpid, origin, d->snap.cores[r->core].cpu, r->thread, r->begin, r->end);
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
 		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);

@@ -79,6 +79,8 @@ struct tnode {
 	uint64_t self[2];    /* ticks */
 	uint64_t calls[2];
 	uint32_t first_child, next_sibling;
+	uint64_t off[2][2];  /* ticks off the cpu, inclusive: [side][enum ktrace_dec_off_why] */
+	uint64_t off_kids[2][2]; /* ... of which in children (self = off - off_kids) */
 };
 
 struct tree {
@@ -137,6 +139,17 @@ static void add_request(struct tree *t, const struct ktrace_dec *d,
 		t->n[nd].incl[s] += c->end - c->begin;
 		t->n[nd].self[s] += c->self;
 		t->n[nd].calls[s]++;
+		if (d->sched) {
+			uint64_t x[2];
+
+			ktrace__dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+			t->n[nd].off[s][0] += x[0];
+			t->n[nd].off[s][1] += x[1];
+			if (pn != KTRACE_DEC_NONE) {
+				t->n[pn].off_kids[s][0] += x[0];
+				t->n[pn].off_kids[s][1] += x[1];
+			}
+		}
 	}
 }
 
@@ -188,6 +201,8 @@ static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int 
 	fprintf(f, "  %12s %12s %7s", "incl", "self", "calls");
 	if (have_median)
 		fprintf(f, "  | %12s %12s %7s", "median incl", "median self", "calls");
+	if (d->sched)
+		fprintf(f, "  | %12s %12s %12s", "on-CPU", "blocked", "preempted");
 	fprintf(f, "  function\n");
 	while (sp) {
 		uint32_t i = stack[--sp], k = 0, ch[4096];
@@ -206,6 +221,16 @@ static void print_tree(FILE *f, const struct ktrace_dec *d, struct tree *t, int 
 			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->self[1]), e, sizeof(e));
 			fprintf(f, "  | %12s %12s %7" PRIu64, x->calls[1] ? c : "-", x->calls[1] ? e : "-",
 			        x->calls[1]);
+		}
+		if (d->sched) {
+			uint64_t o = x->off[0][0] + x->off[0][1];
+
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
+			                sizeof(a));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][0]), b, sizeof(b));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][1]), c, sizeof(c));
+			fprintf(f, "  | %12s %12s %12s", x->calls[0] ? a : "-", x->calls[0] ? b : "-",
+			        x->calls[0] ? c : "-");
 		}
 		fprintf(f, "  %*s%s\n", (int)(depth[i] > 40 ? 80 : depth[i] * 2), "",
 		        ktrace__dec_func_name(d, x->func));
@@ -229,6 +254,7 @@ struct fdelta {
 	uint32_t func;
 	int64_t delta;       /* ns: slow self - median self */
 	uint64_t slow, med;  /* ns */
+	uint64_t slow_ticks, slow_off[2]; /* ticks: slow self, and off the cpu in it */
 };
 
 static int cmp_fdelta(const void *a, const void *b)
@@ -302,6 +328,23 @@ static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *
 	return (*n)++;
 }
 
+/* Up to 3 functions of thread's run of v from k0 (sorted by self time,
+ * largest first) with positive self time, then the end of the line. */
+static void top_funcs(FILE *f, const struct ktrace_dec *d, const struct tfunc *v, uint32_t n,
+                      uint32_t k0, uint32_t thread, const char *first)
+{
+	char a[32];
+
+	for (uint32_t k = k0, shown = 0; k < n && v[k].thread == thread && shown < 3; k++) {
+		if (v[k].self <= 0)
+			break;
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+		fprintf(f, "%s %s (%s)", shown ? "," : first, ktrace__dec_func_name(d, v[k].func), a);
+		shown++;
+	}
+	fprintf(f, "\n");
+}
+
 /*
  * Exact self time inside [r->begin, r->end) per (thread, function): a call's
  * overlap with the interval counts for its function and is taken off its
@@ -355,25 +398,134 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 	}
 	qsort(tot, nt, sizeof(*tot), cmp_tfunc_total);
 	for (uint32_t t = 0; t < nt && t < 16; t++) {
-		uint32_t shown = 0;
-
 		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
 		fprintf(f, "  %-24s %12s in traced code; top:",
 		        ktrace__dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
-		for (uint32_t k = tot[t].func; k < n && v[k].thread == tot[t].thread && shown < 3; k++) {
-			if (v[k].self <= 0)
-				break;
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-			fprintf(f, "%s %s (%s)", shown ? "," : "", ktrace__dec_func_name(d, v[k].func), a);
-			shown++;
-		}
-		fprintf(f, "\n");
+		top_funcs(f, d, v, n, tot[t].func, tot[t].thread, "");
 	}
 	if (nt > 16)
 		fprintf(f, "  ... %" PRIu32 " more threads\n", nt - 16);
 out:
 	free(v);
 	free(tot);
+	ktrace__umap_free(&map);
+}
+
+/* The request's time on and off the cpu (and the median's), or why that
+ * is unknown. */
+static void explain_split(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r,
+                          const struct ktrace_dec_request *m)
+{
+	char sp[160];
+	uint64_t x[2];
+
+	if (!d->sched) {
+		ktrace__dec_sched_status(d, sp, sizeof(sp));
+		fprintf(f, "  on-CPU / off-CPU split unknown: %s\n", sp);
+		return;
+	}
+	ktrace__dec_offcpu_in(d, r->thread, r->begin, r->end, x);
+	ktrace__dec_fmt_split(d, rdur(r), x, sp, sizeof(sp));
+	fprintf(f, "  the slow request:   %s\n", sp);
+	if (r->begin < d->sched_from)
+		fprintf(f, "  (it began before the switch records are complete: off-CPU time "
+		           "before that is not counted)\n");
+	if (m) {
+		ktrace__dec_offcpu_in(d, m->thread, m->begin, m->end, x);
+		ktrace__dec_fmt_split(d, rdur(m), x, sp, sizeof(sp));
+		fprintf(f, "  the median request: %s\n", sp);
+	}
+}
+
+/*
+ * With context switches: each other thread's time actually on a cpu inside
+ * the request's interval (exact, from its runs on the cores, untraced code
+ * included), its time off the cpu, and the functions that ran the most
+ * (self time on the cpu: a call's on-CPU overlap minus its children's).
+ */
+static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r)
+{
+	struct ktrace_umap map = { 0 };
+	struct tfunc *v = NULL;
+	uint64_t *run = calloc((size_t)d->nthreads + 1, sizeof(*run));
+	uint32_t *order = malloc(((size_t)d->nthreads + 1) * sizeof(*order));
+	uint32_t n = 0, cap = 0, nt = 0;
+	char a[32], sp[160], lbl[64];
+
+	fprintf(f, "\nmeanwhile on other threads (time on a cpu inside the request's interval, "
+	           "from context switches):\n");
+	if (!run || !order)
+		goto out;
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		const struct ktrace_dec_oncpu *q = &d->oncpu[i];
+		uint64_t lo = q->begin > r->begin ? q->begin : r->begin;
+		uint64_t hi = q->end < r->end ? q->end : r->end;
+
+		if (q->thread != r->thread && q->thread < d->nthreads && hi > lo)
+			run[q->thread] += hi - lo;
+	}
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		uint64_t lo, hi, x[2], on;
+		uint32_t k;
+
+		if (c->thread == r->thread || c->end <= r->begin || c->begin >= r->end)
+			continue;
+		lo = c->begin > r->begin ? c->begin : r->begin;
+		hi = c->end < r->end ? c->end : r->end;
+		ktrace__dec_offcpu_in(d, c->thread, lo, hi, x);
+		on = hi - lo > x[0] + x[1] ? hi - lo - x[0] - x[1] : 0;
+		k = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
+		if (k == KTRACE_DEC_NONE)
+			goto out;
+		v[k].self = sat_add(v[k].self, sat_i64(on));
+		if (c->parent < d->ncalls) {
+			k = tfunc_slot(&map, &v, &n, &cap, c->thread, d->calls[c->parent].func);
+			if (k == KTRACE_DEC_NONE)
+				goto out;
+			v[k].self = sat_add(v[k].self, -sat_i64(on));
+		}
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_tfunc);
+	for (uint32_t t = 0; t < d->nthreads; t++) {
+		uint64_t x[2];
+
+		if (t == r->thread)
+			continue;
+		ktrace__dec_offcpu_in(d, t, r->begin, r->end, x);
+		if (run[t] || x[0] || x[1])
+			order[nt++] = t;
+	}
+	/* busiest first (insertion sort: a few threads) */
+	for (uint32_t i = 1; i < nt; i++)
+		for (uint32_t j = i; j > 0 && run[order[j]] > run[order[j - 1]]; j--) {
+			uint32_t tmp = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = tmp;
+		}
+	if (!nt)
+		fprintf(f, "  (no other thread of the process ran or waited then)\n");
+	for (uint32_t i = 0; i < nt && i < 16; i++) {
+		uint32_t t = order[i], k0 = 0;
+		uint64_t x[2];
+
+		ktrace__dec_offcpu_in(d, t, r->begin, r->end, x);
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, run[t]), a, sizeof(a));
+		ktrace__dec_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
+		fprintf(f, "  %-24s %12s on a cpu (%s)",
+		        ktrace__dec_thread_label(d, t, lbl, sizeof(lbl)), a, sp);
+		while (k0 < n && v[k0].thread < t)
+			k0++;
+		top_funcs(f, d, v, n, k0, t, "; top on-CPU:");
+	}
+	if (nt > 16)
+		fprintf(f, "  ... %" PRIu32 " more threads\n", nt - 16);
+out:
+	free(v);
+	free(run);
+	free(order);
 	ktrace__umap_free(&map);
 }
 
@@ -417,6 +569,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	} else {
 		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
 	}
+	explain_split(f, d, r, m);
 
 	node_of = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "explain");
 	if (!node_of)
@@ -454,6 +607,10 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 			}
 			fd[x].slow += ktrace__dec_ticks_ns(d, t.n[i].self[0]);
 			fd[x].med += ktrace__dec_ticks_ns(d, t.n[i].self[1]);
+			fd[x].slow_ticks += t.n[i].self[0];
+			for (int k = 0; k < 2; k++)
+				if (t.n[i].off[0][k] > t.n[i].off_kids[0][k])
+					fd[x].slow_off[k] += t.n[i].off[0][k] - t.n[i].off_kids[0][k];
 		}
 		ktrace__umap_free(&fm);
 		for (uint32_t i = 0; i < nfd; i++)
@@ -473,6 +630,12 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 		fprintf(f, "  %c%-12s  %-40s (%s here, %s in the median)\n",
 		        fd[i].delta >= 0 ? '+' : '-', s1, ktrace__dec_func_name(d, fd[i].func), s2,
 		        m ? s3 : "n/a");
+		if (d->sched) {
+			char sp[128];
+
+			ktrace__dec_fmt_split(d, fd[i].slow_ticks, fd[i].slow_off, sp, sizeof(sp));
+			fprintf(f, "  %13s  here: %s\n", "", sp);
+		}
 	}
 	{
 		uint64_t u0 = rdur(r) > covered[0] ? rdur(r) - covered[0] : 0;
@@ -491,7 +654,10 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	fprintf(f, "\ncall tree of the slow request (identical calls merged)%s:\n",
 	        m ? ", next to the median request" : "");
 	print_tree(f, d, &t, m != NULL);
-	meanwhile(f, d, r);
+	if (d->sched)
+		meanwhile_sched(f, d, r);
+	else
+		meanwhile(f, d, r);
 out:
 	free(fd);
 	free(node_of);

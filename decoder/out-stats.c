@@ -173,6 +173,80 @@ fail:
 	return NULL;
 }
 
+/* Per function: wall (inclusive, recursion counted once, like total) split
+ * into on-CPU and off-CPU from the context switches. */
+struct sched_row {
+	uint32_t func;
+	uint64_t calls, wall, off[2];   /* ticks */
+};
+
+static int cmp_sched_row(const void *a, const void *b)
+{
+	const struct sched_row *x = a, *y = b;
+
+	if (x->wall != y->wall)
+		return x->wall > y->wall ? -1 : 1;
+	return x->func < y->func ? -1 : x->func > y->func;
+}
+
+static void stats_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	struct sched_row *row;
+	uint32_t n = 0;
+	char w[32], on[32], off[32], bl[32], pr[32];
+
+	if (!d->sched)
+		return;
+	row = calloc((size_t)d->nfuncs + 1, sizeof(*row));
+	if (!row) {
+		fprintf(f, "(out of memory)\n");
+		return;
+	}
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct ktrace_dec_call *c = &d->calls[i];
+		struct sched_row *r = &row[c->func];
+		uint64_t x[2];
+
+		if (o && o->have_tid &&
+		    !(c->thread < d->nthreads && d->threads[c->thread].tid == o->tid))
+			continue;
+		r->calls++;
+		if (recursive(d, i))
+			continue;
+		ktrace__dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+		r->wall += c->end - c->begin;
+		r->off[0] += x[0];
+		r->off[1] += x[1];
+	}
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (row[i].calls) {
+			row[n] = row[i];
+			row[n++].func = i;
+		}
+	qsort(row, n, sizeof(*row), cmp_sched_row);
+	fprintf(f, "\nper function, on and off the cpu (from context switches; inclusive, "
+	           "sorted by wall time):\n");
+	fprintf(f, "%10s %12s %12s %12s %12s %12s  %s\n", "calls", "wall", "on-CPU", "off-CPU",
+	        "blocked", "preempted", "function");
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t o2 = row[i].off[0] + row[i].off[1];
+
+		if (o && o->limit && i >= o->limit) {
+			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
+			break;
+		}
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].wall), w, sizeof(w));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].wall > o2 ? row[i].wall - o2 : 0), on,
+		                sizeof(on));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, o2), off, sizeof(off));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].off[0]), bl, sizeof(bl));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].off[1]), pr, sizeof(pr));
+		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s  %s\n", row[i].calls, w, on, off, bl,
+		        pr, ktrace__dec_func_name(d, row[i].func));
+	}
+	free(row);
+}
+
 void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
 	uint32_t n;
@@ -205,6 +279,7 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 		        ktrace__dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);
+	stats_sched(f, d, o);
 }
 
 /* ---- folded stacks ---------------------------------------------------------- */

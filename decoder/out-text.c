@@ -163,6 +163,12 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 		           " block tails cut, %" PRIu64 " lost exits, %" PRIu64 " warnings\n",
 		        s->damaged_blocks, s->unreadable_blocks, tails, d->lost_exits, s->warn.total);
 	}
+	{
+		char sl[512];
+
+		ktrace__dec_sched_status(d, sl, sizeof(sl));
+		fprintf(f, "%s\n", sl);
+	}
 	if (s->have_trigger) {
 		const struct ktrace_trigger_rec *t = &s->trigger;
 
@@ -190,7 +196,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 
 /* ---- text timeline -------------------------------------------------------- */
 
-enum { IT_CALL, IT_MARK, IT_REQ };
+enum { IT_CALL, IT_MARK, IT_REQ, IT_OFF };
 
 struct item {
 	uint64_t tick;
@@ -219,7 +225,7 @@ static int want_thread(const struct ktrace_dec *d, uint32_t th, const struct ktr
 
 void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
 {
-	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs;
+	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs + d->noffcpu;
 	struct item *it = ktrace__xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
 	char w[48], dur[32], lbl[64], nb[48];
 	uint64_t lines = 0;
@@ -237,6 +243,10 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 	for (uint32_t i = 0; i < d->nreqs; i++)
 		if (want_thread(d, d->reqs[i].thread, o))
 			it[n++] = (struct item){ d->reqs[i].begin, 0, IT_REQ, i };
+	for (uint32_t i = 0; i < d->noffcpu; i++)
+		if (want_thread(d, d->offcpu[i].thread, o) && d->offcpu[i].end > d->window_start &&
+		    d->offcpu[i].begin < d->window_end)
+			it[n++] = (struct item){ d->offcpu[i].begin, 0, IT_OFF, i };
 	qsort(it, n, sizeof(*it), cmp_item);
 
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
@@ -267,6 +277,13 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 			        (c->flags & KTRACE_CALL_EXIT_LOST) ? "  [exit lost]" :
 			        (c->flags & KTRACE_CALL_TRUNC_END) ? "  [still running at window end]" : "",
 			        c->depth > 60 ? "  [deep]" : "");
+		} else if (x->type == IT_OFF) {
+			const struct ktrace_dec_offcpu *q = &d->offcpu[x->idx];
+
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
+			fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
+			        ktrace__dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
+			        q->why == KTRACE_OFF_PREEMPTED ? "preempted" : "blocked", dur);
 		} else if (x->type == IT_MARK) {
 			const struct ktrace_dec_mark *m = &d->marks[x->idx];
 
@@ -292,4 +309,43 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 		}
 	}
 	free(it);
+	ktrace__out_text_cores(f, d, o);
+}
+
+/* Per-core tracks from the context switches: which of the process's
+ * threads ran on each core, and when the core ran something else. */
+void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+{
+	char w[48], dur[32], lbl[64];
+	uint64_t lines = 0;
+
+	if (!d->sched)
+		return;
+	fprintf(f, "\ncores (UTC, from context switches: the process's threads on each core; "
+	           "\"other\" = another process or idle):\n");
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		const struct ktrace_dec_oncpu *r = &d->oncpu[i];
+		uint64_t prev = i > 0 && d->oncpu[i - 1].cpu == r->cpu ? d->oncpu[i - 1].end
+		                                                        : d->sched_from;
+
+		if (r->end <= d->window_start || r->begin >= d->window_end)
+			continue;
+		if (o && o->limit && lines >= o->limit) {
+			fprintf(f, "... more core intervals (--limit %" PRIu64 ")\n", o->limit);
+			break;
+		}
+		if (r->begin > prev && prev >= d->window_start) {
+			ktrace__fmt_wall(ktrace__dec_wall_ns(d, prev), 0, w, sizeof(w));
+			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->begin - prev), dur, sizeof(dur));
+			fprintf(f, "%s  cpu%-3" PRIu32 " other  %s\n", w, r->cpu, dur);
+			lines++;
+		}
+		if (!want_thread(d, r->thread, o))
+			continue;
+		ktrace__fmt_wall(ktrace__dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+		fprintf(f, "%s  cpu%-3" PRIu32 " %s  %s\n", w, r->cpu,
+		        ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)), dur);
+		lines++;
+	}
 }

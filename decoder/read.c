@@ -147,6 +147,7 @@ const char *ktrace__section_name(uint32_t type)
 		[KTRACE_SEC_LOSS] = "LOSS",       [KTRACE_SEC_CORES] = "CORES",
 		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
 		[KTRACE_SEC_BUDGET] = "BUDGET",
+		[KTRACE_SEC_SCHED] = "SCHED",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];
@@ -164,6 +165,7 @@ const char *ktrace__loss_name(unsigned cause)
 		[KTRACE_LOSS_NO_NAME] = "name table full",
 		[KTRACE_LOSS_SNAPSHOTS_SUPPRESSED] = "snapshots suppressed by rate limit",
 		[KTRACE_LOSS_SNAPSHOTS_FAILED] = "snapshots that could not be written",
+		[KTRACE_LOSS_SCHED] = "context-switch records",
 	};
 	if (cause < KTRACE_LOSS_COUNT && names[cause])
 		return names[cause];
@@ -637,6 +639,62 @@ static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktr
 	return 0;
 }
 
+/* SCHED: header, cores, records, names; sizes must add up exactly.  A
+ * damaged section is dropped with a warning (it is optional). */
+static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+{
+	struct ktrace_sched_hdr h;
+	uint64_t need, nrec = x->s.count;
+	const uint8_t *p = x->p;
+	uint32_t keep = 0;
+
+	(void)err;
+	if (x->s.size < sizeof(h)) {
+		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " is smaller than "
+		             "its %zu-byte header; scheduling ignored", SEC_ARGS(x), x->s.size,
+		             sizeof(h));
+		return 0;
+	}
+	memcpy(&h, p, sizeof(h));
+	need = sizeof(h) + (uint64_t)h.ncores * sizeof(struct ktrace_sched_core) +
+	       nrec * sizeof(struct ktrace_sched_rec) +
+	       (uint64_t)h.nnames * sizeof(struct ktrace_sched_name);
+	if (need != x->s.size) {
+		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " does not match "
+		             "%" PRIu32 " cores, %" PRIu64 " records and %" PRIu32 " names (%" PRIu64
+		             " bytes); scheduling ignored", SEC_ARGS(x), x->s.size, h.ncores, nrec,
+		             h.nnames, need);
+		return 0;
+	}
+	terminate(h.what, sizeof(h.what));
+	snap->sched_cores = malloc(((size_t)h.ncores + 1) * sizeof(*snap->sched_cores));
+	snap->sched_recs = malloc(((size_t)nrec + 1) * sizeof(*snap->sched_recs));
+	snap->sched_names = malloc(((size_t)h.nnames + 1) * sizeof(*snap->sched_names));
+	if (!snap->sched_cores || !snap->sched_recs || !snap->sched_names)
+		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+	p += sizeof(h);
+	memcpy(snap->sched_cores, p, (size_t)h.ncores * sizeof(*snap->sched_cores));
+	p += (size_t)h.ncores * sizeof(*snap->sched_cores);
+	for (uint64_t i = 0; i < nrec; i++, p += sizeof(struct ktrace_sched_rec)) {
+		struct ktrace_sched_rec r;
+
+		memcpy(&r, p, sizeof(r));
+		if (r.what < KTRACE_SCHED_IN || r.what > KTRACE_SCHED_OUT_PREEMPT)
+			continue;
+		snap->sched_recs[keep++] = r;
+	}
+	if (keep != nrec)
+		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "%" PRIu64 " switch records of "
+		             "unknown kind skipped", SEC_ARGS(x), nrec - keep);
+	memcpy(snap->sched_names, p, (size_t)h.nnames * sizeof(*snap->sched_names));
+	for (uint32_t i = 0; i < h.nnames; i++)
+		terminate(snap->sched_names[i].name, sizeof(snap->sched_names[i].name));
+	snap->nsched_recs = keep;
+	snap->sched = h;
+	snap->have_sched = 1;
+	return 0;
+}
+
 /* ---- the file ------------------------------------------------------------ */
 
 int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
@@ -743,7 +801,7 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 		}
 		x->p = buf + x->s.offset;
 		if ((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
-		    x->s.type == KTRACE_SEC_BUDGET) {
+		    x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED) {
 			x->crc_ok = ktrace__crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
 			if (x->s.type == KTRACE_SEC_INFO && info_idx == UINT32_MAX)
 				info_idx = i;
@@ -763,6 +821,16 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 		struct sec *x = &secs[i];
 		uint32_t type = x->s.type;
 
+		if (type == KTRACE_SEC_SCHED) {
+			if (snap->have_sched || !x->crc_ok) {
+				ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
+				             SEC_ARGS(x), x->crc_ok ? "is a second one" : "CRC mismatch");
+				continue;
+			}
+			if ((rc = read_sched(snap, x, err)) != 0)
+				goto out;
+			continue;
+		}
 		if ((type < KTRACE_SEC_INFO || type > KTRACE_SEC_TRIGGER || type == KTRACE_SEC_INFO) &&
 		    type != KTRACE_SEC_BUDGET)
 			continue; /* unknown types are skipped: the format is append-only */
@@ -827,6 +895,14 @@ void ktrace__snap_free(struct ktrace_snap *snap)
 	snap->muted = NULL;
 	snap->nmuted = 0;
 	snap->have_budget = 0;
+	free(snap->sched_cores);
+	free(snap->sched_recs);
+	free(snap->sched_names);
+	snap->sched_cores = NULL;
+	snap->sched_recs = NULL;
+	snap->sched_names = NULL;
+	snap->have_sched = 0;
+	snap->nsched_recs = 0;
 	ktrace__warnings_free(&snap->warn);
 	snap->anchors = NULL;
 	snap->threads = NULL;

@@ -1476,6 +1476,10 @@ int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
 		return rc;
 	}
 	ktrace__dec_symbolize(d);
+	if (ktrace__dec_sched(d)) {
+		ktrace__dec_free(d);
+		return fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+	}
 	*out = d;
 	return 0;
 }
@@ -1628,6 +1632,9 @@ void ktrace__dec_free(struct ktrace_dec *d)
 	free(d->marks);
 	free(d->runs);
 	free(d->core_stats);
+	free(d->offcpu);
+	free(d->offcpu_first);
+	free(d->oncpu);
 	for (uint32_t i = 0; i < d->nstrs; i++)
 		free(d->strs[i]);
 	free(d->strs);

@@ -10,17 +10,22 @@
  * kind (ktrace_request_begin/end) and runs an ordinary call path of small
  * functions: parse_request, hash_key, table_lookup / table_store,
  * checksum_value, log_append, serialize_reply.  A maintenance thread wakes
- * every 50 ms to expire a slice of the table and publish statistics.
+ * every 50 ms to expire a slice of the table and publish statistics, and
+ * on request to persist the log's last segment.
  *
  * The planted problem: every put appends to a shared write-ahead log
  * buffer of LOG_CAPACITY entries.  The put that fills the buffer swaps in
  * the spare one (the lock is held only for the swap) and then compacts the
  * full buffer itself, inline, before replying: compact_log() dedupes the
  * entries, verifies them and LZ77-compresses them into a segment, about
- * 25 ms of CPU while a normal put takes a few microseconds.  That
- * happens once per LOG_CAPACITY puts, a handful of times per run.
- * compact_log() does its work in its own body (no helper calls), so the
- * decoder finds the extra time as compact_log's self time.
+ * 25 ms of CPU while a normal put takes a few microseconds.  Before it
+ * overwrites the previous segment it waits for the maintenance thread to
+ * write that one to "disk" (persist_segment, a 10 ms sleep standing in for
+ * a slow fsync): about 10 ms off the cpu, blocked.  That happens once per
+ * LOG_CAPACITY puts, a handful of times per run.  compact_log() does its
+ * work and its waiting in its own body (no traced helper calls), so the
+ * decoder finds the extra time as compact_log's self time, and with
+ * context switches recorded splits it into on-CPU and blocked.
  *
  * The trigger is set in code: a put slower than 10 ms fires a snapshot.
  * An absolute threshold is used because a running percentile fires on
@@ -267,12 +272,27 @@ static uint64_t segments_written;    /* under segment_mu */
  */
 #define LZ_WINDOW 48
 
+/* Persisting segments: compact_log asks, the maintenance thread writes. */
+static pthread_mutex_t persist_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t persist_cv;    /* CLOCK_MONOTONIC; set up in main */
+static unsigned persist_asked, persist_done; /* under persist_mu */
+
 static void compact_log(struct log_buf *lb)
 {
 	static uint16_t slot_of[8192];   /* open-addressed key index, under segment_mu */
 	static uint64_t key_at[8192];
 	uint32_t kept = 0, seg_crc = ~0u;
 	uint64_t bytes = 0;
+	unsigned want;
+
+	/* The previous segment must be on disk before it is overwritten: ask
+	 * the maintenance thread to persist it and wait (off the cpu). */
+	pthread_mutex_lock(&persist_mu);
+	want = ++persist_asked;
+	pthread_cond_broadcast(&persist_cv);
+	while (persist_done < want)
+		pthread_cond_wait(&persist_cv, &persist_mu);
+	pthread_mutex_unlock(&persist_mu);
 
 	pthread_mutex_lock(&segment_mu);
 	memset(slot_of, 0xff, sizeof(slot_of));
@@ -713,16 +733,47 @@ static void publish_stats(unsigned long *last_total)
 	*last_total = total;
 }
 
+/* Write the last segment out: a slow disk, 10 ms (the planted wait). */
+static void persist_segment(void)
+{
+	struct timespec d = {0, 10 * 1000 * 1000};
+
+	while (nanosleep(&d, &d) == EINTR) {
+	}
+}
+
 static void *maintenance_main(void *arg)
 {
 	unsigned cursor = 0;
 	unsigned long last_total = 0;
-	struct timespec d = {0, 50 * 1000 * 1000};
+	struct timespec next;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "maintenance");
+	clock_gettime(CLOCK_MONOTONIC, &next);
 	while (!atomic_load_explicit(&maint_stop, memory_order_relaxed)) {
-		nanosleep(&d, NULL);
+		unsigned asked;
+
+		/* Every 50 ms, or at once when a compaction waits. */
+		next.tv_nsec += 50 * 1000 * 1000;
+		if (next.tv_nsec >= 1000000000) {
+			next.tv_sec++;
+			next.tv_nsec -= 1000000000;
+		}
+		pthread_mutex_lock(&persist_mu);
+		while (persist_done == persist_asked &&
+		       pthread_cond_timedwait(&persist_cv, &persist_mu, &next) == 0) {
+		}
+		asked = persist_asked;
+		pthread_mutex_unlock(&persist_mu);
+		if (asked != persist_done) {
+			persist_segment();
+			pthread_mutex_lock(&persist_mu);
+			persist_done = asked;
+			pthread_cond_broadcast(&persist_cv);
+			pthread_mutex_unlock(&persist_mu);
+			continue;
+		}
 		expire_slice(&cursor);
 		publish_stats(&last_total);
 	}
@@ -822,6 +873,14 @@ int main(int argc, char **argv)
 	       "log compaction every %d puts\n",
 	       NWORKERS, rate, run_seconds, threshold_us, LOG_CAPACITY);
 	fflush(stdout);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&persist_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_create(&maint, NULL, maintenance_main, NULL);
 	for (int i = 0; i < NWORKERS; i++)
 		pthread_create(&workers[i], NULL, worker_main, (void *)(intptr_t)(i + 1));

@@ -210,9 +210,12 @@ enum ktrace_section_type {
 	/* one struct ktrace_budget_rec, then budget.ncores x struct
 	 * ktrace_budget_core_rec, then count x struct ktrace_muted_rec */
 	KTRACE_SEC_BUDGET = 11,
-	/* Reserved for work in progress (a reader skips unknown types):
-	 * 12 scheduling: context switches from perf_event_open (issue 10). */
-	KTRACE_SEC_RESERVED_12 = 12,
+	/* struct ktrace_sched_hdr, then hdr.ncores x struct ktrace_sched_core,
+	 * then count x struct ktrace_sched_rec (each core's oldest first), then
+	 * hdr.nnames x struct ktrace_sched_name.  Written by every snapshot,
+	 * also when scheduling was not recorded (then count = 0 and the
+	 * header says why). */
+	KTRACE_SEC_SCHED = 12,
 };
 
 enum ktrace_clock_source {
@@ -223,8 +226,8 @@ enum ktrace_clock_source {
 enum ktrace_info_flags {
 	KTRACE_INFO_RSEQ = 1u << 0,  /* per-core appends used restartable sequences */
 	KTRACE_INFO_FILTER = 1u << 1,/* the window budget's filter was on (KTRACE_FILTER=auto) */
-	/* Reserved: 1 << 2 scheduling
-	 * recorded (issue 10), 1 << 3 secure-execution process (issue 11). */
+	KTRACE_INFO_SCHED = 1u << 2, /* context switches recorded (SCHED section) */
+	/* Reserved: 1 << 3 secure-execution process (issue 11). */
 };
 
 struct ktrace_info_rec {
@@ -316,8 +319,9 @@ enum ktrace_loss_cause {
 	KTRACE_LOSS_SNAPSHOTS_SUPPRESSED = 6, /* triggers dropped by the rate limit */
 	KTRACE_LOSS_SNAPSHOTS_FAILED = 7,     /* snapshot files that could not be written */
 	/* Reserved: 8 snapshots refused by the files/bytes-per-minute limit and
-	 * 9 blocks not copied into a snapshot, by cause 9..10 (issue 11);
-	 * 11 context-switch records lost (issue 10). */
+	 * 9 blocks not copied into a snapshot, by cause 9..10 (issue 11). */
+	KTRACE_LOSS_SCHED = 11,        /* context-switch records lost (kernel buffer
+	                                  full, or overwritten in the window) */
 	KTRACE_LOSS_COUNT = 16
 };
 
@@ -435,5 +439,71 @@ struct ktrace_muted_rec {
 	uint64_t calls_observed;       /* complete calls whose duration was observed */
 };
 _Static_assert(sizeof(struct ktrace_muted_rec) == 56, "muted record size is pinned");
+
+/*
+ * Scheduling (SCHED section).  The kernel reports the process's own context
+ * switches (perf_event_open, a software dummy event with context_switch=1);
+ * each record says when a thread left or got a cpu.  Times are CLOCK_MONOTONIC
+ * ns (the perf clock the library asks for); a reader maps them onto the
+ * counter through the ANCHORS (tsc, monotonic_ns) pairs, interpolating.
+ * A thread is off-CPU from an OUT record to its next IN record; OUT_PREEMPT
+ * means it was still runnable (preempted), OUT_BLOCK that it waited (lock,
+ * sleep, I/O).  A core's records are complete from complete_from_ns to
+ * end_ns: outside that range nothing is known.
+ */
+enum ktrace_sched_status {
+	KTRACE_SCHED_RECORDED = 1,     /* switch records follow */
+	KTRACE_SCHED_OFF = 2,          /* KTRACE_SCHED=off */
+	KTRACE_SCHED_REFUSED = 3,      /* the kernel refused: err, paranoid, what */
+};
+
+struct ktrace_sched_hdr {
+	uint32_t status;               /* enum ktrace_sched_status */
+	int32_t  err;                  /* errno of the refusal (REFUSED), else 0 */
+	int32_t  paranoid;             /* /proc/sys/kernel/perf_event_paranoid at
+	                                  start, INT32_MIN if unreadable */
+	uint32_t ncores;               /* struct ktrace_sched_core entries */
+	uint32_t nnames;               /* struct ktrace_sched_name entries */
+	uint32_t clockid;              /* clock of the times: 1 = CLOCK_MONOTONIC */
+	int64_t  start_ns;             /* monotonic ns when recording started */
+	int64_t  end_ns;               /* monotonic ns of the last drain: records
+	                                  up to here are all in (if not lost) */
+	uint64_t switches;             /* records drained since start */
+	uint64_t lost;                 /* records lost since start (also LOSS) */
+	char     what[32];             /* NUL-terminated call that failed, e.g.
+	                                  "perf_event_open" (REFUSED) */
+	uint8_t  reserved[40];         /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_sched_hdr) == 128, "sched header size is pinned");
+
+struct ktrace_sched_core {
+	uint32_t cpu;                  /* cpu number */
+	uint32_t count;                /* records of this core in the section */
+	int64_t  complete_from_ns;     /* monotonic ns: no record of this core from
+	                                  here on was lost or overwritten */
+};
+_Static_assert(sizeof(struct ktrace_sched_core) == 16, "sched core size is pinned");
+
+enum ktrace_sched_what {
+	KTRACE_SCHED_IN = 1,           /* the thread got the cpu */
+	KTRACE_SCHED_OUT_BLOCK = 2,    /* left the cpu to wait (not runnable) */
+	KTRACE_SCHED_OUT_PREEMPT = 3,  /* left the cpu while runnable (preempted) */
+};
+
+struct ktrace_sched_rec {
+	int64_t  time_ns;              /* monotonic ns */
+	int32_t  tid;                  /* kernel thread id */
+	uint16_t cpu;                  /* cpu number */
+	uint8_t  what;                 /* enum ktrace_sched_what */
+	uint8_t  flags;                /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_sched_rec) == 16, "sched record size is pinned");
+
+struct ktrace_sched_name {
+	int32_t  tid;                  /* a thread seen in the records */
+	uint32_t flags;                /* 0 */
+	char     name[16];             /* NUL-terminated comm when first seen */
+};
+_Static_assert(sizeof(struct ktrace_sched_name) == 24, "sched name size is pinned");
 
 #endif /* KTRACE_FORMAT_H */

@@ -27,6 +27,8 @@
  *                                 never muted automatically (default 5)
  *   KTRACE_EXCLUDE                globs of function names never recorded
  *   KTRACE_INCLUDE                globs of function names always recorded
+ *   KTRACE_SCHED                  auto (default: record context switches when
+ *                                 the kernel allows it) / off
  */
 #include "internal.h"
 
@@ -251,4 +253,14 @@ KT_NOINSTR void ktrace__config_load(void)
 	flag("KTRACE_RSEQ", &rseq);
 	c->no_rseq = !rseq;
 	budget_settings(c);
+	c->sched = 1;
+	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
+		int on;
+		if (strcasecmp(s, "auto") == 0 || (ktrace__parse_bool(s, &on) == 0 && on))
+			c->sched = 1;
+		else if (ktrace__parse_bool(s, &on) == 0)
+			c->sched = 0;
+		else
+			ktrace__say("KTRACE_SCHED='%s' is not auto or off; using auto", s);
+	}
 }

@@ -107,6 +107,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__clock_reset();
 	ktrace__threads_fork_child((int32_t)syscall(SYS_gettid));
 	ktrace__funcs_fork_child();
+	ktrace__sched_fork_child();
 	/* Re-register under the child's tid on the next event. */
 	t->slot = 0;
 	t->key = 0;
@@ -129,7 +130,7 @@ static KT_NOINSTR int do_init(void)
 		return KTRACE_EDISABLED;
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
-	    (r = ktrace__trigger_init()))
+	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
 		return r;
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;

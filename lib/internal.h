@@ -232,6 +232,7 @@ struct kt_config {
 	                                function may have made, us */
 	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
 	char include[1024];          /* KTRACE_INCLUDE: comma-separated globs */
+	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
 };
 extern struct kt_config ktrace__cfg;
 /* Parse the environment into ktrace__cfg; complaints go to stderr. */
@@ -288,6 +289,18 @@ int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
 /* Name of the function at addr from its module's ELF symbol tables. */
 int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
+
+/* ---- scheduling (sched.c) --------------------------------------------- */
+/* Open the context-switch events (before the writer thread exists). */
+int ktrace__sched_init(void);
+void ktrace__sched_fork_child(void);
+/* Writer thread: move the kernel's records into the window when due, and
+ * shorten the writer's poll timeout to the next drain. */
+void ktrace__sched_drain(void);
+int64_t ktrace__sched_wait_ns(int64_t wait_ns);
+uint32_t ktrace__sched_info_flags(void);  /* KTRACE_INFO_SCHED or 0 */
+/* The SCHED section (drains first): malloc'ed, *count records. */
+void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

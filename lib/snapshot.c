@@ -338,6 +338,9 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t nanch, budget_len = 0;
 	void *budget = NULL;   /* the BUDGET section (filter.c) */
 	uint32_t nmuted = 0;
+	size_t nanch, sched_len = 0;
+	uint32_t nsched = 0;
+	void *sched = NULL;         /* the SCHED section (sched.c) */
 
 	kt_store(&writing, 1, relaxed);
 	/* relaxed: read by triggers as a hint; a request racing with the
@@ -386,6 +389,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t names_len = ktrace__names_serialize(names, names_cap, &nnames);
 	size_t mods_len = ktrace__modules_serialize(mods, mods_cap, &nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
+	info.flags |= ktrace__sched_info_flags();
+	sched = ktrace__sched_serialize(&sched_len, &nsched);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		loss.count[i] = kt_load(&g->loss[i], relaxed);
 
@@ -414,6 +419,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		sec(w, secs, KTRACE_SEC_TRIGGER, trig, sizeof(*trig), 1);
 	if ((budget = ktrace__budget_serialize(&budget_len, &nmuted)) != NULL)
 		sec(w, secs, KTRACE_SEC_BUDGET, budget, budget_len, nmuted);
+	if (sched)
+		sec(w, secs, KTRACE_SEC_SCHED, sched, sched_len, nsched);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		unsigned char *p = rc[c].buf, *end = p + rc[c].bytes;
@@ -479,6 +486,7 @@ out:
 	free(mods);
 	free(secs);
 	free(budget);
+	free(sched);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);
@@ -529,6 +537,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		now = ktrace__monotonic_ns();
+		ktrace__sched_drain();
+		wait_ns = ktrace__sched_wait_ns(wait_ns);
 		have_trig = take_trigger(&trig, now, &wait_ns);
 		if (!have_trig && !kt_load(&sig_pending, relaxed)) {
 			pthread_mutex_lock(&api_mu);

@@ -93,3 +93,11 @@ target_compile_options(e2e_budget_lib PRIVATE -finstrument-functions -O1 -g)
 ktrace_test_program(e2e_budget SOURCES ${KT_E2E_DIR}/budget_prog.c LINK e2e_budget_lib)
 ktrace_e2e_test(budget PROGRAMS e2e_budget LABELS threads)
 set_tests_properties(test_e2e_budget PROPERTIES RUN_SERIAL TRUE)
+# Scheduling (issue 10): context switches from perf_event_open.  Static, so
+# a constructor can start a thread before libktrace's; noperf runs a
+# program where perf_event_open fails with EACCES (seccomp).
+ktrace_test_program(e2e_sched SOURCES ${KT_E2E_DIR}/sched_prog.c STATIC
+  OPTIONS -Wno-prio-ctor-dtor)
+add_executable(e2e_noperf ${KT_E2E_DIR}/noperf.c)
+ktrace_e2e_test(sched PROGRAMS e2e_sched e2e_noperf LABELS threads lifecycle)
+set_tests_properties(test_e2e_sched PROPERTIES RUN_SERIAL TRUE)

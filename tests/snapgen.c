@@ -85,6 +85,33 @@ static struct snapbuild *small(int variant)
 		snapbuild_trigger(sb, &t);
 		snapbuild_block_bad_crc(sb, 1);
 	}
+	if (variant == 4) {
+		/* context switches (SCHED): main blocked in 0, preempted in 1 */
+		struct {
+			struct ktrace_sched_hdr h;
+			struct ktrace_sched_core c;
+			struct ktrace_sched_rec r[4];
+			struct ktrace_sched_name n;
+		} s;
+
+		memset(&s, 0, sizeof(s));
+		s.h.status = KTRACE_SCHED_RECORDED;
+		s.h.paranoid = 2;
+		s.h.ncores = 1;
+		s.h.nnames = 1;
+		s.h.clockid = 1;
+		s.h.start_ns = 500;
+		s.h.end_ns = 2000;
+		s.h.switches = 4;
+		s.c = (struct ktrace_sched_core){ 0, 4, 500 };
+		s.r[0] = (struct ktrace_sched_rec){ 1012, 100, 0, KTRACE_SCHED_OUT_BLOCK, 0 };
+		s.r[1] = (struct ktrace_sched_rec){ 1018, 100, 0, KTRACE_SCHED_IN, 0 };
+		s.r[2] = (struct ktrace_sched_rec){ 1022, 100, 0, KTRACE_SCHED_OUT_PREEMPT, 0 };
+		s.r[3] = (struct ktrace_sched_rec){ 1028, 777, 0, KTRACE_SCHED_IN, 0 };
+		s.n.tid = 777;
+		strcpy(s.n.name, "other");
+		snapbuild_raw_section(sb, KTRACE_SEC_SCHED, 4, &s, sizeof(s), 0);
+	}
 	return sb;
 }
 
@@ -110,7 +137,7 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/golden.ktrace", argv[2]);
 		if (emit(sb, path))
 			return 1;
-		for (int v = 0; v < 4; v++) {
+		for (int v = 0; v < 5; v++) {
 			snprintf(path, sizeof(path), "%s/small-%d.ktrace", argv[2], v);
 			if (emit(small(v), path))
 				return 1;

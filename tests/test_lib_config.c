@@ -147,6 +147,7 @@ static void dump_config(void)
 	printf("dir=%s\n", c->dir);
 	printf("window_s=%u filter=%d max_us=%u exclude=%s include=%s\n", c->window_s, c->filter,
 	       c->filter_max_us, c->exclude, c->include);
+	printf("sched=%d\n", c->sched);
 }
 
 /* Run the child with env; returns its stdout; stderr in *err (malloc'd). */
@@ -315,6 +316,30 @@ static void test_config_budget_settings(void **state)
 	free(err);
 }
 
+/* KTRACE_SCHED: auto (default) / off; anything else warns, auto. */
+static void test_config_sched(void **state)
+{
+	static const char *const cases[][2] = {
+		{"KTRACE_SCHED", "sched=1\n"}, {"KTRACE_SCHED=auto", "sched=1\n"},
+		{"KTRACE_SCHED=off", "sched=0\n"}, {"KTRACE_SCHED=0", "sched=0\n"},
+		{"KTRACE_SCHED=sometimes", "sched=1\n"}};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *extra[] = {cases[i][0], NULL};
+		char *err, *out = child(env_with(extra), &err);
+		int bad = strstr(cases[i][0], "sometimes") != NULL;
+
+		if (!strstr(out, cases[i][1]))
+			fail_msg("%s: want %s in %s", cases[i][0], cases[i][1], out);
+		assert_int_equal(kt_count_str(err, "ktrace: "), bad);
+		if (bad)
+			assert_non_null(strstr(err, "KTRACE_SCHED='sometimes' is not auto or off"));
+		free(out);
+		free(err);
+	}
+}
+
 static void test_config_dir_too_long(void **state)
 {
 	static char var[6000];
@@ -347,6 +372,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_disabled),
 		cmocka_unit_test(test_config_dir_too_long),
 		cmocka_unit_test(test_config_budget_settings),
+		cmocka_unit_test(test_config_sched),
 	};
 	ssize_t n;
 	int r;
