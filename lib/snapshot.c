@@ -338,7 +338,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t nanch, budget_len = 0;
 	void *budget = NULL;   /* the BUDGET section (filter.c) */
 	uint32_t nmuted = 0;
-	size_t nanch, sched_len = 0;
+	size_t sched_len = 0;
 	uint32_t nsched = 0;
 	void *sched = NULL;         /* the SCHED section (sched.c) */
 
