@@ -152,6 +152,22 @@ KT_NOINSTR uint64_t ktrace__tsc_hz(void)
 	return quick_hz;
 }
 
+/* Counter value -> CLOCK_MONOTONIC ns, through the newest anchor and the
+ * rate estimate (writer thread: the filter maps calls onto switch records). */
+KT_NOINSTR int64_t ktrace__counter_to_mono_ns(uint64_t c)
+{
+	uint64_t n = anchor_count;
+	const struct ktrace_anchor_rec *a;
+
+	if (ktrace__g.clock_source != KTRACE_CLOCK_TSC)
+		return (int64_t)c;   /* the counter is CLOCK_MONOTONIC ns */
+	if (n == 0)
+		return 0;
+	a = &anchors[(n - 1) % KT_ANCHORS];
+	return a->monotonic_ns +
+	       (int64_t)((long double)((int64_t)(c - a->tsc)) * 1e9L / (long double)ktrace__tsc_hz());
+}
+
 KT_NOINSTR size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max)
 {
 	uint64_t n = anchor_count, first = n > KT_ANCHORS ? n - KT_ANCHORS : 0;

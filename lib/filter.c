@@ -21,7 +21,10 @@
  *      record: events per function, and per thread a stack of entries, so
  *      complete calls give durations.  A function with a call of
  *      KTRACE_FILTER_MAX_US or more, or an entry open that long while its
- *      thread kept recording, is ineligible for good;
+ *      thread kept recording, counts as long (time the thread spent
+ *      preempted, from sched.c's records where recorded, does not); one
+ *      call 100 times that long, or long calls at least 1 in 100 of the
+ *      observed ones, make a function ineligible for good (candidate());
  *   3. when a core is under pressure and still above R, mute the hottest
  *      eligible functions of its sample, by share of events, until the
  *      projected rate is under 0.7 R (room for the bucket to refill); then
@@ -57,8 +60,13 @@
 #define EARLY_NS 10000000LL       /* between the first EARLY_TICKS decisions: a
                                      call-heavy program is muted within ~30 ms */
 #define EARLY_TICKS 20
-#define COOLDOWN 3                /* decisions after a mute before the next */
 #define LONG_RATIO 100           /* see candidate() */
+#define ALWAYS_LONG 100          /* see candidate() */
+#define PREEMPT_SLACK_NS 100000LL /* per preemption inside a call: kernel time
+                                     around the switch that its records do not
+                                     cover (interrupt, scheduler, switch back;
+                                     36 us measured at load 10 on the VM) */
+#define COOLDOWN 3                /* decisions after a mute before the next */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
@@ -82,6 +90,7 @@ static _Atomic uint64_t muted_calls;
 struct fobs {
 	uint64_t calls;           /* complete calls observed */
 	uint64_t long_calls;      /* of them (or open entries) >= max_ticks */
+	uint64_t very_long;       /* of them >= ALWAYS_LONG x max_ticks */
 	uint64_t max_ticks;       /* longest observed (complete or open), ticks */
 	uint64_t sampled;         /* events in samples */
 	double est_events;        /* events written, estimated from samples */
@@ -261,16 +270,44 @@ static KT_NOINSTR struct tstk *stk_of(uint32_t slot)
 	return &F.stk[F.nstk++];
 }
 
-static KT_NOINSTR void observe(uint32_t id, uint64_t ticks, int complete)
+/*
+ * A call of function id on thread slot from tick b to tick e (complete), or
+ * an entry still open from b while its thread recorded until e.  It is long
+ * when it lasted max_ticks or more, not counting the time its thread was
+ * preempted (the scheduling records of sched.c, where the kernel gives
+ * them): a short function that the scheduler happened to interrupt stays
+ * eligible, while one that blocked or ran long does not.  Without
+ * scheduling records (KTRACE_SCHED=off, refused, or a record missing) the
+ * whole duration counts.  Only a function with no very long call yet asks.
+ */
+static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t e, int complete)
 {
 	struct fobs *o = &F.obs[id];
+	uint64_t ticks = e > b ? e - b : 0;
 
 	if (complete)
 		o->calls++;
+	if (ticks >= F.max_ticks && o->very_long == 0) {
+		uint32_t sh = ktrace__g.tsc_shift;
+		int32_t tid = ktrace__thread_tid(slot);
+		uint32_t np = 0;
+		int64_t pre = tid ? ktrace__sched_preempted_ns(tid,
+		                                             ktrace__counter_to_mono_ns(b << sh),
+		                                             ktrace__counter_to_mono_ns(e << sh), &np)
+		                  : -1;
+
+		if (pre > 0) {
+			pre += (int64_t)np * PREEMPT_SLACK_NS;
+			uint64_t pt = (uint64_t)((long double)pre * ktrace__tsc_hz() / 1e9L) >> sh;
+			ticks = ticks > pt ? ticks - pt : 0;
+		}
+	}
 	if (ticks > o->max_ticks)
 		o->max_ticks = ticks;
 	if (ticks >= F.max_ticks)
 		o->long_calls++;
+	if (ticks >= F.max_ticks * ALWAYS_LONG)
+		o->very_long++;
 }
 
 /* One function event of thread slot at tick. */
@@ -295,7 +332,7 @@ static KT_NOINSTR void on_event(uint32_t slot, uint32_t ev, uint64_t tick)
 	}
 	for (uint32_t d = s->depth; d-- > 0;)
 		if (s->id[d] == id) {
-			observe(id, tick > s->tick[d] ? tick - s->tick[d] : 0, 1);
+			observe(id, s->slot, s->tick[d], tick, 1);
 			s->depth = d;
 			return;
 		}
@@ -308,7 +345,7 @@ static KT_NOINSTR void close_sample(void)
 	for (uint32_t i = 0; i < F.nstk; i++)
 		for (uint32_t d = 0; d < F.stk[i].depth; d++)
 			if (F.stk[i].last_tick > F.stk[i].tick[d])
-				observe(F.stk[i].id[d], F.stk[i].last_tick - F.stk[i].tick[d], 0);
+				observe(F.stk[i].id[d], F.stk[i].slot, F.stk[i].tick[d], F.stk[i].last_tick, 0);
 	F.nstk = 0;
 }
 
@@ -450,13 +487,15 @@ static KT_NOINSTR int candidate(uint32_t id)
 {
 	struct fobs *o = &F.obs[id];
 
-	/* Long calls make a function ineligible for good once they are at
-	 * least 1 in LONG_RATIO of the calls observed so far (so a function
-	 * with a long call among fewer than LONG_RATIO observed calls is never
-	 * muted).  A rarer long call cannot be told from the thread being
-	 * preempted inside the call, which on a busy machine happens to
-	 * every hot function sooner or later. */
-	if (o->long_calls && o->long_calls * LONG_RATIO >= o->calls)
+	/* Long calls make a function ineligible for good (observe() says what
+	 * counts as long): one call of ALWAYS_LONG x KTRACE_FILTER_MAX_US or
+	 * more (the rare slow call is what the trace is for), or long calls
+	 * that are at least 1 in LONG_RATIO of its observed calls.  A single
+	 * call between the two cannot be told from the machine interrupting
+	 * it: an interrupt or the hypervisor taking the cpu leaves no switch
+	 * record and made 30 ns functions take 10-40 us here at load 10 (1 in
+	 * 900-2200 calls at load 20). */
+	if (o->very_long || (o->long_calls && o->long_calls * LONG_RATIO >= o->calls))
 		o->ineligible = 1;
 
 	return o->count > 0 && o->why == 0 && !o->ineligible && o->calls >= MIN_CALLS &&

@@ -184,6 +184,7 @@ uint64_t ktrace__tsc_hz(void);       /* best frequency estimate */
 size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
 int64_t ktrace__realtime_ns(void);
 int64_t ktrace__monotonic_ns(void);
+int64_t ktrace__counter_to_mono_ns(uint64_t c); /* via the newest anchor */
 void ktrace__clock_reset(void);      /* fork child */
 
 /* ---- function and name tables (funcs.c) -------------------------------- */
@@ -210,6 +211,7 @@ int ktrace__threads_init(void);
 uint32_t ktrace__thread_register(int32_t tid, uint64_t now);
 size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max);
 size_t ktrace__threads_count(void);
+int32_t ktrace__thread_tid(uint32_t slot);   /* 0 if unknown */
 void ktrace__threads_fork_child(int32_t tid);
 
 /* ---- config (config.c) ------------------------------------------------- */
@@ -301,6 +303,12 @@ int64_t ktrace__sched_wait_ns(int64_t wait_ns);
 uint32_t ktrace__sched_info_flags(void);  /* KTRACE_INFO_SCHED or 0 */
 /* The SCHED section (drains first): malloc'ed, *count records. */
 void *ktrace__sched_serialize(size_t *len, uint32_t *count);
+/* Writer thread (the window budget): of thread tid's time in the monotonic
+ * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
+ * is not recorded, or the interval is not fully covered by the window;
+ * *npreempt = the preemptions. */
+int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
+                                   uint32_t *npreempt);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

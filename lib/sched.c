@@ -438,6 +438,75 @@ KT_NOINSTR int64_t ktrace__sched_wait_ns(int64_t wait_ns)
 	return left < wait_ns ? left : wait_ns;
 }
 
+/* ---- the window budget's question ------------------------------------------ */
+
+static KT_NOINSTR int by_time(const void *a, const void *b)
+{
+	int64_t x = ((const struct ktrace_sched_rec *)a)->time_ns;
+	int64_t y = ((const struct ktrace_sched_rec *)b)->time_ns;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Of thread tid's time in [from_ns, to_ns], the ns it was preempted: off
+ * the cpu while still runnable.  The window budget (filter.c) asks this
+ * about a call that looked long, so that a short function the scheduler
+ * happened to preempt stays eligible for muting while one that blocked
+ * (or ran long) does not.  The thread is taken to be on a cpu at from_ns
+ * (it recorded the call's entry then).  -1 when scheduling is not recorded
+ * or a record the interval needs may be missing (lost, overwritten, or
+ * more switches than this looks at): the caller then counts the call as
+ * long.  *npreempt: how many times the thread was preempted in it.
+ */
+KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
+                                             uint32_t *npreempt)
+{
+	struct ktrace_sched_rec got[64];
+	uint32_t n = 0;
+	int64_t out = -1, sum = 0;
+	int preempt = 0;
+
+	*npreempt = 0;
+	if (S.status != KTRACE_SCHED_RECORDED || to_ns < from_ns)
+		return -1;
+	if (to_ns > S.end_ns)
+		ktrace__sched_drain();
+	for (uint32_t c = 0; c < S.ncpus; c++) {
+		struct kt_sched_win *w = &S.wins[c];
+		uint64_t have = w->head < S.cap ? w->head : S.cap;
+
+		if (w->complete_from_ns > from_ns)
+			return -1;
+		for (uint64_t i = 0; i < have; i++) {
+			const struct ktrace_sched_rec *r = &w->rec[(w->head - 1 - i) & (S.cap - 1)];
+
+			if (r->time_ns < from_ns)
+				break;
+			if (r->tid != tid || r->time_ns > to_ns)
+				continue;
+			if (n == sizeof(got) / sizeof(got[0]))
+				return -1;
+			got[n++] = *r;
+		}
+	}
+	qsort(got, n, sizeof(got[0]), by_time);
+	for (uint32_t i = 0; i < n; i++) {
+		if (got[i].what == KTRACE_SCHED_IN) {
+			if (out >= 0 && preempt)
+				sum += got[i].time_ns - out;
+			out = -1;
+		} else {
+			out = got[i].time_ns;
+			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT;
+			*npreempt += (uint32_t)preempt;
+		}
+	}
+	if (out >= 0 && preempt)
+		sum += to_ns - out;
+	return sum;
+}
+
 /* ---- the SCHED section --------------------------------------------------- */
 
 /* Serialize the section into a malloc'ed buffer (writer thread); NULL on

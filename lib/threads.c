@@ -117,6 +117,15 @@ KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
 	return slot;
 }
 
+/* Kernel thread id of a slot, 0 if unknown (writer thread: the filter). */
+KT_NOINSTR int32_t ktrace__thread_tid(uint32_t slot)
+{
+	struct kt_tinfo *e = slot ? entry(slot, 0) : NULL;
+
+	/* acquire: pairs with the release store in ktrace__thread_register. */
+	return e ? kt_load(&e->tid, acquire) : 0;
+}
+
 KT_NOINSTR size_t ktrace__threads_count(void)
 {
 	return kt_load(&next_slot, relaxed) - 1;

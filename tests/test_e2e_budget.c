@@ -234,6 +234,22 @@ static void test_e2e_budget_long_call_ineligible(void **state)
 	finish(&r);
 }
 
+/* One call far longer than KTRACE_FILTER_MAX_US (a 1 ms sleep) keeps a
+ * function from being muted even when such calls are rarer than 1 in 100
+ * (the ratio that tolerates interruptions of short calls). */
+static void test_e2e_budget_rare_long_call_ineligible(void **state)
+{
+	const char *env[] = {"KTRACE_WINDOW_S=10", NULL};
+	struct run r;
+
+	(void)state;
+	run(&r, "rare", "2", env);
+	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
+	assert_null(muted(r.d, "rarely_long"));
+	assert_true(kd_count(r.d, KTRACE_DEC_NONE, "rarely_long") > 0);
+	finish(&r);
+}
+
 /* Globs on static functions and a shared library's; INCLUDE wins. */
 static void test_e2e_budget_exclude_include(void **state)
 {
@@ -283,6 +299,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_budget_steady_window),
 		cmocka_unit_test(test_e2e_budget_burst),
 		cmocka_unit_test(test_e2e_budget_long_call_ineligible),
+		cmocka_unit_test(test_e2e_budget_rare_long_call_ineligible),
 		cmocka_unit_test(test_e2e_budget_exclude_include),
 		cmocka_unit_test(test_e2e_budget_off_records_all),
 	};

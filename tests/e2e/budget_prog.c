@@ -15,6 +15,8 @@
  *   long SECONDS    one thread: tiny_a and sometimes_long (which busy-waits
  *                   150 us on every 64th call) equally hot; marks
  *                   "long-calls" with its cumulative count every 256 calls.
+ *   rare SECONDS    one thread: tiny_a and rarely_long (which sleeps 1 ms on
+ *                   every 512th call) equally hot.
  *   static          static_leaf, static_keep and lib_leaf (a shared
  *                   library's function) 1000 times each, main_fn once.
  *   flood N         N calls of tiny_a at full speed (for KTRACE_FILTER=off).
@@ -50,6 +52,17 @@ __attribute__((noinline)) void tiny_a(void) { sink++; }
 __attribute__((noinline)) void tiny_b(void) { sink += 2; }
 __attribute__((noinline)) void medium(void) { spin_us(62); }
 __attribute__((noinline)) void slow(void) { spin_us(10000); }
+
+/* Blocks 1 ms on every 512th call: rarer than 1 in 100, but far longer
+ * than any interruption of a short call. */
+__attribute__((noinline)) void rarely_long(unsigned long i)
+{
+	if ((i & 511) == 0) {
+		struct timespec d = {0, 1000000};
+		nanosleep(&d, NULL);
+	}
+	sink += 5;
+}
 
 __attribute__((noinline)) void sometimes_long(unsigned long i)
 {
@@ -105,6 +118,19 @@ static void steady(double s)
 		pthread_join(t[i], NULL);
 }
 
+static void rare_mode(double s)
+{
+	int64_t end = now_ns() + (int64_t)(s * 1e9);
+	unsigned long n = 0;
+
+	while (now_ns() < end)
+		for (int i = 0; i < 256; i++) {
+			tiny_a();
+			rarely_long(n++);
+		}
+	ktrace_mark("rare-calls", n);
+}
+
 static void long_mode(double s)
 {
 	int64_t end = now_ns() + (int64_t)(s * 1e9);
@@ -137,6 +163,8 @@ int main(int argc, char **argv)
 		for (long i = 0; i < (long)arg; i++)
 			tiny_a();
 		nanosleep(&quiet, NULL);   /* several decisions */
+	} else if (strcmp(mode, "rare") == 0) {
+		rare_mode(arg);
 	} else if (strcmp(mode, "long") == 0) {
 		long_mode(arg);
 	} else if (strcmp(mode, "static") == 0) {
@@ -147,7 +175,7 @@ int main(int argc, char **argv)
 			lib_leaf();
 		}
 	} else {
-		fprintf(stderr, "usage: %s steady|burst|long|static|flood N\n", argv[0]);
+		fprintf(stderr, "usage: %s steady|burst|long|rare|static|flood N\n", argv[0]);
 		return 2;
 	}
 	printf("snapshot %d\n", ktrace_snapshot("budget"));
