@@ -218,7 +218,10 @@ enum ktrace_clock_source {
 enum ktrace_info_flags {
 	KTRACE_INFO_RSEQ = 1u << 0,  /* per-core appends used restartable sequences */
 	/* Reserved: 1 << 1 window budget filter (issue 7), 1 << 2 scheduling
-	 * recorded (issue 10), 1 << 3 secure-execution process (issue 11). */
+	 * recorded (issue 10). */
+	KTRACE_INFO_SECURE = 1u << 3, /* secure-execution process (setuid, setgid,
+	                                 file capabilities): no setting was taken
+	                                 from the environment */
 };
 
 struct ktrace_info_rec {
@@ -305,13 +308,21 @@ enum ktrace_loss_cause {
 	                                  (a traced signal handler interrupting it) */
 	KTRACE_LOSS_NO_THREAD_SLOT = 2,/* thread table full */
 	KTRACE_LOSS_NO_CPU = 3,        /* thread had no usable cpu id */
-	KTRACE_LOSS_SNAPSHOT_RACE = 4, /* blocks reused while this snapshot copied them */
+	KTRACE_LOSS_SNAPSHOT_RACE = 4, /* blocks reused while a snapshot copied them
+	                                  (older writers; now 9) */
 	KTRACE_LOSS_NO_NAME = 5,       /* name table full (marks, spans, kinds) */
 	KTRACE_LOSS_SNAPSHOTS_SUPPRESSED = 6, /* triggers dropped by the rate limit */
 	KTRACE_LOSS_SNAPSHOTS_FAILED = 7,     /* snapshot files that could not be written */
-	/* Reserved: 8 snapshots refused by the files/bytes-per-minute limit and
-	 * 9 blocks not copied into a snapshot, by cause 9..10 (issue 11);
-	 * 11 context-switch records lost (issue 10). */
+	KTRACE_LOSS_SNAPSHOTS_REFUSED = 8,    /* snapshots (signal, API, trigger) refused
+	                                         by the files/bytes-per-minute limit */
+	/* 9 and 10 count this file only (not the process's total): blocks the
+	 * ring held when the window was marked that are not in this file.
+	 * With the blocks in the file they account for every block of the
+	 * ring.  Writers of these counters no longer count cause 4. */
+	KTRACE_LOSS_NOT_COPIED_OVERWRITTEN = 9, /* reused by the program's threads
+	                                           before the snapshot copied them */
+	KTRACE_LOSS_NOT_COPIED_NO_MEMORY = 10,  /* no memory for the copy */
+	/* Reserved: 11 context-switch records lost (issue 10). */
 	KTRACE_LOSS_COUNT = 16
 };
 

@@ -75,3 +75,12 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
+
+# Hardening (issue 11): descriptors, setuid, RLIMIT_AS, signal floods,
+# daemon(), taken names, full 64 MiB rings under load, exit under signals.
+ktrace_test_program(e2e_harden SOURCES ${KT_E2E_DIR}/harden_prog.c OPTIONS -Wno-prio-ctor-dtor)
+ktrace_test_program(e2e_harden_static SOURCES ${KT_E2E_DIR}/harden_prog.c STATIC
+  OPTIONS -Wno-prio-ctor-dtor)
+ktrace_e2e_test(harden PROGRAMS e2e_harden e2e_harden_static LABELS faults threads)
+# Measures the writer's idle cpu and copies a ring against two busy threads.
+set_tests_properties(test_e2e_harden PROPERTIES RUN_SERIAL TRUE)
