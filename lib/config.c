@@ -156,6 +156,15 @@ static KT_NOINSTR void num(const char *var, uint64_t lo, uint64_t hi, uint64_t *
 		parse_num(var, s, lo, hi, dst, unit);
 }
 
+static KT_NOINSTR void num32(const char *var, uint32_t lo, uint32_t hi, uint32_t *dst,
+                             const char *unit)
+{
+	uint64_t v = *dst;
+
+	num(var, lo, hi, &v, unit);
+	*dst = (uint32_t)v;
+}
+
 /* dir made absolute against the current directory; 0, or -1 (told why). */
 static KT_NOINSTR int resolve_dir(const char *var, const char *in, char *out, size_t len)
 {
@@ -266,21 +275,11 @@ KT_NOINSTR void ktrace__config_load(void)
 			ktrace__say("KTRACE_TRIGGER_PCT='%s' is not a percentile from 0 (off) "
 			            "to below 100, e.g. 99.9; trigger by percentile is off", s);
 	}
-	v = c->trigger_min_samples;
-	num("KTRACE_TRIGGER_MIN_SAMPLES", 1, 100000000, &v, "requests");
-	c->trigger_min_samples = (uint32_t)v;
-	v = c->trigger_delay_ms;
-	num("KTRACE_TRIGGER_DELAY_MS", 0, 60000, &v, "milliseconds");
-	c->trigger_delay_ms = (uint32_t)v;
-	v = c->max_per_min;
-	num("KTRACE_MAX_SNAPSHOTS_PER_MIN", 1, 600, &v, "snapshots");
-	c->max_per_min = (uint32_t)v;
-	v = c->max_files_per_min;
-	num("KTRACE_MAX_FILES_PER_MIN", 1, 100000, &v, "files");
-	c->max_files_per_min = (uint32_t)v;
-	v = c->max_mb_per_min;
-	num("KTRACE_MAX_MB_PER_MIN", 1, 100000000, &v, "MiB");
-	c->max_mb_per_min = (uint32_t)v;
+	num32("KTRACE_TRIGGER_MIN_SAMPLES", 1, 100000000, &c->trigger_min_samples, "requests");
+	num32("KTRACE_TRIGGER_DELAY_MS", 0, 60000, &c->trigger_delay_ms, "milliseconds");
+	num32("KTRACE_MAX_SNAPSHOTS_PER_MIN", 1, 600, &c->max_per_min, "snapshots");
+	num32("KTRACE_MAX_FILES_PER_MIN", 1, 100000, &c->max_files_per_min, "files");
+	num32("KTRACE_MAX_MB_PER_MIN", 1, 100000000, &c->max_mb_per_min, "MiB");
 	flag("KTRACE_QUIET", &c->quiet);
 	if ((s = env("KTRACE_CLOCK")) != NULL && *s) {
 		if (strcasecmp(s, "tsc") == 0)
