@@ -900,6 +900,7 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 	trig_times_n = 0;
 	kt_store(&sig_pending, 0, relaxed);
 	snap_seq = 0;
+	rl_when = 0;   /* a new process: full buckets */
 	kt_store(&writing, 0, relaxed);
 	kt_store(&writer_running, 0, relaxed);
 	kt_store(&writer_wanted, 1, release);
