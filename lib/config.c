@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -56,11 +57,41 @@ static KT_NOINSTR const char *env(const char *var)
 	return secure_getenv(var);
 }
 
+/* Identity of descriptor 2 when the library started (st_dev, st_ino);
+ * err_known: 0 = not read yet, 1 = read, -1 = fd 2 was closed. */
+static dev_t err_dev;
+static ino_t err_ino;
+static _Atomic int err_known;
+
+static KT_NOINSTR int stderr_is_ours(void)
+{
+	struct stat st;
+	int known = kt_load(&err_known, acquire); /* pairs with the release below */
+
+	if (fstat(2, &st) != 0)
+		st.st_ino = 0, st.st_dev = 0;
+	if (known == 0) {
+		err_dev = st.st_dev;
+		err_ino = st.st_ino;
+		kt_store(&err_known, st.st_ino ? 1 : -1, release);
+		return st.st_ino != 0;
+	}
+	return known == 1 && st.st_ino != 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+}
+
+/*
+ * Messages go to stderr only while descriptor 2 is still the file it was
+ * when the library started: a daemon that closed it and got a file of its
+ * own on that number must not find ktrace's lines in its data.
+ */
 KT_NOINSTR void ktrace__say(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
 	int n;
+
+	if (!stderr_is_ours())
+		return;
 
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
@@ -221,6 +252,7 @@ KT_NOINSTR void ktrace__config_load(void)
 	const char *s;
 	uint64_t v;
 
+	stderr_is_ours();   /* note which file descriptor 2 is now */
 	memset(c, 0, sizeof(*c));
 	c->enabled = 1;
 	c->buffer_mb = 8;

@@ -167,6 +167,27 @@ static void test_e2e_harden_closefrom_then_own_pipe(void **state)
 	finish(&r);
 }
 
+/* The same class: descriptor 2 closed and reused for the program's own
+ * file; ktrace's messages must not land in it. */
+static void test_e2e_harden_stderr_reused_by_program(void **state)
+{
+	static char envdir[700];
+	struct run r;
+	char path[4400], file[600];
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.dir = kt_mkdtemp("stderr");
+	assert_non_null(r.dir);
+	snprintf(file, sizeof(file), "%s/data", r.dir);
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s/missing", r.dir);
+	const char *extra[] = {envdir, NULL};
+	start_opts(&r, PROG, "stderr", file, extra, 0, NULL);
+	assert_int_equal(expect_snapshot(&r, path, sizeof(path)), KTRACE_EIO);
+	assert_int_equal(expect_num(&r, "stderr_file_bytes"), 0);
+	finish(&r);
+}
+
 /* ---- 2. privilege ------------------------------------------------------------ */
 
 static void test_e2e_harden_setuid_root_ignores_environment(void **state)
@@ -536,6 +557,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_e2e_harden_closefrom_then_own_pipe),
+		cmocka_unit_test(test_e2e_harden_stderr_reused_by_program),
 		cmocka_unit_test(test_e2e_harden_setuid_root_ignores_environment),
 		cmocka_unit_test(test_e2e_harden_rlimit_as_program_thread),
 		cmocka_unit_test(test_e2e_harden_signal_flood_files_per_minute),

@@ -30,6 +30,10 @@
  *   exitflood     fills the rings for 150 ms, starts a 50 us SIGALRM timer
  *                 (an empty handler: every sleep is cut short), raises the
  *                 snapshot signal and calls exit(0) at once.
+ *   stderr        closes descriptor 2 and opens a file of its own there
+ *                 (as a daemon does), then takes a snapshot that fails
+ *                 (KTRACE_DIR missing: ktrace has something to say) and
+ *                 prints "snapshot <rc> -" and "stderr_file_bytes <size>".
  *   bigring N     two threads call traced functions as fast as they can;
  *                 once each made N calls (or after 20 s), main snapshots
  *                 while they go on ("snapshot <rc> <path>").
@@ -335,6 +339,23 @@ static int mode_exitflood(void)
 	exit(0);
 }
 
+/* ---- stderr ------------------------------------------------------------- */
+
+static int mode_stderr(const char *file)
+{
+	struct stat st;
+
+	close(2);
+	if (open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) != 2)
+		return 1;
+	work(100);
+	snap("into a missing directory");
+	if (fstat(2, &st) != 0)
+		return 1;
+	printf("stderr_file_bytes %lld\n", (long long)st.st_size);
+	return 0;
+}
+
 /* ---- bigring -------------------------------------------------------------- */
 
 static _Atomic long calls[2];
@@ -390,9 +411,11 @@ int main(int argc, char **argv)
 		return mode_daemon(0);
 	if (!strcmp(m, "exitflood"))
 		return mode_exitflood();
+	if (!strcmp(m, "stderr") && argc > 2)
+		return mode_stderr(argv[2]);
 	if (!strcmp(m, "bigring") && argc > 2)
 		return mode_bigring(atol(argv[2]));
 	fprintf(stderr, "usage: %s fds|secure DIR|rlimit|spin|wait|daemon|chdir|exitflood|"
-	        "bigring N\n", argv[0]);
+	        "stderr FILE|bigring N\n", argv[0]);
 	return 2;
 }
