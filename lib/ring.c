@@ -424,10 +424,12 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k)
 
 /*
  * The writer overtook the copy.  Where to go on: a copy faster than the
- * writer only needs to get ahead of it again (a small margin past its
- * front); a slower one (a busy or sanitized machine) can never stay
+ * writer only needs to get ahead of it again (a margin past its front);
+ * a slower one (a busy or sanitized machine) can never stay
  * ahead, and would keep dropping everything it copied at each new hole:
- * it goes to where the newest blocks it can still finish start.  With
+ * it goes to where the newest blocks it can still finish start.  The
+ * margin is twice what the writer gained in the stall that made the hole
+ * (a preempted copy is stalled again for about as long).  With
  * copy rate C and writer rate W (both measured since the mark, in blocks
  * per ns), the D blocks from the writer's front to cur allow
  * X = D * C / (C + W) of them (the writer must not reach the first of the
@@ -454,8 +456,12 @@ static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
 		return;
 	}
 	d = (k->cur - front) / BW + 1;
+	/* How far the writer got past the copy during the stall that made
+	 * this hole: a lead of twice that survives the next such stall. */
+	uint32_t gap = (front - k->next) / BW;
+	uint32_t lead = 64 + 2 * gap;
 	if (c > 1.25 * w)
-		x = d > 64 + d / 32 ? d - 64 - d / 32 : 1;
+		x = d > lead ? d - lead : 1;
 	else
 		x = (uint32_t)((double)d * c / (c + w) * 0.9);
 	if (x < 1)
