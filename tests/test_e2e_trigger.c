@@ -380,7 +380,8 @@ static void test_e2e_trigger_rate_limit_reports_suppressed(void **state)
 static void test_e2e_trigger_races_with_sigusr2(void **state)
 {
 	static const char *const env[] = {"KTRACE_TRIGGER_US=1000", "KTRACE_TRIGGER_DELAY_MS=0",
-	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=100", NULL};
+	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=100",
+	                                  "KTRACE_MAX_FILES_PER_MIN=100", NULL};
 	struct run r;
 	char **files;
 	int trig = 0, sig = 0;
