@@ -163,6 +163,7 @@ struct kt_ring_cursor {
 	uint32_t no_room;      /* oldest blocks not copied: dst too small */
 	uint32_t done;         /* blocks copied (kept or dropped later) */
 	int64_t t0_ns;         /* CLOCK_MONOTONIC at init: for the rates */
+	int64_t t0_cpu_ns;     /* the copying thread's cpu time at init */
 	unsigned char *dst;    /* block records (ktrace_block_rec + words) */
 	size_t bytes;          /* bytes used in dst */
 };

@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BW KTRACE_BLOCK_WORDS
@@ -373,6 +374,14 @@ KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
 	return kt_load(&ktrace__g.cores[c].state, acquire);
 }
 
+static KT_NOINSTR int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /*
  * The cursor: which block incarnations core c held at the mark (state s),
  * and how far the copy of them got.  Incarnation S lives in block
@@ -390,6 +399,7 @@ KT_NOINSTR void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, u
 
 	memset(k, 0, sizeof(*k));
 	k->t0_ns = ktrace__monotonic_ns();
+	k->t0_cpu_ns = thread_cpu_ns();
 	k->cpu = c;
 	k->pos = KT_STATE_POS(s);
 	k->dst = dst;
@@ -429,9 +439,12 @@ KT_NOINSTR uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k)
  * ahead, and would keep dropping everything it copied at each new hole:
  * it goes to where the newest blocks it can still finish start.  The
  * margin is twice what the writer gained in the stall that made the hole
- * (a preempted copy is stalled again for about as long).  With
- * copy rate C and writer rate W (both measured since the mark, in blocks
- * per ns), the D blocks from the writer's front to cur allow
+ * (a preempted copy is stalled again for about as long), at most a
+ * quarter of what is left.  With copy rate C (per ns of the copying
+ * thread's cpu time: a stall is not slowness; taken as the faster until
+ * 64 blocks were copied) and writer rate W (per ns of wall time), both
+ * since the mark, in blocks, the D blocks from the writer's front to cur
+ * allow
  * X = D * C / (C + W) of them (the writer must not reach the first of the
  * X before the copy is done); 10 % of slack.  The blocks skipped are
  * counted as overwritten: the writer reuses them before any copy could.
@@ -444,8 +457,11 @@ static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
 	uint32_t front = (((live - 1) & ~(BW - 1)) + BW - rw);   /* oldest not reused */
 	uint32_t after = k->next + BW;                            /* next candidate */
 	uint32_t d, x, start;
+	/* The copy's rate on the cpu (a stall is not slowness), the
+	 * writer's on the wall clock. */
 	double dt = (double)(ktrace__monotonic_ns() - k->t0_ns) + 1;
-	double c = (double)k->done / dt, w = (double)((live - k->pos) / BW) / dt;
+	double dc = (double)(thread_cpu_ns() - k->t0_cpu_ns) + 1;
+	double c = (double)k->done / dc, w = (double)((live - k->pos) / BW) / dt;
 
 	if (front - after >= rw)      /* front behind 'after': nothing to skip */
 		return;
@@ -459,8 +475,12 @@ static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
 	/* How far the writer got past the copy during the stall that made
 	 * this hole: a lead of twice that survives the next such stall. */
 	uint32_t gap = (front - k->next) / BW;
-	uint32_t lead = 64 + 2 * gap;
-	if (c > 1.25 * w)
+	uint32_t lead = 64 + (k->done < 64 ? gap : 2 * gap);  /* the first: no stall */
+	if (lead > d / 4)   /* one stall costs at most a quarter of the rest */
+		lead = d / 4;
+	/* Too few blocks copied to know the copy's rate (the oldest block
+	 * is often reused right after the mark): assume the faster. */
+	if (k->done < 64 || c > 1.25 * w)
 		x = d > lead ? d - lead : 1;
 	else
 		x = (uint32_t)((double)d * c / (c + w) * 0.9);
