@@ -314,7 +314,7 @@ static uint64_t dir_bytes(const char *dir, int *n)
 
 static void test_e2e_harden_signal_flood_files_per_minute(void **state)
 {
-	static const char *const extra[] = {"KTRACE_BUFFER_MB=1", "KTRACE_MAX_FILES_PER_MIN=30",
+	static const char *const extra[] = {"KTRACE_BUFFER_MB=1", "KTRACE_MAX_FILES_PER_MIN=20",
 	                                    NULL};
 	struct run r;
 	char rest[64], **paths;
@@ -326,12 +326,13 @@ static void test_e2e_harden_signal_flood_files_per_minute(void **state)
 	flood(r.p.pid, 3000);
 	kt_sleep_ms(300);
 	dir_bytes(r.dir, &n);
-	/* 30 at once, then one every 2 s. */
+	/* 20 at once, then one every 3 s (even a slow, sanitized build
+	 * writes more than 20 in the flood). */
 	print_message("files after a 3 s flood: %d\n", n);
 	assert_true(n >= 1);
-	assert_true(n <= 30 + 2);
+	assert_true(n <= 20 + 2);
 	/* After a refill, the next file reports the refused ones. */
-	kt_sleep_ms(2200);
+	kt_sleep_ms(3200);
 	kill(r.p.pid, SIGUSR2);
 	assert_true(kt_wait_snapshots(r.dir, n + 1, 10000) >= n + 1);
 	kt_sleep_ms(100);
@@ -503,7 +504,7 @@ static void test_e2e_harden_full_64mib_ring_under_load(void **state)
 	char path[4400];
 	struct kt_file f;
 	uint32_t ncores = 0, nblk = 0;
-	uint64_t size = 0, in_file = 0, exists = 0;
+	uint64_t size = 0, in_file = 0, exists = 0, slack = 0;
 
 	(void)state;
 	/* 12 M calls = 24 M words per thread: 1.4 rings of 64 MiB. */
@@ -528,7 +529,10 @@ static void test_e2e_harden_full_64mib_ring_under_load(void **state)
 		              (unsigned long long)per[c], cores[c].nblocks,
 		              wrapped ? "wrapped" : "not wrapped");
 		in_file += per[c];
-		exists += wrapped ? cores[c].nblocks : per[c];
+		/* An unwrapped core held blocks_used blocks at the mark, or a
+		 * few less (blocks_used is read just after it). */
+		exists += wrapped ? cores[c].nblocks : cores[c].blocks_used;
+		slack += wrapped ? 0 : 16;
 		if (wrapped && per[c] * 100 < (uint64_t)cores[c].nblocks * MIN_KEPT_PCT)
 			fail_msg("cpu %u: only %llu of %u blocks of a full ring in the file "
 			         "(overwritten during the copy %llu, no memory %llu)", c,
@@ -539,9 +543,13 @@ static void test_e2e_harden_full_64mib_ring_under_load(void **state)
 	print_message("not copied: overwritten %llu, no memory %llu\n",
 	              (unsigned long long)loss->count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN],
 	              (unsigned long long)loss->count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY]);
-	/* Every block of every wrapped ring is in the file or counted. */
-	assert_int_equal(in_file + loss->count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] +
-	                 loss->count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY], exists);
+	/* Every block of every ring is in the file or counted. */
+	uint64_t seen = in_file + loss->count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] +
+	                loss->count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY];
+	if (seen > exists || seen + slack < exists)
+		fail_msg("%llu blocks in the file or counted, the rings held %llu (-%llu)",
+		         (unsigned long long)seen, (unsigned long long)exists,
+		         (unsigned long long)slack);
 	free(per);
 	kt_file_free(&f);
 	finish(&r);
