@@ -48,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,6 +575,10 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	 * (ring.c, "Readers"). */
 	for (uint32_t c = 0; c < ncpus; c++)   /* cores[c].nblocks: room, for now */
 		rbuf[c] = copy_alloc(c, &m.cores[c].nblocks, &rbytes[c]);
+	/* The page faults above used up this thread's time slice; start the
+	 * race with a fresh one rather than be preempted right after the
+	 * mark, when the copy has no lead on the writers yet. */
+	sched_yield();
 	snap_tsc = ktrace__now();
 	snap_rt = ktrace__realtime_ns();
 	for (uint32_t c = 0; c < ncpus; c++)
