@@ -165,6 +165,9 @@ const char *ktrace__loss_name(unsigned cause)
 		[KTRACE_LOSS_NO_NAME] = "name table full",
 		[KTRACE_LOSS_SNAPSHOTS_SUPPRESSED] = "snapshots suppressed by rate limit",
 		[KTRACE_LOSS_SNAPSHOTS_FAILED] = "snapshots that could not be written",
+		[KTRACE_LOSS_SNAPSHOTS_REFUSED] = "snapshots refused by the files/MB per minute limit",
+		[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] = "blocks not in this file: overwritten during the copy",
+		[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] = "blocks not in this file: no memory for the copy",
 		[KTRACE_LOSS_SCHED] = "context-switch records",
 	};
 	if (cause < KTRACE_LOSS_COUNT && names[cause])

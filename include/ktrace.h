@@ -45,7 +45,9 @@ extern "C" {
 	XX(EBUSY, -5, "a snapshot is already being written")                   \
 	XX(ERATE, -6, "snapshot suppressed by the rate limit")                 \
 	XX(ENOTREADY, -7, "the snapshot writer is not running")                \
-	XX(ERANGE, -8, "value out of range")
+	XX(ERANGE, -8, "value out of range")                                   \
+	XX(ENODIR, -9, "no snapshot directory: a setuid/setgid program must "  \
+	               "choose one with ktrace_setting(\"KTRACE_DIR\", ...)")
 
 enum ktrace_error {
 #define KTRACE_XX(name, val, msg) KTRACE_##name = (val),
@@ -73,6 +75,18 @@ KTRACE_EXPORT int ktrace_snapshot(const char *reason);
  * none yet or buf is too small.
  */
 KTRACE_EXPORT int ktrace_last_snapshot(char *buf, size_t len);
+
+/*
+ * Change a setting while the program runs: KTRACE_DIR (a relative path is
+ * made absolute now), KTRACE_SIGNAL, KTRACE_QUIET,
+ * KTRACE_MAX_SNAPSHOTS_PER_MIN, KTRACE_MAX_FILES_PER_MIN and
+ * KTRACE_MAX_MB_PER_MIN, with the values the environment variables take.
+ * The others are fixed at start-up (KTRACE_EBUSY).  A setuid/setgid program
+ * takes no setting from the environment: this is how it chooses its own
+ * (call it early in main).  Returns 0 or KTRACE_EINVAL / KTRACE_ERANGE
+ * (with a message on stderr).
+ */
+KTRACE_EXPORT int ktrace_setting(const char *name, const char *value);
 
 /*
  * Manual events, for what the compiler cannot see or for code built without

@@ -227,7 +227,9 @@ enum ktrace_info_flags {
 	KTRACE_INFO_RSEQ = 1u << 0,  /* per-core appends used restartable sequences */
 	KTRACE_INFO_FILTER = 1u << 1,/* the window budget's filter was on (KTRACE_FILTER=auto) */
 	KTRACE_INFO_SCHED = 1u << 2, /* context switches recorded (SCHED section) */
-	/* Reserved: 1 << 3 secure-execution process (issue 11). */
+	KTRACE_INFO_SECURE = 1u << 3, /* secure-execution process (setuid, setgid,
+	                                 file capabilities): no setting was taken
+	                                 from the environment */
 };
 
 struct ktrace_info_rec {
@@ -314,12 +316,20 @@ enum ktrace_loss_cause {
 	                                  (a traced signal handler interrupting it) */
 	KTRACE_LOSS_NO_THREAD_SLOT = 2,/* thread table full */
 	KTRACE_LOSS_NO_CPU = 3,        /* thread had no usable cpu id */
-	KTRACE_LOSS_SNAPSHOT_RACE = 4, /* blocks reused while this snapshot copied them */
+	KTRACE_LOSS_SNAPSHOT_RACE = 4, /* blocks reused while a snapshot copied them
+	                                  (older writers; now 9) */
 	KTRACE_LOSS_NO_NAME = 5,       /* name table full (marks, spans, kinds) */
 	KTRACE_LOSS_SNAPSHOTS_SUPPRESSED = 6, /* triggers dropped by the rate limit */
 	KTRACE_LOSS_SNAPSHOTS_FAILED = 7,     /* snapshot files that could not be written */
-	/* Reserved: 8 snapshots refused by the files/bytes-per-minute limit and
-	 * 9 blocks not copied into a snapshot, by cause 9..10 (issue 11). */
+	KTRACE_LOSS_SNAPSHOTS_REFUSED = 8,    /* snapshots (signal, API, trigger) refused
+	                                         by the files/bytes-per-minute limit */
+	/* 9 and 10 count this file only (not the process's total): blocks the
+	 * ring held when the window was marked that are not in this file.
+	 * With the blocks in the file they account for every block of the
+	 * ring.  Writers of these counters no longer count cause 4. */
+	KTRACE_LOSS_NOT_COPIED_OVERWRITTEN = 9, /* reused by the program's threads
+	                                           before the snapshot copied them */
+	KTRACE_LOSS_NOT_COPIED_NO_MEMORY = 10,  /* no memory for the copy */
 	KTRACE_LOSS_SCHED = 11,        /* context-switch records lost (kernel buffer
 	                                  full, or overwritten in the window) */
 	KTRACE_LOSS_COUNT = 16

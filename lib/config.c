@@ -17,6 +17,8 @@
  *   KTRACE_TRIGGER_DELAY_MS       recording after a trigger before the
  *                                 window is written (default 200)
  *   KTRACE_MAX_SNAPSHOTS_PER_MIN  trigger rate limit (default 6)
+ *   KTRACE_MAX_FILES_PER_MIN      files per minute, every path (default 10)
+ *   KTRACE_MAX_MB_PER_MIN         MiB of files per minute (default 1024)
  *   KTRACE_QUIET                  1: no "wrote snapshot" lines on stderr
  *   KTRACE_CLOCK                  auto (default), tsc, monotonic
  *   KTRACE_RSEQ                   1 (default) / 0: use the locked fallback
@@ -29,10 +31,24 @@
  *   KTRACE_INCLUDE                globs of function names always recorded
  *   KTRACE_SCHED                  auto (default: record context switches when
  *                                 the kernel allows it) / off
+ *
+ * A relative KTRACE_DIR is made absolute here, once: a program that later
+ * changes directory (daemon()) still writes where it started.
+ *
+ * Secure execution (getauxval(AT_SECURE): setuid, setgid, file
+ * capabilities): the environment belongs to a less privileged user, so no
+ * setting is read from it (secure_getenv), and the defaults change: no
+ * snapshot signal, and no snapshot directory until the program chooses
+ * one.  The program itself can change some settings at run time with
+ * ktrace_setting().
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,12 +57,50 @@
 #include <strings.h>
 
 struct kt_config ktrace__cfg;
+/* Guards ktrace__cfg.dir after start-up (ktrace_setting vs the writer). */
+static pthread_mutex_t cfg_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The environment, unless this is a secure-execution process. */
+static KT_NOINSTR const char *env(const char *var)
+{
+	return secure_getenv(var);
+}
+
+/* Identity of descriptor 2 when the library started (st_dev, st_ino);
+ * err_known: 0 = not read yet, 1 = read, -1 = fd 2 was closed. */
+static dev_t err_dev;
+static ino_t err_ino;
+static _Atomic int err_known;
+
+static KT_NOINSTR int stderr_is_ours(void)
+{
+	struct stat st;
+	int known = kt_load(&err_known, acquire); /* pairs with the release below */
+
+	if (fstat(2, &st) != 0)
+		st.st_ino = 0, st.st_dev = 0;
+	if (known == 0) {
+		err_dev = st.st_dev;
+		err_ino = st.st_ino;
+		kt_store(&err_known, st.st_ino ? 1 : -1, release);
+		return st.st_ino != 0;
+	}
+	return known == 1 && st.st_ino != 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+}
+
+/*
+ * Messages go to stderr only while descriptor 2 is still the file it was
+ * when the library started: a daemon that closed it and got a file of its
+ * own on that number must not find ktrace's lines in its data.
+ */
 KT_NOINSTR void ktrace__say(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
 	int n;
+
+	if (!stderr_is_ours())
+		return;
 
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
@@ -118,26 +172,81 @@ KT_NOINSTR int ktrace__parse_signal(const char *s, int *signo)
 	return -1;
 }
 
-static KT_NOINSTR void num(const char *var, uint64_t lo, uint64_t hi, uint64_t *dst,
-                           const char *unit)
+static KT_NOINSTR int parse_num(const char *var, const char *s, uint64_t lo, uint64_t hi,
+                                 uint64_t *dst, const char *unit)
 {
-	const char *s = getenv(var);
 	uint64_t v;
 
-	if (s == NULL || *s == 0)
-		return;
 	if (ktrace__parse_u64(s, lo, hi, &v) == 0) {
 		*dst = v;
-		return;
+		return 0;
 	}
 	ktrace__say("%s='%s' is not a whole number of %s from %llu to %llu; using %llu",
 	            var, s, unit, (unsigned long long)lo, (unsigned long long)hi,
 	            (unsigned long long)*dst);
+	return -1;
+}
+
+static KT_NOINSTR void num(const char *var, uint64_t lo, uint64_t hi, uint64_t *dst,
+                           const char *unit)
+{
+	const char *s = env(var);
+
+	if (s != NULL && *s != 0)
+		parse_num(var, s, lo, hi, dst, unit);
+}
+
+static KT_NOINSTR void num32(const char *var, uint32_t lo, uint32_t hi, uint32_t *dst,
+                             const char *unit)
+{
+	uint64_t v = *dst;
+
+	num(var, lo, hi, &v, unit);
+	*dst = (uint32_t)v;
+}
+
+/* dir made absolute against the current directory; 0, or -1 (told why). */
+static KT_NOINSTR int resolve_dir(const char *var, const char *in, char *out, size_t len)
+{
+	char cwd[sizeof(ktrace__cfg.dir)];
+	size_t n = strlen(in);
+
+	if (n >= len - 64) {
+		ktrace__say("%s is longer than %zu bytes; not used", var, len - 64);
+		return -1;
+	}
+	if (in[0] == '/') {
+		memcpy(out, in, n + 1);
+		return 0;
+	}
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		ktrace__say("%s='%s': cannot read the current directory (%s); keeping the "
+		            "relative path", var, in, strerror(errno));
+		memcpy(out, in, n + 1);
+		return 0;
+	}
+	if (strcmp(in, ".") == 0 || strcmp(in, "./") == 0)
+		n = (size_t)snprintf(out, len, "%s", cwd);
+	else
+		n = (size_t)snprintf(out, len, "%s%s%s", cwd, cwd[1] ? "/" : "", in);
+	if (n >= len - 64) {
+		ktrace__say("%s='%s' is longer than %zu bytes once made absolute; not used",
+		            var, in, len - 64);
+		return -1;
+	}
+	return 0;
+}
+
+KT_NOINSTR void ktrace__cfg_dir(char *buf, size_t len)
+{
+	pthread_mutex_lock(&cfg_mu);
+	snprintf(buf, len, "%s", ktrace__cfg.dir);
+	pthread_mutex_unlock(&cfg_mu);
 }
 
 static KT_NOINSTR void flag(const char *var, int *dst)
 {
-	const char *s = getenv(var);
+	const char *s = env(var);
 
 	if (s == NULL || *s == 0)
 		return;
@@ -191,22 +300,37 @@ KT_NOINSTR void ktrace__config_load(void)
 	const char *s;
 	uint64_t v;
 
+	stderr_is_ours();   /* note which file descriptor 2 is now */
 	memset(c, 0, sizeof(*c));
 	c->enabled = 1;
-	strcpy(c->dir, ".");
 	c->buffer_mb = 8;
 	c->signo = SIGUSR2;
 	c->trigger_min_samples = 1000;
 	c->trigger_delay_ms = 200;
 	c->max_per_min = 6;
+	c->max_files_per_min = 10;
+	c->max_mb_per_min = 1024;
+	c->secure = getauxval(AT_SECURE) != 0;
+	if (c->secure) {
+		extern char **environ;
+		/* No directory and no signal until the program asks. */
+		c->signo = 0;
+		for (char **e = environ; e && *e; e++)
+			if (strncmp(*e, "KTRACE_", 7) == 0) {
+				ktrace__say("setuid/setgid program: KTRACE_* settings in the "
+				            "environment are ignored (the program can choose its "
+				            "own with ktrace_setting())");
+				break;
+			}
+	} else if (resolve_dir("KTRACE_DIR", ".", c->dir, sizeof(c->dir)) != 0) {
+		strcpy(c->dir, ".");
+	}
 
 	flag("KTRACE_ENABLE", &c->enabled);
-	if ((s = getenv("KTRACE_DIR")) != NULL && *s) {
-		if (strlen(s) >= sizeof(c->dir) - 64)
-			ktrace__say("KTRACE_DIR is longer than %zu bytes; using '.'",
-			            sizeof(c->dir) - 64);
-		else
-			strcpy(c->dir, s);
+	if ((s = env("KTRACE_DIR")) != NULL && *s) {
+		char d[sizeof(c->dir)];
+		if (resolve_dir("KTRACE_DIR", s, d, sizeof(d)) == 0)
+			strcpy(c->dir, d);
 	}
 	v = c->buffer_mb;
 	num("KTRACE_BUFFER_MB", 1, 4096, &v, "MiB per core");
@@ -217,12 +341,12 @@ KT_NOINSTR void ktrace__config_load(void)
 	if (c->buffer_mb != v)
 		ktrace__say("KTRACE_BUFFER_MB=%llu rounded up to %u (a power of two)",
 		            (unsigned long long)v, c->buffer_mb);
-	if ((s = getenv("KTRACE_SIGNAL")) != NULL && *s &&
+	if ((s = env("KTRACE_SIGNAL")) != NULL && *s &&
 	    ktrace__parse_signal(s, &c->signo))
 		ktrace__say("KTRACE_SIGNAL='%s' is not USR1, USR2, RTMIN+N, a number of one "
 		            "of those, or none; using SIGUSR2", s);
 	num("KTRACE_TRIGGER_US", 0, UINT64_MAX / 1000, &c->trigger_us, "microseconds");
-	if ((s = getenv("KTRACE_TRIGGER_PCT")) != NULL && *s) {
+	if ((s = env("KTRACE_TRIGGER_PCT")) != NULL && *s) {
 		char *end;
 		double d = strtod(s, &end);
 		if (*end == 0 && end != s && d >= 0 && d < 100)
@@ -231,17 +355,13 @@ KT_NOINSTR void ktrace__config_load(void)
 			ktrace__say("KTRACE_TRIGGER_PCT='%s' is not a percentile from 0 (off) "
 			            "to below 100, e.g. 99.9; trigger by percentile is off", s);
 	}
-	v = c->trigger_min_samples;
-	num("KTRACE_TRIGGER_MIN_SAMPLES", 1, 100000000, &v, "requests");
-	c->trigger_min_samples = (uint32_t)v;
-	v = c->trigger_delay_ms;
-	num("KTRACE_TRIGGER_DELAY_MS", 0, 60000, &v, "milliseconds");
-	c->trigger_delay_ms = (uint32_t)v;
-	v = c->max_per_min;
-	num("KTRACE_MAX_SNAPSHOTS_PER_MIN", 1, 600, &v, "snapshots");
-	c->max_per_min = (uint32_t)v;
+	num32("KTRACE_TRIGGER_MIN_SAMPLES", 1, 100000000, &c->trigger_min_samples, "requests");
+	num32("KTRACE_TRIGGER_DELAY_MS", 0, 60000, &c->trigger_delay_ms, "milliseconds");
+	num32("KTRACE_MAX_SNAPSHOTS_PER_MIN", 1, 600, &c->max_per_min, "snapshots");
+	num32("KTRACE_MAX_FILES_PER_MIN", 1, 100000, &c->max_files_per_min, "files");
+	num32("KTRACE_MAX_MB_PER_MIN", 1, 100000000, &c->max_mb_per_min, "MiB");
 	flag("KTRACE_QUIET", &c->quiet);
-	if ((s = getenv("KTRACE_CLOCK")) != NULL && *s) {
+	if ((s = env("KTRACE_CLOCK")) != NULL && *s) {
 		if (strcasecmp(s, "tsc") == 0)
 			c->force_clock = KTRACE_CLOCK_TSC;
 		else if (strcasecmp(s, "monotonic") == 0)
@@ -263,4 +383,83 @@ KT_NOINSTR void ktrace__config_load(void)
 		else
 			ktrace__say("KTRACE_SCHED='%s' is not auto or off; using auto", s);
 	}
+}
+
+/*
+ * ktrace_setting: the settings that can change while the program runs.
+ * The others size or select what start-up built (rings, clock, rseq).
+ */
+__attribute__((visibility("default"))) KT_NOINSTR int ktrace_setting(const char *name,
+                                                                   const char *value)
+{
+	static const char *const fixed[] = {"KTRACE_ENABLE", "KTRACE_BUFFER_MB", "KTRACE_CLOCK",
+	                                    "KTRACE_RSEQ", "KTRACE_TRIGGER_US",
+	                                    "KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES",
+	                                    "KTRACE_TRIGGER_DELAY_MS"};
+	static const struct {
+		const char *name;
+		uint64_t lo, hi;
+		uint32_t *dst;
+		const char *unit;
+	} nums[] = {
+		{"KTRACE_MAX_SNAPSHOTS_PER_MIN", 1, 600, &ktrace__cfg.max_per_min, "snapshots"},
+		{"KTRACE_MAX_FILES_PER_MIN", 1, 100000, &ktrace__cfg.max_files_per_min, "files"},
+		{"KTRACE_MAX_MB_PER_MIN", 1, 100000000, &ktrace__cfg.max_mb_per_min, "MiB"},
+	};
+	char dir[sizeof(ktrace__cfg.dir)];
+	int r = 0;
+
+	if (name == NULL || value == NULL)
+		return KTRACE_EINVAL;
+	if (!ktrace__ensure_init())
+		return KTRACE_EDISABLED;
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (strcmp(name, fixed[i]) == 0) {
+			ktrace__say("ktrace_setting: %s is fixed at start-up; set it in the "
+			            "environment%s", name, ktrace__cfg.secure ?
+			            " (ignored in a setuid/setgid program)" : "");
+			return KTRACE_EBUSY;
+		}
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+		if (strcmp(name, nums[i].name) == 0) {
+			uint64_t v = __atomic_load_n(nums[i].dst, __ATOMIC_RELAXED);
+			if (parse_num(name, value, nums[i].lo, nums[i].hi, &v, nums[i].unit))
+				return KTRACE_ERANGE;
+			/* relaxed: a free-standing value, read as a whole. */
+			__atomic_store_n(nums[i].dst, (uint32_t)v, __ATOMIC_RELAXED);
+			return 0;
+		}
+	if (strcmp(name, "KTRACE_DIR") == 0) {
+		if (*value == 0 || resolve_dir(name, value, dir, sizeof(dir)) != 0)
+			return KTRACE_EINVAL;
+		pthread_mutex_lock(&cfg_mu);
+		strcpy(ktrace__cfg.dir, dir);
+		pthread_mutex_unlock(&cfg_mu);
+		return 0;
+	}
+	if (strcmp(name, "KTRACE_QUIET") == 0) {
+		int q;
+		if (ktrace__parse_bool(value, &q)) {
+			ktrace__say("KTRACE_QUIET='%s' is not 1/0, on/off, yes/no or true/false",
+			            value);
+			return KTRACE_EINVAL;
+		}
+		__atomic_store_n(&ktrace__cfg.quiet, q, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (strcmp(name, "KTRACE_SIGNAL") == 0) {
+		int signo;
+		if (ktrace__parse_signal(value, &signo)) {
+			ktrace__say("KTRACE_SIGNAL='%s' is not USR1, USR2, RTMIN+N, a number of one "
+			            "of those, or none", value);
+			return KTRACE_EINVAL;
+		}
+		pthread_mutex_lock(&cfg_mu);
+		__atomic_store_n(&ktrace__cfg.signo, signo, __ATOMIC_RELAXED);
+		ktrace__snapshot_signal_changed();
+		pthread_mutex_unlock(&cfg_mu);
+		return r;
+	}
+	ktrace__say("ktrace_setting: unknown setting '%s'", name);
+	return KTRACE_EINVAL;
 }

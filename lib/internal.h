@@ -158,13 +158,35 @@ int ktrace__try_fast(struct kt_thread *t, uint32_t ev);
 int ktrace__ring_init(void);
 void ktrace__ring_reset(void);     /* fork child: empty every ring */
 /* Snapshot side: ring_mark reads core c's state (and the counter just
- * before); ring_copy then copies the valid blocks up to that state into dst
- * (room for the whole ring plus block headers) and returns bytes used.
+ * before); a cursor then copies the blocks up to that state, oldest first,
+ * in steps, so several cores can be copied in slices (ring.c, "Readers").
  * Marking every core first makes the cores' windows end together. */
 uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc);
-size_t ktrace__ring_copy_at(uint32_t c, uint64_t state, void *dst, uint32_t max_blocks,
-                            uint32_t *nblocks_out, uint64_t *race_drops);
-/* ring_mark + ring_copy_at for one core; dst has room for the whole ring. */
+struct kt_ring_cursor {
+	uint32_t cpu;
+	uint32_t pos;          /* word counter at the mark */
+	uint32_t cur;          /* S of the block holding pos - 1 */
+	uint32_t next;         /* S of the next block to copy */
+	uint32_t left;         /* blocks still to copy, next .. cur */
+	uint32_t exists;       /* blocks the ring held at the mark */
+	uint32_t kept;         /* blocks in dst: an unbroken run */
+	uint32_t lost;         /* blocks reused before their copy was done */
+	uint32_t no_room;      /* oldest blocks not copied: dst too small */
+	uint32_t done;         /* blocks copied (kept or dropped later) */
+	int64_t t0_ns;         /* CLOCK_MONOTONIC at init: for the rates */
+	int64_t t0_cpu_ns;     /* the copying thread's cpu time at init */
+	unsigned char *dst;    /* block records (ktrace_block_rec + words) */
+	size_t bytes;          /* bytes used in dst */
+};
+/* dst has room for max_blocks blocks with their headers. */
+void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, uint64_t state,
+                              void *dst, uint32_t max_blocks);
+/* Words the live writer may append before it reuses the next block. */
+uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k);
+/* Copy up to max blocks; returns the blocks left to copy. */
+uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max);
+/* All of core c in one go; dst has room for the whole ring.  race_drops
+ * gets the blocks reused before they were copied. */
 size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out, uint64_t *race_drops);
 
 /* ---- slow path entry points (record.c) --------------------------------- */
@@ -224,7 +246,10 @@ struct kt_config {
 	double trigger_pct;          /* KTRACE_TRIGGER_PCT, 0 = off */
 	uint32_t trigger_min_samples;/* KTRACE_TRIGGER_MIN_SAMPLES */
 	uint32_t trigger_delay_ms;   /* KTRACE_TRIGGER_DELAY_MS */
-	uint32_t max_per_min;        /* KTRACE_MAX_SNAPSHOTS_PER_MIN */
+	uint32_t max_per_min;        /* KTRACE_MAX_SNAPSHOTS_PER_MIN (triggers) */
+	uint32_t max_files_per_min;  /* KTRACE_MAX_FILES_PER_MIN, every path */
+	uint32_t max_mb_per_min;     /* KTRACE_MAX_MB_PER_MIN, MiB, every path */
+	int secure;                  /* AT_SECURE: nothing taken from the environment */
 	int quiet;                   /* KTRACE_QUIET */
 	int force_clock;             /* KTRACE_CLOCK: 0 auto, or a clock source */
 	int no_rseq;                 /* KTRACE_RSEQ=0 forces the locked path */
@@ -237,6 +262,11 @@ struct kt_config {
 	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
 };
 extern struct kt_config ktrace__cfg;
+/* A field that ktrace_setting() may change while other threads run:
+ * relaxed, each is a free-standing value (dir goes through ktrace__cfg_dir). */
+#define kt_load_cfg(field) __atomic_load_n(&ktrace__cfg.field, __ATOMIC_RELAXED)
+/* Copy the snapshot directory ("" = none chosen, secure execution). */
+void ktrace__cfg_dir(char *buf, size_t len);
 /* Parse the environment into ktrace__cfg; complaints go to stderr. */
 void ktrace__config_load(void);
 /* Parse helpers, exposed for tests: 0 on success, -1 with *why set. */
@@ -256,6 +286,8 @@ void ktrace__snapshot_fork_child(void);
 /* Start the writer if a fork child still needs one (cheap check). */
 void ktrace__snapshot_ensure_writer(void);
 void ktrace__snapshot_atexit(void);
+/* ktrace_setting changed KTRACE_SIGNAL: move the handler. */
+void ktrace__snapshot_signal_changed(void);
 struct kt_trigger_info;
 /* Ask the writer thread for a snapshot after delay_ms; async-safe with
  * respect to application threads (no blocking). */

@@ -40,12 +40,18 @@
  *
  * Readers (snapshot).  Load state (acquire: pairs with the commit/unlock
  * store, so every word below pos is visible) and take the block holding
- * pos - 1 as current.  For each block: load gen (acquire), skip it if 0 or
- * if its S is newer than the current block's, copy its words (up to pos for
- * the current block, all of it for older ones), then an acquire fence and
- * gen again: a change means a writer reused the block while we copied, so
- * the copy is dropped and counted (KTRACE_LOSS_SNAPSHOT_RACE).  Tracing
- * never waits for a reader.
+ * pos - 1 as current (cur); the ring then holds the incarnations cur,
+ * cur - BW, ... back to the oldest.  Copy them oldest first: the writer
+ * also reuses the oldest first, so a copier faster than it stays ahead and
+ * loses nothing; several cores are copied in slices, the core whose writer
+ * is closest to the next block first.  For each block: load gen (acquire)
+ * and expect exactly S|1, copy its words (up to pos for the current block,
+ * all of it for older ones), then an acquire fence and gen again: a change
+ * means a writer reused the block while we copied.  A block reused before
+ * or during its copy is a hole; the blocks copied before it are dropped as
+ * well, so the copy is the newest unbroken run, and every dropped block is
+ * counted (KTRACE_LOSS_NOT_COPIED_OVERWRITTEN in that file).  Tracing never
+ * waits for a reader.
  */
 #include "internal.h"
 
@@ -54,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BW KTRACE_BLOCK_WORDS
@@ -355,48 +362,6 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 
 /* ---- reader --------------------------------------------------------------- */
 
-/*
- * A writer that laps the whole ring while a (preempted) reader copies it
- * leaves the reader with blocks from before and after the lap: each valid,
- * but with holes between them.  Keep only the unbroken run of blocks that
- * ends at the current one (S = cur, cur - BW, ...), in place; the others
- * are counted as raced.  A reader never glues events across a hole.
- */
-static KT_NOINSTR size_t keep_contiguous(void *dst, size_t bytes, uint32_t nb, uint32_t cur,
-                                         uint32_t *nblocks_out, uint64_t *race_drops)
-{
-	unsigned char *p = dst, *end = p + bytes, *out = dst;
-	uint32_t n = ktrace__g.nblocks, run = 0, kept = 0;
-	uint8_t *have = calloc((n + 7) / 8, 1);   /* bit per age (cur - S) / BW */
-
-	if (have == NULL) { /* cannot check: keep the copy as it is */
-		*nblocks_out = nb;
-		return bytes;
-	}
-	for (unsigned char *q = p; q < end;) {
-		const struct ktrace_block_rec *r = (const void *)q;
-		uint32_t age = (cur - r->start) / BW;   /* < n: checked by the copy */
-		have[age / 8] |= (uint8_t)(1u << (age % 8));
-		q += sizeof(*r) + (size_t)r->nwords * 4;
-	}
-	while (run < n && (have[run / 8] >> (run % 8) & 1))
-		run++;
-	for (unsigned char *q = p; q < end;) {
-		const struct ktrace_block_rec *r = (const void *)q;
-		size_t sz = sizeof(*r) + (size_t)r->nwords * 4;
-		if ((cur - r->start) / BW < run) {
-			memmove(out, q, sz);
-			out += sz;
-			kept++;
-		}
-		q += sz;
-	}
-	free(have);
-	*race_drops += nb - kept;
-	*nblocks_out = kept;
-	return (size_t)(out - (unsigned char *)dst);
-}
-
 KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
 {
 	/* The counter first: every record committed after the load below
@@ -409,71 +374,193 @@ KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
 	return kt_load(&ktrace__g.cores[c].state, acquire);
 }
 
-KT_NOINSTR size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out,
-                                    uint64_t *race_drops)
+static KT_NOINSTR int64_t thread_cpu_ns(void)
 {
-	uint64_t t;
+	struct timespec ts;
 
-	return ktrace__ring_copy_at(c, ktrace__ring_mark(c, &t), dst, ktrace__g.nblocks,
-	                            nblocks_out, race_drops);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /*
- * Copy the blocks of core c up to state s into dst, at most max_blocks of
- * them.  Every block accepted (S at most the current block's) was claimed
- * before s was read, so blocks_used read after ktrace__ring_mark bounds
- * their number; max_blocks is checked anyway, as a guard on the buffer.
+ * The cursor: which block incarnations core c held at the mark (state s),
+ * and how far the copy of them got.  Incarnation S lives in block
+ * (S & mask) / BW; the ring held exactly the ones from cur - (exists-1)*BW
+ * to cur.  A ring whose 32-bit counter went round (2^22 blocks, far more
+ * than any ring's 2^20) is wrapped; blocks_used, read after the mark, can
+ * only be a few claims ahead of it.
  */
-KT_NOINSTR size_t ktrace__ring_copy_at(uint32_t c, uint64_t s, void *dst, uint32_t max_blocks,
-                                       uint32_t *nblocks_out, uint64_t *race_drops)
+KT_NOINSTR void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, uint64_t s,
+                                         void *dst, uint32_t max_blocks)
 {
-	struct kt_core *k = &ktrace__g.cores[c];
-	uint32_t rw = ktrace__g.ring_words;
-	unsigned char *out = dst;
-	uint32_t pos = KT_STATE_POS(s), cur, nb = 0;
+	struct kt_core *core = &ktrace__g.cores[c];
+	uint32_t n = ktrace__g.nblocks;
+	uint64_t used = kt_load(&core->blocks_used, relaxed); /* relaxed: a bound only */
 
-	*nblocks_out = 0;
-	if (kt_load(&k->blocks_used, relaxed) == 0)
-		return 0;
-	cur = (pos - 1) & ~(BW - 1);
-	for (uint32_t b = 0; b < ktrace__g.nblocks; b++) {
-		struct ktrace_block_rec *rec = (struct ktrace_block_rec *)out;
-		uint32_t *words = (uint32_t *)(rec + 1);
-		/* acquire: pairs with claim_block's release store of gen. */
-		uint32_t g1 = kt_load(&k->gen[b], acquire), g2, S, n;
-
-		if (g1 == 0)
-			continue;
-		S = g1 & ~1u;
-		if (cur - S >= rw)   /* newer than the current block: skip */
-			continue;
-		if (nb == max_blocks) {   /* cannot happen (see above): guard */
-			(*race_drops)++;
-			continue;
-		}
-		n = (S == cur) ? pos - S : BW;
-		if (n == 0 || n > BW)
-			continue;
-		for (uint32_t i = 0; i < n; i++)
-			words[i] = __atomic_load_n(&k->ring[(S + i) & ktrace__g.ring_mask],
-			                           __ATOMIC_RELAXED);
-		/* acquire fence: pairs with claim_block's release fence (see
-		 * I5): if any word copied came from a newer incarnation, the
-		 * load below sees 0 or its S|1. */
-		kt_fence(acquire);
-		g2 = kt_load(&k->gen[b], relaxed);
-		if (g1 != g2 || KTRACE_REC_EV(words[0]) != 4 ||
-		    KTRACE_EXT_TYPE(words[1]) != KTRACE_EXT_BLOCK_START || words[2] != S) {
-			(*race_drops)++;
-			continue;
-		}
-		rec->cpu = c;
-		rec->nwords = n;
-		rec->start = S;
-		rec->crc = 0; /* filled by the writer */
-		out += sizeof(*rec) + (size_t)n * 4;
-		nb++;
+	memset(k, 0, sizeof(*k));
+	k->t0_ns = ktrace__monotonic_ns();
+	k->t0_cpu_ns = thread_cpu_ns();
+	k->cpu = c;
+	k->pos = KT_STATE_POS(s);
+	k->dst = dst;
+	if (used == 0 || k->pos == 0)
+		return;
+	k->cur = (k->pos - 1) & ~(BW - 1);
+	k->exists = used >= (1u << 21) ? n : k->cur / BW + 1;
+	if (k->exists > n)
+		k->exists = n;
+	/* No room for all of them: the oldest are not copied (never the
+	 * newest, which end the window at copy_tsc). */
+	k->left = k->exists;
+	if (k->left > max_blocks) {
+		k->no_room = k->left - max_blocks;
+		k->left = max_blocks;
 	}
-	return keep_contiguous(dst, (size_t)(out - (unsigned char *)dst), nb, cur, nblocks_out,
-	                       race_drops);
+	if (k->left == 0)
+		return;
+	k->next = k->cur - (k->left - 1) * BW;
+}
+
+/* Words the writer can still append before it reuses the next block to
+ * copy; 0 when it already has (or is on it). */
+KT_NOINSTR uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k)
+{
+	/* relaxed: a scheduling hint; each copy is checked through gen. */
+	uint32_t live = KT_STATE_POS(kt_load(&ktrace__g.cores[k->cpu].state, relaxed));
+	uint32_t m = k->next + ktrace__g.ring_words - live;
+
+	return m > ktrace__g.ring_words ? 0 : m;
+}
+
+/*
+ * The writer overtook the copy.  Where to go on: a copy faster than the
+ * writer only needs to get ahead of it again (a margin past its front);
+ * a slower one (a busy or sanitized machine) can never stay
+ * ahead, and would keep dropping everything it copied at each new hole:
+ * it goes to where the newest blocks it can still finish start.  The
+ * margin is twice what the writer gained in the stall that made the hole
+ * (a preempted copy is stalled again for about as long), at most a
+ * quarter of what is left.  With copy rate C (per ns of the copying
+ * thread's cpu time: a stall is not slowness; taken as the faster until
+ * 64 blocks were copied) and writer rate W (per ns of wall time), both
+ * since the mark, in blocks, the D blocks from the writer's front to cur
+ * allow
+ * X = D * C / (C + W) of them (the writer must not reach the first of the
+ * X before the copy is done); 10 % of slack.  The blocks skipped are
+ * counted as overwritten: the writer reuses them before any copy could.
+ */
+static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
+{
+	uint32_t rw = ktrace__g.ring_words;
+	/* relaxed: an estimate; every copy is still checked through gen. */
+	uint32_t live = KT_STATE_POS(kt_load(&ktrace__g.cores[k->cpu].state, relaxed));
+	uint32_t front = (((live - 1) & ~(BW - 1)) + BW - rw);   /* oldest not reused */
+	uint32_t after = k->next + BW;                            /* next candidate */
+	uint32_t d, x, start;
+	/* The copy's rate on the cpu (a stall is not slowness), the
+	 * writer's on the wall clock. */
+	double dt = (double)(ktrace__monotonic_ns() - k->t0_ns) + 1;
+	double dc = (double)(thread_cpu_ns() - k->t0_cpu_ns) + 1;
+	double c = (double)k->done / dc, w = (double)((live - k->pos) / BW) / dt;
+
+	if (front - after >= rw)      /* front behind 'after': nothing to skip */
+		return;
+	if (k->cur - front >= rw) {   /* the writer lapped cur itself */
+		k->lost += k->left - 1;
+		k->left = 1;
+		k->next = k->cur - BW;    /* the loop's increment ends the copy */
+		return;
+	}
+	d = (k->cur - front) / BW + 1;
+	/* How far the writer got past the copy during the stall that made
+	 * this hole: a lead of twice that survives the next such stall. */
+	uint32_t gap = (front - k->next) / BW;
+	uint32_t lead = 64 + (k->done < 64 ? gap : 2 * gap);  /* the first: no stall */
+	if (lead > d / 4)   /* one stall costs at most a quarter of the rest */
+		lead = d / 4;
+	/* Too few blocks copied to know the copy's rate (the oldest block
+	 * is often reused right after the mark): assume the faster. */
+	if (k->done < 64 || c > 1.25 * w)
+		x = d > lead ? d - lead : 1;
+	else
+		x = (uint32_t)((double)d * c / (c + w) * 0.9);
+	if (x < 1)
+		x = 1;
+	start = k->cur - (x - 1) * BW;
+	if (start - after >= rw || start == after)
+		return;
+	/* The loop's increment moves next to 'after' and left down by one. */
+	k->lost += (start - after) / BW;
+	k->left -= (start - after) / BW;
+	k->next = start - BW;
+}
+
+/*
+ * Copy up to max blocks, oldest first; returns the blocks still to copy.
+ * The writer reuses blocks oldest first too, so a copier faster than the
+ * writer stays ahead of it and loses nothing.  A block reused before (or
+ * while) it was copied is a hole: everything copied before it is older
+ * than the hole and is dropped too, so what stays in dst is always one
+ * unbroken run ending at the newest block copied (a reader never glues
+ * events across a hole).  Dropped blocks are counted in k->lost.
+ */
+/* Not checked by ASan: the ring and dst are the library's own mappings,
+ * bounds checked above, and an instrumented word-by-word copy would be
+ * slower than the (uninstrumented, asm) writers it races with. */
+KT_NOINSTR __attribute__((no_sanitize_address)) uint32_t
+ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max)
+{
+	struct kt_core *core = &ktrace__g.cores[k->cpu];
+	uint32_t mask = ktrace__g.ring_mask;
+
+	for (; k->left && max; k->left--, max--, k->next += BW) {
+		uint32_t S = k->next, b = (S & mask) / BW;
+		struct ktrace_block_rec *rec = (struct ktrace_block_rec *)(k->dst + k->bytes);
+		uint32_t *words = (uint32_t *)(rec + 1);
+		uint32_t n = (S == k->cur) ? k->pos - S : BW;
+		/* acquire: pairs with claim_block's release store of gen. */
+		uint32_t g1 = kt_load(&core->gen[b], acquire), g2;
+
+		if (g1 == (S | 1u)) {
+			for (uint32_t i = 0; i < n; i++)
+				words[i] = __atomic_load_n(&core->ring[(S + i) & mask],
+				                           __ATOMIC_RELAXED);
+			/* acquire fence: pairs with claim_block's release fence
+			 * (see I5): if any word copied came from a newer
+			 * incarnation, the load below sees 0 or its S|1. */
+			kt_fence(acquire);
+			g2 = kt_load(&core->gen[b], relaxed);
+			if (g1 == g2 && KTRACE_REC_EV(words[0]) == 4 &&
+			    KTRACE_EXT_TYPE(words[1]) == KTRACE_EXT_BLOCK_START && words[2] == S) {
+				rec->cpu = k->cpu;
+				rec->nwords = n;
+				rec->start = S;
+				rec->crc = 0; /* filled by the writer */
+				k->bytes += sizeof(*rec) + (size_t)n * 4;
+				k->kept++;
+				k->done++;
+				continue;
+			}
+		}
+		/* A hole: S was reused (or is being reused) by the writer. */
+		k->lost += k->kept + 1;
+		k->kept = 0;
+		k->bytes = 0;
+		if (k->left > 1)
+			skip_ahead(k);
+	}
+	return k->left;
+}
+
+KT_NOINSTR size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out,
+                                    uint64_t *race_drops)
+{
+	struct kt_ring_cursor k;
+	uint64_t t;
+
+	ktrace__ring_cursor_init(&k, c, ktrace__ring_mark(c, &t), dst, ktrace__g.nblocks);
+	ktrace__ring_cursor_step(&k, UINT32_MAX);
+	*nblocks_out = k.kept;
+	*race_drops += k.lost;
+	return k.bytes;
 }

@@ -5,15 +5,31 @@
  * takes the clock anchors every 100 ms.  It blocks every signal, so the
  * snapshot signal is delivered to application threads and SIGXFSZ (file
  * size limit) turns into an EFBIG error here instead of killing the
- * process.  Requests reach it through a pipe:
+ * process.  Requests reach it through a futex word, wake_seq, which owns
+ * no descriptor: a program that closes or reuses descriptor numbers can
+ * never make the library read, write or wait on its files.
  *
- *   - the signal handler sets sig_pending and writes one byte (both
- *     async-signal-safe), then chains to a handler the program had;
+ *   - the signal handler sets sig_pending, increments wake_seq and calls
+ *     FUTEX_WAKE (all async-signal-safe), then chains to a handler the
+ *     program had;
  *   - ktrace_snapshot() queues a request under api_mu and waits on api_cv
  *     for the writer to finish it (only the caller waits);
  *   - a trigger (trigger.c) stores its record under trig_mu (held for a
  *     copy of ~100 bytes, never across I/O) with a due time; the writer
  *     waits until then so the aftermath is in the window.
+ *
+ * The writer sleeps in FUTEX_WAIT on wake_seq with a timeout (the next
+ * anchor or a trigger's due time); it never polls or spins.
+ *
+ * Every file-producing path (signal, API, trigger) passes one rate limit:
+ * token buckets of KTRACE_MAX_FILES_PER_MIN files and KTRACE_MAX_MB_PER_MIN
+ * MiB, refilled continuously at that rate per minute.  A refused snapshot
+ * costs nothing (it is refused before the copy), is counted
+ * (KTRACE_LOSS_SNAPSHOTS_REFUSED, in the next file) and reported once on
+ * stderr.  The writer allocates with mmap only, never malloc, so it does
+ * not give the process a malloc arena of its own (64 MiB of address
+ * space each), and its stack is KT_WRITER_STACK, not the default 8 MiB:
+ * under RLIMIT_AS the program keeps its address space for itself.
  *
  * The writer copies the rings first (the window "now"), then the metadata,
  * which by then covers every function, thread and name the rings mention.
@@ -22,27 +38,46 @@
  * process dies mid-write; where O_TMPFILE is unsupported a temporary name
  * opened with O_EXCL|O_NOFOLLOW is renamed instead and unlinked on error.
  * linkat() and the O_EXCL open never follow a symlink planted in the
- * directory.
+ * directory.  A name someone else already took (another user can
+ * pre-create the predictable ones in a shared sticky directory) is retried
+ * with a random suffix instead of dropping the snapshot.
  */
 #include "internal.h"
 #include "crc32c.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-static int pipe_rd = -1, pipe_wr = -1;
+/* The writer's stack: its deepest path (a snapshot, and one with a stderr
+ * message) uses 23 KiB of it, TLS included (measured by scanning the
+ * stack for the deepest non-zero byte); sanitizers need more. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KT_WRITER_STACK (1024 * 1024)
+#else
+#define KT_WRITER_STACK (128 * 1024)
+#endif
+
+/* Incremented by every request, after its flag or queue entry is set
+ * (release: pairs with the writer's acquire load before it looks at the
+ * requests); FUTEX_WAIT on it returns at once if it moved since. */
+static _Atomic uint32_t wake_seq;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handler");
 /* Set by the signal handler (a lock-free atomic: async-signal-safe), taken
- * by the writer, read by the exit wait.  relaxed everywhere: the pipe byte
- * wakes the writer, and nothing else is published through the flag. */
+ * by the writer, read by the exit wait.  relaxed everywhere: wake_seq
+ * orders it for the writer, and nothing else is published through it. */
 static _Atomic int sig_pending;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "sig_pending must be lock-free in a handler");
 static struct sigaction prev_action;
@@ -54,6 +89,12 @@ _Atomic uint64_t ktrace__snap_busy_since; /* counter at write start, 0 = idle */
 _Atomic uint64_t ktrace__snap_last_end;   /* counter at the last write's end */
 static uint32_t snap_seq;              /* writer thread */
 static unsigned name_seq;              /* writer thread */
+static int installed_signo;            /* signal our handler is on, 0 = none */
+
+/* Rate limit, writer thread only: tokens left (files, bytes) and when they
+ * were last refilled (monotonic ns, 0 = never: full buckets). */
+static double rl_files, rl_bytes;
+static int64_t rl_when;
 
 static pthread_mutex_t api_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t api_cv = PTHREAD_COND_INITIALIZER;
@@ -90,14 +131,16 @@ KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
 	ktrace__say("%s", buf);
 }
 
+/* Async-signal-safe: one atomic add and one system call. */
 static KT_NOINSTR void wake(void)
 {
 	int saved = errno;
-	char c = 1;
 
-	/* Nonblocking pipe: when full, the writer is already awake. */
-	if (write(pipe_wr, &c, 1) < 0) {
-	}
+	/* release: the request set before this call (sig_pending, or an
+	 * entry under api_mu / trig_mu) is visible to a writer that loads
+	 * the new value with acquire. */
+	kt_add(&wake_seq, 1, release);
+	syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
@@ -121,8 +164,15 @@ static KT_NOINSTR void on_signal(int sig, siginfo_t *si, void *uc)
 static KT_NOINSTR void install_signal(void)
 {
 	struct sigaction sa;
-	int signo = ktrace__cfg.signo;
+	int signo = kt_load_cfg(signo);
 
+	if (installed_signo != 0) {   /* ktrace_setting: move to another signal */
+		sigaction(installed_signo, have_prev_action ? &prev_action : NULL, NULL);
+		if (!have_prev_action)
+			signal(installed_signo, SIG_DFL);
+		have_prev_action = 0;
+		installed_signo = 0;
+	}
 	if (signo == 0)
 		return;
 	memset(&sa, 0, sizeof(sa));
@@ -135,6 +185,14 @@ static KT_NOINSTR void install_signal(void)
 	if (sigaction(signo, &sa, NULL) != 0)
 		ktrace__say("cannot install the snapshot signal handler (signal %d): %s; "
 		            "use ktrace_snapshot() or set KTRACE_SIGNAL", signo, strerror(errno));
+	else
+		installed_signo = signo;
+}
+
+/* ktrace_setting("KTRACE_SIGNAL", ...): signo is already in ktrace__cfg. */
+KT_NOINSTR void ktrace__snapshot_signal_changed(void)
+{
+	install_signal();
 }
 
 /* ---- file output ------------------------------------------------------------ */
@@ -223,6 +281,19 @@ static KT_NOINSTR void sec(struct wout *w, struct sec_list *l, uint32_t type,
 	sec_end(w, l, count);
 }
 
+/* 64 unpredictable bits for a name: getrandom, else the counter mixed. */
+static KT_NOINSTR uint64_t name_random(void)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r))
+		return r;
+	r = ktrace__now() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)&r;
+	r ^= r >> 33;
+	r *= 0xff51afd7ed558ccdull;
+	return r ^ (r >> 33);
+}
+
 /* Open an unnamed file in dir (or a unique temporary name); -1 on error. */
 static KT_NOINSTR int open_tmp(const char *dir, char *tmp, size_t tmplen)
 {
@@ -232,8 +303,8 @@ static KT_NOINSTR int open_tmp(const char *dir, char *tmp, size_t tmplen)
 	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
 		return fd;
 	for (int i = 0; i < 100; i++) {
-		snprintf(tmp, tmplen, "%s/.ktrace-%d-%u-%d.tmp", dir, (int)getpid(),
-		         name_seq, i);
+		snprintf(tmp, tmplen, "%s/.ktrace-%d-%016llx.tmp", dir, (int)getpid(),
+		         (unsigned long long)name_random());
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -254,11 +325,19 @@ static KT_NOINSTR int publish(int fd, const char *tmp, const char *dir, char *pa
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	for (int i = 0; i < 1000; i++) {
+	++name_seq;
+	for (int i = 0; i < 100; i++) {
 		int r;
 
-		snprintf(path, pathlen, "%s/ktrace-%d-%s-%u.ktrace", dir, (int)getpid(), stamp,
-		         ++name_seq);
+		/* The plain name first; if taken, the same with a random suffix
+		 * nobody can guess ahead. */
+		if (i == 0)
+			snprintf(path, pathlen, "%s/ktrace-%d-%s-%u.ktrace", dir, (int)getpid(),
+			         stamp, name_seq);
+		else
+			snprintf(path, pathlen, "%s/ktrace-%d-%s-%u-%016llx.ktrace", dir,
+			         (int)getpid(), stamp, name_seq,
+			         (unsigned long long)name_random());
 		if (tmp[0]) {
 			/* The temporary name is ours (O_EXCL); never replace an
 			 * existing entry: link then unlink the temporary. */
@@ -297,6 +376,8 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->func_id_count = KTRACE_FUNC_ID_COUNT;
 	in->flags = ktrace__g.use_rseq ? KTRACE_INFO_RSEQ : 0;
 	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
+	if (ktrace__cfg.secure)
+		in->flags |= KTRACE_INFO_SECURE;
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
 	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
@@ -306,101 +387,275 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	gethostname(in->hostname, sizeof(in->hostname) - 1);
 }
 
-struct ring_copy {
-	void *buf;
+/* ---- memory and rate ---------------------------------------------------- */
+
+/* The writer's memory: mmap, never malloc (file comment).  NULL on failure. */
+static KT_NOINSTR void *map(size_t bytes)
+{
+	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static KT_NOINSTR void unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes ? bytes : 1);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/*
+ * Token buckets (file comment).  rate_refill tops them up for the time
+ * since the last call; a file needs one file token, and as many byte
+ * tokens as it is big unless the byte bucket is full (so a window larger
+ * than the limit still gives one file, then waits for the bucket to
+ * refill).  Bytes are debited after the write and may go negative.
+ */
+static KT_NOINSTR void rate_refill(double fcap, double bcap)
+{
+	int64_t now = ktrace__monotonic_ns();
+
+	if (rl_when == 0) {
+		rl_files = fcap;
+		rl_bytes = bcap;
+	} else {
+		double min = (double)(now - rl_when) / 60e9;
+		rl_files += fcap * min;
+		rl_bytes += bcap * min;
+		if (rl_files > fcap)
+			rl_files = fcap;
+		if (rl_bytes > bcap)
+			rl_bytes = bcap;
+	}
+	rl_when = now;
+}
+
+static KT_NOINSTR int rate_refuse(const char *why)
+{
+	ktrace__count_loss(KTRACE_LOSS_SNAPSHOTS_REFUSED, 1);
+	ktrace__warn_once(62, "snapshot refused: %s (KTRACE_MAX_FILES_PER_MIN=%u, "
+	                  "KTRACE_MAX_MB_PER_MIN=%u); further refusals are only counted, "
+	                  "in the next file", why, kt_load_cfg(max_files_per_min),
+	                  kt_load_cfg(max_mb_per_min));
+	return KTRACE_ERATE;
+}
+
+/* The buffers one snapshot needs besides the ring copies, in one mapping. */
+struct meta_bufs {
+	void *base;
 	size_t bytes;
-	uint32_t nblocks;
+	struct kt_ring_cursor *cur;
+	struct ktrace_core_rec *cores;
+	uint64_t *states;
+	struct wout *w;
+	struct ktrace_func_rec *funcs;
+	struct ktrace_thread_rec *threads;
+	struct ktrace_anchor_rec *anchors;
+	void *names, *mods;
+	struct sec_list *secs;
 };
+
+#define KT_ANCHORS_MAX 4096
+#define KT_NAMES_CAP (4096 * 72)
+#define KT_MODS_CAP (1024 * 296)
+
+static KT_NOINSTR int meta_alloc(struct meta_bufs *m, uint32_t ncpus, size_t nf, size_t nt)
+{
+	size_t sz[10] = {
+		ncpus * sizeof(*m->cur), ncpus * sizeof(*m->cores), ncpus * sizeof(*m->states),
+		sizeof(*m->w), nf * sizeof(*m->funcs), nt * sizeof(*m->threads),
+		KT_ANCHORS_MAX * sizeof(*m->anchors), KT_NAMES_CAP, KT_MODS_CAP,
+		sizeof(*m->secs)};
+	void **dst[10] = {(void **)&m->cur, (void **)&m->cores, (void **)&m->states,
+	                  (void **)&m->w, (void **)&m->funcs, (void **)&m->threads,
+	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs};
+	size_t off = 0;
+	unsigned char *p;
+
+	for (int i = 0; i < 10; i++)
+		off += (sz[i] + 63) & ~(size_t)63;
+	p = map(off);
+	if (p == NULL)
+		return -1;
+	m->base = p;
+	m->bytes = off;
+	for (int i = 0; i < 10; i++) {
+		*dst[i] = p;
+		p += (sz[i] + 63) & ~(size_t)63;
+	}
+	return 0;
+}
+
+#define BLK_BYTES (sizeof(struct ktrace_block_rec) + KTRACE_BLOCK_WORDS * 4)
+
+/*
+ * Room to copy core c: the whole ring, or as much of it as the address
+ * space allows (the rest is counted as not copied: no memory).  Pages are
+ * faulted in before the copy, as far as the ring is used, so the race
+ * with the program's threads (ring.c, "Readers") is run at memcpy speed.
+ */
+static KT_NOINSTR void *copy_alloc(uint32_t c, uint32_t *max_blocks, size_t *bytes)
+{
+	uint64_t used = kt_load(&ktrace__g.cores[c].blocks_used, relaxed); /* a hint */
+	uint32_t want = ktrace__g.nblocks;
+	void *p = NULL;
+
+	*max_blocks = 0;
+	*bytes = 0;
+	if (used == 0)
+		return NULL;
+	for (; want > 0; want /= 2) {
+		p = map((size_t)want * BLK_BYTES);
+		if (p)
+			break;
+	}
+	if (p == NULL)
+		return NULL;
+	*max_blocks = want;
+	*bytes = (size_t)want * BLK_BYTES;
+	used += 64;   /* blocks the writer may still claim before the mark */
+	madvise(p, (size_t)(used < want ? used : want) * BLK_BYTES, MADV_POPULATE_WRITE);
+	return p;
+}
 
 KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
                                       char *path_out, size_t path_len)
 {
 	struct kt_globals *g = &ktrace__g;
 	uint32_t ncpus = g->ncpus, total_blocks = 0, nnames = 0, nmods = 0;
-	struct ring_copy *rc = calloc(ncpus, sizeof(*rc));
-	struct ktrace_core_rec *cores = calloc(ncpus, sizeof(*cores));
-	uint64_t *states = calloc(ncpus, sizeof(*states));
-	struct wout *w = malloc(sizeof(*w));
 	size_t nf = ktrace__funcs_count() + 64, nt = ktrace__threads_count() + 64;
-	struct ktrace_func_rec *funcs = malloc(nf * sizeof(*funcs));
-	struct ktrace_thread_rec *threads = malloc(nt * sizeof(*threads));
-	struct ktrace_anchor_rec *anchors = malloc(4096 * sizeof(*anchors));
-	size_t names_cap = 4096 * 72, mods_cap = 1024 * 296;
-	void *names = malloc(names_cap), *mods = malloc(mods_cap);
+	struct meta_bufs m;
+	void **rbuf = NULL;
+	size_t *rbytes = NULL, rmeta = 0;
 	struct ktrace_info_rec info;
 	struct ktrace_loss_rec loss;
 	struct ktrace_file_header hdr;
-	struct sec_list *secs = calloc(1, sizeof(*secs));
-	char tmp[4352] = "", path[4352];
-	uint64_t race = 0, snap_tsc;
+	char tmp[4352] = "", path[4352], dir[sizeof(ktrace__cfg.dir)];
+	uint64_t snap_tsc, blocks_bytes = 0;
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
-	size_t nanch, budget_len = 0;
+	size_t budget_len = 0;
 	void *budget = NULL;   /* the BUDGET section (filter.c) */
 	uint32_t nmuted = 0;
 	size_t sched_len = 0;
 	uint32_t nsched = 0;
 	void *sched = NULL;         /* the SCHED section (sched.c) */
+	size_t nanch;
+	double fcap = kt_load_cfg(max_files_per_min);
+	double bcap = (double)kt_load_cfg(max_mb_per_min) * 1048576.0;
 
+	memset(&m, 0, sizeof(m));
+	ktrace__cfg_dir(dir, sizeof(dir));
+	if (dir[0] == 0) {
+		ktrace__warn_once(61, "no snapshot directory: this is a setuid/setgid program "
+		                  "(secure execution), which takes no setting from the "
+		                  "environment; it must choose one with "
+		                  "ktrace_setting(\"KTRACE_DIR\", ...); the snapshot is dropped");
+		kt_store(&writing, 0, relaxed);
+		return KTRACE_ENODIR;
+	}
+	rate_refill(fcap, bcap);
+	if (rl_files < 1) {
+		kt_store(&writing, 0, relaxed);
+		return rate_refuse("too many files in the last minute");
+	}
 	kt_store(&writing, 1, relaxed);
 	/* relaxed: read by triggers as a hint; a request racing with the
 	 * start sees either value, and either choice is safe. */
 	kt_store(&ktrace__snap_busy_since, ktrace__now() | 1, relaxed);
-	if (!rc || !cores || !states || !w || !funcs || !threads || !anchors || !names || !mods || !secs)
+	rmeta = ncpus * (sizeof(void *) + sizeof(size_t));
+	rbuf = map(rmeta);
+	if (rbuf == NULL || meta_alloc(&m, ncpus, nf, nt) != 0)
 		goto out;
+	rbytes = (size_t *)(rbuf + ncpus);
 	snap_seq++;
 
 	/* 1. The window: every core's valid blocks, while tracing goes on.
-	 * All positions are read first, in one quick pass, so the cores'
-	 * windows end within a microsecond of each other; copy_tsc says
-	 * exactly where each one ends. */
+	 * Room first (page faults now, not during the race); then all
+	 * positions in one quick pass, so the cores' windows end within a
+	 * microsecond of each other (copy_tsc says exactly where each one
+	 * ends); then the copy, oldest blocks first, in slices of 16 blocks,
+	 * always from the core whose writer is closest to the next block
+	 * (ring.c, "Readers"). */
+	for (uint32_t c = 0; c < ncpus; c++)   /* cores[c].nblocks: room, for now */
+		rbuf[c] = copy_alloc(c, &m.cores[c].nblocks, &rbytes[c]);
+	/* The page faults above used up this thread's time slice; start the
+	 * race with a fresh one rather than be preempted right after the
+	 * mark, when the copy has no lead on the writers yet. */
+	sched_yield();
 	snap_tsc = ktrace__now();
 	snap_rt = ktrace__realtime_ns();
 	for (uint32_t c = 0; c < ncpus; c++)
-		states[c] = ktrace__ring_mark(c, &cores[c].copy_tsc);
+		m.states[c] = ktrace__ring_mark(c, &m.cores[c].copy_tsc);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		struct kt_core *k = &g->cores[c];
-		/* Read after the mark above: bounds the blocks ring_copy_at
-		 * can accept (they were all claimed before the mark). */
-		uint64_t used = kt_load(&k->blocks_used, relaxed);
-		uint64_t nb = used < g->nblocks ? used : g->nblocks;
+		uint32_t room = m.cores[c].nblocks;
 
-		cores[c].cpu = c;
-		cores[c].nblocks = g->nblocks;
-		cores[c].blocks_used = used;
-		cores[c].words_written = kt_load(&k->words_written, relaxed);
-		if (nb == 0)
-			continue;
-		rc[c].buf = malloc(nb * (sizeof(struct ktrace_block_rec) + KTRACE_BLOCK_WORDS * 4));
-		if (rc[c].buf == NULL)
-			goto out;
-		rc[c].bytes = ktrace__ring_copy_at(c, states[c], rc[c].buf, (uint32_t)nb,
-		                                   &rc[c].nblocks, &race);
-		total_blocks += rc[c].nblocks;
+		ktrace__ring_cursor_init(&m.cur[c], c, m.states[c], rbuf[c], room);
+		m.cores[c].cpu = c;
+		m.cores[c].nblocks = g->nblocks;
+		m.cores[c].blocks_used = kt_load(&k->blocks_used, relaxed);
+		m.cores[c].words_written = kt_load(&k->words_written, relaxed);
 	}
-	if (race)
-		ktrace__count_loss(KTRACE_LOSS_SNAPSHOT_RACE, race);
+	for (;;) {
+		uint32_t best = ncpus, bm = UINT32_MAX;
+		for (uint32_t c = 0; c < ncpus; c++) {
+			uint32_t mg;
+			if (m.cur[c].left == 0)
+				continue;
+			mg = ktrace__ring_cursor_margin(&m.cur[c]);
+			if (mg < bm || best == ncpus) {
+				bm = mg;
+				best = c;
+			}
+		}
+		if (best == ncpus)
+			break;
+		ktrace__ring_cursor_step(&m.cur[best], 16);
+	}
+	memset(&loss, 0, sizeof(loss));
+	for (uint32_t c = 0; c < ncpus; c++) {
+		total_blocks += m.cur[c].kept;
+		blocks_bytes += m.cur[c].bytes;
+		loss.count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] += m.cur[c].lost;
+		loss.count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] += m.cur[c].no_room;
+	}
 
 	/* 2. Metadata, which now covers everything the copied blocks name. */
 	ktrace__anchor_take();
-	nanch = ktrace__anchors_copy(anchors, 4096);
-	nf = ktrace__funcs_copy(funcs, nf);
-	nt = ktrace__threads_copy(threads, nt);
-	size_t names_len = ktrace__names_serialize(names, names_cap, &nnames);
-	size_t mods_len = ktrace__modules_serialize(mods, mods_cap, &nmods);
+	nanch = ktrace__anchors_copy(m.anchors, KT_ANCHORS_MAX);
+	nf = ktrace__funcs_copy(m.funcs, nf);
+	nt = ktrace__threads_copy(m.threads, nt);
+	size_t names_len = ktrace__names_serialize(m.names, KT_NAMES_CAP, &nnames);
+	size_t mods_len = ktrace__modules_serialize(m.mods, KT_MODS_CAP, &nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
 	info.flags |= ktrace__sched_info_flags();
 	sched = ktrace__sched_serialize(&sched_len, &nsched);
+
+	/* The byte budget, now that the size is known (within the small
+	 * metadata); refused before anything touches the disk. */
+	uint64_t est = blocks_bytes + sizeof(hdr) + sizeof(info) + names_len + mods_len +
+	               nf * sizeof(*m.funcs) + nt * sizeof(*m.threads) + 4096;
+	if (rl_bytes < (double)est && rl_bytes < bcap) {
+		rv = rate_refuse("too many bytes in the last minute");
+		goto out;
+	}
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
-		loss.count[i] = kt_load(&g->loss[i], relaxed);
+		if (i != KTRACE_LOSS_NOT_COPIED_OVERWRITTEN && i != KTRACE_LOSS_NOT_COPIED_NO_MEMORY)
+			loss.count[i] = kt_load(&g->loss[i], relaxed);
 
 	/* 3. The file. */
+	struct wout *w = m.w;
+	struct sec_list *secs = m.secs;
 	rv = KTRACE_EIO;
-	fd = open_tmp(ktrace__cfg.dir, tmp, sizeof(tmp));
+	fd = open_tmp(dir, tmp, sizeof(tmp));
 	if (fd < 0) {
 		ktrace__warn_once(errno, "cannot create a snapshot file in '%s': %s; the snapshot "
 		                  "is dropped and tracing continues (set KTRACE_DIR to a writable "
-		                  "directory)", ktrace__cfg.dir, strerror(errno));
+		                  "directory)", dir, strerror(errno));
 		goto out;
 	}
 	memset(w, 0, offsetof(struct wout, buf));
@@ -408,13 +663,13 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	memset(&hdr, 0, sizeof(hdr));
 	wbytes(w, &hdr, sizeof(hdr));
 	sec(w, secs, KTRACE_SEC_INFO, &info, sizeof(info), 1);
-	sec(w, secs, KTRACE_SEC_ANCHORS, anchors, nanch * sizeof(*anchors), (uint32_t)nanch);
-	sec(w, secs, KTRACE_SEC_FUNCS, funcs, nf * sizeof(*funcs), (uint32_t)nf);
-	sec(w, secs, KTRACE_SEC_THREADS, threads, nt * sizeof(*threads), (uint32_t)nt);
-	sec(w, secs, KTRACE_SEC_NAMES, names, names_len, nnames);
-	sec(w, secs, KTRACE_SEC_MODULES, mods, mods_len, nmods);
+	sec(w, secs, KTRACE_SEC_ANCHORS, m.anchors, nanch * sizeof(*m.anchors), (uint32_t)nanch);
+	sec(w, secs, KTRACE_SEC_FUNCS, m.funcs, nf * sizeof(*m.funcs), (uint32_t)nf);
+	sec(w, secs, KTRACE_SEC_THREADS, m.threads, nt * sizeof(*m.threads), (uint32_t)nt);
+	sec(w, secs, KTRACE_SEC_NAMES, m.names, names_len, nnames);
+	sec(w, secs, KTRACE_SEC_MODULES, m.mods, mods_len, nmods);
 	sec(w, secs, KTRACE_SEC_LOSS, &loss, sizeof(loss), 1);
-	sec(w, secs, KTRACE_SEC_CORES, cores, ncpus * sizeof(*cores), ncpus);
+	sec(w, secs, KTRACE_SEC_CORES, m.cores, ncpus * sizeof(*m.cores), ncpus);
 	if (trig)
 		sec(w, secs, KTRACE_SEC_TRIGGER, trig, sizeof(*trig), 1);
 	if ((budget = ktrace__budget_serialize(&budget_len, &nmuted)) != NULL)
@@ -423,7 +678,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		sec(w, secs, KTRACE_SEC_SCHED, sched, sched_len, nsched);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
-		unsigned char *p = rc[c].buf, *end = p + rc[c].bytes;
+		unsigned char *p = rbuf[c], *end = p + m.cur[c].bytes;
 		while (p < end) {
 			struct ktrace_block_rec *b = (struct ktrace_block_rec *)p;
 			size_t wl = (size_t)b->nwords * 4;
@@ -450,42 +705,36 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	if (w->err) {
 		ktrace__warn_once(w->err, "cannot write a snapshot in '%s': %s; no partial file is "
 		                  "left and tracing continues (free space or raise the file size "
-		                  "limit)", ktrace__cfg.dir, strerror(w->err));
+		                  "limit)", dir, strerror(w->err));
 		goto out;
 	}
-	if (publish(fd, tmp, ktrace__cfg.dir, path, sizeof(path)) != 0) {
+	if (publish(fd, tmp, dir, path, sizeof(path)) != 0) {
 		ktrace__warn_once(errno, "cannot name the snapshot file in '%s': %s; the snapshot "
-		                  "is dropped and tracing continues", ktrace__cfg.dir,
-		                  strerror(errno));
+		                  "is dropped and tracing continues", dir, strerror(errno));
 		goto out;
 	}
 	tmp[0] = 0;
 	rv = 0;
+	rl_files -= 1;
+	rl_bytes -= (double)w->off;
 	if (path_out)
 		snprintf(path_out, path_len, "%s", path);
-	if (!ktrace__cfg.quiet)
+	if (!kt_load_cfg(quiet))
 		ktrace__say("wrote %s (%s; %u blocks)", path, reason ? reason : "", total_blocks);
 out:
 	if (fd >= 0)
 		close(fd);
 	if (tmp[0] && fd >= 0)
 		unlink(tmp);
-	if (rv != 0)
+	if (rv != 0 && rv != KTRACE_ERATE)
 		ktrace__count_loss(KTRACE_LOSS_SNAPSHOTS_FAILED, 1);
-	if (rc)
+	if (rbuf) {
 		for (uint32_t c = 0; c < ncpus; c++)
-			free(rc[c].buf);
-	free(rc);
-	free(cores);
-	free(states);
-	free(w);
-	free(funcs);
-	free(threads);
-	free(anchors);
-	free(names);
-	free(mods);
-	free(secs);
-	free(budget);
+			unmap(rbuf[c], rbytes[c]);
+		unmap(rbuf, rmeta);
+	}
+	unmap(m.base, m.bytes);
+	free(budget);   /* malloc'ed by filter.c and sched.c */
 	free(sched);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
@@ -525,15 +774,17 @@ static KT_NOINSTR int take_trigger(struct ktrace_trigger_rec *out, int64_t now_n
 static KT_NOINSTR void *writer_main(void *arg)
 {
 	int64_t last_anchor = mono_ms();
-	char buf[64];
 
 	(void)arg;
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 	for (;;) {
 		int64_t wait_ns = 100 * 1000000LL, now;
 		struct ktrace_trigger_rec trig;
-		struct pollfd pfd = {pipe_rd, POLLIN, 0};
 		int have_trig;
+		/* acquire: pairs with wake()'s release add; loaded before the
+		 * requests are looked at, so a request made after the look
+		 * moves wake_seq and FUTEX_WAIT below returns at once. */
+		uint32_t seq = kt_load(&wake_seq, acquire);
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		now = ktrace__monotonic_ns();
@@ -544,9 +795,15 @@ static KT_NOINSTR void *writer_main(void *arg)
 			pthread_mutex_lock(&api_mu);
 			int idle = api_asked == api_done;
 			pthread_mutex_unlock(&api_mu);
-			if (idle && poll(&pfd, 1, (int)(wait_ns / 1000000) + 1) > 0)
-				while (read(pipe_rd, buf, sizeof(buf)) > 0) {
+			if (idle) {
+				struct timespec ts = {(time_t)(wait_ns / 1000000000),
+				                      (long)(wait_ns % 1000000000) + 1000000};
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
 				}
+				syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+			}
 		}
 		if (mono_ms() - last_anchor >= 100) {
 			ktrace__anchor_take();
@@ -561,8 +818,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 			kt_store(&writing, 1, relaxed);
 			kt_store(&sig_pending, 0, relaxed);
 			snprintf(reason, sizeof(reason), "signal %s",
-			         ktrace__cfg.signo == SIGUSR2 ? "SIGUSR2"
-			         : ktrace__cfg.signo == SIGUSR1 ? "SIGUSR1" : "RT");
+			         kt_load_cfg(signo) == SIGUSR2 ? "SIGUSR2"
+			         : kt_load_cfg(signo) == SIGUSR1 ? "SIGUSR1" : "RT");
 			ktrace__snapshot_write(reason, NULL, NULL, 0);
 		}
 		if (have_trig) {
@@ -589,17 +846,6 @@ static KT_NOINSTR void *writer_main(void *arg)
 	return NULL;
 }
 
-static KT_NOINSTR int open_pipe(void)
-{
-	int fds[2];
-
-	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
-		return KTRACE_ENOMEM;
-	pipe_rd = fds[0];
-	pipe_wr = fds[1];
-	return 0;
-}
-
 static KT_NOINSTR int start_writer(void)
 {
 	sigset_t all, old;
@@ -611,13 +857,14 @@ static KT_NOINSTR int start_writer(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, KT_WRITER_STACK);
 	r = pthread_create(&writer, &at, writer_main, NULL);
 	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)
 		return KTRACE_ENOMEM;
 	pthread_setname_np(writer, "ktrace-writer");
-	/* release: the pipe and state above are visible to any thread that
+	/* release: the state above is visible to any thread that
 	 * sees writer_running == 1 with acquire. */
 	kt_store(&writer_running, 1, release);
 	return 0;
@@ -625,9 +872,9 @@ static KT_NOINSTR int start_writer(void)
 
 KT_NOINSTR int ktrace__snapshot_init(void)
 {
-	int r = open_pipe();
+	int r = start_writer();
 
-	if (r || (r = start_writer()))
+	if (r)
 		return r;
 	install_signal();
 	return 0;
@@ -658,9 +905,9 @@ KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
 }
 
 /* Fork child: no writer thread exists here and the mutexes may have been
- * held by a parent thread.  Start over with fresh ones and a new pipe (the
- * inherited one would wake the parent's writer); the writer itself starts
- * on first need (ktrace__snapshot_ensure_writer). */
+ * held by a parent thread.  Start over with fresh ones (wake_seq needs
+ * nothing: a private futex is this process's own); the writer itself
+ * starts on first need (ktrace__snapshot_ensure_writer). */
 KT_NOINSTR void ktrace__snapshot_fork_child(void)
 {
 	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
@@ -676,21 +923,17 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 	trig_times_n = 0;
 	kt_store(&sig_pending, 0, relaxed);
 	snap_seq = 0;
+	rl_when = 0;   /* a new process: full buckets */
 	kt_store(&writing, 0, relaxed);
 	kt_store(&writer_running, 0, relaxed);
-	close(pipe_rd);
-	close(pipe_wr);
-	if (open_pipe() != 0) {
-		ktrace__say("fork child: no pipe for the snapshot writer; snapshots are off "
-		            "in process %d", (int)getpid());
-		return;
-	}
 	kt_store(&writer_wanted, 1, release);
 }
 
 /* exit() while a snapshot is being written: give it up to 2 s to finish so
  * the file the operator asked for is not lost (a file is never partial
- * either way: it is linked into place only when complete). */
+ * either way: it is linked into place only when complete).  The 2 s are a
+ * CLOCK_MONOTONIC deadline: signals that cut the sleeps short do not
+ * shorten the wait. */
 static KT_NOINSTR int work_pending(void)
 {
 	int p = kt_load(&sig_pending, relaxed) || kt_load(&writing, relaxed);
@@ -714,8 +957,16 @@ KT_NOINSTR void ktrace__snapshot_atexit(void)
 		return;
 	/* A signal, an API call or a trigger asked for a file that is not
 	 * written yet, or one is being written. */
-	for (int i = 0; i < 200 && work_pending(); i++) {
+	int64_t end = ktrace__monotonic_ns() + 2000000000LL;
+
+	while (work_pending()) {
+		int64_t left = end - ktrace__monotonic_ns();
 		struct timespec d = {0, 10 * 1000 * 1000};
+
+		if (left <= 0)
+			break;
+		if (left < d.tv_nsec)
+			d.tv_nsec = (long)left;
 		nanosleep(&d, NULL);
 	}
 }
@@ -774,7 +1025,7 @@ KT_NOINSTR int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec 
                                                 uint32_t delay_ms)
 {
 	int64_t now = ktrace__monotonic_ns();
-	uint32_t keep = 0, max = ktrace__cfg.max_per_min;
+	uint32_t keep = 0, max = kt_load_cfg(max_per_min);
 	int r = 0;
 
 	ktrace__snapshot_ensure_writer();

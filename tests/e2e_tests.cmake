@@ -101,3 +101,11 @@ ktrace_test_program(e2e_sched SOURCES ${KT_E2E_DIR}/sched_prog.c STATIC
 add_executable(e2e_noperf ${KT_E2E_DIR}/noperf.c)
 ktrace_e2e_test(sched PROGRAMS e2e_sched e2e_noperf LABELS threads lifecycle)
 set_tests_properties(test_e2e_sched PROPERTIES RUN_SERIAL TRUE)
+# Hardening (issue 11): descriptors, setuid, RLIMIT_AS, signal floods,
+# daemon(), taken names, full 64 MiB rings under load, exit under signals.
+ktrace_test_program(e2e_hostile SOURCES ${KT_E2E_DIR}/harden_prog.c OPTIONS -Wno-prio-ctor-dtor)
+ktrace_test_program(e2e_hostile_static SOURCES ${KT_E2E_DIR}/harden_prog.c STATIC
+  OPTIONS -Wno-prio-ctor-dtor)
+ktrace_e2e_test(hostile PROGRAMS e2e_hostile e2e_hostile_static LABELS faults threads)
+# Measures the writer's idle cpu and copies a ring against two busy threads.
+set_tests_properties(test_e2e_harden PROPERTIES RUN_SERIAL TRUE)

@@ -101,9 +101,9 @@ static void check_holes(const char *path, const struct kt_file *f, struct totals
 			if (s[i] != s[i - 1] + KTRACE_BLOCK_WORDS)
 				PROBLEM(tot, P_HOLE, holes,
 				        "%s: cpu %u: %u blocks missing between S=%u and S=%u, in the "
-				        "middle of the window (SNAPSHOT_RACE counter %llu)", path, c,
+				        "middle of the window (NOT_COPIED_OVERWRITTEN counter %llu)", path, c,
 				        (s[i] - s[i - 1]) / KTRACE_BLOCK_WORDS - 1, s[i - 1], s[i],
-				        (unsigned long long)kt_file_loss(f)->count[KTRACE_LOSS_SNAPSHOT_RACE]);
+				        (unsigned long long)kt_file_loss(f)->count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN]);
 	}
 	free(s);
 }
@@ -130,7 +130,8 @@ static void check_file(const char *path, struct totals *tot)
 		        d->snap.damaged_blocks, d->snap.unreadable_blocks);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		if (i != KTRACE_LOSS_OVERWRITTEN_BLOCKS && i != KTRACE_LOSS_SNAPSHOTS_SUPPRESSED &&
-		    i != KTRACE_LOSS_SNAPSHOTS_FAILED && i != KTRACE_LOSS_SNAPSHOT_RACE)
+		    i != KTRACE_LOSS_SNAPSHOTS_FAILED && i != KTRACE_LOSS_SNAPSHOT_RACE &&
+		    i != KTRACE_LOSS_NOT_COPIED_OVERWRITTEN && i != KTRACE_LOSS_NOT_COPIED_NO_MEMORY)
 			losses += d->snap.loss.count[i];
 
 	int *fam_of = malloc(sizeof(int) * (d->nthreads + 1));
@@ -194,7 +195,7 @@ static void check_file(const char *path, struct totals *tot)
 		        "%s: %llu exits lost in the window with no event loss counted", path,
 		        (unsigned long long)d->lost_exits);
 	tot->lost_exits += d->lost_exits;
-	tot->race = d->snap.loss.count[KTRACE_LOSS_SNAPSHOT_RACE];
+	tot->race += d->snap.loss.count[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN];
 	tot->files++;
 	tot->calls += d->ncalls;
 	tot->events += d->events;
@@ -211,7 +212,7 @@ static void run_stress(const char *const *extra, const char *max_live)
 {
 	char *dir = kt_mkdtemp("stress");
 	char envdir[300], line[512], dur[32];
-	const char *env[16];
+	const char *env[20];
 	size_t n = 0;
 	struct kt_proc p;
 	struct totals tot;
@@ -226,6 +227,9 @@ static void run_stress(const char *const *extra, const char *max_live)
 	env[n++] = envdir;
 	env[n++] = "KTRACE_QUIET=1";
 	env[n++] = "KTRACE_BUFFER_MB=1";
+	/* Snapshots every few ms: far above the default files/MiB limit. */
+	env[n++] = "KTRACE_MAX_FILES_PER_MIN=100000";
+	env[n++] = "KTRACE_MAX_MB_PER_MIN=100000000";
 	env[n++] = "KTRACE_ENABLE";
 	env[n++] = "KTRACE_SIGNAL";
 	env[n++] = "KTRACE_RSEQ";

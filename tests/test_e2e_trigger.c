@@ -51,6 +51,7 @@ static void run_opts(struct run *r, const char *mode, const char *const *extra,
 	env[n++] = "KTRACE_TRIGGER_MIN_SAMPLES";
 	env[n++] = "KTRACE_TRIGGER_DELAY_MS";
 	env[n++] = "KTRACE_MAX_SNAPSHOTS_PER_MIN";
+	env[n++] = "KTRACE_MAX_FILES_PER_MIN";
 	env[n++] = "KTRACE_BUFFER_MB=2";
 	for (size_t i = 0; extra && extra[i]; i++)
 		env[n++] = extra[i];
@@ -138,33 +139,59 @@ static void test_e2e_trigger_absolute_fires_with_aftermath(void **state)
 	run(&r, "abs", env);
 	assert_true(kt_wait_snapshots(r.dir, 1, 10000) >= 1);
 	int n = trigger_files(r.dir, &files);
-	/* Only the slow request fires when nothing can stretch the fast ones
-	 * (SCHED_FIFO); otherwise see test_e2e_trigger_snapshot_does_not_
-	 * trigger_itself.  The first file is the slow request's either way. */
-	if (r.fifo)
-		assert_int_equal(n, 1);
-	struct ktrace_dec *d = open_clean(files[0]);
-	check_trigger_file(d, r.tid, KTRACE_TRIGGER_ABSOLUTE, 10000000, 100);
-	assert_int_equal(d->snap.trigger.threshold_ns, 2000000);
-	assert_int_equal(d->snap.trigger.suppressed, 0);
-	/* The aftermath: the mark made right after the slow request. */
-	const struct ktrace_dec_request *q = &d->reqs[d->trigger_req];
-	int after = 0;
-	for (uint32_t i = 0; i < d->nmarks; i++)
-		if (!strcmp(kd_name(d, d->marks[i].name), "after-trigger")) {
-			assert_int_equal(d->marks[i].value, 42);
-			assert_true(d->marks[i].tick >= q->end);
-			after++;
+	/* The planted slow request is the one the "after-trigger" mark
+	 * follows within 1 ms (as the percentile test identifies its
+	 * outlier).  Only it fires when nothing stretches the fast ones;
+	 * but even under SCHED_FIFO a shared VM can stall a 20 us request
+	 * past 2 ms, and such a file must then show a request that really
+	 * took longer than the threshold (a trigger that fired on a fast
+	 * request would not). */
+	int planted = 0, stretched = 0;
+	for (int i = 0; i < n; i++) {
+		struct ktrace_dec *d = open_clean(files[i]);
+		const struct ktrace_trigger_rec *t = &d->snap.trigger;
+		uint64_t end_tick = t->end_tsc >> d->snap.info.tsc_shift;
+		uint64_t ms_ticks = (d->snap.info.tsc_hz / 1000) >> d->snap.info.tsc_shift;
+		int after = 0, right_after = 0;
+		assert_true(d->snap.have_trigger);
+		for (uint32_t k = 0; k < d->nmarks; k++)
+			if (!strcmp(kd_name(d, d->marks[k].name), "after-trigger")) {
+				after++;
+				right_after |= d->marks[k].tick >= end_tick &&
+				               d->marks[k].tick - end_tick <= ms_ticks;
+			}
+		if (!(t->duration_ns >= 10000000 && right_after)) {
+			if (t->duration_ns <= t->threshold_ns || t->threshold_ns != 2000000)
+				fail_msg("%s: a trigger on a %.3f ms request, threshold %.3f ms",
+				         files[i], t->duration_ns / 1e6, t->threshold_ns / 1e6);
+			stretched++;
+			ktrace__dec_free(d);
+			continue;
 		}
-	assert_int_equal(after, 1);
-	/* Requests after the trigger are recorded too. */
-	uint32_t later = 0;
-	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (d->reqs[i].begin > q->end)
-			later++;
-	assert_true(later > 0);
-	assert_true(kd_count(d, KTRACE_DEC_NONE, "handle_get") >= 201);
-	ktrace__dec_free(d);
+		planted++;
+		check_trigger_file(d, r.tid, KTRACE_TRIGGER_ABSOLUTE, 10000000, 100);
+		assert_int_equal(t->threshold_ns, 2000000);
+		/* The aftermath: the mark made right after the slow request. */
+		const struct ktrace_dec_request *q = &d->reqs[d->trigger_req];
+		for (uint32_t k = 0; k < d->nmarks; k++)
+			if (!strcmp(kd_name(d, d->marks[k].name), "after-trigger")) {
+				assert_int_equal(d->marks[k].value, 42);
+				assert_true(d->marks[k].tick >= q->end);
+			}
+		assert_int_equal(after, 1);
+		/* Requests after the trigger are recorded too. */
+		uint32_t later = 0;
+		for (uint32_t k = 0; k < d->nreqs; k++)
+			if (d->reqs[k].begin > q->end)
+				later++;
+		assert_true(later > 0);
+		assert_true(kd_count(d, KTRACE_DEC_NONE, "handle_get") >= 201);
+		ktrace__dec_free(d);
+	}
+	if (stretched)
+		print_message("%d fast request(s) stretched past 2 ms by the machine%s\n",
+		              stretched, r.fifo ? " under SCHED_FIFO" : "");
+	assert_int_equal(planted, 1);
 	kt_free_list(files);
 	finish(&r);
 }
@@ -193,7 +220,9 @@ static void test_e2e_trigger_absolute_silent_on_steady_load(void **state)
 static void test_e2e_trigger_percentile_fires_on_outlier_once_armed(void **state)
 {
 	static const char *const env[] = {"KTRACE_TRIGGER_DELAY_MS=50",
-	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=60", NULL};
+	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=60",
+	                                  /* the files limit of every path too */
+	                                  "KTRACE_MAX_FILES_PER_MIN=100", NULL};
 	struct run r;
 	char **files, final_path[4400] = "", line[4600];
 	int outliers = 0, steady = 0, rc = -1;
@@ -351,7 +380,8 @@ static void test_e2e_trigger_rate_limit_reports_suppressed(void **state)
 static void test_e2e_trigger_races_with_sigusr2(void **state)
 {
 	static const char *const env[] = {"KTRACE_TRIGGER_US=1000", "KTRACE_TRIGGER_DELAY_MS=0",
-	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=100", NULL};
+	                                  "KTRACE_MAX_SNAPSHOTS_PER_MIN=100",
+	                                  "KTRACE_MAX_FILES_PER_MIN=100", NULL};
 	struct run r;
 	char **files;
 	int trig = 0, sig = 0;

@@ -140,10 +140,11 @@ static void dump_config(void)
 	int on = ktrace_enabled();
 
 	printf("enabled=%d on=%d buffer_mb=%u signo=%d trigger_us=%llu pct=%g min=%u "
-	       "delay=%u max=%u quiet=%d clock=%d no_rseq=%d snapshot=%d\n",
+	       "delay=%u max=%u quiet=%d clock=%d no_rseq=%d snapshot=%d files=%u mb=%u\n",
 	       c->enabled, on, c->buffer_mb, c->signo, (unsigned long long)c->trigger_us,
 	       c->trigger_pct, c->trigger_min_samples, c->trigger_delay_ms, c->max_per_min,
-	       c->quiet, c->force_clock, c->no_rseq, on ? 0 : ktrace_snapshot("x"));
+	       c->quiet, c->force_clock, c->no_rseq, on ? 0 : ktrace_snapshot("x"),
+	       c->max_files_per_min, c->max_mb_per_min);
 	printf("dir=%s\n", c->dir);
 	printf("window_s=%u filter=%d max_us=%u exclude=%s include=%s\n", c->window_s, c->filter,
 	       c->filter_max_us, c->exclude, c->include);
@@ -169,7 +170,18 @@ static const char *const clean_env[] = {
 	"KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES", "KTRACE_TRIGGER_DELAY_MS",
 	"KTRACE_MAX_SNAPSHOTS_PER_MIN", "KTRACE_QUIET", "KTRACE_CLOCK", "KTRACE_RSEQ",
 	"KTRACE_WINDOW_S", "KTRACE_FILTER", "KTRACE_FILTER_MAX_US", "KTRACE_EXCLUDE",
-	"KTRACE_INCLUDE", NULL};
+	"KTRACE_INCLUDE", "KTRACE_SCHED",
+	"KTRACE_MAX_FILES_PER_MIN", "KTRACE_MAX_MB_PER_MIN", NULL};
+
+/* "dir=<the current directory>\n": a relative KTRACE_DIR is made absolute. */
+static const char *cwd_line(const char *sub)
+{
+	static char line[4200];
+	char cwd[4096];
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	snprintf(line, sizeof(line), "dir=%s%s%s\n", cwd, sub ? "/" : "", sub ? sub : "");
+	return line;
+}
 
 /* clean_env followed by extra (a static buffer). */
 static const char **env_with(const char *const *extra)
@@ -193,7 +205,8 @@ static void test_config_defaults(void **state)
 	assert_non_null(strstr(out, "enabled=1 on=1 buffer_mb=8 "));
 	assert_non_null(strstr(out, " signo=12 trigger_us=0 pct=0 min=1000 delay=200 max=6 "
 	                             "quiet=0 clock=0 no_rseq=0"));
-	assert_non_null(strstr(out, "dir=.\n"));
+	assert_non_null(strstr(out, cwd_line(NULL)));
+	assert_non_null(strstr(out, " files=10 mb=1024\n"));
 	assert_string_equal(err, "");
 	free(out);
 	free(err);
@@ -279,7 +292,7 @@ static void test_config_disabled(void **state)
 	out = child(env_with(off), &err);
 	snprintf(want, sizeof(want), "enabled=0 on=0 ");
 	assert_non_null(strstr(out, want));
-	snprintf(want, sizeof(want), "snapshot=%d\n", KTRACE_EDISABLED);
+	snprintf(want, sizeof(want), "snapshot=%d ", KTRACE_EDISABLED);
 	assert_non_null(strstr(out, want));
 	assert_string_equal(err, "");
 	free(out);
@@ -340,6 +353,23 @@ static void test_config_sched(void **state)
 	}
 }
 
+/* A relative KTRACE_DIR is resolved once, at start-up, against the
+ * directory the program started in (issue 11, item 4). */
+static void test_config_relative_dir_is_made_absolute(void **state)
+{
+	static const char *const extra[] = {"KTRACE_DIR=snaps/here", "KTRACE_MAX_FILES_PER_MIN=3",
+	                                    "KTRACE_MAX_MB_PER_MIN=77", NULL};
+	char *err, *out;
+
+	(void)state;
+	out = child(env_with(extra), &err);
+	assert_non_null(strstr(out, cwd_line("snaps/here")));
+	assert_non_null(strstr(out, " files=3 mb=77\n"));
+	assert_string_equal(err, "");
+	free(out);
+	free(err);
+}
+
 static void test_config_dir_too_long(void **state)
 {
 	static char var[6000];
@@ -351,7 +381,7 @@ static void test_config_dir_too_long(void **state)
 	memset(var + 11, 'd', 5000);
 	var[5011] = 0;
 	out = child(env_with(extra), &err);
-	assert_non_null(strstr(out, "dir=.\n"));
+	assert_non_null(strstr(out, cwd_line(NULL)));
 	assert_int_equal(kt_count_str(err, "ktrace: "), 1);
 	assert_non_null(strstr(err, "KTRACE_DIR"));
 	free(out);
@@ -373,6 +403,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_dir_too_long),
 		cmocka_unit_test(test_config_budget_settings),
 		cmocka_unit_test(test_config_sched),
+		cmocka_unit_test(test_config_relative_dir_is_made_absolute),
 	};
 	ssize_t n;
 	int r;

@@ -1,0 +1,421 @@
+/*
+ * harden_prog.c - a traced program that does to ktrace what real programs
+ * and careless users do (test_e2e_harden.c, issue 11 items 1-7).  Built
+ * against the shared library (e2e_harden) and the static one
+ * (e2e_harden_static, which the setuid test copies).  Modes (argv[1]):
+ *
+ *   fds           closes every descriptor from 3 up (as a daemon does),
+ *                 opens its own pipe, writes 80 bytes to it and reads them
+ *                 back ("pipe <bytes read back>"), takes a snapshot
+ *                 ("snapshot <rc> <path>"), then puts write-only files on
+ *                 the low descriptor numbers and measures the writer
+ *                 thread's cpu over 1 s ("writer_ticks <utime+stime>"),
+ *                 then raises the snapshot signal and waits for the file
+ *                 ("signal_file <path or ->").
+ *   secure DIR    prints "secure <AT_SECURE>", "sig <USR1 handler> <USR2
+ *                 handler>" (0 = default), "env_snapshot <rc>", then
+ *                 chooses DIR with ktrace_setting ("setting <rc>") and
+ *                 snapshots ("snapshot <rc> <path>").
+ *   rlimit        with E2E_AS_HEADROOM_MB set, a constructor that runs
+ *                 before libktrace's (static link) limits RLIMIT_AS to the
+ *                 current size plus that; main then creates a thread with
+ *                 default attributes ("thread <errno>") and snapshots
+ *                 ("snapshot <rc>").
+ *   spin          calls traced functions until stdin closes; "ready" first.
+ *   daemon        daemon(0, 1) (changes to /), then a snapshot:
+ *                 "snapshot <rc> <path>" from the daemon process.
+ *   chdir         chdir("/"), then a snapshot: "snapshot <rc> <path>".
+ *   wait          "pid <pid>"; a snapshot for each "snap" line on stdin:
+ *                 "snapshot <rc> <path>".
+ *   exitflood     fills the rings for 150 ms, starts a 50 us SIGALRM timer
+ *                 (an empty handler: every sleep is cut short), raises the
+ *                 snapshot signal and calls exit(0) at once.
+ *   stderr        closes descriptor 2 and opens a file of its own there
+ *                 (as a daemon does), then takes a snapshot that fails
+ *                 (KTRACE_DIR missing: ktrace has something to say) and
+ *                 prints "snapshot <rc> -" and "stderr_file_bytes <size>".
+ *   bigring N     two threads call traced functions as fast as they can;
+ *                 once each made N calls (or after 20 s), main snapshots
+ *                 while they go on ("snapshot <rc> <path>").
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ktrace.h"
+
+/* Also runs against a library without ktrace_setting (to show a test
+ * fails on the code before it): a weak reference, NULL there. */
+extern int ktrace_setting(const char *name, const char *value) __attribute__((weak));
+
+static __thread volatile unsigned long sink;
+static _Atomic int stop;
+
+__attribute__((noinline)) void leaf_a(void) { sink++; }
+__attribute__((noinline)) void leaf_b(void) { sink += 2; }
+__attribute__((noinline)) void work(int n)
+{
+	for (int i = 0; i < n; i++)
+		leaf_a();
+}
+
+static __attribute__((no_instrument_function)) void snap(const char *tag)
+{
+	char path[4352] = "-";
+	int r = ktrace_snapshot(tag);
+
+	if (r == 0)
+		ktrace_last_snapshot(path, sizeof(path));
+	printf("snapshot %d %s\n", r, path);
+	fflush(stdout);
+}
+
+static __attribute__((no_instrument_function)) int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static __attribute__((no_instrument_function)) void sleep_ms(int ms)
+{
+	struct timespec d = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&d, &d) != 0 && errno == EINTR) {
+	}
+}
+
+/* ---- fds ---------------------------------------------------------------- */
+
+/* utime + stime of the thread named ktrace-writer, in clock ticks; -1 if
+ * there is none. */
+static long writer_ticks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	long ticks = -1;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		char p[300], buf[1024];
+		int fd;
+		ssize_t n;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/stat", e->d_name);
+		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		if (strstr(buf, "(ktrace-writer)") == NULL)
+			continue;
+		/* Fields after the ")": state is 3, utime 14, stime 15. */
+		char *s = strrchr(buf, ')');
+		long ut = 0, st = 0;
+		if (s && sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld",
+		                &ut, &st) == 2)
+			ticks = ut + st;
+	}
+	closedir(d);
+	return ticks;
+}
+
+static int count_files(const char *dir, char *last, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "ktrace-", 7) == 0) {
+			n++;
+			snprintf(last, len, "%s/%s", dir, e->d_name);
+		}
+	closedir(d);
+	return n;
+}
+
+static int mode_fds(void)
+{
+	char msg[80], back[160], last[4400] = "-";
+	int p[2], got = 0;
+	const char *dir = getenv("KTRACE_DIR");
+
+	work(1000);
+	/* A daemon's closefrom(3). */
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	if (pipe(p) != 0)
+		return 1;
+	memset(msg, 'x', sizeof(msg));
+	if (write(p[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+		return 1;
+	/* Give a reader that should not be there (the writer, woken every
+	 * 100 ms) time to take them, then read back. */
+	sleep_ms(300);
+	for (int64_t end = now_ms() + 500; got < (int)sizeof(msg) && now_ms() < end;) {
+		struct pollfd pf = {p[0], POLLIN, 0};
+		if (poll(&pf, 1, 50) > 0) {
+			ssize_t n = read(p[0], back + got, sizeof(back) - (size_t)got);
+			if (n > 0)
+				got += (int)n;
+		}
+	}
+	printf("pipe %d\n", got);
+	fflush(stdout);
+	work(1000);
+	snap("after closefrom");
+	/* The low numbers become write-only files: a reader of them would
+	 * spin (poll says readable, read fails). */
+	close(p[0]);
+	close(p[1]);
+	for (int i = 0; i < 8; i++)
+		if (open("/dev/null", O_WRONLY | O_CLOEXEC) < 0)
+			return 1;
+	long t0 = writer_ticks();
+	sleep_ms(1000);
+	long t1 = writer_ticks();
+	printf("writer_ticks %ld\n", t0 < 0 || t1 < 0 ? -1 : t1 - t0);
+	fflush(stdout);
+	int before = count_files(dir, last, sizeof(last));
+	raise(SIGUSR2);
+	for (int64_t end = now_ms() + 10000; now_ms() < end; sleep_ms(10))
+		if (count_files(dir, last, sizeof(last)) > before)
+			break;
+	printf("signal_file %s\n", count_files(dir, last, sizeof(last)) > before ? last : "-");
+	return 0;
+}
+
+/* ---- secure ------------------------------------------------------------- */
+
+static int handler_set(int sig)
+{
+	struct sigaction sa;
+
+	sigaction(sig, NULL, &sa);
+	return sa.sa_handler != SIG_DFL;
+}
+
+static int mode_secure(const char *dir)
+{
+	printf("secure %lu\n", getauxval(AT_SECURE));
+	printf("sig %d %d\n", handler_set(SIGUSR1), handler_set(SIGUSR2));
+	work(100);
+	printf("env_snapshot %d\n", ktrace_snapshot("from the environment's settings"));
+	printf("setting %d\n", ktrace_setting ? ktrace_setting("KTRACE_DIR", dir) : -99);
+	fflush(stdout);
+	work(100);
+	snap("program's own directory");
+	return 0;
+}
+
+/* ---- rlimit ------------------------------------------------------------- */
+
+static __attribute__((no_instrument_function)) long vm_size_kb(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	const char *p;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strstr(buf, "VmSize:");
+	return p ? strtol(p + 7, NULL, 10) : -1;
+}
+
+/* Before libktrace's constructor (101) in the static link: the limit an
+ * administrator sized for the program alone. */
+__attribute__((constructor(100), no_instrument_function)) static void limit_as(void)
+{
+	const char *h = getenv("E2E_AS_HEADROOM_MB");
+	struct rlimit rl;
+	long kb = vm_size_kb();
+
+	if (h == NULL || kb < 0)
+		return;
+	rl.rlim_cur = rl.rlim_max = (rlim_t)kb * 1024 + (rlim_t)atol(h) * 1048576;
+	setrlimit(RLIMIT_AS, &rl);
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	work(100);
+	return NULL;
+}
+
+static int mode_rlimit(void)
+{
+	pthread_t th;
+	int r = pthread_create(&th, NULL, thread_main, NULL);
+
+	printf("thread %d\n", r);
+	fflush(stdout);
+	if (r == 0)
+		pthread_join(th, NULL);
+	snap("under RLIMIT_AS");
+	return 0;
+}
+
+/* ---- spin, wait, daemon, chdir -------------------------------------------- */
+
+static int mode_spin(void)
+{
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		struct pollfd pf = {0, POLLIN, 0};
+		char buf[64];
+		work(200);
+		leaf_b();
+		if (poll(&pf, 1, 0) > 0 && read(0, buf, sizeof(buf)) <= 0)
+			break;
+	}
+	printf("done\n");
+	return 0;
+}
+
+static int mode_wait(void)
+{
+	char line[64];
+
+	printf("pid %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		work(500);
+		if (strncmp(line, "snap", 4) == 0)
+			snap("asked");
+	}
+	return 0;
+}
+
+static int mode_daemon(int really)
+{
+	if (really ? daemon(0, 1) != 0 : chdir("/") != 0)
+		return 1;
+	work(100);
+	snap(really ? "daemon" : "chdir");
+	return 0;
+}
+
+/* ---- exitflood ------------------------------------------------------------ */
+
+static void on_alarm(int sig) { (void)sig; }
+
+static int mode_exitflood(void)
+{
+	struct sigaction sa;
+	struct itimerval it = {{0, 50}, {0, 50}};
+
+	for (int64_t end = now_ms() + 150; now_ms() < end;)
+		work(1000);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	raise(SIGUSR2);
+	exit(0);
+}
+
+/* ---- stderr ------------------------------------------------------------- */
+
+static int mode_stderr(const char *file)
+{
+	struct stat st;
+
+	close(2);
+	if (open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) != 2)
+		return 1;
+	work(100);
+	snap("into a missing directory");
+	if (fstat(2, &st) != 0)
+		return 1;
+	printf("stderr_file_bytes %lld\n", (long long)st.st_size);
+	return 0;
+}
+
+/* ---- bigring -------------------------------------------------------------- */
+
+static _Atomic long calls[2];
+
+static void *busy_main(void *arg)
+{
+	_Atomic long *n = arg;
+
+	while (!stop) {
+		work(1000);
+		*n += 1000;
+	}
+	return NULL;
+}
+
+static int mode_bigring(long min_calls)
+{
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, busy_main, &calls[i]) != 0)
+			return 1;
+	/* Until each thread made min_calls calls (2 events each): both rings
+	 * wrapped if the threads ran on both cores. */
+	for (int64_t end = now_ms() + 20000; now_ms() < end; sleep_ms(20))
+		if (calls[0] >= min_calls && calls[1] >= min_calls)
+			break;
+	snap("full ring under load");
+	stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *m = argc > 1 ? argv[1] : "";
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(m, "fds"))
+		return mode_fds();
+	if (!strcmp(m, "secure") && argc > 2)
+		return mode_secure(argv[2]);
+	if (!strcmp(m, "rlimit"))
+		return mode_rlimit();
+	if (!strcmp(m, "spin"))
+		return mode_spin();
+	if (!strcmp(m, "wait"))
+		return mode_wait();
+	if (!strcmp(m, "daemon"))
+		return mode_daemon(1);
+	if (!strcmp(m, "chdir"))
+		return mode_daemon(0);
+	if (!strcmp(m, "exitflood"))
+		return mode_exitflood();
+	if (!strcmp(m, "stderr") && argc > 2)
+		return mode_stderr(argv[2]);
+	if (!strcmp(m, "bigring") && argc > 2)
+		return mode_bigring(atol(argv[2]));
+	fprintf(stderr, "usage: %s fds|secure DIR|rlimit|spin|wait|daemon|chdir|exitflood|"
+	        "stderr FILE|bigring N\n", argv[0]);
+	return 2;
+}
