@@ -257,7 +257,9 @@ static void test_e2e_hostile_setuid_root_ignores_environment(void **state)
 /* ---- 3. resources ------------------------------------------------------------ */
 
 /* RLIMIT_AS sized for the program: its thread's 8 MiB stack and a little,
- * plus the rings ktrace says it takes (KTRACE_BUFFER_MB per core). */
+ * plus what ktrace says it takes per core: the ring (KTRACE_BUFFER_MB), the
+ * context-switch window (half the ring) and its perf buffer and the window
+ * budget's sample (together under 1 MiB). */
 static void test_e2e_hostile_rlimit_as_program_thread(void **state)
 {
 	static char headroom[64];
@@ -270,7 +272,7 @@ static void test_e2e_hostile_rlimit_as_program_thread(void **state)
 	print_message("skipped: a sanitizer's runtime reserves address space of its own\n");
 	skip();
 #endif
-	snprintf(headroom, sizeof(headroom), "E2E_AS_HEADROOM_MB=%ld", 8 + 4 + ncpu * 2 + 2);
+	snprintf(headroom, sizeof(headroom), "E2E_AS_HEADROOM_MB=%ld", 8 + 4 + ncpu * (2 + 1 + 1) + 2);
 	const char *untraced[] = {headroom, "KTRACE_ENABLE=0", NULL};
 	const char *traced[] = {headroom, "KTRACE_BUFFER_MB=2", NULL};
 	memset(&r, 0, sizeof(r));
