@@ -49,6 +49,11 @@ function(ktrace_e2e_test name)
 endfunction()
 
 ktrace_e2e_test(calls PROGRAMS e2e_calls e2e_calls_static LABELS threads)
+# Again with glibc's rseq registration off (as on glibc < 2.35): the traced
+# programs run on the library's own registration.
+add_test(NAME test_e2e_calls_glibc_rseq0 COMMAND test_e2e_calls)
+set_tests_properties(test_e2e_calls_glibc_rseq0 PROPERTIES TIMEOUT 300 LABELS "e2e;threads"
+  ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;GLIBC_TUNABLES=glibc.pthread.rseq=0")
 
 ktrace_test_program(e2e_manual SOURCES ${KT_E2E_DIR}/manual_prog.c PLAIN)
 ktrace_e2e_test(manual PROGRAMS e2e_manual LABELS threads)
