@@ -39,10 +39,15 @@
 #if !defined(__NR_rseq) && defined(__x86_64__)
 #define __NR_rseq 334 /* kernel headers before 4.18 */
 #endif
+/* rseq appends exist where rseq.h has their asm (x86-64 for now). */
+#if defined(KT_RSEQ_TABLE) && defined(__NR_rseq)
+#define KT_RSEQ_POSSIBLE 1
+#endif
 
 enum { KT_RSEQ_NONE = 0, KT_RSEQ_GLIBC = 1, KT_RSEQ_OWN = 2 };
 static int rseq_mode;
 
+#ifdef KT_RSEQ_POSSIBLE
 /* glibc's registration, from its symbols __rseq_offset / __rseq_size;
  * written once by detect_rseq during init. */
 static ptrdiff_t glibc_rseq_offset;  /* bytes from the thread pointer */
@@ -70,10 +75,12 @@ static KT_NOINSTR void *thread_pointer(void)
 #endif
 }
 
+#endif
+
 /* This thread's struct rseq, registered; NULL if none. */
 static KT_NOINSTR void *thread_rseq(void)
 {
-#if defined(__x86_64__) && defined(__NR_rseq)
+#ifdef KT_RSEQ_POSSIBLE
 	if (rseq_mode == KT_RSEQ_GLIBC) {
 		struct kt_rseq_area *a =
 			(struct kt_rseq_area *)((char *)thread_pointer() + glibc_rseq_offset);
@@ -91,6 +98,7 @@ static KT_NOINSTR void *thread_rseq(void)
 	return NULL;
 }
 
+#ifdef KT_RSEQ_POSSIBLE
 /* ---- glibc's rseq symbols, found without linking against them ---------- */
 
 struct sym_query {
@@ -192,11 +200,13 @@ static KT_NOINSTR int glibc_rseq_symbols(void)
 	return 1;
 }
 
+#endif /* KT_RSEQ_POSSIBLE */
+
 static KT_NOINSTR int detect_rseq(void)
 {
 	if (ktrace__cfg.no_rseq || ktrace__g.clock_source != KTRACE_CLOCK_TSC)
 		return KT_RSEQ_NONE;
-#if defined(__x86_64__) && defined(__NR_rseq)
+#ifdef KT_RSEQ_POSSIBLE
 	if (glibc_rseq_symbols() && glibc_rseq_size >= 20) {
 		rseq_mode = KT_RSEQ_GLIBC;
 		if (thread_rseq())
