@@ -80,3 +80,11 @@ ktrace_e2e_test(stress PROGRAMS e2e_stress LABELS stress threads)
 # delivery under TSan) run alone: they must not share the cpus with the
 # stress test, which saturates both.
 set_tests_properties(test_e2e_trigger test_e2e_stress test_e2e_lifecycle PROPERTIES RUN_SERIAL TRUE)
+
+# C++: the example under examples/shapes.cpp (built when a C++ compiler is
+# found): counts, exception nesting, demangled names.
+if(TARGET ktrace-example-shapes)
+  ktrace_e2e_test(cxx PROGRAMS ktrace-example-shapes LABELS threads)
+  target_compile_definitions(test_e2e_cxx PRIVATE
+    KTRACE_EXAMPLE_SHAPES_PATH="$<TARGET_FILE:ktrace-example-shapes>")
+endif()
