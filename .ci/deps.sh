@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # .ci/deps.sh CALLER [--fuzz] - make sure the build's Debian packages are
-# here: cmake, a C compiler, make, libcmocka-dev (and with --fuzz, clang and
-# its libFuzzer runtime).  Installs what is missing when run as root with
+# here: cmake, a C compiler, make, libcmocka-dev, g++ and pkg-config (and
+# with --fuzz, clang and its libFuzzer runtime; with --aarch64, the cross
+# compiler, qemu-user and arm64 cmocka).  Installs what is missing when run as root with
 # apt-get; otherwise prints the install line and exits 2.
 # Used by examples/demo.sh and tests/run.sh.
 set -euo pipefail
@@ -11,6 +12,19 @@ command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 [ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
+# optional for the build, needed by the C++ example's and installed-use tests
+command -v c++ >/dev/null || need+=(g++)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+if [ "${2:-}" = "--aarch64" ]; then
+  command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+  command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+  if [ ! -f /usr/lib/aarch64-linux-gnu/libcmocka.so ]; then
+    if [ "$(id -u)" = 0 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      dpkg --add-architecture arm64
+    fi
+    need+=(libcmocka-dev:arm64 libc6:arm64)
+  fi
+fi
 if [ "${2:-}" = "--fuzz" ]; then
   command -v clang >/dev/null || need+=(clang)
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||

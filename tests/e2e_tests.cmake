@@ -88,3 +88,15 @@ if(TARGET ktrace-example-shapes)
   target_compile_definitions(test_e2e_cxx PRIVATE
     KTRACE_EXAMPLE_SHAPES_PATH="$<TARGET_FILE:ktrace-example-shapes>")
 endif()
+
+# Installed use: cmake --install into a temporary prefix, then a C and a C++
+# program outside the tree built with find_package(ktrace) and with
+# pkg-config, run, and their snapshots decoded by the installed decoder.
+# (Not in sanitizer builds: the installed library would need the
+# sanitizer runtime in every program.)
+if(CMAKE_CXX_COMPILER AND NOT CMAKE_CROSSCOMPILING AND NOT KTRACE_ASAN AND NOT KTRACE_TSAN)
+  add_test(NAME test_e2e_install
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/install_test.sh ${CMAKE_BINARY_DIR}
+            ${CMAKE_C_COMPILER} ${CMAKE_CXX_COMPILER})
+  set_tests_properties(test_e2e_install PROPERTIES LABELS e2e TIMEOUT 300)
+endif()
