@@ -14,6 +14,8 @@ set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 find_program(KTRACE_CROSS_CXX aarch64-linux-gnu-g++)
 if(KTRACE_CROSS_CXX)   # g++-aarch64-linux-gnu: the C++ example and test
   set(CMAKE_CXX_COMPILER ${KTRACE_CROSS_CXX})
+else()                 # not the host's g++: no C++ in this build
+  set(KTRACE_NO_CXX ON)
 endif()
 set(KTRACE_CROSS_SYSROOT /usr/aarch64-linux-gnu)
 # Libraries from Debian's arm64 multiarch packages (libcmocka-dev:arm64).

@@ -94,7 +94,7 @@ endif()
 # pkg-config, run, and their snapshots decoded by the installed decoder.
 # (Not in sanitizer builds: the installed library would need the
 # sanitizer runtime in every program.)
-if(CMAKE_CXX_COMPILER AND NOT CMAKE_CROSSCOMPILING AND NOT KTRACE_ASAN AND NOT KTRACE_TSAN)
+if(TARGET ktrace-example-shapes AND NOT CMAKE_CROSSCOMPILING AND NOT KTRACE_ASAN AND NOT KTRACE_TSAN)
   add_test(NAME test_e2e_install
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/install_test.sh ${CMAKE_BINARY_DIR}
             ${CMAKE_C_COMPILER} ${CMAKE_CXX_COMPILER})
