@@ -261,6 +261,8 @@ struct ktrace_dec_func {
 	uint32_t id;              /* span name id, or the unknown compact id */
 	uint32_t kind;            /* enum ktrace_dec_func_kind */
 	const char *name;         /* resolved name (never NULL after decode) */
+	const char *short_name;   /* name for timelines: long C++ names
+	                             shortened (names.c); == name if short */
 };
 
 struct ktrace_dec_thread {
@@ -334,6 +336,7 @@ struct ktrace_dec_opts {
 	int all;                  /* keep data before the complete window */
 	int no_symbols;           /* never open ELF files (fuzzing) */
 	const char *sysroot;      /* prefix for module paths, or NULL */
+	int raw_names;            /* --no-demangle: keep C++ names mangled */
 };
 
 struct ktrace_dec {
@@ -378,6 +381,7 @@ struct ktrace_dec {
 	char **strs;              /* strings made up by the decoder (owned) */
 	uint32_t nstrs, capstrs;
 	void *symcache;           /* symbols.c */
+	int warned_demangle;      /* symbols.c: "names stay mangled" said */
 };
 
 /* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
@@ -468,6 +472,19 @@ void ktrace__elf_free(struct ktrace_elf *elf);
 /* ---- helpers shared by the sinks ---------------------------------------- */
 
 const char *ktrace__dec_func_name(const struct ktrace_dec *d, uint32_t func);
+/* The timeline form of a function's name (names.c). */
+const char *ktrace__dec_func_short(const struct ktrace_dec *d, uint32_t func);
+
+/* ---- C++ names (names.c) ------------------------------------------------ */
+
+#define KTRACE_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
+int ktrace__name_is_mangled(const char *name);
+/* Demangled copy (free() it) of an Itanium C++ name; NULL if name is not
+ * one, does not demangle, or no C++ runtime (libstdc++) is installed. */
+char *ktrace__demangle(const char *name);
+int ktrace__demangler_missing(void);
+/* name, or its short form written into buf. */
+const char *ktrace__name_shorten(const char *name, char *buf, size_t cap);
 /* Name id -> string; unknown ids get "name#N" (static buffer per call site: copy it). */
 const char *ktrace__dec_name(const struct ktrace_dec *d, uint32_t id, char *buf, size_t len);
 /* "name/tid" label of a thread into buf. */

@@ -18,7 +18,7 @@ enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
-	"                     [-q] FILE...\n"
+	"                     [--no-demangle] [-q] FILE...\n"
 	"\n"
 	"Decode ktrace snapshot files.\n"
 	"  -f, --format F   summary (default): file, process, clock, window, per-core\n"
@@ -50,6 +50,11 @@ static const char usage_text[] =
 	"  -t, --thread TID only this kernel thread id (text, stats, chrome, perfetto,\n"
 	"                   html, folded)\n"
 	"  -n, --limit N    at most N timeline lines / N functions / N calls (html)\n"
+	"  -r, --no-demangle  keep C++ names as the symbol table has them (mangled);\n"
+	"                   by default they are demangled (with libstdc++'s\n"
+	"                   demangler, when installed), and text and chrome\n"
+	"                   timelines shorten names longer than 80 bytes\n"
+	"                   (template arguments become <...>)\n"
 	"  -q, --quiet      no summary on stderr (chrome, perfetto, html, folded); one\n"
 	"                   line per file instead of each warning\n"
 	"  -h, --help       this text\n"
@@ -116,6 +121,8 @@ int main(int argc, char **argv)
 		{ "thread", required_argument, NULL, 't' },
 		{ "limit", required_argument, NULL, 'n' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "no-demangle", no_argument, NULL, 'r' },
+		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -130,7 +137,7 @@ int main(int argc, char **argv)
 	struct stat st;
 	uint64_t v;
 
-	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (!strcmp(optarg, "summary")) fmt = F_SUMMARY;
@@ -151,6 +158,7 @@ int main(int argc, char **argv)
 		case 'o': out_path = optarg; break;
 		case 'a': dopts.all = 1; break;
 		case 's': dopts.sysroot = optarg; break;
+		case 'r': dopts.raw_names = 1; break;
 		case 't':
 			if (parse_u64(optarg, &v) || v > INT32_MAX) {
 				fprintf(stderr, "ktrace-decode: --thread needs a thread id, not '%s'\n", optarg);

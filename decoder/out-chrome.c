@@ -200,16 +200,32 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fputs("{\"ph\":\"X\",\"cat\":", f);
 		fputs((k->flags & KTRACE_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
 		fputs(",\"name\":", f);
-		jstr(f, ktrace__dec_func_name(d, k->func));
+		jstr(f, ktrace__dec_func_short(d, k->func));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
 		jus(f, ts_ns(c, d, origin, k->begin));
 		fputs(",\"dur\":", f);
 		jus(f, span_ns(ts_ns(c, d, origin, k->begin), ts_ns(c, d, origin, k->end)));
-		if (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END))
-			fprintf(f, ",\"args\":{\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s}",
-			        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
-			        (k->flags & KTRACE_CALL_TRUNC_END) ? "true" : "false",
-			        (k->flags & KTRACE_CALL_EXIT_LOST) ? "true" : "false");
+		{
+			/* args: the full name where the slice shows a short one. */
+			const char *full = ktrace__dec_func_name(d, k->func);
+			int trunc = (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)) != 0;
+			int longname = full != ktrace__dec_func_short(d, k->func);
+
+			if (trunc || longname)
+				fputs(",\"args\":{", f);
+			if (longname) {
+				fputs("\"full_name\":", f);
+				jstr(f, full);
+			}
+			if (trunc)
+				fprintf(f, "%s\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s",
+				        longname ? "," : "",
+				        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
+				        (k->flags & KTRACE_CALL_TRUNC_END) ? "true" : "false",
+				        (k->flags & KTRACE_CALL_EXIT_LOST) ? "true" : "false");
+			if (trunc || longname)
+				fputc('}', f);
+		}
 		fputc('}', f);
 	}
 	for (uint32_t i = 0; i < d->nmarks; i++) {

@@ -11,6 +11,7 @@ static const char *clock_name(uint32_t c)
 {
 	switch (c) {
 	case KTRACE_CLOCK_TSC: return "invariant TSC";
+	case KTRACE_CLOCK_CNTVCT: return "aarch64 virtual counter";
 	case KTRACE_CLOCK_MONOTONIC: return "CLOCK_MONOTONIC fallback";
 	default: return "unknown clock";
 	}
@@ -272,7 +273,7 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 			        ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
 			        (c->flags & KTRACE_CALL_SPAN) ? "span " : "",
-			        ktrace__dec_func_name(d, c->func), dur,
+			        ktrace__dec_func_short(d, c->func), dur,
 			        (c->flags & KTRACE_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
 			        (c->flags & KTRACE_CALL_EXIT_LOST) ? "  [exit lost]" :
 			        (c->flags & KTRACE_CALL_TRUNC_END) ? "  [still running at window end]" : "",

@@ -288,7 +288,8 @@ static int read_info(struct ktrace_snap *snap, const struct sec *x, struct ktrac
 		            o + offsetof(struct ktrace_info_rec, func_id_count),
 		            "INFO func_id_count %" PRIu32 " is not %u (unsupported)",
 		            in->func_id_count, KTRACE_FUNC_ID_COUNT);
-	if (in->clock_source != KTRACE_CLOCK_TSC && in->clock_source != KTRACE_CLOCK_MONOTONIC)
+	if (in->clock_source != KTRACE_CLOCK_TSC && in->clock_source != KTRACE_CLOCK_MONOTONIC &&
+	    in->clock_source != KTRACE_CLOCK_CNTVCT)
 		ktrace__warn(&snap->warn, o + offsetof(struct ktrace_info_rec, clock_source),
 		             "INFO clock_source %" PRIu32 " is unknown", in->clock_source);
 	return 0;

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -479,6 +480,47 @@ static const char *symbolize_addr(struct ktrace_dec *d, struct symcache *c, uint
 	}
 }
 
+/* A C++ symbol's demangled form ("name" or "name+0x10"), decoder-owned;
+ * the name itself if it is not mangled or does not demangle. */
+static const char *demangled(struct ktrace_dec *d, const char *name)
+{
+	const char *plus = strchr(name, '+');
+	char base[4096], *dm, *full;
+	const char *r = name;
+	size_t n = plus ? (size_t)(plus - name) : strlen(name);
+
+	if (d->opts.raw_names || !ktrace__name_is_mangled(name) || n >= sizeof(base))
+		return name;
+	memcpy(base, name, n);
+	base[n] = 0;
+	if ((dm = ktrace__demangle(base)) == NULL) {
+		if (ktrace__demangler_missing() && !d->warned_demangle) {
+			d->warned_demangle = 1;
+			fprintf(stderr, "ktrace-decode: %s: C++ names stay mangled: libstdc++.so.6 "
+			        "(its __cxa_demangle) is not installed; install libstdc++6, or "
+			        "pipe the output through c++filt\n", d->file ? d->file : "?");
+		}
+		return name;
+	}
+	if ((full = malloc(strlen(dm) + strlen(name + n) + 1)) != NULL) {
+		strcpy(full, dm);
+		strcat(full, name + n);
+		r = ktrace__dec_strdup(d, full);
+		free(full);
+	}
+	free(dm);
+	return r;
+}
+
+/* The timeline form of f->name (names.c), decoder-owned if different. */
+static void set_short(struct ktrace_dec *d, struct ktrace_dec_func *f)
+{
+	char buf[KTRACE_SHORT_NAME_MAX * 2];
+	const char *s = ktrace__name_shorten(f->name, buf, sizeof(buf));
+
+	f->short_name = s == f->name ? f->name : ktrace__dec_strdup(d, s);
+}
+
 void ktrace__dec_symbolize(struct ktrace_dec *d)
 {
 	struct symcache *c = NULL;
@@ -507,8 +549,9 @@ void ktrace__dec_symbolize(struct ktrace_dec *d)
 			f->name = ktrace__dec_strdup(d, buf);
 			break;
 		default:
-			f->name = symbolize_addr(d, c, f->addr);
+			f->name = demangled(d, symbolize_addr(d, c, f->addr));
 			break;
 		}
+		set_short(d, f);
 	}
 }

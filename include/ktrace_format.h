@@ -221,6 +221,7 @@ enum ktrace_section_type {
 enum ktrace_clock_source {
 	KTRACE_CLOCK_TSC = 1,        /* invariant x86 TSC */
 	KTRACE_CLOCK_MONOTONIC = 2,  /* fallback: CLOCK_MONOTONIC ns as "TSC" */
+	KTRACE_CLOCK_CNTVCT = 3,     /* aarch64 virtual counter (cntvct_el0) */
 };
 
 enum ktrace_info_flags {

@@ -4,7 +4,9 @@
  * The event clock is the invariant TSC when the CPU has one (CPUID
  * 0x80000007 EDX bit 8): the hot path reads it with rdtsc.  Otherwise (or
  * with KTRACE_CLOCK=monotonic) it is CLOCK_MONOTONIC in ns, read under the
- * core lock by the slow path, and the snapshot says so.
+ * core lock by the slow path, and the snapshot says so.  On aarch64 it is
+ * the virtual counter cntvct_el0 (constant rate, same on every core; the
+ * rate is cntfrq_el0), read by the slow path (no rseq append there yet).
  *
  * Anchors are (counter, CLOCK_REALTIME, CLOCK_MONOTONIC) triples taken at
  * init and then every 100 ms by the writer thread, kept in a ring of
@@ -41,7 +43,7 @@ static KT_NOINSTR int64_t ts_ns(clockid_t id)
 KT_NOINSTR int64_t ktrace__realtime_ns(void) { return ts_ns(CLOCK_REALTIME); }
 KT_NOINSTR int64_t ktrace__monotonic_ns(void) { return ts_ns(CLOCK_MONOTONIC); }
 
-static KT_NOINSTR int has_invariant_tsc(void)
+static KT_NOINSTR __attribute__((unused)) int has_invariant_tsc(void)
 {
 #if defined(__x86_64__)
 	unsigned a, b, c, d;
@@ -55,31 +57,80 @@ static KT_NOINSTR int has_invariant_tsc(void)
 #endif
 }
 
+#if defined(__aarch64__)
+static KT_NOINSTR uint64_t cntvct(void)
+{
+	uint64_t v;
+	/* isb: the read is not hoisted above earlier instructions. */
+	__asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
+	return v;
+}
+
+static KT_NOINSTR uint64_t cntfrq(void)
+{
+	uint64_t v;
+	__asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(v));
+	return v;
+}
+#endif
+
+/* The CPU's own counter: "tsc" on x86, cntvct_el0 on aarch64; 0 if none. */
+static KT_NOINSTR int cpu_counter(void)
+{
+#if defined(__aarch64__)
+	return cntfrq() ? KTRACE_CLOCK_CNTVCT : 0;
+#else
+	return has_invariant_tsc() ? KTRACE_CLOCK_TSC : 0;
+#endif
+}
+
 KT_NOINSTR uint64_t ktrace__now(void)
 {
 #if defined(__x86_64__)
 	if (KT_LIKELY(ktrace__g.clock_source == KTRACE_CLOCK_TSC))
 		return __rdtsc();
+#elif defined(__aarch64__)
+	if (KT_LIKELY(ktrace__g.clock_source == KTRACE_CLOCK_CNTVCT))
+		return cntvct();
 #endif
 	return (uint64_t)ts_ns(CLOCK_MONOTONIC);
+}
+
+/* cntfrq_el0 on aarch64: the counter's exact rate; 0 elsewhere. */
+static KT_NOINSTR uint64_t counter_hz(void)
+{
+#if defined(__aarch64__)
+	return cntfrq();
+#else
+	return 0;
+#endif
 }
 
 KT_NOINSTR int ktrace__clock_init(void)
 {
 	struct kt_globals *g = &ktrace__g;
 
-	if (ktrace__cfg.force_clock)
-		g->clock_source = ktrace__cfg.force_clock;
+	int counter = cpu_counter();
+
+	/* KTRACE_CLOCK=tsc asks for the CPU's counter (cntvct on aarch64). */
+	if (ktrace__cfg.force_clock == KTRACE_CLOCK_MONOTONIC)
+		g->clock_source = KTRACE_CLOCK_MONOTONIC;
 	else
-		g->clock_source = has_invariant_tsc() ? KTRACE_CLOCK_TSC : KTRACE_CLOCK_MONOTONIC;
-	if (g->clock_source == KTRACE_CLOCK_TSC && !has_invariant_tsc()) {
+		g->clock_source = counter ? counter : KTRACE_CLOCK_MONOTONIC;
+	if (ktrace__cfg.force_clock == KTRACE_CLOCK_TSC && !counter)
 		ktrace__say("KTRACE_CLOCK=tsc but this CPU has no invariant TSC; "
 		            "using CLOCK_MONOTONIC");
-		g->clock_source = KTRACE_CLOCK_MONOTONIC;
-	}
 	/* TSC: 8 (the hot path's constant, ~100 ns ticks at 2.5 GHz).
-	 * Monotonic ns: 6 (64 ns ticks). */
-	g->tsc_shift = g->clock_source == KTRACE_CLOCK_TSC ? 8 : 6;
+	 * Monotonic ns: 6 (64 ns ticks).  cntvct: the largest shift that
+	 * keeps a tick at most 100 ns (62.5 MHz: 2, 1 GHz: 6, 24 MHz: 1). */
+	if (g->clock_source == KTRACE_CLOCK_TSC)
+		g->tsc_shift = 8;
+	else if (g->clock_source == KTRACE_CLOCK_MONOTONIC)
+		g->tsc_shift = 6;
+	else
+		for (g->tsc_shift = 0; g->tsc_shift < 8 &&
+		     ((uint64_t)20000000 << g->tsc_shift) <= counter_hz(); g->tsc_shift++)
+			;
 	/* Counter units between full timestamps (I3 in ring.c). */
 	g->forward_max = (uint64_t)KTRACE_TS_FORWARD_MAX << g->tsc_shift;
 	g->start_tsc = ktrace__now();
@@ -138,8 +189,10 @@ KT_NOINSTR uint64_t ktrace__tsc_hz(void)
 	const struct ktrace_anchor_rec *first, *last;
 	uint64_t n = anchor_count;
 
-	if (ktrace__g.clock_source != KTRACE_CLOCK_TSC)
+	if (ktrace__g.clock_source == KTRACE_CLOCK_MONOTONIC)
 		return 1000000000;
+	if (ktrace__g.clock_source == KTRACE_CLOCK_CNTVCT)
+		return counter_hz();   /* exact, from the architecture */
 	if (n >= 2) {
 		first = &anchors[(n > KT_ANCHORS ? n - KT_ANCHORS : 0) % KT_ANCHORS];
 		last = &anchors[(n - 1) % KT_ANCHORS];

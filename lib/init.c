@@ -14,10 +14,21 @@
  * library registers its own per thread.  If neither works the whole process
  * uses the locked path (one mode per process: the two must not mix on a
  * core, see ring.c).
+ *
+ * __rseq_offset and __rseq_size (GLIBC_2.35) are looked up at run time in
+ * the dynamic symbol tables of the loaded objects (dl_iterate_phdr, in
+ * glibc since 2.2.5), not linked against: the library then loads on any
+ * glibc from 2.28 on, and a glibc without them (or with its registration
+ * off: GLIBC_TUNABLES=glibc.pthread.rseq=0) gets ours.  Not dlsym: it is
+ * in libdl before 2.34, and it takes the loader lock, which a thread in
+ * dlopen running a traced constructor holds while it waits for our init.
  */
 #include "internal.h"
+#include "rseq.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -25,25 +36,29 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<sys/rseq.h>)
-#include <sys/rseq.h>
-#define KT_HAVE_GLIBC_RSEQ 1
+#if !defined(__NR_rseq) && defined(__x86_64__)
+#define __NR_rseq 334 /* kernel headers before 4.18 */
 #endif
+/* rseq appends exist where rseq.h has their asm (x86-64 for now). */
+#if defined(KT_RSEQ_TABLE) && defined(__NR_rseq)
+#define KT_RSEQ_POSSIBLE 1
 #endif
 
 enum { KT_RSEQ_NONE = 0, KT_RSEQ_GLIBC = 1, KT_RSEQ_OWN = 2 };
 static int rseq_mode;
 
-/* Our own registration when glibc has none: 32-byte aligned, per thread. */
-struct kt_rseq_area {
-	uint32_t cpu_id_start;
-	uint32_t cpu_id;
-	uint64_t rseq_cs;
-	uint32_t flags;
-	uint32_t pad[3];
-} __attribute__((aligned(32)));
+#ifdef KT_RSEQ_POSSIBLE
+/* glibc's registration, from its symbols __rseq_offset / __rseq_size;
+ * written once by detect_rseq during init. */
+static ptrdiff_t glibc_rseq_offset;  /* bytes from the thread pointer */
+static unsigned int glibc_rseq_size; /* bytes; 0 = glibc registered none */
+
+/* Our own registration when glibc has none: 32-byte aligned, per thread.
+ * own_state: 0 not tried yet, 1 registered, -1 the kernel refused.  (The
+ * area's cpu_id cannot say it: it starts as 0, a valid cpu.)  A fork child
+ * inherits both the registration and this TLS; a new thread starts at 0. */
 static __thread struct kt_rseq_area own_rseq __attribute__((tls_model("initial-exec")));
+static __thread int own_state __attribute__((tls_model("initial-exec")));
 
 static KT_NOINSTR void *thread_pointer(void)
 {
@@ -51,44 +66,152 @@ static KT_NOINSTR void *thread_pointer(void)
 	void *tp;
 	__asm__("mov %%fs:0, %0" : "=r"(tp));
 	return tp;
+#elif defined(__aarch64__)
+	void *tp;
+	__asm__("mrs %0, tpidr_el0" : "=r"(tp));
+	return tp;
 #else
 	return NULL;
 #endif
 }
 
+#endif
+
 /* This thread's struct rseq, registered; NULL if none. */
 static KT_NOINSTR void *thread_rseq(void)
 {
-#if defined(__x86_64__) && defined(__NR_rseq)
+#ifdef KT_RSEQ_POSSIBLE
 	if (rseq_mode == KT_RSEQ_GLIBC) {
-#ifdef KT_HAVE_GLIBC_RSEQ
 		struct kt_rseq_area *a =
-			(struct kt_rseq_area *)((char *)thread_pointer() + __rseq_offset);
+			(struct kt_rseq_area *)((char *)thread_pointer() + glibc_rseq_offset);
 		return (int32_t)a->cpu_id >= 0 ? a : NULL;
-#endif
 	} else if (rseq_mode == KT_RSEQ_OWN) {
-		if ((int32_t)own_rseq.cpu_id >= 0 && own_rseq.cpu_id != 0xFFFFFFFFu)
-			return &own_rseq;
-		own_rseq.cpu_id = 0xFFFFFFFFu;
-		if (syscall(__NR_rseq, &own_rseq, sizeof(own_rseq), 0, 0x53053053) == 0)
+		if (own_state == 0) {
+			own_rseq.cpu_id = 0xFFFFFFFFu;   /* RSEQ_CPU_ID_UNINITIALIZED */
+			own_state = syscall(__NR_rseq, &own_rseq, sizeof(own_rseq), 0,
+			                    KT_RSEQ_SIG_VALUE) == 0 ? 1 : -1;
+		}
+		if (own_state > 0)
 			return &own_rseq;
 	}
 #endif
 	return NULL;
 }
 
+#ifdef KT_RSEQ_POSSIBLE
+/* ---- glibc's rseq symbols, found without linking against them ---------- */
+
+struct sym_query {
+	const char *name;
+	const void *addr;     /* out: the definition, NULL if none */
+};
+
+static KT_NOINSTR uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
+
+/* A dynamic-section pointer: glibc relocates them in place on most
+ * architectures, not in read-only ones (vDSO; RISC-V, MIPS). */
+static KT_NOINSTR uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t p)
+{
+	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
+}
+
+static KT_NOINSTR const ElfW(Sym) *gnu_lookup(const uint32_t *gh, const ElfW(Sym) *symtab,
+                                              const char *strtab, const char *name)
+{
+	uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
+	const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)&gh[4] + bloom_words);
+	const uint32_t *chain = buckets + nbuckets;
+	uint32_t h = gnu_hash(name), i;
+
+	if (nbuckets == 0)
+		return NULL;
+	i = buckets[h % nbuckets];
+	if (i < symoffset)
+		return NULL;
+	for (;; i++) {
+		uint32_t h2 = chain[i - symoffset];
+		if ((h | 1) == (h2 | 1) && strcmp(strtab + symtab[i].st_name, name) == 0)
+			return &symtab[i];
+		if (h2 & 1)
+			return NULL;
+	}
+}
+
+static KT_NOINSTR const ElfW(Sym) *sysv_lookup(const uint32_t *hash, const ElfW(Sym) *symtab,
+                                               const char *strtab, const char *name)
+{
+	for (uint32_t i = 0; i < hash[1]; i++)   /* nchain = number of symbols */
+		if (strcmp(strtab + symtab[i].st_name, name) == 0)
+			return &symtab[i];
+	return NULL;
+}
+
+static KT_NOINSTR int find_symbol(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct sym_query *q = arg;
+	const ElfW(Dyn) *d = NULL;
+	const ElfW(Sym) *symtab = NULL, *s;
+	const char *strtab = NULL;
+	const uint32_t *gh = NULL, *hash = NULL;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	for (; d && d->d_tag != DT_NULL; d++) {
+		uintptr_t p = dyn_ptr(info, d->d_un.d_ptr);
+		if (d->d_tag == DT_SYMTAB)
+			symtab = (const ElfW(Sym) *)p;
+		else if (d->d_tag == DT_STRTAB)
+			strtab = (const char *)p;
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)p;
+		else if (d->d_tag == DT_HASH)
+			hash = (const uint32_t *)p;
+	}
+	if (!symtab || !strtab || (!gh && !hash))
+		return 0;
+	s = gh ? gnu_lookup(gh, symtab, strtab, q->name) : sysv_lookup(hash, symtab, strtab, q->name);
+	if (s == NULL || s->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s->st_info) != STT_OBJECT)
+		return 0;
+	q->addr = (const void *)(info->dlpi_addr + s->st_value);
+	return 1;
+}
+
+/* 1 if glibc defines __rseq_offset and __rseq_size (2.35+): their values
+ * are copied into glibc_rseq_offset / glibc_rseq_size. */
+static KT_NOINSTR int glibc_rseq_symbols(void)
+{
+	struct sym_query off = {"__rseq_offset", NULL}, sz = {"__rseq_size", NULL};
+
+	dl_iterate_phdr(find_symbol, &off);
+	dl_iterate_phdr(find_symbol, &sz);
+	if (off.addr == NULL || sz.addr == NULL)
+		return 0;
+	glibc_rseq_offset = *(const ptrdiff_t *)off.addr;
+	glibc_rseq_size = *(const unsigned int *)sz.addr;
+	return 1;
+}
+
+#endif /* KT_RSEQ_POSSIBLE */
+
 static KT_NOINSTR int detect_rseq(void)
 {
 	if (ktrace__cfg.no_rseq || ktrace__g.clock_source != KTRACE_CLOCK_TSC)
 		return KT_RSEQ_NONE;
-#if defined(__x86_64__) && defined(__NR_rseq)
-#ifdef KT_HAVE_GLIBC_RSEQ
-	if (__rseq_size >= 20) {
+#ifdef KT_RSEQ_POSSIBLE
+	if (glibc_rseq_symbols() && glibc_rseq_size >= 20) {
 		rseq_mode = KT_RSEQ_GLIBC;
 		if (thread_rseq())
 			return KT_RSEQ_GLIBC;
 	}
-#endif
 	rseq_mode = KT_RSEQ_OWN;
 	if (thread_rseq())
 		return KT_RSEQ_OWN;

@@ -29,6 +29,7 @@
  * another thread owns the stream, core locked) goes to ktrace__slow_func.
  */
 #include "internal.h"
+#include "rseq.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -42,21 +43,6 @@ _Static_assert(KTRACE_BLOCK_WORDS == 1024, "asm tests pos & 1023");
 __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
 
 #if defined(__x86_64__)
-/* rseq abort signature glibc registers (RSEQ_SIG on x86). */
-#define KT_RSEQ_SIG "0x53053053"
-
-/* The critical section descriptor and the abort handler (preceded by the
- * signature the kernel checks) of one asm block, as in librseq. */
-#define KT_RSEQ_TABLE                                                          \
-	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
-	".balign 32\n\t"                                                       \
-	"3:\n\t"                                                               \
-	".long 0x0, 0x0\n\t"                                                   \
-	".quad 1f, (2f - 1f), 4f\n\t"                                          \
-	".popsection\n\t"                                                      \
-	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
-	".quad 3b\n\t"                                                         \
-	".popsection\n\t"
 /* Arm the section, then B1..B3 (see the file comment): r8 = &cores[cpu],
  * rcx = its state, r9 = pos.  Operands: rs, lastcpu, cores, key; label
  * slow.  Comparing the cpu with last_cpu (only ever a core the slow path
@@ -75,14 +61,6 @@ __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec"))
 	"jne %l[slow]\n\t"                                                   \
 	"movq %%rcx, %%r9\n\t"                                               \
 	"shrq $32, %%r9\n\t"                /* r9 = pos */
-
-#define KT_RSEQ_ABORT(label)                                                   \
-	".pushsection __rseq_failure, \"ax\"\n\t"                              \
-	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n\t"                                            \
-	"4:\n\t"                                                               \
-	"jmp %l[" #label "]\n\t"                                               \
-	".popsection\n\t"
 #endif
 
 /*

@@ -54,6 +54,7 @@
  * waits for a reader.
  */
 #include "internal.h"
+#include "rseq.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -131,7 +132,6 @@ KT_NOINSTR void ktrace__ring_reset(void)
 /* ---- the core lock ------------------------------------------------------ */
 
 #if defined(__x86_64__)
-#define KT_RSEQ_SIG "0x53053053"
 /*
  * Set LOCK in the state of the core this thread runs on, as an rseq
  * critical section (see the file comment).  1 = locked (*cpu_out set),
@@ -140,15 +140,7 @@ KT_NOINSTR void ktrace__ring_reset(void)
 static KT_NOINSTR int lock_rseq(void *rs, uint32_t *cpu_out)
 {
 again:
-	asm goto(".pushsection __rseq_cs, \"aw\"\n\t"
-		 ".balign 32\n\t"
-		 "3:\n\t"
-		 ".long 0x0, 0x0\n\t"
-		 ".quad 1f, (2f - 1f), 4f\n\t"
-		 ".popsection\n\t"
-		 ".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"
-		 ".quad 3b\n\t"
-		 ".popsection\n\t"
+	asm goto(KT_RSEQ_TABLE
 		 "leaq 3b(%%rip), %%rax\n\t"
 		 "movq %%rax, 8(%[rs])\n\t"
 		 "1:\n\t"
@@ -164,12 +156,7 @@ again:
 		 "btsq $31, %%rcx\n\t"
 		 "movq %%rcx, (%%r8)\n\t"        /* commit: LOCK set */
 		 "2:\n\t"
-		 ".pushsection __rseq_failure, \"ax\"\n\t"
-		 ".byte 0x0f, 0xb9, 0x3d\n\t"
-		 ".long " KT_RSEQ_SIG "\n\t"
-		 "4:\n\t"
-		 "jmp %l[abort]\n\t"
-		 ".popsection\n\t"
+		 KT_RSEQ_ABORT(abort)
 		 :
 		 : [rs] "r"(rs), [ncpus] "m"(ktrace__g.ncpus),
 		   [cores] "m"(ktrace__g.cores), [out] "r"(cpu_out)
@@ -215,6 +202,18 @@ static KT_NOINSTR int lock_cas(uint32_t *cpu_out)
 	return 1;
 }
 
+/* A spin-wait hint to the core (and to an SMT sibling). */
+static inline KT_NOINSTR void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 /* Spin for the lock; NULL if this thread has no usable cpu. */
 static KT_NOINSTR struct kt_core *lock_core(struct kt_thread *t)
 {
@@ -232,7 +231,7 @@ static KT_NOINSTR struct kt_core *lock_core(struct kt_thread *t)
 			return NULL;
 		/* The holder may be preempted on this very cpu: let it run. */
 		if (spins < 64)
-			__builtin_ia32_pause();
+			cpu_relax();
 		else
 			sched_yield();
 	}

@@ -49,6 +49,11 @@ function(ktrace_e2e_test name)
 endfunction()
 
 ktrace_e2e_test(calls PROGRAMS e2e_calls e2e_calls_static LABELS threads)
+# Again with glibc's rseq registration off (as on glibc < 2.35): the traced
+# programs run on the library's own registration.
+add_test(NAME test_e2e_calls_glibc_rseq0 COMMAND test_e2e_calls)
+set_tests_properties(test_e2e_calls_glibc_rseq0 PROPERTIES TIMEOUT 300 LABELS "e2e;threads"
+  ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;GLIBC_TUNABLES=glibc.pthread.rseq=0")
 
 ktrace_test_program(e2e_manual SOURCES ${KT_E2E_DIR}/manual_prog.c PLAIN)
 ktrace_e2e_test(manual PROGRAMS e2e_manual LABELS threads)
@@ -108,4 +113,23 @@ ktrace_test_program(e2e_hostile_static SOURCES ${KT_E2E_DIR}/harden_prog.c STATI
   OPTIONS -Wno-prio-ctor-dtor)
 ktrace_e2e_test(hostile PROGRAMS e2e_hostile e2e_hostile_static LABELS faults threads)
 # Measures the writer's idle cpu and copies a ring against two busy threads.
-set_tests_properties(test_e2e_harden PROPERTIES RUN_SERIAL TRUE)
+set_tests_properties(test_e2e_hostile PROPERTIES RUN_SERIAL TRUE)
+# C++: the example under examples/shapes.cpp (built when a C++ compiler is
+# found): counts, exception nesting, demangled names.
+if(TARGET ktrace-example-shapes)
+  ktrace_e2e_test(cxx PROGRAMS ktrace-example-shapes LABELS threads)
+  target_compile_definitions(test_e2e_cxx PRIVATE
+    KTRACE_EXAMPLE_SHAPES_PATH="$<TARGET_FILE:ktrace-example-shapes>")
+endif()
+
+# Installed use: cmake --install into a temporary prefix, then a C and a C++
+# program outside the tree built with find_package(ktrace) and with
+# pkg-config, run, and their snapshots decoded by the installed decoder.
+# (Not in sanitizer builds: the installed library would need the
+# sanitizer runtime in every program.)
+if(TARGET ktrace-example-shapes AND NOT CMAKE_CROSSCOMPILING AND NOT KTRACE_ASAN AND NOT KTRACE_TSAN)
+  add_test(NAME test_e2e_install
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/install_test.sh ${CMAKE_BINARY_DIR}
+            ${CMAKE_C_COMPILER} ${CMAKE_CXX_COMPILER})
+  set_tests_properties(test_e2e_install PROPERTIES LABELS e2e TIMEOUT 300)
+endif()

@@ -4,6 +4,13 @@
 #   tests/run.sh            plain build + ASan/UBSan build + TSan build + a
 #                           bounded fuzz run of the snapshot reader
 #   tests/run.sh --quick    plain build only
+#   tests/run.sh --aarch64  only the aarch64 step (below)
+#
+# The full run ends with an aarch64 step: a cross build (Debian's
+# gcc-aarch64-linux-gnu, cmake/aarch64-linux-gnu.cmake) whose unit and
+# end-to-end tests run under qemu-aarch64, bounded by
+# KTRACE_AARCH64_SECONDS (default 600); bench and fuzz targets are skipped
+# there.  KTRACE_AARCH64=0 leaves it out.
 #
 # Installs what it needs on Debian when run as root (cmake, gcc, make,
 # libcmocka-dev, protobuf-compiler and python3 for the perfetto tests, clang
@@ -14,6 +21,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
+ONLY_ARM=0
+[ "${1:-}" = "--aarch64" ] && ONLY_ARM=1
 JOBS=${KTRACE_JOBS:-2}
 FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
 
@@ -33,7 +42,25 @@ run_config() { # name, cmake args...
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600)
 }
 
+run_aarch64() {
+  local dir=$ROOT/build-tests/aarch64 t0
+  "$ROOT/.ci/deps.sh" tests/run.sh --aarch64
+  t0=$(date +%s)
+  echo "== [aarch64] configure + build (cross, gcc-aarch64-linux-gnu)"
+  cmake -S "$ROOT" -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTRACE_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$dir" -j"$JOBS" >/dev/null
+  echo "== [aarch64] ctest under qemu-aarch64 (limit ${KTRACE_AARCH64_SECONDS:-600}s)"
+  (cd "$dir" && timeout "${KTRACE_AARCH64_SECONDS:-600}" \
+    ctest --output-on-failure -j"$JOBS" --timeout 300)
+  echo "== [aarch64] done in $(( $(date +%s) - t0 ))s"
+}
+
 start=$(date +%s)
+if [ "$ONLY_ARM" = 1 ]; then
+  run_aarch64
+  exit 0
+fi
 run_config plain
 if [ "$QUICK" = 0 ]; then
   # halt_on_error/abort: a report fails the test instead of scrolling by.
@@ -67,5 +94,8 @@ if [ "$QUICK" = 0 ]; then
       exit 1
     fi
   done
+fi
+if [ "$QUICK" = 0 ] && [ "${KTRACE_AARCH64:-1}" != 0 ]; then
+  run_aarch64
 fi
 echo "== all test configurations passed in $(( $(date +%s) - start ))s"

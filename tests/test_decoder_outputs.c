@@ -498,7 +498,10 @@ static int run(const char *args, char *out, size_t outlen)
 	size_t n;
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", KTRACE_DECODE_PATH, args);
+	/* A cross build runs the decoder through its emulator (ktest.c). */
+	const char *emu = getenv("KTRACE_TEST_EMULATOR");
+
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", emu ? emu : "", KTRACE_DECODE_PATH, args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	n = fread(out, 1, outlen - 1, p);

@@ -191,10 +191,28 @@ static int spawn_plain(struct kt_proc *p, char *const argv[], const char *const 
 	return 0;
 }
 
-int kt_spawn(struct kt_proc *p, char *const argv[], const char *const env[],
+/* Cross builds run their programs through an emulator (qemu-aarch64):
+ * KTRACE_TEST_EMULATOR names it; the kernel here cannot exec them itself. */
+static char *const *emulated(char *const argv[], char **buf, size_t cap)
+{
+	const char *emu = getenv("KTRACE_TEST_EMULATOR");
+	size_t n = 0;
+
+	if (emu == NULL || *emu == 0)
+		return argv;
+	buf[n++] = (char *)emu;
+	for (size_t i = 0; argv[i] && n + 1 < cap; i++)
+		buf[n++] = argv[i];
+	buf[n] = NULL;
+	return buf;
+}
+
+int kt_spawn(struct kt_proc *p, char *const argv_in[], const char *const env[],
              const struct kt_spawn_opts *o)
 {
 	int in[2], out[2], err[2];
+	char *ebuf[64];
+	char *const *argv = emulated(argv_in, ebuf, 64);
 
 	memset(p, 0, sizeof(*p));
 	p->in_fd = p->out_fd = p->err_fd = -1;

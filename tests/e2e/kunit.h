@@ -38,6 +38,22 @@ static inline void kunit_reexec(char **argv, const char *const *env)
 			setenv(k, eq + 1, 0);
 		}
 		setenv("KTRACE_UNIT_REEXEC", dir, 1);
+		if (getenv("KTRACE_TEST_EMULATOR") && *getenv("KTRACE_TEST_EMULATOR")) {
+			/* Cross build: the emulator runs us again (ktest.c). */
+			static char self[4096];
+			char *eargv[64];
+			size_t n = 0;
+			ssize_t l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+			if (l > 0) {
+				self[l] = 0;
+				eargv[n++] = getenv("KTRACE_TEST_EMULATOR");
+				eargv[n++] = self;
+				for (size_t i = 1; argv[i] && n + 1 < 64; i++)
+					eargv[n++] = argv[i];
+				eargv[n] = NULL;
+				execv(eargv[0], eargv);
+			}
+		}
 		execv("/proc/self/exe", argv);
 		perror("re-exec");
 		exit(1);
