@@ -44,6 +44,8 @@
  */
 #include "internal.h"
 
+#include <fcntl.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <sys/auxv.h>
@@ -68,24 +70,41 @@ static KT_NOINSTR const char *env(const char *var)
 
 /* Identity of descriptor 2 when the library started (st_dev, st_ino);
  * err_known: 0 = not read yet, 1 = read, -1 = fd 2 was closed. */
-static dev_t err_dev;
-static ino_t err_ino;
+static uint64_t err_dev;
+static uint64_t err_ino;
 static _Atomic int err_known;
+
+/*
+ * Device, inode and size of an open descriptor; -1 if it is not open.
+ * statx (glibc 2.28) rather than fstat, whose symbol is GLIBC_2.33: the
+ * library references nothing newer than 2.28 (test_lib_glibc_symbols).
+ */
+KT_NOINSTR int ktrace__fd_stat(int fd, uint64_t *dev, uint64_t *ino, uint64_t *size)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_SIZE, &sx) != 0)
+		return -1;
+	*dev = ((uint64_t)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+	*ino = sx.stx_ino;
+	*size = sx.stx_size;
+	return 0;
+}
 
 static KT_NOINSTR int stderr_is_ours(void)
 {
-	struct stat st;
+	uint64_t dev = 0, ino = 0, size;
 	int known = kt_load(&err_known, acquire); /* pairs with the release below */
 
-	if (fstat(2, &st) != 0)
-		st.st_ino = 0, st.st_dev = 0;
+	if (ktrace__fd_stat(2, &dev, &ino, &size) != 0)
+		ino = 0, dev = 0;
 	if (known == 0) {
-		err_dev = st.st_dev;
-		err_ino = st.st_ino;
-		kt_store(&err_known, st.st_ino ? 1 : -1, release);
-		return st.st_ino != 0;
+		err_dev = dev;
+		err_ino = ino;
+		kt_store(&err_known, ino ? 1 : -1, release);
+		return ino != 0;
 	}
-	return known == 1 && st.st_ino != 0 && st.st_dev == err_dev && st.st_ino == err_ino;
+	return known == 1 && ino != 0 && dev == err_dev && ino == err_ino;
 }
 
 /*

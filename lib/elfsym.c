@@ -39,7 +39,7 @@ static atomic_flag elf_lock = ATOMIC_FLAG_INIT;
 static KT_NOINSTR const struct kt_elf *elf_get(const char *path)
 {
 	struct kt_elf *e;
-	struct stat st;
+	uint64_t dev, ino, size = 0;
 	void *m;
 	int fd;
 
@@ -53,16 +53,16 @@ static KT_NOINSTR const struct kt_elf *elf_get(const char *path)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return e;
-	if (fstat(fd, &st) == 0 && st.st_size >= (off_t)sizeof(Elf64_Ehdr)) {
-		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (ktrace__fd_stat(fd, &dev, &ino, &size) == 0 && size >= sizeof(Elf64_Ehdr)) {
+		m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m != MAP_FAILED) {
 			const Elf64_Ehdr *h = m;
 			if (memcmp(h->e_ident, ELFMAG, SELFMAG) == 0 &&
 			    h->e_ident[EI_CLASS] == ELFCLASS64) {
 				e->map = m;
-				e->size = (size_t)st.st_size;
+				e->size = (size_t)size;
 			} else {
-				munmap(m, (size_t)st.st_size);
+				munmap(m, (size_t)size);
 			}
 		}
 	}

@@ -269,6 +269,8 @@ extern struct kt_config ktrace__cfg;
 void ktrace__cfg_dir(char *buf, size_t len);
 /* Parse the environment into ktrace__cfg; complaints go to stderr. */
 void ktrace__config_load(void);
+/* Device, inode and size of an open fd (statx: GLIBC_2.28); -1 if closed. */
+int ktrace__fd_stat(int fd, uint64_t *dev, uint64_t *ino, uint64_t *size);
 /* Parse helpers, exposed for tests: 0 on success, -1 with *why set. */
 int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 int ktrace__parse_signal(const char *s, int *signo);
