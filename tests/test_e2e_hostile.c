@@ -432,6 +432,13 @@ static void test_e2e_hostile_daemon_writes_where_it_started(void **state)
 	print_message("skipped: TSan does not start threads after a multi-threaded fork\n");
 	skip();
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+	/* As the fork tests of test_e2e_lifecycle: GCC 12's ASan runtime
+	 * deadlocks in some children of a multi-threaded fork (here 2 daemon
+	 * children of 5 hung, in a run by hand). */
+	print_message("skipped: ASan deadlocks in some children of a multi-threaded fork\n");
+	skip();
+#endif
 	run_cwd("daemon", NULL, NULL);
 }
 
