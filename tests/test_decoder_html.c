@@ -25,16 +25,7 @@ struct mem {
 	FILE *f;
 };
 
-static struct ktrace_dec *decode(struct snapbuild *sb)
-{
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
-
-	if (d == NULL)
-		fail_msg("decode failed: %s", err.msg);
-	return d;
-}
+#include "decode_or_fail.h"
 
 static int page(struct ktrace_dec *d, const struct ktrace_out_opts *o, struct mem *m)
 {

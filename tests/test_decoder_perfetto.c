@@ -23,16 +23,7 @@
 #include "snapbuild.h"
 #include "perfetto/pfcheck.h"
 
-static struct ktrace_dec *decode(struct snapbuild *sb)
-{
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
-
-	if (d == NULL)
-		fail_msg("decode failed: %s", err.msg);
-	return d;
-}
+#include "decode_or_fail.h"
 
 /* Write decs as one perfetto trace and check it; returns checker output. */
 static char *write_check(struct ktrace_dec **decs, uint32_t n, size_t *bytes)
