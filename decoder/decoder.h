@@ -8,7 +8,7 @@
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
  *   2. timeline.c  kd_snap_order(): groups blocks per core, oldest first.
- *                  struct ktrace_core_iter: one core's records -> events with
+ *                  struct kd_core_iter: one core's records -> events with
  *                  absolute ticks and thread slots.
  *   3. timeline.c  kd_dec_build(): cuts the cores' streams into pieces of
  *                  one thread segment, walks each thread's pieces in order
@@ -185,15 +185,15 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
 int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err);
 
 enum kd_dec_kind {
-	KTRACE_DK_ENTER = 1,      /* id = compact function id */
-	KTRACE_DK_EXIT,           /* id = compact function id */
-	KTRACE_DK_ENTER_ADDR,     /* value = function address */
-	KTRACE_DK_EXIT_ADDR,      /* value = function address */
-	KTRACE_DK_MARK,           /* id = name id, value = mark value */
-	KTRACE_DK_SPAN_BEGIN,     /* id = name id */
-	KTRACE_DK_SPAN_END,       /* id = name id */
-	KTRACE_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
-	KTRACE_DK_REQ_END,        /* id = kind name id, value = request id */
+	KD_DK_ENTER = 1,      /* id = compact function id */
+	KD_DK_EXIT,           /* id = compact function id */
+	KD_DK_ENTER_ADDR,     /* value = function address */
+	KD_DK_EXIT_ADDR,      /* value = function address */
+	KD_DK_MARK,           /* id = name id, value = mark value */
+	KD_DK_SPAN_BEGIN,     /* id = name id */
+	KD_DK_SPAN_END,       /* id = name id */
+	KD_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
+	KD_DK_REQ_END,        /* id = kind name id, value = request id */
 };
 
 struct kd_dec_event {
@@ -207,7 +207,7 @@ struct kd_dec_event {
 	                             KD_NONE if the writer gave none */
 };
 
-struct ktrace_core_iter {
+struct kd_core_iter {
 	const struct kd_snap *snap;
 	struct kd_dec_warnings *warn; /* damaged block tails go here (may be NULL) */
 	uint32_t core;            /* index in snap->cores */
@@ -229,13 +229,13 @@ struct ktrace_core_iter {
 	uint64_t ev_ref_tick;     /* ticks: reference before that record */
 };
 
-void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
+void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
                             uint32_t core, struct kd_dec_warnings *warn);
 /* 1: *ev filled; 0: end of this core's records. */
-int kd_core_iter_next(struct ktrace_core_iter *it, struct kd_dec_event *ev);
+int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev);
 /* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
  * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
-void kd_core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
 /* Tick of a block's BLOCK_START (the block was validated by the reader). */
 uint64_t kd_block_start_tick(const struct kd_snap *snap,
@@ -244,20 +244,20 @@ uint64_t kd_block_start_tick(const struct kd_snap *snap,
 /* ---- stage 3: decoded result -------------------------------------------- */
 
 enum kd_dec_call_flags {
-	KTRACE_CALL_TRUNC_BEGIN = 1u << 0, /* entry before the window: begin = window start */
-	KTRACE_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
-	KTRACE_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
-	KTRACE_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
+	KD_CALL_TRUNC_BEGIN = 1u << 0, /* entry before the window: begin = window start */
+	KD_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
+	KD_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
+	KD_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
 };
 
 enum kd_dec_func_kind {
-	KTRACE_FUNC_ADDR = 0,     /* a code address (from FUNCS or *_ADDR records) */
-	KTRACE_FUNC_SPAN = 1,     /* a span name */
-	KTRACE_FUNC_UNKNOWN_ID = 2, /* a compact id FUNCS did not list */
+	KD_FUNC_ADDR = 0,     /* a code address (from FUNCS or *_ADDR records) */
+	KD_FUNC_SPAN = 1,     /* a span name */
+	KD_FUNC_UNKNOWN_ID = 2, /* a compact id FUNCS did not list */
 };
 
 struct kd_dec_func {
-	uint64_t addr;            /* code address (KTRACE_FUNC_ADDR) */
+	uint64_t addr;            /* code address (KD_FUNC_ADDR) */
 	uint32_t id;              /* span name id, or the unknown compact id */
 	uint32_t kind;            /* enum kd_dec_func_kind */
 	const char *name;         /* resolved name (never NULL after decode) */
@@ -290,9 +290,9 @@ struct kd_dec_call {
 };
 
 enum kd_dec_req_flags {
-	KTRACE_REQ_TRUNC_BEGIN = 1u << 0,
-	KTRACE_REQ_TRUNC_END = 1u << 1,
-	KTRACE_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
+	KD_REQ_TRUNC_BEGIN = 1u << 0,
+	KD_REQ_TRUNC_END = 1u << 1,
+	KD_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
 };
 
 struct kd_dec_request {
@@ -407,7 +407,7 @@ int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
 
 /* ---- stage 3b: scheduling (sched.c) ------------------------------------- */
 
-enum kd_dec_off_why { KTRACE_OFF_BLOCKED = 0, KTRACE_OFF_PREEMPTED = 1 };
+enum kd_dec_off_why { KD_OFF_BLOCKED = 0, KD_OFF_PREEMPTED = 1 };
 
 /* A thread off the cpu: from leaving it to getting one again. */
 struct kd_dec_offcpu {
@@ -428,8 +428,8 @@ struct kd_dec_oncpu {
 /* Turn the SCHED section into offcpu/oncpu intervals (threads seen only
  * there are added to d->threads); 0 or KD_ENOMEM. */
 int kd_dec_sched(struct kd_dec *d);
-/* Off-CPU ticks of a thread inside [b, e): out[KTRACE_OFF_BLOCKED],
- * out[KTRACE_OFF_PREEMPTED]. */
+/* Off-CPU ticks of a thread inside [b, e): out[KD_OFF_BLOCKED],
+ * out[KD_OFF_PREEMPTED]. */
 void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2]);
 /* "scheduling: ..." line for the summary (status, switches, losses, why not). */
@@ -458,16 +458,16 @@ void kd_dec_symbolize(struct kd_dec *d);
 void kd_symcache_free(void *cache);
 
 /* One ELF file's function symbols, for tests and tools. */
-struct ktrace_elf;
-int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *err);
+struct kd_elf;
+int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err);
 /* Parse an ELF image in memory (copied). */
-int kd_elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+int kd_elf_parse(const void *buf, size_t len, struct kd_elf **out,
                       struct kd_dec_error *err);
 /* Function symbol containing the ELF virtual address, or NULL. */
-const char *kd_elf_lookup(const struct ktrace_elf *elf, uint64_t vaddr, uint64_t *sym_start);
+const char *kd_elf_lookup(const struct kd_elf *elf, uint64_t vaddr, uint64_t *sym_start);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
-int kd_elf_offset_to_vaddr(const struct ktrace_elf *elf, uint64_t off, uint64_t *vaddr);
-void kd_elf_free(struct ktrace_elf *elf);
+int kd_elf_offset_to_vaddr(const struct kd_elf *elf, uint64_t off, uint64_t *vaddr);
+void kd_elf_free(struct kd_elf *elf);
 
 /* ---- helpers shared by the sinks ---------------------------------------- */
 
@@ -477,7 +477,7 @@ const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func);
 
 /* ---- C++ names (names.c) ------------------------------------------------ */
 
-#define KTRACE_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
+#define KD_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
 int kd_name_is_mangled(const char *name);
 /* Demangled copy (free() it) of an Itanium C++ name; NULL if name is not
  * one, does not demangle, or no C++ runtime (libstdc++) is installed. */
@@ -494,19 +494,19 @@ const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
 const char *kd_dec_strdup(struct kd_dec *d, const char *s);
 
 /* Small hash map u64 -> u32 (open addressing), shared by the stages. */
-struct ktrace_umap {
+struct kd_umap {
 	uint64_t *keys;
 	uint32_t *vals;           /* KD_NONE = empty */
 	uint32_t cap;             /* power of two */
 	uint32_t n;
 };
-uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k); /* or KD_NONE */
-int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
-void kd_umap_free(struct ktrace_umap *m);
+uint32_t kd_umap_get(const struct kd_umap *m, uint64_t k); /* or KD_NONE */
+int kd_umap_put(struct kd_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
+void kd_umap_free(struct kd_umap *m);
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
 
-struct ktrace_out_opts {
+struct kd_out_opts {
 	int have_tid;             /* --thread given */
 	int32_t tid;              /* --thread TID */
 	uint64_t limit;           /* --limit N (0 = no limit) */
@@ -514,41 +514,41 @@ struct ktrace_out_opts {
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
-void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
-void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
-void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */
-struct ktrace_chrome {
+struct kd_chrome {
 	FILE *f;
 	int first;                /* no event written yet */
 	int64_t base_wall_ns;     /* ns since epoch: ts 0 of the trace */
 	int have_base;
 };
-void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns);
-void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d,
-                             int64_t pid, const struct ktrace_out_opts *o);
-void kd_out_chrome_end(struct ktrace_chrome *c);
+void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns);
+void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d,
+                             int64_t pid, const struct kd_out_opts *o);
+void kd_out_chrome_end(struct kd_chrome *c);
 
 /* HTML timeline (out-html.c): one self-contained page for all files.  A page
- * holds at most KTRACE_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
+ * holds at most KD_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
  * nothing is written, stderr says how to cut the window, and -1 returns. */
-#define KTRACE_HTML_MAX_CALLS 20000000ull
-int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_opts *o);
+#define KD_HTML_MAX_CALLS 20000000ull
+int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 /* Calls the page would hold (--thread applied). */
 uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
-                            const struct ktrace_out_opts *o);
+                            const struct kd_out_opts *o);
 
 /* Perfetto protobuf trace of all decoded files (NULL entries skipped), one
  * process group per process; several snapshots of one process merged
  * (out-perfetto.c).  0 or KD_ENOMEM; write errors show in ferror(f). */
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                         const struct ktrace_out_opts *o);
+                         const struct kd_out_opts *o);
 
 /* The window budget (out-budget.c): the summary's lines, the note the
  * other sinks print ("self time includes muted calls: ..."), whether a
@@ -560,7 +560,7 @@ int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 void kd_out_exclude(FILE *f, const struct kd_dec *d);
 
 /* Statistics per function (shared by stats and explain). */
-struct ktrace_func_stats {
+struct kd_func_stats {
 	uint32_t func;
 	uint64_t calls;
 	uint64_t total;           /* ns, inclusive (calls nested in themselves counted once) */
@@ -569,7 +569,7 @@ struct ktrace_func_stats {
 	double mean;              /* ns */
 };
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
-struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
+struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
 
 /* Explain: the chosen request (trigger, else slowest) or KD_NONE. */

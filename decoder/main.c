@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
-	struct ktrace_out_opts oopts = { 0 };
+	struct kd_out_opts oopts = { 0 };
 	enum fmt fmt = F_SUMMARY;
 	const char *out_path = NULL;
 	char *tmp_path = NULL;
@@ -247,7 +247,7 @@ int main(int argc, char **argv)
 			if (decs[i])
 				kd_out_summary(stderr, decs[i]);
 	} else if (fmt == F_CHROME) {
-		struct ktrace_chrome ch;
+		struct kd_chrome ch;
 		int64_t base = INT64_MAX;
 		int64_t *pids = kd_xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
 

@@ -256,7 +256,7 @@ struct pf {
 	uint32_t seq;             /* its id, 0 = none */
 	uint64_t track;           /* its default track uuid */
 	int64_t last_ns;          /* ns since epoch of its last packet */
-	struct ktrace_umap names; /* name hash -> index in nm */
+	struct kd_umap names; /* name hash -> index in nm */
 	char **nm;                /* interned names (owned), iid = index + 1 */
 	uint32_t nnm;
 	size_t capnm;
@@ -605,7 +605,7 @@ static int gfile_index(struct gfile *g)
 
 static int is_open(const struct kd_dec_call *c)
 {
-	return (c->flags & KTRACE_CALL_TRUNC_END) && !(c->flags & KTRACE_CALL_EXIT_LOST);
+	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
 }
 
 /*
@@ -791,7 +791,7 @@ static int cmp_mk(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int want_thread(const struct ktrace_out_opts *o, int32_t tid)
+static int want_thread(const struct kd_out_opts *o, int32_t tid)
 {
 	return !o || !o->have_tid || o->tid == tid;
 }
@@ -872,11 +872,11 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		} else {
 			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_BEGIN,
 			                 kd_dec_func_name(d, c->func), w->track);
-			if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
+			if (c->flags & KD_CALL_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
-			if (c->flags & KTRACE_CALL_TRUNC_END)
+			if (c->flags & KD_CALL_TRUNC_END)
 				ann_bool(w, "truncated_end");
-			if (c->flags & KTRACE_CALL_EXIT_LOST)
+			if (c->flags & KD_CALL_EXIT_LOST)
 				ann_bool(w, "exit_lost");
 		}
 		event_end(w, te);
@@ -974,7 +974,7 @@ static void group_free(struct group *g)
  * one process is one thread. */
 static int group_threads(struct group *g)
 {
-	struct ktrace_umap seen = { 0 }; /* (slot, tid) -> gthread index */
+	struct kd_umap seen = { 0 }; /* (slot, tid) -> gthread index */
 	size_t cap = 0;
 	int rc = -1;
 
@@ -1015,7 +1015,7 @@ out:
 	return rc;
 }
 
-static void write_descriptors(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_descriptors(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	const struct kd_dec *d0 = g->files[0].d;
 	const char *exe = strrchr(d0->snap.info.exe, '/');
@@ -1058,7 +1058,7 @@ static void write_descriptors(struct pf *w, const struct group *g, const struct 
 }
 
 /* Runs of every file, per cpu in time order, one sequence per cpu. */
-static void write_cores(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_cores(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
 	struct clk ck = { 0 };
@@ -1112,7 +1112,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 	free(sp);
 }
 
-static void write_requests(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_requests(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
 	size_t n = 0, cap = 0;
@@ -1127,7 +1127,7 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 
 			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
 				continue;
-			if (g->files[fi].has_next_overlap && (r->flags & KTRACE_REQ_TRUNC_END))
+			if (g->files[fi].has_next_overlap && (r->flags & KD_REQ_TRUNC_END))
 				continue;
 			if (r->thread >= d->nthreads || !want_thread(o, d->threads[r->thread].tid))
 				continue;
@@ -1180,16 +1180,16 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 				opened = 1;
 			}
 			snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
-			         (r->flags & KTRACE_REQ_TRIGGER) ? " (TRIGGER)" : "");
+			         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
 			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 			                 buf, w->track);
 			ann_uint(w, "id", r->id);
 			ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
-			if (r->flags & KTRACE_REQ_TRIGGER)
+			if (r->flags & KD_REQ_TRIGGER)
 				ann_bool(w, "trigger");
-			if (r->flags & KTRACE_REQ_TRUNC_BEGIN)
+			if (r->flags & KD_REQ_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
-			if (r->flags & KTRACE_REQ_TRUNC_END)
+			if (r->flags & KD_REQ_TRUNC_END)
 				ann_bool(w, "truncated_end");
 			event_end(w, te);
 			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
@@ -1247,7 +1247,7 @@ static void write_note(struct pf *w, const struct group *g)
 }
 
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                         const struct ktrace_out_opts *o)
+                         const struct kd_out_opts *o)
 {
 	struct pf w = { .f = f, .next_seq = 2 };
 	struct group *gs = calloc(n ? n : 1, sizeof(*gs));

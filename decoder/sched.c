@@ -104,7 +104,7 @@ static int cmp_off(const void *a, const void *b)
 }
 
 /* Thread index of tid, adding a thread for a tid THREADS does not know. */
-static uint32_t thread_of(struct kd_dec *d, struct ktrace_umap *m, int32_t tid)
+static uint32_t thread_of(struct kd_dec *d, struct kd_umap *m, int32_t tid)
 {
 	uint32_t x = kd_umap_get(m, (uint64_t)(uint32_t)tid);
 	struct kd_dec_thread *p, *t;
@@ -148,7 +148,7 @@ int kd_dec_sched(struct kd_dec *d)
 	const struct kd_snap *s = &d->snap;
 	uint32_t n = s->nsched_recs, noff = 0, non = 0;
 	struct srec *r;
-	struct ktrace_umap map = { 0 };
+	struct kd_umap map = { 0 };
 	int64_t from_ns;
 
 	if (!s->have_sched || s->sched.status != KTRACE_SCHED_RECORDED)
@@ -195,8 +195,8 @@ int kd_dec_sched(struct kd_dec *d)
 			if (r[k].what != KTRACE_SCHED_IN) {
 				out = 1;
 				out_tick = r[k].tick;
-				why = r[k].what == KTRACE_SCHED_OUT_PREEMPT ? KTRACE_OFF_PREEMPTED
-				                                            : KTRACE_OFF_BLOCKED;
+				why = r[k].what == KTRACE_SCHED_OUT_PREEMPT ? KD_OFF_PREEMPTED
+				                                            : KD_OFF_BLOCKED;
 			} else if (out) {
 				d->offcpu[noff++] = (struct kd_dec_offcpu){ out_tick, r[k].tick, th, why };
 				out = 0;

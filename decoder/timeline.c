@@ -265,7 +265,7 @@ uint64_t kd_block_start_tick(const struct kd_snap *snap,
 	return tsc >> snap->info.tsc_shift;
 }
 
-void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
+void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
                             uint32_t core, struct kd_dec_warnings *warn)
 {
 	memset(it, 0, sizeof(*it));
@@ -278,7 +278,7 @@ void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
 	}
 }
 
-static int open_block(struct ktrace_core_iter *it)
+static int open_block(struct kd_core_iter *it)
 {
 	const struct kd_snap_block *b;
 
@@ -299,7 +299,7 @@ static int open_block(struct ktrace_core_iter *it)
 	return 1;
 }
 
-static void damaged_tail(struct ktrace_core_iter *it, const char *what)
+static void damaged_tail(struct kd_core_iter *it, const char *what)
 {
 	kd_warn(it->warn, it->blk_offset + (uint64_t)it->pos * 4,
 	             "cpu %" PRIu32 ": %s; the rest of this block (%" PRIu32
@@ -310,7 +310,7 @@ static void damaged_tail(struct ktrace_core_iter *it, const char *what)
 }
 
 /* Inlined into the two build passes (the hottest loop of the decoder). */
-static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_iter *it,
+static inline __attribute__((always_inline)) int iter_next(struct kd_core_iter *it,
                                                           struct kd_dec_event *ev)
 {
 	for (;;) {
@@ -349,10 +349,10 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 			ev->seg = it->seg;
 			ev->core = it->core;
 			if (e < KTRACE_EV_EXIT_FLAG) {
-				ev->kind = KTRACE_DK_ENTER;
+				ev->kind = KD_DK_ENTER;
 				ev->id = e - KTRACE_EV_ENTER_BASE;
 			} else {
-				ev->kind = KTRACE_DK_EXIT;
+				ev->kind = KD_DK_EXIT;
 				ev->id = e - KTRACE_EV_EXIT_BASE;
 			}
 			return 1;
@@ -412,13 +412,13 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 			continue;
 		}
 		switch (KTRACE_EXT_TYPE(t)) {
-		case KTRACE_EXT_FUNC_ENTER_ADDR: ev->kind = KTRACE_DK_ENTER_ADDR; break;
-		case KTRACE_EXT_FUNC_EXIT_ADDR: ev->kind = KTRACE_DK_EXIT_ADDR; break;
-		case KTRACE_EXT_MARK: ev->kind = KTRACE_DK_MARK; break;
-		case KTRACE_EXT_REQ_BEGIN: ev->kind = KTRACE_DK_REQ_BEGIN; break;
-		case KTRACE_EXT_REQ_END: ev->kind = KTRACE_DK_REQ_END; break;
-		case KTRACE_EXT_SPAN_BEGIN: ev->kind = KTRACE_DK_SPAN_BEGIN; break;
-		default: ev->kind = KTRACE_DK_SPAN_END; break;
+		case KTRACE_EXT_FUNC_ENTER_ADDR: ev->kind = KD_DK_ENTER_ADDR; break;
+		case KTRACE_EXT_FUNC_EXIT_ADDR: ev->kind = KD_DK_EXIT_ADDR; break;
+		case KTRACE_EXT_MARK: ev->kind = KD_DK_MARK; break;
+		case KTRACE_EXT_REQ_BEGIN: ev->kind = KD_DK_REQ_BEGIN; break;
+		case KTRACE_EXT_REQ_END: ev->kind = KD_DK_REQ_END; break;
+		case KTRACE_EXT_SPAN_BEGIN: ev->kind = KD_DK_SPAN_BEGIN; break;
+		default: ev->kind = KD_DK_SPAN_END; break;
 		}
 		ev->id = KTRACE_EXT_ARG(t);
 		ev->tick = tick;
@@ -435,12 +435,12 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 	}
 }
 
-int kd_core_iter_next(struct ktrace_core_iter *it, struct kd_dec_event *ev)
+int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev)
 {
 	return iter_next(it, ev);
 }
 
-void kd_core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg)
 {
 	const struct kd_snap_block *b = &it->snap->blocks[blk];
@@ -469,7 +469,7 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
-static uint32_t *umap_slot(const struct ktrace_umap *m, uint64_t k)
+static uint32_t *umap_slot(const struct kd_umap *m, uint64_t k)
 {
 	uint32_t mask = m->cap - 1, i = (uint32_t)mix64(k) & mask;
 
@@ -478,7 +478,7 @@ static uint32_t *umap_slot(const struct ktrace_umap *m, uint64_t k)
 	return &m->vals[i];
 }
 
-uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k)
+uint32_t kd_umap_get(const struct kd_umap *m, uint64_t k)
 {
 	if (!m->cap)
 		return KD_NONE;
@@ -486,9 +486,9 @@ uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k)
 }
 
 
-static int umap_grow(struct ktrace_umap *m)
+static int umap_grow(struct kd_umap *m)
 {
-	struct ktrace_umap nm;
+	struct kd_umap nm;
 	uint32_t ncap = m->cap ? m->cap * 2 : 64;
 
 	if (ncap == 0 || ncap > (1u << 30))
@@ -513,7 +513,7 @@ static int umap_grow(struct ktrace_umap *m)
 }
 
 /* v must not be KD_NONE (the empty marker). */
-int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
+int kd_umap_put(struct kd_umap *m, uint64_t k, uint32_t v)
 {
 	uint32_t *s;
 	size_t i;
@@ -531,7 +531,7 @@ int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
 	return 0;
 }
 
-void kd_umap_free(struct ktrace_umap *m)
+void kd_umap_free(struct kd_umap *m)
 {
 	free(m->keys);
 	free(m->vals);
@@ -592,10 +592,10 @@ struct build {
 	struct tstate *ts;
 	uint32_t capts;
 	uint32_t capthreads, capcalls, capreqs, capmarks, capruns, capfuncs;
-	struct ktrace_umap thread_map;  /* slot -> thread index */
-	struct ktrace_umap addr_map;    /* address -> func index */
-	struct ktrace_umap span_map;    /* name id -> func index */
-	struct ktrace_umap req_map;     /* mix(kind, id) -> open request index */
+	struct kd_umap thread_map;  /* slot -> thread index */
+	struct kd_umap addr_map;    /* address -> func index */
+	struct kd_umap span_map;    /* name id -> func index */
+	struct kd_umap req_map;     /* mix(kind, id) -> open request index */
 	uint32_t id_func[KTRACE_FUNC_ID_COUNT]; /* compact id -> func index */
 	uint64_t run_gap;        /* ticks: a gap this long splits a core run */
 	uint64_t end_limit;      /* ticks: records after it are dropped (UINT64_MAX: none) */
@@ -627,7 +627,7 @@ static uint32_t func_addr(struct build *b, uint64_t addr)
 
 	if (f != KD_NONE)
 		return f;
-	f = new_func(b, addr, 0, KTRACE_FUNC_ADDR);
+	f = new_func(b, addr, 0, KD_FUNC_ADDR);
 	if (f != KD_NONE && kd_umap_put(&b->addr_map, addr, f))
 		b->oom = 1;
 	return f;
@@ -642,7 +642,7 @@ static uint32_t func_id(struct build *b, uint32_t id)
 	if (b->d->snap.func_known[id])
 		f = func_addr(b, b->d->snap.func_addr[id]);
 	else
-		f = new_func(b, 0, id, KTRACE_FUNC_UNKNOWN_ID);
+		f = new_func(b, 0, id, KD_FUNC_UNKNOWN_ID);
 	b->id_func[id] = f;
 	return f;
 }
@@ -653,7 +653,7 @@ static uint32_t func_span(struct build *b, uint32_t name)
 
 	if (f != KD_NONE)
 		return f;
-	f = new_func(b, 0, name, KTRACE_FUNC_SPAN);
+	f = new_func(b, 0, name, KD_FUNC_SPAN);
 	if (f != KD_NONE && kd_umap_put(&b->span_map, name, f))
 		b->oom = 1;
 	return f;
@@ -787,7 +787,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 			break;
 	if (i > lim) {
 		while (s->depth > i) {
-			close_top(b, thread, tick, KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST);
+			close_top(b, thread, tick, KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST);
 			d->lost_exits++;
 		}
 		close_top(b, thread, tick, 0);
@@ -797,7 +797,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 		/* Not in the stack, yet frames are open: its entry was lost inside
 		 * the current frame (not before the window, or it would enclose
 		 * them).  It ran at most since the thread's previous record. */
-		push(b, thread, func, s->prev_tick, core, KTRACE_CALL_TRUNC_BEGIN | span);
+		push(b, thread, func, s->prev_tick, core, KD_CALL_TRUNC_BEGIN | span);
 		if (s->depth && s->stack[s->depth - 1].func == func)
 			close_top(b, thread, tick, 0);
 		d->unmatched_exits++;
@@ -819,7 +819,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	c->parent = KD_NONE;
 	c->depth = 0u - s->ntb - 1u; /* outer than all TRUNC_BEGIN calls so far */
 	c->core = core;
-	c->flags = KTRACE_CALL_TRUNC_BEGIN | span;
+	c->flags = KD_CALL_TRUNC_BEGIN | span;
 	c->self = tick - begin > s->orphan ? tick - begin - s->orphan : 0;
 	s->orphan = tick - begin;
 	for (uint32_t r = 0; r < s->nroots; r++)
@@ -846,7 +846,7 @@ static void on_request(struct build *b, const struct reqev *ev)
 	if (ev->end && r < d->nreqs && d->reqs[r].kind == ev->kind && d->reqs[r].id == ev->id) {
 		q = &d->reqs[r];
 		q->end = tick > q->begin ? tick : q->begin;
-		q->flags &= ~(uint32_t)KTRACE_REQ_TRUNC_END;
+		q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
 		/* Closed: a tombstone value, so probe chains stay intact. */
 		kd_umap_put(&b->req_map, key, KD_NONE - 1);
 		return;
@@ -863,13 +863,13 @@ static void on_request(struct build *b, const struct reqev *ev)
 	if (!ev->end) {
 		q->begin = tick;
 		q->end = tick;
-		q->flags = KTRACE_REQ_TRUNC_END; /* until its end is seen */
+		q->flags = KD_REQ_TRUNC_END; /* until its end is seen */
 		if (kd_umap_put(&b->req_map, key, d->nreqs))
 			b->oom = 1;
 	} else {
 		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
 		q->end = tick;
-		q->flags = KTRACE_REQ_TRUNC_BEGIN;
+		q->flags = KD_REQ_TRUNC_BEGIN;
 	}
 	d->nreqs++;
 }
@@ -940,25 +940,25 @@ static void on_event(struct build *b, const struct kd_dec_event *ev, uint32_t th
 	t->last_tick = tick;
 
 	switch (ev->kind) {
-	case KTRACE_DK_ENTER:
+	case KD_DK_ENTER:
 		push(b, th, func_id(b, ev->id % KTRACE_FUNC_ID_COUNT), tick, ev->core, 0);
 		break;
-	case KTRACE_DK_ENTER_ADDR:
+	case KD_DK_ENTER_ADDR:
 		push(b, th, func_addr(b, ev->value), tick, ev->core, 0);
 		break;
-	case KTRACE_DK_SPAN_BEGIN:
-		push(b, th, func_span(b, ev->id), tick, ev->core, KTRACE_CALL_SPAN);
+	case KD_DK_SPAN_BEGIN:
+		push(b, th, func_span(b, ev->id), tick, ev->core, KD_CALL_SPAN);
 		break;
-	case KTRACE_DK_EXIT:
+	case KD_DK_EXIT:
 		pop(b, th, func_id(b, ev->id % KTRACE_FUNC_ID_COUNT), tick, ev->core, 0);
 		break;
-	case KTRACE_DK_EXIT_ADDR:
+	case KD_DK_EXIT_ADDR:
 		pop(b, th, func_addr(b, ev->value), tick, ev->core, 0);
 		break;
-	case KTRACE_DK_SPAN_END:
-		pop(b, th, func_span(b, ev->id), tick, ev->core, KTRACE_CALL_SPAN);
+	case KD_DK_SPAN_END:
+		pop(b, th, func_span(b, ev->id), tick, ev->core, KD_CALL_SPAN);
 		break;
-	case KTRACE_DK_MARK:
+	case KD_DK_MARK:
 		if (grow(&d->marks, &b->capmarks, d->nmarks, sizeof(*d->marks))) {
 			b->oom = 1;
 			break;
@@ -970,14 +970,14 @@ static void on_event(struct build *b, const struct kd_dec_event *ev, uint32_t th
 		d->marks[d->nmarks].core = ev->core;
 		d->nmarks++;
 		break;
-	case KTRACE_DK_REQ_BEGIN:
-	case KTRACE_DK_REQ_END:
+	case KD_DK_REQ_BEGIN:
+	case KD_DK_REQ_END:
 		if (grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs))) {
 			b->oom = 1;
 			break;
 		}
 		b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
-		                                        ev->core, ev->kind == KTRACE_DK_REQ_END };
+		                                        ev->core, ev->kind == KD_DK_REQ_END };
 		b->nreqevs++;
 		break;
 	}
@@ -994,7 +994,7 @@ static void scan_cores(struct build *b)
 
 	for (uint32_t c = 0; c < snap->ncores && !b->oom; c++) {
 		struct kd_dec_core_stats *cs = &d->core_stats[c];
-		struct ktrace_core_iter it;
+		struct kd_core_iter it;
 		struct kd_dec_event ev;
 		struct kd_dec_run run = { 0 };
 		uint32_t cur = KD_NONE, cslot = 0, cthread = KD_NONE;
@@ -1121,7 +1121,7 @@ static int order_pieces(struct build *b)
 static void walk_threads(struct build *b)
 {
 	const struct kd_snap *snap = &b->d->snap;
-	struct ktrace_core_iter it;
+	struct kd_core_iter it;
 	struct kd_dec_event ev;
 
 	for (uint32_t i = 0; i < b->npieces && !b->oom; i++) {
@@ -1149,7 +1149,7 @@ static void find_trigger(struct kd_dec *d, struct build *b)
 		return;
 	for (uint32_t i = 0; i < d->nreqs; i++)
 		if (d->reqs[i].id == tr->request_id && d->reqs[i].kind == tr->kind_id) {
-			d->reqs[i].flags |= KTRACE_REQ_TRIGGER;
+			d->reqs[i].flags |= KD_REQ_TRIGGER;
 			d->trigger_req = i;
 			return;
 		}
@@ -1167,9 +1167,9 @@ static void find_trigger(struct kd_dec *d, struct build *b)
 	q->id = tr->request_id;
 	q->kind = tr->kind_id;
 	q->thread = th;
-	q->flags = KTRACE_REQ_TRIGGER;
+	q->flags = KD_REQ_TRIGGER;
 	if (q->begin < d->window_start)
-		q->flags |= KTRACE_REQ_TRUNC_BEGIN;
+		q->flags |= KD_REQ_TRUNC_BEGIN;
 	d->trigger_req = d->nreqs++;
 }
 
@@ -1277,10 +1277,10 @@ int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
 		uint64_t end = d->window_end > s->last_tick ? d->window_end : s->last_tick;
 
 		while (s->depth)
-			close_top(b, t, end, KTRACE_CALL_TRUNC_END);
+			close_top(b, t, end, KD_CALL_TRUNC_END);
 	}
 	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (d->reqs[i].flags & KTRACE_REQ_TRUNC_END)
+		if (d->reqs[i].flags & KD_REQ_TRUNC_END)
 			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;
 	/* Depth: add the frames that TRUNC_BEGIN calls revealed underneath. */
 	for (uint32_t i = 0; i < d->ncalls; i++)

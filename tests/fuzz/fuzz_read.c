@@ -168,10 +168,10 @@ static void run(const uint8_t *data, size_t size)
 {
 	static FILE *null;
 	struct kd_dec_opts opts = { .no_symbols = 1 };
-	struct ktrace_out_opts oo = { 0 };
+	struct kd_out_opts oo = { 0 };
 	struct kd_dec_error err;
 	struct kd_dec *d, *prev = NULL;
-	struct ktrace_chrome ch;
+	struct kd_chrome ch;
 	char msg[512];
 
 	if (!null)
