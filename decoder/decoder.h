@@ -7,19 +7,31 @@
  *   1. read.c      kd_snap_read(): bytes -> struct kd_snap.  The only
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
- *   2. timeline.c  kd_snap_order(): groups blocks per core, oldest first.
+ *   1. read.c      also the file I/O (kd_dec_read_file, kd_dec_pread).
+ *   2. iter.c      kd_snap_order(): groups blocks per core, oldest first.
  *                  struct kd_core_iter: one core's records -> events with
- *                  absolute ticks and thread slots.
- *   3. timeline.c  kd_dec_build(): cuts the cores' streams into pieces of
- *                  one thread segment, walks each thread's pieces in order
- *                  and rebuilds its call stack across cores -> calls,
- *                  requests, marks, per-core thread runs.
- *   4. timeline.c  time conversions (ticks -> ns, wall clock via ANCHORS).
+ *                  absolute ticks and thread slots (inner loop in iter.h).
+ *   3. build.c     kd_dec_prepare(): cuts the cores' streams into pieces of
+ *                  one thread segment (window, core runs, threads);
+ *                  kd_dec_walk(): walks each thread's pieces in order,
+ *                  rebuilds its call stack across cores and emits the event
+ *                  stream (stream.h) to a sink; requests, marks.
+ *                  collect.c: the collector sink -> d->calls.
+ *   4. time.c      the one clock conversion (ticks -> ns, wall clock via
+ *                  ANCHORS), used by every format.
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
- *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded.
+ *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded ...
+ *                  (main.c's table says which consume the stream and which
+ *                  need the collector's arrays).
+ *   dec.c          the decoder's lifecycle: kd_dec_open_*, kd_dec_free.
+ *   util.c         x-alloc, the growable array, hash map, string pool,
+ *                  warnings, CRC-32C (util.h).
+ *
+ * symbols.c and build.c never call each other: the build names functions
+ * by index, symbols.c fills their names afterwards.
  *
  * The one-call entry points for programs and tests are kd_dec_open_file()
- * and kd_dec_open_buffer(), which run stages 1-5.
+ * and kd_dec_open_buffer(), which run stages 1-5 (3 with the collector).
  *
  * Errors: functions return 0 or a negative KD_E* code and fill a
  * struct kd_dec_error that names the file offset and what is wrong.
@@ -34,8 +46,8 @@
 #include <stdio.h>
 
 #include "ktrace_format.h"
-
-#define KD_NONE UINT32_MAX
+#include "stream.h"
+#include "util.h"
 
 enum {
 	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
@@ -54,33 +66,6 @@ struct kd_dec_error {
 /* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
 void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len);
-
-/* Non-fatal problems, in file order.  At most KD_MAX_WARN kept. */
-#define KD_MAX_WARN 256
-struct kd_dec_warnings {
-	char **lines;     /* "offset 0x..: what" */
-	uint32_t n;       /* lines kept */
-	uint64_t total;   /* warnings raised, including ones not kept */
-};
-
-void kd_warn(struct kd_dec_warnings *w, uint64_t offset, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-void kd_warnings_free(struct kd_dec_warnings *w);
-
-/*
- * Memory.  Running out of memory is fatal in the decoder, at the first
- * failing allocation: one line on stderr, "ktrace-decode: out of memory
- * (N bytes for WHAT); ...", and exit status 1 (atexit handlers run, so
- * main.c removes its temporary output).  Never a retry, never a partial
- * result that looks whole.  Every allocation in decoder/ goes through these
- * (they never return NULL), except the image of an ELF file in symbols.c:
- * when that is refused, only that file's names are lost, with a warning.
- */
-void kd_dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
-void *kd_xmalloc(size_t n, const char *what);
-void *kd_xcalloc(size_t n, size_t size, const char *what);
-void *kd_xrealloc(void *p, size_t n, const char *what);
-char *kd_xstrdup(const char *s, const char *what);
 
 /*
  * Test hook (NULL in normal use): called before each chunk of a snapshot or
@@ -337,6 +322,8 @@ struct kd_dec_opts {
 	int no_symbols;           /* never open ELF files (fuzzing) */
 	const char *sysroot;      /* prefix for module paths, or NULL */
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
+	int stream;               /* open without the collector: no d->calls; the
+	                             caller walks (kd_dec_walk) with its sink */
 };
 
 struct kd_dec {
@@ -360,10 +347,11 @@ struct kd_dec {
 	uint64_t dropped_after;   /* records after window_cut */
 	struct kd_dec_func *funcs;     uint32_t nfuncs;
 	struct kd_dec_thread *threads; uint32_t nthreads;
-	struct kd_dec_call *calls;     uint32_t ncalls;  /* grouped by thread, in entry
-	                                     order within one (a TRUNC_BEGIN call is
-	                                     added at its exit); parent < child except
-	                                     for TRUNC_BEGIN parents */
+	struct kd_dec_call *calls;     uint32_t ncalls;  /* the collector's: grouped by
+	                                     thread, in entry (recorded) order within
+	                                     one, calls entered before the window
+	                                     first; parent < child.  Empty when
+	                                     opened with opts.stream */
 	struct kd_dec_request *reqs;   uint32_t nreqs;   /* in begin order */
 	struct kd_dec_mark *marks;     uint32_t nmarks;
 	struct kd_dec_run *runs;       uint32_t nruns;
@@ -378,8 +366,14 @@ struct kd_dec {
 	int sched;                /* switch records decoded (status RECORDED) */
 	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
 	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
-	char **strs;              /* strings made up by the decoder (owned) */
-	uint32_t nstrs, capstrs;
+	struct kd_strpool strs;   /* strings made up by the decoder (owned) */
+	struct kd_build *build;   /* stage 3's state between prepare and walks */
+	struct {                  /* calls the last walk saw (summary, any format) */
+		uint64_t calls;
+		uint64_t trunc_begin; /* entered before the window */
+		uint64_t trunc_end;   /* still running at its end */
+		uint64_t exit_lost;   /* closed by an outer frame's exit (longjmp) */
+	} counts;
 	void *symcache;           /* symbols.c */
 	int warned_demangle;      /* symbols.c: "names stay mangled" said */
 };
@@ -402,8 +396,22 @@ int kd_dec_open_path(const char *path, struct stat *st);
 uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total);
 
-/* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
+/* Read a whole snapshot file into memory (pread; a regular file that comes
+ * up shorter than fstat said was truncated while read: an error).  *buf is
+ * malloc'ed. */
+int kd_dec_read_file(const char *path, char **buf, size_t *len, struct kd_dec_error *err);
+/* Fill err (no offset); returns code. */
+int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
+
+/* Stage 3 on a read + ordered snapshot already in d->snap: prepare, then
+ * walk with the collector (d->calls). */
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
+/* Stage 3's first pass: window, pieces, threads, core runs (d->build). */
+int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err);
+/* Walk every thread, emitting the stream (stream.h) to sink; fills
+ * d->reqs, d->marks, d->counts, per-thread counts.  May run again. */
+int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+void kd_build_free(struct kd_build *b);
 
 /* ---- stage 3b: scheduling (sched.c) ------------------------------------- */
 
@@ -493,16 +501,6 @@ const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
 /* Decoder-owned string copy (lives as long as d). */
 const char *kd_dec_strdup(struct kd_dec *d, const char *s);
 
-/* Small hash map u64 -> u32 (open addressing), shared by the stages. */
-struct kd_umap {
-	uint64_t *keys;
-	uint32_t *vals;           /* KD_NONE = empty */
-	uint32_t cap;             /* power of two */
-	uint32_t n;
-};
-uint32_t kd_umap_get(const struct kd_umap *m, uint64_t k); /* or KD_NONE */
-int kd_umap_put(struct kd_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
-void kd_umap_free(struct kd_umap *m);
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
 

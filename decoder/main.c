@@ -13,7 +13,6 @@
 
 #include "decoder.h"
 
-enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_PERFETTO, F_EXCLUDE };
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
@@ -111,6 +110,166 @@ static void print_warnings(const struct kd_dec *d, int quiet)
 		        quiet ? " (run without -q to see them)" : "");
 }
 
+/* ---- the sinks ---------------------------------------------------------- */
+
+/* What a format needs from the decoder. */
+enum need {
+	NEED_CALLS,   /* the collector's d->calls (kd_dec_open_* as is) */
+	NEED_STREAM,  /* opened with opts.stream; the sink walks itself */
+};
+
+struct sink {
+	const char *name;
+	enum need need;
+	int header;        /* "==> FILE <==" and the summary first, on the output */
+	int summary_err;   /* the summary on stderr (unless -q), after the output */
+	/* One file at a time, or all files at once (NULL entries skipped);
+	 * nonzero: the output failed. */
+	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
+	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+};
+
+static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	(void)out; (void)d; (void)o;
+	return 0;
+}
+
+static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	if (d->snap.have_trigger)
+		kd_out_explain(out, d, o);
+	kd_out_text(out, d, o);
+	return 0;
+}
+
+static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_stats(out, d, o);
+	return 0;
+}
+
+static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_explain(out, d, o);
+	return 0;
+}
+
+static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_folded(out, d, o);
+	return 0;
+}
+
+static int out_exclude(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	(void)o;
+	kd_out_exclude(out, d);
+	return 0;
+}
+
+static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	if (kd_out_perfetto(out, decs, (uint32_t)n, o) != 0) {
+		fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int out_html(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	/* All files in one page; over the page's limit, no page at all. */
+	return kd_out_html(out, decs, n, o) != 0;
+}
+
+static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	struct kd_chrome ch;
+	int64_t base = INT64_MAX;
+	int64_t *pids = kd_xcalloc((size_t)n, sizeof(*pids), "chrome output");
+
+	for (int i = 0; i < n; i++)
+		if (decs[i]) {
+			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+			if (w < base)
+				base = w;
+		}
+	if (base == INT64_MAX)
+		base = 0;
+	kd_out_chrome_begin(&ch, out, base);
+	for (int i = 0; i < n; i++) {
+		int64_t pid;
+
+		if (!decs[i])
+			continue;
+		pid = decs[i]->snap.info.pid;
+		for (int k = 0; k < i; k++)
+			if (decs[k] && pids[k] == pid)
+				pid += 10000000ll * (i + 1); /* same process, two snapshots */
+		pids[i] = pid;
+		kd_out_chrome_file(&ch, decs[i], pid, o);
+		/* Each file's summary right after its events, as before. */
+		if (!o->quiet)
+			kd_out_summary(stderr, decs[i]);
+	}
+	kd_out_chrome_end(&ch);
+	free(pids);
+	return 0;
+}
+
+static const struct sink sinks[] = {
+	{ "summary",  NEED_CALLS, 1, 0, out_none, NULL },
+	{ "text",     NEED_CALLS, 1, 0, out_text, NULL },
+	{ "stats",    NEED_CALLS, 1, 0, out_stats, NULL },
+	{ "explain",  NEED_CALLS, 1, 0, out_explain, NULL },
+	{ "folded",   NEED_CALLS, 0, 1, out_folded, NULL },
+	{ "exclude",  NEED_CALLS, 0, 0, out_exclude, NULL },
+	{ "chrome",   NEED_CALLS, 0, 0, NULL, out_chrome }, /* summaries: out_chrome */
+	{ "perfetto", NEED_CALLS, 0, 1, NULL, out_perfetto },
+	{ "html",     NEED_CALLS, 0, 1, NULL, out_html },
+};
+
+static const struct sink *find_sink(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++)
+		if (!strcmp(sinks[i].name, name))
+			return &sinks[i];
+	return NULL;
+}
+
+/* Run the chosen sink over the decoded files; nonzero: output failed. */
+static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
+                    const struct kd_out_opts *o)
+{
+	int err = 0, printed = 0;
+
+	if (k->files) {
+		err = k->files(out, decs, n, o);
+	} else {
+		for (int i = 0; i < n; i++) {
+			struct kd_dec *d = decs[i];
+
+			if (!d)
+				continue;
+			if (k->header) {
+				if (n > 1)
+					fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
+				printed = 1;
+				kd_out_summary(out, d);
+			}
+			err |= k->file(out, d, o);
+			if (k->summary_err && !o->quiet)
+				kd_out_summary(stderr, d);
+		}
+		return err;
+	}
+	for (int i = 0; i < n && k->summary_err && !o->quiet; i++)
+		if (decs[i])
+			kd_out_summary(stderr, decs[i]);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -128,7 +287,7 @@ int main(int argc, char **argv)
 	};
 	struct kd_dec_opts dopts = { 0 };
 	struct kd_out_opts oopts = { 0 };
-	enum fmt fmt = F_SUMMARY;
+	const struct sink *sink = find_sink("summary");
 	const char *out_path = NULL;
 	char *tmp_path = NULL;
 	struct kd_dec **decs;
@@ -140,16 +299,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			if (!strcmp(optarg, "summary")) fmt = F_SUMMARY;
-			else if (!strcmp(optarg, "text")) fmt = F_TEXT;
-			else if (!strcmp(optarg, "stats")) fmt = F_STATS;
-			else if (!strcmp(optarg, "chrome")) fmt = F_CHROME;
-			else if (!strcmp(optarg, "explain")) fmt = F_EXPLAIN;
-			else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
-			else if (!strcmp(optarg, "html")) fmt = F_HTML;
-			else if (!strcmp(optarg, "perfetto")) fmt = F_PERFETTO;
-			else if (!strcmp(optarg, "exclude")) fmt = F_EXCLUDE;
-			else {
+			sink = find_sink(optarg);
+			if (!sink) {
 				fprintf(stderr, "ktrace-decode: unknown format '%s'\n", optarg);
 				usage(stderr);
 				return 2;
@@ -191,6 +342,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
 	}
+	dopts.stream = sink->need == NEED_STREAM;
 	for (int i = 0; i < nfiles; i++) {
 		struct kd_dec_error err;
 		char msg[512];
@@ -238,86 +390,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (fmt == F_PERFETTO) {
-		if (kd_out_perfetto(out, decs, (uint32_t)nfiles, &oopts) != 0) {
-			fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
-			write_err = 1;
-		}
-		for (int i = 0; i < nfiles && !oopts.quiet; i++)
-			if (decs[i])
-				kd_out_summary(stderr, decs[i]);
-	} else if (fmt == F_CHROME) {
-		struct kd_chrome ch;
-		int64_t base = INT64_MAX;
-		int64_t *pids = kd_xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
-
-		for (int i = 0; i < nfiles; i++)
-			if (decs[i]) {
-				int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
-				if (w < base)
-					base = w;
-			}
-		if (base == INT64_MAX)
-			base = 0;
-		kd_out_chrome_begin(&ch, out, base);
-		for (int i = 0; i < nfiles; i++) {
-			int64_t pid;
-
-			if (!decs[i])
-				continue;
-			pid = decs[i]->snap.info.pid;
-			for (int k = 0; pids && k < i; k++)
-				if (decs[k] && pids[k] == pid)
-					pid += 10000000ll * (i + 1); /* same process, two snapshots */
-			if (pids)
-				pids[i] = pid;
-			kd_out_chrome_file(&ch, decs[i], pid, &oopts);
-			if (!oopts.quiet)
-				kd_out_summary(stderr, decs[i]);
-		}
-		kd_out_chrome_end(&ch);
-		free(pids);
-	} else if (fmt == F_HTML) {
-		/* All files in one page; over the page's limit, no page at all. */
-		if (kd_out_html(out, decs, nfiles, &oopts) != 0)
-			write_err = 1;
-		for (int i = 0; i < nfiles && !oopts.quiet; i++)
-			if (decs[i])
-				kd_out_summary(stderr, decs[i]);
-	} else {
-		int printed = 0;
-
-		for (int i = 0; i < nfiles; i++) {
-			struct kd_dec *d = decs[i];
-
-			if (!d)
-				continue;
-			if (fmt == F_EXCLUDE) {
-				kd_out_exclude(out, d);
-				continue;
-			}
-			if (fmt == F_FOLDED) {
-				kd_out_folded(out, d, &oopts);
-				if (!oopts.quiet)
-					kd_out_summary(stderr, d);
-				continue;
-			}
-			if (nfiles > 1)
-				fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
-			printed = 1;
-			kd_out_summary(out, d);
-			switch (fmt) {
-			case F_TEXT:
-				if (d->snap.have_trigger)
-					kd_out_explain(out, d, &oopts);
-				kd_out_text(out, d, &oopts);
-				break;
-			case F_STATS: kd_out_stats(out, d, &oopts); break;
-			case F_EXPLAIN: kd_out_explain(out, d, &oopts); break;
-			default: break;
-			}
-		}
-	}
+	if (run_sink(sink, out, decs, nfiles, &oopts))
+		write_err = 1;
 
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path ? out_path : "stdout",

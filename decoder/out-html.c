@@ -78,16 +78,9 @@ struct vbuf {
 
 static void vb_byte(struct vbuf *b, uint8_t c)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		uint8_t *p = realloc(b->p, cap);
-
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	if (kd_grow(&b->p, &b->cap, b->n, 1, "the html page")) {
+		b->oom = 1;
+		return;
 	}
 	b->p[b->n++] = c;
 }
@@ -205,7 +198,7 @@ static int thread_calls(FILE *f, const struct kd_dec *d, uint32_t *ix, uint32_t 
 	b64(f, b.p, b.n);
 	free(b.p);
 	/* Calls per depth, so the page lays them out in one pass. */
-	lanes = calloc((size_t)maxdepth + 1, sizeof(*lanes));
+	lanes = kd_xcalloc((size_t)maxdepth + 1, sizeof(*lanes), "the html page");
 	if (!lanes)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
@@ -235,7 +228,8 @@ static int by_run_begin(const void *a, const void *b)
 /* Thread index -> row index in the page (threads with data), or NONE. */
 static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o)
 {
-	uint32_t *row = malloc(((size_t)d->nthreads + 1) * sizeof(*row)), nrow = 0;
+	uint32_t *row = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*row),
+			"the html page"), nrow = 0;
 
 	if (!row)
 		return NULL;
@@ -309,9 +303,10 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 
 	if (!row)
 		return -1;
-	start = calloc((size_t)d->nthreads + 2, sizeof(*start));
+	start = kd_xcalloc((size_t)d->nthreads + 2, sizeof(*start), "the html page");
 	/* ix: call indices bucketed by thread, then run indices of one core. */
-	ix = malloc(((size_t)(d->ncalls > d->nruns ? d->ncalls : d->nruns) + 1) * sizeof(*ix));
+	ix = kd_xmalloc(((size_t)(d->ncalls > d->nruns ? d->ncalls : d->nruns) + 1) * sizeof(*ix),
+			"the html page");
 	if (!start || !ix)
 		goto out;
 	header(f, d);
@@ -348,7 +343,7 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 	for (uint32_t t = 0; t < d->nthreads; t++)
 		start[t + 1] += start[t];
 	{
-		uint32_t *pos = calloc((size_t)d->nthreads + 1, sizeof(*pos));
+		uint32_t *pos = kd_xcalloc((size_t)d->nthreads + 1, sizeof(*pos), "the html page");
 
 		if (!pos)
 			goto out;

@@ -65,29 +65,6 @@
 
 #include "decoder.h"
 
-/* Make room in *arrp (elements of sz bytes, *cap of them) for index n.
- * 0, or -1 with the array unchanged (no memory). */
-static int grow(void *arrp, size_t *cap, size_t n, size_t sz)
-{
-	void **arr = arrp;
-	size_t nc = *cap ? *cap : 64;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	while (nc <= n) {
-		if (nc > SIZE_MAX / 2 / sz)
-			return -1;
-		nc *= 2;
-	}
-	p = realloc(*arr, nc * sz);
-	if (!p)
-		return -1;
-	*arr = p;
-	*cap = nc;
-	return 0;
-}
-
 /* ---- protobuf writer -------------------------------------------------------- */
 
 enum { WT_VARINT = 0, WT_LEN = 2 };
@@ -102,7 +79,7 @@ static int pb_room(struct pb *b, size_t more)
 {
 	if (b->oom)
 		return -1;
-	if (more && grow(&b->p, &b->cap, b->n + more - 1, 1)) {
+	if (more && kd_grow(&b->p, &b->cap, b->n + more - 1, 1, "the perfetto trace")) {
 		b->oom = 1;
 		return -1;
 	}
@@ -367,7 +344,8 @@ static size_t event_begin(struct pf *w, int64_t ns, uint32_t type, const char *n
 		for (uint32_t probe = 0; probe < 8; probe++) {
 			k = kd_umap_get(&w->names, h + probe);
 			if (k == KD_NONE) {
-				if (grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm)))
+				if (kd_grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm),
+						"the perfetto trace"))
 					break;
 				w->nm[w->nnm] = strdup(name);
 				if (!w->nm[w->nnm] || kd_umap_put(&w->names, h + probe, w->nnm)) {
@@ -545,7 +523,7 @@ struct vec {
 
 static void vpush(struct vec *a, struct sev e)
 {
-	if (grow(&a->v, &a->cap, a->n, sizeof(*a->v))) {
+	if (kd_grow(&a->v, &a->cap, a->n, sizeof(*a->v), "the perfetto trace")) {
 		a->oom = 1;
 		return;
 	}
@@ -828,7 +806,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 
 			if (g->files[fi].overlap && d->marks[i].tick <= g->files[fi].cut)
 				continue;
-			if (grow(&mks, &cmk, nmk, sizeof(*mks))) {
+			if (kd_grow(&mks, &cmk, nmk, sizeof(*mks), "the perfetto trace")) {
 				m.oom = 1;
 				break;
 			}
@@ -991,7 +969,8 @@ static int group_threads(struct group *g)
 			k = kd_umap_get(&seen, key);
 			if (k >= g->nthreads || g->threads[k].th[fi] != KD_NONE) {
 				k = g->nthreads;
-				if (grow(&g->threads, &cap, k, sizeof(*g->threads)))
+				if (kd_grow(&g->threads, &cap, k, sizeof(*g->threads),
+						"the perfetto trace"))
 					goto out;
 				g->threads[k].slot = dt->slot;
 				g->threads[k].tid = (int32_t)gtid(g, dt);
@@ -1076,7 +1055,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 				continue;
 			if (!want_thread(o, d->threads[r->thread].tid))
 				continue;
-			if (grow(&sp, &cap, n, sizeof(*sp))) {
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
 				w->oom = 1;
 				free(sp);
 				return;
@@ -1131,7 +1110,7 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 				continue;
 			if (r->thread >= d->nthreads || !want_thread(o, d->threads[r->thread].tid))
 				continue;
-			if (grow(&sp, &cap, n, sizeof(*sp))) {
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
 				w->oom = 1;
 				free(sp);
 				return;

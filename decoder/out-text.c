@@ -120,16 +120,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	}
 
 	/* A frame closed by an outer frame's exit (longjmp, or an exit record
-	 * lost) is not "at the end": it is counted apart. */
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		ntb += !!(d->calls[i].flags & KD_CALL_TRUNC_BEGIN);
-		nte += (d->calls[i].flags & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST)) ==
-		       KD_CALL_TRUNC_END;
-		nel += !!(d->calls[i].flags & KD_CALL_EXIT_LOST);
-	}
-	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu32 " calls (%" PRIu64
-	           " truncated at the window start, %" PRIu64 " at the end", d->events, d->ncalls,
-	        ntb, nte);
+	 * lost) is not "at the end": it is counted apart.  Counted by the walk
+	 * (build.c), so streamed formats have them too. */
+	ntb = d->counts.trunc_begin;
+	nte = d->counts.trunc_end;
+	nel = d->counts.exit_lost;
+	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu64 " calls (%" PRIu64
+	           " truncated at the window start, %" PRIu64 " at the end", d->events,
+	        d->counts.calls, ntb, nte);
 	if (nel)
 		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)",
 		        nel);

@@ -111,7 +111,7 @@ static uint32_t thread_of(struct kd_dec *d, struct kd_umap *m, int32_t tid)
 
 	if (x != KD_NONE)
 		return x;
-	p = realloc(d->threads, ((size_t)d->nthreads + 1) * sizeof(*p));
+	p = kd_xrealloc(d->threads, ((size_t)d->nthreads + 1) * sizeof(*p), "the context switches");
 	if (!p)
 		return KD_NONE;
 	d->threads = p;
@@ -162,9 +162,9 @@ int kd_dec_sched(struct kd_dec *d)
 	d->sched_to = mono_to_tick(d, s->sched.end_ns);
 	if (d->sched_to < d->sched_from)
 		d->sched_to = d->sched_from;
-	r = malloc(((size_t)n + 1) * sizeof(*r));
-	d->offcpu = malloc(((size_t)n + 1) * sizeof(*d->offcpu));
-	d->oncpu = malloc(((size_t)n + 1) * sizeof(*d->oncpu));
+	r = kd_xmalloc(((size_t)n + 1) * sizeof(*r), "the context switches");
+	d->offcpu = kd_xmalloc(((size_t)n + 1) * sizeof(*d->offcpu), "the context switches");
+	d->oncpu = kd_xmalloc(((size_t)n + 1) * sizeof(*d->oncpu), "the context switches");
 	if (!r || !d->offcpu || !d->oncpu)
 		goto oom;
 	for (uint32_t i = 0; i < d->nthreads; i++)
@@ -208,7 +208,8 @@ int kd_dec_sched(struct kd_dec *d)
 	}
 	qsort(d->offcpu, noff, sizeof(*d->offcpu), cmp_off);
 	d->noffcpu = noff;
-	d->offcpu_first = calloc((size_t)d->nthreads + 1, sizeof(*d->offcpu_first));
+	d->offcpu_first = kd_xcalloc((size_t)d->nthreads + 1, sizeof(*d->offcpu_first),
+			"the context switches");
 	if (!d->offcpu_first)
 		goto oom;
 	for (uint32_t i = 0; i < noff; i++)
