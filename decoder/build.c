@@ -52,6 +52,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "decoder.h"
 #include "iter.h"
 
@@ -82,6 +84,8 @@ struct tstate {
 	uint64_t last_tick;  /* ticks: clamp for per-thread monotonic time */
 	uint64_t prev_tick;  /* ticks: the thread's record before the current one */
 	uint64_t seq;        /* events emitted */
+	uint64_t sub_tick;   /* ticks: of the last timed event emitted */
+	uint32_t nsub;       /* events emitted at sub_tick */
 	int seen;
 	struct preframe *pre;    /* pre-pass: innermost first */
 	uint32_t npre;
@@ -118,6 +122,7 @@ struct reqev {
 	uint32_t kind;           /* name id */
 	uint32_t thread, core;
 	uint32_t end;            /* 1 for REQ_END */
+	uint32_t sub;            /* kd_ev.sub of its event */
 };
 
 /* The builder: made by kd_dec_prepare, used by every kd_dec_walk. */
@@ -141,6 +146,9 @@ struct kd_build {
 	uint32_t nreqevs;
 	size_t capreqevs;
 	struct kd_sink sink;     /* the current walk's */
+	uint64_t done, total;    /* records walked (pre-pass and main), to walk */
+	int64_t shown_ns;        /* monotonic ns: last progress line, 0 = none yet */
+	int64_t walk_ns;         /* monotonic ns: when this walk began */
 	int oom;
 };
 
@@ -252,7 +260,16 @@ static uint32_t thread_of(struct kd_build *b, uint32_t slot)
 
 static void emit(struct kd_build *b, struct kd_ev *e)
 {
-	e->seq = b->ts.seq++;
+	struct tstate *s = &b->ts;
+
+	e->seq = s->seq++;
+	if (e->kind != KD_EV_THREAD_BEGIN && e->kind != KD_EV_THREAD_END) {
+		if (e->tick != s->sub_tick) {
+			s->sub_tick = e->tick;
+			s->nsub = 0;
+		}
+		e->sub = s->nsub++;
+	}
 	if (b->sink.ev)
 		b->sink.ev(b->sink.ctx, b->d, e);
 }
@@ -414,9 +431,6 @@ static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uin
 		b->oom = 1;
 		return;
 	}
-	b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
-	                                        ev->core, ev->kind == KD_DK_REQ_END };
-	b->nreqevs++;
 	e.kind = ev->kind == KD_DK_REQ_END ? KD_EV_REQ_END : KD_EV_REQ_BEGIN;
 	e.thread = th;
 	e.func = ev->id;
@@ -424,6 +438,14 @@ static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uin
 	e.tick = tick;
 	e.value = ev->value;
 	emit(b, &e);
+	b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
+	                                        ev->core, ev->kind == KD_DK_REQ_END, e.sub };
+	b->nreqevs++;
+}
+
+static uint16_t sub16(uint32_t sub)
+{
+	return sub > UINT16_MAX ? UINT16_MAX : (uint16_t)sub;
 }
 
 static void on_request(struct kd_build *b, const struct reqev *ev)
@@ -438,6 +460,7 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 	if (ev->end && r < d->nreqs && d->reqs[r].kind == ev->kind && d->reqs[r].id == ev->id) {
 		q = &d->reqs[r];
 		q->end = tick > q->begin ? tick : q->begin;
+		q->end_sub = sub16(ev->sub);
 		q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
 		/* Closed: a tombstone value, so probe chains stay intact. */
 		kd_umap_put(&b->req_map, key, KD_NONE - 1);
@@ -455,12 +478,16 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 	if (!ev->end) {
 		q->begin = tick;
 		q->end = tick;
+		q->begin_sub = sub16(ev->sub);
+		q->end_sub = UINT16_MAX; /* at the window end: after the calls there */
 		q->flags = KD_REQ_TRUNC_END; /* until its end is seen */
 		if (kd_umap_put(&b->req_map, key, d->nreqs))
 			b->oom = 1;
 	} else {
 		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
 		q->end = tick;
+		q->begin_sub = 0;
+		q->end_sub = sub16(ev->sub);
 		q->flags = KD_REQ_TRUNC_BEGIN;
 	}
 	d->nreqs++;
@@ -544,7 +571,6 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		s->base = s->depth;
 		d->unmatched_exits += s->npre;
 	}
-	t->events++;
 	t->last_tick = tick;
 
 	switch (ev->kind) {
@@ -565,12 +591,6 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 			b->oom = 1;
 			break;
 		}
-		d->marks[d->nmarks].tick = tick;
-		d->marks[d->nmarks].value = ev->value;
-		d->marks[d->nmarks].name = ev->id;
-		d->marks[d->nmarks].thread = th;
-		d->marks[d->nmarks].core = ev->core;
-		d->nmarks++;
 		e.kind = KD_EV_MARK;
 		e.thread = th;
 		e.func = ev->id;
@@ -578,6 +598,13 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		e.tick = tick;
 		e.value = ev->value;
 		emit(b, &e);
+		d->marks[d->nmarks].tick = tick;
+		d->marks[d->nmarks].value = ev->value;
+		d->marks[d->nmarks].name = ev->id;
+		d->marks[d->nmarks].thread = th;
+		d->marks[d->nmarks].core = ev->core;
+		d->marks[d->nmarks].sub = e.sub;
+		d->nmarks++;
 		break;
 	case KD_DK_REQ_BEGIN:
 	case KD_DK_REQ_END:
@@ -648,8 +675,20 @@ static void scan_cores(struct kd_build *b)
 				continue;
 			}
 			cs->events++;
+			d->threads[th].events++;
 			if (ev.tick > cs->last_tick)
 				cs->last_tick = ev.tick;
+			/* Every function gets its index here, so names are known
+			 * before any walk (streamed sinks print them as they go). */
+			if (ev.kind == KD_DK_ENTER || ev.kind == KD_DK_EXIT) {
+				if (b->id_func[ev.id % KTRACE_FUNC_ID_COUNT] == KD_NONE)
+					func_id(b, ev.id % KTRACE_FUNC_ID_COUNT);
+			} else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
+			           ev.kind != KD_DK_REQ_END) {
+				uint32_t span;
+
+				func_of(b, &ev, &span);
+			}
 			if (run.events && (run.thread != th || ev.tick > run.end + b->run_gap)) {
 				if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
 				            "the core runs")) {
@@ -727,6 +766,41 @@ static void order_pieces(struct kd_build *b)
 	}
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The progress line (opts.progress: stderr is a terminal and no -q): once
+ * the decode has taken a second, percent, records/s and what is left, on
+ * one line rewritten in place, at most 4 times a second; cleared at the end.
+ */
+static void progress(struct kd_build *b, int end)
+{
+	const struct kd_dec *d = b->d;
+	int64_t now = mono_ns(), el = now - d->opts.progress_t0;
+	double rate, left;
+
+	if (end) {
+		if (b->shown_ns)
+			fputs("\r\033[K", stderr);
+		b->shown_ns = 0;
+		return;
+	}
+	if (el < 1000000000 || now - b->shown_ns < 250000000 || !b->total)
+		return;
+	b->shown_ns = now;
+	rate = (double)b->done / 2 / ((double)(now - b->walk_ns) / 1e9);
+	left = rate > 0 ? (double)(b->total - (b->done < b->total ? b->done : b->total)) / 2 /
+	                  rate : 0;
+	fprintf(stderr, "\rktrace-decode: %s: %3.0f%%  %.1f M records/s  %.0f s left\033[K",
+	        d->file, 100.0 * (double)b->done / (double)b->total, rate / 1e6, left);
+}
+
 /* Feed thread th's records, in order, to the pre-pass (pre) or the builder. */
 static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 {
@@ -742,6 +816,8 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 		for (uint64_t k = 0; k < p->nrec && !b->oom; k++) {
 			if (!kd_iter_next(&it, &ev))
 				break;
+			if (__builtin_expect(!(++b->done & 0xfffff), 0) && b->d->opts.progress)
+				progress(b, 0);
 			if (outside(b, ev.tick, it.blk_tick))
 				continue;
 			if (pre) {
@@ -902,6 +978,11 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	b->nreqevs = 0;
 	kd_umap_free(&b->req_map);
 	nthreads = b->nthreads; /* threads sched.c adds later have no records */
+	b->done = 0;
+	b->total = 0;
+	b->walk_ns = d->opts.progress ? mono_ns() : 0;
+	for (uint32_t i = 0; i < b->npieces; i++)
+		b->total += 2 * b->pieces[i].nrec;
 	for (uint32_t th = 0; th < nthreads && !b->oom; th++) {
 		struct kd_dec_thread *t = &d->threads[th];
 		struct kd_ev e = { 0 };
@@ -909,11 +990,12 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 
 		s->depth = s->base = 0;
 		s->seq = 0;
+		s->sub_tick = UINT64_MAX;
+		s->nsub = 0;
 		s->last_tick = s->prev_tick = 0;
 		s->npre = 0;
 		s->fdepth = 0;
 		s->seen = 0;
-		t->events = 0;
 		walk_thread(b, th, 1);
 		s->seen = 0;
 		e.kind = KD_EV_THREAD_BEGIN;
@@ -928,6 +1010,8 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		e.tick = end;
 		emit(b, &e);
 	}
+	if (d->opts.progress)
+		progress(b, 1);
 	if (!b->oom && b->nreqevs) {
 		qsort(b->reqevs, b->nreqevs, sizeof(*b->reqevs), cmp_reqev);
 		for (uint32_t i = 0; i < b->nreqevs && !b->oom; i++)

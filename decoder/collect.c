@@ -35,6 +35,8 @@ static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e
 		k->depth = e->depth;
 		k->core = e->core;
 		k->flags = e->flags;
+		k->begin_sub = e->sub > UINT16_MAX ? UINT16_MAX : (uint16_t)e->sub;
+		k->end_sub = 0;
 		c->stack[c->depth++] = ci;
 		return;
 	case KD_EV_CALL_END:
@@ -44,6 +46,7 @@ static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e
 		k->end = e->tick;
 		k->self = e->self;
 		k->flags = e->flags;
+		k->end_sub = e->sub > UINT16_MAX ? UINT16_MAX : (uint16_t)e->sub;
 		return;
 	default:
 		return;

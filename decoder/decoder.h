@@ -272,6 +272,8 @@ struct kd_dec_call {
 	uint32_t depth;           /* 0 = outermost known frame of the thread */
 	uint32_t core;            /* core index of the entry (or exit if truncated) */
 	uint32_t flags;           /* enum kd_dec_call_flags */
+	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */
+	uint16_t end_sub;         /* ... within the end's tick */
 };
 
 enum kd_dec_req_flags {
@@ -288,6 +290,8 @@ struct kd_dec_request {
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
 	uint32_t flags;           /* enum kd_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
+	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */
+	uint16_t end_sub;         /* ... within the end's tick */
 };
 
 struct kd_dec_mark {
@@ -296,6 +300,7 @@ struct kd_dec_mark {
 	uint32_t name;            /* name id */
 	uint32_t thread;          /* thread index */
 	uint32_t core;            /* core index */
+	uint32_t sub;             /* recorded order within its tick (kd_ev.sub) */
 };
 
 /* A run of consecutive records of one thread on one core. */
@@ -324,6 +329,8 @@ struct kd_dec_opts {
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
 	int stream;               /* open without the collector: no d->calls; the
 	                             caller walks (kd_dec_walk) with its sink */
+	int progress;             /* a progress line on stderr during long walks */
+	int64_t progress_t0;      /* CLOCK_MONOTONIC ns: when the decode began */
 };
 
 struct kd_dec {
@@ -452,6 +459,14 @@ void kd_dec_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[
 uint64_t kd_dec_ticks_ns(const struct kd_dec *d, uint64_t ticks);
 /* Absolute tick -> CLOCK_REALTIME ns since the epoch. */
 int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick);
+/*
+ * The time of an event: its tick's wall clock plus sub ns, sub being the
+ * event's place among its thread's events in that tick (kd_ev.sub), capped
+ * below the next tick.  Times within a tick are interpolated so that
+ * viewers that nest by time see the recorded order; every format that
+ * prints an event's time uses this.
+ */
+int64_t kd_dec_event_ns(const struct kd_dec *d, uint64_t tick, uint32_t sub);
 /* Same on a snapshot alone, on a full (unshifted) counter value. */
 int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc);
 /* "HH:MM:SS.nnnnnnnnn" (UTC) into buf[32]; "YYYY-MM-DD " prefixed if date. */
@@ -520,6 +535,10 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u
 void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+/* The same from the event stream (out-folded.c): memory per distinct stack,
+ * not per call; walks d (which may be opened with opts.stream).  0, or -1
+ * (out of memory building the timeline). */
+int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */
 struct kd_chrome {
@@ -529,7 +548,8 @@ struct kd_chrome {
 	int have_base;
 };
 void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns);
-void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d,
+/* Walks d's stream (kd_dec_walk): d may be opened with opts.stream. */
+void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d,
                              int64_t pid, const struct kd_out_opts *o);
 void kd_out_chrome_end(struct kd_chrome *c);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "decoder.h"
@@ -55,8 +56,19 @@ static const char usage_text[] =
 	"                   timelines shorten names longer than 80 bytes\n"
 	"                   (template arguments become <...>)\n"
 	"  -q, --quiet      no summary on stderr (chrome, perfetto, html, folded); one\n"
-	"                   line per file instead of each warning\n"
+	"                   line per file instead of each warning; no progress line\n"
+	"                   (shown on a terminal when a decode takes over a second:\n"
+	"                   percent, records/s, time left)\n"
 	"  -h, --help       this text\n"
+	"\n"
+	"Memory: summary, folded and chrome stream the calls: they keep per thread\n"
+	"its open frames, per distinct stack or function a little, never per call;\n"
+	"text, stats, explain, html, perfetto and exclude keep every call (about\n"
+	"56 bytes per call, more for html and perfetto).  The file itself is read\n"
+	"into memory.\n"
+	"Times: one conversion (the snapshot's ANCHORS) in every format; chrome\n"
+	"places a thread's events of one clock tick 1 ns apart in recorded order\n"
+	"(times within a tick are interpolated), so zero-length calls nest.\n"
 	"\n"
 	"Several FILEs: text formats print each after a \"==> FILE <==\" header;\n"
 	"chrome and perfetto put all of them in one trace (common wall clock;\n"
@@ -129,6 +141,19 @@ struct sink {
 	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 };
 
+/* Walk d's stream into sink (the streamed formats). */
+static int walk(struct kd_dec *d, struct kd_sink sink)
+{
+	struct kd_dec_error err;
+	char msg[512];
+
+	if (kd_dec_walk(d, sink, &err) == 0)
+		return 0;
+	kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+	fprintf(stderr, "%s\n", msg);
+	return 1;
+}
+
 static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	(void)out; (void)d; (void)o;
@@ -157,7 +182,10 @@ static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	kd_out_folded(out, d, o);
+	if (kd_out_folded_stream(out, d, o)) {
+		fprintf(stderr, "ktrace-decode: %s: out of memory building the stacks\n", d->file);
+		return 1;
+	}
 	return 0;
 }
 
@@ -219,13 +247,13 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 }
 
 static const struct sink sinks[] = {
-	{ "summary",  NEED_CALLS, 1, 0, out_none, NULL },
+	{ "summary",  NEED_STREAM, 1, 0, out_none, NULL },
 	{ "text",     NEED_CALLS, 1, 0, out_text, NULL },
 	{ "stats",    NEED_CALLS, 1, 0, out_stats, NULL },
 	{ "explain",  NEED_CALLS, 1, 0, out_explain, NULL },
-	{ "folded",   NEED_CALLS, 0, 1, out_folded, NULL },
+	{ "folded",   NEED_STREAM, 0, 1, out_folded, NULL },
 	{ "exclude",  NEED_CALLS, 0, 0, out_exclude, NULL },
-	{ "chrome",   NEED_CALLS, 0, 0, NULL, out_chrome }, /* summaries: out_chrome */
+	{ "chrome",   NEED_STREAM, 0, 0, NULL, out_chrome }, /* summaries: out_chrome */
 	{ "perfetto", NEED_CALLS, 0, 1, NULL, out_perfetto },
 	{ "html",     NEED_CALLS, 0, 1, NULL, out_html },
 };
@@ -252,6 +280,8 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 
 			if (!d)
 				continue;
+			if (k->need == NEED_STREAM && k->header && walk(d, (struct kd_sink){ 0 }))
+				return 1;
 			if (k->header) {
 				if (n > 1)
 					fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
@@ -343,6 +373,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	dopts.stream = sink->need == NEED_STREAM;
+	/* The progress line: only for a person watching (stderr a terminal). */
+	dopts.progress = !oopts.quiet && isatty(2);
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		dopts.progress_t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	}
 	for (int i = 0; i < nfiles; i++) {
 		struct kd_dec_error err;
 		char msg[512];

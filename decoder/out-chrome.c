@@ -8,14 +8,24 @@
  * the trigger.  A second pseudo-process, pid + KD_CHROME_CORES_PID,
  * "CPU cores", has one track per core with the runs of each thread there.
  *
+ * Calls come from the event stream (stream.h), so memory does not grow with
+ * the number of calls: an "X" event is written at each call's end, with the
+ * begin time kept on a per-thread stack.
+ *
+ * Times: the one conversion (time.c, ANCHORS) of every format, plus the
+ * within-tick interpolation: a thread's events of one tick are spread 1 ns
+ * apart in recorded order (kd_dec_event_ns), so that a zero-length child
+ * starts after its parent, ends before it, and siblings are strictly
+ * ordered: the viewer nests exactly what was recorded.  otherData says so.
  * dur is end ts - begin ts (both rounded the same way), so a callee never
- * ends after its caller and the slices nest exactly.
+ * ends after its caller.
  *
  * ts and dur are microseconds with 3 decimals, relative to base_wall_ns (the
  * earliest window start of all files), so several snapshots line up by wall
  * clock; otherData and each process's labels carry the wall-clock origin.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decoder.h"
@@ -61,7 +71,9 @@ void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns)
 	c->have_base = 1;
 	kd_fmt_wall(base_wall_ns, 1, w, sizeof(w));
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktrace-decode\","
-	           "\"ts0_wall_clock_utc\":\"%s\",\"ts0_realtime_ns\":%" PRId64 "},\n"
+	           "\"ts0_wall_clock_utc\":\"%s\",\"ts0_realtime_ns\":%" PRId64 ","
+	           "\"time_within_tick\":\"interpolated: a thread's events of one clock tick "
+	           "are placed 1 ns apart in recorded order\"},\n"
 	           "\"traceEvents\":[\n", w, base_wall_ns);
 }
 
@@ -75,14 +87,20 @@ static int64_t clamp64(__int128 v)
 	return v > INT64_MAX ? INT64_MAX : v < INT64_MIN ? INT64_MIN : (int64_t)v;
 }
 
-/* ns since the trace origin of an absolute tick of d (saturating). */
+/* ns since the trace origin of an absolute tick of d (saturating): the one
+ * conversion (time.c); origin is unused (kept for the call sites). */
 static int64_t ts_ns(const struct kd_chrome *c, const struct kd_dec *d, int64_t origin,
                      uint64_t tick)
 {
-	(void)c;
-	if (tick >= d->window_start)
-		return clamp64((__int128)origin + kd_dec_ticks_ns(d, tick - d->window_start));
-	return clamp64((__int128)origin - kd_dec_ticks_ns(d, d->window_start - tick));
+	(void)origin;
+	return clamp64((__int128)kd_dec_wall_ns(d, tick) - c->base_wall_ns);
+}
+
+/* ... of an event: the tick's time plus its place within the tick. */
+static int64_t ev_ns(const struct kd_chrome *c, const struct kd_dec *d, uint64_t tick,
+                     uint32_t sub)
+{
+	return clamp64((__int128)kd_dec_event_ns(d, tick, sub) - c->base_wall_ns);
 }
 
 /* b - a, saturating */
@@ -158,8 +176,78 @@ static void cores_from_switches(struct kd_chrome *c, const struct kd_dec *d, int
 	}
 }
 
-void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid,
-                             const struct kd_out_opts *o)
+/* The calls, from the stream: one "X" per call, written at its end. */
+struct chrome_walk {
+	struct kd_chrome *c;
+	const struct kd_out_opts *o;
+	int64_t pid;
+	int64_t *begin;           /* ns: open calls' begin times */
+	size_t cap;
+	uint32_t depth;
+};
+
+static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
+{
+	struct chrome_walk *w = ctx;
+	struct kd_chrome *c = w->c;
+	FILE *f = c->f;
+	int64_t b, t;
+
+	if (w->o && w->o->have_tid && d->threads[e->thread].tid != w->o->tid)
+		return;
+	switch (e->kind) {
+	case KD_EV_THREAD_BEGIN:
+		w->depth = 0;
+		return;
+	case KD_EV_CALL_BEGIN:
+		if (kd_grow(&w->begin, &w->cap, w->depth, sizeof(*w->begin), "the chrome trace"))
+			kd_dec_oom("the chrome trace", SIZE_MAX);
+		w->begin[w->depth++] = ev_ns(c, d, e->tick, e->sub);
+		return;
+	case KD_EV_CALL_END:
+		if (!w->depth)
+			return;
+		b = w->begin[--w->depth];
+		t = ev_ns(c, d, e->tick, e->sub);
+		break;
+	default:
+		return;
+	}
+	sep(c);
+	fputs("{\"ph\":\"X\",\"cat\":", f);
+	fputs((e->flags & KD_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
+	fputs(",\"name\":", f);
+	jstr(f, kd_dec_func_short(d, e->func));
+	fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", w->pid, tid_of(d, e->thread));
+	jus(f, b);
+	fputs(",\"dur\":", f);
+	jus(f, span_ns(b, t));
+	{
+		/* args: the full name where the slice shows a short one. */
+		const char *full = kd_dec_func_name(d, e->func);
+		int trunc = (e->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
+		int longname = full != kd_dec_func_short(d, e->func);
+
+		if (trunc || longname)
+			fputs(",\"args\":{", f);
+		if (longname) {
+			fputs("\"full_name\":", f);
+			jstr(f, full);
+		}
+		if (trunc)
+			fprintf(f, "%s\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s",
+			        longname ? "," : "",
+			        (e->flags & KD_CALL_TRUNC_BEGIN) ? "true" : "false",
+			        (e->flags & KD_CALL_TRUNC_END) ? "true" : "false",
+			        (e->flags & KD_CALL_EXIT_LOST) ? "true" : "false");
+		if (trunc || longname)
+			fputc('}', f);
+	}
+	fputc('}', f);
+}
+
+void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
+                        const struct kd_out_opts *o)
 {
 	FILE *f = c->f;
 	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, d->window_start));
@@ -191,42 +279,13 @@ void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid
 		meta(c, "thread_name", pid, tid_of(d, i), buf);
 	}
 
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct kd_dec_call *k = &d->calls[i];
+	{
+		struct chrome_walk cw = { c, o, pid, NULL, 0, 0 };
+		struct kd_dec_error err;
 
-		if (o && o->have_tid && d->threads[k->thread].tid != o->tid)
-			continue;
-		sep(c);
-		fputs("{\"ph\":\"X\",\"cat\":", f);
-		fputs((k->flags & KD_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
-		fputs(",\"name\":", f);
-		jstr(f, kd_dec_func_short(d, k->func));
-		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
-		jus(f, ts_ns(c, d, origin, k->begin));
-		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, k->begin), ts_ns(c, d, origin, k->end)));
-		{
-			/* args: the full name where the slice shows a short one. */
-			const char *full = kd_dec_func_name(d, k->func);
-			int trunc = (k->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
-			int longname = full != kd_dec_func_short(d, k->func);
-
-			if (trunc || longname)
-				fputs(",\"args\":{", f);
-			if (longname) {
-				fputs("\"full_name\":", f);
-				jstr(f, full);
-			}
-			if (trunc)
-				fprintf(f, "%s\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s",
-				        longname ? "," : "",
-				        (k->flags & KD_CALL_TRUNC_BEGIN) ? "true" : "false",
-				        (k->flags & KD_CALL_TRUNC_END) ? "true" : "false",
-				        (k->flags & KD_CALL_EXIT_LOST) ? "true" : "false");
-			if (trunc || longname)
-				fputc('}', f);
-		}
-		fputc('}', f);
+		if (kd_dec_walk(d, (struct kd_sink){ chrome_ev, &cw }, &err))
+			kd_dec_oom("the chrome trace", 0);
+		free(cw.begin);
 	}
 	for (uint32_t i = 0; i < d->nmarks; i++) {
 		const struct kd_dec_mark *m = &d->marks[i];
@@ -237,7 +296,7 @@ void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid
 		fputs("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"mark\",\"name\":", f);
 		jstr(f, kd_dec_name(d, m->name, nb, sizeof(nb)));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, m->thread));
-		jus(f, ts_ns(c, d, origin, m->tick));
+		jus(f, ev_ns(c, d, m->tick, m->sub));
 		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", m->value);
 	}
 	for (uint32_t i = 0; i < d->nreqs; i++) {
@@ -250,9 +309,9 @@ void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid
 		fputs("{\"ph\":\"X\",\"cat\":\"request\",\"name\":", f);
 		jstr(f, buf);
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, r->thread));
-		jus(f, ts_ns(c, d, origin, r->begin));
+		jus(f, ev_ns(c, d, r->begin, r->begin_sub));
 		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
+		jus(f, span_ns(ev_ns(c, d, r->begin, r->begin_sub), ev_ns(c, d, r->end, r->end_sub)));
 		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s}}",
 		        r->id, (r->flags & KD_REQ_TRUNC_BEGIN) ? "true" : "false",
 		        (r->flags & KD_REQ_TRUNC_END) ? "true" : "false",
@@ -273,7 +332,9 @@ void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid
 		fputs("{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"trigger\",\"name\":", f);
 		jstr(f, buf);
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid);
-		jus(f, ts_ns(c, d, origin, end_tick));
+		jus(f, d->trigger_req != KD_NONE ?
+		       ev_ns(c, d, end_tick, d->reqs[d->trigger_req].end_sub) :
+		       ts_ns(c, d, origin, end_tick));
 		fprintf(f, ",\"args\":{\"request_id\":%" PRIu64 "}}", t->request_id);
 	}
 

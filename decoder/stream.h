@@ -74,6 +74,9 @@ struct kd_ev {
 	uint64_t self;            /* CALL_END: ticks not spent in children */
 	uint64_t value;           /* MARK: value; REQ_*: request id */
 	uint64_t seq;             /* the thread's recorded order */
+	uint32_t sub;             /* CALL_*, MARK, REQ_*: place among the thread's
+	                             events of the same tick (0, 1, ...): the
+	                             time is kd_dec_event_ns(d, tick, sub) */
 };
 
 struct kd_dec;

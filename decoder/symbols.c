@@ -532,6 +532,8 @@ void kd_dec_symbolize(struct kd_dec *d)
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
 		struct kd_dec_func *f = &d->funcs[i];
 
+		if (f->name)
+			continue; /* named by an earlier call */
 		switch (f->kind) {
 		case KD_FUNC_SPAN: {
 			const char *s = kd_snap_name(&d->snap, f->id);

@@ -111,3 +111,18 @@ void kd_fmt_dur(uint64_t ns, char *buf, size_t len)
 		snprintf(buf, len, "%.3f s", (double)ns / 1e9);
 }
 
+
+int64_t kd_dec_event_ns(const struct kd_dec *d, uint64_t tick, uint32_t sub)
+{
+	int64_t w = kd_dec_wall_ns(d, tick), next;
+
+	if (!sub)
+		return w;
+	/* Never at or past the next tick's time (the same conversion). */
+	next = kd_dec_wall_ns(d, tick + 1);
+	if (next - w <= 1)
+		return w;
+	if ((int64_t)sub > next - w - 1)
+		sub = (uint32_t)(next - w - 1);
+	return w + (int64_t)sub;
+}

@@ -96,7 +96,7 @@ static struct kd_dec *decode(struct snapbuild *sb)
 	return d;
 }
 
-static char *run_sink(const struct kd_dec *d, const char *what)
+static char *run_sink(struct kd_dec *d, const char *what)
 {
 	char *buf = NULL;
 	size_t len = 0;
