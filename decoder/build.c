@@ -364,8 +364,15 @@ static void pop(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t tic
 		return;
 	}
 	/* Entered before the window: the pre-pass opened it, it is on top. */
-	if (s->depth)
+	if (s->depth) {
 		close_top(b, thread, tick, 0);
+	} else if (!b->sink.ev) {
+		/* A walk without a sink skips the pre-pass (nobody sees depths):
+		 * count the call here, as its close would. */
+		d->unmatched_exits++;
+		d->counts.calls++;
+		d->counts.trunc_begin++;
+	}
 }
 
 /* Pre-pass: the same matching on functions alone; an exit that finds
@@ -564,6 +571,8 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	s->last_tick = tick;
 	if (!s->seen) {
 		s->seen = 1;
+		if (!b->sink.ev)
+			thread_start(b, th, tick, ev->core);
 		/* Open the frames entered before the window, outermost first. */
 		for (uint32_t i = s->npre; i > 0; i--)
 			push(b, th, s->pre[i - 1].func, t->start_tick, s->pre[i - 1].core,
@@ -794,9 +803,9 @@ static void progress(struct kd_build *b, int end)
 	if (el < 1000000000 || now - b->shown_ns < 250000000 || !b->total)
 		return;
 	b->shown_ns = now;
-	rate = (double)b->done / 2 / ((double)(now - b->walk_ns) / 1e9);
-	left = rate > 0 ? (double)(b->total - (b->done < b->total ? b->done : b->total)) / 2 /
-	                  rate : 0;
+	rate = (double)b->done / ((double)(now - b->walk_ns) / 1e9);
+	left = rate > 0 ? (double)(b->total - (b->done < b->total ? b->done : b->total)) / rate : 0;
+	rate /= b->sink.ev ? 2 : 1; /* records: each is read twice with a sink */
 	fprintf(stderr, "\rktrace-decode: %s: %3.0f%%  %.1f M records/s  %.0f s left\033[K",
 	        d->file, 100.0 * (double)b->done / (double)b->total, rate / 1e6, left);
 }
@@ -982,7 +991,7 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	b->total = 0;
 	b->walk_ns = d->opts.progress ? mono_ns() : 0;
 	for (uint32_t i = 0; i < b->npieces; i++)
-		b->total += 2 * b->pieces[i].nrec;
+		b->total += (sink.ev ? 2 : 1) * b->pieces[i].nrec;
 	for (uint32_t th = 0; th < nthreads && !b->oom; th++) {
 		struct kd_dec_thread *t = &d->threads[th];
 		struct kd_ev e = { 0 };
@@ -996,7 +1005,8 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		s->npre = 0;
 		s->fdepth = 0;
 		s->seen = 0;
-		walk_thread(b, th, 1);
+		if (sink.ev)
+			walk_thread(b, th, 1); /* the frames entered before the window */
 		s->seen = 0;
 		e.kind = KD_EV_THREAD_BEGIN;
 		e.thread = th;
