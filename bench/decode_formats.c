@@ -7,6 +7,7 @@
  *
  *   decode_formats DECODER SNAPSHOT [RUNS [BASELINE_DECODER]]
  *
+ * DECODE_FORMATS="summary folded" limits the formats.
  * Each decode is a child (fork + exec, -q, output to a temporary file);
  * its CPU time and peak RSS come from wait4()'s rusage.  Make a snapshot of
  * two 64 MiB rings with
@@ -126,6 +127,19 @@ static void print(const char *who, const char *fmt, const struct fig *f, double 
 	printf("\n");
 }
 
+static int wanted(const char *fmt)
+{
+	const char *l = getenv("DECODE_FORMATS");
+	size_t n = strlen(fmt);
+
+	if (!l || !*l)
+		return 1;
+	for (const char *p = l; (p = strstr(p, fmt)) != NULL; p += n)
+		if ((p == l || p[-1] == ' ' || p[-1] == ',') && (!p[n] || p[n] == ' ' || p[n] == ','))
+			return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct fig now[NFMT], base[NFMT];
@@ -153,12 +167,16 @@ int main(int argc, char **argv)
 	       runs);
 	for (int r = 0; r < runs; r++)
 		for (size_t k = 0; k < NFMT; k++) {
+			if (!wanted(fmts[k]))
+				continue;
 			run(dec, fmts[k], snap, out, &now[k]);
 			if (old)
 				run(old, fmts[k], snap, out, &base[k]);
 		}
 	unlink(out);
 	for (size_t k = 0; k < NFMT; k++) {
+		if (!wanted(fmts[k]))
+			continue;
 		print("new", fmts[k], &now[k], records, calls);
 		if (!old)
 			continue;

@@ -191,7 +191,23 @@ static void run(const uint8_t *data, size_t size)
 		kd_out_stats(null, d, &oo);
 		kd_out_explain(null, d, &oo);
 		kd_out_html(null, &d, 1, &oo);
-		kd_out_folded(null, d, &oo);
+		{
+			/* The streamed folded stacks equal the in-memory ones. */
+			char *x = NULL, *y = NULL;
+			size_t nx = 0, ny = 0;
+			FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+
+			if (!fx || !fy)
+				abort();
+			kd_out_folded(fx, d, &oo);
+			kd_out_folded_stream(fy, d, &oo);
+			fclose(fx);
+			fclose(fy);
+			if (nx != ny || memcmp(x, y, nx) != 0)
+				abort();
+			free(x);
+			free(y);
+		}
 		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		kd_out_chrome_end(&ch);
@@ -211,4 +227,16 @@ static void run(const uint8_t *data, size_t size)
 		}
 	}
 	kd_dec_free(prev);
+	/* Streamed: no collector, the sinks walk the file themselves. */
+	opts.all = 0;
+	opts.stream = 1;
+	if (kd_dec_open_buffer(data, size, "fuzz", &opts, &d, &err) == 0) {
+		kd_out_folded_stream(null, d, &oo);
+		kd_out_summary(null, d);
+		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
+		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
+		kd_out_chrome_end(&ch);
+		kd_dec_free(d);
+	}
+	opts.stream = 0;
 }
