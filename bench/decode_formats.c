@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 static const char *const fmts[] = { "summary", "folded", "chrome", "text", "stats",
 	                            "perfetto" };
 #define NFMT (sizeof(fmts) / sizeof(fmts[0]))
@@ -37,16 +39,7 @@ struct fig {
 
 static double now_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
+	return (double)bench_now_ns() / 1e9;
 }
 
 static double median(const double *v, int n)
@@ -56,8 +49,7 @@ static double median(const double *v, int n)
 	if (n <= 0)
 		return 0;
 	memcpy(t, v, (size_t)n * sizeof(*t));
-	qsort(t, (size_t)n, sizeof(*t), cmp_d);
-	return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+	return bench_median(t, (size_t)n);
 }
 
 /* One decode; 0 or -1. */
