@@ -205,10 +205,18 @@ static uint32_t func_span(struct kd_build *b, uint32_t name)
 	return f;
 }
 
-/* The function of an enter/exit record, and KD_CALL_SPAN for spans. */
-static uint32_t func_of(struct kd_build *b, const struct kd_dec_event *ev, uint32_t *span)
+/* The function of an enter/exit record, and KD_CALL_SPAN for spans.
+ * Inline: the compact-id case (almost every record) is one table load. */
+static inline __attribute__((always_inline)) uint32_t
+func_of(struct kd_build *b, const struct kd_dec_event *ev, uint32_t *span)
 {
 	*span = 0;
+	if (__builtin_expect(ev->kind == KD_DK_ENTER || ev->kind == KD_DK_EXIT, 1)) {
+		uint32_t f = b->id_func[ev->id % KTRACE_FUNC_ID_COUNT];
+
+		if (__builtin_expect(f != KD_NONE, 1))
+			return f;
+	}
 	switch (ev->kind) {
 	case KD_DK_ENTER:
 	case KD_DK_EXIT:
@@ -282,7 +290,8 @@ static void push(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t ti
 
 	if (func == KD_NONE)
 		return;
-	if (kd_grow(&s->stack, &s->cap, s->depth, sizeof(*s->stack), "a call stack")) {
+	if (__builtin_expect(s->depth >= s->cap, 0) &&
+	    kd_grow(&s->stack, &s->cap, s->depth, sizeof(*s->stack), "a call stack")) {
 		b->oom = 1;
 		return;
 	}
@@ -412,7 +421,8 @@ static void pre_event(struct kd_build *b, const struct kd_dec_event *ev)
 		f = func_of(b, ev, &span);
 		if (f == KD_NONE)
 			return;
-		if (kd_grow(&s->fstack, &s->capf, s->fdepth, sizeof(*s->fstack), "a call stack")) {
+		if (__builtin_expect(s->fdepth >= s->capf, 0) &&
+		    kd_grow(&s->fstack, &s->capf, s->fdepth, sizeof(*s->fstack), "a call stack")) {
 			b->oom = 1;
 			return;
 		}

@@ -21,8 +21,10 @@ static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e
 		c->depth = 0;
 		return;
 	case KD_EV_CALL_BEGIN:
-		if (kd_grow(&d->calls, &c->capcalls, d->ncalls, sizeof(*d->calls), "the calls") ||
-		    kd_grow(&c->stack, &c->capstack, c->depth, sizeof(*c->stack), "the calls"))
+		if ((d->ncalls >= c->capcalls &&
+		     kd_grow(&d->calls, &c->capcalls, d->ncalls, sizeof(*d->calls), "the calls")) ||
+		    (c->depth >= c->capstack &&
+		     kd_grow(&c->stack, &c->capstack, c->depth, sizeof(*c->stack), "the calls")))
 			kd_dec_oom("the calls", SIZE_MAX);
 		ci = d->ncalls++;
 		k = &d->calls[ci];

@@ -200,7 +200,8 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		w->depth = 0;
 		return;
 	case KD_EV_CALL_BEGIN:
-		if (kd_grow(&w->begin, &w->cap, w->depth, sizeof(*w->begin), "the chrome trace"))
+		if (w->depth >= w->cap &&
+		    kd_grow(&w->begin, &w->cap, w->depth, sizeof(*w->begin), "the chrome trace"))
 			kd_dec_oom("the chrome trace", SIZE_MAX);
 		w->begin[w->depth++] = ev_ns(c, d, e->tick, e->sub);
 		return;

@@ -77,7 +77,8 @@ static void folded_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			node = node_get(t, ((uint64_t)parent << 32) | e->func, parent, e->func);
 		if (t->nodes[node].func == KD_NONE && frames - KD_FOLD_DEPTH > t->nodes[node].cut)
 			t->nodes[node].cut = frames - KD_FOLD_DEPTH;
-		if (kd_grow(&t->stack, &t->caps, t->depth, sizeof(*t->stack), "folded stacks"))
+		if (t->depth >= t->caps &&
+		    kd_grow(&t->stack, &t->caps, t->depth, sizeof(*t->stack), "folded stacks"))
 			kd_dec_oom("folded stacks", SIZE_MAX);
 		t->stack[t->depth++] = node;
 		return;
