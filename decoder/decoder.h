@@ -303,6 +303,13 @@ struct ktrace_dec_request {
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
 	uint32_t flags;           /* enum ktrace_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
+	/* Recorded order, for calls that share a boundary tick (indices into
+	 * ktrace_dec.calls, which holds a thread's calls in recorded order;
+	 * KTRACE_DEC_NONE where the record is not in the window, or the end
+	 * came from another thread): */
+	uint32_t call_first;      /* first call entered after the begin record */
+	uint32_t call_end;        /* first call entered after the end record */
+	uint32_t open_at_end;     /* innermost call still open at the end record */
 };
 
 struct ktrace_dec_mark {
@@ -503,6 +510,60 @@ struct ktrace_umap {
 uint32_t ktrace__umap_get(const struct ktrace_umap *m, uint64_t k); /* or KTRACE_DEC_NONE */
 int ktrace__umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
 void ktrace__umap_free(struct ktrace_umap *m);
+
+/* ---- the call tree (calltree.c), shared by folded and explain ----------- */
+
+enum ktrace_ctree_kind {
+	KTRACE_CTREE_FUNC = 0,    /* func: a function index */
+	KTRACE_CTREE_THREAD = 1,  /* a thread's root (thread_roots): func = thread index */
+	KTRACE_CTREE_CUT = 2,     /* everything below max_depth frames (func NONE) */
+};
+
+struct ktrace_ctree_node {
+	uint32_t parent;          /* node index, KTRACE_DEC_NONE for a root */
+	uint32_t func;            /* see enum ktrace_ctree_kind */
+	uint32_t kind;            /* enum ktrace_ctree_kind */
+	uint32_t depth;           /* nodes above it (a root: 0) */
+	uint32_t cut;             /* CUT node: the most frames cut below its parent */
+	uint32_t first_child, next_sibling; /* set by ktrace__ctree_link */
+};
+
+struct ktrace_ctree {
+	struct ktrace_ctree_node *n;
+	uint32_t nn, cap;
+	unsigned char *data;      /* nn payloads of esize bytes, zeroed when created */
+	size_t esize;
+	int thread_roots;         /* calls without a placed parent hang under their thread */
+	uint32_t max_depth;       /* cut below this depth (0: never) */
+	struct ktrace_umap map;   /* (parent node + 1, func) -> node */
+	uint32_t *chain;          /* scratch for ktrace__ctree_place */
+	uint32_t capchain;
+	int oom;                  /* a map insertion failed: the tree is incomplete */
+};
+
+void ktrace__ctree_init(struct ktrace_ctree *t, size_t esize, int thread_roots,
+                        uint32_t max_depth);
+void ktrace__ctree_free(struct ktrace_ctree *t);
+void *ktrace__ctree_data(const struct ktrace_ctree *t, uint32_t node);
+/* A thread's root node (thread_roots trees). */
+uint32_t ktrace__ctree_root(struct ktrace_ctree *t, uint32_t thread);
+/* The node of func called from node parent (KTRACE_DEC_NONE: a root), at
+ * `frames` frames below the thread root (for the cut count).  NONE: oom. */
+uint32_t ktrace__ctree_child(struct ktrace_ctree *t, uint32_t parent, uint32_t func,
+                             uint32_t frames);
+/* Place call i of d (and its callers that keep() accepts, NULL: all) in the
+ * tree: node_of[] (d->ncalls entries, KTRACE_DEC_NONE = not placed) and
+ * optional frames[] (depth below the thread root) are filled for them.
+ * Returns i's node, NONE if out of memory. */
+uint32_t ktrace__ctree_place(struct ktrace_ctree *t, const struct ktrace_dec *d,
+                             uint32_t *node_of, uint32_t *frames, uint32_t i,
+                             int (*keep)(const struct ktrace_dec *d, uint32_t call, void *arg),
+                             void *arg);
+/* Link children in cmp order (NULL: creation order); *roots (malloc'ed, free
+ * it) gets the roots in that order.  0. */
+int ktrace__ctree_link(struct ktrace_ctree *t,
+                       int (*cmp)(const struct ktrace_ctree *t, uint32_t a, uint32_t b, void *arg),
+                       void *arg, uint32_t **roots, uint32_t *nroots);
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
 

@@ -585,6 +585,9 @@ struct reqev {
 	uint32_t kind;           /* name id */
 	uint32_t thread, core;
 	uint32_t end;            /* 1 for REQ_END */
+	uint32_t at_call;        /* recorded order: d->ncalls when the record was
+	                            walked (threads are walked one at a time) */
+	uint32_t top;            /* call on top of the thread's stack then, or NONE */
 };
 
 struct build {
@@ -847,6 +850,10 @@ static void on_request(struct build *b, const struct reqev *ev)
 		q = &d->reqs[r];
 		q->end = tick > q->begin ? tick : q->begin;
 		q->flags &= ~(uint32_t)KTRACE_REQ_TRUNC_END;
+		if (thread == q->thread) {
+			q->call_end = ev->at_call;
+			q->open_at_end = ev->top;
+		}
 		/* Closed: a tombstone value, so probe chains stay intact. */
 		ktrace__umap_put(&b->req_map, key, KTRACE_DEC_NONE - 1);
 		return;
@@ -860,7 +867,9 @@ static void on_request(struct build *b, const struct reqev *ev)
 	q->kind = ev->kind;
 	q->thread = thread;
 	q->core = ev->core;
+	q->call_first = q->call_end = q->open_at_end = KTRACE_DEC_NONE;
 	if (!ev->end) {
+		q->call_first = ev->at_call;
 		q->begin = tick;
 		q->end = tick;
 		q->flags = KTRACE_REQ_TRUNC_END; /* until its end is seen */
@@ -870,6 +879,8 @@ static void on_request(struct build *b, const struct reqev *ev)
 		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
 		q->end = tick;
 		q->flags = KTRACE_REQ_TRUNC_BEGIN;
+		q->call_end = ev->at_call;
+		q->open_at_end = ev->top;
 	}
 	d->nreqs++;
 }
@@ -976,8 +987,10 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_
 			b->oom = 1;
 			break;
 		}
-		b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
-		                                        ev->core, ev->kind == KTRACE_DK_REQ_END };
+		b->reqevs[b->nreqevs] = (struct reqev){
+			tick, ev->value, b->nreqevs, ev->id, th, ev->core, ev->kind == KTRACE_DK_REQ_END,
+			d->ncalls, s->depth ? s->stack[s->depth - 1].call : KTRACE_DEC_NONE
+		};
 		b->nreqevs++;
 		break;
 	}
@@ -1167,6 +1180,7 @@ static void find_trigger(struct ktrace_dec *d, struct build *b)
 	q->id = tr->request_id;
 	q->kind = tr->kind_id;
 	q->thread = th;
+	q->call_first = q->call_end = q->open_at_end = KTRACE_DEC_NONE;
 	q->flags = KTRACE_REQ_TRIGGER;
 	if (q->begin < d->window_start)
 		q->flags |= KTRACE_REQ_TRUNC_BEGIN;
