@@ -5,8 +5,8 @@
  *   decode_read FILE [RUNS]
  *
  * Interleaves RUNS decodes (stages 1-5, no symbols) of FILE each way:
- *   read  ktrace__dec_open_file: pread into memory (what ktrace-decode does)
- *   map   mmap + ktrace__dec_open_buffer (what it did before)
+ *   read  kd_dec_open_file: pread into memory (what ktrace-decode does)
+ *   map   mmap + kd_dec_open_buffer (what it did before)
  * and prints the medians, their ratio, and the file size.  The file should
  * be in the page cache (a first untimed decode puts it there), so the
  * difference is the copy.  Make a large file with
@@ -37,24 +37,24 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double by_read(const char *path, const struct ktrace_dec_opts *o)
+static double by_read(const char *path, const struct kd_dec_opts *o)
 {
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	double t0 = now_s();
 
-	if (ktrace__dec_open_file(path, o, &d, &err) != 0) {
+	if (kd_dec_open_file(path, o, &d, &err) != 0) {
 		fprintf(stderr, "decode_read: %s: %s\n", path, err.msg);
 		exit(1);
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	return now_s() - t0;
 }
 
-static double by_map(const char *path, const struct ktrace_dec_opts *o)
+static double by_map(const char *path, const struct kd_dec_opts *o)
 {
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	struct stat st;
 	double t0 = now_s();
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -67,16 +67,16 @@ static double by_map(const char *path, const struct ktrace_dec_opts *o)
 	if (map == MAP_FAILED)
 		exit(1);
 	madvise(map, (size_t)st.st_size, MADV_WILLNEED);
-	if (ktrace__dec_open_buffer(map, (size_t)st.st_size, path, o, &d, &err) != 0)
+	if (kd_dec_open_buffer(map, (size_t)st.st_size, path, o, &d, &err) != 0)
 		exit(1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	munmap(map, (size_t)st.st_size);
 	return now_s() - t0;
 }
 
 int main(int argc, char **argv)
 {
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_opts o = { .no_symbols = 1 };
 	int runs = argc > 2 ? atoi(argv[2]) : 5;
 	double *r, *m;
 	struct stat st;

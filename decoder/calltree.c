@@ -13,13 +13,13 @@
  *                 node per thread (folded: the thread is the first frame);
  *                 otherwise they are roots themselves (explain).
  *   max_depth     a node this many frames below its root gets no function
- *                 children: one cut node (func KTRACE_DEC_NONE) takes
+ *                 children: one cut node (func KD_NONE) takes
  *                 everything deeper, and its `cut` says the most frames cut
  *                 there (folded: output stays linear in the calls).  0: no
  *                 limit.
  *
- * Streaming users call ktrace__ctree_child() per entry with the node of the
- * caller; whole-decode users call ktrace__ctree_place() per call, which
+ * Streaming users call kd_ctree_child() per entry with the node of the
+ * caller; whole-decode users call kd_ctree_place() per call, which
  * resolves the caller chain (a TRUNC_BEGIN parent may come after its
  * children in d->calls).
  */
@@ -28,7 +28,7 @@
 
 #include "decoder.h"
 
-void ktrace__ctree_init(struct ktrace_ctree *t, size_t esize, int thread_roots,
+void kd_ctree_init(struct kd_ctree *t, size_t esize, int thread_roots,
                         uint32_t max_depth)
 {
 	memset(t, 0, sizeof(*t));
@@ -37,36 +37,36 @@ void ktrace__ctree_init(struct ktrace_ctree *t, size_t esize, int thread_roots,
 	t->max_depth = max_depth;
 }
 
-void ktrace__ctree_free(struct ktrace_ctree *t)
+void kd_ctree_free(struct kd_ctree *t)
 {
-	ktrace__umap_free(&t->map);
+	kd_umap_free(&t->map);
 	free(t->n);
 	free(t->data);
 	free(t->chain);
 	memset(t, 0, sizeof(*t));
 }
 
-void *ktrace__ctree_data(const struct ktrace_ctree *t, uint32_t node)
+void *kd_ctree_data(const struct kd_ctree *t, uint32_t node)
 {
 	return t->data + (size_t)node * t->esize;
 }
 
 /* The node for key, created as (parent, func, kind) if new. */
-static uint32_t get(struct ktrace_ctree *t, uint64_t key, uint32_t parent, uint32_t func,
+static uint32_t get(struct kd_ctree *t, uint64_t key, uint32_t parent, uint32_t func,
                     uint32_t kind)
 {
-	uint32_t x = ktrace__umap_get(&t->map, key);
-	struct ktrace_ctree_node *n;
+	uint32_t x = kd_umap_get(&t->map, key);
+	struct kd_ctree_node *n;
 
-	if (x != KTRACE_DEC_NONE)
+	if (x != KD_NONE)
 		return x;
 	if (t->oom)
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	if (t->nn >= t->cap) {
 		uint32_t nc = t->cap ? t->cap * 2 : 256;
 
-		t->n = ktrace__xrealloc(t->n, (size_t)nc * sizeof(*t->n), "the call tree");
-		t->data = ktrace__xrealloc(t->data, (size_t)nc * (t->esize ? t->esize : 1),
+		t->n = kd_xrealloc(t->n, (size_t)nc * sizeof(*t->n), "the call tree");
+		t->data = kd_xrealloc(t->data, (size_t)nc * (t->esize ? t->esize : 1),
 		                           "the call tree");
 		t->cap = nc;
 	}
@@ -74,59 +74,59 @@ static uint32_t get(struct ktrace_ctree *t, uint64_t key, uint32_t parent, uint3
 	n->parent = parent;
 	n->func = func;
 	n->kind = kind;
-	n->depth = parent == KTRACE_DEC_NONE ? 0 : t->n[parent].depth + 1;
+	n->depth = parent == KD_NONE ? 0 : t->n[parent].depth + 1;
 	n->cut = 0;
-	n->first_child = n->next_sibling = KTRACE_DEC_NONE;
-	memset(ktrace__ctree_data(t, t->nn), 0, t->esize);
-	if (ktrace__umap_put(&t->map, key, t->nn)) {
+	n->first_child = n->next_sibling = KD_NONE;
+	memset(kd_ctree_data(t, t->nn), 0, t->esize);
+	if (kd_umap_put(&t->map, key, t->nn)) {
 		t->oom = 1;
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	}
 	return t->nn++;
 }
 
-uint32_t ktrace__ctree_root(struct ktrace_ctree *t, uint32_t thread)
+uint32_t kd_ctree_root(struct kd_ctree *t, uint32_t thread)
 {
 	/* key space above every (parent, func) key: parent + 1 < 2^32 */
-	return get(t, (1ull << 63) | thread, KTRACE_DEC_NONE, thread, KTRACE_CTREE_THREAD);
+	return get(t, (1ull << 63) | thread, KD_NONE, thread, KD_CTREE_THREAD);
 }
 
-uint32_t ktrace__ctree_child(struct ktrace_ctree *t, uint32_t parent, uint32_t func,
+uint32_t kd_ctree_child(struct kd_ctree *t, uint32_t parent, uint32_t func,
                              uint32_t frames)
 {
 	uint32_t x;
 
-	if (parent != KTRACE_DEC_NONE && t->n[parent].kind == KTRACE_CTREE_CUT)
+	if (parent != KD_NONE && t->n[parent].kind == KD_CTREE_CUT)
 		x = parent; /* below a cut node: the cut node */
-	else if (parent != KTRACE_DEC_NONE && t->max_depth && t->n[parent].depth >= t->max_depth)
-		x = get(t, ((uint64_t)(parent + 1) << 32) | KTRACE_DEC_NONE, parent, KTRACE_DEC_NONE,
-		        KTRACE_CTREE_CUT);
+	else if (parent != KD_NONE && t->max_depth && t->n[parent].depth >= t->max_depth)
+		x = get(t, ((uint64_t)(parent + 1) << 32) | KD_NONE, parent, KD_NONE,
+		        KD_CTREE_CUT);
 	else
 		return get(t, ((uint64_t)(parent + 1) << 32) | func, parent, func,
-		           KTRACE_CTREE_FUNC);
-	if (x != KTRACE_DEC_NONE && frames > t->max_depth && frames - t->max_depth > t->n[x].cut)
+		           KD_CTREE_FUNC);
+	if (x != KD_NONE && frames > t->max_depth && frames - t->max_depth > t->n[x].cut)
 		t->n[x].cut = frames - t->max_depth;
 	return x;
 }
 
-uint32_t ktrace__ctree_place(struct ktrace_ctree *t, const struct ktrace_dec *d,
+uint32_t kd_ctree_place(struct kd_ctree *t, const struct kd_dec *d,
                              uint32_t *node_of, uint32_t *frames, uint32_t i,
-                             int (*keep)(const struct ktrace_dec *d, uint32_t call, void *arg),
+                             int (*keep)(const struct kd_dec *d, uint32_t call, void *arg),
                              void *arg)
 {
 	uint32_t n = 0;
 
-	if (node_of[i] != KTRACE_DEC_NONE)
+	if (node_of[i] != KD_NONE)
 		return node_of[i];
 	/* The chain of kept callers not placed yet, innermost first. */
-	for (uint32_t c = i; c < d->ncalls && node_of[c] == KTRACE_DEC_NONE;
+	for (uint32_t c = i; c < d->ncalls && node_of[c] == KD_NONE;
 	     c = d->calls[c].parent) {
 		if (c != i && keep && !keep(d, c, arg))
 			break;
 		if (n >= t->capchain) {
 			uint32_t nc = t->capchain ? t->capchain * 2 : 64;
 
-			t->chain = ktrace__xrealloc(t->chain, (size_t)nc * sizeof(*t->chain),
+			t->chain = kd_xrealloc(t->chain, (size_t)nc * sizeof(*t->chain),
 			                            "the call tree");
 			t->capchain = nc;
 		}
@@ -137,28 +137,28 @@ uint32_t ktrace__ctree_place(struct ktrace_ctree *t, const struct ktrace_dec *d,
 	while (n--) {
 		uint32_t c = t->chain[n], p = d->calls[c].parent, pn, fr;
 
-		if (p < d->ncalls && node_of[p] != KTRACE_DEC_NONE) {
+		if (p < d->ncalls && node_of[p] != KD_NONE) {
 			pn = node_of[p];
 			fr = frames ? frames[p] + 1 : 0;
 		} else {
-			pn = t->thread_roots ? ktrace__ctree_root(t, d->calls[c].thread)
-			                     : KTRACE_DEC_NONE;
+			pn = t->thread_roots ? kd_ctree_root(t, d->calls[c].thread)
+			                     : KD_NONE;
 			fr = 1;
-			if (t->thread_roots && pn == KTRACE_DEC_NONE)
+			if (t->thread_roots && pn == KD_NONE)
 				break;
 		}
 		if (frames)
 			frames[c] = fr;
-		node_of[c] = ktrace__ctree_child(t, pn, d->calls[c].func, fr);
-		if (node_of[c] == KTRACE_DEC_NONE)
+		node_of[c] = kd_ctree_child(t, pn, d->calls[c].func, fr);
+		if (node_of[c] == KD_NONE)
 			break;
 	}
 	return node_of[i];
 }
 
-/* Sort state for ktrace__ctree_link (qsort has no context argument). */
-static int (*link_cmp)(const struct ktrace_ctree *t, uint32_t a, uint32_t b, void *arg);
-static const struct ktrace_ctree *link_t;
+/* Sort state for kd_ctree_link (qsort has no context argument). */
+static int (*link_cmp)(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg);
+static const struct kd_ctree *link_t;
 static void *link_arg;
 
 static int cmp_link(const void *a, const void *b)
@@ -166,16 +166,16 @@ static int cmp_link(const void *a, const void *b)
 	return link_cmp(link_t, *(const uint32_t *)a, *(const uint32_t *)b, link_arg);
 }
 
-int ktrace__ctree_link(struct ktrace_ctree *t,
-                       int (*cmp)(const struct ktrace_ctree *t, uint32_t a, uint32_t b, void *arg),
+int kd_ctree_link(struct kd_ctree *t,
+                       int (*cmp)(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg),
                        void *arg, uint32_t **roots, uint32_t *nroots)
 {
-	uint32_t *order = ktrace__xmalloc(((size_t)t->nn + 1) * sizeof(*order), "the call tree");
+	uint32_t *order = kd_xmalloc(((size_t)t->nn + 1) * sizeof(*order), "the call tree");
 	uint32_t nr = 0;
 
 	for (uint32_t i = 0; i < t->nn; i++) {
 		order[i] = i;
-		t->n[i].first_child = t->n[i].next_sibling = KTRACE_DEC_NONE;
+		t->n[i].first_child = t->n[i].next_sibling = KD_NONE;
 	}
 	if (cmp && t->nn > 1) {
 		link_cmp = cmp;
@@ -185,15 +185,15 @@ int ktrace__ctree_link(struct ktrace_ctree *t,
 	}
 	/* Prepend in reverse order: every child list ends up in cmp order. */
 	for (uint32_t k = t->nn; k-- > 0;) {
-		struct ktrace_ctree_node *x = &t->n[order[k]];
+		struct kd_ctree_node *x = &t->n[order[k]];
 
-		if (x->parent == KTRACE_DEC_NONE)
+		if (x->parent == KD_NONE)
 			continue;
 		x->next_sibling = t->n[x->parent].first_child;
 		t->n[x->parent].first_child = order[k];
 	}
 	for (uint32_t k = 0; k < t->nn; k++)
-		if (t->n[order[k]].parent == KTRACE_DEC_NONE)
+		if (t->n[order[k]].parent == KD_NONE)
 			order[nr++] = order[k];
 	*roots = order;
 	*nroots = nr;

@@ -4,13 +4,13 @@
  *
  * Stages (each takes in-memory input and can be tested alone):
  *
- *   1. read.c      ktrace__snap_read(): bytes -> struct ktrace_snap.  The only
+ *   1. read.c      kd_snap_read(): bytes -> struct kd_snap.  The only
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
- *   2. timeline.c  ktrace__snap_order(): groups blocks per core, oldest first.
+ *   2. timeline.c  kd_snap_order(): groups blocks per core, oldest first.
  *                  struct ktrace_core_iter: one core's records -> events with
  *                  absolute ticks and thread slots.
- *   3. timeline.c  ktrace__dec_build(): cuts the cores' streams into pieces of
+ *   3. timeline.c  kd_dec_build(): cuts the cores' streams into pieces of
  *                  one thread segment, walks each thread's pieces in order
  *                  and rebuilds its call stack across cores -> calls,
  *                  requests, marks, per-core thread runs.
@@ -18,16 +18,16 @@
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
  *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded.
  *
- * The one-call entry points for programs and tests are ktrace__dec_open_file()
- * and ktrace__dec_open_buffer(), which run stages 1-5.
+ * The one-call entry points for programs and tests are kd_dec_open_file()
+ * and kd_dec_open_buffer(), which run stages 1-5.
  *
- * Errors: functions return 0 or a negative KTRACE_DEC_E* code and fill a
- * struct ktrace_dec_error that names the file offset and what is wrong.
+ * Errors: functions return 0 or a negative KD_E* code and fill a
+ * struct kd_dec_error that names the file offset and what is wrong.
  * Problems that do not stop decoding (a damaged block, a damaged optional
- * section) are collected as warnings in struct ktrace_snap.warn.
+ * section) are collected as warnings in struct kd_snap.warn.
  */
-#ifndef KTRACE_DECODER_H
-#define KTRACE_DECODER_H
+#ifndef KD_DECODER_H
+#define KD_DECODER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,37 +35,37 @@
 
 #include "ktrace_format.h"
 
-#define KTRACE_DEC_NONE UINT32_MAX
+#define KD_NONE UINT32_MAX
 
 enum {
-	KTRACE_DEC_EFORMAT = -1, /* not a ktrace file, or unsupported */
-	KTRACE_DEC_ECORRUPT = -2, /* a ktrace file, but damaged beyond use */
-	KTRACE_DEC_ENOMEM = -3,
-	KTRACE_DEC_EIO = -4, /* could not open or read the file */
+	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
+	KD_ECORRUPT = -2, /* a ktrace file, but damaged beyond use */
+	KD_ENOMEM = -3,
+	KD_EIO = -4, /* could not open or read the file */
 };
 
-struct ktrace_dec_error {
+struct kd_dec_error {
 	uint64_t offset; /* bytes from file start; meaningful if has_offset */
 	int has_offset;
-	int code;        /* KTRACE_DEC_E* */
+	int code;        /* KD_E* */
 	char msg[320];   /* what is wrong, no file name, no newline */
 };
 
 /* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
-void ktrace__dec_error_format(const struct ktrace_dec_error *err, const char *file,
+void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len);
 
-/* Non-fatal problems, in file order.  At most KTRACE_DEC_MAX_WARN kept. */
-#define KTRACE_DEC_MAX_WARN 256
-struct ktrace_dec_warnings {
+/* Non-fatal problems, in file order.  At most KD_MAX_WARN kept. */
+#define KD_MAX_WARN 256
+struct kd_dec_warnings {
 	char **lines;     /* "offset 0x..: what" */
 	uint32_t n;       /* lines kept */
 	uint64_t total;   /* warnings raised, including ones not kept */
 };
 
-void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fmt, ...)
+void kd_warn(struct kd_dec_warnings *w, uint64_t offset, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-void ktrace__warnings_free(struct ktrace_dec_warnings *w);
+void kd_warnings_free(struct kd_dec_warnings *w);
 
 /*
  * Memory.  Running out of memory is fatal in the decoder, at the first
@@ -76,53 +76,53 @@ void ktrace__warnings_free(struct ktrace_dec_warnings *w);
  * (they never return NULL), except the image of an ELF file in symbols.c:
  * when that is refused, only that file's names are lost, with a warning.
  */
-void ktrace__dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
-void *ktrace__xmalloc(size_t n, const char *what);
-void *ktrace__xcalloc(size_t n, size_t size, const char *what);
-void *ktrace__xrealloc(void *p, size_t n, const char *what);
-char *ktrace__xstrdup(const char *s, const char *what);
+void kd_dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
+void *kd_xmalloc(size_t n, const char *what);
+void *kd_xcalloc(size_t n, size_t size, const char *what);
+void *kd_xrealloc(void *p, size_t n, const char *what);
+char *kd_xstrdup(const char *s, const char *what);
 
 /*
  * Test hook (NULL in normal use): called before each chunk of a snapshot or
  * an ELF file is read, with the path, bytes read so far and the size fstat
  * gave.  Tests use it to truncate a file at a known moment.
  */
-extern void (*ktrace__dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+extern void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
 
 /* ---- stage 1: read ------------------------------------------------------ */
 
-struct ktrace_snap_block {
+struct kd_snap_block {
 	uint64_t offset;        /* bytes: file offset of the struct ktrace_block_rec */
 	const uint8_t *words;   /* nwords little-endian u32, inside the input buffer */
 	uint32_t nwords;        /* valid words, 5..KTRACE_BLOCK_WORDS */
 	uint32_t cpu;           /* ring the block came from */
 	uint32_t start;         /* S: the core's word counter at block start */
-	uint32_t core;          /* index in ktrace_snap.cores (set by ktrace__snap_order) */
+	uint32_t core;          /* index in kd_snap.cores (set by kd_snap_order) */
 };
 
-struct ktrace_snap_core {
+struct kd_snap_core {
 	uint32_t cpu;           /* cpu number */
 	int have_rec;           /* CORES section had this cpu */
 	struct ktrace_core_rec rec; /* copy, if have_rec */
 	int wrapped;            /* ring reused older blocks: oldest data is gone */
-	uint32_t first_block;   /* index in ktrace_snap.blocks, blocks oldest first */
+	uint32_t first_block;   /* index in kd_snap.blocks, blocks oldest first */
 	uint32_t nblocks;       /* blocks of this core in the file (undamaged) */
 };
 
-struct ktrace_snap_name {
+struct kd_snap_name {
 	uint32_t id;            /* name id used by MARK/SPAN/REQ records */
 	uint16_t kind;          /* enum ktrace_name_kind */
 	char *str;              /* NUL-terminated copy */
 };
 
-struct ktrace_snap_module {
+struct kd_snap_module {
 	uint64_t start;         /* first mapped address */
 	uint64_t end;           /* one past the last */
 	uint64_t file_offset;   /* bytes: offset in the file of start */
 	char *path;             /* NUL-terminated copy */
 };
 
-struct ktrace_snap {
+struct kd_snap {
 	const uint8_t *buf;     /* the whole file (not owned) */
 	size_t len;             /* bytes */
 	struct ktrace_file_header hdr;
@@ -134,9 +134,9 @@ struct ktrace_snap {
 	uint32_t nfuncs;                       /* FUNCS entries */
 	struct ktrace_thread_rec *threads;     /* sorted by slot, names NUL-terminated */
 	uint32_t nthreads;
-	struct ktrace_snap_name *names;        /* sorted by id */
+	struct kd_snap_name *names;        /* sorted by id */
 	uint32_t nnames;
-	struct ktrace_snap_module *modules;    /* sorted by start */
+	struct kd_snap_module *modules;    /* sorted by start */
 	uint32_t nmodules;
 	int have_loss;
 	struct ktrace_loss_rec loss;
@@ -149,13 +149,13 @@ struct ktrace_snap {
 	struct ktrace_budget_core_rec *budget_cores; /* budget.ncores */
 	struct ktrace_muted_rec *muted;        /* muted / excluded functions */
 	uint32_t nmuted;
-	struct ktrace_snap_block *blocks;      /* undamaged blocks */
+	struct kd_snap_block *blocks;      /* undamaged blocks */
 	uint32_t nblocks;
-	struct ktrace_snap_core *cores;        /* by cpu number (ktrace__snap_order) */
+	struct kd_snap_core *cores;        /* by cpu number (kd_snap_order) */
 	uint32_t ncores;
 	uint32_t damaged_blocks;               /* blocks skipped: CRC or structure */
 	uint32_t unreadable_blocks;            /* entries lost to a broken BLOCKS walk */
-	struct ktrace_dec_warnings warn;
+	struct kd_dec_warnings warn;
 	/* SCHED section (read_sched): have_sched = 0 for files without one */
 	int have_sched;
 	struct ktrace_sched_hdr sched;         /* what NUL-terminated */
@@ -167,24 +167,24 @@ struct ktrace_snap {
 
 /*
  * Parse and validate buf[0..len).  On success snap refers into buf (keep it
- * alive).  Returns 0 or KTRACE_DEC_E*; on error err says where and what.
+ * alive).  Returns 0 or KD_E*; on error err says where and what.
  */
-int ktrace__snap_read(const void *buf, size_t len, struct ktrace_snap *snap,
-                      struct ktrace_dec_error *err);
-void ktrace__snap_free(struct ktrace_snap *snap);
-const char *ktrace__section_name(uint32_t type);
-const char *ktrace__loss_name(unsigned cause);
+int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
+                      struct kd_dec_error *err);
+void kd_snap_free(struct kd_snap *snap);
+const char *kd_section_name(uint32_t type);
+const char *kd_loss_name(unsigned cause);
 /* Name id -> string, or NULL. */
-const char *ktrace__snap_name(const struct ktrace_snap *snap, uint32_t id);
-const struct ktrace_thread_rec *ktrace__snap_thread(const struct ktrace_snap *snap,
+const char *kd_snap_name(const struct kd_snap *snap, uint32_t id);
+const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
                                                     uint32_t slot);
 
 /* ---- stage 2: per-core record iterator ---------------------------------- */
 
 /* Group blocks per core and order each core's blocks by S, oldest first. */
-int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err);
+int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err);
 
-enum ktrace_dec_kind {
+enum kd_dec_kind {
 	KTRACE_DK_ENTER = 1,      /* id = compact function id */
 	KTRACE_DK_EXIT,           /* id = compact function id */
 	KTRACE_DK_ENTER_ADDR,     /* value = function address */
@@ -196,20 +196,20 @@ enum ktrace_dec_kind {
 	KTRACE_DK_REQ_END,        /* id = kind name id, value = request id */
 };
 
-struct ktrace_dec_event {
+struct kd_dec_event {
 	uint64_t tick;            /* ticks: TSC >> tsc_shift */
-	uint64_t value;           /* see enum ktrace_dec_kind */
-	uint32_t id;              /* see enum ktrace_dec_kind */
+	uint64_t value;           /* see enum kd_dec_kind */
+	uint32_t id;              /* see enum kd_dec_kind */
 	uint32_t slot;            /* thread slot named by BLOCK_START/THREAD */
-	uint32_t core;            /* index in ktrace_snap.cores */
-	uint32_t kind;            /* enum ktrace_dec_kind */
+	uint32_t core;            /* index in kd_snap.cores */
+	uint32_t kind;            /* enum kd_dec_kind */
 	uint32_t seg;             /* the thread's segment number (THREAD seq),
-	                             KTRACE_DEC_NONE if the writer gave none */
+	                             KD_NONE if the writer gave none */
 };
 
 struct ktrace_core_iter {
-	const struct ktrace_snap *snap;
-	struct ktrace_dec_warnings *warn; /* damaged block tails go here (may be NULL) */
+	const struct kd_snap *snap;
+	struct kd_dec_warnings *warn; /* damaged block tails go here (may be NULL) */
 	uint32_t core;            /* index in snap->cores */
 	uint32_t blk;             /* next block index in snap->blocks */
 	uint32_t blk_end;         /* one past this core's last block */
@@ -221,7 +221,7 @@ struct ktrace_core_iter {
 	uint64_t tick;            /* ticks: reference */
 	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
 	uint32_t slot;            /* current thread slot */
-	uint32_t seg;             /* current segment number, KTRACE_DEC_NONE if unknown */
+	uint32_t seg;             /* current segment number, KD_NONE if unknown */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */
 	uint32_t ev_pos;          /* word where the record returned last starts */
@@ -229,43 +229,43 @@ struct ktrace_core_iter {
 	uint64_t ev_ref_tick;     /* ticks: reference before that record */
 };
 
-void ktrace__core_iter_init(struct ktrace_core_iter *it, const struct ktrace_snap *snap,
-                            uint32_t core, struct ktrace_dec_warnings *warn);
+void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
+                            uint32_t core, struct kd_dec_warnings *warn);
 /* 1: *ev filled; 0: end of this core's records. */
-int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev);
+int kd_core_iter_next(struct ktrace_core_iter *it, struct kd_dec_event *ev);
 /* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
  * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
-void ktrace__core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
 /* Tick of a block's BLOCK_START (the block was validated by the reader). */
-uint64_t ktrace__block_start_tick(const struct ktrace_snap *snap,
-                                  const struct ktrace_snap_block *b);
+uint64_t kd_block_start_tick(const struct kd_snap *snap,
+                                  const struct kd_snap_block *b);
 
 /* ---- stage 3: decoded result -------------------------------------------- */
 
-enum ktrace_dec_call_flags {
+enum kd_dec_call_flags {
 	KTRACE_CALL_TRUNC_BEGIN = 1u << 0, /* entry before the window: begin = window start */
 	KTRACE_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
 	KTRACE_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
 	KTRACE_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
 };
 
-enum ktrace_dec_func_kind {
+enum kd_dec_func_kind {
 	KTRACE_FUNC_ADDR = 0,     /* a code address (from FUNCS or *_ADDR records) */
 	KTRACE_FUNC_SPAN = 1,     /* a span name */
 	KTRACE_FUNC_UNKNOWN_ID = 2, /* a compact id FUNCS did not list */
 };
 
-struct ktrace_dec_func {
+struct kd_dec_func {
 	uint64_t addr;            /* code address (KTRACE_FUNC_ADDR) */
 	uint32_t id;              /* span name id, or the unknown compact id */
-	uint32_t kind;            /* enum ktrace_dec_func_kind */
+	uint32_t kind;            /* enum kd_dec_func_kind */
 	const char *name;         /* resolved name (never NULL after decode) */
 	const char *short_name;   /* name for timelines: long C++ names
 	                             shortened (names.c); == name if short */
 };
 
-struct ktrace_dec_thread {
+struct kd_dec_thread {
 	uint32_t slot;            /* 1-based slot used in records */
 	int32_t tid;              /* kernel thread id, 0 if unknown */
 	uint32_t flags;           /* enum ktrace_thread_flags */
@@ -277,42 +277,42 @@ struct ktrace_dec_thread {
 	uint64_t start_tick;      /* ticks: where its truncated-begin calls start */
 };
 
-struct ktrace_dec_call {
+struct kd_dec_call {
 	uint64_t begin;           /* ticks */
 	uint64_t end;             /* ticks */
 	uint64_t self;            /* ticks: end - begin - children */
-	uint32_t func;            /* index in ktrace_dec.funcs */
-	uint32_t thread;          /* index in ktrace_dec.threads */
-	uint32_t parent;          /* call index, or KTRACE_DEC_NONE */
+	uint32_t func;            /* index in kd_dec.funcs */
+	uint32_t thread;          /* index in kd_dec.threads */
+	uint32_t parent;          /* call index, or KD_NONE */
 	uint32_t depth;           /* 0 = outermost known frame of the thread */
 	uint32_t core;            /* core index of the entry (or exit if truncated) */
-	uint32_t flags;           /* enum ktrace_dec_call_flags */
+	uint32_t flags;           /* enum kd_dec_call_flags */
 };
 
-enum ktrace_dec_req_flags {
+enum kd_dec_req_flags {
 	KTRACE_REQ_TRUNC_BEGIN = 1u << 0,
 	KTRACE_REQ_TRUNC_END = 1u << 1,
 	KTRACE_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
 };
 
-struct ktrace_dec_request {
+struct kd_dec_request {
 	uint64_t begin;           /* ticks */
 	uint64_t end;             /* ticks */
 	uint64_t id;              /* request id from the records */
 	uint32_t kind;            /* name id of the kind */
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
-	uint32_t flags;           /* enum ktrace_dec_req_flags */
+	uint32_t flags;           /* enum kd_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
 	/* Recorded order, for calls that share a boundary tick (indices into
-	 * ktrace_dec.calls, which holds a thread's calls in recorded order;
-	 * KTRACE_DEC_NONE where the record is not in the window, or the end
+	 * kd_dec.calls, which holds a thread's calls in recorded order;
+	 * KD_NONE where the record is not in the window, or the end
 	 * came from another thread): */
 	uint32_t call_first;      /* first call entered after the begin record */
 	uint32_t call_end;        /* first call entered after the end record */
 	uint32_t open_at_end;     /* innermost call still open at the end record */
 };
 
-struct ktrace_dec_mark {
+struct kd_dec_mark {
 	uint64_t tick;            /* ticks */
 	uint64_t value;           /* ktrace_mark() value */
 	uint32_t name;            /* name id */
@@ -321,7 +321,7 @@ struct ktrace_dec_mark {
 };
 
 /* A run of consecutive records of one thread on one core. */
-struct ktrace_dec_run {
+struct kd_dec_run {
 	uint64_t begin;           /* ticks: first record */
 	uint64_t end;             /* ticks: last record */
 	uint64_t events;
@@ -329,7 +329,7 @@ struct ktrace_dec_run {
 	uint32_t thread;          /* thread index */
 };
 
-struct ktrace_dec_core_stats {
+struct kd_dec_core_stats {
 	uint64_t first_tick;      /* ticks: oldest surviving record (or block start) */
 	uint64_t last_tick;       /* ticks: newest record */
 	uint64_t events;          /* records decoded in the window */
@@ -339,20 +339,20 @@ struct ktrace_dec_core_stats {
 	int has_data;
 };
 
-struct ktrace_dec_opts {
+struct kd_dec_opts {
 	int all;                  /* keep data before the complete window */
 	int no_symbols;           /* never open ELF files (fuzzing) */
 	const char *sysroot;      /* prefix for module paths, or NULL */
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
 };
 
-struct ktrace_dec {
+struct kd_dec {
 	char *file;               /* name for messages */
 	void *map;                /* owned file mapping or copy, or NULL */
 	size_t map_len;           /* bytes */
 	int map_is_mmap;
-	struct ktrace_snap snap;
-	struct ktrace_dec_opts opts;
+	struct kd_snap snap;
+	struct kd_dec_opts opts;
 	uint32_t shift;           /* info.tsc_shift */
 	uint64_t tsc_hz;          /* info.tsc_hz */
 	uint64_t window_start;    /* ticks: complete window start (or data start, --all) */
@@ -365,23 +365,23 @@ struct ktrace_dec {
 	                             may be missing on some core, so they are dropped
 	                             (UINT64_MAX: no cut, or --all) */
 	uint64_t dropped_after;   /* records after window_cut */
-	struct ktrace_dec_func *funcs;     uint32_t nfuncs;
-	struct ktrace_dec_thread *threads; uint32_t nthreads;
-	struct ktrace_dec_call *calls;     uint32_t ncalls;  /* grouped by thread, in entry
+	struct kd_dec_func *funcs;     uint32_t nfuncs;
+	struct kd_dec_thread *threads; uint32_t nthreads;
+	struct kd_dec_call *calls;     uint32_t ncalls;  /* grouped by thread, in entry
 	                                     order within one (a TRUNC_BEGIN call is
 	                                     added at its exit); parent < child except
 	                                     for TRUNC_BEGIN parents */
-	struct ktrace_dec_request *reqs;   uint32_t nreqs;   /* in begin order */
-	struct ktrace_dec_mark *marks;     uint32_t nmarks;
-	struct ktrace_dec_run *runs;       uint32_t nruns;
-	struct ktrace_dec_core_stats *core_stats; /* [snap.ncores] */
-	uint32_t trigger_req;     /* request index of the trigger, or KTRACE_DEC_NONE */
+	struct kd_dec_request *reqs;   uint32_t nreqs;   /* in begin order */
+	struct kd_dec_mark *marks;     uint32_t nmarks;
+	struct kd_dec_run *runs;       uint32_t nruns;
+	struct kd_dec_core_stats *core_stats; /* [snap.ncores] */
+	uint32_t trigger_req;     /* request index of the trigger, or KD_NONE */
 	uint64_t unmatched_exits; /* exits with no entry (counted as truncated-begin) */
 	uint64_t lost_exits;      /* frames closed by an outer exit */
 	/* Scheduling (sched.c, after stage 3; nothing when not recorded). */
-	struct ktrace_dec_offcpu *offcpu;  uint32_t noffcpu;  /* by thread, then begin */
+	struct kd_dec_offcpu *offcpu;  uint32_t noffcpu;  /* by thread, then begin */
 	uint32_t *offcpu_first;   /* [nthreads + 1]: thread t's are offcpu[first[t]..first[t+1]) */
-	struct ktrace_dec_oncpu *oncpu;    uint32_t noncpu;   /* by core, then begin */
+	struct kd_dec_oncpu *oncpu;    uint32_t noncpu;   /* by core, then begin */
 	int sched;                /* switch records decoded (status RECORDED) */
 	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
 	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
@@ -393,39 +393,39 @@ struct ktrace_dec {
 
 /* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
  * copied). */
-int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
-                          struct ktrace_dec **out, struct ktrace_dec_error *err);
-int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
-                            const struct ktrace_dec_opts *opts, struct ktrace_dec **out,
-                            struct ktrace_dec_error *err);
-void ktrace__dec_free(struct ktrace_dec *d);
+int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
+                          struct kd_dec **out, struct kd_dec_error *err);
+int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
+                            const struct kd_dec_opts *opts, struct kd_dec **out,
+                            struct kd_dec_error *err);
+void kd_dec_free(struct kd_dec *d);
 /* open() a path for reading without blocking (O_NONBLOCK, cleared after
  * fstat fills *st); the caller checks the file type.  fd or -1 (errno). */
 struct stat;
-int ktrace__dec_open_path(const char *path, struct stat *st);
-/* pread() n bytes at off into buf, in chunks (ktrace__dec_read_hook runs
+int kd_dec_open_path(const char *path, struct stat *st);
+/* pread() n bytes at off into buf, in chunks (kd_dec_read_hook runs
  * before each; total is for the hook).  Returns the bytes read: fewer than
  * n with errno set on an error, with errno 0 at end of file. */
-uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total);
 
 /* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
-int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err);
+int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
 
 /* ---- stage 3b: scheduling (sched.c) ------------------------------------- */
 
-enum ktrace_dec_off_why { KTRACE_OFF_BLOCKED = 0, KTRACE_OFF_PREEMPTED = 1 };
+enum kd_dec_off_why { KTRACE_OFF_BLOCKED = 0, KTRACE_OFF_PREEMPTED = 1 };
 
 /* A thread off the cpu: from leaving it to getting one again. */
-struct ktrace_dec_offcpu {
+struct kd_dec_offcpu {
 	uint64_t begin;           /* ticks: switch out */
 	uint64_t end;             /* ticks: switch in (or sched_to if none) */
 	uint32_t thread;          /* thread index */
-	uint32_t why;             /* enum ktrace_dec_off_why */
+	uint32_t why;             /* enum kd_dec_off_why */
 };
 
 /* One of the process's threads on a core. */
-struct ktrace_dec_oncpu {
+struct kd_dec_oncpu {
 	uint64_t begin;           /* ticks: switch in (or sched_from) */
 	uint64_t end;             /* ticks: switch out (or sched_to) */
 	uint32_t thread;          /* thread index */
@@ -433,136 +433,136 @@ struct ktrace_dec_oncpu {
 };
 
 /* Turn the SCHED section into offcpu/oncpu intervals (threads seen only
- * there are added to d->threads); 0 or KTRACE_DEC_ENOMEM. */
-int ktrace__dec_sched(struct ktrace_dec *d);
+ * there are added to d->threads); 0 or KD_ENOMEM. */
+int kd_dec_sched(struct kd_dec *d);
 /* Off-CPU ticks of a thread inside [b, e): out[KTRACE_OFF_BLOCKED],
  * out[KTRACE_OFF_PREEMPTED]. */
-void ktrace__dec_offcpu_in(const struct ktrace_dec *d, uint32_t thread, uint64_t b, uint64_t e,
+void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2]);
 /* "scheduling: ..." line for the summary (status, switches, losses, why not). */
-void ktrace__dec_sched_status(const struct ktrace_dec *d, char *buf, size_t len);
+void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len);
 /* "<d> on-CPU, <d> blocked, <d> preempted" for wall ticks and off[2] ticks. */
-void ktrace__dec_fmt_split(const struct ktrace_dec *d, uint64_t wall, const uint64_t off[2],
+void kd_dec_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
                            char *buf, size_t len);
 
 /* ---- stage 4: time ------------------------------------------------------ */
 
 /* Ticks (a difference) -> ns, saturating. */
-uint64_t ktrace__dec_ticks_ns(const struct ktrace_dec *d, uint64_t ticks);
+uint64_t kd_dec_ticks_ns(const struct kd_dec *d, uint64_t ticks);
 /* Absolute tick -> CLOCK_REALTIME ns since the epoch. */
-int64_t ktrace__dec_wall_ns(const struct ktrace_dec *d, uint64_t tick);
+int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick);
 /* Same on a snapshot alone, on a full (unshifted) counter value. */
-int64_t ktrace__snap_wall_ns(const struct ktrace_snap *snap, uint64_t tsc);
+int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc);
 /* "HH:MM:SS.nnnnnnnnn" (UTC) into buf[32]; "YYYY-MM-DD " prefixed if date. */
-void ktrace__fmt_wall(int64_t ns, int date, char *buf, size_t len);
+void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len);
 /* "12.345 ms" style, adaptive unit, into buf. */
-void ktrace__fmt_dur(uint64_t ns, char *buf, size_t len);
+void kd_fmt_dur(uint64_t ns, char *buf, size_t len);
 
 /* ---- stage 5: symbols --------------------------------------------------- */
 
 /* Fill d->funcs[].name. Never fails: unresolvable addresses get hex names. */
-void ktrace__dec_symbolize(struct ktrace_dec *d);
-void ktrace__symcache_free(void *cache);
+void kd_dec_symbolize(struct kd_dec *d);
+void kd_symcache_free(void *cache);
 
 /* One ELF file's function symbols, for tests and tools. */
 struct ktrace_elf;
-int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_dec_error *err);
+int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *err);
 /* Parse an ELF image in memory (copied). */
-int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
-                      struct ktrace_dec_error *err);
+int kd_elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+                      struct kd_dec_error *err);
 /* Function symbol containing the ELF virtual address, or NULL. */
-const char *ktrace__elf_lookup(const struct ktrace_elf *elf, uint64_t vaddr, uint64_t *sym_start);
+const char *kd_elf_lookup(const struct ktrace_elf *elf, uint64_t vaddr, uint64_t *sym_start);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
-int ktrace__elf_offset_to_vaddr(const struct ktrace_elf *elf, uint64_t off, uint64_t *vaddr);
-void ktrace__elf_free(struct ktrace_elf *elf);
+int kd_elf_offset_to_vaddr(const struct ktrace_elf *elf, uint64_t off, uint64_t *vaddr);
+void kd_elf_free(struct ktrace_elf *elf);
 
 /* ---- helpers shared by the sinks ---------------------------------------- */
 
-const char *ktrace__dec_func_name(const struct ktrace_dec *d, uint32_t func);
+const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func);
 /* The timeline form of a function's name (names.c). */
-const char *ktrace__dec_func_short(const struct ktrace_dec *d, uint32_t func);
+const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func);
 
 /* ---- C++ names (names.c) ------------------------------------------------ */
 
 #define KTRACE_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
-int ktrace__name_is_mangled(const char *name);
+int kd_name_is_mangled(const char *name);
 /* Demangled copy (free() it) of an Itanium C++ name; NULL if name is not
  * one, does not demangle, or no C++ runtime (libstdc++) is installed. */
-char *ktrace__demangle(const char *name);
-int ktrace__demangler_missing(void);
+char *kd_demangle(const char *name);
+int kd_demangler_missing(void);
 /* name, or its short form written into buf. */
-const char *ktrace__name_shorten(const char *name, char *buf, size_t cap);
+const char *kd_name_shorten(const char *name, char *buf, size_t cap);
 /* Name id -> string; unknown ids get "name#N" (static buffer per call site: copy it). */
-const char *ktrace__dec_name(const struct ktrace_dec *d, uint32_t id, char *buf, size_t len);
+const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len);
 /* "name/tid" label of a thread into buf. */
-const char *ktrace__dec_thread_label(const struct ktrace_dec *d, uint32_t thread,
+const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
                                      char *buf, size_t len);
 /* Decoder-owned string copy (lives as long as d). */
-const char *ktrace__dec_strdup(struct ktrace_dec *d, const char *s);
+const char *kd_dec_strdup(struct kd_dec *d, const char *s);
 
 /* Small hash map u64 -> u32 (open addressing), shared by the stages. */
 struct ktrace_umap {
 	uint64_t *keys;
-	uint32_t *vals;           /* KTRACE_DEC_NONE = empty */
+	uint32_t *vals;           /* KD_NONE = empty */
 	uint32_t cap;             /* power of two */
 	uint32_t n;
 };
-uint32_t ktrace__umap_get(const struct ktrace_umap *m, uint64_t k); /* or KTRACE_DEC_NONE */
-int ktrace__umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
-void ktrace__umap_free(struct ktrace_umap *m);
+uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k); /* or KD_NONE */
+int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
+void kd_umap_free(struct ktrace_umap *m);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 
-enum ktrace_ctree_kind {
-	KTRACE_CTREE_FUNC = 0,    /* func: a function index */
-	KTRACE_CTREE_THREAD = 1,  /* a thread's root (thread_roots): func = thread index */
-	KTRACE_CTREE_CUT = 2,     /* everything below max_depth frames (func NONE) */
+enum kd_ctree_kind {
+	KD_CTREE_FUNC = 0,    /* func: a function index */
+	KD_CTREE_THREAD = 1,  /* a thread's root (thread_roots): func = thread index */
+	KD_CTREE_CUT = 2,     /* everything below max_depth frames (func NONE) */
 };
 
-struct ktrace_ctree_node {
-	uint32_t parent;          /* node index, KTRACE_DEC_NONE for a root */
-	uint32_t func;            /* see enum ktrace_ctree_kind */
-	uint32_t kind;            /* enum ktrace_ctree_kind */
+struct kd_ctree_node {
+	uint32_t parent;          /* node index, KD_NONE for a root */
+	uint32_t func;            /* see enum kd_ctree_kind */
+	uint32_t kind;            /* enum kd_ctree_kind */
 	uint32_t depth;           /* nodes above it (a root: 0) */
 	uint32_t cut;             /* CUT node: the most frames cut below its parent */
-	uint32_t first_child, next_sibling; /* set by ktrace__ctree_link */
+	uint32_t first_child, next_sibling; /* set by kd_ctree_link */
 };
 
-struct ktrace_ctree {
-	struct ktrace_ctree_node *n;
+struct kd_ctree {
+	struct kd_ctree_node *n;
 	uint32_t nn, cap;
 	unsigned char *data;      /* nn payloads of esize bytes, zeroed when created */
 	size_t esize;
 	int thread_roots;         /* calls without a placed parent hang under their thread */
 	uint32_t max_depth;       /* cut below this depth (0: never) */
 	struct ktrace_umap map;   /* (parent node + 1, func) -> node */
-	uint32_t *chain;          /* scratch for ktrace__ctree_place */
+	uint32_t *chain;          /* scratch for kd_ctree_place */
 	uint32_t capchain;
 	int oom;                  /* a map insertion failed: the tree is incomplete */
 };
 
-void ktrace__ctree_init(struct ktrace_ctree *t, size_t esize, int thread_roots,
+void kd_ctree_init(struct kd_ctree *t, size_t esize, int thread_roots,
                         uint32_t max_depth);
-void ktrace__ctree_free(struct ktrace_ctree *t);
-void *ktrace__ctree_data(const struct ktrace_ctree *t, uint32_t node);
+void kd_ctree_free(struct kd_ctree *t);
+void *kd_ctree_data(const struct kd_ctree *t, uint32_t node);
 /* A thread's root node (thread_roots trees). */
-uint32_t ktrace__ctree_root(struct ktrace_ctree *t, uint32_t thread);
-/* The node of func called from node parent (KTRACE_DEC_NONE: a root), at
+uint32_t kd_ctree_root(struct kd_ctree *t, uint32_t thread);
+/* The node of func called from node parent (KD_NONE: a root), at
  * `frames` frames below the thread root (for the cut count).  NONE: oom. */
-uint32_t ktrace__ctree_child(struct ktrace_ctree *t, uint32_t parent, uint32_t func,
+uint32_t kd_ctree_child(struct kd_ctree *t, uint32_t parent, uint32_t func,
                              uint32_t frames);
 /* Place call i of d (and its callers that keep() accepts, NULL: all) in the
- * tree: node_of[] (d->ncalls entries, KTRACE_DEC_NONE = not placed) and
+ * tree: node_of[] (d->ncalls entries, KD_NONE = not placed) and
  * optional frames[] (depth below the thread root) are filled for them.
  * Returns i's node, NONE if out of memory. */
-uint32_t ktrace__ctree_place(struct ktrace_ctree *t, const struct ktrace_dec *d,
+uint32_t kd_ctree_place(struct kd_ctree *t, const struct kd_dec *d,
                              uint32_t *node_of, uint32_t *frames, uint32_t i,
-                             int (*keep)(const struct ktrace_dec *d, uint32_t call, void *arg),
+                             int (*keep)(const struct kd_dec *d, uint32_t call, void *arg),
                              void *arg);
 /* Link children in cmp order (NULL: creation order); *roots (malloc'ed, free
  * it) gets the roots in that order.  0. */
-int ktrace__ctree_link(struct ktrace_ctree *t,
-                       int (*cmp)(const struct ktrace_ctree *t, uint32_t a, uint32_t b, void *arg),
+int kd_ctree_link(struct kd_ctree *t,
+                       int (*cmp)(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg),
                        void *arg, uint32_t **roots, uint32_t *nroots);
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
@@ -574,15 +574,15 @@ struct ktrace_out_opts {
 	int quiet;                /* -q */
 };
 
-void ktrace__out_summary(FILE *f, const struct ktrace_dec *d);
-void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
+void kd_out_summary(FILE *f, const struct kd_dec *d);
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
-void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
-void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
-void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
+void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
-#define KTRACE_DEC_FOLD_DEPTH 512u
-void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o);
+#define KD_FOLD_DEPTH 512u
+void kd_out_folded(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */
 struct ktrace_chrome {
@@ -591,34 +591,34 @@ struct ktrace_chrome {
 	int64_t base_wall_ns;     /* ns since epoch: ts 0 of the trace */
 	int have_base;
 };
-void ktrace__out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns);
-void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d,
+void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns);
+void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d,
                              int64_t pid, const struct ktrace_out_opts *o);
-void ktrace__out_chrome_end(struct ktrace_chrome *c);
+void kd_out_chrome_end(struct ktrace_chrome *c);
 
 /* HTML timeline (out-html.c): one self-contained page for all files.  A page
  * holds at most KTRACE_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
  * nothing is written, stderr says how to cut the window, and -1 returns. */
 #define KTRACE_HTML_MAX_CALLS 20000000ull
-int ktrace__out_html(FILE *f, struct ktrace_dec **decs, int n, const struct ktrace_out_opts *o);
+int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_opts *o);
 /* Calls the page would hold (--thread applied). */
-uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n,
+uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
                             const struct ktrace_out_opts *o);
 
 /* Perfetto protobuf trace of all decoded files (NULL entries skipped), one
  * process group per process; several snapshots of one process merged
- * (out-perfetto.c).  0 or KTRACE_DEC_ENOMEM; write errors show in ferror(f). */
-int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
+ * (out-perfetto.c).  0 or KD_ENOMEM; write errors show in ferror(f). */
+int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
                          const struct ktrace_out_opts *o);
 
 /* The window budget (out-budget.c): the summary's lines, the note the
  * other sinks print ("self time includes muted calls: ..."), whether a
  * function is muted (index in snap.muted, or -1), and --format exclude. */
-void ktrace__out_budget(FILE *f, const struct ktrace_dec *d);
-void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *prefix);
-const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t len);
-int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func);
-void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d);
+void kd_out_budget(FILE *f, const struct kd_dec *d);
+void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
+const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
+int kd_dec_muted(const struct kd_dec *d, uint32_t func);
+void kd_out_exclude(FILE *f, const struct kd_dec *d);
 
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {
@@ -630,10 +630,10 @@ struct ktrace_func_stats {
 	double mean;              /* ns */
 };
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
-struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t tid,
+struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
 
-/* Explain: the chosen request (trigger, else slowest) or KTRACE_DEC_NONE. */
-uint32_t ktrace__explain_pick(const struct ktrace_dec *d, uint32_t *median);
+/* Explain: the chosen request (trigger, else slowest) or KD_NONE. */
+uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);
 
-#endif /* KTRACE_DECODER_H */
+#endif /* KD_DECODER_H */

@@ -98,9 +98,9 @@ static int parse_u64(const char *s, uint64_t *v)
 	return 0;
 }
 
-static void print_warnings(const struct ktrace_dec *d, int quiet)
+static void print_warnings(const struct kd_dec *d, int quiet)
 {
-	const struct ktrace_dec_warnings *w = &d->snap.warn;
+	const struct kd_dec_warnings *w = &d->snap.warn;
 	uint32_t show = quiet ? 0 : (w->n < 20 ? w->n : 20);
 
 	for (uint32_t i = 0; i < show; i++)
@@ -126,12 +126,12 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct ktrace_dec_opts dopts = { 0 };
+	struct kd_dec_opts dopts = { 0 };
 	struct ktrace_out_opts oopts = { 0 };
 	enum fmt fmt = F_SUMMARY;
 	const char *out_path = NULL;
 	char *tmp_path = NULL;
-	struct ktrace_dec **decs;
+	struct kd_dec **decs;
 	FILE *out = stdout;
 	int c, nfiles, status = 0, write_err = 0, direct = 0;
 	struct stat st;
@@ -186,17 +186,17 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	decs = ktrace__xcalloc((size_t)nfiles, sizeof(*decs), "the file list");
+	decs = kd_xcalloc((size_t)nfiles, sizeof(*decs), "the file list");
 	if (!decs) {
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
 	}
 	for (int i = 0; i < nfiles; i++) {
-		struct ktrace_dec_error err;
+		struct kd_dec_error err;
 		char msg[512];
 
-		if (ktrace__dec_open_file(argv[optind + i], &dopts, &decs[i], &err) != 0) {
-			ktrace__dec_error_format(&err, argv[optind + i], msg, sizeof(msg));
+		if (kd_dec_open_file(argv[optind + i], &dopts, &decs[i], &err) != 0) {
+			kd_dec_error_format(&err, argv[optind + i], msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
 			status = 1;
 			continue;
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
 		size_t n = strlen(out_path) + 16;
 		int fd;
 
-		tmp_path = ktrace__xmalloc(n, "the output path");
+		tmp_path = kd_xmalloc(n, "the output path");
 		if (!tmp_path) {
 			fprintf(stderr, "ktrace-decode: out of memory\n");
 			return 1;
@@ -239,27 +239,27 @@ int main(int argc, char **argv)
 	}
 
 	if (fmt == F_PERFETTO) {
-		if (ktrace__out_perfetto(out, decs, (uint32_t)nfiles, &oopts) != 0) {
+		if (kd_out_perfetto(out, decs, (uint32_t)nfiles, &oopts) != 0) {
 			fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
 			write_err = 1;
 		}
 		for (int i = 0; i < nfiles && !oopts.quiet; i++)
 			if (decs[i])
-				ktrace__out_summary(stderr, decs[i]);
+				kd_out_summary(stderr, decs[i]);
 	} else if (fmt == F_CHROME) {
 		struct ktrace_chrome ch;
 		int64_t base = INT64_MAX;
-		int64_t *pids = ktrace__xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
+		int64_t *pids = kd_xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
 
 		for (int i = 0; i < nfiles; i++)
 			if (decs[i]) {
-				int64_t w = ktrace__dec_wall_ns(decs[i], decs[i]->window_start);
+				int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
 				if (w < base)
 					base = w;
 			}
 		if (base == INT64_MAX)
 			base = 0;
-		ktrace__out_chrome_begin(&ch, out, base);
+		kd_out_chrome_begin(&ch, out, base);
 		for (int i = 0; i < nfiles; i++) {
 			int64_t pid;
 
@@ -271,49 +271,49 @@ int main(int argc, char **argv)
 					pid += 10000000ll * (i + 1); /* same process, two snapshots */
 			if (pids)
 				pids[i] = pid;
-			ktrace__out_chrome_file(&ch, decs[i], pid, &oopts);
+			kd_out_chrome_file(&ch, decs[i], pid, &oopts);
 			if (!oopts.quiet)
-				ktrace__out_summary(stderr, decs[i]);
+				kd_out_summary(stderr, decs[i]);
 		}
-		ktrace__out_chrome_end(&ch);
+		kd_out_chrome_end(&ch);
 		free(pids);
 	} else if (fmt == F_HTML) {
 		/* All files in one page; over the page's limit, no page at all. */
-		if (ktrace__out_html(out, decs, nfiles, &oopts) != 0)
+		if (kd_out_html(out, decs, nfiles, &oopts) != 0)
 			write_err = 1;
 		for (int i = 0; i < nfiles && !oopts.quiet; i++)
 			if (decs[i])
-				ktrace__out_summary(stderr, decs[i]);
+				kd_out_summary(stderr, decs[i]);
 	} else {
 		int printed = 0;
 
 		for (int i = 0; i < nfiles; i++) {
-			struct ktrace_dec *d = decs[i];
+			struct kd_dec *d = decs[i];
 
 			if (!d)
 				continue;
 			if (fmt == F_EXCLUDE) {
-				ktrace__out_exclude(out, d);
+				kd_out_exclude(out, d);
 				continue;
 			}
 			if (fmt == F_FOLDED) {
-				ktrace__out_folded(out, d, &oopts);
+				kd_out_folded(out, d, &oopts);
 				if (!oopts.quiet)
-					ktrace__out_summary(stderr, d);
+					kd_out_summary(stderr, d);
 				continue;
 			}
 			if (nfiles > 1)
 				fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
 			printed = 1;
-			ktrace__out_summary(out, d);
+			kd_out_summary(out, d);
 			switch (fmt) {
 			case F_TEXT:
 				if (d->snap.have_trigger)
-					ktrace__out_explain(out, d, &oopts);
-				ktrace__out_text(out, d, &oopts);
+					kd_out_explain(out, d, &oopts);
+				kd_out_text(out, d, &oopts);
 				break;
-			case F_STATS: ktrace__out_stats(out, d, &oopts); break;
-			case F_EXPLAIN: ktrace__out_explain(out, d, &oopts); break;
+			case F_STATS: kd_out_stats(out, d, &oopts); break;
+			case F_EXPLAIN: kd_out_explain(out, d, &oopts); break;
 			default: break;
 			}
 		}
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
 	if (write_err)
 		status = 1;
 	for (int i = 0; i < nfiles; i++)
-		ktrace__dec_free(decs[i]);
+		kd_dec_free(decs[i]);
 	free(decs);
 	return status;
 }

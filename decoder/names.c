@@ -11,7 +11,7 @@
  * example's names: see README.md (C++ programs).
  *
  * A timeline line or a chrome slice has room for "ns::Cls<...>::fn(...)",
- * not for three lines of template arguments: ktrace__name_shorten() keeps a
+ * not for three lines of template arguments: kd_name_shorten() keeps a
  * name up to KTRACE_SHORT_NAME_MAX bytes as it is, and otherwise empties
  * the template argument lists (outermost <...>), then the parameter list.
  * The full name stays in stats, explain, folded and chrome's args.
@@ -39,23 +39,23 @@ static cxa_demangle_fn demangler(void)
 	return cxa_demangle;
 }
 
-int ktrace__name_is_mangled(const char *name)
+int kd_name_is_mangled(const char *name)
 {
 	return name[0] == '_' && name[1] == 'Z';
 }
 
-int ktrace__demangler_missing(void)
+int kd_demangler_missing(void)
 {
 	return demangler() == NULL;
 }
 
-char *ktrace__demangle(const char *name)
+char *kd_demangle(const char *name)
 {
 	cxa_demangle_fn fn;
 	int status = -1;
 	char *out;
 
-	if (!ktrace__name_is_mangled(name) || (fn = demangler()) == NULL)
+	if (!kd_name_is_mangled(name) || (fn = demangler()) == NULL)
 		return NULL;
 	out = fn(name, NULL, NULL, &status);
 	if (status != 0) {
@@ -130,7 +130,7 @@ static size_t collapse(const char *s, char *out, size_t cap, char open, char clo
 	return n;
 }
 
-const char *ktrace__name_shorten(const char *name, char *buf, size_t cap)
+const char *kd_name_shorten(const char *name, char *buf, size_t cap)
 {
 	char tmp[KTRACE_SHORT_NAME_MAX * 8];
 
@@ -144,9 +144,9 @@ const char *ktrace__name_shorten(const char *name, char *buf, size_t cap)
 	return buf;
 }
 
-const char *ktrace__dec_func_short(const struct ktrace_dec *d, uint32_t func)
+const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func)
 {
 	if (func >= d->nfuncs || !d->funcs[func].short_name)
-		return ktrace__dec_func_name(d, func);
+		return kd_dec_func_name(d, func);
 	return d->funcs[func].short_name;
 }

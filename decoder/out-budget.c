@@ -14,9 +14,9 @@
 
 #include "decoder.h"
 
-int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func)
+int kd_dec_muted(const struct kd_dec *d, uint32_t func)
 {
-	const struct ktrace_dec_func *fn;
+	const struct kd_dec_func *fn;
 
 	if (func >= d->nfuncs)
 		return -1;
@@ -29,21 +29,21 @@ int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func)
 	return -1;
 }
 
-/* Func index of muted entry i, or KTRACE_DEC_NONE. */
-static uint32_t muted_func(const struct ktrace_dec *d, uint32_t i)
+/* Func index of muted entry i, or KD_NONE. */
+static uint32_t muted_func(const struct kd_dec *d, uint32_t i)
 {
 	for (uint32_t f = 0; f < d->nfuncs; f++)
 		if (d->funcs[f].kind == KTRACE_FUNC_ADDR && d->funcs[f].addr == d->snap.muted[i].addr)
 			return f;
-	return KTRACE_DEC_NONE;
+	return KD_NONE;
 }
 
-static const char *muted_name(const struct ktrace_dec *d, uint32_t i, char *buf, size_t len)
+static const char *muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len)
 {
 	uint32_t f = muted_func(d, i);
 
-	if (f != KTRACE_DEC_NONE)
-		return ktrace__dec_func_name(d, f);
+	if (f != KD_NONE)
+		return kd_dec_func_name(d, f);
 	snprintf(buf, len, "0x%" PRIx64, d->snap.muted[i].addr);
 	return buf;
 }
@@ -56,9 +56,9 @@ static void fmt_ms(uint64_t ms, char *buf, size_t len)
 		snprintf(buf, len, "%.1f s", (double)ms / 1000.0);
 }
 
-void ktrace__out_budget(FILE *f, const struct ktrace_dec *d)
+void kd_out_budget(FILE *f, const struct kd_dec *d)
 {
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	const struct ktrace_budget_rec *b = &s->budget;
 	uint64_t held = UINT64_MAX, events = 0;
 	int projected = 0;
@@ -107,8 +107,8 @@ void ktrace__out_budget(FILE *f, const struct ktrace_dec *d)
 		const struct ktrace_muted_rec *m = &s->muted[i];
 		char since[64], mx[32];
 
-		ktrace__fmt_wall(ktrace__snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
-		ktrace__fmt_dur(m->max_ns, mx, sizeof(mx));
+		kd_fmt_wall(kd_snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
+		kd_fmt_dur(m->max_ns, mx, sizeof(mx));
 		if (m->why == KTRACE_MUTE_EXCLUDE)
 			fprintf(f, "  %-28s excluded by KTRACE_EXCLUDE (first call %s UTC)\n",
 			        muted_name(d, i, nb, sizeof(nb)), since);
@@ -120,7 +120,7 @@ void ktrace__out_budget(FILE *f, const struct ktrace_dec *d)
 	}
 }
 
-const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t len)
+const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len)
 {
 	size_t used = 0;
 	char nb[64];
@@ -136,7 +136,7 @@ const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t
 	return buf;
 }
 
-void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *prefix)
+void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix)
 {
 	char list[1024];
 
@@ -144,7 +144,7 @@ void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *pre
 		return;
 	fprintf(f, "%sself time includes muted calls: %s (not recorded after muting: see the "
 	           "summary's \"muted\" lines)\n", prefix ? prefix : "",
-	        ktrace__dec_muted_list(d, list, sizeof(list)));
+	        kd_dec_muted_list(d, list, sizeof(list)));
 }
 
 /* ---- --format exclude --------------------------------------------------- */
@@ -162,7 +162,7 @@ static int by_calls(const void *a, const void *b)
 	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
 }
 
-void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
+void kd_out_exclude(FILE *f, const struct kd_dec *d)
 {
 	uint64_t max_ns = (d->snap.have_budget ? d->snap.budget.max_us : 5) * 1000ull, total = 0;
 	struct fcount *fc = calloc(d->nfuncs + 1, sizeof(*fc));
@@ -174,14 +174,14 @@ void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
 		goto out;
 	}
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
-		const char *n = ktrace__dec_func_name(d, i);
+		const char *n = kd_dec_func_name(d, i);
 		size_t k = strcspn(n, ".");
 		fc[i].func = i;
 		snprintf(fc[i].name, sizeof(fc[i].name), "%.*s", (int)(k < 127 ? k : 127), n);
 	}
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
-		uint64_t ns = ktrace__dec_ticks_ns(d, c->end - c->begin);
+		const struct kd_dec_call *c = &d->calls[i];
+		uint64_t ns = kd_dec_ticks_ns(d, c->end - c->begin);
 		if (c->flags & KTRACE_CALL_SPAN)
 			continue;
 		fc[c->func].calls++;
@@ -190,7 +190,7 @@ void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
 			fc[c->func].max_ns = ns;
 	}
 	for (uint32_t i = 0; i < d->nfuncs; i++)
-		if (ktrace__dec_muted(d, i) >= 0 && d->funcs[i].kind == KTRACE_FUNC_ADDR)
+		if (kd_dec_muted(d, i) >= 0 && d->funcs[i].kind == KTRACE_FUNC_ADDR)
 			pick[npick++] = i;
 	if (npick == 0) {
 		/* No muting: the hottest functions whose calls were all short,
@@ -223,9 +223,9 @@ void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
 			const struct fcount *o = &fc[k];
 			if (k == pick[i] || strcmp(o->name, p->name) == 0 || !strstr(o->name, p->name))
 				continue;
-			if (o->max_ns >= max_ns && ktrace__dec_muted(d, k) < 0) {
+			if (o->max_ns >= max_ns && kd_dec_muted(d, k) < 0) {
 				char mx[32];
-				ktrace__fmt_dur(o->max_ns, mx, sizeof(mx));
+				kd_fmt_dur(o->max_ns, mx, sizeof(mx));
 				fprintf(stderr, "  %s: left out: it would also exclude %s, which made a "
 				        "call of %s\n", p->name, o->name, mx);
 				drop = 1;

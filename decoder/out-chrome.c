@@ -51,7 +51,7 @@ static void sep(struct ktrace_chrome *c)
 	c->first = 0;
 }
 
-void ktrace__out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns)
+void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns)
 {
 	char w[64];
 
@@ -59,13 +59,13 @@ void ktrace__out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wal
 	c->first = 1;
 	c->base_wall_ns = base_wall_ns;
 	c->have_base = 1;
-	ktrace__fmt_wall(base_wall_ns, 1, w, sizeof(w));
+	kd_fmt_wall(base_wall_ns, 1, w, sizeof(w));
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktrace-decode\","
 	           "\"ts0_wall_clock_utc\":\"%s\",\"ts0_realtime_ns\":%" PRId64 "},\n"
 	           "\"traceEvents\":[\n", w, base_wall_ns);
 }
 
-void ktrace__out_chrome_end(struct ktrace_chrome *c)
+void kd_out_chrome_end(struct ktrace_chrome *c)
 {
 	fputs("\n]}\n", c->f);
 }
@@ -76,13 +76,13 @@ static int64_t clamp64(__int128 v)
 }
 
 /* ns since the trace origin of an absolute tick of d (saturating). */
-static int64_t ts_ns(const struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t origin,
+static int64_t ts_ns(const struct ktrace_chrome *c, const struct kd_dec *d, int64_t origin,
                      uint64_t tick)
 {
 	(void)c;
 	if (tick >= d->window_start)
-		return clamp64((__int128)origin + ktrace__dec_ticks_ns(d, tick - d->window_start));
-	return clamp64((__int128)origin - ktrace__dec_ticks_ns(d, d->window_start - tick));
+		return clamp64((__int128)origin + kd_dec_ticks_ns(d, tick - d->window_start));
+	return clamp64((__int128)origin - kd_dec_ticks_ns(d, d->window_start - tick));
 }
 
 /* b - a, saturating */
@@ -101,16 +101,16 @@ static void meta(struct ktrace_chrome *c, const char *what, int64_t pid, int64_t
 	fputs("}}", c->f);
 }
 
-static int64_t tid_of(const struct ktrace_dec *d, uint32_t th)
+static int64_t tid_of(const struct kd_dec *d, uint32_t th)
 {
-	const struct ktrace_dec_thread *t = &d->threads[th];
+	const struct kd_dec_thread *t = &d->threads[th];
 
 	/* Threads missing from THREADS get a tid no kernel uses. */
 	return t->known ? t->tid : -(int64_t)t->slot - 1;
 }
 
 /* A "thread NAME (TID)" slice on core cpu's track, up to its args. */
-static void core_slice(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t cpid,
+static void core_slice(struct ktrace_chrome *c, const struct kd_dec *d, int64_t cpid,
                        int64_t origin, uint32_t cpu, uint32_t thread, uint64_t begin, uint64_t end)
 {
 	char buf[128];
@@ -129,14 +129,14 @@ static void core_slice(struct ktrace_chrome *c, const struct ktrace_dec *d, int6
 /* Exact core occupancy from the context switches: a slice per run of one
  * of the process's threads, and "other" between them (another process or
  * idle).  Cores the snapshot has no ring for get their track here too. */
-static void cores_from_switches(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t cpid,
+static void cores_from_switches(struct ktrace_chrome *c, const struct kd_dec *d, int64_t cpid,
                                 int64_t origin, const struct ktrace_out_opts *o)
 {
 	FILE *f = c->f;
 	char lbl[64];
 
 	for (uint32_t i = 0; i < d->noncpu; i++) {
-		const struct ktrace_dec_oncpu *r = &d->oncpu[i];
+		const struct kd_dec_oncpu *r = &d->oncpu[i];
 		uint64_t prev = i > 0 && d->oncpu[i - 1].cpu == r->cpu ? d->oncpu[i - 1].end
 		                                                        : d->sched_from;
 
@@ -153,16 +153,16 @@ static void cores_from_switches(struct ktrace_chrome *c, const struct ktrace_dec
 			continue;
 		core_slice(c, d, cpid, origin, r->cpu, r->thread, r->begin, r->end);
 		fputs(",\"args\":{\"source\":\"context switches\",\"thread\":", f);
-		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		jstr(f, kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
 	}
 }
 
-void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d, int64_t pid,
+void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t pid,
                              const struct ktrace_out_opts *o)
 {
 	FILE *f = c->f;
-	int64_t origin = span_ns(c->base_wall_ns, ktrace__dec_wall_ns(d, d->window_start));
+	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, d->window_start));
 	int64_t cpid = pid + KTRACE_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
@@ -170,14 +170,14 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
 	meta(c, "process_name", pid, 0, buf);
-	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
+	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
 	snprintf(buf, sizeof(buf), "%s; window start %s UTC; reason %s", d->file, w,
 	         d->snap.info.reason);
 	if (d->snap.nmuted) {   /* never silently: muted time is in callers' self time */
 		size_t k = strlen(buf);
 		snprintf(buf + k, sizeof(buf) - k, "; self time includes muted calls: ");
 		k = strlen(buf);
-		ktrace__dec_muted_list(d, buf + k, sizeof(buf) - k);
+		kd_dec_muted_list(d, buf + k, sizeof(buf) - k);
 	}
 	meta(c, "process_labels", pid, 0, buf);
 	sep(c);
@@ -192,7 +192,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	}
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *k = &d->calls[i];
+		const struct kd_dec_call *k = &d->calls[i];
 
 		if (o && o->have_tid && d->threads[k->thread].tid != o->tid)
 			continue;
@@ -200,16 +200,16 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fputs("{\"ph\":\"X\",\"cat\":", f);
 		fputs((k->flags & KTRACE_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
 		fputs(",\"name\":", f);
-		jstr(f, ktrace__dec_func_short(d, k->func));
+		jstr(f, kd_dec_func_short(d, k->func));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
 		jus(f, ts_ns(c, d, origin, k->begin));
 		fputs(",\"dur\":", f);
 		jus(f, span_ns(ts_ns(c, d, origin, k->begin), ts_ns(c, d, origin, k->end)));
 		{
 			/* args: the full name where the slice shows a short one. */
-			const char *full = ktrace__dec_func_name(d, k->func);
+			const char *full = kd_dec_func_name(d, k->func);
 			int trunc = (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)) != 0;
-			int longname = full != ktrace__dec_func_short(d, k->func);
+			int longname = full != kd_dec_func_short(d, k->func);
 
 			if (trunc || longname)
 				fputs(",\"args\":{", f);
@@ -229,23 +229,23 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		fputc('}', f);
 	}
 	for (uint32_t i = 0; i < d->nmarks; i++) {
-		const struct ktrace_dec_mark *m = &d->marks[i];
+		const struct kd_dec_mark *m = &d->marks[i];
 
 		if (o && o->have_tid && d->threads[m->thread].tid != o->tid)
 			continue;
 		sep(c);
 		fputs("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"mark\",\"name\":", f);
-		jstr(f, ktrace__dec_name(d, m->name, nb, sizeof(nb)));
+		jstr(f, kd_dec_name(d, m->name, nb, sizeof(nb)));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, m->thread));
 		jus(f, ts_ns(c, d, origin, m->tick));
 		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", m->value);
 	}
 	for (uint32_t i = 0; i < d->nreqs; i++) {
-		const struct ktrace_dec_request *r = &d->reqs[i];
+		const struct kd_dec_request *r = &d->reqs[i];
 
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
-		snprintf(buf, sizeof(buf), "request:%s", ktrace__dec_name(d, r->kind, nb, sizeof(nb)));
+		snprintf(buf, sizeof(buf), "request:%s", kd_dec_name(d, r->kind, nb, sizeof(nb)));
 		sep(c);
 		fputs("{\"ph\":\"X\",\"cat\":\"request\",\"name\":", f);
 		jstr(f, buf);
@@ -261,13 +261,13 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	if (d->snap.have_trigger) {
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		char a[32], b[32];
-		uint64_t end_tick = d->trigger_req != KTRACE_DEC_NONE ? d->reqs[d->trigger_req].end
+		uint64_t end_tick = d->trigger_req != KD_NONE ? d->reqs[d->trigger_req].end
 		                                                      : t->end_tsc >> d->shift;
-		int64_t tid = d->trigger_req != KTRACE_DEC_NONE ?
+		int64_t tid = d->trigger_req != KD_NONE ?
 		              tid_of(d, d->reqs[d->trigger_req].thread) : t->tid;
 
-		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
-		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
 		sep(c);
 		fputs("{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"trigger\",\"name\":", f);
@@ -280,7 +280,7 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 	/* Off-CPU intervals on each thread's track (they nest inside the
 	 * call that blocked). */
 	for (uint32_t i = 0; i < d->noffcpu; i++) {
-		const struct ktrace_dec_offcpu *q = &d->offcpu[i];
+		const struct kd_dec_offcpu *q = &d->offcpu[i];
 
 		if (o && o->have_tid && d->threads[q->thread].tid != o->tid)
 			continue;
@@ -309,13 +309,13 @@ void ktrace__out_chrome_file(struct ktrace_chrome *c, const struct ktrace_dec *d
 		return;
 	}
 	for (uint32_t i = 0; i < d->nruns; i++) {
-		const struct ktrace_dec_run *r = &d->runs[i];
+		const struct kd_dec_run *r = &d->runs[i];
 
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
 		core_slice(c, d, cpid, origin, d->snap.cores[r->core].cpu, r->thread, r->begin, r->end);
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
-		jstr(f, ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		jstr(f, kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
 	}
 }

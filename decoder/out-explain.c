@@ -18,12 +18,12 @@
 
 #include "decoder.h"
 
-static uint64_t rdur(const struct ktrace_dec_request *r)
+static uint64_t rdur(const struct kd_dec_request *r)
 {
 	return r->end - r->begin;
 }
 
-static int complete(const struct ktrace_dec_request *r)
+static int complete(const struct kd_dec_request *r)
 {
 	return !(r->flags & (KTRACE_REQ_TRUNC_BEGIN | KTRACE_REQ_TRUNC_END));
 }
@@ -42,21 +42,21 @@ static int cmp_ridx(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-uint32_t ktrace__explain_pick(const struct ktrace_dec *d, uint32_t *median)
+uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 {
 	uint32_t pick = d->trigger_req, n = 0;
 	struct ridx *v;
 
-	*median = KTRACE_DEC_NONE;
-	if (pick == KTRACE_DEC_NONE) {
+	*median = KD_NONE;
+	if (pick == KD_NONE) {
 		for (uint32_t i = 0; i < d->nreqs; i++)
 			if (complete(&d->reqs[i]) &&
-			    (pick == KTRACE_DEC_NONE || rdur(&d->reqs[i]) > rdur(&d->reqs[pick])))
+			    (pick == KD_NONE || rdur(&d->reqs[i]) > rdur(&d->reqs[pick])))
 				pick = i;
 	}
-	if (pick == KTRACE_DEC_NONE)
+	if (pick == KD_NONE)
 		return pick;
-	v = ktrace__xmalloc(((size_t)d->nreqs + 1) * sizeof(*v), "explain");
+	v = kd_xmalloc(((size_t)d->nreqs + 1) * sizeof(*v), "explain");
 	if (!v)
 		return pick;
 	for (uint32_t i = 0; i < d->nreqs; i++)
@@ -77,13 +77,13 @@ struct tnode {
 	uint64_t incl[2];    /* ticks */
 	uint64_t self[2];    /* ticks */
 	uint64_t calls[2];
-	uint64_t off[2][2];  /* ticks off the cpu, inclusive: [side][enum ktrace_dec_off_why] */
+	uint64_t off[2][2];  /* ticks off the cpu, inclusive: [side][enum kd_dec_off_why] */
 	uint64_t off_kids[2][2]; /* ... of which in children (self = off - off_kids) */
 };
 
-static struct tnode *tn(const struct ktrace_ctree *t, uint32_t node)
+static struct tnode *tn(const struct kd_ctree *t, uint32_t node)
 {
-	return ktrace__ctree_data(t, node);
+	return kd_ctree_data(t, node);
 }
 
 /*
@@ -94,42 +94,42 @@ static struct tnode *tn(const struct ktrace_ctree *t, uint32_t node)
  * the next request that share a boundary tick.
  */
 struct rsel {
-	const struct ktrace_dec_request *r;
+	const struct kd_dec_request *r;
 	uint8_t *open_at_end;    /* [ncalls]: 1 = entered inside, open at the end record */
 };
 
-static int in_request(const struct ktrace_dec *d, uint32_t i, void *arg)
+static int in_request(const struct kd_dec *d, uint32_t i, void *arg)
 {
 	const struct rsel *s = arg;
-	const struct ktrace_dec_request *r = s->r;
-	const struct ktrace_dec_call *c = &d->calls[i];
+	const struct kd_dec_request *r = s->r;
+	const struct kd_dec_call *c = &d->calls[i];
 
 	if (c->thread != r->thread || c->begin < r->begin || c->end > r->end)
 		return 0;
-	if (r->call_first != KTRACE_DEC_NONE &&
+	if (r->call_first != KD_NONE &&
 	    (i < r->call_first ||
 	     /* an outer frame entered before the window, added at its exit */
-	     ((c->flags & KTRACE_CALL_TRUNC_BEGIN) && c->parent == KTRACE_DEC_NONE)))
+	     ((c->flags & KTRACE_CALL_TRUNC_BEGIN) && c->parent == KD_NONE)))
 		return 0;
-	if (r->call_end != KTRACE_DEC_NONE && (i >= r->call_end || s->open_at_end[i]))
+	if (r->call_end != KD_NONE && (i >= r->call_end || s->open_at_end[i]))
 		return 0;
 	return 1;
 }
 
 /* Add the calls of request r to side s of the tree. */
-static void add_request(struct ktrace_ctree *t, const struct ktrace_dec *d,
-                        const struct ktrace_dec_request *r, int s, uint32_t *node_of)
+static void add_request(struct kd_ctree *t, const struct kd_dec *d,
+                        const struct kd_dec_request *r, int s, uint32_t *node_of)
 {
 	struct rsel sel = { r, NULL };
 	uint32_t lo = 0, hi = d->ncalls;
 
 	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
-	if (r->call_first != KTRACE_DEC_NONE && r->call_first < hi)
+	if (r->call_first != KD_NONE && r->call_first < hi)
 		lo = r->call_first;
-	if (r->call_end != KTRACE_DEC_NONE && r->call_end < hi)
+	if (r->call_end != KD_NONE && r->call_end < hi)
 		hi = r->call_end;
-	if (r->call_end != KTRACE_DEC_NONE) {
-		sel.open_at_end = ktrace__xcalloc((size_t)d->ncalls + 1, 1, "explain");
+	if (r->call_end != KD_NONE) {
+		sel.open_at_end = kd_xcalloc((size_t)d->ncalls + 1, 1, "explain");
 		/* The open frames at the end record, innermost first (a caller
 		 * has a smaller index, except an outer TRUNC_BEGIN frame). */
 		for (uint32_t c = r->open_at_end; c < d->ncalls && c >= lo; c = d->calls[c].parent) {
@@ -139,13 +139,13 @@ static void add_request(struct ktrace_ctree *t, const struct ktrace_dec *d,
 		}
 	}
 	for (uint32_t i = lo; i < hi && !t->oom; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		uint32_t nd, pn;
 
 		if (!in_request(d, i, &sel))
 			continue;
-		nd = ktrace__ctree_place(t, d, node_of, NULL, i, in_request, &sel);
-		if (nd == KTRACE_DEC_NONE)
+		nd = kd_ctree_place(t, d, node_of, NULL, i, in_request, &sel);
+		if (nd == KD_NONE)
 			break;
 		pn = t->n[nd].parent;
 		tn(t, nd)->incl[s] += c->end - c->begin;
@@ -154,10 +154,10 @@ static void add_request(struct ktrace_ctree *t, const struct ktrace_dec *d,
 		if (d->sched) {
 			uint64_t x[2];
 
-			ktrace__dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, x);
 			tn(t, nd)->off[s][0] += x[0];
 			tn(t, nd)->off[s][1] += x[1];
-			if (pn != KTRACE_DEC_NONE) {
+			if (pn != KD_NONE) {
 				tn(t, pn)->off_kids[s][0] += x[0];
 				tn(t, pn)->off_kids[s][1] += x[1];
 			}
@@ -167,26 +167,26 @@ static void add_request(struct ktrace_ctree *t, const struct ktrace_dec *d,
 }
 
 /* Children by slow inclusive time, then median, then name. */
-static int cmp_child(const struct ktrace_ctree *t, uint32_t a, uint32_t b, void *arg)
+static int cmp_child(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg)
 {
-	const struct ktrace_dec *d = arg;
+	const struct kd_dec *d = arg;
 	const struct tnode *x = tn(t, a), *y = tn(t, b);
 
 	if (x->incl[0] != y->incl[0])
 		return x->incl[0] > y->incl[0] ? -1 : 1;
 	if (x->incl[1] != y->incl[1])
 		return x->incl[1] > y->incl[1] ? -1 : 1;
-	return strcmp(ktrace__dec_func_name(d, t->n[a].func), ktrace__dec_func_name(d, t->n[b].func));
+	return strcmp(kd_dec_func_name(d, t->n[a].func), kd_dec_func_name(d, t->n[b].func));
 }
 
-static void print_tree(FILE *f, const struct ktrace_dec *d, struct ktrace_ctree *t,
+static void print_tree(FILE *f, const struct kd_dec *d, struct kd_ctree *t,
                        int have_median)
 {
 	uint32_t *roots = NULL, nroots = 0, sp = 0, shown = 0;
-	uint32_t *stack = ktrace__xmalloc(((size_t)t->nn + 1) * sizeof(*stack), "explain");
+	uint32_t *stack = kd_xmalloc(((size_t)t->nn + 1) * sizeof(*stack), "explain");
 	char a[32], b[32], c[32], e[32];
 
-	ktrace__ctree_link(t, cmp_child, (void *)d, &roots, &nroots);
+	kd_ctree_link(t, cmp_child, (void *)d, &roots, &nroots);
 	for (uint32_t k = nroots; k-- > 0;)
 		stack[sp++] = roots[k];
 	fprintf(f, "  %12s %12s %7s", "incl", "self", "calls");
@@ -204,29 +204,29 @@ static void print_tree(FILE *f, const struct ktrace_dec *d, struct ktrace_ctree 
 			fprintf(f, "  ... (tree cut at 400 lines)\n");
 			break;
 		}
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[0]), a, sizeof(a));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->self[0]), b, sizeof(b));
+		kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[0]), a, sizeof(a));
+		kd_fmt_dur(kd_dec_ticks_ns(d, x->self[0]), b, sizeof(b));
 		fprintf(f, "  %12s %12s %7" PRIu64, x->calls[0] ? a : "-", x->calls[0] ? b : "-",
 		        x->calls[0]);
 		if (have_median) {
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[1]), c, sizeof(c));
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->self[1]), e, sizeof(e));
+			kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[1]), c, sizeof(c));
+			kd_fmt_dur(kd_dec_ticks_ns(d, x->self[1]), e, sizeof(e));
 			fprintf(f, "  | %12s %12s %7" PRIu64, x->calls[1] ? c : "-", x->calls[1] ? e : "-",
 			        x->calls[1]);
 		}
 		if (d->sched) {
 			uint64_t o = x->off[0][0] + x->off[0][1];
 
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
+			kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
 			                sizeof(a));
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][0]), b, sizeof(b));
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, x->off[0][1]), c, sizeof(c));
+			kd_fmt_dur(kd_dec_ticks_ns(d, x->off[0][0]), b, sizeof(b));
+			kd_fmt_dur(kd_dec_ticks_ns(d, x->off[0][1]), c, sizeof(c));
 			fprintf(f, "  | %12s %12s %12s", x->calls[0] ? a : "-", x->calls[0] ? b : "-",
 			        x->calls[0] ? c : "-");
 		}
 		fprintf(f, "  %*s%s\n", (int)(depth > 40 ? 80 : depth * 2), "",
-		        ktrace__dec_func_name(d, t->n[i].func));
-		for (uint32_t c2 = t->n[i].first_child; c2 != KTRACE_DEC_NONE && k < 4096;
+		        kd_dec_func_name(d, t->n[i].func));
+		for (uint32_t c2 = t->n[i].first_child; c2 != KD_NONE && k < 4096;
 		     c2 = t->n[c2].next_sibling)
 			ch[k++] = c2;
 		while (k--)
@@ -297,28 +297,28 @@ static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *
                            uint32_t thread, uint32_t func)
 {
 	uint64_t key = ((uint64_t)thread << 32) | func;
-	uint32_t x = ktrace__umap_get(map, key);
+	uint32_t x = kd_umap_get(map, key);
 
-	if (x != KTRACE_DEC_NONE)
+	if (x != KD_NONE)
 		return x;
 	if (*n >= *cap) {
 		uint32_t nc = *cap ? *cap * 2 : 64;
-		struct tfunc *p = ktrace__xrealloc(*v, (size_t)nc * sizeof(*p), "explain");
+		struct tfunc *p = kd_xrealloc(*v, (size_t)nc * sizeof(*p), "explain");
 
 		if (!p)
-			return KTRACE_DEC_NONE;
+			return KD_NONE;
 		*v = p;
 		*cap = nc;
 	}
 	(*v)[*n] = (struct tfunc){ thread, func, 0 };
-	if (ktrace__umap_put(map, key, *n))
-		return KTRACE_DEC_NONE;
+	if (kd_umap_put(map, key, *n))
+		return KD_NONE;
 	return (*n)++;
 }
 
 /* Up to 3 functions of thread's run of v from k0 (sorted by self time,
  * largest first) with positive self time, then the end of the line. */
-static void top_funcs(FILE *f, const struct ktrace_dec *d, const struct tfunc *v, uint32_t n,
+static void top_funcs(FILE *f, const struct kd_dec *d, const struct tfunc *v, uint32_t n,
                       uint32_t k0, uint32_t thread, const char *first)
 {
 	char a[32];
@@ -326,8 +326,8 @@ static void top_funcs(FILE *f, const struct ktrace_dec *d, const struct tfunc *v
 	for (uint32_t k = k0, shown = 0; k < n && v[k].thread == thread && shown < 3; k++) {
 		if (v[k].self <= 0)
 			break;
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-		fprintf(f, "%s %s (%s)", shown ? "," : first, ktrace__dec_func_name(d, v[k].func), a);
+		kd_fmt_dur(kd_dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+		fprintf(f, "%s %s (%s)", shown ? "," : first, kd_dec_func_name(d, v[k].func), a);
 		shown++;
 	}
 	fprintf(f, "\n");
@@ -338,7 +338,7 @@ static void top_funcs(FILE *f, const struct ktrace_dec *d, const struct tfunc *v
  * overlap with the interval counts for its function and is taken off its
  * parent's (children nest inside their parents).
  */
-static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r)
+static void meanwhile(FILE *f, const struct kd_dec *d, const struct kd_dec_request *r)
 {
 	struct ktrace_umap map = { 0 };
 	struct tfunc *v = NULL, *tot = NULL;
@@ -347,7 +347,7 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 
 	fprintf(f, "\nmeanwhile on other threads (self time inside the request's interval):\n");
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		uint64_t lo, hi;
 		uint32_t x;
 
@@ -356,12 +356,12 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 		lo = c->begin > r->begin ? c->begin : r->begin;
 		hi = c->end < r->end ? c->end : r->end;
 		x = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
-		if (x == KTRACE_DEC_NONE)
+		if (x == KD_NONE)
 			goto out;
 		v[x].self = sat_add(v[x].self, sat_i64(hi - lo));
 		if (c->parent < d->ncalls) {
 			x = tfunc_slot(&map, &v, &n, &cap, c->thread, d->calls[c->parent].func);
-			if (x == KTRACE_DEC_NONE)
+			if (x == KD_NONE)
 				goto out;
 			v[x].self = sat_add(v[x].self, -sat_i64(hi - lo));
 		}
@@ -371,7 +371,7 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 		goto out;
 	}
 	qsort(v, n, sizeof(*v), cmp_tfunc);
-	tot = ktrace__xcalloc(n, sizeof(*tot), "explain");
+	tot = kd_xcalloc(n, sizeof(*tot), "explain");
 	if (!tot)
 		goto out;
 	for (uint32_t i = 0; i < n;) {
@@ -386,9 +386,9 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 	}
 	qsort(tot, nt, sizeof(*tot), cmp_tfunc_total);
 	for (uint32_t t = 0; t < nt && t < 16; t++) {
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
+		kd_fmt_dur(kd_dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
 		fprintf(f, "  %-24s %12s in traced code; top:",
-		        ktrace__dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
+		        kd_dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
 		top_funcs(f, d, v, n, tot[t].func, tot[t].thread, "");
 	}
 	if (nt > 16)
@@ -396,31 +396,31 @@ static void meanwhile(FILE *f, const struct ktrace_dec *d, const struct ktrace_d
 out:
 	free(v);
 	free(tot);
-	ktrace__umap_free(&map);
+	kd_umap_free(&map);
 }
 
 /* The request's time on and off the cpu (and the median's), or why that
  * is unknown. */
-static void explain_split(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r,
-                          const struct ktrace_dec_request *m)
+static void explain_split(FILE *f, const struct kd_dec *d, const struct kd_dec_request *r,
+                          const struct kd_dec_request *m)
 {
 	char sp[160];
 	uint64_t x[2];
 
 	if (!d->sched) {
-		ktrace__dec_sched_status(d, sp, sizeof(sp));
+		kd_dec_sched_status(d, sp, sizeof(sp));
 		fprintf(f, "  on-CPU / off-CPU split unknown: %s\n", sp);
 		return;
 	}
-	ktrace__dec_offcpu_in(d, r->thread, r->begin, r->end, x);
-	ktrace__dec_fmt_split(d, rdur(r), x, sp, sizeof(sp));
+	kd_dec_offcpu_in(d, r->thread, r->begin, r->end, x);
+	kd_dec_fmt_split(d, rdur(r), x, sp, sizeof(sp));
 	fprintf(f, "  the slow request:   %s\n", sp);
 	if (r->begin < d->sched_from)
 		fprintf(f, "  (it began before the switch records are complete: off-CPU time "
 		           "before that is not counted)\n");
 	if (m) {
-		ktrace__dec_offcpu_in(d, m->thread, m->begin, m->end, x);
-		ktrace__dec_fmt_split(d, rdur(m), x, sp, sizeof(sp));
+		kd_dec_offcpu_in(d, m->thread, m->begin, m->end, x);
+		kd_dec_fmt_split(d, rdur(m), x, sp, sizeof(sp));
 		fprintf(f, "  the median request: %s\n", sp);
 	}
 }
@@ -431,7 +431,7 @@ static void explain_split(FILE *f, const struct ktrace_dec *d, const struct ktra
  * included), its time off the cpu, and the functions that ran the most
  * (self time on the cpu: a call's on-CPU overlap minus its children's).
  */
-static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace_dec_request *r)
+static void meanwhile_sched(FILE *f, const struct kd_dec *d, const struct kd_dec_request *r)
 {
 	struct ktrace_umap map = { 0 };
 	struct tfunc *v = NULL;
@@ -445,7 +445,7 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 	if (!run || !order)
 		goto out;
 	for (uint32_t i = 0; i < d->noncpu; i++) {
-		const struct ktrace_dec_oncpu *q = &d->oncpu[i];
+		const struct kd_dec_oncpu *q = &d->oncpu[i];
 		uint64_t lo = q->begin > r->begin ? q->begin : r->begin;
 		uint64_t hi = q->end < r->end ? q->end : r->end;
 
@@ -453,7 +453,7 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 			run[q->thread] += hi - lo;
 	}
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		uint64_t lo, hi, x[2], on;
 		uint32_t k;
 
@@ -461,15 +461,15 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 			continue;
 		lo = c->begin > r->begin ? c->begin : r->begin;
 		hi = c->end < r->end ? c->end : r->end;
-		ktrace__dec_offcpu_in(d, c->thread, lo, hi, x);
+		kd_dec_offcpu_in(d, c->thread, lo, hi, x);
 		on = hi - lo > x[0] + x[1] ? hi - lo - x[0] - x[1] : 0;
 		k = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
-		if (k == KTRACE_DEC_NONE)
+		if (k == KD_NONE)
 			goto out;
 		v[k].self = sat_add(v[k].self, sat_i64(on));
 		if (c->parent < d->ncalls) {
 			k = tfunc_slot(&map, &v, &n, &cap, c->thread, d->calls[c->parent].func);
-			if (k == KTRACE_DEC_NONE)
+			if (k == KD_NONE)
 				goto out;
 			v[k].self = sat_add(v[k].self, -sat_i64(on));
 		}
@@ -481,7 +481,7 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 
 		if (t == r->thread)
 			continue;
-		ktrace__dec_offcpu_in(d, t, r->begin, r->end, x);
+		kd_dec_offcpu_in(d, t, r->begin, r->end, x);
 		if (run[t] || x[0] || x[1])
 			order[nt++] = t;
 	}
@@ -499,11 +499,11 @@ static void meanwhile_sched(FILE *f, const struct ktrace_dec *d, const struct kt
 		uint32_t t = order[i], k0 = 0;
 		uint64_t x[2];
 
-		ktrace__dec_offcpu_in(d, t, r->begin, r->end, x);
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, run[t]), a, sizeof(a));
-		ktrace__dec_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
+		kd_dec_offcpu_in(d, t, r->begin, r->end, x);
+		kd_fmt_dur(kd_dec_ticks_ns(d, run[t]), a, sizeof(a));
+		kd_dec_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
 		fprintf(f, "  %-24s %12s on a cpu (%s)",
-		        ktrace__dec_thread_label(d, t, lbl, sizeof(lbl)), a, sp);
+		        kd_dec_thread_label(d, t, lbl, sizeof(lbl)), a, sp);
 		while (k0 < n && v[k0].thread < t)
 			k0++;
 		top_funcs(f, d, v, n, k0, t, "; top on-CPU:");
@@ -514,14 +514,14 @@ out:
 	free(v);
 	free(run);
 	free(order);
-	ktrace__umap_free(&map);
+	kd_umap_free(&map);
 }
 
-void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
-	uint32_t med, pick = ktrace__explain_pick(d, &med);
-	const struct ktrace_dec_request *r, *m = NULL;
-	struct ktrace_ctree t;
+	uint32_t med, pick = kd_explain_pick(d, &med);
+	const struct kd_dec_request *r, *m = NULL;
+	struct kd_ctree t;
 	uint32_t *node_of = NULL;
 	struct fdelta *fd = NULL;
 	uint32_t nfd = 0;
@@ -529,38 +529,38 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	uint64_t covered[2] = { 0, 0 };
 
 	(void)o;
-	ktrace__ctree_init(&t, sizeof(struct tnode), 0, 0);
+	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
-	ktrace__out_muted_note(f, d, "  ");
-	if (pick == KTRACE_DEC_NONE) {
+	kd_out_muted_note(f, d, "  ");
+	if (pick == KD_NONE) {
 		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
 		return;
 	}
 	r = &d->reqs[pick];
-	if (med != KTRACE_DEC_NONE)
+	if (med != KD_NONE)
 		m = &d->reqs[med];
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, rdur(r)), a, sizeof(a));
-	ktrace__fmt_wall(ktrace__dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
+	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
 	fprintf(f, "  %s \"%s\" request #%" PRIu64 " on %s at %s UTC took %s",
 	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
-	        ktrace__dec_name(d, r->kind, nb, sizeof(nb)), r->id,
-	        ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id,
+	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
 	if (d->snap.have_trigger) {
-		ktrace__fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
+		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
 		fprintf(f, " (threshold %s)", b);
 	}
 	fprintf(f, "\n");
 	if (m) {
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, rdur(m)), b, sizeof(b));
+		kd_fmt_dur(kd_dec_ticks_ns(d, rdur(m)), b, sizeof(b));
 		fprintf(f, "  median \"%s\" request in this window: #%" PRIu64 " on %s took %s\n",
-		        ktrace__dec_name(d, m->kind, nb, sizeof(nb)), m->id,
-		        ktrace__dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
+		        kd_dec_name(d, m->kind, nb, sizeof(nb)), m->id,
+		        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
 	} else {
 		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
 	}
 	explain_split(f, d, r, m);
 
-	node_of = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "explain");
+	node_of = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "explain");
 	if (!node_of)
 		goto out;
 	add_request(&t, d, r, 0, node_of);
@@ -569,7 +569,7 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	if (t.oom)
 		goto out;
 	for (uint32_t i = 0; i < t.nn; i++)
-		if (t.n[i].parent == KTRACE_DEC_NONE) {
+		if (t.n[i].parent == KD_NONE) {
 			covered[0] += tn(&t, i)->incl[0];
 			covered[1] += tn(&t, i)->incl[1];
 		}
@@ -578,30 +578,30 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	{
 		struct ktrace_umap fm = { 0 };
 
-		fd = ktrace__xcalloc((size_t)t.nn + 1, sizeof(*fd), "explain");
+		fd = kd_xcalloc((size_t)t.nn + 1, sizeof(*fd), "explain");
 		if (!fd) {
-			ktrace__umap_free(&fm);
+			kd_umap_free(&fm);
 			goto out;
 		}
 		for (uint32_t i = 0; i < t.nn; i++) {
-			uint32_t x = ktrace__umap_get(&fm, t.n[i].func);
+			uint32_t x = kd_umap_get(&fm, t.n[i].func);
 
-			if (x == KTRACE_DEC_NONE) {
+			if (x == KD_NONE) {
 				x = nfd++;
 				fd[x].func = t.n[i].func;
-				if (ktrace__umap_put(&fm, t.n[i].func, x)) {
-					ktrace__umap_free(&fm);
+				if (kd_umap_put(&fm, t.n[i].func, x)) {
+					kd_umap_free(&fm);
 					goto out;
 				}
 			}
-			fd[x].slow += ktrace__dec_ticks_ns(d, tn(&t, i)->self[0]);
-			fd[x].med += ktrace__dec_ticks_ns(d, tn(&t, i)->self[1]);
+			fd[x].slow += kd_dec_ticks_ns(d, tn(&t, i)->self[0]);
+			fd[x].med += kd_dec_ticks_ns(d, tn(&t, i)->self[1]);
 			fd[x].slow_ticks += tn(&t, i)->self[0];
 			for (int k = 0; k < 2; k++)
 				if (tn(&t, i)->off[0][k] > tn(&t, i)->off_kids[0][k])
 					fd[x].slow_off[k] += tn(&t, i)->off[0][k] - tn(&t, i)->off_kids[0][k];
 		}
-		ktrace__umap_free(&fm);
+		kd_umap_free(&fm);
 		for (uint32_t i = 0; i < nfd; i++)
 			fd[i].delta = sat_add(sat_i64(fd[i].slow), -sat_i64(fd[i].med));
 		qsort(fd, nfd, sizeof(*fd), cmp_fdelta);
@@ -612,29 +612,29 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 	for (uint32_t i = 0; i < nfd && i < 10; i++) {
 		char s1[32], s2[32], s3[32];
 
-		ktrace__fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : 0 - (uint64_t)fd[i].delta, s1,
+		kd_fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : 0 - (uint64_t)fd[i].delta, s1,
 		                sizeof(s1));
-		ktrace__fmt_dur(fd[i].slow, s2, sizeof(s2));
-		ktrace__fmt_dur(fd[i].med, s3, sizeof(s3));
+		kd_fmt_dur(fd[i].slow, s2, sizeof(s2));
+		kd_fmt_dur(fd[i].med, s3, sizeof(s3));
 		fprintf(f, "  %c%-12s  %-40s (%s here, %s in the median)\n",
-		        fd[i].delta >= 0 ? '+' : '-', s1, ktrace__dec_func_name(d, fd[i].func), s2,
+		        fd[i].delta >= 0 ? '+' : '-', s1, kd_dec_func_name(d, fd[i].func), s2,
 		        m ? s3 : "n/a");
 		if (d->sched) {
 			char sp[128];
 
-			ktrace__dec_fmt_split(d, fd[i].slow_ticks, fd[i].slow_off, sp, sizeof(sp));
+			kd_dec_fmt_split(d, fd[i].slow_ticks, fd[i].slow_off, sp, sizeof(sp));
 			fprintf(f, "  %13s  here: %s\n", "", sp);
 		}
 	}
 	{
 		uint64_t u0 = rdur(r) > covered[0] ? rdur(r) - covered[0] : 0;
 
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, u0), a, sizeof(a));
+		kd_fmt_dur(kd_dec_ticks_ns(d, u0), a, sizeof(a));
 		fprintf(f, "  (time in the request outside traced calls: %s", a);
 		if (m) {
 			uint64_t u1 = rdur(m) > covered[1] ? rdur(m) - covered[1] : 0;
 
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, u1), b, sizeof(b));
+			kd_fmt_dur(kd_dec_ticks_ns(d, u1), b, sizeof(b));
 			fprintf(f, "; median: %s", b);
 		}
 		fprintf(f, ")\n");
@@ -650,5 +650,5 @@ void ktrace__out_explain(FILE *f, const struct ktrace_dec *d, const struct ktrac
 out:
 	free(fd);
 	free(node_of);
-	ktrace__ctree_free(&t);
+	kd_ctree_free(&t);
 }

@@ -15,7 +15,7 @@
  *   - per thread, its calls sorted by (begin, depth) as one base64 string of
  *     unsigned LEB128 varints, per call:
  *       head   zigzag(depth - previous depth) << 5 | core changed << 4 |
- *              flags (enum ktrace_dec_call_flags, 4 bits)
+ *              flags (enum kd_dec_call_flags, 4 bits)
  *       core   core index, only if "core changed"
  *       begin  ticks since the previous call's begin (the first: since the
  *              thread's "b0", itself ticks since the window start)
@@ -24,15 +24,15 @@
  *     In this order a call's parent is the last call before it one level
  *     up, so parents, children and self time are rebuilt by the page.
  *     "lanes" counts the calls per depth.
- *   - per core, its runs (decoder.h struct ktrace_dec_run) sorted by begin:
+ *   - per core, its runs (decoder.h struct kd_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
  *   - requests and marks as flat JSON arrays (they are few).
  *
  * Every time is in ticks since the file's window start ("t0"); the page
  * turns ticks into ns with tsc_hz and tsc_shift exactly as
- * ktrace__dec_ticks_ns() does, and into wall-clock time (UTC) from "wall0"
+ * kd_dec_ticks_ns() does, and into wall-clock time (UTC) from "wall0"
  * (the window start's wall clock) on the axis, and through the anchors
- * (as ktrace__snap_wall_ns() does) in a call's details.
+ * (as kd_snap_wall_ns() does) in a call's details.
  *
  * Room is left for data other stages add later: optional "muted"
  * (functions muted by the window budget, listed in the header), per thread
@@ -40,7 +40,7 @@
  * the page draws them when present.
  *
  * A page holds at most KTRACE_HTML_MAX_CALLS calls (or --limit N): beyond
- * that ktrace__out_html() writes nothing and says how to cut the window.
+ * that kd_out_html() writes nothing and says how to cut the window.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -49,8 +49,8 @@
 #include "decoder.h"
 
 /* Generated from decoder/html/ by html-embed.cmake. */
-extern const unsigned char ktrace__html_page[], ktrace__html_css[], ktrace__html_js[];
-extern const size_t ktrace__html_page_len, ktrace__html_css_len, ktrace__html_js_len;
+extern const unsigned char kd_html_page[], kd_html_css[], kd_html_js[];
+extern const size_t kd_html_page_len, kd_html_css_len, kd_html_js_len;
 
 /* ---- output helpers ------------------------------------------------------- */
 
@@ -136,25 +136,25 @@ static void b64(FILE *f, const uint8_t *p, size_t n)
 }
 
 /* Signed ticks of t relative to the window start. */
-static int64_t rel(const struct ktrace_dec *d, uint64_t t)
+static int64_t rel(const struct kd_dec *d, uint64_t t)
 {
 	return t >= d->window_start ? (int64_t)(t - d->window_start)
 	                            : -(int64_t)(d->window_start - t);
 }
 
-static int wanted(const struct ktrace_dec *d, uint32_t thread, const struct ktrace_out_opts *o)
+static int wanted(const struct kd_dec *d, uint32_t thread, const struct ktrace_out_opts *o)
 {
 	return !(o && o->have_tid) || d->threads[thread].tid == o->tid;
 }
 
 /* ---- calls ------------------------------------------------------------------ */
 
-static const struct ktrace_dec_call *sort_calls; /* qsort has no context argument */
+static const struct kd_dec_call *sort_calls; /* qsort has no context argument */
 
 static int by_begin_depth(const void *a, const void *b)
 {
-	const struct ktrace_dec_call *x = &sort_calls[*(const uint32_t *)a];
-	const struct ktrace_dec_call *y = &sort_calls[*(const uint32_t *)b];
+	const struct kd_dec_call *x = &sort_calls[*(const uint32_t *)a];
+	const struct kd_dec_call *y = &sort_calls[*(const uint32_t *)b];
 
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
@@ -164,7 +164,7 @@ static int by_begin_depth(const void *a, const void *b)
 }
 
 /* One thread's calls ix[0..n) (indices in d->calls; reordered here). */
-static int thread_calls(FILE *f, const struct ktrace_dec *d, uint32_t *ix, uint32_t n)
+static int thread_calls(FILE *f, const struct kd_dec *d, uint32_t *ix, uint32_t n)
 {
 	struct vbuf b = { 0 };
 	uint64_t prev_begin = 0;
@@ -181,7 +181,7 @@ static int thread_calls(FILE *f, const struct ktrace_dec *d, uint32_t *ix, uint3
 		prev_begin = d->calls[ix[0]].begin;
 	fprintf(f, ",\"b0\":%" PRId64, n ? rel(d, prev_begin) : 0);
 	for (uint32_t i = 0; i < n; i++) {
-		const struct ktrace_dec_call *c = &d->calls[ix[i]];
+		const struct kd_dec_call *c = &d->calls[ix[i]];
 		int changed = c->core != prev_core;
 
 		vb_uv(&b, zigzag((int64_t)c->depth - (int64_t)prev_depth) << 5 |
@@ -218,12 +218,12 @@ static int thread_calls(FILE *f, const struct ktrace_dec *d, uint32_t *ix, uint3
 	return 0;
 }
 
-static const struct ktrace_dec_run *sort_runs;
+static const struct kd_dec_run *sort_runs;
 
 static int by_run_begin(const void *a, const void *b)
 {
-	const struct ktrace_dec_run *x = &sort_runs[*(const uint32_t *)a];
-	const struct ktrace_dec_run *y = &sort_runs[*(const uint32_t *)b];
+	const struct kd_dec_run *x = &sort_runs[*(const uint32_t *)a];
+	const struct kd_dec_run *y = &sort_runs[*(const uint32_t *)b];
 
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
@@ -233,21 +233,21 @@ static int by_run_begin(const void *a, const void *b)
 /* ---- one file ----------------------------------------------------------------- */
 
 /* Thread index -> row index in the page (threads with data), or NONE. */
-static uint32_t *thread_rows(const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+static uint32_t *thread_rows(const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	uint32_t *row = malloc(((size_t)d->nthreads + 1) * sizeof(*row)), nrow = 0;
 
 	if (!row)
 		return NULL;
 	for (uint32_t t = 0; t < d->nthreads; t++)
-		row[t] = d->threads[t].events && wanted(d, t, o) ? nrow++ : KTRACE_DEC_NONE;
+		row[t] = d->threads[t].events && wanted(d, t, o) ? nrow++ : KD_NONE;
 	return row;
 }
 
-static void header(FILE *f, const struct ktrace_dec *d)
+static void header(FILE *f, const struct kd_dec *d)
 {
 	const struct ktrace_info_rec *in = &d->snap.info;
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	uint64_t lo_tsc = d->window_start << d->shift, hi_tsc = d->window_end << d->shift;
 	uint32_t a0 = 0, a1 = s->nanchors;
 	char buf[64];
@@ -261,15 +261,15 @@ static void header(FILE *f, const struct ktrace_dec *d)
 	jstr(f, in->hostname);
 	fputs(",\"reason\":", f);
 	jstr(f, in->reason);
-	ktrace__fmt_wall(in->snapshot_realtime_ns, 1, buf, sizeof(buf));
+	kd_fmt_wall(in->snapshot_realtime_ns, 1, buf, sizeof(buf));
 	fputs(",\"snapshot\":", f);
 	jstr(f, buf);
 	fprintf(f, ",\"hz\":\"%" PRIu64 "\",\"shift\":%" PRIu32 ",\"t0\":\"%" PRIu64
 	           "\",\"span\":%" PRIu64 ",\"wall0\":\"%" PRId64 "\",\"all\":%d",
 	        d->tsc_hz, d->shift, d->window_start, d->window_end - d->window_start,
-	        ktrace__dec_wall_ns(d, d->window_start), d->opts.all ? 1 : 0);
+	        kd_dec_wall_ns(d, d->window_start), d->opts.all ? 1 : 0);
 	/* Anchors around the window only: the page interpolates like
-	 * ktrace__snap_wall_ns() for a call's exact start time. */
+	 * kd_snap_wall_ns() for a call's exact start time. */
 	while (a0 + 1 < s->nanchors && s->anchors[a0 + 1].tsc <= lo_tsc)
 		a0++;
 	while (a1 > a0 + 1 && s->anchors[a1 - 2].tsc >= hi_tsc)
@@ -281,7 +281,7 @@ static void header(FILE *f, const struct ktrace_dec *d)
 		        s->anchors[i].realtime_ns);
 	fputs("],\"losses\":[", f);
 	for (unsigned i = 0; s->have_loss && i < KTRACE_LOSS_COUNT; i++) {
-		const char *name = ktrace__loss_name(i);
+		const char *name = kd_loss_name(i);
 
 		if (!s->loss.count[i])
 			continue;
@@ -302,7 +302,7 @@ static void header(FILE *f, const struct ktrace_dec *d)
 	        d->dropped_after, d->lost_exits, d->unmatched_exits);
 }
 
-static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+static int file_json(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	uint32_t *row = thread_rows(d, o), *start = NULL, *ix = NULL;
 	int rc = -1, first;
@@ -320,7 +320,7 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 	fputs(",\"funcs\":[", f);
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
 		fputs(i ? "," : "", f);
-		jstr(f, ktrace__dec_func_name(d, i));
+		jstr(f, kd_dec_func_name(d, i));
 	}
 	fputs("],\"names\":{", f);
 	for (uint32_t i = 0; i < d->snap.nnames; i++) {
@@ -338,8 +338,8 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 		           ",\"tid\":%" PRId32 ",\"suppressed\":%" PRIu64 ",\"end\":%" PRId64
 		           ",\"req\":%" PRId64 "}",
 		        t->request_id, t->duration_ns, t->threshold_ns, t->tid, t->suppressed,
-		        rel(d, r != KTRACE_DEC_NONE ? d->reqs[r].end : t->end_tsc >> d->shift),
-		        r != KTRACE_DEC_NONE && wanted(d, d->reqs[r].thread, o) ? (int64_t)r : -1);
+		        rel(d, r != KD_NONE ? d->reqs[r].end : t->end_tsc >> d->shift),
+		        r != KD_NONE && wanted(d, d->reqs[r].thread, o) ? (int64_t)r : -1);
 	}
 
 	/* Threads, their calls bucketed by thread (counting sort). */
@@ -360,9 +360,9 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 	fputs(",\"threads\":[", f);
 	first = 1;
 	for (uint32_t t = 0; t < d->nthreads; t++) {
-		const struct ktrace_dec_thread *th = &d->threads[t];
+		const struct kd_dec_thread *th = &d->threads[t];
 
-		if (row[t] == KTRACE_DEC_NONE)
+		if (row[t] == KD_NONE)
 			continue;
 		fputs(first ? "{\"name\":" : ",\n{\"name\":", f);
 		first = 0;
@@ -383,7 +383,7 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 		uint64_t prev = d->window_start;
 
 		for (uint32_t i = 0; i < d->nruns; i++)
-			if (d->runs[i].core == c && row[d->runs[i].thread] != KTRACE_DEC_NONE)
+			if (d->runs[i].core == c && row[d->runs[i].thread] != KD_NONE)
 				ix[n++] = i;
 		sort_runs = d->runs;
 		qsort(ix, n, sizeof(*ix), by_run_begin);
@@ -392,7 +392,7 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 		fprintf(f, "%s{\"cpu\":%" PRIu32 ",\"n\":%" PRIu32 ",\"b0\":%" PRId64 ",\"runs\":",
 		        c ? ",\n" : "", d->snap.cores[c].cpu, n, rel(d, prev));
 		for (uint32_t i = 0; i < n; i++) {
-			const struct ktrace_dec_run *r = &d->runs[ix[i]];
+			const struct kd_dec_run *r = &d->runs[ix[i]];
 
 			vb_uv(&b, row[r->thread]);
 			vb_uv(&b, r->begin - prev);
@@ -413,20 +413,20 @@ static int file_json(FILE *f, const struct ktrace_dec *d, const struct ktrace_ou
 	 * give filtered-out threads row -1. */
 	fputs("],\n\"reqs\":[", f);
 	for (uint32_t i = 0; i < d->nreqs; i++) {
-		const struct ktrace_dec_request *r = &d->reqs[i];
+		const struct kd_dec_request *r = &d->reqs[i];
 
 		fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",\"%" PRIu64 "\",%" PRIu32
 		           ",%" PRIu32 "]", i ? "," : "",
-		        row[r->thread] == KTRACE_DEC_NONE ? -1 : (int64_t)row[r->thread],
+		        row[r->thread] == KD_NONE ? -1 : (int64_t)row[r->thread],
 		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core);
 	}
 	/* Marks: [row, tick, name, "value", core]. */
 	fputs("],\n\"marks\":[", f);
 	first = 1;
 	for (uint32_t i = 0; i < d->nmarks; i++) {
-		const struct ktrace_dec_mark *m = &d->marks[i];
+		const struct kd_dec_mark *m = &d->marks[i];
 
-		if (row[m->thread] == KTRACE_DEC_NONE)
+		if (row[m->thread] == KD_NONE)
 			continue;
 		fprintf(f, "%s[%" PRIu32 ",%" PRId64 ",%" PRIu32 ",\"%" PRIu64 "\",%" PRIu32 "]",
 		        first ? "" : ",", row[m->thread], rel(d, m->tick), m->name, m->value, m->core);
@@ -471,7 +471,7 @@ static void expand(FILE *f, const unsigned char *tmpl, size_t len,
 }
 
 struct page {
-	struct ktrace_dec **decs;
+	struct kd_dec **decs;
 	int n;
 	const struct ktrace_out_opts *o;
 	int rc;
@@ -531,9 +531,9 @@ static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 	struct page *p = ctx;
 
 	if (klen == 3 && !memcmp(key, "CSS", 3)) {
-		fwrite(ktrace__html_css, 1, ktrace__html_css_len, f);
+		fwrite(kd_html_css, 1, kd_html_css_len, f);
 	} else if (klen == 2 && !memcmp(key, "JS", 2)) {
-		fwrite(ktrace__html_js, 1, ktrace__html_js_len, f);
+		fwrite(kd_html_js, 1, kd_html_js_len, f);
 	} else if (klen == 5 && !memcmp(key, "TITLE", 5)) {
 		const char *exe = "";
 		for (int i = 0; i < p->n && !exe[0]; i++) {
@@ -557,12 +557,12 @@ static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 	}
 }
 
-uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n, const struct ktrace_out_opts *o)
+uint64_t kd_html_calls(struct kd_dec *const *decs, int n, const struct ktrace_out_opts *o)
 {
 	uint64_t calls = 0;
 
 	for (int i = 0; i < n; i++) {
-		const struct ktrace_dec *d = decs[i];
+		const struct kd_dec *d = decs[i];
 
 		for (uint32_t k = 0; d && k < d->ncalls; k++)
 			calls += wanted(d, d->calls[k].thread, o);
@@ -570,11 +570,11 @@ uint64_t ktrace__html_calls(struct ktrace_dec *const *decs, int n, const struct 
 	return calls;
 }
 
-int ktrace__out_html(FILE *f, struct ktrace_dec **decs, int n, const struct ktrace_out_opts *o)
+int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_opts *o)
 {
 	uint64_t max = o && o->limit && o->limit < KTRACE_HTML_MAX_CALLS ? o->limit
 	                                                                 : KTRACE_HTML_MAX_CALLS;
-	uint64_t calls = ktrace__html_calls(decs, n, o);
+	uint64_t calls = kd_html_calls(decs, n, o);
 	struct page p = { decs, n, o, 0 };
 
 	if (calls > max) {
@@ -586,7 +586,7 @@ int ktrace__out_html(FILE *f, struct ktrace_dec **decs, int n, const struct ktra
 		        calls, max, max == KTRACE_HTML_MAX_CALLS ? "" : ", --limit");
 		return -1;
 	}
-	expand(f, ktrace__html_page, ktrace__html_page_len, put_key, &p);
+	expand(f, kd_html_page, kd_html_page_len, put_key, &p);
 	if (p.rc)
 		fprintf(stderr, "ktrace-decode: out of memory writing the HTML page\n");
 	return p.rc;

@@ -31,7 +31,7 @@
  * Order and time.  A thread's slices are written in recorded order (a walk
  * over its calls in entry order, parent before child), so nesting never
  * depends on time.  Times are CLOCK_REALTIME ns from each snapshot's anchors
- * (ktrace__dec_wall_ns), so files line up.  Events that share one tick (the
+ * (kd_dec_wall_ns), so files line up.  Events that share one tick (the
  * counter >> tsc_shift, ~100 ns) get distinct times 1 ns apart in recorded
  * order, never reaching the next tick's time (beyond that, equal times keep
  * the recorded order): times within a tick are interpolated, and the
@@ -301,7 +301,7 @@ static void names_reset(struct pf *w)
 	for (uint32_t i = 0; i < w->nnm; i++)
 		free(w->nm[i]);
 	w->nnm = 0;
-	ktrace__umap_free(&w->names);
+	kd_umap_free(&w->names);
 }
 
 static void seq_open(struct pf *w, uint64_t track, int64_t t0)
@@ -365,12 +365,12 @@ static size_t event_begin(struct pf *w, int64_t ns, uint32_t type, const char *n
 		h = hash_str(name);
 		/* Probe h, h+1, ... until the name or a free key. */
 		for (uint32_t probe = 0; probe < 8; probe++) {
-			k = ktrace__umap_get(&w->names, h + probe);
-			if (k == KTRACE_DEC_NONE) {
+			k = kd_umap_get(&w->names, h + probe);
+			if (k == KD_NONE) {
 				if (grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm)))
 					break;
 				w->nm[w->nnm] = strdup(name);
-				if (!w->nm[w->nnm] || ktrace__umap_put(&w->names, h + probe, w->nnm)) {
+				if (!w->nm[w->nnm] || kd_umap_put(&w->names, h + probe, w->nnm)) {
 					free(w->nm[w->nnm]);
 					break;
 				}
@@ -466,7 +466,7 @@ struct clk {
  * never the next tick's time.  Ticks never go back (a late store joins the
  * previous event's tick).
  */
-static int64_t clk_next(struct clk *c, const struct ktrace_dec *d, uint64_t tick)
+static int64_t clk_next(struct clk *c, const struct kd_dec *d, uint64_t tick)
 {
 	int64_t raw, lim, ns;
 
@@ -476,8 +476,8 @@ static int64_t clk_next(struct clk *c, const struct ktrace_dec *d, uint64_t tick
 		raw = c->raw;
 		lim = c->lim;
 	} else {
-		raw = ktrace__dec_wall_ns(d, tick);
-		lim = ktrace__dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
+		raw = kd_dec_wall_ns(d, tick);
+		lim = kd_dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
 		c->raw = raw;
 		c->lim = lim;
 	}
@@ -496,7 +496,7 @@ static int64_t clk_next(struct clk *c, const struct ktrace_dec *d, uint64_t tick
 /* ---- process groups --------------------------------------------------------- */
 
 struct gfile {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t cut;             /* ticks: previous file's window end (if overlap) */
 	int overlap;              /* this file's window starts by the previous end */
 	int has_next_overlap;     /* the next file overlaps this one */
@@ -510,7 +510,7 @@ struct gfile {
 struct gthread {
 	uint32_t slot;
 	int32_t tid;              /* as written (offset for pid collisions) */
-	uint32_t *th;             /* per file: thread index or KTRACE_DEC_NONE */
+	uint32_t *th;             /* per file: thread index or KD_NONE */
 	const char *name;
 	uint64_t uuid;
 };
@@ -523,7 +523,7 @@ struct group {
 	int32_t pid;              /* as written */
 	int64_t tid_off;          /* added to every tid (pid collisions) */
 	uint64_t uuid;            /* process track */
-	const struct ktrace_dec *clk; /* the newest file: its anchors convert every
+	const struct kd_dec *clk; /* the newest file: its anchors convert every
 	                                 tick of the group (one counter), so merged
 	                                 files never disagree on a time */
 };
@@ -594,16 +594,16 @@ static int by_thread(uint32_t n, uint32_t nthreads, const void *items, size_t st
 
 static int gfile_index(struct gfile *g)
 {
-	const struct ktrace_dec *d = g->d;
+	const struct kd_dec *d = g->d;
 
 	if (by_thread(d->ncalls, d->nthreads, d->calls, sizeof(*d->calls),
-	              offsetof(struct ktrace_dec_call, thread), &g->order, &g->first, &g->local))
+	              offsetof(struct kd_dec_call, thread), &g->order, &g->first, &g->local))
 		return -1;
 	return by_thread(d->nmarks, d->nthreads, d->marks, sizeof(*d->marks),
-	                 offsetof(struct ktrace_dec_mark, thread), &g->morder, &g->mfirst, NULL);
+	                 offsetof(struct kd_dec_mark, thread), &g->morder, &g->mfirst, NULL);
 }
 
-static int is_open(const struct ktrace_dec_call *c)
+static int is_open(const struct kd_dec_call *c)
 {
 	return (c->flags & KTRACE_CALL_TRUNC_END) && !(c->flags & KTRACE_CALL_EXIT_LOST);
 }
@@ -617,9 +617,9 @@ static void walk_file(const struct group *g, uint32_t fi, uint32_t th, uint64_t 
                       int keep_all, struct vec *out)
 {
 	const struct gfile *gf = &g->files[fi];
-	const struct ktrace_dec *d = gf->d;
+	const struct kd_dec *d = gf->d;
 	uint32_t lo = gf->first[th], n = gf->first[th + 1] - lo;
-	uint32_t *child, *sib, *stk, nroots = 0, root = KTRACE_DEC_NONE, sp = 0;
+	uint32_t *child, *sib, *stk, nroots = 0, root = KD_NONE, sp = 0;
 
 	if (!n)
 		return;
@@ -631,10 +631,10 @@ static void walk_file(const struct group *g, uint32_t fi, uint32_t th, uint64_t 
 		goto out;
 	}
 	for (uint32_t j = 0; j < n; j++)
-		child[j] = sib[j] = KTRACE_DEC_NONE;
+		child[j] = sib[j] = KD_NONE;
 	/* Backwards, so that prepending leaves every list in entry order. */
 	for (uint32_t j = n; j-- > 0;) {
-		const struct ktrace_dec_call *c = &d->calls[gf->order[lo + j]];
+		const struct kd_dec_call *c = &d->calls[gf->order[lo + j]];
 		uint32_t p = c->parent;
 
 		if (!keep_all && c->end <= min_end)
@@ -650,15 +650,15 @@ static void walk_file(const struct group *g, uint32_t fi, uint32_t th, uint64_t 
 		}
 	}
 	/* Iterative pre-order: stk holds the path; child[] is consumed. */
-	for (uint32_t r = root; r != KTRACE_DEC_NONE; r = sib[r]) {
-		const struct ktrace_dec_call *c = &d->calls[gf->order[lo + r]];
+	for (uint32_t r = root; r != KD_NONE; r = sib[r]) {
+		const struct kd_dec_call *c = &d->calls[gf->order[lo + r]];
 
 		vpush(out, (struct sev){ c->begin, gf->order[lo + r], (uint16_t)fi, 0, 0 });
 		stk[sp++] = r;
 		while (sp) {
 			uint32_t top = stk[sp - 1], k = child[top];
 
-			if (k != KTRACE_DEC_NONE) {
+			if (k != KD_NONE) {
 				child[top] = sib[k];
 				c = &d->calls[gf->order[lo + k]];
 				vpush(out, (struct sev){ c->begin, gf->order[lo + k], (uint16_t)fi, 0, 0 });
@@ -680,9 +680,9 @@ out:
 
 static const char *sev_func(const struct group *g, const struct sev *e)
 {
-	const struct ktrace_dec *d = g->files[e->file].d;
+	const struct kd_dec *d = g->files[e->file].d;
 
-	return ktrace__dec_func_name(d, d->calls[e->call].func);
+	return kd_dec_func_name(d, d->calls[e->call].func);
 }
 
 /*
@@ -798,11 +798,11 @@ static int want_thread(const struct ktrace_out_opts *o, int32_t tid)
 
 static void write_mark(struct pf *w, const struct group *g, struct clk *ck, const struct mk *k)
 {
-	const struct ktrace_dec *d = g->files[k->file].d;
-	const struct ktrace_dec_mark *mk = &d->marks[k->idx];
+	const struct kd_dec *d = g->files[k->file].d;
+	const struct kd_dec_mark *mk = &d->marks[k->idx];
 	char nb[64];
 	size_t te = event_begin(w, clk_next(ck, g->clk, mk->tick), TYPE_INSTANT,
-	                        ktrace__dec_name(d, mk->name, nb, sizeof(nb)), w->track);
+	                        kd_dec_name(d, mk->name, nb, sizeof(nb)), w->track);
 
 	ann_uint(w, "value", mk->value);
 	event_end(w, te);
@@ -817,10 +817,10 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	int64_t t0 = INT64_MAX;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 		uint32_t th = gt->th[fi];
 
-		if (th == KTRACE_DEC_NONE)
+		if (th == KD_NONE)
 			continue;
 		merge_file(g, fi, th, &m);
 		for (uint32_t j = g->files[fi].mfirst[th]; j < g->files[fi].mfirst[th + 1]; j++) {
@@ -835,7 +835,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 			mks[nmk++] = (struct mk){ d->marks[i].tick, fi, i };
 		}
 		if (t0 == INT64_MAX)
-			t0 = ktrace__dec_wall_ns(g->clk, d->threads[th].first_tick < d->threads[th].start_tick ?
+			t0 = kd_dec_wall_ns(g->clk, d->threads[th].first_tick < d->threads[th].start_tick ?
 			                            d->threads[th].first_tick : d->threads[th].start_tick);
 	}
 	if (m.oom) {
@@ -845,13 +845,13 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	if (nmk)
 		qsort(mks, nmk, sizeof(*mks), cmp_mk);
 	if (m.n) {
-		int64_t first = ktrace__dec_wall_ns(g->clk, m.v[0].tick);
+		int64_t first = kd_dec_wall_ns(g->clk, m.v[0].tick);
 
 		if (first < t0)
 			t0 = first;
 	}
 	if (nmk) {
-		int64_t first = ktrace__dec_wall_ns(g->clk, mks[0].tick);
+		int64_t first = kd_dec_wall_ns(g->clk, mks[0].tick);
 
 		if (first < t0)
 			t0 = first;
@@ -861,8 +861,8 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	seq_open(w, gt->uuid, t0);
 	for (size_t i = 0; i < m.n && !w->oom; i++) {
 		const struct sev *e = &m.v[i];
-		const struct ktrace_dec *d = g->files[e->file].d;
-		const struct ktrace_dec_call *c = &d->calls[e->call];
+		const struct kd_dec *d = g->files[e->file].d;
+		const struct kd_dec_call *c = &d->calls[e->call];
 		size_t te;
 
 		while (mi < nmk && mks[mi].tick < e->tick)
@@ -871,7 +871,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_END, NULL, w->track);
 		} else {
 			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_BEGIN,
-			                 ktrace__dec_func_name(d, c->func), w->track);
+			                 kd_dec_func_name(d, c->func), w->track);
 			if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
 			if (c->flags & KTRACE_CALL_TRUNC_END)
@@ -929,7 +929,7 @@ static void child_track(struct pf *w, const struct group *g, uint64_t uuid, cons
 	packet_end(w);
 }
 
-static int64_t gtid(const struct group *g, const struct ktrace_dec_thread *t)
+static int64_t gtid(const struct group *g, const struct kd_dec_thread *t)
 {
 	int64_t tid = t->known ? t->tid : 1000000000ll + t->slot % 1000000000u;
 
@@ -938,7 +938,7 @@ static int64_t gtid(const struct group *g, const struct ktrace_dec_thread *t)
 
 /* ---- the whole trace --------------------------------------------------------- */
 
-static int same_process(const struct ktrace_dec *a, const struct ktrace_dec *b)
+static int same_process(const struct kd_dec *a, const struct kd_dec *b)
 {
 	return a->snap.info.pid == b->snap.info.pid &&
 	       a->snap.info.start_tsc == b->snap.info.start_tsc &&
@@ -979,17 +979,17 @@ static int group_threads(struct group *g)
 	int rc = -1;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 
 		for (uint32_t t = 0; t < d->nthreads; t++) {
-			const struct ktrace_dec_thread *dt = &d->threads[t];
+			const struct kd_dec_thread *dt = &d->threads[t];
 			uint64_t key = (uint64_t)dt->slot << 32 | (uint32_t)gtid(g, dt);
 			uint32_t k;
 
 			if (!dt->events)
 				continue;
-			k = ktrace__umap_get(&seen, key);
-			if (k >= g->nthreads || g->threads[k].th[fi] != KTRACE_DEC_NONE) {
+			k = kd_umap_get(&seen, key);
+			if (k >= g->nthreads || g->threads[k].th[fi] != KD_NONE) {
 				k = g->nthreads;
 				if (grow(&g->threads, &cap, k, sizeof(*g->threads)))
 					goto out;
@@ -1001,9 +1001,9 @@ static int group_threads(struct group *g)
 				if (!g->threads[k].th)
 					goto out;
 				for (uint32_t x = 0; x < g->nfiles; x++)
-					g->threads[k].th[x] = KTRACE_DEC_NONE;
+					g->threads[k].th[x] = KD_NONE;
 				g->nthreads++;
-				if (ktrace__umap_put(&seen, key, k))
+				if (kd_umap_put(&seen, key, k))
 					goto out;
 			}
 			g->threads[k].th[fi] = t;
@@ -1011,15 +1011,15 @@ static int group_threads(struct group *g)
 	}
 	rc = 0;
 out:
-	ktrace__umap_free(&seen);
+	kd_umap_free(&seen);
 	return rc;
 }
 
 static void write_descriptors(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
 {
-	const struct ktrace_dec *d0 = g->files[0].d;
+	const struct kd_dec *d0 = g->files[0].d;
 	const char *exe = strrchr(d0->snap.info.exe, '/');
-	int64_t t0 = ktrace__dec_wall_ns(d0, d0->window_start);
+	int64_t t0 = kd_dec_wall_ns(d0, d0->window_start);
 	char buf[512];
 	size_t td, pd;
 
@@ -1065,10 +1065,10 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 	size_t n = 0, cap = 0;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 
 		for (uint32_t i = 0; i < d->nruns; i++) {
-			const struct ktrace_dec_run *r = &d->runs[i];
+			const struct kd_dec_run *r = &d->runs[i];
 
 			if (r->core >= d->snap.ncores || r->thread >= d->nthreads)
 				continue;
@@ -1088,8 +1088,8 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 	if (n)
 		qsort(sp, n, sizeof(*sp), cmp_span);
 	for (size_t i = 0; i < n && !w->oom; i++) {
-		const struct ktrace_dec *d = g->files[sp[i].file].d;
-		const struct ktrace_dec_run *r = &d->runs[sp[i].idx];
+		const struct kd_dec *d = g->files[sp[i].file].d;
+		const struct kd_dec_run *r = &d->runs[sp[i].idx];
 		char buf[128];
 		size_t te;
 
@@ -1098,7 +1098,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 
 			snprintf(buf, sizeof(buf), "cpu %" PRIu32, sp[i].lane);
 			child_track(w, g, uuid, buf, 0);
-			seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, sp[i].begin));
+			seq_open(w, uuid, kd_dec_wall_ns(g->clk, sp[i].begin));
 			memset(&ck, 0, sizeof(ck));
 		}
 		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[r->thread].name,
@@ -1120,10 +1120,10 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 	uint32_t nlanes = 0;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 
 		for (uint32_t i = 0; i < d->nreqs; i++) {
-			const struct ktrace_dec_request *r = &d->reqs[i];
+			const struct kd_dec_request *r = &d->reqs[i];
 
 			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
 				continue;
@@ -1164,8 +1164,8 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 		int opened = 0;
 
 		for (size_t i = 0; i < n && !w->oom; i++) {
-			const struct ktrace_dec *d = g->files[sp[i].file].d;
-			const struct ktrace_dec_request *r = &d->reqs[sp[i].idx];
+			const struct kd_dec *d = g->files[sp[i].file].d;
+			const struct kd_dec_request *r = &d->reqs[sp[i].idx];
 			size_t te;
 
 			if (sp[i].lane != l)
@@ -1176,15 +1176,15 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 				else
 					snprintf(buf, sizeof(buf), "requests");
 				child_track(w, g, uuid, buf, 0);
-				seq_open(w, uuid, ktrace__dec_wall_ns(g->clk, r->begin));
+				seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
 				opened = 1;
 			}
-			snprintf(buf, sizeof(buf), "request:%s%s", ktrace__dec_name(d, r->kind, nb, sizeof(nb)),
+			snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
 			         (r->flags & KTRACE_REQ_TRIGGER) ? " (TRIGGER)" : "");
 			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 			                 buf, w->track);
 			ann_uint(w, "id", r->id);
-			ann_str(w, "thread", ktrace__dec_thread_label(d, r->thread, nb, sizeof(nb)));
+			ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
 			if (r->flags & KTRACE_REQ_TRIGGER)
 				ann_bool(w, "trigger");
 			if (r->flags & KTRACE_REQ_TRUNC_BEGIN)
@@ -1204,40 +1204,40 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 static void write_note(struct pf *w, const struct group *g)
 {
 	uint64_t uuid = sub_uuid(g, UU_NOTE, 0);
-	const struct ktrace_dec *d0 = g->files[0].d;
-	int64_t t0 = ktrace__dec_wall_ns(g->clk, d0->window_start);
+	const struct kd_dec *d0 = g->files[0].d;
+	int64_t t0 = kd_dec_wall_ns(g->clk, d0->window_start);
 	struct clk ck = { 0 };
 	char buf[512], a[32], b[32];
 	size_t te;
 
 	child_track(w, g, uuid, "ktrace", t0);
 	seq_open(w, uuid, t0);
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d0, 1), a, sizeof(a));
+	kd_fmt_dur(kd_dec_ticks_ns(d0, 1), a, sizeof(a));
 	snprintf(buf, sizeof(buf), "ktrace-decode: times within one %s tick are interpolated "
 	         "(1 ns steps in recorded order)", a);
 	te = event_begin(w, clk_next(&ck, g->clk, d0->window_start), TYPE_INSTANT, buf, w->track);
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 1, a, sizeof(a));
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_end), 1, b, sizeof(b));
+		kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, a, sizeof(a));
+		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 1, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "%s: window %s .. %s UTC, reason %s%s", d->file, a, b,
 		         d->snap.info.reason,
 		         g->files[fi].overlap ? " (calls already in the previous file left out)" : "");
 		ann_str(w, "file", buf);
 	}
-	ann_uint(w, "tick_ns", ktrace__dec_ticks_ns(d0, 1));
+	ann_uint(w, "tick_ns", kd_dec_ticks_ns(d0, 1));
 	event_end(w, te);
 	for (uint32_t fi = 0; fi < g->nfiles && !w->oom; fi++) {
-		const struct ktrace_dec *d = g->files[fi].d;
+		const struct kd_dec *d = g->files[fi].d;
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		uint64_t end_tick;
 
 		if (!d->snap.have_trigger)
 			continue;
 		end_tick = d->trigger_req < d->nreqs ? d->reqs[d->trigger_req].end : t->end_tsc >> d->shift;
-		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
-		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
 		te = event_begin(w, clk_next(&ck, g->clk, end_tick), TYPE_INSTANT, buf, w->track);
 		ann_uint(w, "request_id", t->request_id);
@@ -1246,7 +1246,7 @@ static void write_note(struct pf *w, const struct group *g)
 	}
 }
 
-int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
+int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
                          const struct ktrace_out_opts *o)
 {
 	struct pf w = { .f = f, .next_seq = 2 };
@@ -1257,10 +1257,10 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 	int rc = 0;
 
 	if (!gs)
-		return KTRACE_DEC_ENOMEM;
+		return KD_ENOMEM;
 	/* Group the files by process; within a group, by window end. */
 	for (uint32_t i = 0; i < n; i++) {
-		struct ktrace_dec *d = decs[i];
+		struct kd_dec *d = decs[i];
 		uint32_t g;
 
 		if (!d)
@@ -1271,14 +1271,14 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 		if (g == ng) {
 			gs[g].files = calloc(n, sizeof(*gs[g].files));
 			if (!gs[g].files) {
-				rc = KTRACE_DEC_ENOMEM;
+				rc = KD_ENOMEM;
 				goto out;
 			}
 			ng++;
 		}
 		gs[g].files[gs[g].nfiles++].d = d;
-		if (ktrace__dec_wall_ns(d, d->window_start) < t0)
-			t0 = ktrace__dec_wall_ns(d, d->window_start);
+		if (kd_dec_wall_ns(d, d->window_start) < t0)
+			t0 = kd_dec_wall_ns(d, d->window_start);
 	}
 	if (t0 == INT64_MAX)
 		t0 = 0;
@@ -1290,11 +1290,11 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 		qsort(gr->files, gr->nfiles, sizeof(*gr->files), cmp_gfile);
 		for (uint32_t i = 0; i < gr->nfiles; i++) {
 			if (gfile_index(&gr->files[i])) {
-				rc = KTRACE_DEC_ENOMEM;
+				rc = KD_ENOMEM;
 				goto out;
 			}
 			if (i) {
-				const struct ktrace_dec *prev = gr->files[i - 1].d;
+				const struct kd_dec *prev = gr->files[i - 1].d;
 
 				gr->files[i].cut = prev->window_end;
 				gr->files[i].overlap = gr->files[i].d->window_start <= prev->window_end;
@@ -1310,7 +1310,7 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 		gr->uuid = (uint64_t)(g + 1) << 32;
 		gr->clk = gr->files[gr->nfiles - 1].d;
 		if (group_threads(gr)) {
-			rc = KTRACE_DEC_ENOMEM;
+			rc = KD_ENOMEM;
 			goto out;
 		}
 	}
@@ -1343,7 +1343,7 @@ int ktrace__out_perfetto(FILE *f, struct ktrace_dec *const *decs, uint32_t n,
 		write_cores(&w, gr, o);
 	}
 	if (w.oom)
-		rc = KTRACE_DEC_ENOMEM;
+		rc = KD_ENOMEM;
 out:
 	for (uint32_t g = 0; g < ng; g++)
 		group_free(&gs[g]);

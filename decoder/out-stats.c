@@ -72,7 +72,7 @@ static int cmp_stats(const void *a, const void *b)
 }
 
 /* Does a caller of call i (up to 256 levels) run the same function? */
-static int recursive(const struct ktrace_dec *d, uint32_t i)
+static int recursive(const struct kd_dec *d, uint32_t i)
 {
 	uint32_t f = d->calls[i].func, p = d->calls[i].parent;
 
@@ -95,19 +95,19 @@ static uint64_t rank(const uint64_t *v, uint64_t n, double q)
 	return v[r - 1];
 }
 
-struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t tid,
+struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *nout)
 {
 	size_t nf = (size_t)d->nfuncs + 1;
-	uint64_t *dur = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*dur), "statistics");
-	uint64_t *tmp = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*tmp), "statistics");
+	uint64_t *dur = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*dur), "statistics");
+	uint64_t *tmp = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*tmp), "statistics");
 	/* per func: start in dur[], fill cursor */
-	uint64_t *off = ktrace__xcalloc(nf + 1, sizeof(*off), "statistics");
-	uint64_t *cur = ktrace__xmalloc((nf + 1) * sizeof(*cur), "statistics");
-	uint64_t *total = ktrace__xcalloc(nf, sizeof(*total), "statistics"); /* ticks */
-	uint64_t *self = ktrace__xcalloc(nf, sizeof(*self), "statistics");   /* ticks */
-	uint64_t *sum = ktrace__xcalloc(nf, sizeof(*sum), "statistics");     /* ticks */
-	struct ktrace_func_stats *st = ktrace__xcalloc(nf, sizeof(*st), "statistics");
+	uint64_t *off = kd_xcalloc(nf + 1, sizeof(*off), "statistics");
+	uint64_t *cur = kd_xmalloc((nf + 1) * sizeof(*cur), "statistics");
+	uint64_t *total = kd_xcalloc(nf, sizeof(*total), "statistics"); /* ticks */
+	uint64_t *self = kd_xcalloc(nf, sizeof(*self), "statistics");   /* ticks */
+	uint64_t *sum = kd_xcalloc(nf, sizeof(*sum), "statistics");     /* ticks */
+	struct ktrace_func_stats *st = kd_xcalloc(nf, sizeof(*st), "statistics");
 	uint32_t ns = 0;
 
 	*nout = 0;
@@ -122,7 +122,7 @@ struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t
 		off[f] += off[f - 1];
 	memcpy(cur, off, nf * sizeof(*off));
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		uint64_t t = c->end - c->begin;
 
 		if (!WANT(c))
@@ -144,12 +144,12 @@ struct ktrace_func_stats *ktrace__func_stats(const struct ktrace_dec *d, int32_t
 		s = &st[ns++];
 		s->func = f;
 		s->calls = n;
-		s->total = ktrace__dec_ticks_ns(d, total[f]);
-		s->self = ktrace__dec_ticks_ns(d, self[f]);
-		s->mean = (double)ktrace__dec_ticks_ns(d, sum[f]) / (double)n;
-		s->p50 = ktrace__dec_ticks_ns(d, rank(dur + off[f], n, 0.50));
-		s->p99 = ktrace__dec_ticks_ns(d, rank(dur + off[f], n, 0.99));
-		s->max = ktrace__dec_ticks_ns(d, dur[off[f + 1] - 1]);
+		s->total = kd_dec_ticks_ns(d, total[f]);
+		s->self = kd_dec_ticks_ns(d, self[f]);
+		s->mean = (double)kd_dec_ticks_ns(d, sum[f]) / (double)n;
+		s->p50 = kd_dec_ticks_ns(d, rank(dur + off[f], n, 0.50));
+		s->p99 = kd_dec_ticks_ns(d, rank(dur + off[f], n, 0.99));
+		s->max = kd_dec_ticks_ns(d, dur[off[f + 1] - 1]);
 	}
 	qsort(st, ns, sizeof(*st), cmp_stats);
 	free(dur);
@@ -189,7 +189,7 @@ static int cmp_sched_row(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func;
 }
 
-static void stats_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+static void stats_sched(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	struct sched_row *row;
 	uint32_t n = 0;
@@ -203,7 +203,7 @@ static void stats_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace
 		return;
 	}
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		struct sched_row *r = &row[c->func];
 		uint64_t x[2];
 
@@ -213,7 +213,7 @@ static void stats_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace
 		r->calls++;
 		if (recursive(d, i))
 			continue;
-		ktrace__dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+		kd_dec_offcpu_in(d, c->thread, c->begin, c->end, x);
 		r->wall += c->end - c->begin;
 		r->off[0] += x[0];
 		r->off[1] += x[1];
@@ -235,23 +235,23 @@ static void stats_sched(FILE *f, const struct ktrace_dec *d, const struct ktrace
 			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
 			break;
 		}
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].wall), w, sizeof(w));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].wall > o2 ? row[i].wall - o2 : 0), on,
+		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].wall), w, sizeof(w));
+		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].wall > o2 ? row[i].wall - o2 : 0), on,
 		                sizeof(on));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, o2), off, sizeof(off));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].off[0]), bl, sizeof(bl));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, row[i].off[1]), pr, sizeof(pr));
+		kd_fmt_dur(kd_dec_ticks_ns(d, o2), off, sizeof(off));
+		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].off[0]), bl, sizeof(bl));
+		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].off[1]), pr, sizeof(pr));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s  %s\n", row[i].calls, w, on, off, bl,
-		        pr, ktrace__dec_func_name(d, row[i].func));
+		        pr, kd_dec_func_name(d, row[i].func));
 	}
 	free(row);
 }
 
-void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	uint32_t n;
 	struct ktrace_func_stats *st =
-		ktrace__func_stats(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
+		kd_func_stats(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
 	char t[32], s[32], m[32], p50[32], p99[32], mx[32];
 
 	if (!st) {
@@ -259,7 +259,7 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 		return;
 	}
 	fprintf(f, "\nper function (sorted by self time; times inclusive unless \"self\"):\n");
-	ktrace__out_muted_note(f, d, "");
+	kd_out_muted_note(f, d, "");
 	fprintf(f, "%10s %12s %12s %12s %12s %12s %12s  %s\n", "calls", "total", "self", "mean",
 	        "p50", "p99", "max", "function");
 	for (uint32_t i = 0; i < n; i++) {
@@ -267,16 +267,16 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
 			break;
 		}
-		ktrace__fmt_dur(st[i].total, t, sizeof(t));
-		ktrace__fmt_dur(st[i].self, s, sizeof(s));
-		ktrace__fmt_dur(st[i].mean < 1.8e19 ? (uint64_t)(st[i].mean + 0.5) : UINT64_MAX, m,
+		kd_fmt_dur(st[i].total, t, sizeof(t));
+		kd_fmt_dur(st[i].self, s, sizeof(s));
+		kd_fmt_dur(st[i].mean < 1.8e19 ? (uint64_t)(st[i].mean + 0.5) : UINT64_MAX, m,
 		                sizeof(m));
-		ktrace__fmt_dur(st[i].p50, p50, sizeof(p50));
-		ktrace__fmt_dur(st[i].p99, p99, sizeof(p99));
-		ktrace__fmt_dur(st[i].max, mx, sizeof(mx));
+		kd_fmt_dur(st[i].p50, p50, sizeof(p50));
+		kd_fmt_dur(st[i].p99, p99, sizeof(p99));
+		kd_fmt_dur(st[i].max, mx, sizeof(mx));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s%s\n", st[i].calls, t, s,
-		        m, p50, p99, mx, ktrace__dec_func_name(d, st[i].func),
-		        ktrace__dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
+		        m, p50, p99, mx, kd_dec_func_name(d, st[i].func),
+		        kd_dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);
 	stats_sched(f, d, o);
@@ -287,30 +287,30 @@ void ktrace__out_stats(FILE *f, const struct ktrace_dec *d, const struct ktrace_
 /*
  * One line per distinct stack: its length is the stack's depth, so a deep
  * recursion made output quadratic in depth (a 100,000-deep one, gigabytes).
- * Frames deeper than KTRACE_DEC_FOLD_DEPTH are cut: under the frame at that
+ * Frames deeper than KD_FOLD_DEPTH are cut: under the frame at that
  * depth, one marker frame "[up to N frames cut]" takes the self time of
  * everything deeper (N: the most frames cut there), so the output stays
  * linear in the number of calls.
  */
 
 /* Folded stacks keep self ticks per node of the shared call tree
- * (calltree.c), with a root per thread and a cut at KTRACE_DEC_FOLD_DEPTH. */
-static int folded_keep(const struct ktrace_dec *d, uint32_t call, void *arg)
+ * (calltree.c), with a root per thread and a cut at KD_FOLD_DEPTH. */
+static int folded_keep(const struct kd_dec *d, uint32_t call, void *arg)
 {
 	const struct ktrace_out_opts *o = arg;
 
 	return !o || !o->have_tid || d->threads[d->calls[call].thread].tid == o->tid;
 }
 
-void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+void kd_out_folded(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
-	struct ktrace_ctree t;
+	struct kd_ctree t;
 	uint32_t *node_of, *frames, *path = NULL, caps = 0;
 	char lbl[64];
 
-	ktrace__ctree_init(&t, sizeof(uint64_t), 1, KTRACE_DEC_FOLD_DEPTH);
-	node_of = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "folded stacks");
-	frames = ktrace__xmalloc(((size_t)d->ncalls + 1) * sizeof(*frames), "folded stacks");
+	kd_ctree_init(&t, sizeof(uint64_t), 1, KD_FOLD_DEPTH);
+	node_of = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "folded stacks");
+	frames = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*frames), "folded stacks");
 	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
@@ -318,38 +318,38 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 
 		if (!folded_keep(d, i, (void *)o))
 			continue;
-		node = ktrace__ctree_place(&t, d, node_of, frames, i, NULL, NULL);
-		if (node == KTRACE_DEC_NONE)
+		node = kd_ctree_place(&t, d, node_of, frames, i, NULL, NULL);
+		if (node == KD_NONE)
 			goto oom;
-		*(uint64_t *)ktrace__ctree_data(&t, node) += d->calls[i].self;
+		*(uint64_t *)kd_ctree_data(&t, node) += d->calls[i].self;
 	}
 	/* One line per node with self time: root first. */
 	for (uint32_t i = 0; i < t.nn; i++) {
 		uint32_t n = 0;
 
-		if (t.n[i].parent == KTRACE_DEC_NONE || !*(uint64_t *)ktrace__ctree_data(&t, i))
+		if (t.n[i].parent == KD_NONE || !*(uint64_t *)kd_ctree_data(&t, i))
 			continue;
-		for (uint32_t c = i; c != KTRACE_DEC_NONE; c = t.n[c].parent) {
+		for (uint32_t c = i; c != KD_NONE; c = t.n[c].parent) {
 			if (n >= caps) {
 				caps = caps ? caps * 2 : 256;
-				path = ktrace__xrealloc(path, (size_t)caps * sizeof(*path), "folded stacks");
+				path = kd_xrealloc(path, (size_t)caps * sizeof(*path), "folded stacks");
 			}
 			path[n++] = c;
 		}
 		while (n--) {
-			const struct ktrace_ctree_node *x = &t.n[path[n]];
+			const struct kd_ctree_node *x = &t.n[path[n]];
 
-			if (x->kind == KTRACE_CTREE_THREAD) {
+			if (x->kind == KD_CTREE_THREAD) {
 				/* flamegraph.pl splits on ';' and the last ' ': keep names clean */
-				for (char *p = (char *)ktrace__dec_thread_label(d, x->func, lbl, sizeof(lbl));
+				for (char *p = (char *)kd_dec_thread_label(d, x->func, lbl, sizeof(lbl));
 				     *p; p++)
 					if (*p == ';' || *p == ' ')
 						*p = '_';
 				fputs(lbl, f);
-			} else if (x->kind == KTRACE_CTREE_CUT) {
+			} else if (x->kind == KD_CTREE_CUT) {
 				fprintf(f, ";[up_to_%" PRIu32 "_frames_cut]", x->cut);
 			} else {
-				const char *s = ktrace__dec_func_name(d, x->func);
+				const char *s = kd_dec_func_name(d, x->func);
 
 				fputc(';', f);
 				for (; *s; s++)
@@ -357,13 +357,13 @@ void ktrace__out_folded(FILE *f, const struct ktrace_dec *d, const struct ktrace
 			}
 		}
 		fprintf(f, " %" PRIu64 "\n",
-		        ktrace__dec_ticks_ns(d, *(uint64_t *)ktrace__ctree_data(&t, i)));
+		        kd_dec_ticks_ns(d, *(uint64_t *)kd_ctree_data(&t, i)));
 	}
 	goto out;
 oom:
 	fprintf(f, "(out of memory)\n");
 out:
-	ktrace__ctree_free(&t);
+	kd_ctree_free(&t);
 	free(node_of);
 	free(frames);
 	free(path);

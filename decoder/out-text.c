@@ -22,9 +22,9 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len)
 	snprintf(buf, len, "%.6f s", (double)ns / 1e9);
 }
 
-void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
+void kd_out_summary(FILE *f, const struct kd_dec *d)
 {
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	const struct ktrace_info_rec *in = &s->info;
 	char a[64], b[64], c[64], lbl[64];
 	uint64_t ntb = 0, nte = 0, nel = 0;
@@ -34,10 +34,10 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	        in->exe[0] ? in->exe : "?", in->hostname[0] ? in->hostname : "?");
 	fprintf(f, "reason:    %s  (snapshot #%" PRIu32 " of this process)\n",
 	        in->reason[0] ? in->reason : "?", in->snapshot_seq);
-	ktrace__fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
+	kd_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
 	fprintf(f, "snapshot:  %s UTC", a);
 	if (in->prev_write_end_tsc) {
-		ktrace__fmt_wall(ktrace__snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
+		kd_fmt_wall(kd_snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
 		fprintf(f, " (previous file done %s: requests begun before it cannot trigger)", b);
 	}
 	fprintf(f, "\n");
@@ -48,9 +48,9 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
 	        in->ring_bytes_per_core);
 
-	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_start), 0, a, sizeof(a));
-	ktrace__fmt_wall(ktrace__dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-	fmt_secs(ktrace__dec_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
+	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 0, a, sizeof(a));
+	kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
+	fmt_secs(kd_dec_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
 	fprintf(f, "window:    %s .. %s UTC (%s)%s\n", a, b, c,
 	        d->opts.all ? ", --all: includes partial data" :
 	        d->window_limited ? ", complete window (wrapped rings lost older data)" : "");
@@ -78,8 +78,8 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	fprintf(f, "cores:\n  %5s  %-18s  %-18s  %12s  %10s  %12s  %s\n", "cpu", "first (UTC)",
 	        "last (UTC)", "span", "events", "events/s", "ring");
 	for (uint32_t i = 0; i < s->ncores; i++) {
-		const struct ktrace_dec_core_stats *cs = &d->core_stats[i];
-		const struct ktrace_snap_core *co = &s->cores[i];
+		const struct kd_dec_core_stats *cs = &d->core_stats[i];
+		const struct kd_snap_core *co = &s->cores[i];
 		uint64_t span, rate;
 
 		if (!cs->has_data) {
@@ -87,13 +87,13 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 			        "-", "-", "0", "-", co->wrapped ? "wrapped" : "not wrapped");
 			continue;
 		}
-		span = ktrace__dec_ticks_ns(d, cs->last_tick - cs->first_tick);
+		span = kd_dec_ticks_ns(d, cs->last_tick - cs->first_tick);
 		/* the rate is over the part of the span inside the window */
 		rate = cs->last_tick > d->window_start ?
-		       ktrace__dec_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
+		       kd_dec_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
 		                                                cs->first_tick : d->window_start)) : 0;
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
+		kd_fmt_wall(kd_dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
+		kd_fmt_wall(kd_dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
 		fmt_secs(span, c, sizeof(c));
 		fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10" PRIu64 "  %12.0f  %s", co->cpu, a,
 		        b, c, cs->events, rate ? (double)cs->events * 1e9 / (double)rate : 0.0,
@@ -105,7 +105,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 
 	fprintf(f, "threads:\n  %8s  %-16s  %10s  %s\n", "tid", "name", "events", "state");
 	for (uint32_t i = 0; i < d->nthreads; i++) {
-		const struct ktrace_dec_thread *t = &d->threads[i];
+		const struct kd_dec_thread *t = &d->threads[i];
 
 		if (!t->known && !t->events)
 			continue; /* only seen outside the window */
@@ -141,7 +141,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 		int any = 0;
 
 		for (unsigned i = 0; i < KTRACE_LOSS_COUNT; i++) {
-			const char *n = ktrace__loss_name(i);
+			const char *n = kd_loss_name(i);
 
 			if (!s->loss.count[i])
 				continue;
@@ -167,14 +167,14 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	{
 		char sl[512];
 
-		ktrace__dec_sched_status(d, sl, sizeof(sl));
+		kd_dec_sched_status(d, sl, sizeof(sl));
 		fprintf(f, "%s\n", sl);
 	}
 	if (s->have_trigger) {
 		const struct ktrace_trigger_rec *t = &s->trigger;
 
-		ktrace__fmt_dur(t->duration_ns, a, sizeof(a));
-		ktrace__fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
 		if (t->why == KTRACE_TRIGGER_PERCENTILE)
 			snprintf(c, sizeof(c), "p%.3g of %" PRIu32 " earlier",
 			         t->percentile_x1000 / 1000.0, t->samples);
@@ -182,9 +182,9 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 			snprintf(c, sizeof(c), "absolute");
 		fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
 		           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
-		if (d->trigger_req != KTRACE_DEC_NONE)
+		if (d->trigger_req != KD_NONE)
 			fprintf(f, ", on thread %s",
-			        ktrace__dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
+			        kd_dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
 			                                 sizeof(lbl)));
 		if (t->suppressed)
 			fprintf(f, ", %" PRIu64 " triggers suppressed", t->suppressed);
@@ -192,7 +192,7 @@ void ktrace__out_summary(FILE *f, const struct ktrace_dec *d)
 	} else {
 		fprintf(f, "trigger:   none\n");
 	}
-	ktrace__out_budget(f, d);
+	kd_out_budget(f, d);
 }
 
 /* ---- text timeline -------------------------------------------------------- */
@@ -219,15 +219,15 @@ static int cmp_item(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int want_thread(const struct ktrace_dec *d, uint32_t th, const struct ktrace_out_opts *o)
+static int want_thread(const struct kd_dec *d, uint32_t th, const struct ktrace_out_opts *o)
 {
 	return !o || !o->have_tid || (th < d->nthreads && d->threads[th].tid == o->tid);
 }
 
-void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs + d->noffcpu;
-	struct item *it = ktrace__xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
+	struct item *it = kd_xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
 	char w[48], dur[32], lbl[64], nb[48];
 	uint64_t lines = 0;
 
@@ -251,7 +251,7 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 	qsort(it, n, sizeof(*it), cmp_item);
 
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
-	ktrace__out_muted_note(f, d, "");
+	kd_out_muted_note(f, d, "");
 	for (size_t k = 0; k < n; k++) {
 		const struct item *x = &it[k];
 		uint32_t th, core;
@@ -261,61 +261,61 @@ void ktrace__out_text(FILE *f, const struct ktrace_dec *d, const struct ktrace_o
 			break;
 		}
 		lines++;
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, x->tick), 0, w, sizeof(w));
+		kd_fmt_wall(kd_dec_wall_ns(d, x->tick), 0, w, sizeof(w));
 		if (x->type == IT_CALL) {
-			const struct ktrace_dec_call *c = &d->calls[x->idx];
+			const struct kd_dec_call *c = &d->calls[x->idx];
 			uint32_t depth = c->depth > 60 ? 60 : c->depth;
 
 			th = c->thread;
 			core = c->core;
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
+			kd_fmt_dur(kd_dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
 			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
-			        ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
 			        (c->flags & KTRACE_CALL_SPAN) ? "span " : "",
-			        ktrace__dec_func_short(d, c->func), dur,
+			        kd_dec_func_short(d, c->func), dur,
 			        (c->flags & KTRACE_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
 			        (c->flags & KTRACE_CALL_EXIT_LOST) ? "  [exit lost]" :
 			        (c->flags & KTRACE_CALL_TRUNC_END) ? "  [still running at window end]" : "",
 			        c->depth > 60 ? "  [deep]" : "");
 		} else if (x->type == IT_OFF) {
-			const struct ktrace_dec_offcpu *q = &d->offcpu[x->idx];
+			const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
 
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
+			kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
 			fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
-			        ktrace__dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
+			        kd_dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
 			        q->why == KTRACE_OFF_PREEMPTED ? "preempted" : "blocked", dur);
 		} else if (x->type == IT_MARK) {
-			const struct ktrace_dec_mark *m = &d->marks[x->idx];
+			const struct kd_dec_mark *m = &d->marks[x->idx];
 
 			th = m->thread;
 			core = m->core;
 			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " * mark %s = %" PRIu64 " (0x%" PRIx64 ")\n",
-			        w, ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        w, kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-			        ktrace__dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
+			        kd_dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
 		} else {
-			const struct ktrace_dec_request *r = &d->reqs[x->idx];
+			const struct kd_dec_request *r = &d->reqs[x->idx];
 
 			th = r->thread;
 			core = r->core;
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+			kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
 			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s #%" PRIu64 "  %s%s%s%s\n", w,
-			        ktrace__dec_thread_label(d, th, lbl, sizeof(lbl)),
+			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-			        ktrace__dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
+			        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
 			        (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
 			        (r->flags & KTRACE_REQ_TRUNC_END) ? "  [not finished in window]" : "",
 			        (r->flags & KTRACE_REQ_TRIGGER) ? "  <== TRIGGER" : "");
 		}
 	}
 	free(it);
-	ktrace__out_text_cores(f, d, o);
+	kd_out_text_cores(f, d, o);
 }
 
 /* Per-core tracks from the context switches: which of the process's
  * threads ran on each core, and when the core ran something else. */
-void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct ktrace_out_opts *o)
+void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
 {
 	char w[48], dur[32], lbl[64];
 	uint64_t lines = 0;
@@ -325,7 +325,7 @@ void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct kt
 	fprintf(f, "\ncores (UTC, from context switches: the process's threads on each core; "
 	           "\"other\" = another process or idle):\n");
 	for (uint32_t i = 0; i < d->noncpu; i++) {
-		const struct ktrace_dec_oncpu *r = &d->oncpu[i];
+		const struct kd_dec_oncpu *r = &d->oncpu[i];
 		uint64_t prev = i > 0 && d->oncpu[i - 1].cpu == r->cpu ? d->oncpu[i - 1].end
 		                                                        : d->sched_from;
 
@@ -336,17 +336,17 @@ void ktrace__out_text_cores(FILE *f, const struct ktrace_dec *d, const struct kt
 			break;
 		}
 		if (r->begin > prev && prev >= d->window_start) {
-			ktrace__fmt_wall(ktrace__dec_wall_ns(d, prev), 0, w, sizeof(w));
-			ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->begin - prev), dur, sizeof(dur));
+			kd_fmt_wall(kd_dec_wall_ns(d, prev), 0, w, sizeof(w));
+			kd_fmt_dur(kd_dec_ticks_ns(d, r->begin - prev), dur, sizeof(dur));
 			fprintf(f, "%s  cpu%-3" PRIu32 " other  %s\n", w, r->cpu, dur);
 			lines++;
 		}
 		if (!want_thread(d, r->thread, o))
 			continue;
-		ktrace__fmt_wall(ktrace__dec_wall_ns(d, r->begin), 0, w, sizeof(w));
-		ktrace__fmt_dur(ktrace__dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+		kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
 		fprintf(f, "%s  cpu%-3" PRIu32 " %s  %s\n", w, r->cpu,
-		        ktrace__dec_thread_label(d, r->thread, lbl, sizeof(lbl)), dur);
+		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), dur);
 		lines++;
 	}
 }

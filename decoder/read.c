@@ -28,10 +28,10 @@
 
 /* ---- errors and warnings ------------------------------------------------ */
 
-static int fail(struct ktrace_dec_error *err, int code, int has_off, uint64_t off,
+static int fail(struct kd_dec_error *err, int code, int has_off, uint64_t off,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static int fail(struct ktrace_dec_error *err, int code, int has_off, uint64_t off,
+static int fail(struct kd_dec_error *err, int code, int has_off, uint64_t off,
                 const char *fmt, ...)
 {
 	va_list ap;
@@ -47,7 +47,7 @@ static int fail(struct ktrace_dec_error *err, int code, int has_off, uint64_t of
 	return code;
 }
 
-void ktrace__dec_error_format(const struct ktrace_dec_error *err, const char *file,
+void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len)
 {
 	if (err->has_offset)
@@ -59,53 +59,53 @@ void ktrace__dec_error_format(const struct ktrace_dec_error *err, const char *fi
 
 /* ---- memory (decoder.h) ----------------------------------------------------- */
 
-void (*ktrace__dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
 
-void ktrace__dec_oom(const char *what, size_t bytes)
+void kd_dec_oom(const char *what, size_t bytes)
 {
 	fprintf(stderr, "ktrace-decode: out of memory (%zu bytes for %s); decode one file at a "
 	        "time or raise the memory limit (ulimit -v)\n", bytes, what);
 	exit(1);
 }
 
-void *ktrace__xmalloc(size_t n, const char *what)
+void *kd_xmalloc(size_t n, const char *what)
 {
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		ktrace__dec_oom(what, n);
+		kd_dec_oom(what, n);
 	return p;
 }
 
-void *ktrace__xcalloc(size_t n, size_t size, const char *what)
+void *kd_xcalloc(size_t n, size_t size, const char *what)
 {
 	void *p;
 
 	if (size && n > SIZE_MAX / size)
-		ktrace__dec_oom(what, SIZE_MAX);
+		kd_dec_oom(what, SIZE_MAX);
 	p = calloc(n ? n : 1, size ? size : 1);
 	if (!p)
-		ktrace__dec_oom(what, n * size);
+		kd_dec_oom(what, n * size);
 	return p;
 }
 
-void *ktrace__xrealloc(void *p, size_t n, const char *what)
+void *kd_xrealloc(void *p, size_t n, const char *what)
 {
 	void *q = realloc(p, n ? n : 1);
 
 	if (!q)
-		ktrace__dec_oom(what, n);
+		kd_dec_oom(what, n);
 	return q;
 }
 
-char *ktrace__xstrdup(const char *s, const char *what)
+char *kd_xstrdup(const char *s, const char *what)
 {
 	size_t n = strlen(s) + 1;
 
-	return memcpy(ktrace__xmalloc(n, what), s, n);
+	return memcpy(kd_xmalloc(n, what), s, n);
 }
 
-void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fmt, ...)
+void kd_warn(struct kd_dec_warnings *w, uint64_t offset, const char *fmt, ...)
 {
 	char msg[320];
 	int n;
@@ -114,10 +114,10 @@ void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fm
 	if (!w)
 		return;
 	w->total++;
-	if (w->n >= KTRACE_DEC_MAX_WARN)
+	if (w->n >= KD_MAX_WARN)
 		return;
 	if (!w->lines) {
-		w->lines = ktrace__xcalloc(KTRACE_DEC_MAX_WARN, sizeof(*w->lines), "warnings");
+		w->lines = kd_xcalloc(KD_MAX_WARN, sizeof(*w->lines), "warnings");
 	}
 	n = snprintf(msg, sizeof(msg), "offset 0x%" PRIx64 ": ", offset);
 	if (n < 0 || (size_t)n >= sizeof(msg))
@@ -125,10 +125,10 @@ void ktrace__warn(struct ktrace_dec_warnings *w, uint64_t offset, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	va_end(ap);
-	w->lines[w->n++] = ktrace__xstrdup(msg, "warnings");
+	w->lines[w->n++] = kd_xstrdup(msg, "warnings");
 }
 
-void ktrace__warnings_free(struct ktrace_dec_warnings *w)
+void kd_warnings_free(struct kd_dec_warnings *w)
 {
 	for (uint32_t i = 0; i < w->n; i++)
 		free(w->lines[i]);
@@ -138,7 +138,7 @@ void ktrace__warnings_free(struct ktrace_dec_warnings *w)
 
 /* ---- names ---------------------------------------------------------------- */
 
-const char *ktrace__section_name(uint32_t type)
+const char *kd_section_name(uint32_t type)
 {
 	static const char *const names[] = {
 		[KTRACE_SEC_INFO] = "INFO",       [KTRACE_SEC_ANCHORS] = "ANCHORS",
@@ -154,7 +154,7 @@ const char *ktrace__section_name(uint32_t type)
 	return "unknown type";
 }
 
-const char *ktrace__loss_name(unsigned cause)
+const char *kd_loss_name(unsigned cause)
 {
 	static const char *const names[KTRACE_LOSS_COUNT] = {
 		[KTRACE_LOSS_OVERWRITTEN_BLOCKS] = "overwritten blocks",
@@ -212,13 +212,13 @@ static int cmp_thread(const void *a, const void *b)
 
 static int cmp_name(const void *a, const void *b)
 {
-	const struct ktrace_snap_name *x = a, *y = b;
+	const struct kd_snap_name *x = a, *y = b;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static int cmp_module(const void *a, const void *b)
 {
-	const struct ktrace_snap_module *x = a, *y = b;
+	const struct kd_snap_module *x = a, *y = b;
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
@@ -232,17 +232,17 @@ struct sec {
 };
 
 #define SEC_FMT "section %" PRIu32 " (%s) "
-#define SEC_ARGS(x) (x)->index, ktrace__section_name((x)->s.type)
+#define SEC_ARGS(x) (x)->index, kd_section_name((x)->s.type)
 
 /* Fixed-size entries: size must be count * entsize. */
-static int check_array(const struct sec *x, uint64_t entsize, struct ktrace_dec_error *err)
+static int check_array(const struct sec *x, uint64_t entsize, struct kd_dec_error *err)
 {
 	if (x->s.size % entsize)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 16,
 		            SEC_FMT "size %" PRIu64 " is not a multiple of %" PRIu64, SEC_ARGS(x),
 		            x->s.size, entsize);
 	if ((uint64_t)x->s.count * entsize != x->s.size)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " does not match size %" PRIu64
 		            " (%" PRIu64 " entries of %" PRIu64 " bytes)",
 		            SEC_ARGS(x), x->s.count, x->s.size, x->s.size / entsize, entsize);
@@ -251,17 +251,17 @@ static int check_array(const struct sec *x, uint64_t entsize, struct ktrace_dec_
 
 /* ---- sections ------------------------------------------------------------- */
 
-static int read_info(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_info(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	struct ktrace_info_rec *in = &snap->info;
 	uint64_t o = x->s.offset;
 
 	if (!x->crc_ok)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, o,
+		return fail(err, KD_ECORRUPT, 1, o,
 		            SEC_FMT "CRC mismatch: the essential INFO section is damaged",
 		            SEC_ARGS(x));
 	if (x->s.size < sizeof(*in))
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 16,
 		            SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte info record",
 		            SEC_ARGS(x), x->s.size, sizeof(*in));
 	memcpy(in, x->p, sizeof(*in));
@@ -269,33 +269,33 @@ static int read_info(struct ktrace_snap *snap, const struct sec *x, struct ktrac
 	terminate(in->exe, sizeof(in->exe));
 	terminate(in->hostname, sizeof(in->hostname));
 	if (in->tsc_hz < 1000000ull || in->tsc_hz > 100000000000ull)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, tsc_hz),
+		return fail(err, KD_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, tsc_hz),
 		            "INFO tsc_hz %" PRIu64 " is outside 1 MHz .. 100 GHz", in->tsc_hz);
 	if (in->tsc_shift > 32)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1,
+		return fail(err, KD_ECORRUPT, 1,
 		            o + offsetof(struct ktrace_info_rec, tsc_shift),
 		            "INFO tsc_shift %" PRIu32 " is larger than 32", in->tsc_shift);
 	if (in->ncpus < 1 || in->ncpus > 65536)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, ncpus),
+		return fail(err, KD_ECORRUPT, 1, o + offsetof(struct ktrace_info_rec, ncpus),
 		            "INFO ncpus %" PRIu32 " is outside 1 .. 65536", in->ncpus);
 	if (in->block_words != KTRACE_BLOCK_WORDS)
-		return fail(err, KTRACE_DEC_EFORMAT, 1,
+		return fail(err, KD_EFORMAT, 1,
 		            o + offsetof(struct ktrace_info_rec, block_words),
 		            "INFO block_words %" PRIu32 " is not %u (unsupported)", in->block_words,
 		            KTRACE_BLOCK_WORDS);
 	if (in->func_id_count != KTRACE_FUNC_ID_COUNT)
-		return fail(err, KTRACE_DEC_EFORMAT, 1,
+		return fail(err, KD_EFORMAT, 1,
 		            o + offsetof(struct ktrace_info_rec, func_id_count),
 		            "INFO func_id_count %" PRIu32 " is not %u (unsupported)",
 		            in->func_id_count, KTRACE_FUNC_ID_COUNT);
 	if (in->clock_source != KTRACE_CLOCK_TSC && in->clock_source != KTRACE_CLOCK_MONOTONIC &&
 	    in->clock_source != KTRACE_CLOCK_CNTVCT)
-		ktrace__warn(&snap->warn, o + offsetof(struct ktrace_info_rec, clock_source),
+		kd_warn(&snap->warn, o + offsetof(struct ktrace_info_rec, clock_source),
 		             "INFO clock_source %" PRIu32 " is unknown", in->clock_source);
 	return 0;
 }
 
-static int read_anchors(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_anchors(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint32_t n, j = 0;
 	int rc = check_array(x, sizeof(struct ktrace_anchor_rec), err);
@@ -305,7 +305,7 @@ static int read_anchors(struct ktrace_snap *snap, const struct sec *x, struct kt
 	n = x->s.count;
 	if (!n)
 		return 0;
-	snap->anchors = ktrace__xmalloc((size_t)n * sizeof(*snap->anchors), "ANCHORS");
+	snap->anchors = kd_xmalloc((size_t)n * sizeof(*snap->anchors), "ANCHORS");
 	memcpy(snap->anchors, x->p, (size_t)n * sizeof(*snap->anchors));
 	qsort(snap->anchors, n, sizeof(*snap->anchors), cmp_anchor);
 	for (uint32_t i = 0; i < n; i++) {
@@ -317,7 +317,7 @@ static int read_anchors(struct ktrace_snap *snap, const struct sec *x, struct kt
 	return 0;
 }
 
-static int read_funcs(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_funcs(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	int rc = check_array(x, sizeof(struct ktrace_func_rec), err);
 
@@ -332,12 +332,12 @@ static int read_funcs(struct ktrace_snap *snap, const struct sec *x, struct ktra
 		if (r.id == KTRACE_FUNC_NO_ID)
 			continue;
 		if (r.id >= KTRACE_FUNC_ID_COUNT)
-			return fail(err, KTRACE_DEC_ECORRUPT, 1, off + 8,
+			return fail(err, KD_ECORRUPT, 1, off + 8,
 			            "FUNCS entry %" PRIu32 ": compact id %" PRIu32
 			            " is out of range (max %u)", i, r.id, KTRACE_FUNC_ID_COUNT - 1);
 		if (snap->func_known[r.id]) {
 			if (snap->func_addr[r.id] != r.addr)
-				ktrace__warn(&snap->warn, off,
+				kd_warn(&snap->warn, off,
 				             "FUNCS entry %" PRIu32 ": id %" PRIu32
 				             " given twice (0x%" PRIx64 " and 0x%" PRIx64
 				             "); keeping the first", i, r.id, snap->func_addr[r.id], r.addr);
@@ -349,7 +349,7 @@ static int read_funcs(struct ktrace_snap *snap, const struct sec *x, struct ktra
 	return 0;
 }
 
-static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_threads(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint32_t n, j = 0;
 	int rc = check_array(x, sizeof(struct ktrace_thread_rec), err);
@@ -359,14 +359,14 @@ static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct kt
 	n = x->s.count;
 	if (!n)
 		return 0;
-	snap->threads = ktrace__xmalloc((size_t)n * sizeof(*snap->threads), "THREADS");
+	snap->threads = kd_xmalloc((size_t)n * sizeof(*snap->threads), "THREADS");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_thread_rec *t = &snap->threads[j];
 
 		memcpy(t, x->p + (size_t)i * sizeof(*t), sizeof(*t));
 		terminate(t->name, sizeof(t->name));
 		if (t->slot == 0 || t->slot > KTRACE_ARG24_MAX) {
-			ktrace__warn(&snap->warn, x->s.offset + (uint64_t)i * sizeof(*t),
+			kd_warn(&snap->warn, x->s.offset + (uint64_t)i * sizeof(*t),
 			             "THREADS entry %" PRIu32 ": slot %" PRIu32
 			             " is invalid; entry ignored", i, t->slot);
 			continue;
@@ -378,7 +378,7 @@ static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct kt
 	j = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		if (j && snap->threads[j - 1].slot == snap->threads[i].slot) {
-			ktrace__warn(&snap->warn, x->s.offset,
+			kd_warn(&snap->warn, x->s.offset,
 			             "THREADS: slot %" PRIu32 " listed twice; keeping one",
 			             snap->threads[i].slot);
 			continue;
@@ -389,34 +389,34 @@ static int read_threads(struct ktrace_snap *snap, const struct sec *x, struct kt
 	return 0;
 }
 
-static int read_names(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_names(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint64_t pos = 0, size = x->s.size;
 	uint32_t n = x->s.count, j = 0;
 
 	if ((uint64_t)n * sizeof(struct ktrace_name_rec) > size)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
 		            n, size);
 	if (!n)
 		return 0;
-	snap->names = ktrace__xcalloc(n, sizeof(*snap->names), "NAMES");
+	snap->names = kd_xcalloc(n, sizeof(*snap->names), "NAMES");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_name_rec r;
 		uint64_t padded;
 
 		if (size - pos < sizeof(r))
-			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos,
+			return fail(err, KD_ECORRUPT, 1, x->s.offset + pos,
 			            "NAMES entry %" PRIu32 " runs past the section end", i);
 		memcpy(&r, x->p + pos, sizeof(r));
 		padded = ((uint64_t)r.len + 3) & ~3ull;
 		if (size - pos - sizeof(r) < padded)
-			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos + 4,
+			return fail(err, KD_ECORRUPT, 1, x->s.offset + pos + 4,
 			            "NAMES entry %" PRIu32 ": length %u runs past the section end", i,
 			            r.len);
 		snap->names[j].id = r.id;
 		snap->names[j].kind = r.kind;
-		snap->names[j].str = ktrace__xmalloc((size_t)r.len + 1, "NAMES");
+		snap->names[j].str = kd_xmalloc((size_t)r.len + 1, "NAMES");
 		memcpy(snap->names[j].str, x->p + pos + sizeof(r), r.len);
 		snap->names[j].str[r.len] = '\0';
 		j++;
@@ -427,34 +427,34 @@ static int read_names(struct ktrace_snap *snap, const struct sec *x, struct ktra
 	return 0;
 }
 
-static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_modules(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint64_t pos = 0, size = x->s.size;
 	uint32_t n = x->s.count;
 
 	if ((uint64_t)n * sizeof(struct ktrace_module_rec) > size)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
 		            n, size);
 	if (!n)
 		return 0;
-	snap->modules = ktrace__xcalloc(n, sizeof(*snap->modules), "MODULES");
+	snap->modules = kd_xcalloc(n, sizeof(*snap->modules), "MODULES");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_module_rec r;
-		struct ktrace_snap_module *m;
+		struct kd_snap_module *m;
 		uint64_t padded;
 
 		if (size - pos < sizeof(r))
-			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos,
+			return fail(err, KD_ECORRUPT, 1, x->s.offset + pos,
 			            "MODULES entry %" PRIu32 " runs past the section end", i);
 		memcpy(&r, x->p + pos, sizeof(r));
 		padded = ((uint64_t)r.path_len + 7) & ~7ull;
 		if (size - pos - sizeof(r) < padded)
-			return fail(err, KTRACE_DEC_ECORRUPT, 1, x->s.offset + pos + 24,
+			return fail(err, KD_ECORRUPT, 1, x->s.offset + pos + 24,
 			            "MODULES entry %" PRIu32 ": path length %" PRIu32
 			            " runs past the section end", i, r.path_len);
 		if (r.start >= r.end) {
-			ktrace__warn(&snap->warn, x->s.offset + pos,
+			kd_warn(&snap->warn, x->s.offset + pos,
 			             "MODULES entry %" PRIu32 ": empty range 0x%" PRIx64
 			             "..0x%" PRIx64 "; ignored", i, r.start, r.end);
 		} else {
@@ -462,7 +462,7 @@ static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct kt
 			m->start = r.start;
 			m->end = r.end;
 			m->file_offset = r.file_offset;
-			m->path = ktrace__xmalloc((size_t)r.path_len + 1, "MODULES");
+			m->path = kd_xmalloc((size_t)r.path_len + 1, "MODULES");
 			memcpy(m->path, x->p + pos + sizeof(r), r.path_len);
 			m->path[r.path_len] = '\0';
 			snap->nmodules++;
@@ -473,7 +473,7 @@ static int read_modules(struct ktrace_snap *snap, const struct sec *x, struct kt
 	return 0;
 }
 
-static int read_cores(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_cores(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	int rc = check_array(x, sizeof(struct ktrace_core_rec), err);
 
@@ -481,12 +481,12 @@ static int read_cores(struct ktrace_snap *snap, const struct sec *x, struct ktra
 		return rc;
 	if (!x->s.count)
 		return 0;
-	snap->core_recs = ktrace__xmalloc((size_t)x->s.count * sizeof(*snap->core_recs), "CORES");
+	snap->core_recs = kd_xmalloc((size_t)x->s.count * sizeof(*snap->core_recs), "CORES");
 	memcpy(snap->core_recs, x->p, (size_t)x->s.count * sizeof(*snap->core_recs));
 	snap->ncore_recs = x->s.count;
 	for (uint32_t i = 0; i < x->s.count; i++)
 		if (snap->core_recs[i].cpu >= snap->info.ncpus)
-			return fail(err, KTRACE_DEC_ECORRUPT, 1,
+			return fail(err, KD_ECORRUPT, 1,
 			            x->s.offset + (uint64_t)i * sizeof(struct ktrace_core_rec),
 			            "CORES entry %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32, i,
 			            snap->core_recs[i].cpu, snap->info.ncpus);
@@ -498,22 +498,22 @@ static int read_cores(struct ktrace_snap *snap, const struct sec *x, struct ktra
  * stops the walk (we cannot find the next entry), everything else skips
  * just the one block.
  */
-static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint64_t pos = 0, size = x->s.size;
 	uint32_t n = x->s.count;
-	struct ktrace_snap_block *nb;
+	struct kd_snap_block *nb;
 
 	if ((uint64_t)n * sizeof(struct ktrace_block_rec) > size) /* an empty block is 16 bytes */
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 4,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
 		            n, size);
 	if (!x->crc_ok)
-		ktrace__warn(&snap->warn, x->s.offset,
+		kd_warn(&snap->warn, x->s.offset,
 		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
 	if (!n)
 		return 0;
-	nb = ktrace__xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb),
+	nb = kd_xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb),
 	                      "the block list");
 	snap->blocks = nb;
 	for (uint32_t i = 0; i < n; i++) {
@@ -523,7 +523,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		uint32_t h, t;
 
 		if (size - pos < sizeof(r)) {
-			ktrace__warn(&snap->warn, off,
+			kd_warn(&snap->warn, off,
 			             "block %" PRIu32 " of %" PRIu32 ": header runs past the end of "
 			             "BLOCKS; %" PRIu32 " blocks unreadable", i, n, n - i);
 			snap->unreadable_blocks += n - i;
@@ -532,7 +532,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		memcpy(&r, x->p + pos, sizeof(r));
 		if (r.nwords > KTRACE_BLOCK_WORDS ||
 		    size - pos - sizeof(r) < (uint64_t)r.nwords * 4) {
-			ktrace__warn(&snap->warn, off + 4,
+			kd_warn(&snap->warn, off + 4,
 			             "block %" PRIu32 " of %" PRIu32 ": nwords %" PRIu32 " %s; "
 			             "%" PRIu32 " blocks unreadable", i, n, r.nwords,
 			             r.nwords > KTRACE_BLOCK_WORDS ? "exceeds the block size 1024"
@@ -547,14 +547,14 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 			continue; /* claimed but never written: nothing to decode */
 		/* A good section CRC covers every block: skip the second pass. */
 		if (!x->crc_ok && ktrace__crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
-			ktrace__warn(&snap->warn, off,
+			kd_warn(&snap->warn, off,
 			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
 			             "): CRC mismatch; block skipped", i, r.cpu, r.start);
 			snap->damaged_blocks++;
 			continue;
 		}
 		if (r.cpu >= snap->info.ncpus) {
-			ktrace__warn(&snap->warn, off,
+			kd_warn(&snap->warn, off,
 			             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
 			             "; block skipped", i, r.cpu, snap->info.ncpus);
 			snap->damaged_blocks++;
@@ -564,7 +564,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		t = r.nwords >= 5 ? le32(w + 4) : 0;
 		if (r.nwords < 5 || KTRACE_REC_EV(h) != 4 ||
 		    KTRACE_EXT_TYPE(t) != KTRACE_EXT_BLOCK_START) {
-			ktrace__warn(&snap->warn, off + sizeof(r),
+			kd_warn(&snap->warn, off + sizeof(r),
 			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
 			             "): does not start with a BLOCK_START record; block skipped",
 			             i, r.cpu, r.start);
@@ -572,7 +572,7 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 			continue;
 		}
 		if (le32(w + 8) != r.start) {
-			ktrace__warn(&snap->warn, off + sizeof(r) + 8,
+			kd_warn(&snap->warn, off + sizeof(r) + 8,
 			             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
 			             " differs from the entry's S %" PRIu32
 			             " (block reused while copied?); block skipped", i, r.cpu,
@@ -589,18 +589,18 @@ static int read_blocks(struct ktrace_snap *snap, const struct sec *x, struct ktr
 		nb->core = 0;
 	}
 	if (pos != size && snap->unreadable_blocks == 0)
-		ktrace__warn(&snap->warn, x->s.offset + pos,
+		kd_warn(&snap->warn, x->s.offset + pos,
 		             SEC_FMT "%" PRIu64 " bytes after the last block ignored", SEC_ARGS(x),
 		             size - pos);
 	return 0;
 }
 
-static int read_small(struct ktrace_snap *snap, const struct sec *x, void *dst, size_t size,
-                      int *have, struct ktrace_dec_error *err)
+static int read_small(struct kd_snap *snap, const struct sec *x, void *dst, size_t size,
+                      int *have, struct kd_dec_error *err)
 {
 	(void)snap;
 	if (x->s.size < size)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 16,
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 16,
 		            SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte record",
 		            SEC_ARGS(x), x->s.size, size);
 	memcpy(dst, x->p, size);
@@ -610,13 +610,13 @@ static int read_small(struct ktrace_snap *snap, const struct sec *x, void *dst, 
 
 /* BUDGET: the record, its cores, its muted functions.  Optional: a section
  * that does not add up is reported and left out. */
-static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_budget(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	const struct ktrace_budget_rec *b = (const void *)x->p;
 	uint64_t want;
 
 	if (x->s.size < sizeof(*b)) {
-		ktrace__warn(&snap->warn, x->entry_off + 16,
+		kd_warn(&snap->warn, x->entry_off + 16,
 		             SEC_FMT "size %" PRIu64 " is smaller than the %zu-byte record; ignored",
 		             SEC_ARGS(x), x->s.size, sizeof(*b));
 		return 0;
@@ -625,7 +625,7 @@ static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktr
 	want = sizeof(*b) + (uint64_t)snap->budget.ncores * sizeof(struct ktrace_budget_core_rec) +
 	       (uint64_t)x->s.count * sizeof(struct ktrace_muted_rec);
 	if (snap->budget.ncores > 65536 || x->s.count > KTRACE_FUNC_ID_COUNT || want != x->s.size) {
-		ktrace__warn(&snap->warn, x->entry_off + 4,
+		kd_warn(&snap->warn, x->entry_off + 4,
 		             SEC_FMT "%" PRIu32 " cores and %" PRIu32 " muted functions do not "
 		             "make its %" PRIu64 " bytes; ignored", SEC_ARGS(x), snap->budget.ncores,
 		             x->s.count, x->s.size);
@@ -634,7 +634,7 @@ static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktr
 	snap->budget_cores = malloc(snap->budget.ncores * sizeof(*snap->budget_cores) + 1);
 	snap->muted = malloc(x->s.count * sizeof(*snap->muted) + 1);
 	if (!snap->budget_cores || !snap->muted)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory (BUDGET section)");
+		return fail(err, KD_ENOMEM, 0, 0, "out of memory (BUDGET section)");
 	memcpy(snap->budget_cores, b + 1, snap->budget.ncores * sizeof(*snap->budget_cores));
 	memcpy(snap->muted, x->p + sizeof(*b) + snap->budget.ncores * sizeof(*snap->budget_cores),
 	       x->s.count * sizeof(*snap->muted));
@@ -645,7 +645,7 @@ static int read_budget(struct ktrace_snap *snap, const struct sec *x, struct ktr
 
 /* SCHED: header, cores, records, names; sizes must add up exactly.  A
  * damaged section is dropped with a warning (it is optional). */
-static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktrace_dec_error *err)
+static int read_sched(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	struct ktrace_sched_hdr h;
 	uint64_t need, nrec = x->s.count;
@@ -654,7 +654,7 @@ static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktra
 
 	(void)err;
 	if (x->s.size < sizeof(h)) {
-		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " is smaller than "
+		kd_warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " is smaller than "
 		             "its %zu-byte header; scheduling ignored", SEC_ARGS(x), x->s.size,
 		             sizeof(h));
 		return 0;
@@ -664,7 +664,7 @@ static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktra
 	       nrec * sizeof(struct ktrace_sched_rec) +
 	       (uint64_t)h.nnames * sizeof(struct ktrace_sched_name);
 	if (need != x->s.size) {
-		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " does not match "
+		kd_warn(&snap->warn, x->s.offset, SEC_FMT "size %" PRIu64 " does not match "
 		             "%" PRIu32 " cores, %" PRIu64 " records and %" PRIu32 " names (%" PRIu64
 		             " bytes); scheduling ignored", SEC_ARGS(x), x->s.size, h.ncores, nrec,
 		             h.nnames, need);
@@ -675,7 +675,7 @@ static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktra
 	snap->sched_recs = malloc(((size_t)nrec + 1) * sizeof(*snap->sched_recs));
 	snap->sched_names = malloc(((size_t)h.nnames + 1) * sizeof(*snap->sched_names));
 	if (!snap->sched_cores || !snap->sched_recs || !snap->sched_names)
-		return fail(err, KTRACE_DEC_ENOMEM, 0, 0, "out of memory");
+		return fail(err, KD_ENOMEM, 0, 0, "out of memory");
 	p += sizeof(h);
 	memcpy(snap->sched_cores, p, (size_t)h.ncores * sizeof(*snap->sched_cores));
 	p += (size_t)h.ncores * sizeof(*snap->sched_cores);
@@ -688,7 +688,7 @@ static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktra
 		snap->sched_recs[keep++] = r;
 	}
 	if (keep != nrec)
-		ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "%" PRIu64 " switch records of "
+		kd_warn(&snap->warn, x->s.offset, SEC_FMT "%" PRIu64 " switch records of "
 		             "unknown kind skipped", SEC_ARGS(x), nrec - keep);
 	memcpy(snap->sched_names, p, (size_t)h.nnames * sizeof(*snap->sched_names));
 	for (uint32_t i = 0; i < h.nnames; i++)
@@ -701,8 +701,8 @@ static int read_sched(struct ktrace_snap *snap, const struct sec *x, struct ktra
 
 /* ---- the file ------------------------------------------------------------ */
 
-int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
-                      struct ktrace_dec_error *err)
+int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
+                      struct kd_dec_error *err)
 {
 	const uint8_t *buf = vbuf;
 	struct ktrace_file_header *h = &snap->hdr;
@@ -716,72 +716,72 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 	snap->buf = buf;
 	snap->len = len;
 	if (!host_is_little_endian())
-		return fail(err, KTRACE_DEC_EFORMAT, 0, 0,
+		return fail(err, KD_EFORMAT, 0, 0,
 		            "this decoder runs on little-endian hosts only");
 	if (len < 8)
-		return fail(err, KTRACE_DEC_EFORMAT, 1, 0,
+		return fail(err, KD_EFORMAT, 1, 0,
 		            "not a ktrace snapshot (%zu bytes, too short for the magic)", len);
 	if (memcmp(buf, KTRACE_FILE_MAGIC, 8) != 0)
-		return fail(err, KTRACE_DEC_EFORMAT, 1, 0, "not a ktrace snapshot (bad magic)");
+		return fail(err, KD_EFORMAT, 1, 0, "not a ktrace snapshot (bad magic)");
 	if (len < HDR_SIZE)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, len,
+		return fail(err, KD_ECORRUPT, 1, len,
 		            "file truncated: %zu bytes, the header alone is %zu", len, HDR_SIZE);
 	memcpy(h, buf, HDR_SIZE);
 	if (h->byte_order != KTRACE_BYTE_ORDER_MARK) {
 		if (h->byte_order == 0x04030201u)
-			return fail(err, KTRACE_DEC_EFORMAT, 1, 8,
+			return fail(err, KD_EFORMAT, 1, 8,
 			            "big-endian snapshot (byte order mark 04 03 02 01 reversed); "
 			            "this decoder reads little-endian files only");
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 8,
+		return fail(err, KD_ECORRUPT, 1, 8,
 		            "bad byte order mark 0x%08" PRIx32 " (expected 0x%08x)", h->byte_order,
 		            KTRACE_BYTE_ORDER_MARK);
 	}
 	if (h->version != KTRACE_FORMAT_VERSION)
-		return fail(err, KTRACE_DEC_EFORMAT, 1, 12,
+		return fail(err, KD_EFORMAT, 1, 12,
 		            "unsupported format version %u (this decoder reads version %u)",
 		            h->version, KTRACE_FORMAT_VERSION);
 	if (h->header_size != HDR_SIZE)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 14,
+		return fail(err, KD_ECORRUPT, 1, 14,
 		            "header_size %u is not %zu", h->header_size, HDR_SIZE);
 	tmp = *h;
 	tmp.header_crc = 0;
 	crc = ktrace__crc32c(0, &tmp, sizeof(tmp));
 	if (crc != h->header_crc)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1,
+		return fail(err, KD_ECORRUPT, 1,
 		            offsetof(struct ktrace_file_header, header_crc),
 		            "header CRC 0x%08" PRIx32 " does not match the computed 0x%08" PRIx32,
 		            h->header_crc, crc);
 	if (h->file_size > len)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, len,
+		return fail(err, KD_ECORRUPT, 1, len,
 		            "file truncated: header says %" PRIu64 " bytes, file has %zu",
 		            h->file_size, len);
 	if (h->file_size < len) {
-		ktrace__warn(&snap->warn, h->file_size,
+		kd_warn(&snap->warn, h->file_size,
 		             "%zu bytes after the end the header gives; ignored",
 		             len - (size_t)h->file_size);
 		len = (size_t)h->file_size;
 		snap->len = len;
 	}
 	if (h->section_entry_size != SEC_SIZE)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 20,
+		return fail(err, KD_ECORRUPT, 1, 20,
 		            "section_entry_size %" PRIu32 " is not %zu", h->section_entry_size,
 		            SEC_SIZE);
 	if (h->section_table_offset < HDR_SIZE || h->section_table_offset % 8 ||
 	    h->section_table_offset > len)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 24,
+		return fail(err, KD_ECORRUPT, 1, 24,
 		            "section table offset 0x%" PRIx64 " is outside the file or misaligned",
 		            h->section_table_offset);
 	if ((uint64_t)h->section_count * SEC_SIZE > len - h->section_table_offset)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 16,
+		return fail(err, KD_ECORRUPT, 1, 16,
 		            "section table (%" PRIu32 " entries at 0x%" PRIx64
 		            ") runs past the end of the file (%zu bytes)", h->section_count,
 		            h->section_table_offset, len);
 	table_end = h->section_table_offset + (uint64_t)h->section_count * SEC_SIZE;
 	(void)table_end;
 	if (h->section_count == 0)
-		return fail(err, KTRACE_DEC_ECORRUPT, 1, 16, "section table is empty (no INFO)");
+		return fail(err, KD_ECORRUPT, 1, 16, "section table is empty (no INFO)");
 
-	secs = ktrace__xcalloc(h->section_count, sizeof(*secs), "the section table");
+	secs = kd_xcalloc(h->section_count, sizeof(*secs), "the section table");
 
 	/* Pass 1: bounds of every entry, CRCs, find INFO. */
 	for (uint32_t i = 0; i < h->section_count; i++) {
@@ -791,13 +791,13 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 		x->entry_off = h->section_table_offset + (uint64_t)i * SEC_SIZE;
 		memcpy(&x->s, buf + x->entry_off, SEC_SIZE);
 		if (x->s.offset % 8 || x->s.offset < HDR_SIZE) {
-			rc = fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 8,
+			rc = fail(err, KD_ECORRUPT, 1, x->entry_off + 8,
 			          SEC_FMT "offset 0x%" PRIx64 " is misaligned or inside the header",
 			          SEC_ARGS(x), x->s.offset);
 			goto out;
 		}
 		if (x->s.offset > len || x->s.size > len - x->s.offset) {
-			rc = fail(err, KTRACE_DEC_ECORRUPT, 1, x->entry_off + 8,
+			rc = fail(err, KD_ECORRUPT, 1, x->entry_off + 8,
 			          SEC_FMT "at 0x%" PRIx64 " size %" PRIu64
 			          " runs past the end of the file (%zu bytes)",
 			          SEC_ARGS(x), x->s.offset, x->s.size, len);
@@ -812,7 +812,7 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 		}
 	}
 	if (info_idx == UINT32_MAX) {
-		rc = fail(err, KTRACE_DEC_ECORRUPT, 1, h->section_table_offset,
+		rc = fail(err, KD_ECORRUPT, 1, h->section_table_offset,
 		          "no INFO section in the section table");
 		goto out;
 	}
@@ -827,7 +827,7 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 
 		if (type == KTRACE_SEC_SCHED) {
 			if (snap->have_sched || !x->crc_ok) {
-				ktrace__warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
+				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
 				             SEC_ARGS(x), x->crc_ok ? "is a second one" : "CRC mismatch");
 				continue;
 			}
@@ -840,14 +840,14 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 			continue; /* unknown types are skipped: the format is append-only */
 		if (type != KTRACE_SEC_BLOCKS) {
 			if (seen & (1u << type)) {
-				ktrace__warn(&snap->warn, x->entry_off,
+				kd_warn(&snap->warn, x->entry_off,
 				             SEC_FMT "is a second section of this type; ignored",
 				             SEC_ARGS(x));
 				continue;
 			}
 			seen |= 1u << type;
 			if (!x->crc_ok) {
-				ktrace__warn(&snap->warn, x->s.offset,
+				kd_warn(&snap->warn, x->s.offset,
 				             SEC_FMT "CRC mismatch; decoding without it", SEC_ARGS(x));
 				continue;
 			}
@@ -876,11 +876,11 @@ int ktrace__snap_read(const void *vbuf, size_t len, struct ktrace_snap *snap,
 out:
 	free(secs);
 	if (rc)
-		ktrace__snap_free(snap);
+		kd_snap_free(snap);
 	return rc;
 }
 
-void ktrace__snap_free(struct ktrace_snap *snap)
+void kd_snap_free(struct kd_snap *snap)
 {
 	free(snap->anchors);
 	free(snap->threads);
@@ -907,7 +907,7 @@ void ktrace__snap_free(struct ktrace_snap *snap)
 	snap->sched_names = NULL;
 	snap->have_sched = 0;
 	snap->nsched_recs = 0;
-	ktrace__warnings_free(&snap->warn);
+	kd_warnings_free(&snap->warn);
 	snap->anchors = NULL;
 	snap->threads = NULL;
 	snap->names = NULL;
@@ -919,7 +919,7 @@ void ktrace__snap_free(struct ktrace_snap *snap)
 	snap->ncore_recs = snap->nblocks = snap->ncores = 0;
 }
 
-const char *ktrace__snap_name(const struct ktrace_snap *snap, uint32_t id)
+const char *kd_snap_name(const struct kd_snap *snap, uint32_t id)
 {
 	uint32_t lo = 0, hi = snap->nnames;
 
@@ -936,7 +936,7 @@ const char *ktrace__snap_name(const struct ktrace_snap *snap, uint32_t id)
 	return NULL;
 }
 
-const struct ktrace_thread_rec *ktrace__snap_thread(const struct ktrace_snap *snap,
+const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
                                                     uint32_t slot)
 {
 	uint32_t lo = 0, hi = snap->nthreads;

@@ -22,9 +22,9 @@
 
 #include "decoder.h"
 
-static uint64_t mono_to_tick(const struct ktrace_dec *d, int64_t t)
+static uint64_t mono_to_tick(const struct kd_dec *d, int64_t t)
 {
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	const struct ktrace_anchor_rec *a = s->anchors, *x, *y;
 	uint32_t lo = 0, hi = s->nanchors;
 	const __int128 lim = (__int128)1 << 62;
@@ -96,7 +96,7 @@ static int cmp_cpu(const void *a, const void *b)
 
 static int cmp_off(const void *a, const void *b)
 {
-	const struct ktrace_dec_offcpu *x = a, *y = b;
+	const struct kd_dec_offcpu *x = a, *y = b;
 
 	if (x->thread != y->thread)
 		return x->thread < y->thread ? -1 : 1;
@@ -104,16 +104,16 @@ static int cmp_off(const void *a, const void *b)
 }
 
 /* Thread index of tid, adding a thread for a tid THREADS does not know. */
-static uint32_t thread_of(struct ktrace_dec *d, struct ktrace_umap *m, int32_t tid)
+static uint32_t thread_of(struct kd_dec *d, struct ktrace_umap *m, int32_t tid)
 {
-	uint32_t x = ktrace__umap_get(m, (uint64_t)(uint32_t)tid);
-	struct ktrace_dec_thread *p, *t;
+	uint32_t x = kd_umap_get(m, (uint64_t)(uint32_t)tid);
+	struct kd_dec_thread *p, *t;
 
-	if (x != KTRACE_DEC_NONE)
+	if (x != KD_NONE)
 		return x;
 	p = realloc(d->threads, ((size_t)d->nthreads + 1) * sizeof(*p));
 	if (!p)
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	d->threads = p;
 	t = &d->threads[d->nthreads];
 	memset(t, 0, sizeof(*t));
@@ -123,29 +123,29 @@ static uint32_t thread_of(struct ktrace_dec *d, struct ktrace_umap *m, int32_t t
 	for (uint32_t i = 0; i < d->snap.sched.nnames; i++)
 		if (d->snap.sched_names[i].tid == tid && d->snap.sched_names[i].name[0])
 			snprintf(t->name, sizeof(t->name), "%s", d->snap.sched_names[i].name);
-	if (ktrace__umap_put(m, (uint64_t)(uint32_t)tid, d->nthreads))
-		return KTRACE_DEC_NONE;
+	if (kd_umap_put(m, (uint64_t)(uint32_t)tid, d->nthreads))
+		return KD_NONE;
 	return d->nthreads++;
 }
 
 /* Where a thread's last run ends: an exiting thread writes no switch-out
  * (its events go first), so its run ends at its exit from THREADS. */
-static uint64_t exit_tick(const struct ktrace_dec *d, uint32_t th, uint64_t since)
+static uint64_t exit_tick(const struct kd_dec *d, uint32_t th, uint64_t since)
 {
-	const struct ktrace_dec_thread *t = &d->threads[th];
+	const struct kd_dec_thread *t = &d->threads[th];
 	const struct ktrace_thread_rec *x;
 	uint64_t e;
 
 	if (!(t->flags & KTRACE_THREAD_EXITED) || t->slot == 0 ||
-	    (x = ktrace__snap_thread(&d->snap, t->slot)) == NULL || x->exit_tsc == 0)
+	    (x = kd_snap_thread(&d->snap, t->slot)) == NULL || x->exit_tsc == 0)
 		return d->sched_to;
 	e = x->exit_tsc >> d->shift;
 	return e < since ? since : e < d->sched_to ? e : d->sched_to;
 }
 
-int ktrace__dec_sched(struct ktrace_dec *d)
+int kd_dec_sched(struct kd_dec *d)
 {
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	uint32_t n = s->nsched_recs, noff = 0, non = 0;
 	struct srec *r;
 	struct ktrace_umap map = { 0 };
@@ -168,9 +168,9 @@ int ktrace__dec_sched(struct ktrace_dec *d)
 	if (!r || !d->offcpu || !d->oncpu)
 		goto oom;
 	for (uint32_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].known && ktrace__umap_get(&map, (uint64_t)(uint32_t)d->threads[i].tid) ==
-		                               KTRACE_DEC_NONE &&
-		    ktrace__umap_put(&map, (uint64_t)(uint32_t)d->threads[i].tid, i))
+		if (d->threads[i].known && kd_umap_get(&map, (uint64_t)(uint32_t)d->threads[i].tid) ==
+		                               KD_NONE &&
+		    kd_umap_put(&map, (uint64_t)(uint32_t)d->threads[i].tid, i))
 			goto oom;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct ktrace_sched_rec *x = &s->sched_recs[i];
@@ -189,7 +189,7 @@ int ktrace__dec_sched(struct ktrace_dec *d)
 		while (e < n && r[e].tid == r[i].tid)
 			e++;
 		th = thread_of(d, &map, r[i].tid);
-		if (th == KTRACE_DEC_NONE)
+		if (th == KD_NONE)
 			goto oom;
 		for (uint32_t k = i; k < e; k++) {
 			if (r[k].what != KTRACE_SCHED_IN) {
@@ -198,12 +198,12 @@ int ktrace__dec_sched(struct ktrace_dec *d)
 				why = r[k].what == KTRACE_SCHED_OUT_PREEMPT ? KTRACE_OFF_PREEMPTED
 				                                            : KTRACE_OFF_BLOCKED;
 			} else if (out) {
-				d->offcpu[noff++] = (struct ktrace_dec_offcpu){ out_tick, r[k].tick, th, why };
+				d->offcpu[noff++] = (struct kd_dec_offcpu){ out_tick, r[k].tick, th, why };
 				out = 0;
 			}
 		}
 		if (out && !(d->threads[th].flags & KTRACE_THREAD_EXITED) && out_tick < d->sched_to)
-			d->offcpu[noff++] = (struct ktrace_dec_offcpu){ out_tick, d->sched_to, th, why };
+			d->offcpu[noff++] = (struct kd_dec_offcpu){ out_tick, d->sched_to, th, why };
 		i = e;
 	}
 	qsort(d->offcpu, noff, sizeof(*d->offcpu), cmp_off);
@@ -219,41 +219,41 @@ int ktrace__dec_sched(struct ktrace_dec *d)
 	/* On-CPU, per core. */
 	qsort(r, n, sizeof(*r), cmp_cpu);
 	for (uint32_t i = 0; i < n;) {
-		uint32_t e = i, cur = KTRACE_DEC_NONE;
+		uint32_t e = i, cur = KD_NONE;
 		uint64_t since = 0;
 
 		while (e < n && r[e].cpu == r[i].cpu)
 			e++;
 		for (uint32_t k = i; k < e; k++) {
-			uint32_t th = ktrace__umap_get(&map, (uint64_t)(uint32_t)r[k].tid);
+			uint32_t th = kd_umap_get(&map, (uint64_t)(uint32_t)r[k].tid);
 
 			if (r[k].what == KTRACE_SCHED_IN) {
-				if (cur != KTRACE_DEC_NONE) /* its OUT was lost */
-					d->oncpu[non++] = (struct ktrace_dec_oncpu){ since, r[k].tick, cur,
+				if (cur != KD_NONE) /* its OUT was lost */
+					d->oncpu[non++] = (struct kd_dec_oncpu){ since, r[k].tick, cur,
 					                                             r[k].cpu };
 				cur = th;
 				since = r[k].tick;
-			} else if (cur == th && cur != KTRACE_DEC_NONE) {
-				d->oncpu[non++] = (struct ktrace_dec_oncpu){ since, r[k].tick, cur, r[k].cpu };
-				cur = KTRACE_DEC_NONE;
-			} else if (cur == KTRACE_DEC_NONE && r[k].tick >= d->sched_from && k == i) {
+			} else if (cur == th && cur != KD_NONE) {
+				d->oncpu[non++] = (struct kd_dec_oncpu){ since, r[k].tick, cur, r[k].cpu };
+				cur = KD_NONE;
+			} else if (cur == KD_NONE && r[k].tick >= d->sched_from && k == i) {
 				/* running since before the first record of this core */
-				d->oncpu[non++] = (struct ktrace_dec_oncpu){ d->sched_from, r[k].tick, th,
+				d->oncpu[non++] = (struct kd_dec_oncpu){ d->sched_from, r[k].tick, th,
 				                                             r[k].cpu };
 			}
 		}
-		if (cur != KTRACE_DEC_NONE && since < d->sched_to)
-			d->oncpu[non++] = (struct ktrace_dec_oncpu){ since, exit_tick(d, cur, since),
+		if (cur != KD_NONE && since < d->sched_to)
+			d->oncpu[non++] = (struct kd_dec_oncpu){ since, exit_tick(d, cur, since),
 			                                             cur, r[i].cpu };
 		i = e;
 	}
 	d->noncpu = non;
 	free(r);
-	ktrace__umap_free(&map);
+	kd_umap_free(&map);
 	return 0;
 oom:
 	free(r);
-	ktrace__umap_free(&map);
+	kd_umap_free(&map);
 	free(d->offcpu);
 	free(d->oncpu);
 	free(d->offcpu_first);
@@ -262,10 +262,10 @@ oom:
 	d->offcpu_first = NULL;
 	d->noffcpu = d->noncpu = 0;
 	d->sched = 0;
-	return KTRACE_DEC_ENOMEM;
+	return KD_ENOMEM;
 }
 
-void ktrace__dec_offcpu_in(const struct ktrace_dec *d, uint32_t thread, uint64_t b, uint64_t e,
+void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2])
 {
 	uint32_t lo, hi;
@@ -293,21 +293,21 @@ void ktrace__dec_offcpu_in(const struct ktrace_dec *d, uint32_t thread, uint64_t
 	}
 }
 
-void ktrace__dec_fmt_split(const struct ktrace_dec *d, uint64_t wall, const uint64_t off[2],
+void kd_dec_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
                            char *buf, size_t len)
 {
 	char a[32], b[32], c[32];
 	uint64_t o = off[0] + off[1];
 
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, wall > o ? wall - o : 0), a, sizeof(a));
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, off[0]), b, sizeof(b));
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, off[1]), c, sizeof(c));
+	kd_fmt_dur(kd_dec_ticks_ns(d, wall > o ? wall - o : 0), a, sizeof(a));
+	kd_fmt_dur(kd_dec_ticks_ns(d, off[0]), b, sizeof(b));
+	kd_fmt_dur(kd_dec_ticks_ns(d, off[1]), c, sizeof(c));
 	snprintf(buf, len, "%s on-CPU, %s blocked, %s preempted", a, b, c);
 }
 
-void ktrace__dec_sched_status(const struct ktrace_dec *d, char *buf, size_t len)
+void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len)
 {
-	const struct ktrace_snap *s = &d->snap;
+	const struct kd_snap *s = &d->snap;
 	const struct ktrace_sched_hdr *h = &s->sched;
 	char par[48];
 

@@ -48,16 +48,16 @@ struct ktrace_elf {
 	uint32_t nsyms;
 };
 
-static int efail(struct ktrace_dec_error *err, uint64_t off, const char *fmt, const char *a,
+static int efail(struct kd_dec_error *err, uint64_t off, const char *fmt, const char *a,
                  uint64_t v)
 {
 	if (err) {
-		err->code = KTRACE_DEC_EFORMAT;
+		err->code = KD_EFORMAT;
 		err->has_offset = 1;
 		err->offset = off;
 		snprintf(err->msg, sizeof(err->msg), fmt, a, v);
 	}
-	return KTRACE_DEC_EFORMAT;
+	return KD_EFORMAT;
 }
 
 static int cmp_sym(const void *a, const void *b)
@@ -79,7 +79,7 @@ static int in_file(const struct ktrace_elf *e, uint64_t off, uint64_t size)
 }
 
 static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want,
-                       struct ktrace_dec_error *err)
+                       struct kd_dec_error *err)
 {
 	for (uint32_t i = 0; i < eh->e_shnum; i++) {
 		Elf64_Shdr sh, st;
@@ -106,7 +106,7 @@ static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want
 			uint64_t ent = sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Sym);
 
 			n = sh.sh_size / ent;
-			e->syms = ktrace__xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms),
+			e->syms = kd_xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms),
 			                          "ELF symbols");
 			for (uint64_t j = 0; j < n; j++) {
 				Elf64_Sym s;
@@ -136,7 +136,7 @@ static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want
 	return 1; /* none of this type */
 }
 
-static int parse(struct ktrace_elf *e, struct ktrace_dec_error *err)
+static int parse(struct ktrace_elf *e, struct kd_dec_error *err)
 {
 	Elf64_Ehdr eh;
 	int rc;
@@ -153,7 +153,7 @@ static int parse(struct ktrace_elf *e, struct ktrace_dec_error *err)
 			return efail(err, offsetof(Elf64_Ehdr, e_phoff),
 			             "%sprogram headers run past the end of the file (%" PRIu64 " bytes)",
 			             "", e->len);
-		e->loads = ktrace__xcalloc(eh.e_phnum, sizeof(*e->loads), "ELF program headers");
+		e->loads = kd_xcalloc(eh.e_phnum, sizeof(*e->loads), "ELF program headers");
 		for (uint32_t i = 0; i < eh.e_phnum; i++) {
 			Elf64_Phdr ph;
 
@@ -182,7 +182,7 @@ static int parse(struct ktrace_elf *e, struct ktrace_dec_error *err)
 	return rc;
 }
 
-void ktrace__elf_free(struct ktrace_elf *e)
+void kd_elf_free(struct ktrace_elf *e)
 {
 	if (!e)
 		return;
@@ -195,33 +195,33 @@ void ktrace__elf_free(struct ktrace_elf *e)
 	free(e);
 }
 
-int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
-                      struct ktrace_dec_error *err)
+int kd_elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+                      struct kd_dec_error *err)
 {
-	struct ktrace_elf *e = ktrace__xcalloc(1, sizeof(*e), "an ELF file");
+	struct ktrace_elf *e = kd_xcalloc(1, sizeof(*e), "an ELF file");
 	int rc;
 
 	*out = NULL;
-	e->buf = ktrace__xmalloc(len, "an ELF file");
+	e->buf = kd_xmalloc(len, "an ELF file");
 	memcpy(e->buf, buf, len);
 	e->len = len;
 	rc = parse(e, err);
 	if (rc) {
-		ktrace__elf_free(e);
+		kd_elf_free(e);
 		return rc;
 	}
 	*out = e;
 	return 0;
 }
 
-static int eio(struct ktrace_dec_error *err, const char *fmt, const char *path, const char *why)
+static int eio(struct kd_dec_error *err, const char *fmt, const char *path, const char *why)
 {
 	if (err) {
-		err->code = KTRACE_DEC_EIO;
+		err->code = KD_EIO;
 		err->has_offset = 0;
 		snprintf(err->msg, sizeof(err->msg), fmt, path, why);
 	}
-	return KTRACE_DEC_EIO;
+	return KD_EIO;
 }
 
 /* Read [off, off + n) of the file, clipped to its size, into e->buf at the
@@ -232,7 +232,7 @@ static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t o
 		return 0;
 	if (n > e->len - off)
 		n = e->len - off;
-	return ktrace__dec_pread(fd, e->buf + off, off, n, path, e->len) == n ? 0 : -1;
+	return kd_dec_pread(fd, e->buf + off, off, n, path, e->len) == n ? 0 : -1;
 }
 
 /*
@@ -282,7 +282,7 @@ static int read_needed(int fd, struct ktrace_elf *e, const char *path)
 	return 0;
 }
 
-int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_dec_error *err)
+int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *err)
 {
 	struct ktrace_elf *e;
 	struct stat st;
@@ -290,7 +290,7 @@ int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_de
 
 	*out = NULL;
 	/* Never blocks: the path comes from the snapshot and may name a FIFO. */
-	fd = ktrace__dec_open_path(path, &st);
+	fd = kd_dec_open_path(path, &st);
 	if (fd < 0)
 		return eio(err, "cannot open %s: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
@@ -301,7 +301,7 @@ int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_de
 		           S_ISBLK(st.st_mode) ? "a block device" :
 		           S_ISSOCK(st.st_mode) ? "a socket" : "empty");
 	}
-	e = ktrace__xcalloc(1, sizeof(*e), "an ELF file");
+	e = kd_xcalloc(1, sizeof(*e), "an ELF file");
 	e->len = (size_t)st.st_size;
 	/* Address space for the whole file (untouched pages cost nothing).  If
 	 * even that is refused, this file's names are lost, not the decode. */
@@ -314,21 +314,21 @@ int ktrace__elf_open(const char *path, struct ktrace_elf **out, struct ktrace_de
 	}
 	if (read_needed(fd, e, path)) {
 		close(fd);
-		ktrace__elf_free(e);
+		kd_elf_free(e);
 		return eio(err, "%s: %s", path,
 		           "the file was truncated while it was read (rebuilt meanwhile?)");
 	}
 	close(fd);
 	rc = parse(e, err);
 	if (rc) {
-		ktrace__elf_free(e);
+		kd_elf_free(e);
 		return rc;
 	}
 	*out = e;
 	return 0;
 }
 
-const char *ktrace__elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint64_t *sym_start)
+const char *kd_elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint64_t *sym_start)
 {
 	uint32_t lo = 0, hi = e->nsyms;
 
@@ -358,7 +358,7 @@ const char *ktrace__elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint6
 	return NULL;
 }
 
-int ktrace__elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *vaddr)
+int kd_elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *vaddr)
 {
 	for (uint32_t i = 0; i < e->nloads; i++) {
 		const struct elf_load *l = &e->loads[i];
@@ -381,7 +381,7 @@ struct symcache {
 	uint32_t n;
 };
 
-void ktrace__symcache_free(void *p)
+void kd_symcache_free(void *p)
 {
 	struct symcache *c = p;
 
@@ -389,45 +389,45 @@ void ktrace__symcache_free(void *p)
 		return;
 	for (uint32_t i = 0; i < c->n; i++) {
 		free(c->ent[i].path);
-		ktrace__elf_free(c->ent[i].elf);
+		kd_elf_free(c->ent[i].elf);
 	}
 	free(c->ent);
 	free(c);
 }
 
-static struct ktrace_elf *cached_elf(struct ktrace_dec *d, struct symcache *c, const char *path)
+static struct ktrace_elf *cached_elf(struct kd_dec *d, struct symcache *c, const char *path)
 {
 	char full[4096];
-	struct ktrace_dec_error err;
+	struct kd_dec_error err;
 	struct ktrace_elf *e = NULL;
 	void *p;
 
 	for (uint32_t i = 0; i < c->n; i++)
 		if (strcmp(c->ent[i].path, path) == 0)
 			return c->ent[i].elf;
-	p = ktrace__xrealloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent), "the symbol cache");
+	p = kd_xrealloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent), "the symbol cache");
 	c->ent = p;
 	if (path[0] == '/') {
 		snprintf(full, sizeof(full), "%s%s", d->opts.sysroot ? d->opts.sysroot : "", path);
 		memset(&err, 0, sizeof(err));
-		if (ktrace__elf_open(full, &e, &err) != 0) {
+		if (kd_elf_open(full, &e, &err) != 0) {
 			if (err.has_offset)
-				ktrace__warn(&d->snap.warn, 0,
+				kd_warn(&d->snap.warn, 0,
 				             "symbols: %s: offset 0x%" PRIx64 ": %s; addresses in it stay numeric",
 				             full, err.offset, err.msg);
 			else
-				ktrace__warn(&d->snap.warn, 0, "symbols: %s; addresses in it stay numeric",
+				kd_warn(&d->snap.warn, 0, "symbols: %s; addresses in it stay numeric",
 				             err.msg);
 			e = NULL;
 		}
 	}
-	c->ent[c->n].path = ktrace__xstrdup(path, "the symbol cache");
+	c->ent[c->n].path = kd_xstrdup(path, "the symbol cache");
 	c->ent[c->n].elf = e;
 	c->n++;
 	return e;
 }
 
-static const struct ktrace_snap_module *find_module(const struct ktrace_snap *s, uint64_t addr)
+static const struct kd_snap_module *find_module(const struct kd_snap *s, uint64_t addr)
 {
 	uint32_t lo = 0, hi = s->nmodules;
 
@@ -452,49 +452,49 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
-static const char *symbolize_addr(struct ktrace_dec *d, struct symcache *c, uint64_t addr)
+static const char *symbolize_addr(struct kd_dec *d, struct symcache *c, uint64_t addr)
 {
-	const struct ktrace_snap_module *m = find_module(&d->snap, addr);
+	const struct kd_snap_module *m = find_module(&d->snap, addr);
 	char buf[512];
 
 	if (!m) {
 		snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
-		return ktrace__dec_strdup(d, buf);
+		return kd_dec_strdup(d, buf);
 	}
 	{
 		uint64_t off = addr - m->start + m->file_offset, vaddr, start = 0;
 		struct ktrace_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m->path) : NULL;
 		const char *name = NULL;
 
-		if (e && ktrace__elf_offset_to_vaddr(e, off, &vaddr) == 0)
-			name = ktrace__elf_lookup(e, vaddr, &start);
+		if (e && kd_elf_offset_to_vaddr(e, off, &vaddr) == 0)
+			name = kd_elf_lookup(e, vaddr, &start);
 		if (name && start == vaddr)
 			return name; /* lives as long as the cache */
 		if (name) {
 			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, name, vaddr - start);
-			return ktrace__dec_strdup(d, buf);
+			return kd_dec_strdup(d, buf);
 		}
 		snprintf(buf, sizeof(buf), "0x%" PRIx64 "(%s+0x%" PRIx64 ")", addr,
 		         base_name(m->path), off);
-		return ktrace__dec_strdup(d, buf);
+		return kd_dec_strdup(d, buf);
 	}
 }
 
 /* A C++ symbol's demangled form ("name" or "name+0x10"), decoder-owned;
  * the name itself if it is not mangled or does not demangle. */
-static const char *demangled(struct ktrace_dec *d, const char *name)
+static const char *demangled(struct kd_dec *d, const char *name)
 {
 	const char *plus = strchr(name, '+');
 	char base[4096], *dm, *full;
 	const char *r = name;
 	size_t n = plus ? (size_t)(plus - name) : strlen(name);
 
-	if (d->opts.raw_names || !ktrace__name_is_mangled(name) || n >= sizeof(base))
+	if (d->opts.raw_names || !kd_name_is_mangled(name) || n >= sizeof(base))
 		return name;
 	memcpy(base, name, n);
 	base[n] = 0;
-	if ((dm = ktrace__demangle(base)) == NULL) {
-		if (ktrace__demangler_missing() && !d->warned_demangle) {
+	if ((dm = kd_demangle(base)) == NULL) {
+		if (kd_demangler_missing() && !d->warned_demangle) {
 			d->warned_demangle = 1;
 			fprintf(stderr, "ktrace-decode: %s: C++ names stay mangled: libstdc++.so.6 "
 			        "(its __cxa_demangle) is not installed; install libstdc++6, or "
@@ -505,7 +505,7 @@ static const char *demangled(struct ktrace_dec *d, const char *name)
 	if ((full = malloc(strlen(dm) + strlen(name + n) + 1)) != NULL) {
 		strcpy(full, dm);
 		strcat(full, name + n);
-		r = ktrace__dec_strdup(d, full);
+		r = kd_dec_strdup(d, full);
 		free(full);
 	}
 	free(dm);
@@ -513,40 +513,40 @@ static const char *demangled(struct ktrace_dec *d, const char *name)
 }
 
 /* The timeline form of f->name (names.c), decoder-owned if different. */
-static void set_short(struct ktrace_dec *d, struct ktrace_dec_func *f)
+static void set_short(struct kd_dec *d, struct kd_dec_func *f)
 {
 	char buf[KTRACE_SHORT_NAME_MAX * 2];
-	const char *s = ktrace__name_shorten(f->name, buf, sizeof(buf));
+	const char *s = kd_name_shorten(f->name, buf, sizeof(buf));
 
-	f->short_name = s == f->name ? f->name : ktrace__dec_strdup(d, s);
+	f->short_name = s == f->name ? f->name : kd_dec_strdup(d, s);
 }
 
-void ktrace__dec_symbolize(struct ktrace_dec *d)
+void kd_dec_symbolize(struct kd_dec *d)
 {
 	struct symcache *c = NULL;
 	char buf[64];
 
 	if (!d->opts.no_symbols && !d->symcache)
-		d->symcache = ktrace__xcalloc(1, sizeof(struct symcache), "the symbol cache");
+		d->symcache = kd_xcalloc(1, sizeof(struct symcache), "the symbol cache");
 	c = d->symcache;
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
-		struct ktrace_dec_func *f = &d->funcs[i];
+		struct kd_dec_func *f = &d->funcs[i];
 
 		switch (f->kind) {
 		case KTRACE_FUNC_SPAN: {
-			const char *s = ktrace__snap_name(&d->snap, f->id);
+			const char *s = kd_snap_name(&d->snap, f->id);
 
 			if (s) {
 				f->name = s;
 			} else {
 				snprintf(buf, sizeof(buf), "span#%" PRIu32, f->id);
-				f->name = ktrace__dec_strdup(d, buf);
+				f->name = kd_dec_strdup(d, buf);
 			}
 			break;
 		}
 		case KTRACE_FUNC_UNKNOWN_ID:
 			snprintf(buf, sizeof(buf), "func#%" PRIu32, f->id);
-			f->name = ktrace__dec_strdup(d, buf);
+			f->name = kd_dec_strdup(d, buf);
 			break;
 		default:
 			f->name = demangled(d, symbolize_addr(d, c, f->addr));

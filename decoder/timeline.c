@@ -74,7 +74,7 @@ static uint32_t le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
-static int fail(struct ktrace_dec_error *err, int code, const char *msg)
+static int fail(struct kd_dec_error *err, int code, const char *msg)
 {
 	if (err) {
 		err->code = code;
@@ -86,7 +86,7 @@ static int fail(struct ktrace_dec_error *err, int code, const char *msg)
 }
 
 /* Grow *arr (elements of size sz) so that index n fits.  -1 only when n is
- * beyond any u32 capacity; out of memory is fatal (ktrace__dec_oom). */
+ * beyond any u32 capacity; out of memory is fatal (kd_dec_oom). */
 static int grow(void *arrp, uint32_t *cap, uint32_t n, size_t sz)
 {
 	void **arr = arrp;
@@ -102,7 +102,7 @@ static int grow(void *arrp, uint32_t *cap, uint32_t n, size_t sz)
 		ncap = UINT32_MAX;
 	if (n >= ncap)
 		return -1;
-	p = ktrace__xrealloc(*arr, (size_t)ncap * sz, "the timeline");
+	p = kd_xrealloc(*arr, (size_t)ncap * sz, "the timeline");
 	*arr = p;
 	*cap = (uint32_t)ncap;
 	return 0;
@@ -134,19 +134,19 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
+int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err)
 {
 	uint32_t nb = snap->nblocks, ncpu = 0, j;
 	struct bkey *keys = NULL;
-	struct ktrace_snap_block *sorted = NULL;
+	struct kd_snap_block *sorted = NULL;
 	uint32_t *cpus = NULL;
 
 	free(snap->cores);
 	snap->cores = NULL;
 	snap->ncores = 0;
-	cpus = ktrace__xmalloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus), "block order");
-	keys = ktrace__xmalloc(((size_t)nb + 1) * sizeof(*keys), "block order");
-	sorted = ktrace__xmalloc(((size_t)nb + 1) * sizeof(*sorted), "block order");
+	cpus = kd_xmalloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus), "block order");
+	keys = kd_xmalloc(((size_t)nb + 1) * sizeof(*keys), "block order");
+	sorted = kd_xmalloc(((size_t)nb + 1) * sizeof(*sorted), "block order");
 	if (!cpus || !keys || !sorted)
 		goto nomem;
 
@@ -181,7 +181,7 @@ int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
 	for (uint32_t i = 0; i < nb; i++) {
 		if (j && keys[i].cpu == sorted[j - 1].cpu &&
 		    snap->blocks[keys[i].idx].start == sorted[j - 1].start) {
-			ktrace__warn(&snap->warn, snap->blocks[keys[i].idx].offset,
+			kd_warn(&snap->warn, snap->blocks[keys[i].idx].offset,
 			             "block (cpu %" PRIu32 ", S %" PRIu32
 			             ") duplicates an earlier block; skipped", keys[i].cpu,
 			             sorted[j - 1].start);
@@ -207,7 +207,7 @@ int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
 		if (!j || cpus[j - 1] != cpus[i])
 			cpus[j++] = cpus[i];
 	ncpu = j;
-	snap->cores = ktrace__xcalloc(ncpu ? ncpu : 1, sizeof(*snap->cores), "cores");
+	snap->cores = kd_xcalloc(ncpu ? ncpu : 1, sizeof(*snap->cores), "cores");
 	if (!snap->cores)
 		goto nomem;
 	snap->ncores = ncpu;
@@ -238,7 +238,7 @@ int ktrace__snap_order(struct ktrace_snap *snap, struct ktrace_dec_error *err)
 		}
 	}
 	for (uint32_t c = 0; c < ncpu; c++) {
-		struct ktrace_snap_core *co = &snap->cores[c];
+		struct kd_snap_core *co = &snap->cores[c];
 
 		if (co->have_rec)
 			co->wrapped = co->rec.blocks_used > co->rec.nblocks;
@@ -252,21 +252,21 @@ nomem:
 	free(keys);
 	free(cpus);
 	free(sorted);
-	return fail(err, KTRACE_DEC_ENOMEM, "out of memory ordering blocks");
+	return fail(err, KD_ENOMEM, "out of memory ordering blocks");
 }
 
 /* ---- stage 2: per-core iterator ------------------------------------------ */
 
-uint64_t ktrace__block_start_tick(const struct ktrace_snap *snap,
-                                  const struct ktrace_snap_block *b)
+uint64_t kd_block_start_tick(const struct kd_snap *snap,
+                                  const struct kd_snap_block *b)
 {
 	uint64_t tsc = le32(b->words + 12) | (uint64_t)le32(b->words + 16) << 32;
 
 	return tsc >> snap->info.tsc_shift;
 }
 
-void ktrace__core_iter_init(struct ktrace_core_iter *it, const struct ktrace_snap *snap,
-                            uint32_t core, struct ktrace_dec_warnings *warn)
+void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
+                            uint32_t core, struct kd_dec_warnings *warn)
 {
 	memset(it, 0, sizeof(*it));
 	it->snap = snap;
@@ -280,7 +280,7 @@ void ktrace__core_iter_init(struct ktrace_core_iter *it, const struct ktrace_sna
 
 static int open_block(struct ktrace_core_iter *it)
 {
-	const struct ktrace_snap_block *b;
+	const struct kd_snap_block *b;
 
 	if (it->blk >= it->blk_end)
 		return 0;
@@ -291,8 +291,8 @@ static int open_block(struct ktrace_core_iter *it)
 	it->nwords = b->nwords;
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
 	it->slot = KTRACE_EXT_ARG(le32(b->words + 4));
-	it->seg = KTRACE_DEC_NONE; /* the writer's THREAD record follows */
-	it->tick = ktrace__block_start_tick(it->snap, b);
+	it->seg = KD_NONE; /* the writer's THREAD record follows */
+	it->tick = kd_block_start_tick(it->snap, b);
 	it->blk_tick = it->tick;
 	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
 	it->pos = 5;
@@ -301,7 +301,7 @@ static int open_block(struct ktrace_core_iter *it)
 
 static void damaged_tail(struct ktrace_core_iter *it, const char *what)
 {
-	ktrace__warn(it->warn, it->blk_offset + (uint64_t)it->pos * 4,
+	kd_warn(it->warn, it->blk_offset + (uint64_t)it->pos * 4,
 	             "cpu %" PRIu32 ": %s; the rest of this block (%" PRIu32
 	             " words) is skipped", it->snap->cores[it->core].cpu, what,
 	             it->nwords - it->pos);
@@ -311,7 +311,7 @@ static void damaged_tail(struct ktrace_core_iter *it, const char *what)
 
 /* Inlined into the two build passes (the hottest loop of the decoder). */
 static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_iter *it,
-                                                          struct ktrace_dec_event *ev)
+                                                          struct kd_dec_event *ev)
 {
 	for (;;) {
 		const uint8_t *p;
@@ -385,7 +385,7 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 			 * a THREAD record written before a due TSC record (after a
 			 * long idle) cannot throw the following records off. */
 			it->slot = KTRACE_EXT_ARG(t);
-			it->seg = n >= 2 ? le32(p + 8) : KTRACE_DEC_NONE;
+			it->seg = n >= 2 ? le32(p + 8) : KD_NONE;
 			it->pos += 1 + n;
 			continue;
 		case KTRACE_EXT_FUNC_ENTER_ADDR:
@@ -435,21 +435,21 @@ static inline __attribute__((always_inline)) int iter_next(struct ktrace_core_it
 	}
 }
 
-int ktrace__core_iter_next(struct ktrace_core_iter *it, struct ktrace_dec_event *ev)
+int kd_core_iter_next(struct ktrace_core_iter *it, struct kd_dec_event *ev)
 {
 	return iter_next(it, ev);
 }
 
-void ktrace__core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg)
 {
-	const struct ktrace_snap_block *b = &it->snap->blocks[blk];
+	const struct kd_snap_block *b = &it->snap->blocks[blk];
 
 	it->blk = blk + 1;
 	it->words = b->words;
 	it->nwords = b->nwords;
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
-	it->blk_tick = ktrace__block_start_tick(it->snap, b);
+	it->blk_tick = kd_block_start_tick(it->snap, b);
 	it->pos = pos;
 	it->tick = ref_tick;
 	it->ts20 = ref_ts20;
@@ -473,15 +473,15 @@ static uint32_t *umap_slot(const struct ktrace_umap *m, uint64_t k)
 {
 	uint32_t mask = m->cap - 1, i = (uint32_t)mix64(k) & mask;
 
-	while (m->vals[i] != KTRACE_DEC_NONE && m->keys[i] != k)
+	while (m->vals[i] != KD_NONE && m->keys[i] != k)
 		i = (i + 1) & mask;
 	return &m->vals[i];
 }
 
-uint32_t ktrace__umap_get(const struct ktrace_umap *m, uint64_t k)
+uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k)
 {
 	if (!m->cap)
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	return *umap_slot(m, k);
 }
 
@@ -495,8 +495,8 @@ static int umap_grow(struct ktrace_umap *m)
 		return -1;
 	nm.cap = ncap;
 	nm.n = 0;
-	nm.keys = ktrace__xmalloc((size_t)ncap * sizeof(*nm.keys), "a hash map");
-	nm.vals = ktrace__xmalloc((size_t)ncap * sizeof(*nm.vals), "a hash map");
+	nm.keys = kd_xmalloc((size_t)ncap * sizeof(*nm.keys), "a hash map");
+	nm.vals = kd_xmalloc((size_t)ncap * sizeof(*nm.vals), "a hash map");
 	if (!nm.keys || !nm.vals) {
 		free(nm.keys);
 		free(nm.vals);
@@ -504,16 +504,16 @@ static int umap_grow(struct ktrace_umap *m)
 	}
 	memset(nm.vals, 0xff, (size_t)ncap * sizeof(*nm.vals));
 	for (uint32_t i = 0; i < m->cap; i++)
-		if (m->vals[i] != KTRACE_DEC_NONE)
-			ktrace__umap_put(&nm, m->keys[i], m->vals[i]);
+		if (m->vals[i] != KD_NONE)
+			kd_umap_put(&nm, m->keys[i], m->vals[i]);
 	free(m->keys);
 	free(m->vals);
 	*m = nm;
 	return 0;
 }
 
-/* v must not be KTRACE_DEC_NONE (the empty marker). */
-int ktrace__umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
+/* v must not be KD_NONE (the empty marker). */
+int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
 {
 	uint32_t *s;
 	size_t i;
@@ -522,16 +522,16 @@ int ktrace__umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v)
 		return -1;
 	s = umap_slot(m, k);
 	i = (size_t)(s - m->vals);
-	if (v == KTRACE_DEC_NONE)
+	if (v == KD_NONE)
 		return -1;
-	if (*s == KTRACE_DEC_NONE)
+	if (*s == KD_NONE)
 		m->n++;
 	m->keys[i] = k;
 	*s = v;
 	return 0;
 }
 
-void ktrace__umap_free(struct ktrace_umap *m)
+void kd_umap_free(struct ktrace_umap *m)
 {
 	free(m->keys);
 	free(m->vals);
@@ -591,7 +591,7 @@ struct reqev {
 };
 
 struct build {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct tstate *ts;
 	uint32_t capts;
 	uint32_t capthreads, capcalls, capreqs, capmarks, capruns, capfuncs;
@@ -611,11 +611,11 @@ struct build {
 
 static uint32_t new_func(struct build *b, uint64_t addr, uint32_t id, uint32_t kind)
 {
-	struct ktrace_dec *d = b->d;
+	struct kd_dec *d = b->d;
 
 	if (grow(&d->funcs, &b->capfuncs, d->nfuncs, sizeof(*d->funcs))) {
 		b->oom = 1;
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	}
 	d->funcs[d->nfuncs].addr = addr;
 	d->funcs[d->nfuncs].id = id;
@@ -626,12 +626,12 @@ static uint32_t new_func(struct build *b, uint64_t addr, uint32_t id, uint32_t k
 
 static uint32_t func_addr(struct build *b, uint64_t addr)
 {
-	uint32_t f = ktrace__umap_get(&b->addr_map, addr);
+	uint32_t f = kd_umap_get(&b->addr_map, addr);
 
-	if (f != KTRACE_DEC_NONE)
+	if (f != KD_NONE)
 		return f;
 	f = new_func(b, addr, 0, KTRACE_FUNC_ADDR);
-	if (f != KTRACE_DEC_NONE && ktrace__umap_put(&b->addr_map, addr, f))
+	if (f != KD_NONE && kd_umap_put(&b->addr_map, addr, f))
 		b->oom = 1;
 	return f;
 }
@@ -640,7 +640,7 @@ static uint32_t func_id(struct build *b, uint32_t id)
 {
 	uint32_t f = b->id_func[id];
 
-	if (f != KTRACE_DEC_NONE)
+	if (f != KD_NONE)
 		return f;
 	if (b->d->snap.func_known[id])
 		f = func_addr(b, b->d->snap.func_addr[id]);
@@ -652,25 +652,25 @@ static uint32_t func_id(struct build *b, uint32_t id)
 
 static uint32_t func_span(struct build *b, uint32_t name)
 {
-	uint32_t f = ktrace__umap_get(&b->span_map, name);
+	uint32_t f = kd_umap_get(&b->span_map, name);
 
-	if (f != KTRACE_DEC_NONE)
+	if (f != KD_NONE)
 		return f;
 	f = new_func(b, 0, name, KTRACE_FUNC_SPAN);
-	if (f != KTRACE_DEC_NONE && ktrace__umap_put(&b->span_map, name, f))
+	if (f != KD_NONE && kd_umap_put(&b->span_map, name, f))
 		b->oom = 1;
 	return f;
 }
 
 static uint32_t new_thread(struct build *b, uint32_t slot, const struct ktrace_thread_rec *r)
 {
-	struct ktrace_dec *d = b->d;
-	struct ktrace_dec_thread *t;
+	struct kd_dec *d = b->d;
+	struct kd_dec_thread *t;
 
 	if (grow(&d->threads, &b->capthreads, d->nthreads, sizeof(*d->threads)) ||
 	    grow(&b->ts, &b->capts, d->nthreads, sizeof(*b->ts))) {
 		b->oom = 1;
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	}
 	t = &d->threads[d->nthreads];
 	memset(t, 0, sizeof(*t));
@@ -684,30 +684,30 @@ static uint32_t new_thread(struct build *b, uint32_t slot, const struct ktrace_t
 	} else {
 		snprintf(t->name, sizeof(t->name), "slot%" PRIu32, slot);
 	}
-	if (ktrace__umap_put(&b->thread_map, slot, d->nthreads)) {
+	if (kd_umap_put(&b->thread_map, slot, d->nthreads)) {
 		b->oom = 1;
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	}
 	return d->nthreads++;
 }
 
 static uint32_t thread_of(struct build *b, uint32_t slot)
 {
-	uint32_t t = ktrace__umap_get(&b->thread_map, slot);
+	uint32_t t = kd_umap_get(&b->thread_map, slot);
 
-	if (t != KTRACE_DEC_NONE)
+	if (t != KD_NONE)
 		return t;
 	return new_thread(b, slot, NULL);
 }
 
 static uint32_t new_call(struct build *b, uint32_t thread)
 {
-	struct ktrace_dec *d = b->d;
+	struct kd_dec *d = b->d;
 
 	(void)thread;
 	if (grow(&d->calls, &b->capcalls, d->ncalls, sizeof(*d->calls))) {
 		b->oom = 1;
-		return KTRACE_DEC_NONE;
+		return KD_NONE;
 	}
 	return d->ncalls++;
 }
@@ -716,17 +716,17 @@ static void push(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
                  uint32_t core, uint32_t flags)
 {
 	struct tstate *s = &b->ts[thread];
-	struct ktrace_dec_call *c;
+	struct kd_dec_call *c;
 	uint32_t ci;
 
-	if (func == KTRACE_DEC_NONE)
+	if (func == KD_NONE)
 		return;
 	if (grow(&s->stack, &s->cap, s->depth, sizeof(*s->stack))) {
 		b->oom = 1;
 		return;
 	}
 	ci = new_call(b, thread);
-	if (ci == KTRACE_DEC_NONE)
+	if (ci == KD_NONE)
 		return;
 	c = &b->d->calls[ci];
 	c->begin = tick;
@@ -734,7 +734,7 @@ static void push(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	c->self = 0;
 	c->func = func;
 	c->thread = thread;
-	c->parent = s->depth ? s->stack[s->depth - 1].call : KTRACE_DEC_NONE;
+	c->parent = s->depth ? s->stack[s->depth - 1].call : KD_NONE;
 	/* depth - (TRUNC_BEGIN calls so far), mod 2^32; the thread's final
 	 * TRUNC_BEGIN count is added at the end (frames found underneath). */
 	c->depth = s->depth - s->ntb;
@@ -757,7 +757,7 @@ static void close_top(struct build *b, uint32_t thread, uint64_t tick, uint32_t 
 {
 	struct tstate *s = &b->ts[thread];
 	struct frame *f = &s->stack[--s->depth];
-	struct ktrace_dec_call *c = &b->d->calls[f->call];
+	struct kd_dec_call *c = &b->d->calls[f->call];
 	uint64_t dur;
 
 	c->end = tick > c->begin ? tick : c->begin;
@@ -777,13 +777,13 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
                 uint32_t core, uint32_t span)
 {
 	struct tstate *s = &b->ts[thread];
-	struct ktrace_dec *d = b->d;
-	struct ktrace_dec_call *c;
+	struct kd_dec *d = b->d;
+	struct kd_dec_call *c;
 	uint32_t lim = s->depth > MATCH_DEPTH ? s->depth - MATCH_DEPTH : 0;
 	uint32_t ci, i;
 	uint64_t begin;
 
-	if (func == KTRACE_DEC_NONE)
+	if (func == KD_NONE)
 		return;
 	for (i = s->depth; i > lim; i--)
 		if (s->stack[i - 1].func == func)
@@ -809,7 +809,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	/* Entered before the window: it encloses everything this thread did so
 	 * far at the outermost level. */
 	ci = new_call(b, thread);
-	if (ci == KTRACE_DEC_NONE)
+	if (ci == KD_NONE)
 		return;
 	begin = d->threads[thread].start_tick;
 	if (begin > tick)
@@ -819,7 +819,7 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 	c->end = tick;
 	c->func = func;
 	c->thread = thread;
-	c->parent = KTRACE_DEC_NONE;
+	c->parent = KD_NONE;
 	c->depth = 0u - s->ntb - 1u; /* outer than all TRUNC_BEGIN calls so far */
 	c->core = core;
 	c->flags = KTRACE_CALL_TRUNC_BEGIN | span;
@@ -839,12 +839,12 @@ static void pop(struct build *b, uint32_t thread, uint32_t func, uint64_t tick,
 
 static void on_request(struct build *b, const struct reqev *ev)
 {
-	struct ktrace_dec *d = b->d;
+	struct kd_dec *d = b->d;
 	uint64_t key = ev->id ^ mix64((uint64_t)ev->kind + 0x9e3779b97f4a7c15ull);
-	uint32_t r = ktrace__umap_get(&b->req_map, key);
+	uint32_t r = kd_umap_get(&b->req_map, key);
 	uint32_t thread = ev->thread;
 	uint64_t tick = ev->tick;
-	struct ktrace_dec_request *q;
+	struct kd_dec_request *q;
 
 	if (ev->end && r < d->nreqs && d->reqs[r].kind == ev->kind && d->reqs[r].id == ev->id) {
 		q = &d->reqs[r];
@@ -855,7 +855,7 @@ static void on_request(struct build *b, const struct reqev *ev)
 			q->open_at_end = ev->top;
 		}
 		/* Closed: a tombstone value, so probe chains stay intact. */
-		ktrace__umap_put(&b->req_map, key, KTRACE_DEC_NONE - 1);
+		kd_umap_put(&b->req_map, key, KD_NONE - 1);
 		return;
 	}
 	if (grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs))) {
@@ -867,13 +867,13 @@ static void on_request(struct build *b, const struct reqev *ev)
 	q->kind = ev->kind;
 	q->thread = thread;
 	q->core = ev->core;
-	q->call_first = q->call_end = q->open_at_end = KTRACE_DEC_NONE;
+	q->call_first = q->call_end = q->open_at_end = KD_NONE;
 	if (!ev->end) {
 		q->call_first = ev->at_call;
 		q->begin = tick;
 		q->end = tick;
 		q->flags = KTRACE_REQ_TRUNC_END; /* until its end is seen */
-		if (ktrace__umap_put(&b->req_map, key, d->nreqs))
+		if (kd_umap_put(&b->req_map, key, d->nreqs))
 			b->oom = 1;
 	} else {
 		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
@@ -896,7 +896,7 @@ static int cmp_reqev(const void *a, const void *b)
 
 static int cmp_req(const void *a, const void *b)
 {
-	const struct ktrace_dec_request *x = a, *y = b;
+	const struct kd_dec_request *x = a, *y = b;
 
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
@@ -918,10 +918,10 @@ static int outside(const struct build *b, uint64_t tick, uint64_t blk_tick)
 }
 
 /* One record of thread th, in the thread's program order. */
-static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_t th)
+static void on_event(struct build *b, const struct kd_dec_event *ev, uint32_t th)
 {
-	struct ktrace_dec *d = b->d;
-	struct ktrace_dec_thread *t = &d->threads[th];
+	struct kd_dec *d = b->d;
+	struct kd_dec_thread *t = &d->threads[th];
 	struct tstate *s = &b->ts[th];
 	uint64_t tick;
 
@@ -937,7 +937,7 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_
 		else
 			t->start_tick = d->core_stats[ev->core].first_tick;
 		if (t->known) {
-			const struct ktrace_thread_rec *r = ktrace__snap_thread(&d->snap, t->slot);
+			const struct ktrace_thread_rec *r = kd_snap_thread(&d->snap, t->slot);
 			uint64_t ft = r ? r->first_tsc >> d->shift : 0;
 
 			if (ft > t->start_tick && ft <= tick)
@@ -989,7 +989,7 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_
 		}
 		b->reqevs[b->nreqevs] = (struct reqev){
 			tick, ev->value, b->nreqevs, ev->id, th, ev->core, ev->kind == KTRACE_DK_REQ_END,
-			d->ncalls, s->depth ? s->stack[s->depth - 1].call : KTRACE_DEC_NONE
+			d->ncalls, s->depth ? s->stack[s->depth - 1].call : KD_NONE
 		};
 		b->nreqevs++;
 		break;
@@ -1002,29 +1002,29 @@ static void on_event(struct build *b, const struct ktrace_dec_event *ev, uint32_
  */
 static void scan_cores(struct build *b)
 {
-	struct ktrace_dec *d = b->d;
-	const struct ktrace_snap *snap = &d->snap;
+	struct kd_dec *d = b->d;
+	const struct kd_snap *snap = &d->snap;
 
 	for (uint32_t c = 0; c < snap->ncores && !b->oom; c++) {
-		struct ktrace_dec_core_stats *cs = &d->core_stats[c];
+		struct kd_dec_core_stats *cs = &d->core_stats[c];
 		struct ktrace_core_iter it;
-		struct ktrace_dec_event ev;
-		struct ktrace_dec_run run = { 0 };
-		uint32_t cur = KTRACE_DEC_NONE, cslot = 0, cthread = KTRACE_DEC_NONE;
+		struct kd_dec_event ev;
+		struct kd_dec_run run = { 0 };
+		uint32_t cur = KD_NONE, cslot = 0, cthread = KD_NONE;
 
-		ktrace__core_iter_init(&it, snap, c, &d->snap.warn);
+		kd_core_iter_init(&it, snap, c, &d->snap.warn);
 		while (iter_next(&it, &ev)) {
 			struct piece *p;
 			uint32_t th;
 			int w;
 
-			if (cur == KTRACE_DEC_NONE || b->pieces[cur].slot != ev.slot ||
+			if (cur == KD_NONE || b->pieces[cur].slot != ev.slot ||
 			    b->pieces[cur].seg != ev.seg) {
-				if (cthread == KTRACE_DEC_NONE || cslot != ev.slot) {
+				if (cthread == KD_NONE || cslot != ev.slot) {
 					cthread = thread_of(b, ev.slot);
 					cslot = ev.slot;
 				}
-				if (cthread == KTRACE_DEC_NONE ||
+				if (cthread == KD_NONE ||
 				    grow(&b->pieces, &b->cappieces, b->npieces, sizeof(*b->pieces))) {
 					b->oom = 1;
 					break;
@@ -1111,12 +1111,12 @@ static int cmp_piece(const void *a, const void *b)
  */
 static int order_pieces(struct build *b)
 {
-	uint8_t *by_time = ktrace__xcalloc((size_t)b->d->nthreads + 1, 1, "thread order");
+	uint8_t *by_time = kd_xcalloc((size_t)b->d->nthreads + 1, 1, "thread order");
 
 	if (!by_time)
 		return -1;
 	for (uint32_t i = 0; i < b->npieces; i++)
-		if (b->pieces[i].seg == KTRACE_DEC_NONE)
+		if (b->pieces[i].seg == KD_NONE)
 			by_time[b->pieces[i].thread] = 1;
 	for (uint32_t i = 0; i < b->npieces; i++) {
 		struct piece *p = &b->pieces[i];
@@ -1133,15 +1133,15 @@ static int order_pieces(struct build *b)
 /* Pass 2: every thread's pieces in order, each re-read from its start. */
 static void walk_threads(struct build *b)
 {
-	const struct ktrace_snap *snap = &b->d->snap;
+	const struct kd_snap *snap = &b->d->snap;
 	struct ktrace_core_iter it;
-	struct ktrace_dec_event ev;
+	struct kd_dec_event ev;
 
 	for (uint32_t i = 0; i < b->npieces && !b->oom; i++) {
 		const struct piece *p = &b->pieces[i];
 
-		ktrace__core_iter_init(&it, snap, p->core, NULL);
-		ktrace__core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
+		kd_core_iter_init(&it, snap, p->core, NULL);
+		kd_core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
 		for (uint64_t k = 0; k < p->nrec && !b->oom; k++) {
 			if (!iter_next(&it, &ev))
 				break;
@@ -1151,13 +1151,13 @@ static void walk_threads(struct build *b)
 	}
 }
 
-static void find_trigger(struct ktrace_dec *d, struct build *b)
+static void find_trigger(struct kd_dec *d, struct build *b)
 {
 	const struct ktrace_trigger_rec *tr = &d->snap.trigger;
-	struct ktrace_dec_request *q;
+	struct kd_dec_request *q;
 	uint32_t th;
 
-	d->trigger_req = KTRACE_DEC_NONE;
+	d->trigger_req = KD_NONE;
 	if (!d->snap.have_trigger)
 		return;
 	for (uint32_t i = 0; i < d->nreqs; i++)
@@ -1170,7 +1170,7 @@ static void find_trigger(struct ktrace_dec *d, struct build *b)
 	if (tr->end_tsc < tr->begin_tsc)
 		return;
 	th = thread_of(b, tr->thread_slot);
-	if (th == KTRACE_DEC_NONE ||
+	if (th == KD_NONE ||
 	    grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs)))
 		return;
 	q = &d->reqs[d->nreqs];
@@ -1180,16 +1180,16 @@ static void find_trigger(struct ktrace_dec *d, struct build *b)
 	q->id = tr->request_id;
 	q->kind = tr->kind_id;
 	q->thread = th;
-	q->call_first = q->call_end = q->open_at_end = KTRACE_DEC_NONE;
+	q->call_first = q->call_end = q->open_at_end = KD_NONE;
 	q->flags = KTRACE_REQ_TRIGGER;
 	if (q->begin < d->window_start)
 		q->flags |= KTRACE_REQ_TRUNC_BEGIN;
 	d->trigger_req = d->nreqs++;
 }
 
-int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
+int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
 {
-	struct ktrace_snap *snap = &d->snap;
+	struct kd_snap *snap = &d->snap;
 	struct build *b;
 	uint32_t nc = snap->ncores;
 	uint64_t snap_tick, ten_s;
@@ -1197,11 +1197,11 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 
 	d->shift = snap->info.tsc_shift;
 	d->tsc_hz = snap->info.tsc_hz;
-	d->trigger_req = KTRACE_DEC_NONE;
-	b = ktrace__xcalloc(1, sizeof(*b), "the timeline");
-	d->core_stats = ktrace__xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
+	d->trigger_req = KD_NONE;
+	b = kd_xcalloc(1, sizeof(*b), "the timeline");
+	d->core_stats = kd_xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	if (!b || !d->core_stats) {
-		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+		rc = fail(err, KD_ENOMEM, "out of memory");
 		goto out;
 	}
 	b->d = d;
@@ -1218,12 +1218,12 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 	d->data_start = UINT64_MAX;
 	d->window_start = 0;
 	for (uint32_t c = 0; c < nc; c++) {
-		struct ktrace_snap_core *co = &snap->cores[c];
+		struct kd_snap_core *co = &snap->cores[c];
 		uint64_t first;
 
 		if (!co->nblocks)
 			continue;
-		first = ktrace__block_start_tick(snap, &snap->blocks[co->first_block]);
+		first = kd_block_start_tick(snap, &snap->blocks[co->first_block]);
 		d->core_stats[c].first_tick = first;
 		d->core_stats[c].last_tick = first;
 		d->core_stats[c].has_data = 1;
@@ -1250,8 +1250,8 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 
 	/* Known threads first, in slot order, so indices are stable. */
 	for (uint32_t i = 0; i < snap->nthreads; i++)
-		if (new_thread(b, snap->threads[i].slot, &snap->threads[i]) == KTRACE_DEC_NONE) {
-			rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+		if (new_thread(b, snap->threads[i].slot, &snap->threads[i]) == KD_NONE) {
+			rc = fail(err, KD_ENOMEM, "out of memory");
 			goto out;
 		}
 
@@ -1266,7 +1266,7 @@ int ktrace__dec_build(struct ktrace_dec *d, struct ktrace_dec_error *err)
 			on_request(b, &b->reqevs[i]);
 	}
 	if (b->oom) {
-		rc = fail(err, KTRACE_DEC_ENOMEM, "out of memory building the timeline");
+		rc = fail(err, KD_ENOMEM, "out of memory building the timeline");
 		goto out;
 	}
 
@@ -1311,10 +1311,10 @@ out:
 		free(b->ts);
 		free(b->pieces);
 		free(b->reqevs);
-		ktrace__umap_free(&b->thread_map);
-		ktrace__umap_free(&b->addr_map);
-		ktrace__umap_free(&b->span_map);
-		ktrace__umap_free(&b->req_map);
+		kd_umap_free(&b->thread_map);
+		kd_umap_free(&b->addr_map);
+		kd_umap_free(&b->span_map);
+		kd_umap_free(&b->req_map);
 		free(b);
 	}
 	return rc;
@@ -1331,7 +1331,7 @@ static int64_t clamp_i64(__int128 v)
 	return (int64_t)v;
 }
 
-uint64_t ktrace__dec_ticks_ns(const struct ktrace_dec *d, uint64_t ticks)
+uint64_t kd_dec_ticks_ns(const struct kd_dec *d, uint64_t ticks)
 {
 	unsigned __int128 v = ((unsigned __int128)ticks << d->shift) * 1000000000u;
 
@@ -1348,7 +1348,7 @@ static int64_t extrapolate(uint64_t hz, uint64_t t0, int64_t r0, uint64_t tsc)
 	return clamp_i64((__int128)r0 + dt * 1000000000 / (__int128)hz);
 }
 
-int64_t ktrace__snap_wall_ns(const struct ktrace_snap *snap, uint64_t tsc)
+int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 {
 	const struct ktrace_anchor_rec *a = snap->anchors;
 	uint64_t hz = snap->info.tsc_hz ? snap->info.tsc_hz : 1000000000u;
@@ -1377,14 +1377,14 @@ int64_t ktrace__snap_wall_ns(const struct ktrace_snap *snap, uint64_t tsc)
 	                                                 (__int128)a[lo].realtime_ns)));
 }
 
-int64_t ktrace__dec_wall_ns(const struct ktrace_dec *d, uint64_t tick)
+int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick)
 {
 	unsigned __int128 tsc = (unsigned __int128)tick << d->shift;
 
-	return ktrace__snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
+	return kd_snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
 }
 
-void ktrace__fmt_wall(int64_t ns, int date, char *buf, size_t len)
+void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len)
 {
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
@@ -1408,7 +1408,7 @@ void ktrace__fmt_wall(int64_t ns, int date, char *buf, size_t len)
 		         frac);
 }
 
-void ktrace__fmt_dur(uint64_t ns, char *buf, size_t len)
+void kd_fmt_dur(uint64_t ns, char *buf, size_t len)
 {
 	if (ns < 1000)
 		snprintf(buf, len, "%" PRIu64 " ns", ns);
@@ -1422,27 +1422,27 @@ void ktrace__fmt_dur(uint64_t ns, char *buf, size_t len)
 
 /* ---- helpers and the one-call pipeline -------------------------------------- */
 
-const char *ktrace__dec_strdup(struct ktrace_dec *d, const char *s)
+const char *kd_dec_strdup(struct kd_dec *d, const char *s)
 {
 	char *p;
 
 	if (grow(&d->strs, &d->capstrs, d->nstrs, sizeof(*d->strs)))
 		return "?";
-	p = ktrace__xstrdup(s, "names");
+	p = kd_xstrdup(s, "names");
 	d->strs[d->nstrs++] = p;
 	return p;
 }
 
-const char *ktrace__dec_func_name(const struct ktrace_dec *d, uint32_t func)
+const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
 {
 	if (func >= d->nfuncs || !d->funcs[func].name)
 		return "?";
 	return d->funcs[func].name;
 }
 
-const char *ktrace__dec_name(const struct ktrace_dec *d, uint32_t id, char *buf, size_t len)
+const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
 {
-	const char *s = ktrace__snap_name(&d->snap, id);
+	const char *s = kd_snap_name(&d->snap, id);
 
 	if (s)
 		return s;
@@ -1450,10 +1450,10 @@ const char *ktrace__dec_name(const struct ktrace_dec *d, uint32_t id, char *buf,
 	return buf;
 }
 
-const char *ktrace__dec_thread_label(const struct ktrace_dec *d, uint32_t thread,
+const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
                                      char *buf, size_t len)
 {
-	const struct ktrace_dec_thread *t;
+	const struct kd_dec_thread *t;
 
 	if (thread >= d->nthreads) {
 		snprintf(buf, len, "?");
@@ -1467,32 +1467,32 @@ const char *ktrace__dec_thread_label(const struct ktrace_dec *d, uint32_t thread
 	return buf;
 }
 
-int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
-                            const struct ktrace_dec_opts *opts, struct ktrace_dec **out,
-                            struct ktrace_dec_error *err)
+int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
+                            const struct kd_dec_opts *opts, struct kd_dec **out,
+                            struct kd_dec_error *err)
 {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	int rc;
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	d = ktrace__xcalloc(1, sizeof(*d), "the decoder");
-	d->file = ktrace__xstrdup(name ? name : "(buffer)", "the decoder");
+	d = kd_xcalloc(1, sizeof(*d), "the decoder");
+	d->file = kd_xstrdup(name ? name : "(buffer)", "the decoder");
 	if (opts)
 		d->opts = *opts;
-	rc = ktrace__snap_read(buf, len, &d->snap, err);
+	rc = kd_snap_read(buf, len, &d->snap, err);
 	if (!rc)
-		rc = ktrace__snap_order(&d->snap, err);
+		rc = kd_snap_order(&d->snap, err);
 	if (!rc)
-		rc = ktrace__dec_build(d, err);
+		rc = kd_dec_build(d, err);
 	if (rc) {
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 		return rc;
 	}
-	ktrace__dec_symbolize(d);
-	if (ktrace__dec_sched(d)) {
-		ktrace__dec_free(d);
-		return fail(err, KTRACE_DEC_ENOMEM, "out of memory");
+	kd_dec_symbolize(d);
+	if (kd_dec_sched(d)) {
+		kd_dec_free(d);
+		return fail(err, KD_ENOMEM, "out of memory");
 	}
 	*out = d;
 	return 0;
@@ -1504,7 +1504,7 @@ int ktrace__dec_open_buffer(const void *buf, size_t len, const char *name,
  * O_NONBLOCK is cleared again once fstat() says what it is, for the caller's
  * reads.  Returns the descriptor, or -1 with errno set.
  */
-int ktrace__dec_open_path(const char *path, struct stat *st)
+int kd_dec_open_path(const char *path, struct stat *st)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
 
@@ -1524,7 +1524,7 @@ int ktrace__dec_open_path(const char *path, struct stat *st)
 /* Bytes per pread(); the test hook runs before each. */
 #define READ_CHUNK (16u << 20)
 
-uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total)
 {
 	uint64_t done = 0;
@@ -1533,8 +1533,8 @@ uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const ch
 		size_t k = n - done < READ_CHUNK ? (size_t)(n - done) : READ_CHUNK;
 		ssize_t r;
 
-		if (ktrace__dec_read_hook)
-			ktrace__dec_read_hook(path, off + done, total);
+		if (kd_dec_read_hook)
+			kd_dec_read_hook(path, off + done, total);
 		r = pread(fd, (char *)buf + done, k, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -1558,8 +1558,8 @@ uint64_t ktrace__dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const ch
  * Pipes and sockets (`ktrace-decode <(zcat f.ktrace.gz)`) are read to EOF;
  * anything else (a directory, a device) is refused.
  */
-int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
-                          struct ktrace_dec **out, struct ktrace_dec_error *err)
+int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
+                          struct kd_dec **out, struct kd_dec_error *err)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -1569,16 +1569,16 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	fd = ktrace__dec_open_path(path, &st);
+	fd = kd_dec_open_path(path, &st);
 	if (fd < 0) {
 		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
-		return fail(err, KTRACE_DEC_EIO, msg);
+		return fail(err, KD_EIO, msg);
 	}
 	if (S_ISREG(st.st_mode)) {
 		size_t want = (size_t)st.st_size;
 
-		buf = ktrace__xmalloc(want, "the snapshot file");
-		len = (size_t)ktrace__dec_pread(fd, buf, 0, want, path, want);
+		buf = kd_xmalloc(want, "the snapshot file");
+		len = (size_t)kd_dec_pread(fd, buf, 0, want, path, want);
 		if (len < want && errno) {
 			snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
 			goto fail_io;
@@ -1597,7 +1597,7 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 
 			if (len == cap) {
 				cap = cap ? cap * 2 : 65536;
-				buf = ktrace__xrealloc(buf, cap, "the snapshot file");
+				buf = kd_xrealloc(buf, cap, "the snapshot file");
 			}
 			n = read(fd, buf + len, cap - len);
 			if (n < 0 && errno == EINTR)
@@ -1618,7 +1618,7 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 		goto fail_io;
 	}
 	close(fd);
-	rc = ktrace__dec_open_buffer(buf ? buf : "", len, path, opts, out, err);
+	rc = kd_dec_open_buffer(buf ? buf : "", len, path, opts, out, err);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -1630,15 +1630,15 @@ int ktrace__dec_open_file(const char *path, const struct ktrace_dec_opts *opts,
 fail_io:
 	free(buf);
 	close(fd);
-	return fail(err, KTRACE_DEC_EIO, msg);
+	return fail(err, KD_EIO, msg);
 }
 
-void ktrace__dec_free(struct ktrace_dec *d)
+void kd_dec_free(struct kd_dec *d)
 {
 	if (!d)
 		return;
-	ktrace__snap_free(&d->snap);
-	ktrace__symcache_free(d->symcache);
+	kd_snap_free(&d->snap);
+	kd_symcache_free(d->symcache);
 	free(d->funcs);
 	free(d->threads);
 	free(d->calls);

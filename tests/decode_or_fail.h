@@ -6,11 +6,11 @@
 #ifndef KTRACE_TESTS_DECODE_OR_FAIL_H
 #define KTRACE_TESTS_DECODE_OR_FAIL_H
 
-static struct ktrace_dec *decode(struct snapbuild *sb)
+static struct kd_dec *decode(struct snapbuild *sb)
 {
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
+	struct kd_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d = snapbuild_decode(sb, &o, &err);
 
 	if (d == NULL)
 		fail_msg("decode failed: %s", err.msg);

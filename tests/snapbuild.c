@@ -803,10 +803,10 @@ void snapbuild_scenario_big(struct snapbuild *sb, uint32_t ncpus, uint64_t neven
 	}
 }
 
-struct ktrace_dec *snapbuild_decode(struct snapbuild *sb, const struct ktrace_dec_opts *opts,
-                                    struct ktrace_dec_error *err)
+struct kd_dec *snapbuild_decode(struct snapbuild *sb, const struct kd_dec_opts *opts,
+                                    struct kd_dec_error *err)
 {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint8_t *buf;
 	size_t len;
 
@@ -815,7 +815,7 @@ struct ktrace_dec *snapbuild_decode(struct snapbuild *sb, const struct ktrace_de
 		return NULL;
 	}
 	snapbuild_free(sb);
-	if (ktrace__dec_open_buffer(buf, len, "t.ktrace", opts, &d, err) != 0) {
+	if (kd_dec_open_buffer(buf, len, "t.ktrace", opts, &d, err) != 0) {
 		free(buf);
 		return NULL;
 	}

@@ -14,8 +14,8 @@
  *
  * Ticks are TSC >> tsc_shift (defaults: tsc_hz 1 GHz, shift 0: 1 tick = 1 ns).
  */
-#ifndef KTRACE_SNAPBUILD_H
-#define KTRACE_SNAPBUILD_H
+#ifndef KD_SNAPBUILD_H
+#define KD_SNAPBUILD_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -101,13 +101,13 @@ uint32_t snapbuild_block_start_words(uint32_t *w, uint32_t slot, uint32_t s, uin
 int snapbuild_finish(struct snapbuild *sb, uint8_t **buf, size_t *len);
 
 /* Finish sb, free it, and decode the image with opts: the decoded snapshot
- * owns the image (freed by ktrace__dec_free).  NULL on failure, with err
+ * owns the image (freed by kd_dec_free).  NULL on failure, with err
  * filled. */
-struct ktrace_dec;
-struct ktrace_dec_opts;
-struct ktrace_dec_error;
-struct ktrace_dec *snapbuild_decode(struct snapbuild *sb, const struct ktrace_dec_opts *opts,
-                                    struct ktrace_dec_error *err);
+struct kd_dec;
+struct kd_dec_opts;
+struct kd_dec_error;
+struct kd_dec *snapbuild_decode(struct snapbuild *sb, const struct kd_dec_opts *opts,
+                                    struct kd_dec_error *err);
 
 /* ---- editing finished images ------------------------------------------------ */
 

@@ -54,10 +54,10 @@ static void test_golden_fixture_is_current(void **state)
 
 static void test_golden_decode(void **state)
 {
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_opts o = { .no_symbols = 1 };
 	struct ktrace_out_opts oo = { .limit = 60 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	uint8_t *fix, *want;
 	size_t flen, wlen, n = 0;
 	char *got = NULL;
@@ -66,14 +66,14 @@ static void test_golden_decode(void **state)
 	(void)state;
 	fix = snapbuild_read_file(FIXTURE, &flen);
 	assert_non_null(fix);
-	if (ktrace__dec_open_buffer(fix, flen, "golden-v1.ktrace", &o, &d, &err) != 0)
+	if (kd_dec_open_buffer(fix, flen, "golden-v1.ktrace", &o, &d, &err) != 0)
 		fail_msg("golden fixture no longer decodes: %s", err.msg);
 	f = open_memstream(&got, &n);
 	assert_non_null(f);
-	ktrace__out_summary(f, d);
-	ktrace__out_stats(f, d, &oo);
-	ktrace__out_explain(f, d, &oo);
-	ktrace__out_text(f, d, &oo);
+	kd_out_summary(f, d);
+	kd_out_stats(f, d, &oo);
+	kd_out_explain(f, d, &oo);
+	kd_out_text(f, d, &oo);
 	fclose(f);
 	if (regen()) {
 		f = fopen(EXPECTED, "w");
@@ -96,7 +96,7 @@ static void test_golden_decode(void **state)
 	}
 	free(want);
 	free(got);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	free(fix);
 }
 

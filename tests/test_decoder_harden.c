@@ -35,8 +35,8 @@
 #define UNDER_SANITIZER 0
 #endif
 
-#ifndef KTRACE_DEC_FOLD_DEPTH
-#define KTRACE_DEC_FOLD_DEPTH 512u /* (for running this test on older decoders) */
+#ifndef KD_FOLD_DEPTH
+#define KD_FOLD_DEPTH 512u /* (for running this test on older decoders) */
 #endif
 
 static char tmpdir[64];
@@ -93,7 +93,7 @@ static struct snapbuild *one_call(const char *module_path)
 	return sb;
 }
 
-static int has_warning(const struct ktrace_dec *d, const char *needle)
+static int has_warning(const struct kd_dec *d, const char *needle)
 {
 	for (uint32_t i = 0; i < d->snap.warn.n; i++)
 		if (strstr(d->snap.warn.lines[i], needle))
@@ -106,9 +106,9 @@ static int has_warning(const struct ktrace_dec *d, const char *needle)
 static void test_decoder_harden_module_fifo(void **state)
 {
 	char fifo[128];
-	struct ktrace_dec_opts o = { 0 }; /* symbols on: the module is opened */
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_opts o = { 0 }; /* symbols on: the module is opened */
+	struct kd_dec_error err;
+	struct kd_dec *d;
 
 	(void)state;
 	snprintf(fifo, sizeof(fifo), "%s/lib.so", tmpdir);
@@ -118,21 +118,21 @@ static void test_decoder_harden_module_fifo(void **state)
 	alarm(0);
 	assert_non_null(d);
 	assert_int_equal(d->ncalls, 1);
-	assert_string_equal(ktrace__dec_func_name(d, d->calls[0].func), "0x401000(lib.so+0x1000)");
+	assert_string_equal(kd_dec_func_name(d, d->calls[0].func), "0x401000(lib.so+0x1000)");
 	assert_true(has_warning(d, "a FIFO"));
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_decoder_harden_module_special(void **state)
 {
 	static const char *const paths[] = { "/dev/zero", "/dev/stdin", "/dev/tty", "/",
 		                              "/proc/self/fd/0" };
-	struct ktrace_dec_opts o = { 0 };
-	struct ktrace_dec_error err;
+	struct kd_dec_opts o = { 0 };
+	struct kd_dec_error err;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-		struct ktrace_dec *d;
+		struct kd_dec *d;
 
 		deadline(20, paths[i]);
 		d = snapbuild_decode(one_call(paths[i]), &o, &err);
@@ -140,9 +140,9 @@ static void test_decoder_harden_module_special(void **state)
 		assert_non_null(d);
 		assert_int_equal(d->ncalls, 1);
 		/* Never symbolized from a special file; a warning says why. */
-		assert_non_null(strstr(ktrace__dec_func_name(d, d->calls[0].func), "0x401000"));
+		assert_non_null(strstr(kd_dec_func_name(d, d->calls[0].func), "0x401000"));
 		assert_true(d->snap.warn.n >= 1);
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 }
 
@@ -150,17 +150,17 @@ static void test_decoder_harden_module_special(void **state)
 static void test_decoder_harden_snapshot_special(void **state)
 {
 	char fifo[128];
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_error err;
+	struct kd_dec *d;
 
 	(void)state;
 	snprintf(fifo, sizeof(fifo), "%s/snap.ktrace", tmpdir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
-	deadline(20, "ktrace__dec_open_file on a FIFO with no writer");
-	assert_int_not_equal(ktrace__dec_open_file(fifo, NULL, &d, &err), 0);
+	deadline(20, "kd_dec_open_file on a FIFO with no writer");
+	assert_int_not_equal(kd_dec_open_file(fifo, NULL, &d, &err), 0);
 	alarm(0);
 	assert_null(d);
-	assert_int_not_equal(ktrace__dec_open_file(tmpdir, NULL, &d, &err), 0);
+	assert_int_not_equal(kd_dec_open_file(tmpdir, NULL, &d, &err), 0);
 	assert_non_null(strstr(err.msg, "a directory"));
 }
 
@@ -186,8 +186,8 @@ static void test_decoder_harden_snapshot_truncated(void **state)
 	uint8_t *buf;
 	size_t len;
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_error err;
+	struct kd_dec *d;
 
 	(void)state;
 	snapbuild_scenario_golden(sb);
@@ -200,12 +200,12 @@ static void test_decoder_harden_snapshot_truncated(void **state)
 	trunc_path = path;
 	trunc_to = 0; /* a mapped file would lose every page: SIGBUS at once */
 	trunc_done = 0;
-	ktrace__dec_read_hook = truncate_hook;
-	assert_int_not_equal(ktrace__dec_open_file(path, NULL, &d, &err), 0);
-	ktrace__dec_read_hook = NULL;
+	kd_dec_read_hook = truncate_hook;
+	assert_int_not_equal(kd_dec_open_file(path, NULL, &d, &err), 0);
+	kd_dec_read_hook = NULL;
 	assert_int_equal(trunc_done, 1);
 	assert_null(d);
-	assert_int_equal(err.code, KTRACE_DEC_EIO);
+	assert_int_equal(err.code, KD_EIO);
 	assert_non_null(strstr(err.msg, "truncated while it was read"));
 }
 
@@ -216,9 +216,9 @@ static void test_decoder_harden_elf_truncated(void **state)
 	char copy[128], exe[4096], line[4096], cmd[4400];
 	FILE *f = fopen("/proc/self/maps", "r");
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec_opts o = { 0 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_opts o = { 0 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	uint64_t addr = (uint64_t)(uintptr_t)&truncate_hook;
 	int found = 0;
@@ -250,14 +250,14 @@ static void test_decoder_harden_elf_truncated(void **state)
 	trunc_path = copy;
 	trunc_to = 64; /* the ELF header survives, nothing after it */
 	trunc_done = 0;
-	ktrace__dec_read_hook = truncate_hook;
+	kd_dec_read_hook = truncate_hook;
 	d = snapbuild_decode(sb, &o, &err);
-	ktrace__dec_read_hook = NULL;
+	kd_dec_read_hook = NULL;
 	assert_non_null(d);
 	assert_int_equal(trunc_done, 1);
 	assert_true(has_warning(d, "truncated while it was read"));
-	assert_non_null(strstr(ktrace__dec_func_name(d, d->calls[0].func), "exe-copy+0x"));
-	ktrace__dec_free(d);
+	assert_non_null(strstr(kd_dec_func_name(d, d->calls[0].func), "exe-copy+0x"));
+	kd_dec_free(d);
 }
 
 /* ---- item 11: deep recursion, folded output ------------------------------------------ */
@@ -267,9 +267,9 @@ static void test_decoder_harden_elf_truncated(void **state)
 static void test_decoder_harden_folded_deep(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	char *out = NULL, marker[64];
 	size_t len = 0, lines = 0;
 	uint64_t sum = 0;
@@ -288,13 +288,13 @@ static void test_decoder_harden_folded_deep(void **state)
 
 	f = open_memstream(&out, &len);
 	assert_non_null(f);
-	ktrace__out_folded(f, d, NULL);
+	kd_out_folded(f, d, NULL);
 	fclose(f);
 	/* Quadratic before: DEEP lines of up to DEEP frames (113 MB here);
 	 * now at most DEPTH lines of at most DEPTH + 1 frames (1.2 MB). */
-	assert_true(len < (size_t)(KTRACE_DEC_FOLD_DEPTH + 2) * (KTRACE_DEC_FOLD_DEPTH + 2) * 10);
+	assert_true(len < (size_t)(KD_FOLD_DEPTH + 2) * (KD_FOLD_DEPTH + 2) * 10);
 	snprintf(marker, sizeof(marker), ";0x401000;[up_to_%u_frames_cut] ",
-	         DEEP - KTRACE_DEC_FOLD_DEPTH);
+	         DEEP - KD_FOLD_DEPTH);
 	assert_non_null(strstr(out, marker));
 	assert_null(strstr(strstr(out, marker) + strlen(marker), "frames_cut"));
 	for (char *p = out, *nl; *p; p = nl + 1) {
@@ -309,11 +309,11 @@ static void test_decoder_harden_folded_deep(void **state)
 		lines++;
 	}
 	/* One line per depth up to the limit, then one for everything deeper. */
-	assert_int_equal(lines, KTRACE_DEC_FOLD_DEPTH + 1);
+	assert_int_equal(lines, KD_FOLD_DEPTH + 1);
 	/* No self time is lost by the cut: the lines add up to the outer call. */
-	assert_int_equal(sum, ktrace__dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin));
+	assert_int_equal(sum, kd_dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin));
 	free(out);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* ---- item 12: longjmp ---------------------------------------------------------------- */
@@ -323,9 +323,9 @@ static void test_decoder_harden_folded_deep(void **state)
 static void test_decoder_harden_longjmp_summary(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	uint64_t t = 1000, lost = 0, at_end = 0;
 	char *out = NULL;
 	size_t len = 0;
@@ -353,12 +353,12 @@ static void test_decoder_harden_longjmp_summary(void **state)
 	assert_int_equal(lost, 50);
 	assert_int_equal(at_end, 1);
 	f = open_memstream(&out, &len);
-	ktrace__out_summary(f, d);
+	kd_out_summary(f, d);
 	fclose(f);
 	if (!strstr(out, "0 truncated at the window start, 1 at the end, 50 exits lost"))
 		fail_msg("summary does not count the 50 frames apart:\n%s", out);
 	free(out);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* ---- item 10: out of memory ------------------------------------------------------------ */

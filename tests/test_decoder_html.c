@@ -27,7 +27,7 @@ struct mem {
 
 #include "decode_or_fail.h"
 
-static int page(struct ktrace_dec *d, const struct ktrace_out_opts *o, struct mem *m)
+static int page(struct kd_dec *d, const struct ktrace_out_opts *o, struct mem *m)
 {
 	int rc;
 
@@ -35,7 +35,7 @@ static int page(struct ktrace_dec *d, const struct ktrace_out_opts *o, struct me
 	m->n = 0;
 	m->f = open_memstream(&m->p, &m->n);
 	assert_non_null(m->f);
-	rc = ktrace__out_html(m->f, &d, 1, o);
+	rc = kd_out_html(m->f, &d, 1, o);
 	fclose(m->f);
 	return rc;
 }
@@ -125,12 +125,12 @@ static uint8_t *bytes_after(const char *from, const char *key, size_t *len)
 	return out;
 }
 
-static const struct ktrace_dec_call *cmp_calls;
+static const struct kd_dec_call *cmp_calls;
 
 static int by_begin_depth(const void *a, const void *b)
 {
-	const struct ktrace_dec_call *x = &cmp_calls[*(const uint32_t *)a];
-	const struct ktrace_dec_call *y = &cmp_calls[*(const uint32_t *)b];
+	const struct kd_dec_call *x = &cmp_calls[*(const uint32_t *)a];
+	const struct kd_dec_call *y = &cmp_calls[*(const uint32_t *)b];
 
 	if (x->begin != y->begin)
 		return x->begin < y->begin ? -1 : 1;
@@ -138,7 +138,7 @@ static int by_begin_depth(const void *a, const void *b)
 }
 
 /* Every thread's packed calls are the decoder's, in (begin, depth) order. */
-static void check_calls_round_trip(const struct ktrace_dec *d, const char *html)
+static void check_calls_round_trip(const struct kd_dec *d, const char *html)
 {
 	const char *s = strstr(html, "\"threads\":[");
 	uint32_t checked = 0;
@@ -168,7 +168,7 @@ static void check_calls_round_trip(const struct ktrace_dec *d, const char *html)
 		begin = num_after(s, "\"b0\":") + (int64_t)d->window_start;
 		b = bytes_after(s, "\"calls\":", &len);
 		for (uint32_t i = 0; i < n; i++) {
-			const struct ktrace_dec_call *c = &d->calls[ix[i]];
+			const struct kd_dec_call *c = &d->calls[ix[i]];
 			uint64_t head = uv(b, &p), zz = head >> 5;
 
 			depth += (zz & 1) ? -(int64_t)((zz + 1) / 2) : (int64_t)(zz / 2);
@@ -209,7 +209,7 @@ static void check_calls_round_trip(const struct ktrace_dec *d, const char *html)
 }
 
 /* Each core's packed runs are the decoder's runs there. */
-static void check_runs_round_trip(const struct ktrace_dec *d, const char *html)
+static void check_runs_round_trip(const struct kd_dec *d, const char *html)
 {
 	const char *s = strstr(html, "\"cores\":[");
 	uint64_t total = 0;
@@ -249,7 +249,7 @@ static void check_runs_round_trip(const struct ktrace_dec *d, const char *html)
 }
 
 /* The page's data decodes back to d's calls and runs. */
-static void check_round_trip(const struct ktrace_dec *d, const char *html)
+static void check_round_trip(const struct kd_dec *d, const char *html)
 {
 	char *data = joined(html);
 
@@ -263,7 +263,7 @@ static void check_round_trip(const struct ktrace_dec *d, const char *html)
 static void test_html_template_filled(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 	char *data;
 
@@ -282,13 +282,13 @@ static void test_html_template_filled(void **state)
 	free(data);
 	check_round_trip(d, m.p);
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_html_packs_many_calls(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 
 	(void)state;
@@ -305,13 +305,13 @@ static void test_html_packs_many_calls(void **state)
 	              (double)m.n / d->ncalls);
 	assert_true((double)m.n / d->ncalls < 12.0);
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_html_names_cannot_close_the_script(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 	char *data;
 
@@ -332,14 +332,14 @@ static void test_html_names_cannot_close_the_script(void **state)
 	free(data);
 	assert_non_null(strstr(m.p, "<title>ktrace timeline: &lt;x>&amp;amp;</title>"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_html_thread_filter(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct ktrace_out_opts o = { .have_tid = 1, .tid = 101 };
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 
 	(void)state;
@@ -351,19 +351,19 @@ static void test_html_thread_filter(void **state)
 	snapbuild_enter(sb, 0, 2, 120, 0);
 	snapbuild_exit(sb, 0, 2, 130, 0);
 	d = decode(sb);
-	assert_int_equal(ktrace__html_calls(&d, 1, &o), 1);
+	assert_int_equal(kd_html_calls(&d, 1, &o), 1);
 	assert_int_equal(page(d, &o, &m), 0);
 	assert_null(strstr(m.p, "\"tid\":100,"));
 	assert_non_null(strstr(m.p, "\"tid\":101,"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_html_over_limit_writes_nothing(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct ktrace_out_opts o = { .limit = 10 };
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 
 	(void)state;
@@ -377,7 +377,7 @@ static void test_html_over_limit_writes_nothing(void **state)
 	assert_int_equal(page(d, &o, &m), 0);
 	assert_true(m.n > 0);
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 int main(void)

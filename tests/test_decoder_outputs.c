@@ -193,7 +193,7 @@ static int json_valid(const char *s, size_t n)
 
 #include "decode_or_fail.h"
 
-static struct ktrace_dec *golden(void)
+static struct kd_dec *golden(void)
 {
 	struct snapbuild *sb = snapbuild_new();
 
@@ -239,15 +239,15 @@ static void test_outputs_json_validator_works(void **state)
 
 static void test_outputs_chrome_well_formed(void **state)
 {
-	struct ktrace_dec *d = golden();
+	struct kd_dec *d = golden();
 	struct ktrace_chrome ch;
 	struct mem m;
 
 	(void)state;
 	mem_open(&m);
-	ktrace__out_chrome_begin(&ch, m.f, ktrace__dec_wall_ns(d, d->window_start));
-	ktrace__out_chrome_file(&ch, d, d->snap.info.pid, NULL);
-	ktrace__out_chrome_end(&ch);
+	kd_out_chrome_begin(&ch, m.f, kd_dec_wall_ns(d, d->window_start));
+	kd_out_chrome_file(&ch, d, d->snap.info.pid, NULL);
+	kd_out_chrome_end(&ch);
 	mem_close(&m);
 	if (!json_valid(m.p, m.n))
 		fail_msg("chrome output is not valid JSON");
@@ -265,13 +265,13 @@ static void test_outputs_chrome_well_formed(void **state)
 	/* the first call of the window starts at ts 0.000 */
 	assert_non_null(strstr(m.p, "\"ts\":0.000,"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_chrome_escapes(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct ktrace_chrome ch;
 	struct mem m;
 
@@ -286,21 +286,21 @@ static void test_outputs_chrome_escapes(void **state)
 	snapbuild_span(sb, 0, 1, 120, 3, 1);
 	d = decode(sb);
 	mem_open(&m);
-	ktrace__out_chrome_begin(&ch, m.f, 0);
-	ktrace__out_chrome_file(&ch, d, 7, NULL);
-	ktrace__out_chrome_end(&ch);
+	kd_out_chrome_begin(&ch, m.f, 0);
+	kd_out_chrome_file(&ch, d, 7, NULL);
+	kd_out_chrome_end(&ch);
 	mem_close(&m);
 	if (!json_valid(m.p, m.n))
 		fail_msg("chrome output with odd names is not valid JSON:\n%s", m.p);
 	assert_non_null(strstr(m.p, "sp\\\"an\\u000a\\u0009\\\\"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_stats_exact(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct ktrace_func_stats *st;
 	uint32_t n;
 	uint64_t t = 1000;
@@ -326,7 +326,7 @@ static void test_outputs_stats_exact(void **state)
 	snapbuild_exit(sb, 0, 1, t + 40, 2);
 	snapbuild_exit(sb, 0, 1, t + 100, 2);
 	d = decode(sb);
-	st = ktrace__func_stats(d, 0, 0, &n);
+	st = kd_func_stats(d, 0, 0, &n);
 	assert_non_null(st);
 	assert_int_equal(n, 3);
 	/* sorted by self: A (950), C (100), B (50) */
@@ -346,24 +346,24 @@ static void test_outputs_stats_exact(void **state)
 	assert_int_equal(d->funcs[st[2].func].addr, 0xB000);
 	assert_int_equal(st[2].self, 50);
 	free(st);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_explain_names_cause_first(void **state)
 {
-	struct ktrace_dec *d = golden();
+	struct kd_dec *d = golden();
 	struct mem m;
 	uint32_t med, pick;
 	char *p;
 
 	(void)state;
-	pick = ktrace__explain_pick(d, &med);
-	assert_int_not_equal(pick, KTRACE_DEC_NONE);
+	pick = kd_explain_pick(d, &med);
+	assert_int_not_equal(pick, KD_NONE);
 	assert_int_equal(d->reqs[pick].id, SNAPBUILD_GOLDEN_SLOW_REQ);
 	assert_true(d->reqs[pick].flags & KTRACE_REQ_TRIGGER);
-	assert_int_not_equal(med, KTRACE_DEC_NONE);
+	assert_int_not_equal(med, KD_NONE);
 	mem_open(&m);
-	ktrace__out_explain(m.f, d, NULL);
+	kd_out_explain(m.f, d, NULL);
 	mem_close(&m);
 	p = strstr(m.p, "where the extra time went");
 	assert_non_null(p);
@@ -374,13 +374,13 @@ static void test_outputs_explain_names_cause_first(void **state)
 	assert_non_null(strstr(m.p, "meanwhile on other threads"));
 	assert_non_null(strstr(m.p, "worker-2/1003"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_explain_without_trigger(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 	uint32_t med;
 
@@ -403,25 +403,25 @@ static void test_outputs_explain_without_trigger(void **state)
 		snapbuild_req(sb, 0, 1, t + 5200 + r + extra, 1, r, 1);
 	}
 	d = decode(sb);
-	assert_int_equal(d->reqs[ktrace__explain_pick(d, &med)].id, 3);
+	assert_int_equal(d->reqs[kd_explain_pick(d, &med)].id, 3);
 	assert_int_equal(d->reqs[med].id, 1); /* durations of 0,1,2,4 sorted: lower median */
 	mem_open(&m);
-	ktrace__out_explain(m.f, d, NULL);
+	kd_out_explain(m.f, d, NULL);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "no trigger; slowest request"));
 	assert_non_null(strstr(m.p, "+4.998 us      0xb000"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	/* no requests at all */
 	sb = snapbuild_new();
 	snapbuild_enter(sb, 0, 1, 10, 0);
 	d = decode(sb);
 	mem_open(&m);
-	ktrace__out_explain(m.f, d, NULL);
+	kd_out_explain(m.f, d, NULL);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "nothing to explain"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* The calls counts (slow, median) on the explain tree line of function fn. */
@@ -463,7 +463,7 @@ static void tree_counts(const char *out, const char *fn, long *slow, long *med)
 static void test_outputs_explain_boundary_tick(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	struct mem m;
 	uint32_t med;
 	long s, md;
@@ -490,10 +490,10 @@ static void test_outputs_explain_boundary_tick(void **state)
 	snapbuild_exit(sb, 0, 1, 2190, 0);
 	snapbuild_req(sb, 0, 1, 2200, 1, 3, 1);
 	d = decode(sb);
-	assert_int_equal(d->reqs[ktrace__explain_pick(d, &med)].id, 1);
+	assert_int_equal(d->reqs[kd_explain_pick(d, &med)].id, 1);
 	assert_int_equal(d->reqs[med].id, 2);
 	mem_open(&m);
-	ktrace__out_explain(m.f, d, NULL);
+	kd_out_explain(m.f, d, NULL);
 	mem_close(&m);
 	tree_counts(m.p, "0xb000", &s, &md);
 	if (s != 1 || md != 0)
@@ -505,19 +505,19 @@ static void test_outputs_explain_boundary_tick(void **state)
 	assert_int_equal(s, 1);
 	assert_int_equal(md, 1);
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_folded_adds_up(void **state)
 {
-	struct ktrace_dec *d = golden();
+	struct kd_dec *d = golden();
 	struct mem m;
 	uint64_t sum = 0, self = 0, lines = 0;
 	char *line;
 
 	(void)state;
 	mem_open(&m);
-	ktrace__out_folded(m.f, d, NULL);
+	kd_out_folded(m.f, d, NULL);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "main/1001;commit;0x402000 2133\n"));
 	for (line = m.p; line && *line;) {
@@ -534,21 +534,21 @@ static void test_outputs_folded_adds_up(void **state)
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		self += d->calls[i].self;
 	/* each line is one stack's self ticks converted once: within a ns each */
-	self = ktrace__dec_ticks_ns(d, self);
+	self = kd_dec_ticks_ns(d, self);
 	assert_true(sum <= self && self - sum <= lines);
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_outputs_text_filters(void **state)
 {
-	struct ktrace_dec *d = golden();
+	struct kd_dec *d = golden();
 	struct ktrace_out_opts o = { .have_tid = 1, .tid = 1003 };
 	struct mem m;
 
 	(void)state;
 	mem_open(&m);
-	ktrace__out_text(m.f, d, &o);
+	kd_out_text(m.f, d, &o);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "worker-2/1003"));
 	assert_null(strstr(m.p, "worker-1/1002"));
@@ -557,11 +557,11 @@ static void test_outputs_text_filters(void **state)
 	o.have_tid = 0;
 	o.limit = 3;
 	mem_open(&m);
-	ktrace__out_text(m.f, d, &o);
+	kd_out_text(m.f, d, &o);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "more lines (--limit 3)"));
 	free(m.p);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* ---- the program --------------------------------------------------------------- */

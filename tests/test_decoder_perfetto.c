@@ -26,7 +26,7 @@
 #include "decode_or_fail.h"
 
 /* Write decs as one perfetto trace and check it; returns checker output. */
-static char *write_check(struct ktrace_dec **decs, uint32_t n, size_t *bytes)
+static char *write_check(struct kd_dec **decs, uint32_t n, size_t *bytes)
 {
 	char path[] = "/tmp/ktrace-test-pf-XXXXXX";
 	char why[256];
@@ -37,7 +37,7 @@ static char *write_check(struct ktrace_dec **decs, uint32_t n, size_t *bytes)
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
 	assert_non_null(f);
-	assert_int_equal(ktrace__out_perfetto(f, decs, n, NULL), 0);
+	assert_int_equal(kd_out_perfetto(f, decs, n, NULL), 0);
 	if (bytes)
 		*bytes = (size_t)ftell(f);
 	assert_int_equal(fclose(f), 0);
@@ -102,18 +102,18 @@ static struct snapbuild *scenario(void)
 
 static void test_perfetto_ties_marks_requests(void **state)
 {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	char *out, line[256];
 	const char *f0, *f1, *f2;
 
 	(void)state;
 	d = decode(scenario());
-	f0 = ktrace__dec_func_name(d, d->calls[0].func);
-	f1 = ktrace__dec_func_name(d, d->calls[1].func);
+	f0 = kd_dec_func_name(d, d->calls[0].func);
+	f1 = kd_dec_func_name(d, d->calls[1].func);
 	f2 = NULL;
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		if (d->funcs[d->calls[i].func].addr == 0xC000)
-			f2 = ktrace__dec_func_name(d, d->calls[i].func);
+			f2 = kd_dec_func_name(d, d->calls[i].func);
 	assert_non_null(f2);
 	out = write_check(&d, 1, NULL);
 	/* Zero-length calls of one tick nest as recorded: f1 twice inside f0. */
@@ -133,7 +133,7 @@ static void test_perfetto_ties_marks_requests(void **state)
 	has_line(out, " ktrace 0 2\n");
 	has_line(out, "\nok\n");
 	free(out);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* Two snapshots of one process: the second repeats the first's window and
@@ -144,7 +144,7 @@ static void test_perfetto_ties_marks_requests(void **state)
 static void merge_same_process(int entered)
 {
 	struct snapbuild *a = snapbuild_new(), *b = snapbuild_new();
-	struct ktrace_dec *d[2];
+	struct kd_dec *d[2];
 	char *out, line[256];
 	const char *outer = NULL, *leaf = NULL;
 
@@ -176,7 +176,7 @@ static void merge_same_process(int entered)
 	d[1] = decode(a);
 	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
-		const char *f = ktrace__dec_func_name(d[0], d[0]->calls[i].func);
+		const char *f = kd_dec_func_name(d[0], d[0]->calls[i].func);
 
 		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
 			outer = f;
@@ -193,8 +193,8 @@ static void merge_same_process(int entered)
 	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 20\n", d[0]->snap.info.pid, outer, leaf);
 	has_line(out, line);
 	free(out);
-	ktrace__dec_free(d[0]);
-	ktrace__dec_free(d[1]);
+	kd_dec_free(d[0]);
+	kd_dec_free(d[1]);
 }
 
 static void test_perfetto_merge_same_process(void **state)
@@ -213,7 +213,7 @@ static void test_perfetto_merge_outer_frame_only_in_later_file(void **state)
 static void test_perfetto_two_hosts(void **state)
 {
 	struct snapbuild *a = scenario(), *b = scenario();
-	struct ktrace_dec *d[2];
+	struct kd_dec *d[2];
 	char *out;
 
 	(void)state;
@@ -227,15 +227,15 @@ static void test_perfetto_two_hosts(void **state)
 	assert_int_equal(strstr(out, "events ") != NULL, 1);
 	{
 		long ev = pf_count(out, "events");
-		struct ktrace_dec *one = d[0];
+		struct kd_dec *one = d[0];
 		char *o1 = write_check(&one, 1, NULL);
 
 		assert_int_equal(ev, 2 * pf_count(o1, "events"));
 		free(o1);
 	}
 	free(out);
-	ktrace__dec_free(d[0]);
-	ktrace__dec_free(d[1]);
+	kd_dec_free(d[0]);
+	kd_dec_free(d[1]);
 }
 
 int main(void)

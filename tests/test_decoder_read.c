@@ -55,8 +55,8 @@ static struct img small_file(void)
 	return m;
 }
 
-static int read_img(const uint8_t *buf, size_t len, struct ktrace_snap *snap,
-                    struct ktrace_dec_error *err)
+static int read_img(const uint8_t *buf, size_t len, struct kd_snap *snap,
+                    struct kd_dec_error *err)
 {
 	/* exact-size copy, so ASan catches any read past the end */
 	uint8_t *copy = malloc(len ? len : 1);
@@ -65,17 +65,17 @@ static int read_img(const uint8_t *buf, size_t len, struct ktrace_snap *snap,
 	assert_non_null(copy);
 	memcpy(copy, buf, len);
 	memset(err, 0, sizeof(*err));
-	rc = ktrace__snap_read(copy, len, snap, err);
+	rc = kd_snap_read(copy, len, snap, err);
 	if (rc == 0)
-		ktrace__snap_free(snap);
+		kd_snap_free(snap);
 	free(copy);
 	return rc;
 }
 
 static void expect_error(const uint8_t *buf, size_t len, uint64_t offset, const char *text)
 {
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 	int rc = read_img(buf, len, &snap, &err);
 
 	assert_int_not_equal(rc, 0);
@@ -87,7 +87,7 @@ static void expect_error(const uint8_t *buf, size_t len, uint64_t offset, const 
 		         (unsigned long long)err.offset, (unsigned long long)offset);
 }
 
-static int has_warning(const struct ktrace_snap *s, const char *text)
+static int has_warning(const struct kd_snap *s, const char *text)
 {
 	for (uint32_t i = 0; i < s->warn.n; i++)
 		if (strstr(s->warn.lines[i], text))
@@ -98,15 +98,15 @@ static int has_warning(const struct ktrace_snap *s, const char *text)
 static void test_read_valid(void **state)
 {
 	struct img m = small_file();
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 
 	(void)state;
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.nthreads, 2);
 	assert_int_equal(snap.nnames, 2);
-	assert_string_equal(ktrace__snap_name(&snap, 2), "mark");
-	assert_null(ktrace__snap_name(&snap, 9));
+	assert_string_equal(kd_snap_name(&snap, 2), "mark");
+	assert_null(kd_snap_name(&snap, 9));
 	assert_int_equal(snap.nmodules, 1);
 	assert_string_equal(snap.modules[0].path, "/nonexistent/a.out");
 	assert_int_equal(snap.nanchors, 2);
@@ -116,7 +116,7 @@ static void test_read_valid(void **state)
 	assert_int_equal(snap.func_addr[1], 0x1100);
 	assert_int_equal(snap.warn.total, 0);
 	assert_int_equal(snap.info.tsc_hz, 1000000000ull);
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
@@ -174,19 +174,19 @@ static void test_read_header_crc(void **state)
 static void test_read_every_truncation(void **state)
 {
 	struct img m = small_file();
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_opts o = { .no_symbols = 1 };
 
 	(void)state;
 	for (size_t len = 0; len < m.len; len++) {
-		struct ktrace_snap snap;
-		struct ktrace_dec_error err;
-		struct ktrace_dec *d;
+		struct kd_snap snap;
+		struct kd_dec_error err;
+		struct kd_dec *d;
 		uint8_t *copy = malloc(len ? len : 1);
 
 		assert_int_not_equal(read_img(m.buf, len, &snap, &err), 0);
 		assert_true(err.msg[0] != '\0');
 		memcpy(copy, m.buf, len);
-		assert_int_not_equal(ktrace__dec_open_buffer(copy, len, "t", &o, &d, &err), 0);
+		assert_int_not_equal(kd_dec_open_buffer(copy, len, "t", &o, &d, &err), 0);
 		assert_null(d);
 		free(copy);
 	}
@@ -196,15 +196,15 @@ static void test_read_every_truncation(void **state)
 static void test_read_trailing_bytes(void **state)
 {
 	struct img m = small_file();
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 	uint8_t *big = calloc(1, m.len + 40);
 
 	(void)state;
 	memcpy(big, m.buf, m.len);
-	assert_int_equal(ktrace__snap_read(big, m.len + 40, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(big, m.len + 40, &snap, &err), 0);
 	assert_true(has_warning(&snap, "40 bytes after the end"));
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(big);
 	free(m.buf);
 }
@@ -249,8 +249,8 @@ static void test_read_huge_counts(void **state)
 		struct img m = small_file();
 		uint64_t off, size, eo;
 		uint32_t huge = 0xFFFFFFFFu;
-		struct ktrace_snap snap;
-		struct ktrace_dec_error err;
+		struct kd_snap snap;
+		struct kd_dec_error err;
 
 		assert_int_equal(snapbuild_find_section(m.buf, m.len, types[i], &off, &size, &eo), 0);
 		memcpy(m.buf + eo + 4, &huge, 4);
@@ -282,22 +282,22 @@ static void test_read_section_table_bounds(void **state)
 static void test_read_bad_block_crc_skipped(void **state)
 {
 	struct snapbuild *sb = small_builder();
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d;
+	struct kd_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
 	struct img m;
 
 	(void)state;
 	snapbuild_block_bad_crc(sb, 1);
 	snapbuild_finish(sb, &m.buf, &m.len);
 	snapbuild_free(sb);
-	assert_int_equal(ktrace__dec_open_buffer(m.buf, m.len, "t", &o, &d, &err), 0);
+	assert_int_equal(kd_dec_open_buffer(m.buf, m.len, "t", &o, &d, &err), 0);
 	assert_int_equal(d->snap.damaged_blocks, 1);
 	assert_int_equal(d->snap.nblocks, 2);
 	assert_true(has_warning(&d->snap, "CRC mismatch; block skipped"));
 	/* blocks 0 and 2 still decode: f0 (open across the lost block) and f1 */
 	assert_true(d->ncalls >= 2);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	free(m.buf);
 }
 
@@ -306,18 +306,18 @@ static void test_read_block_nwords_too_big(void **state)
 	struct img m = small_file();
 	uint64_t off, size, eo;
 	uint32_t nw = KTRACE_BLOCK_WORDS + 1;
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 
 	(void)state;
 	assert_int_equal(snapbuild_find_section(m.buf, m.len, KTRACE_SEC_BLOCKS, &off, &size, &eo), 0);
 	memcpy(m.buf + off + 4, &nw, 4);
 	snapbuild_fix_crcs(m.buf, m.len);
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.nblocks, 0);
 	assert_int_equal(snap.unreadable_blocks, 3);
 	assert_true(has_warning(&snap, "exceeds the block size 1024"));
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
@@ -326,18 +326,18 @@ static void test_read_block_start_mismatch(void **state)
 	struct img m = small_file();
 	uint64_t off, size, eo;
 	uint32_t s = 12345;
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 
 	(void)state;
 	assert_int_equal(snapbuild_find_section(m.buf, m.len, KTRACE_SEC_BLOCKS, &off, &size, &eo), 0);
 	/* entry S differs from its BLOCK_START S: a block reused while copied */
 	memcpy(m.buf + off + 8, &s, 4);
 	snapbuild_fix_crcs(m.buf, m.len);
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.damaged_blocks, 1);
 	assert_true(has_warning(&snap, "differs from the entry's S"));
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
@@ -404,16 +404,16 @@ static void test_read_optional_section_crc_warns(void **state)
 {
 	struct img m = small_file();
 	uint64_t off, size, eo;
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 
 	(void)state;
 	assert_int_equal(snapbuild_find_section(m.buf, m.len, KTRACE_SEC_NAMES, &off, &size, &eo), 0);
 	m.buf[off + 9] ^= 0x40;
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.nnames, 0);
 	assert_true(has_warning(&snap, "(NAMES) CRC mismatch; decoding without it"));
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
@@ -435,18 +435,18 @@ static void test_read_unknown_section_skipped(void **state)
 {
 	struct snapbuild *sb = small_builder();
 	struct img m;
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 	uint8_t junk[24] = { 1, 2, 3 };
 
 	(void)state;
 	snapbuild_raw_section(sb, 77, 3, junk, sizeof(junk), 1);
 	snapbuild_finish(sb, &m.buf, &m.len);
 	snapbuild_free(sb);
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.warn.total, 0);
 	assert_int_equal(snap.nblocks, 3);
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
@@ -454,8 +454,8 @@ static void test_read_empty_blocks(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct img m;
-	struct ktrace_snap snap;
-	struct ktrace_dec_error err;
+	struct kd_snap snap;
+	struct kd_dec_error err;
 	uint32_t w[8];
 
 	(void)state;
@@ -464,22 +464,22 @@ static void test_read_empty_blocks(void **state)
 	snapbuild_enter(sb, 0, 1, 100, 0);
 	snapbuild_finish(sb, &m.buf, &m.len);
 	snapbuild_free(sb);
-	assert_int_equal(ktrace__snap_read(m.buf, m.len, &snap, &err), 0);
+	assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
 	assert_int_equal(snap.nblocks, 1);
 	assert_int_equal(snap.damaged_blocks, 0);
 	assert_int_equal(snap.warn.total, 0);
-	ktrace__snap_free(&snap);
+	kd_snap_free(&snap);
 	free(m.buf);
 }
 
 static void test_read_error_format(void **state)
 {
-	struct ktrace_dec_error err = { 0x1c0, 1, KTRACE_DEC_ECORRUPT,
+	struct kd_dec_error err = { 0x1c0, 1, KD_ECORRUPT,
 	                                "section 3 (FUNCS) size 17 is not a multiple of 16" };
 	char buf[512];
 
 	(void)state;
-	ktrace__dec_error_format(&err, "x.ktrace", buf, sizeof(buf));
+	kd_dec_error_format(&err, "x.ktrace", buf, sizeof(buf));
 	assert_string_equal(buf, "ktrace-decode: x.ktrace: offset 0x1c0: section 3 (FUNCS) "
 	                         "size 17 is not a multiple of 16");
 }
@@ -488,18 +488,18 @@ static void test_read_error_format(void **state)
 static void test_read_every_byte_flip(void **state)
 {
 	struct img m = small_file();
-	struct ktrace_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_opts o = { .no_symbols = 1 };
 
 	(void)state;
 	for (size_t i = 0; i < m.len; i++) {
 		uint8_t *copy = malloc(m.len);
-		struct ktrace_dec_error err;
-		struct ktrace_dec *d;
+		struct kd_dec_error err;
+		struct kd_dec *d;
 
 		memcpy(copy, m.buf, m.len);
 		copy[i] ^= 0xA5;
-		if (ktrace__dec_open_buffer(copy, m.len, "t", &o, &d, &err) == 0)
-			ktrace__dec_free(d);
+		if (kd_dec_open_buffer(copy, m.len, "t", &o, &d, &err) == 0)
+			kd_dec_free(d);
 		else
 			assert_true(err.msg[0] != '\0');
 		free(copy);

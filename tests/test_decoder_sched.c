@@ -86,17 +86,17 @@ static void add_sched(struct snapbuild *sb, uint32_t status, int32_t err, int ba
 		snapbuild_raw_section(sb, KTRACE_SEC_SCHED, 0, &s.h, sizeof(s.h), 0);
 }
 
-static struct ktrace_dec *decode(struct snapbuild *sb)
+static struct kd_dec *decode(struct snapbuild *sb)
 {
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, NULL, &err);
+	struct kd_dec_error err;
+	struct kd_dec *d = snapbuild_decode(sb, NULL, &err);
 
 	if (!d)
 		fail_msg("decode failed: %s", err.msg);
 	return d;
 }
 
-static char *run_sink(const struct ktrace_dec *d, const char *what)
+static char *run_sink(const struct kd_dec *d, const char *what)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -106,19 +106,19 @@ static char *run_sink(const struct ktrace_dec *d, const char *what)
 	memset(&o, 0, sizeof(o));
 	assert_non_null(f);
 	if (!strcmp(what, "summary"))
-		ktrace__out_summary(f, d);
+		kd_out_summary(f, d);
 	else if (!strcmp(what, "explain"))
-		ktrace__out_explain(f, d, &o);
+		kd_out_explain(f, d, &o);
 	else if (!strcmp(what, "stats"))
-		ktrace__out_stats(f, d, &o);
+		kd_out_stats(f, d, &o);
 	else if (!strcmp(what, "text"))
-		ktrace__out_text(f, d, &o);
+		kd_out_text(f, d, &o);
 	else {
 		struct ktrace_chrome c;
 
-		ktrace__out_chrome_begin(&c, f, 0);
-		ktrace__out_chrome_file(&c, d, 1, &o);
-		ktrace__out_chrome_end(&c);
+		kd_out_chrome_begin(&c, f, 0);
+		kd_out_chrome_file(&c, d, 1, &o);
+		kd_out_chrome_end(&c);
 	}
 	fclose(f);
 	return buf;
@@ -127,9 +127,9 @@ static char *run_sink(const struct ktrace_dec *d, const char *what)
 static void test_decoder_sched_intervals(void **state)
 {
 	struct snapbuild *sb = base();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t off[2];
-	uint32_t side = KTRACE_DEC_NONE;
+	uint32_t side = KD_NONE;
 
 	(void)state;
 	add_sched(sb, KTRACE_SCHED_RECORDED, 0, 0, 0);
@@ -137,20 +137,20 @@ static void test_decoder_sched_intervals(void **state)
 	assert_true(d->sched);
 	assert_int_equal(d->snap.nsched_recs, 8);
 	/* main: two intervals, blocked then preempted */
-	ktrace__dec_offcpu_in(d, 0, 1000, 5000, off);
+	kd_dec_offcpu_in(d, 0, 1000, 5000, off);
 	assert_int_equal(off[KTRACE_OFF_BLOCKED], 1000);
 	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 200);
-	ktrace__dec_offcpu_in(d, 0, 2000, 4000, off);  /* g holds the blocked one */
+	kd_dec_offcpu_in(d, 0, 2000, 4000, off);  /* g holds the blocked one */
 	assert_int_equal(off[KTRACE_OFF_BLOCKED], 1000);
 	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 0);
-	ktrace__dec_offcpu_in(d, 0, 3000, 4300, off);  /* partial overlaps */
+	kd_dec_offcpu_in(d, 0, 3000, 4300, off);  /* partial overlaps */
 	assert_int_equal(off[KTRACE_OFF_BLOCKED], 500);
 	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 100);
 	/* the tid THREADS does not know gets a thread, named from SCHED */
 	for (uint32_t i = 0; i < d->nthreads; i++)
 		if (d->threads[i].tid == 555)
 			side = i;
-	assert_int_not_equal(side, KTRACE_DEC_NONE);
+	assert_int_not_equal(side, KD_NONE);
 	assert_string_equal(d->threads[side].name, "sidecar");
 	/* cores: main until 2500, sidecar 2600..3400, main 3500..4200, ... */
 	assert_true(d->noncpu >= 4);
@@ -161,13 +161,13 @@ static void test_decoder_sched_intervals(void **state)
 	assert_int_equal(d->oncpu[1].end, 3400);
 	assert_int_equal(d->oncpu[2].begin, 3500);
 	assert_int_equal(d->oncpu[2].end, 4200);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_decoder_sched_sinks(void **state)
 {
 	struct snapbuild *sb = base();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	char *s;
 
 	(void)state;
@@ -196,13 +196,13 @@ static void test_decoder_sched_sinks(void **state)
 	assert_non_null(strstr(s, "\"off-CPU: preempted\""));
 	assert_non_null(strstr(s, "\"context switches\""));
 	free(s);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_decoder_sched_status_lines(void **state)
 {
 	struct snapbuild *sb;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	char line[512];
 
 	(void)state;
@@ -210,25 +210,25 @@ static void test_decoder_sched_status_lines(void **state)
 	add_sched(sb, KTRACE_SCHED_REFUSED, EACCES, 0, 0);
 	d = decode(sb);
 	assert_false(d->sched);
-	ktrace__dec_sched_status(d, line, sizeof(line));
+	kd_dec_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (perf_event_open: EACCES, "
 	                          "kernel.perf_event_paranoid=3; allow with sysctl "
 	                          "kernel.perf_event_paranoid=2 or CAP_PERFMON)");
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	sb = base();
 	add_sched(sb, KTRACE_SCHED_OFF, 0, 0, 0);
 	d = decode(sb);
-	ktrace__dec_sched_status(d, line, sizeof(line));
+	kd_dec_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (KTRACE_SCHED=off)");
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	sb = base();  /* an older file: no section at all */
 	d = decode(sb);
 	assert_false(d->snap.have_sched);
-	ktrace__dec_sched_status(d, line, sizeof(line));
+	kd_dec_sched_status(d, line, sizeof(line));
 	assert_non_null(strstr(line, "scheduling: not recorded (no SCHED section"));
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* Damage: a size that does not add up drops the section with a warning;
@@ -236,7 +236,7 @@ static void test_decoder_sched_status_lines(void **state)
 static void test_decoder_sched_damaged(void **state)
 {
 	struct snapbuild *sb;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	sb = base();
@@ -247,7 +247,7 @@ static void test_decoder_sched_damaged(void **state)
 	assert_true(d->snap.warn.total >= 1);
 	assert_non_null(strstr(d->snap.warn.lines[0], "SCHED"));
 	assert_int_equal(d->nreqs, 1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	sb = base();
 	add_sched(sb, KTRACE_SCHED_RECORDED, 0, 1, 0);
@@ -255,7 +255,7 @@ static void test_decoder_sched_damaged(void **state)
 	assert_true(d->sched);
 	assert_int_equal(d->snap.nsched_recs, 7);
 	assert_true(d->snap.warn.total >= 1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 int main(void)

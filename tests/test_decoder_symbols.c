@@ -51,18 +51,18 @@ static void add_modules(struct snapbuild *sb)
 	fclose(f);
 }
 
-static struct ktrace_dec *decode(struct snapbuild *sb, const char *sysroot)
+static struct kd_dec *decode(struct snapbuild *sb, const char *sysroot)
 {
-	struct ktrace_dec_opts o = { .sysroot = sysroot };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
+	struct kd_dec_opts o = { .sysroot = sysroot };
+	struct kd_dec_error err;
+	struct kd_dec *d = snapbuild_decode(sb, &o, &err);
 
 	if (d == NULL)
 		fail_msg("decode failed: %s", err.msg);
 	return d;
 }
 
-static const char *name_of(struct ktrace_dec *d, uint64_t addr)
+static const char *name_of(struct kd_dec *d, uint64_t addr)
 {
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (d->funcs[i].kind == KTRACE_FUNC_ADDR && d->funcs[i].addr == addr)
@@ -73,7 +73,7 @@ static const char *name_of(struct ktrace_dec *d, uint64_t addr)
 static void test_symbols_own_functions(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t a = (uint64_t)(uintptr_t)&ktrace_test_static_function;
 	uint64_t b = (uint64_t)(uintptr_t)&ktrace_test_global_function;
 	uint64_t c = (uint64_t)(uintptr_t)&fclose;
@@ -96,13 +96,13 @@ static void test_symbols_own_functions(void **state)
 	assert_string_equal(name_of(d, b + 4), "ktrace_test_global_function+0x4");
 	/* libc: .symtab is usually stripped; .dynsym still names fclose */
 	assert_non_null(strstr(name_of(d, c), "fclose"));
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_symbols_unresolved_formats(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	snapbuild_module(sb, 0x7f1200000000ull, 0x7f1200100000ull, 0x2000, "/nonexistent/libfoo.so");
@@ -112,13 +112,13 @@ static void test_symbols_unresolved_formats(void **state)
 	assert_string_equal(name_of(d, 0x7f1200001234ull), "0x7f1200001234(libfoo.so+0x3234)");
 	assert_string_equal(name_of(d, 0x401234), "0x401234");
 	assert_true(d->snap.warn.total >= 1); /* the missing file is reported */
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_symbols_sysroot(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t a = (uint64_t)(uintptr_t)&ktrace_test_static_function;
 	char exe[1024], root[] = "/tmp/ktrace-sysrootXXXXXX", cmd[8192];
 	ssize_t n;
@@ -128,7 +128,7 @@ static void test_symbols_sysroot(void **state)
 	snapbuild_enter_addr(sb, 0, 1, 100, a);
 	d = decode(sb, "/nonexistent-sysroot");
 	assert_non_null(strstr(name_of(d, a), "0x")); /* looked under the sysroot: not found */
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	/* a copy of this binary under a sysroot resolves */
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -143,7 +143,7 @@ static void test_symbols_sysroot(void **state)
 	snapbuild_enter_addr(sb, 0, 1, 100, a);
 	d = decode(sb, root);
 	assert_string_equal(name_of(d, a), "ktrace_test_static_function");
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	assert_int_equal(system(cmd), 0);
 }
@@ -159,7 +159,7 @@ static uint8_t *read_self(size_t *len)
 static void test_symbols_garbage_elf(void **state)
 {
 	struct ktrace_elf *e;
-	struct ktrace_dec_error err;
+	struct kd_dec_error err;
 	size_t len;
 	uint8_t *self = read_self(&len);
 	uint8_t junk[4096];
@@ -168,14 +168,14 @@ static void test_symbols_garbage_elf(void **state)
 	memset(&err, 0, sizeof(err));
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)(i * 7 + 3);
-	assert_int_not_equal(ktrace__elf_parse(junk, sizeof(junk), &e, &err), 0);
+	assert_int_not_equal(kd_elf_parse(junk, sizeof(junk), &e, &err), 0);
 	assert_null(e);
 	assert_non_null(strstr(err.msg, "not an ELF file"));
 	/* every truncation of our own ELF: error or a smaller table, no crash */
 	for (size_t cut = 0; cut < len; cut += (cut < 4096 ? 1 : 4093)) {
-		if (ktrace__elf_parse(self, cut, &e, &err) == 0) {
-			ktrace__elf_lookup(e, 0x1000, NULL);
-			ktrace__elf_free(e);
+		if (kd_elf_parse(self, cut, &e, &err) == 0) {
+			kd_elf_lookup(e, 0x1000, NULL);
+			kd_elf_free(e);
 		}
 	}
 	/* hostile header fields */
@@ -186,27 +186,27 @@ static void test_symbols_garbage_elf(void **state)
 
 		memcpy(bad, self, len);
 		memcpy(bad + 0x28, &huge, 8); /* e_shoff */
-		assert_int_not_equal(ktrace__elf_parse(bad, len, &e, &err), 0);
+		assert_int_not_equal(kd_elf_parse(bad, len, &e, &err), 0);
 		memcpy(bad, self, len);
 		memcpy(bad + 0x3C, &many, 2); /* e_shnum */
-		assert_int_not_equal(ktrace__elf_parse(bad, len, &e, &err), 0);
+		assert_int_not_equal(kd_elf_parse(bad, len, &e, &err), 0);
 		memcpy(bad, self, len);
 		memcpy(bad + 0x20, &huge, 8); /* e_phoff */
-		assert_int_not_equal(ktrace__elf_parse(bad, len, &e, &err), 0);
+		assert_int_not_equal(kd_elf_parse(bad, len, &e, &err), 0);
 		/* random damage anywhere: no crash */
 		for (size_t i = 0; i < 300; i++) {
 			memcpy(bad, self, len);
 			for (int k = 0; k < 8; k++)
 				bad[(i * 2654435761u + k * 40503u) % len] ^= (uint8_t)(0x5A + k);
-			if (ktrace__elf_parse(bad, len, &e, &err) == 0) {
-				ktrace__elf_lookup(e, (uint64_t)i * 977, NULL);
-				ktrace__elf_free(e);
+			if (kd_elf_parse(bad, len, &e, &err) == 0) {
+				kd_elf_lookup(e, (uint64_t)i * 977, NULL);
+				kd_elf_free(e);
 			}
 		}
 		free(bad);
 	}
-	assert_int_not_equal(ktrace__elf_open("/nonexistent/x", &e, &err), 0);
-	assert_int_not_equal(ktrace__elf_open("/proc/self/maps", &e, &err), 0);
+	assert_int_not_equal(kd_elf_open("/nonexistent/x", &e, &err), 0);
+	assert_int_not_equal(kd_elf_open("/proc/self/maps", &e, &err), 0);
 	free(self);
 }
 

@@ -15,32 +15,32 @@
 #include "decoder.h"
 #include "snapbuild.h"
 
-static struct ktrace_dec *decode_opts(struct snapbuild *sb, int all)
+static struct kd_dec *decode_opts(struct snapbuild *sb, int all)
 {
-	struct ktrace_dec_opts o = { .no_symbols = 1, .all = all };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d = snapbuild_decode(sb, &o, &err);
+	struct kd_dec_opts o = { .no_symbols = 1, .all = all };
+	struct kd_dec_error err;
+	struct kd_dec *d = snapbuild_decode(sb, &o, &err);
 
 	if (d == NULL)
 		fail_msg("decode failed: %s", err.msg);
 	return d;
 }
 
-static struct ktrace_dec *decode(struct snapbuild *sb)
+static struct kd_dec *decode(struct snapbuild *sb)
 {
 	return decode_opts(sb, 0);
 }
 
 /* Ticks of every event of one core, via the stage-2 iterator alone. */
-static uint32_t core_ticks(struct ktrace_dec *d, uint32_t core, uint64_t *out, uint32_t max,
-                           struct ktrace_dec_event *evs)
+static uint32_t core_ticks(struct kd_dec *d, uint32_t core, uint64_t *out, uint32_t max,
+                           struct kd_dec_event *evs)
 {
 	struct ktrace_core_iter it;
-	struct ktrace_dec_event ev;
+	struct kd_dec_event ev;
 	uint32_t n = 0;
 
-	ktrace__core_iter_init(&it, &d->snap, core, NULL);
-	while (ktrace__core_iter_next(&it, &ev)) {
+	kd_core_iter_init(&it, &d->snap, core, NULL);
+	while (kd_core_iter_next(&it, &ev)) {
 		if (n < max) {
 			out[n] = ev.tick;
 			if (evs)
@@ -51,11 +51,11 @@ static uint32_t core_ticks(struct ktrace_dec *d, uint32_t core, uint64_t *out, u
 	return n;
 }
 
-static const struct ktrace_dec_call *find_call(const struct ktrace_dec *d, uint64_t addr,
+static const struct kd_dec_call *find_call(const struct kd_dec *d, uint64_t addr,
                                                uint32_t nth)
 {
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_func *f = &d->funcs[d->calls[i].func];
+		const struct kd_dec_func *f = &d->funcs[d->calls[i].func];
 
 		if (f->kind == KTRACE_FUNC_ADDR && f->addr == addr && nth-- == 0)
 			return &d->calls[i];
@@ -66,7 +66,7 @@ static const struct ktrace_dec_call *find_call(const struct ktrace_dec *d, uint6
 static void test_timeline_forward_steps_wrap(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t want[40], got[40];
 	uint64_t t = 5000;
 
@@ -83,13 +83,13 @@ static void test_timeline_forward_steps_wrap(void **state)
 	assert_int_equal(core_ticks(d, 0, got, 40, NULL), 40);
 	for (int i = 0; i < 40; i++)
 		assert_int_equal(got[i], want[i]);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_tsc_records_wrap(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t want[30], got[30];
 	uint64_t t = 77;
 
@@ -104,13 +104,13 @@ static void test_timeline_tsc_records_wrap(void **state)
 	assert_int_equal(core_ticks(d, 0, got, 30, NULL), 30);
 	for (int i = 0; i < 30; i++)
 		assert_int_equal(got[i], want[i]);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_late_store_is_backward(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint32_t w[16];
 	uint64_t got[8], base = (1ull << 20) * 7 + 10; /* ts20 of base = 10 */
 	uint32_t n = snapbuild_block_start_words(w, 1, 0, base);
@@ -134,13 +134,13 @@ static void test_timeline_late_store_is_backward(void **state)
 	assert_int_equal(d->calls[1].flags, 0);
 	assert_int_equal(d->calls[1].depth, 1);
 	assert_int_equal(d->calls[0].end - d->calls[0].begin, 100);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_idle_for_minutes(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t got[4];
 	const uint64_t minutes = 5ull * 60 * 1000000000ull; /* 1 tick = 1 ns */
 
@@ -152,8 +152,8 @@ static void test_timeline_idle_for_minutes(void **state)
 	assert_int_equal(core_ticks(d, 0, got, 4, NULL), 2);
 	assert_int_equal(got[1], 1000 + minutes);
 	assert_int_equal(d->ncalls, 1);
-	assert_int_equal(ktrace__dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin), minutes);
-	ktrace__dec_free(d);
+	assert_int_equal(kd_dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin), minutes);
+	kd_dec_free(d);
 }
 
 /* A THREAD record stamped after a long idle, before the TSC record that
@@ -161,7 +161,7 @@ static void test_timeline_idle_for_minutes(void **state)
 static void test_timeline_thread_before_tsc(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint32_t w[24];
 	uint64_t got[4], t0 = 1000000, t1 = t0 + 3 * (1u << 20) + (1u << 19) + 5;
 	uint32_t n = snapbuild_block_start_words(w, 1, 0, t0);
@@ -180,7 +180,7 @@ static void test_timeline_thread_before_tsc(void **state)
 	assert_int_equal(core_ticks(d, 0, got, 4, NULL), 2);
 	assert_int_equal(got[0], t0 + 10);
 	assert_int_equal(got[1], t1 + 7);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void fill_blocks(struct snapbuild *sb, uint32_t cpu, uint64_t *t, int nblocks)
@@ -198,7 +198,7 @@ static void fill_blocks(struct snapbuild *sb, uint32_t cpu, uint64_t *t, int nbl
 static void test_timeline_blocks_sorted_by_s_with_wrap(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t *got = calloc(4100, sizeof(*got));
 	uint64_t t = 1000;
 	uint32_t n;
@@ -218,15 +218,15 @@ static void test_timeline_blocks_sorted_by_s_with_wrap(void **state)
 		assert_int_equal(got[i], 1000 + i);
 	assert_int_equal(d->ncalls, 4 * 509);
 	assert_int_equal(d->unmatched_exits, 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	free(got);
 }
 
 static void test_timeline_thread_switch_mid_block(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *a, *b;
+	struct kd_dec *d;
+	const struct kd_dec_call *a, *b;
 
 	(void)state;
 	snapbuild_thread(sb, 1, 500, "a", 0);
@@ -251,14 +251,14 @@ static void test_timeline_thread_switch_mid_block(void **state)
 	assert_int_equal(b->depth, 0);
 	assert_int_equal(a->self, 100); /* another thread's call is not a child */
 	assert_int_equal(d->nruns, 3); /* a, b, a on cpu 0 */
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_migration(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
 
 	(void)state;
 	snapbuild_func(sb, 0, 0xA000);
@@ -277,14 +277,14 @@ static void test_timeline_migration(void **state)
 	assert_int_equal(c->end - c->begin, 490);
 	assert_int_equal(c->depth, 1);
 	assert_int_equal(d->unmatched_exits, 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_overwrite_edges(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
 
 	(void)state;
 	snapbuild_func(sb, 0, 0xA000);
@@ -310,14 +310,14 @@ static void test_timeline_overwrite_edges(void **state)
 	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END);
 	assert_int_equal(c->end, 1000); /* the snapshot moment */
 	assert_int_equal(d->unmatched_exits, 1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_lost_exit(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
 
 	(void)state;
 	snapbuild_func(sb, 0, 0xA000);
@@ -333,14 +333,14 @@ static void test_timeline_lost_exit(void **state)
 	assert_int_equal(c->flags, 0);
 	assert_int_equal(c->end - c->begin, 50);
 	assert_int_equal(d->lost_exits, 1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_unknown_ext_and_addr_records(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
 	uint32_t extra[5] = { 1, 2, 3, 4, 5 };
 
 	(void)state;
@@ -352,15 +352,15 @@ static void test_timeline_unknown_ext_and_addr_records(void **state)
 	assert_non_null(c);
 	assert_int_equal(c->end - c->begin, 70);
 	assert_int_equal(c->flags, 0);
-	assert_string_equal(ktrace__dec_func_name(d, c->func), "0x7f0012345678");
+	assert_string_equal(kd_dec_func_name(d, c->func), "0x7f0012345678");
 	assert_int_equal(d->snap.warn.total, 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_damaged_tail(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint32_t w[16];
 	uint32_t n = snapbuild_block_start_words(w, 1, 0, 1000);
 
@@ -375,14 +375,14 @@ static void test_timeline_damaged_tail(void **state)
 	assert_int_equal(d->core_stats[0].damaged_tails, 1);
 	assert_int_equal(d->snap.warn.total, 1);
 	assert_non_null(strstr(d->snap.warn.lines[0], "runs past the block end"));
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_spans_nest_with_functions(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
 
 	(void)state;
 	snapbuild_name(sb, 9, KTRACE_NAME_SPAN, "commit");
@@ -397,18 +397,18 @@ static void test_timeline_spans_nest_with_functions(void **state)
 	assert_int_equal(d->ncalls, 3);
 	c = &d->calls[1];
 	assert_true(c->flags & KTRACE_CALL_SPAN);
-	assert_string_equal(ktrace__dec_func_name(d, c->func), "commit");
+	assert_string_equal(kd_dec_func_name(d, c->func), "commit");
 	assert_int_equal(c->depth, 1);
 	assert_int_equal(c->end - c->begin, 30);
 	assert_int_equal(c->self, 20);
 	assert_int_equal(find_call(d, 0xB000, 0)->depth, 2);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_requests_and_marks(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "get");
@@ -423,7 +423,7 @@ static void test_timeline_requests_and_marks(void **state)
 	d = decode(sb);
 	assert_int_equal(d->nreqs, 4);
 	for (uint32_t i = 0; i < d->nreqs; i++) {
-		const struct ktrace_dec_request *r = &d->reqs[i];
+		const struct kd_dec_request *r = &d->reqs[i];
 
 		if (r->kind == 1 && r->id == 7)
 			assert_true(r->begin == 100 && r->end == 400 && r->flags == 0);
@@ -437,12 +437,12 @@ static void test_timeline_requests_and_marks(void **state)
 	assert_int_equal(d->nmarks, 1);
 	assert_int_equal(d->marks[0].value, 0xdeadbeefcafeull);
 	assert_int_equal(d->marks[0].tick, 460);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void test_timeline_complete_window(void **state)
 {
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	for (int all = 0; all < 2; all++) {
@@ -469,14 +469,14 @@ static void test_timeline_complete_window(void **state)
 		}
 		assert_true(d->snap.cores[1].wrapped);
 		assert_false(d->snap.cores[0].wrapped);
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 }
 
 static void test_timeline_wall_clock(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	snapbuild_info(sb)->tsc_hz = 2000000000ull; /* 2 GHz, shift 0: 0.5 ns ticks */
@@ -484,27 +484,27 @@ static void test_timeline_wall_clock(void **state)
 	snapbuild_anchor(sb, 3000000, 5001000010ll);  /* 10 ns of drift over 1 ms */
 	snapbuild_enter(sb, 0, 1, 2000000, 0);
 	d = decode(sb);
-	assert_int_equal(ktrace__dec_ticks_ns(d, 2000000), 1000000);
-	assert_int_equal(ktrace__dec_wall_ns(d, 1000000), 5000000000ll);
-	assert_int_equal(ktrace__dec_wall_ns(d, 2000000), 5000500005ll);  /* interpolated */
-	assert_int_equal(ktrace__dec_wall_ns(d, 5000000), 5002000010ll);  /* extrapolated */
-	assert_int_equal(ktrace__dec_wall_ns(d, 0), 4999500000ll);
-	ktrace__dec_free(d);
+	assert_int_equal(kd_dec_ticks_ns(d, 2000000), 1000000);
+	assert_int_equal(kd_dec_wall_ns(d, 1000000), 5000000000ll);
+	assert_int_equal(kd_dec_wall_ns(d, 2000000), 5000500005ll);  /* interpolated */
+	assert_int_equal(kd_dec_wall_ns(d, 5000000), 5002000010ll);  /* extrapolated */
+	assert_int_equal(kd_dec_wall_ns(d, 0), 4999500000ll);
+	kd_dec_free(d);
 }
 
 static void test_timeline_ticks_ns_no_overflow(void **state)
 {
-	struct ktrace_dec d;
+	struct kd_dec d;
 
 	(void)state;
 	memset(&d, 0, sizeof(d));
 	d.shift = 32;
 	d.tsc_hz = 1000000;
-	assert_int_equal(ktrace__dec_ticks_ns(&d, 1), 4294967296000ull);
-	assert_int_equal(ktrace__dec_ticks_ns(&d, UINT64_MAX), UINT64_MAX); /* saturates */
+	assert_int_equal(kd_dec_ticks_ns(&d, 1), 4294967296000ull);
+	assert_int_equal(kd_dec_ticks_ns(&d, UINT64_MAX), UINT64_MAX); /* saturates */
 	d.shift = 8;
 	d.tsc_hz = 2560000000ull;
-	assert_int_equal(ktrace__dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
+	assert_int_equal(kd_dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
 }
 
 /* A thread migrates within one tick, onto a core whose clock is behind:
@@ -512,8 +512,8 @@ static void test_timeline_ticks_ns_no_overflow(void **state)
 static void test_timeline_segments_order_migration(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *f, *g;
+	struct kd_dec *d;
+	const struct kd_dec_call *f, *g;
 
 	(void)state;
 	snapbuild_thread_seq(sb, 1);
@@ -536,20 +536,20 @@ static void test_timeline_segments_order_migration(void **state)
 	assert_int_equal(f->flags, 0);
 	assert_int_equal(f->depth, 0);
 	for (uint32_t i = 0; i < d->ncalls; i++)
-		if (d->calls[i].parent != KTRACE_DEC_NONE) {
+		if (d->calls[i].parent != KD_NONE) {
 			g = &d->calls[i];
 			assert_int_equal(d->calls[g->parent].func, f->func);
 			assert_int_equal(g->depth, 1);
 			assert_int_equal(g->flags, 0);
 		}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* Many calls per tick, a thread bouncing between cores every few calls. */
 static void test_timeline_segments_same_tick_bounces(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	snapbuild_thread_seq(sb, 1);
@@ -570,7 +570,7 @@ static void test_timeline_segments_same_tick_bounces(void **state)
 		assert_int_equal(d->calls[i].depth, 0);
 		assert_int_equal(d->calls[i].flags, 0);
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 /* Each core's records are complete up to its copy_tsc: the window ends at
@@ -579,8 +579,8 @@ static void test_timeline_copy_tsc_cut(void **state)
 {
 	for (int all = 0; all < 2; all++) {
 		struct snapbuild *sb = snapbuild_new();
-		struct ktrace_dec *d;
-		const struct ktrace_dec_call *c;
+		struct kd_dec *d;
+		const struct kd_dec_call *c;
 
 		snapbuild_func(sb, 0, 0xA000);
 		snapbuild_enter(sb, 0, 1, 100, 0);
@@ -606,7 +606,7 @@ static void test_timeline_copy_tsc_cut(void **state)
 			assert_int_equal(c->flags, 0);
 			assert_int_equal(c->end, 600);
 		}
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	(void)state;
 }
@@ -620,7 +620,7 @@ static void test_timeline_random_invariants(void **state)
 	(void)state;
 	for (int round = 0; round < 40; round++) {
 		struct snapbuild *sb = snapbuild_new();
-		struct ktrace_dec *d;
+		struct kd_dec *d;
 		uint32_t stack[4][64], depth[4] = { 0 };
 		uint64_t t = 1000;
 
@@ -653,12 +653,12 @@ static void test_timeline_random_invariants(void **state)
 		}
 		d = decode(sb);
 		for (uint32_t i = 0; i < d->ncalls; i++) {
-			const struct ktrace_dec_call *c = &d->calls[i];
+			const struct kd_dec_call *c = &d->calls[i];
 
 			assert_true(c->begin <= c->end);
 			assert_true(c->self <= c->end - c->begin);
-			if (c->parent != KTRACE_DEC_NONE) {
-				const struct ktrace_dec_call *p = &d->calls[c->parent];
+			if (c->parent != KD_NONE) {
+				const struct kd_dec_call *p = &d->calls[c->parent];
 
 				assert_true(c->parent < d->ncalls);
 				assert_int_equal(p->thread, c->thread);
@@ -672,14 +672,14 @@ static void test_timeline_random_invariants(void **state)
 			uint64_t *child = calloc(d->ncalls + 1, sizeof(*child));
 
 			for (uint32_t i = 0; i < d->ncalls; i++)
-				if (d->calls[i].parent != KTRACE_DEC_NONE)
+				if (d->calls[i].parent != KD_NONE)
 					child[d->calls[i].parent] += d->calls[i].end - d->calls[i].begin;
 			for (uint32_t i = 0; i < d->ncalls; i++)
 				assert_int_equal(d->calls[i].self + child[i],
 				                 d->calls[i].end - d->calls[i].begin);
 			free(child);
 		}
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 }
 

@@ -28,7 +28,7 @@ struct run {
 	struct kt_proc p;
 	char *dir;
 	char path[4096];
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 };
 
 static void run(struct run *r, const char *mode, const char *arg, const char *const *extra)
@@ -70,18 +70,18 @@ static void run(struct run *r, const char *mode, const char *arg, const char *co
 
 static void finish(struct run *r)
 {
-	ktrace__dec_free(r->d);
+	kd_dec_free(r->d);
 	kt_proc_free(&r->p);
 	kt_rmtree(r->dir);
 	free(r->dir);
 }
 
 /* The muted entry of function name, or NULL. */
-static const struct ktrace_muted_rec *muted(const struct ktrace_dec *d, const char *name)
+static const struct ktrace_muted_rec *muted(const struct kd_dec *d, const char *name)
 {
 	for (uint32_t f = 0; f < d->nfuncs; f++) {
-		const char *n = ktrace__dec_func_name(d, f);
-		int m = ktrace__dec_muted(d, f);
+		const char *n = kd_dec_func_name(d, f);
+		int m = kd_dec_muted(d, f);
 		if (m >= 0 && strcmp(n, name) == 0)
 			return &d->snap.muted[m];
 	}
@@ -104,12 +104,12 @@ static char *decode(const char *fmt, const char *path, char **err)
 }
 
 /* Marks of name in the window, in time order: the first and the last. */
-static int mark_range(const struct ktrace_dec *d, const char *name, const struct ktrace_dec_mark **a,
-                      const struct ktrace_dec_mark **b)
+static int mark_range(const struct kd_dec *d, const char *name, const struct kd_dec_mark **a,
+                      const struct kd_dec_mark **b)
 {
 	*a = *b = NULL;
 	for (uint32_t i = 0; i < d->nmarks; i++) {
-		const struct ktrace_dec_mark *m = &d->marks[i];
+		const struct kd_dec_mark *m = &d->marks[i];
 		if (strcmp(kd_name(d, m->name), name) != 0)
 			continue;
 		if (!*a || m->tick < (*a)->tick)
@@ -121,13 +121,13 @@ static int mark_range(const struct ktrace_dec *d, const char *name, const struct
 }
 
 /* Complete calls of func on the mark's thread between the two marks. */
-static uint64_t calls_between(const struct ktrace_dec *d, const char *func,
-                              const struct ktrace_dec_mark *a, const struct ktrace_dec_mark *b)
+static uint64_t calls_between(const struct kd_dec *d, const char *func,
+                              const struct kd_dec_mark *a, const struct kd_dec_mark *b)
 {
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		if (c->thread == a->thread && kd_is(d, c, func) && c->begin >= a->tick &&
 		    c->end <= b->tick && !(c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)))
 			n++;
@@ -140,14 +140,14 @@ static uint64_t calls_between(const struct ktrace_dec *d, const char *func,
 static void test_e2e_budget_steady_window(void **state)
 {
 	const char *env[] = {"KTRACE_WINDOW_S=10", NULL};
-	const struct ktrace_dec_mark *a, *b;
+	const struct kd_dec_mark *a, *b;
 	struct run r;
 	char *sum;
 
 	(void)state;
 	run(&r, "steady", "11", env);
-	const struct ktrace_dec *d = r.d;
-	double window_s = (double)ktrace__dec_ticks_ns(d, d->window_end - d->window_start) / 1e9;
+	const struct kd_dec *d = r.d;
+	double window_s = (double)kd_dec_ticks_ns(d, d->window_end - d->window_start) / 1e9;
 	if (window_s < 9.5)
 		fail_msg("window %.3f s < 9.5 s", window_s);
 	assert_true(d->snap.have_budget);
@@ -206,7 +206,7 @@ static void test_e2e_budget_burst(void **state)
 	run(&r, "burst", "60000", NULL);
 	assert_true(r.d->snap.have_budget);
 	assert_int_equal(r.d->snap.nmuted, 0);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "tiny_a"), 60000);
+	assert_int_equal(kd_count(r.d, KD_NONE, "tiny_a"), 60000);
 	finish(&r);
 
 	run(&r, "burst", "300000", NULL);   /* more than the ring, even split over two cores */
@@ -219,7 +219,7 @@ static void test_e2e_budget_burst(void **state)
 static void test_e2e_budget_long_call_ineligible(void **state)
 {
 	const char *env[] = {"KTRACE_WINDOW_S=10", NULL};
-	const struct ktrace_dec_mark *a, *b;
+	const struct kd_dec_mark *a, *b;
 	struct run r;
 
 	(void)state;
@@ -246,7 +246,7 @@ static void test_e2e_budget_rare_long_call_ineligible(void **state)
 	run(&r, "rare", "2", env);
 	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
 	assert_null(muted(r.d, "rarely_long"));
-	assert_true(kd_count(r.d, KTRACE_DEC_NONE, "rarely_long") > 0);
+	assert_true(kd_count(r.d, KD_NONE, "rarely_long") > 0);
 	finish(&r);
 }
 
@@ -259,10 +259,10 @@ static void test_e2e_budget_exclude_include(void **state)
 
 	(void)state;
 	run(&r, "static", "0", env);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_leaf"), 0);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "lib_leaf"), 0);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_keep"), 1000);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "main_fn"), 1);
+	assert_int_equal(kd_count(r.d, KD_NONE, "static_leaf"), 0);
+	assert_int_equal(kd_count(r.d, KD_NONE, "lib_leaf"), 0);
+	assert_int_equal(kd_count(r.d, KD_NONE, "static_keep"), 1000);
+	assert_int_equal(kd_count(r.d, KD_NONE, "main_fn"), 1);
 	assert_non_null(muted(r.d, "static_leaf"));
 	assert_int_equal(muted(r.d, "static_leaf")->why, KTRACE_MUTE_EXCLUDE);
 	assert_non_null(muted(r.d, "lib_leaf"));
@@ -271,8 +271,8 @@ static void test_e2e_budget_exclude_include(void **state)
 
 	/* Without the settings, all of them are recorded. */
 	run(&r, "static", "0", NULL);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "static_leaf"), 1000);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "lib_leaf"), 1000);
+	assert_int_equal(kd_count(r.d, KD_NONE, "static_leaf"), 1000);
+	assert_int_equal(kd_count(r.d, KD_NONE, "lib_leaf"), 1000);
 	finish(&r);
 }
 
@@ -289,7 +289,7 @@ static void test_e2e_budget_off_records_all(void **state)
 	assert_false(r.d->snap.budget.flags & KTRACE_BUDGET_FILTER_ON);
 	assert_false(r.d->snap.info.flags & KTRACE_INFO_FILTER);
 	assert_int_equal(r.d->snap.nmuted, 0);
-	assert_int_equal(kd_count(r.d, KTRACE_DEC_NONE, "tiny_a"), 200000);
+	assert_int_equal(kd_count(r.d, KD_NONE, "tiny_a"), 200000);
 	finish(&r);
 }
 

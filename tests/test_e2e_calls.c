@@ -69,9 +69,9 @@ static void check_file_props(const char *path, const char *dir, int pid)
 }
 
 /* Everything the program did, in one decoded snapshot. */
-static void check_calls(const struct ktrace_dec *d, int pid)
+static void check_calls(const struct kd_dec *d, int pid)
 {
-	uint32_t mainth = KTRACE_DEC_NONE;
+	uint32_t mainth = KD_NONE;
 	uint64_t total_leaf_a = 0;
 
 	assert_int_equal(d->snap.damaged_blocks, 0);
@@ -79,7 +79,7 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 	assert_true(d->snap.have_loss);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		if (d->snap.loss.count[i] != 0)
-			fail_msg("loss counter %s = %llu", ktrace__loss_name((unsigned)i),
+			fail_msg("loss counter %s = %llu", kd_loss_name((unsigned)i),
 			         (unsigned long long)d->snap.loss.count[i]);
 	assert_int_equal(d->snap.info.pid, (uint32_t)pid);
 	assert_int_equal(d->lost_exits, 0);
@@ -88,7 +88,7 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 	for (uint32_t t = 0; t < d->nthreads; t++)
 		if (d->threads[t].flags & KTRACE_THREAD_MAIN)
 			mainth = t;
-	assert_int_not_equal(mainth, KTRACE_DEC_NONE);
+	assert_int_not_equal(mainth, KD_NONE);
 	assert_int_equal(d->threads[mainth].tid, pid);
 	assert_int_equal(kd_count(d, mainth, "main_only"), 7);
 	assert_int_equal(kd_count(d, mainth, "run_workers"), 1);
@@ -99,7 +99,7 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 		uint64_t n = (uint64_t)(i + 1) * 300, nb = (n + 2) / 3;
 		snprintf(name, sizeof(name), "worker-%d", i);
 		uint32_t t = kd_thread(d, name);
-		if (t == KTRACE_DEC_NONE)
+		if (t == KD_NONE)
 			fail_msg("no thread named %s", name);
 		assert_true(d->threads[t].known);
 		assert_int_not_equal(d->threads[t].tid, pid);
@@ -122,14 +122,14 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 		assert_int_equal(kd_count(d, t, "sleep_250ms"), i == 1 ? 1 : 0);
 		total_leaf_a += n;
 	}
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "leaf_a"), total_leaf_a);
+	assert_int_equal(kd_count(d, KD_NONE, "leaf_a"), total_leaf_a);
 
 	/* Nesting, containment, flags, durations. */
 	int open_main = 0;
 	for (uint32_t k = 0; k < d->ncalls; k++) {
-		const struct ktrace_dec_call *c = &d->calls[k];
-		const struct ktrace_dec_call *p =
-			c->parent == KTRACE_DEC_NONE ? NULL : &d->calls[c->parent];
+		const struct kd_dec_call *c = &d->calls[k];
+		const struct kd_dec_call *p =
+			c->parent == KD_NONE ? NULL : &d->calls[c->parent];
 		const char *f = kd_func(d, c);
 
 		if (c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_EXIT_LOST | KTRACE_CALL_SPAN))
@@ -182,10 +182,10 @@ static void check_calls(const struct ktrace_dec *d, int pid)
 	for (uint32_t c = 0; c < d->snap.ncores; c++)
 		cores_used += d->core_stats[c].has_data ? 1 : 0;
 	for (uint32_t t = 0; t < d->nthreads; t++) {
-		uint32_t first = KTRACE_DEC_NONE;
+		uint32_t first = KD_NONE;
 		for (uint32_t r = 0; r < d->nruns; r++)
 			if (d->runs[r].thread == t) {
-				if (first == KTRACE_DEC_NONE)
+				if (first == KD_NONE)
 					first = d->runs[r].core;
 				else if (d->runs[r].core != first) {
 					migrated++;
@@ -293,7 +293,7 @@ static void run_variant(const char *prog, const char *const *extra, const struct
 		assert_int_equal(f.bad_blocks, 0);
 		kt_file_free(&f);
 
-		struct ktrace_dec *d = kd_open(files[i]);
+		struct kd_dec *d = kd_open(files[i]);
 		assert_non_null(d);
 		assert_string_equal(d->snap.info.reason, is_api ? "e2e-api" : "signal SIGUSR2");
 		assert_int_equal(!!(d->snap.info.flags & KTRACE_INFO_RSEQ), ex->rseq && KT_ARCH_RSEQ);
@@ -301,7 +301,7 @@ static void run_variant(const char *prog, const char *const *extra, const struct
 		                 ex->clock == KTRACE_CLOCK_TSC ? KT_ARCH_COUNTER : ex->clock);
 		assert_int_equal(d->snap.info.snapshot_seq, is_api ? 1 : 2);
 		check_calls(d, pid);
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 		if (is_api)
 			check_with_decoder_binary(files[i]);
 	}

@@ -24,11 +24,11 @@
 #include "ktest.h"
 
 /* Calls of the function whose demangled name starts with prefix. */
-static uint64_t count_prefix(const struct ktrace_dec *d, const char *prefix, uint32_t *func)
+static uint64_t count_prefix(const struct kd_dec *d, const char *prefix, uint32_t *func)
 {
 	uint64_t n = 0;
 
-	*func = KTRACE_DEC_NONE;
+	*func = KD_NONE;
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (d->funcs[i].name && strncmp(d->funcs[i].name, prefix, strlen(prefix)) == 0)
 			*func = i;
@@ -85,7 +85,7 @@ static void test_e2e_cxx_counts_nesting_names(void **state)
 	if (kt_wait(&p, 60000) != 0)
 		fail_msg("status %#x, stderr:\n%s", p.status, p.err);
 
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	assert_int_equal(d->snap.damaged_blocks, 0);
 	/* Exact counts under demangled names ("shapes::check(int)", ...). */
@@ -104,27 +104,27 @@ static void test_e2e_cxx_counts_nesting_names(void **state)
 	 * each of them ended (exit hooks ran while unwinding), no exit lost. */
 	uint64_t fails = 0;
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		if (c->func != fn[4])
 			continue;
 		fails++;
 		assert_false(c->flags & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST));
-		assert_int_not_equal(c->parent, KTRACE_DEC_NONE);
-		const struct ktrace_dec_call *ck = &d->calls[c->parent];
+		assert_int_not_equal(c->parent, KD_NONE);
+		const struct kd_dec_call *ck = &d->calls[c->parent];
 		assert_int_equal(ck->func, fn[3]);
-		assert_int_not_equal(ck->parent, KTRACE_DEC_NONE);
-		const struct ktrace_dec_call *v = &d->calls[ck->parent];
+		assert_int_not_equal(ck->parent, KD_NONE);
+		const struct kd_dec_call *v = &d->calls[ck->parent];
 		assert_int_equal(v->func, fn[2]);
 		assert_false((ck->flags | v->flags) & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST));
 		assert_true(ck->end >= c->end && v->end >= ck->end);
 		/* validate's caller is the worker, not a frame the throw left open */
-		assert_int_not_equal(v->parent, KTRACE_DEC_NONE);
+		assert_int_not_equal(v->parent, KD_NONE);
 		assert_non_null(strstr(kd_func(d, &d->calls[v->parent]), "shapes::worker("));
 	}
 	assert_int_equal(fails, (uint64_t)want[4]);
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		assert_false(d->calls[i].flags & KTRACE_CALL_EXIT_LOST);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	/* The real decoder: demangled everywhere, short in timelines. */
 	const char *out = dec_output("stats", path, "");

@@ -98,15 +98,15 @@ static void check_good(struct run *r, const char *path, uint64_t failed)
 		fail_msg("%s: %s", path, f.why);
 	assert_int_equal(f.bad_blocks, 0);
 	kt_file_free(&f);
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	assert_int_equal(d->snap.damaged_blocks, 0);
 	assert_int_equal(d->snap.loss.count[KTRACE_LOSS_SNAPSHOTS_FAILED], failed);
 	assert_int_equal(d->snap.loss.count[KTRACE_LOSS_OVERWRITTEN_BLOCKS], 0);
 	/* Tracing went on through the failures. */
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "leaf_a"),
+	assert_int_equal(kd_count(d, KD_NONE, "leaf_a"),
 	                 (uint64_t)r->rounds * LEAF_A_PER_ROUND);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void expect_one_message(struct run *r, const char *what)

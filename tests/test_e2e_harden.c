@@ -56,13 +56,13 @@ static void test_e2e_harden_longjmp_exits_lost(void **state)
 	(void)state;
 	take_snapshot(dir, path, sizeof(path), &p);
 
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	uint32_t th = kd_thread_tid(d, p.pid);
-	assert_int_not_equal(th, KTRACE_DEC_NONE);
+	assert_int_not_equal(th, KD_NONE);
 	assert_int_equal(d->lost_exits, 50);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		int is_lost = !!(c->flags & KTRACE_CALL_EXIT_LOST);
 
 		if (c->thread != th)
@@ -95,7 +95,7 @@ static void test_e2e_harden_longjmp_exits_lost(void **state)
 	assert_int_equal(kd_count(d, th, "work"), 10);
 	assert_int_equal(kd_count(d, th, "catcher"), 1);
 	assert_int_equal(kd_count(d, th, "after_jump"), 1);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 
 	/* The summary tells them apart from calls cut by the window's end. */
 	assert_int_equal(kt_run(dargv, NULL, &dp, 30000), 0);

@@ -52,7 +52,7 @@ struct page {
 	char snap[4400];        /* snapshot file */
 	char html[4400];        /* the page */
 	char *seen;             /* pagecheck.py's observations */
-	struct ktrace_dec *d;   /* the snapshot, decoded by the library */
+	struct kd_dec *d;   /* the snapshot, decoded by the library */
 };
 
 struct fixture {
@@ -195,9 +195,9 @@ static int teardown(void **state)
 {
 	(void)state;
 	if (fx.calls.d)
-		ktrace__dec_free(fx.calls.d);
+		kd_dec_free(fx.calls.d);
 	if (fx.trig.d)
-		ktrace__dec_free(fx.trig.d);
+		kd_dec_free(fx.trig.d);
 	free(fx.calls.seen);
 	free(fx.trig.seen);
 	kt_rmtree(fx.dir);
@@ -253,7 +253,7 @@ static void test_e2e_html_loads_without_console_errors(void **state)
 
 static void test_e2e_html_thread_rows_match_snapshot(void **state)
 {
-	const struct ktrace_dec *d;
+	const struct kd_dec *d;
 	uint32_t want = 0, rows = 0, cores = 0;
 	char label[128], buf[160];
 
@@ -321,13 +321,13 @@ static void test_e2e_html_search_counts_every_call(void **state)
 	check_search(&fx.calls, "mid_b", mid_b);
 	check_search(&fx.calls, "leaf_c", 2 * mid_b);
 	check_search(&fx.calls, "worker_main", NWORKERS);
-	check_search(&fx.trig, "handle_get", kd_count(fx.trig.d, KTRACE_DEC_NONE, "handle_get"));
+	check_search(&fx.trig, "handle_get", kd_count(fx.trig.d, KD_NONE, "handle_get"));
 }
 
 static void check_click(const char *func, const char *thread_name)
 {
-	const struct ktrace_dec *d = fx.calls.d;
-	const struct ktrace_dec_call *c = NULL;
+	const struct kd_dec *d = fx.calls.d;
+	const struct kd_dec_call *c = NULL;
 	char prefix[64], want[160], buf[1024];
 	const char *s;
 
@@ -344,11 +344,11 @@ static void check_click(const char *func, const char *thread_name)
 	 * the text output prints it. */
 	if (strncmp(buf, func, strlen(func)))
 		fail_msg("clicking %s shows: %s", func, buf);
-	ktrace__fmt_dur(kd_ns(d, c), want, sizeof(want));
+	kd_fmt_dur(kd_ns(d, c), want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the duration %s", func, buf, want);
 	/* The start in UTC wall-clock time, as the text output prints it. */
-	ktrace__fmt_wall(ktrace__dec_wall_ns(d, c->begin), 0, want, sizeof(want));
+	kd_fmt_wall(kd_dec_wall_ns(d, c->begin), 0, want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the start %s", func, buf, want);
 	snprintf(want, sizeof(want), "%s (%d)", thread_name, d->threads[c->thread].tid);
@@ -367,15 +367,15 @@ static void test_e2e_html_click_shows_call_duration(void **state)
 
 static void test_e2e_html_goto_slow_request(void **state)
 {
-	const struct ktrace_dec *d = fx.trig.d;
-	const struct ktrace_dec_request *q;
+	const struct kd_dec *d = fx.trig.d;
+	const struct kd_dec_request *q;
 	char buf[1024], want[128];
 	const char *s;
 
 	(void)state;
 	need_pages();
 	assert_true(d->snap.have_trigger);
-	assert_int_not_equal(d->trigger_req, KTRACE_DEC_NONE);
+	assert_int_not_equal(d->trigger_req, KD_NONE);
 	q = &d->reqs[d->trigger_req];
 	s = seen(fx.trig.seen, "trigger\t");
 	assert_non_null(s);
@@ -389,7 +389,7 @@ static void test_e2e_html_goto_slow_request(void **state)
 	         (unsigned long long)q->id);
 	if (!strstr(buf, want))
 		fail_msg("details: %s; expected %s", buf, want);
-	ktrace__fmt_dur(ktrace__dec_ticks_ns(d, q->end - q->begin), want, sizeof(want));
+	kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("details: %s; expected the duration %s", buf, want);
 	/* The header says what fired; a page without a trigger has no button. */

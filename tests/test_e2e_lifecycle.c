@@ -82,14 +82,14 @@ static void expect_snapshot(struct run *r, const char *tag, char *path)
 		fail_msg("bad line '%s'", line);
 }
 
-static struct ktrace_dec *open_clean(const char *path)
+static struct kd_dec *open_clean(const char *path)
 {
 	struct kt_file f;
 	if (kt_file_load(path, &f) != 0)
 		fail_msg("%s: %s", path, f.why);
 	assert_int_equal(f.bad_blocks, 0);
 	kt_file_free(&f);
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	assert_int_equal(d->snap.damaged_blocks, 0);
 	assert_int_equal(d->snap.unreadable_blocks, 0);
@@ -97,14 +97,14 @@ static struct ktrace_dec *open_clean(const char *path)
 }
 
 /* The snapshotting process's main thread (tid == pid). */
-static uint32_t main_thread(const struct ktrace_dec *d)
+static uint32_t main_thread(const struct kd_dec *d)
 {
 	for (uint32_t t = 0; t < d->nthreads; t++)
 		if ((d->threads[t].flags & KTRACE_THREAD_MAIN) &&
 		    d->threads[t].tid == (int32_t)d->snap.info.pid)
 			return t;
 	fail_msg("no main thread");
-	return KTRACE_DEC_NONE;
+	return KD_NONE;
 }
 
 /* ---- fork ------------------------------------------------------------------ */
@@ -145,34 +145,34 @@ static void run_fork(const char *prog, const char *const *extra)
 		assert_int_not_equal(cpid, ppid);
 		snprintf(pre, sizeof(pre), "/ktrace-%d-", cpid);
 		assert_non_null(strstr(path, pre));
-		struct ktrace_dec *d = open_clean(path);
+		struct kd_dec *d = open_clean(path);
 		assert_int_equal(d->snap.info.pid, (uint32_t)cpid);
 		assert_int_equal(d->snap.info.snapshot_seq, 1);
 		uint32_t m = main_thread(d);
 		assert_int_equal(d->threads[m].tid, cpid);
 		/* The child starts clean: only its own calls. */
 		assert_int_equal(kd_count(d, m, "child_fn"), 7);
-		assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "child_fn"), 7);
-		assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "parent_fn"), 0);
-		assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "bg_fn"), 0);
+		assert_int_equal(kd_count(d, KD_NONE, "child_fn"), 7);
+		assert_int_equal(kd_count(d, KD_NONE, "parent_fn"), 0);
+		assert_int_equal(kd_count(d, KD_NONE, "bg_fn"), 0);
 		for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 			assert_int_equal(d->snap.loss.count[i], 0);
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	expect_snapshot(&r, "parent", path);
 	snprintf(pre, sizeof(pre), "/ktrace-%d-", ppid);
 	assert_non_null(strstr(path, pre));
-	struct ktrace_dec *d = open_clean(path);
+	struct kd_dec *d = open_clean(path);
 	assert_int_equal(d->snap.info.pid, (uint32_t)ppid);
 	assert_int_equal(d->snap.loss.count[KTRACE_LOSS_OVERWRITTEN_BLOCKS], 0);
 	uint32_t m = main_thread(d), bg = kd_thread(d, "bg");
 	assert_int_equal(d->threads[m].tid, ppid);
-	assert_int_not_equal(bg, KTRACE_DEC_NONE);
+	assert_int_not_equal(bg, KD_NONE);
 	assert_int_equal(kd_count(d, m, "parent_fn"), 8);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "child_fn"), 0);
+	assert_int_equal(kd_count(d, KD_NONE, "child_fn"), 0);
 	assert_true(kd_count(d, bg, "bg_fn") > 0);
 	assert_int_equal(kd_count(d, m, "bg_fn"), 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	char **files;
 	assert_int_equal(kt_list_snapshots(r.dir, &files), 5);
 	kt_free_list(files);
@@ -217,10 +217,10 @@ static void test_e2e_lifecycle_fork_child_lists_only_its_threads(void **state)
 	start(&r, PROG, "fork", "1", NULL, NULL);
 	assert_int_equal(kt_expect_line(&r.p, "child ", line, sizeof(line), 60000), 0);
 	assert_int_equal(sscanf(line, "child %d %d %4399s", &cpid, &rc, path), 3);
-	struct ktrace_dec *d = open_clean(path);
+	struct kd_dec *d = open_clean(path);
 	int mains = 0, foreign_alive = 0;
 	for (uint32_t t = 0; t < d->nthreads; t++) {
-		const struct ktrace_dec_thread *th = &d->threads[t];
+		const struct kd_dec_thread *th = &d->threads[t];
 		if (th->flags & KTRACE_THREAD_MAIN)
 			mains++;
 		if (th->tid != cpid && !(th->flags & KTRACE_THREAD_EXITED)) {
@@ -229,7 +229,7 @@ static void test_e2e_lifecycle_fork_child_lists_only_its_threads(void **state)
 			foreign_alive++;
 		}
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	finish(&r, 1);
 	assert_int_equal(mains, 1);
 	assert_int_equal(foreign_alive, 0);
@@ -249,16 +249,16 @@ static void test_e2e_lifecycle_exec(void **state)
 	expect_snapshot(&r, "before", before);
 	expect_snapshot(&r, "after", after);
 	assert_string_not_equal(before, after);
-	struct ktrace_dec *d = open_clean(before);
+	struct kd_dec *d = open_clean(before);
 	assert_int_equal(d->snap.info.pid, (uint32_t)pid);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "exec_fn"), 3);
-	ktrace__dec_free(d);
+	assert_int_equal(kd_count(d, KD_NONE, "exec_fn"), 3);
+	kd_dec_free(d);
 	d = open_clean(after);
 	assert_int_equal(d->snap.info.pid, (uint32_t)pid);
 	assert_int_equal(d->snap.info.snapshot_seq, 1); /* a new image starts over */
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "after_exec_fn"), 4);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "exec_fn"), 0);
-	ktrace__dec_free(d);
+	assert_int_equal(kd_count(d, KD_NONE, "after_exec_fn"), 4);
+	assert_int_equal(kd_count(d, KD_NONE, "exec_fn"), 0);
+	kd_dec_free(d);
 	finish(&r, 1);
 }
 
@@ -292,13 +292,13 @@ static void test_e2e_lifecycle_dlopen_dlclose(void **state)
 	(void)state;
 	start(&r, PROG, "dlopen", PLUGIN, NULL, NULL);
 	expect_snapshot(&r, "snapshot", path);
-	struct ktrace_dec *d = open_clean(path);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "plugin_entry"), 5);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "plugin_inner"), 10);
+	struct kd_dec *d = open_clean(path);
+	assert_int_equal(kd_count(d, KD_NONE, "plugin_entry"), 5);
+	assert_int_equal(kd_count(d, KD_NONE, "plugin_inner"), 10);
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		if (kd_is(d, &d->calls[i], "plugin_inner"))
 			assert_true(kd_is(d, &d->calls[d->calls[i].parent], "plugin_entry"));
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	/* The real decoder names them too (from the module map, after dlclose). */
 	char *argv[] = {(char *)KTRACE_DECODE_PATH, (char *)"--format", (char *)"stats", path, NULL};
 	if (kt_run(argv, NULL, &dec, 60000) != 0)
@@ -327,9 +327,9 @@ static void run_exit(const char *how, const char *us, int must_have_file)
 		fail_msg("%s after %s us: %d files", how, us, n);
 	assert_true(n <= 1);
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
-		assert_true(kd_count(d, KTRACE_DEC_NONE, "fill_fn") > 0);
-		ktrace__dec_free(d);
+		struct kd_dec *d = open_clean(files[i]);
+		assert_true(kd_count(d, KD_NONE, "fill_fn") > 0);
+		kd_dec_free(d);
 	}
 	kt_free_list(files);
 	finish(&r, 1);
@@ -386,10 +386,10 @@ static void test_e2e_lifecycle_own_sigusr2_with_ktrace_signal_usr1(void **state)
 	kt_close_stdin(&r.p);
 	assert_int_equal(kt_wait(&r.p, 30000), 0);
 	assert_int_equal(kt_list_snapshots(r.dir, &files), 1);
-	struct ktrace_dec *d = open_clean(files[0]);
+	struct kd_dec *d = open_clean(files[0]);
 	assert_string_equal(d->snap.info.reason, "signal SIGUSR1");
-	assert_true(kd_count(d, KTRACE_DEC_NONE, "loop_fn") > 0);
-	ktrace__dec_free(d);
+	assert_true(kd_count(d, KD_NONE, "loop_fn") > 0);
+	kd_dec_free(d);
 	kt_free_list(files);
 	finish(&r, 1);
 }
@@ -416,9 +416,9 @@ static void test_e2e_lifecycle_own_sigusr2_installed_first_is_chained(void **sta
 	assert_int_equal(kt_wait(&r.p, 30000), 0);
 	assert_int_equal(kt_list_snapshots(r.dir, &files), 2);
 	for (int i = 0; i < 2; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		assert_string_equal(d->snap.info.reason, "signal SIGUSR2");
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	kt_free_list(files);
 	finish(&r, 1);
@@ -436,34 +436,34 @@ static void run_sigtraced(const char *const *extra)
 	assert_int_equal(kt_expect_line(&r.p, "counts ", line, sizeof(line), 60000), 0);
 	assert_int_equal(sscanf(line, "counts %lu %lu %lu", &mains, &bgs, &handlers), 3);
 	expect_snapshot(&r, "snapshot", path);
-	struct ktrace_dec *d = open_clean(path);
+	struct kd_dec *d = open_clean(path);
 	uint64_t nested = d->snap.loss.count[KTRACE_LOSS_NESTED];
-	uint64_t hf = kd_count(d, KTRACE_DEC_NONE, "handler_fn");
-	uint64_t hl = kd_count(d, KTRACE_DEC_NONE, "handler_leaf");
+	uint64_t hf = kd_count(d, KD_NONE, "handler_fn");
+	uint64_t hl = kd_count(d, KD_NONE, "handler_leaf");
 	print_message("main_leaf %lu, bg_leaf %lu, handlers %lu (decoded %llu), nested losses %llu\n",
 	              mains, bgs, handlers, (unsigned long long)hf, (unsigned long long)nested);
 	if (d->snap.loss.count[KTRACE_LOSS_OVERWRITTEN_BLOCKS] != 0)
 		fail_msg("ring wrapped: the counts below cannot be exact; raise KTRACE_BUFFER_MB");
 	assert_true(handlers > 10);
 	/* The interrupted code loses nothing. */
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "main_leaf"), mains);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "bg_leaf"), bgs);
+	assert_int_equal(kd_count(d, KD_NONE, "main_leaf"), mains);
+	assert_int_equal(kd_count(d, KD_NONE, "bg_leaf"), bgs);
 	/* The handler's own events are all there, or counted as NESTED. */
 	assert_true(hf <= handlers && hl <= handlers);
 	assert_true(2 * (handlers - hf) <= nested || hf == handlers);
 	assert_true(2 * (handlers - hl) <= nested || hl == handlers);
 	assert_true(d->lost_exits <= nested);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		if (kd_is(d, c, "handler_leaf") && !(c->flags & KTRACE_CALL_TRUNC_BEGIN) && nested == 0)
-			assert_true(c->parent != KTRACE_DEC_NONE &&
+			assert_true(c->parent != KD_NONE &&
 			            kd_is(d, &d->calls[c->parent], "handler_fn"));
-		if (c->parent != KTRACE_DEC_NONE) {
+		if (c->parent != KD_NONE) {
 			assert_int_equal(d->calls[c->parent].thread, c->thread);
 			assert_int_equal(c->depth, d->calls[c->parent].depth + 1);
 		}
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	finish(&r, 1);
 }
 
@@ -493,12 +493,12 @@ static void test_e2e_lifecycle_thread_started_before_main(void **state)
 	start(&r, PROG, "early", NULL, NULL, env);
 	assert_int_equal(kt_expect_line(&r.p, "early 1", NULL, 0, 30000), 0);
 	expect_snapshot(&r, "snapshot", path);
-	struct ktrace_dec *d = open_clean(path);
+	struct kd_dec *d = open_clean(path);
 	uint32_t t = kd_thread(d, "early");
-	assert_int_not_equal(t, KTRACE_DEC_NONE);
+	assert_int_not_equal(t, KD_NONE);
 	assert_int_equal(kd_count(d, t, "early_fn"), 10);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "early_fn"), 10);
-	ktrace__dec_free(d);
+	assert_int_equal(kd_count(d, KD_NONE, "early_fn"), 10);
+	kd_dec_free(d);
 	finish(&r, 1);
 }
 
@@ -513,14 +513,14 @@ static void test_e2e_lifecycle_hooks_before_library_constructor(void **state)
 	(void)state;
 	start(&r, PROG_STATIC, "early", NULL, NULL, env);
 	expect_snapshot(&r, "snapshot", path);
-	struct ktrace_dec *d = open_clean(path);
+	struct kd_dec *d = open_clean(path);
 	uint32_t m = main_thread(d);
 	assert_int_equal(kd_count(d, m, "pre_init_work"), 1);
 	assert_int_equal(kd_count(d, m, "early_leaf"), 3);
-	assert_int_equal(kd_count(d, KTRACE_DEC_NONE, "early_fn"), 10);
+	assert_int_equal(kd_count(d, KD_NONE, "early_fn"), 10);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		assert_int_equal(d->snap.loss.count[i], 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	finish(&r, 1);
 }
 

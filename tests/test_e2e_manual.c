@@ -40,28 +40,28 @@ static void test_e2e_manual_marks_spans_requests(void **state)
 		fail_msg("status %#x, stderr:\n%s", p.status, p.err);
 	assert_string_equal(p.err, "");
 
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	assert_int_equal(d->snap.damaged_blocks, 0);
 	uint32_t mainth = kd_thread_tid(d, p.pid), t2 = kd_thread(d, "marker");
-	assert_int_not_equal(mainth, KTRACE_DEC_NONE);
-	assert_int_not_equal(t2, KTRACE_DEC_NONE);
+	assert_int_not_equal(mainth, KD_NONE);
+	assert_int_not_equal(t2, KD_NONE);
 
 	/* Spans are the only "calls": 5 outer, each with one inner. */
 	assert_int_equal(d->ncalls, 10);
 	int outer = 0, inner = 0;
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 		assert_true(c->flags & KTRACE_CALL_SPAN);
 		assert_false(c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END |
 		                         KTRACE_CALL_EXIT_LOST));
 		assert_int_equal(c->thread, mainth);
 		if (kd_is(d, c, "outer")) {
 			outer++;
-			assert_int_equal(c->parent, KTRACE_DEC_NONE);
+			assert_int_equal(c->parent, KD_NONE);
 		} else if (kd_is(d, c, "inner")) {
 			inner++;
-			assert_int_not_equal(c->parent, KTRACE_DEC_NONE);
+			assert_int_not_equal(c->parent, KD_NONE);
 			assert_true(kd_is(d, &d->calls[c->parent], "outer"));
 			assert_int_equal(c->depth, d->calls[c->parent].depth + 1);
 		} else {
@@ -74,7 +74,7 @@ static void test_e2e_manual_marks_spans_requests(void **state)
 	/* Marks: names, values, threads, order, and m2 inside an inner span. */
 	int m1 = 0, m2 = 0, t2m = 0;
 	for (uint32_t i = 0; i < d->nmarks; i++) {
-		const struct ktrace_dec_mark *m = &d->marks[i];
+		const struct kd_dec_mark *m = &d->marks[i];
 		const char *n = kd_name(d, m->name);
 		if (!strcmp(n, "m1")) {
 			assert_int_equal(m->value, 1);
@@ -104,7 +104,7 @@ static void test_e2e_manual_marks_spans_requests(void **state)
 	uint64_t tick_of[10];
 	int seen[10] = {0};
 	for (uint32_t i = 0; i < d->nmarks; i++) {
-		const struct ktrace_dec_mark *m = &d->marks[i];
+		const struct kd_dec_mark *m = &d->marks[i];
 		if (m->thread != t2)
 			continue;
 		assert_true(m->value < 10);
@@ -118,15 +118,15 @@ static void test_e2e_manual_marks_spans_requests(void **state)
 	/* Requests: three "get", each at least the 2 ms it slept. */
 	assert_int_equal(d->nreqs, 3);
 	for (uint32_t i = 0; i < d->nreqs; i++) {
-		const struct ktrace_dec_request *q = &d->reqs[i];
+		const struct kd_dec_request *q = &d->reqs[i];
 		assert_string_equal(kd_name(d, q->kind), "get");
 		assert_int_equal(q->thread, mainth);
 		assert_int_equal(q->flags, 0);
-		assert_true(ktrace__dec_ticks_ns(d, q->end - q->begin) >= 1900000);
+		assert_true(kd_dec_ticks_ns(d, q->end - q->begin) >= 1900000);
 		for (uint32_t j = 0; j < i; j++)
 			assert_true(d->reqs[j].id != q->id);
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	kt_proc_free(&p);
 	kt_rmtree(dir);
 	free(dir);

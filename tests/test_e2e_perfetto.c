@@ -126,7 +126,7 @@ static void test_e2e_perfetto_calls(void **state)
 	char *argv[] = {(char *)PROG, (char *)"calls", NULL};
 	char *files[1] = {snap};
 	struct kt_proc p;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	long total = 0, pf, js;
 	char *res;
 
@@ -185,7 +185,7 @@ static void test_e2e_perfetto_calls(void **state)
 	if (pf * 4 > js)
 		fail_msg("perfetto %ld bytes is more than 1/4 of chrome's %ld", pf, js);
 	free(res);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	kt_rmtree(dir);
 	free(dir);
 }

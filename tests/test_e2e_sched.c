@@ -157,7 +157,7 @@ static char *decode(const char *fmt, const char *file)
 	return out;
 }
 
-/* "<value> <unit>" (ktrace__fmt_dur) just before " label" in line -> ns. */
+/* "<value> <unit>" (kd_fmt_dur) just before " label" in line -> ns. */
 static double dur_before(const char *line, const char *label)
 {
 	const char *e = strstr(line, label), *s;
@@ -223,10 +223,10 @@ static void first_ranked(const char *text, char *fn_line, char *split_line, size
 }
 
 /* The decoded call of func on thread th (exactly one), or fail. */
-static const struct ktrace_dec_call *the_call(const struct ktrace_dec *d, uint32_t th,
+static const struct kd_dec_call *the_call(const struct kd_dec *d, uint32_t th,
                                               const char *func)
 {
-	const struct ktrace_dec_call *c = NULL;
+	const struct kd_dec_call *c = NULL;
 
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		if (d->calls[i].thread == th && kd_is(d, &d->calls[i], func)) {
@@ -241,20 +241,20 @@ static const struct ktrace_dec_call *the_call(const struct ktrace_dec *d, uint32
 
 /* Blocked intervals of thread th overlapping call c of at least min_ns:
  * count, and the longest one.  (Preempted ones are the machine's load.) */
-static unsigned offcpu_in_call(const struct ktrace_dec *d, uint32_t th,
-                               const struct ktrace_dec_call *c, uint64_t min_ns,
-                               const struct ktrace_dec_offcpu **longest)
+static unsigned offcpu_in_call(const struct kd_dec *d, uint32_t th,
+                               const struct kd_dec_call *c, uint64_t min_ns,
+                               const struct kd_dec_offcpu **longest)
 {
 	unsigned n = 0;
 
 	*longest = NULL;
 	for (uint32_t i = 0; i < d->noffcpu; i++) {
-		const struct ktrace_dec_offcpu *q = &d->offcpu[i];
+		const struct kd_dec_offcpu *q = &d->offcpu[i];
 
 		if (q->thread != th || q->end <= c->begin || q->begin >= c->end ||
 		    q->why != KTRACE_OFF_BLOCKED)
 			continue;
-		if (ktrace__dec_ticks_ns(d, q->end - q->begin) < min_ns)
+		if (kd_dec_ticks_ns(d, q->end - q->begin) < min_ns)
 			continue;
 		n++;
 		if (!*longest || q->end - q->begin > (*longest)->end - (*longest)->begin)
@@ -264,14 +264,14 @@ static unsigned offcpu_in_call(const struct ktrace_dec *d, uint32_t th,
 }
 
 /* Thread tid's call func holds an off-CPU interval of >= min_ns, inside it. */
-static void assert_sleep_attributed(const struct ktrace_dec *d, int tid, const char *func,
+static void assert_sleep_attributed(const struct kd_dec *d, int tid, const char *func,
                                     uint64_t min_ns)
 {
 	uint32_t th = kd_thread_tid(d, tid);
-	const struct ktrace_dec_call *c;
-	const struct ktrace_dec_offcpu *q;
+	const struct kd_dec_call *c;
+	const struct kd_dec_offcpu *q;
 
-	if (th == KTRACE_DEC_NONE)
+	if (th == KD_NONE)
 		fail_msg("thread %d not in the snapshot", tid);
 	c = the_call(d, th, func);
 	if (offcpu_in_call(d, th, c, min_ns, &q) != 1)
@@ -292,9 +292,9 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 {
 	struct run r;
 	char path[4352];
-	struct ktrace_dec *d;
-	const struct ktrace_dec_call *c;
-	const struct ktrace_dec_offcpu *q;
+	struct kd_dec *d;
+	const struct kd_dec_call *c;
+	const struct kd_dec_offcpu *q;
 	uint32_t th;
 	uint64_t ns;
 
@@ -305,12 +305,12 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	assert_non_null(d);
 	assert_true(d->sched);
 	th = kd_thread_tid(d, atoi(strstr(r.p.out, "tid ") + 4));
-	assert_int_not_equal(th, KTRACE_DEC_NONE);
+	assert_int_not_equal(th, KD_NONE);
 	c = the_call(d, th, "sleep_5ms");
 	/* one blocked interval of more than 1 ms (a page fault or the
 	 * library's first-call slow path may block for microseconds) */
 	assert_int_equal(offcpu_in_call(d, th, c, 1000000, &q), 1);
-	ns = ktrace__dec_ticks_ns(d, q->end - q->begin);
+	ns = kd_dec_ticks_ns(d, q->end - q->begin);
 	assert_true(ns >= 4900000);           /* nanosleep sleeps at least 5 ms */
 	assert_true(ns <= 500000000);         /* and wakes (a loaded machine is slow) */
 	assert_true(q->begin >= c->begin && q->end <= c->end);
@@ -319,11 +319,11 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	{
 		uint64_t off[2];
 
-		ktrace__dec_offcpu_in(d, th, c->begin, c->end, off);
-		assert_true(ktrace__dec_ticks_ns(d, off[KTRACE_OFF_BLOCKED] - (q->end - q->begin)) <
+		kd_dec_offcpu_in(d, th, c->begin, c->end, off);
+		assert_true(kd_dec_ticks_ns(d, off[KTRACE_OFF_BLOCKED] - (q->end - q->begin)) <
 		            1000000);
 	}
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	done(&r);
 }
 
@@ -453,7 +453,7 @@ static void test_sched_threads_attributed(void **state)
 	static const char *const env[] = { "E2E_SCHED_EARLY=1", NULL };
 	struct run r;
 	char path[4352];
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	run(&r, "threads", 0, env);
@@ -467,12 +467,12 @@ static void test_sched_threads_attributed(void **state)
 	assert_sleep_attributed(d, tid_of(&r, "early"), "early_sleep", 9000000);
 	assert_sleep_attributed(d, tid_of(&r, "late"), "late_sleep", 9000000);
 	assert_sleep_attributed(d, tid_of(&r, "gone"), "gone_sleep", 9000000);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	done(&r);
 }
 
 /* Records of a tid in a snapshot's SCHED section. */
-static unsigned sched_records_of(const struct ktrace_dec *d, int tid)
+static unsigned sched_records_of(const struct kd_dec *d, int tid)
 {
 	unsigned n = 0;
 
@@ -488,7 +488,7 @@ static void test_sched_fork(void **state)
 	struct run r;
 	char cpath[4352], ppath[4352];
 	int ctid = 0, ptid = 0;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	run(&r, "fork", 0, NULL);
@@ -499,12 +499,12 @@ static void test_sched_fork(void **state)
 	assert_true(d->sched);
 	assert_sleep_attributed(d, ctid, "child_sleep", 9000000);
 	assert_int_equal(sched_records_of(d, ptid), 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	d = kd_open(ppath);
 	assert_non_null(d);
 	assert_sleep_attributed(d, ptid, "parent_sleep", 9000000);
 	assert_int_equal(sched_records_of(d, ctid), 0);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	done(&r);
 }
 
@@ -514,7 +514,7 @@ static void test_sched_exec(void **state)
 	struct run r;
 	char bpath[4352], apath[4352];
 	int btid = 0, atid = 0;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 
 	(void)state;
 	run(&r, "exec", 0, NULL);
@@ -523,12 +523,12 @@ static void test_sched_exec(void **state)
 	d = kd_open(bpath);
 	assert_non_null(d);
 	assert_sleep_attributed(d, btid, "exec_sleep", 9000000);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	d = kd_open(apath);
 	assert_non_null(d);
 	assert_true(d->sched);
 	assert_sleep_attributed(d, atid, "after_exec_sleep", 9000000);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 	done(&r);
 }
 

@@ -111,7 +111,7 @@ static void check_holes(const char *path, const struct kt_file *f, struct totals
 static void check_file(const char *path, struct totals *tot)
 {
 	struct kt_file f;
-	struct ktrace_dec *d;
+	struct kd_dec *d;
 	uint64_t losses = 0;
 
 	if (kt_file_load(path, &f) != 0)
@@ -138,7 +138,7 @@ static void check_file(const char *path, struct totals *tot)
 	for (uint32_t t = 0; t < d->nthreads; t++)
 		fam_of[t] = -1;
 	for (uint32_t k = 0; k < d->ncalls; k++) {
-		const struct ktrace_dec_call *c = &d->calls[k];
+		const struct kd_dec_call *c = &d->calls[k];
 		const char *name = kd_func(d, c);
 		int fam, kind = classify(name, &fam);
 
@@ -164,8 +164,8 @@ static void check_file(const char *path, struct totals *tot)
 			PROBLEM(tot, P_MISATTR, misattributed,
 			        "%s: thread %d (%s) calls %s and functions of family %d", path,
 			        d->threads[c->thread].tid, d->threads[c->thread].name, name, *tf);
-		if (c->parent != KTRACE_DEC_NONE) {
-			const struct ktrace_dec_call *p = &d->calls[c->parent];
+		if (c->parent != KD_NONE) {
+			const struct kd_dec_call *p = &d->calls[c->parent];
 			int pf, pk = classify(kd_func(d, p), &pf);
 			int ok = pf == fam && ((kind == 'f' && (pk == 'g' || pk == 'w')) ||
 			                       (kind == 'g' && pk == 'w'));
@@ -205,7 +205,7 @@ static void check_file(const char *path, struct totals *tot)
 		tot->sig_files++;
 	else
 		fail_msg("%s: reason '%s'", path, d->snap.info.reason);
-	ktrace__dec_free(d);
+	kd_dec_free(d);
 }
 
 static void run_stress(const char *const *extra, const char *max_live)

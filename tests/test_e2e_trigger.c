@@ -81,21 +81,21 @@ static void finish(struct run *r)
 	free(r->dir);
 }
 
-static struct ktrace_dec *open_clean(const char *path)
+static struct kd_dec *open_clean(const char *path)
 {
 	struct kt_file f;
 	if (kt_file_load(path, &f) != 0)
 		fail_msg("%s: %s", path, f.why);
 	assert_int_equal(f.bad_blocks, 0);
 	kt_file_free(&f);
-	struct ktrace_dec *d = kd_open(path);
+	struct kd_dec *d = kd_open(path);
 	assert_non_null(d);
 	assert_int_equal(d->snap.damaged_blocks, 0);
 	return d;
 }
 
 /* Checks common to every trigger snapshot. */
-static void check_trigger_file(const struct ktrace_dec *d, int tid, uint32_t why,
+static void check_trigger_file(const struct kd_dec *d, int tid, uint32_t why,
                                uint64_t min_dur_ns, uint64_t delay_ms)
 {
 	const struct ktrace_trigger_rec *t = &d->snap.trigger;
@@ -109,12 +109,12 @@ static void check_trigger_file(const struct ktrace_dec *d, int tid, uint32_t why
 	assert_true(t->duration_ns >= min_dur_ns);
 	assert_true(t->end_tsc > t->begin_tsc);
 	/* The request is in the window and marked as the trigger. */
-	assert_int_not_equal(d->trigger_req, KTRACE_DEC_NONE);
-	const struct ktrace_dec_request *q = &d->reqs[d->trigger_req];
+	assert_int_not_equal(d->trigger_req, KD_NONE);
+	const struct kd_dec_request *q = &d->reqs[d->trigger_req];
 	assert_true(q->flags & KTRACE_REQ_TRIGGER);
 	assert_true(q->id == t->request_id);
 	assert_int_equal(d->threads[q->thread].tid, tid);
-	assert_true(ktrace__dec_ticks_ns(d, q->end - q->begin) >= min_dur_ns * 99 / 100);
+	assert_true(kd_dec_ticks_ns(d, q->end - q->begin) >= min_dur_ns * 99 / 100);
 	/* Written no earlier than the post-trigger delay after the request. */
 	double waited_ns = (double)(d->snap.info.snapshot_tsc - t->end_tsc) * 1e9 /
 	                   (double)d->snap.info.tsc_hz;
@@ -148,7 +148,7 @@ static void test_e2e_trigger_absolute_fires_with_aftermath(void **state)
 	 * request would not). */
 	int planted = 0, stretched = 0;
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		uint64_t end_tick = t->end_tsc >> d->snap.info.tsc_shift;
 		uint64_t ms_ticks = (d->snap.info.tsc_hz / 1000) >> d->snap.info.tsc_shift;
@@ -165,14 +165,14 @@ static void test_e2e_trigger_absolute_fires_with_aftermath(void **state)
 				fail_msg("%s: a trigger on a %.3f ms request, threshold %.3f ms",
 				         files[i], t->duration_ns / 1e6, t->threshold_ns / 1e6);
 			stretched++;
-			ktrace__dec_free(d);
+			kd_dec_free(d);
 			continue;
 		}
 		planted++;
 		check_trigger_file(d, r.tid, KTRACE_TRIGGER_ABSOLUTE, 10000000, 100);
 		assert_int_equal(t->threshold_ns, 2000000);
 		/* The aftermath: the mark made right after the slow request. */
-		const struct ktrace_dec_request *q = &d->reqs[d->trigger_req];
+		const struct kd_dec_request *q = &d->reqs[d->trigger_req];
 		for (uint32_t k = 0; k < d->nmarks; k++)
 			if (!strcmp(kd_name(d, d->marks[k].name), "after-trigger")) {
 				assert_int_equal(d->marks[k].value, 42);
@@ -185,8 +185,8 @@ static void test_e2e_trigger_absolute_fires_with_aftermath(void **state)
 			if (d->reqs[k].begin > q->end)
 				later++;
 		assert_true(later > 0);
-		assert_true(kd_count(d, KTRACE_DEC_NONE, "handle_get") >= 201);
-		ktrace__dec_free(d);
+		assert_true(kd_count(d, KD_NONE, "handle_get") >= 201);
+		kd_dec_free(d);
 	}
 	if (stretched)
 		print_message("%d fast request(s) stretched past 2 ms by the machine%s\n",
@@ -237,12 +237,12 @@ static void test_e2e_trigger_percentile_fires_on_outlier_once_armed(void **state
 	assert_int_equal(rc, 0);
 	int n = trigger_files(r.dir, &files);
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		if (!strcmp(files[i], final_path)) {
 			assert_false(d->snap.have_trigger);
 			suppressed = d->snap.loss.count[KTRACE_LOSS_SNAPSHOTS_SUPPRESSED];
-			ktrace__dec_free(d);
+			kd_dec_free(d);
 			continue;
 		}
 		assert_true(d->snap.have_trigger);
@@ -271,7 +271,7 @@ static void test_e2e_trigger_percentile_fires_on_outlier_once_armed(void **state
 		} else {
 			steady++;
 		}
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	kt_free_list(files);
 	print_message("steady requests that fired: %d files + %llu suppressed of 450\n", steady,
@@ -309,7 +309,7 @@ static void test_e2e_trigger_snapshot_does_not_trigger_itself(void **state)
 	int n = trigger_files(r.dir, &files);
 	/* Names end in the process's snapshot number: sorted = in order. */
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		int mine = 0;
 		assert_true(d->snap.have_trigger);
@@ -329,7 +329,7 @@ static void test_e2e_trigger_snapshot_does_not_trigger_itself(void **state)
 		              mine ? " while the previous snapshot was written" : "",
 		              (unsigned long long)t->suppressed);
 		prev_copy = d->snap.info.snapshot_tsc;
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	kt_free_list(files);
 	finish(&r);
@@ -356,7 +356,7 @@ static void test_e2e_trigger_rate_limit_reports_suppressed(void **state)
 	int n = trigger_files(r.dir, &files);
 	assert_int_equal(n, 3); /* 2 trigger files + the final API one */
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		if (!strcmp(files[i], final_path)) {
 			assert_false(d->snap.have_trigger);
 			/* 40 slow requests, 2 files: 38 suppressed, all counted. */
@@ -366,7 +366,7 @@ static void test_e2e_trigger_rate_limit_reports_suppressed(void **state)
 			suppressed_in_files += d->snap.trigger.suppressed;
 			trig++;
 		}
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	assert_int_equal(trig, 2);
 	/* The slow requests that came while a trigger was pending were
@@ -391,7 +391,7 @@ static void test_e2e_trigger_races_with_sigusr2(void **state)
 	kt_sleep_ms(100);
 	int n = trigger_files(r.dir, &files);
 	for (int i = 0; i < n; i++) {
-		struct ktrace_dec *d = open_clean(files[i]);
+		struct kd_dec *d = open_clean(files[i]);
 		if (d->snap.have_trigger) {
 			check_trigger_file(d, r.tid, KTRACE_TRIGGER_ABSOLUTE, 2000000, 0);
 			trig++;
@@ -399,7 +399,7 @@ static void test_e2e_trigger_races_with_sigusr2(void **state)
 			assert_string_equal(d->snap.info.reason, "signal SIGUSR2");
 			sig++;
 		}
-		ktrace__dec_free(d);
+		kd_dec_free(d);
 	}
 	kt_free_list(files);
 	assert_int_equal(trig, 5);

@@ -6,62 +6,62 @@
 #include <stdio.h>
 #include <string.h>
 
-struct ktrace_dec *kd_open(const char *path)
+struct kd_dec *kd_open(const char *path)
 {
-	struct ktrace_dec *d = NULL;
-	struct ktrace_dec_error err;
-	struct ktrace_dec_opts o;
+	struct kd_dec *d = NULL;
+	struct kd_dec_error err;
+	struct kd_dec_opts o;
 	char msg[512];
 
 	memset(&o, 0, sizeof(o));
-	if (ktrace__dec_open_file(path, &o, &d, &err) != 0) {
-		ktrace__dec_error_format(&err, path, msg, sizeof(msg));
+	if (kd_dec_open_file(path, &o, &d, &err) != 0) {
+		kd_dec_error_format(&err, path, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		return NULL;
 	}
 	return d;
 }
 
-uint32_t kd_thread(const struct ktrace_dec *d, const char *name)
+uint32_t kd_thread(const struct kd_dec *d, const char *name)
 {
 	for (uint32_t i = 0; i < d->nthreads; i++)
 		if (strcmp(d->threads[i].name, name) == 0)
 			return i;
-	return KTRACE_DEC_NONE;
+	return KD_NONE;
 }
 
-uint32_t kd_thread_tid(const struct ktrace_dec *d, int32_t tid)
+uint32_t kd_thread_tid(const struct kd_dec *d, int32_t tid)
 {
 	for (uint32_t i = 0; i < d->nthreads; i++)
 		if (d->threads[i].tid == tid)
 			return i;
-	return KTRACE_DEC_NONE;
+	return KD_NONE;
 }
 
-const char *kd_func(const struct ktrace_dec *d, const struct ktrace_dec_call *c)
+const char *kd_func(const struct kd_dec *d, const struct kd_dec_call *c)
 {
-	const char *n = ktrace__dec_func_name(d, c->func);
+	const char *n = kd_dec_func_name(d, c->func);
 	return n ? n : "?";
 }
 
-int kd_is(const struct ktrace_dec *d, const struct ktrace_dec_call *c, const char *name)
+int kd_is(const struct kd_dec *d, const struct kd_dec_call *c, const char *name)
 {
 	return strcmp(kd_func(d, c), name) == 0;
 }
 
-uint64_t kd_count(const struct ktrace_dec *d, uint32_t thread, const char *func)
+uint64_t kd_count(const struct kd_dec *d, uint32_t thread, const char *func)
 {
 	uint64_t n = 0;
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
-		if ((thread == KTRACE_DEC_NONE || c->thread == thread) && kd_is(d, c, func))
+		const struct kd_dec_call *c = &d->calls[i];
+		if ((thread == KD_NONE || c->thread == thread) && kd_is(d, c, func))
 			n++;
 	}
 	return n;
 }
 
-uint64_t kd_count_flags(const struct ktrace_dec *d, uint32_t flags)
+uint64_t kd_count_flags(const struct kd_dec *d, uint32_t flags)
 {
 	uint64_t n = 0;
 
@@ -71,13 +71,13 @@ uint64_t kd_count_flags(const struct ktrace_dec *d, uint32_t flags)
 	return n;
 }
 
-uint64_t kd_ns(const struct ktrace_dec *d, const struct ktrace_dec_call *c)
+uint64_t kd_ns(const struct kd_dec *d, const struct kd_dec_call *c)
 {
-	return ktrace__dec_ticks_ns(d, c->end - c->begin);
+	return kd_dec_ticks_ns(d, c->end - c->begin);
 }
 
-const char *kd_name(const struct ktrace_dec *d, uint32_t id)
+const char *kd_name(const struct kd_dec *d, uint32_t id)
 {
-	const char *s = ktrace__snap_name(&d->snap, id);
+	const char *s = kd_snap_name(&d->snap, id);
 	return s ? s : "";
 }

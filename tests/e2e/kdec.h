@@ -11,21 +11,21 @@
 #include "decoder.h"
 
 /* Decode path (stages 1-5).  NULL on error, with the message on stderr. */
-struct ktrace_dec *kd_open(const char *path);
-/* Thread index by name (first match) or by tid; KTRACE_DEC_NONE if absent. */
-uint32_t kd_thread(const struct ktrace_dec *d, const char *name);
-uint32_t kd_thread_tid(const struct ktrace_dec *d, int32_t tid);
+struct kd_dec *kd_open(const char *path);
+/* Thread index by name (first match) or by tid; KD_NONE if absent. */
+uint32_t kd_thread(const struct kd_dec *d, const char *name);
+uint32_t kd_thread_tid(const struct kd_dec *d, int32_t tid);
 /* Function name of a call (symbol without any ".clone" suffix matters). */
-const char *kd_func(const struct ktrace_dec *d, const struct ktrace_dec_call *c);
+const char *kd_func(const struct kd_dec *d, const struct kd_dec_call *c);
 /* 1 if the call's function is exactly name. */
-int kd_is(const struct ktrace_dec *d, const struct ktrace_dec_call *c, const char *name);
-/* Calls of func (exact name) on thread (KTRACE_DEC_NONE = any). */
-uint64_t kd_count(const struct ktrace_dec *d, uint32_t thread, const char *func);
+int kd_is(const struct kd_dec *d, const struct kd_dec_call *c, const char *name);
+/* Calls of func (exact name) on thread (KD_NONE = any). */
+uint64_t kd_count(const struct kd_dec *d, uint32_t thread, const char *func);
 /* Calls flagged with any of flags. */
-uint64_t kd_count_flags(const struct ktrace_dec *d, uint32_t flags);
+uint64_t kd_count_flags(const struct kd_dec *d, uint32_t flags);
 /* Duration of a call in ns. */
-uint64_t kd_ns(const struct ktrace_dec *d, const struct ktrace_dec_call *c);
+uint64_t kd_ns(const struct kd_dec *d, const struct kd_dec_call *c);
 /* Name of a mark/request name id. */
-const char *kd_name(const struct ktrace_dec *d, uint32_t id);
+const char *kd_name(const struct kd_dec *d, uint32_t id);
 
 #endif /* KDEC_H */

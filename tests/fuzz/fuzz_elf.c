@@ -2,7 +2,7 @@
  * fuzz_elf.c - libFuzzer entry point for the ELF symbol reader
  * (decoder/symbols.c): a hostile or truncated ELF file must give an error
  * or a usable symbol table, never a crash.  Each input is also written to a
- * file and read back through ktrace__elf_open (which reads only the parts
+ * file and read back through kd_elf_open (which reads only the parts
  * it needs), and one special path (a FIFO with no writer, /dev/zero, a
  * directory, /dev/stdin) must be refused without blocking (issue 11).
  * Built as ktrace-fuzz-elf with -DKTRACE_BUILD_FUZZ=ON;
@@ -38,7 +38,7 @@ static void from_files(const uint8_t *data, size_t size)
 	static const char *specials[] = { fifo_path, "/dev/zero", "/dev/stdin", "/", dir,
 	                                  "/dev/null", "/nonexistent/ktrace-fuzz" };
 	struct ktrace_elf *e;
-	struct ktrace_dec_error err;
+	struct kd_dec_error err;
 	int fd;
 
 	if (!dir[0]) {
@@ -59,11 +59,11 @@ static void from_files(const uint8_t *data, size_t size)
 	if (fd < 0 || write(fd, data, size) != (ssize_t)size)
 		abort();
 	close(fd);
-	if (ktrace__elf_open(file_path, &e, &err) == 0) {
+	if (kd_elf_open(file_path, &e, &err) == 0) {
 		lookups(e);
-		ktrace__elf_free(e);
+		kd_elf_free(e);
 	}
-	if (ktrace__elf_open(specials[size % (sizeof(specials) / sizeof(specials[0]))], &e,
+	if (kd_elf_open(specials[size % (sizeof(specials) / sizeof(specials[0]))], &e,
 	                     &err) == 0)
 		abort(); /* no special file is ever read as ELF */
 }
@@ -71,13 +71,13 @@ static void from_files(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct ktrace_elf *e;
-	struct ktrace_dec_error err;
+	struct kd_dec_error err;
 
 	from_files(data, size);
-	if (ktrace__elf_parse(data, size, &e, &err) != 0)
+	if (kd_elf_parse(data, size, &e, &err) != 0)
 		return 0;
 	lookups(e);
-	ktrace__elf_free(e);
+	kd_elf_free(e);
 	return 0;
 }
 
@@ -86,9 +86,9 @@ static void lookups(const struct ktrace_elf *e)
 	uint64_t v, start;
 
 	for (uint64_t off = 0; off < 0x4000; off += 0x1f1)
-		if (ktrace__elf_offset_to_vaddr(e, off, &v) == 0)
-			ktrace__elf_lookup(e, v, &start);
+		if (kd_elf_offset_to_vaddr(e, off, &v) == 0)
+			kd_elf_lookup(e, v, &start);
 	for (uint64_t a = 0; a < 0x10000; a += 0x3e7)
-		ktrace__elf_lookup(e, a, &start);
-	ktrace__elf_lookup(e, UINT64_MAX, NULL);
+		kd_elf_lookup(e, a, &start);
+	kd_elf_lookup(e, UINT64_MAX, NULL);
 }

@@ -66,9 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void run(const uint8_t *data, size_t size);
 
 /* What the timeline stage promises, whatever the input: abort if not. */
-static void broken(const struct ktrace_dec *d, uint32_t i, const char *what)
+static void broken(const struct kd_dec *d, uint32_t i, const char *what)
 {
-	const struct ktrace_dec_call *c = &d->calls[i];
+	const struct kd_dec_call *c = &d->calls[i];
 
 	fprintf(stderr, "invariant broken: call %u: %s (begin %llu end %llu self %llu depth %u "
 	        "parent %u flags %#x)\n", i, what, (unsigned long long)c->begin,
@@ -82,10 +82,10 @@ static void broken(const struct ktrace_dec *d, uint32_t i, const char *what)
 	abort();
 }
 
-static void check_invariants(const struct ktrace_dec *d)
+static void check_invariants(const struct kd_dec *d)
 {
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		const struct ktrace_dec_call *c = &d->calls[i];
+		const struct kd_dec_call *c = &d->calls[i];
 
 		if (c->begin > c->end)
 			broken(d, i, "begin > end");
@@ -94,8 +94,8 @@ static void check_invariants(const struct ktrace_dec *d)
 		if (c->func >= d->nfuncs || c->thread >= d->nthreads ||
 		    c->core >= (d->snap.ncores ? d->snap.ncores : 1))
 			broken(d, i, "index out of range");
-		if (c->parent != KTRACE_DEC_NONE) {
-			const struct ktrace_dec_call *p;
+		if (c->parent != KD_NONE) {
+			const struct kd_dec_call *p;
 
 			if (c->parent >= d->ncalls)
 				broken(d, i, "parent out of range");
@@ -127,7 +127,7 @@ static void remove_fifo(void)
 }
 
 /* Symbolize d's modules from special files, rotated by seed. */
-static void symbolize_specials(struct ktrace_dec *d, size_t seed)
+static void symbolize_specials(struct kd_dec *d, size_t seed)
 {
 	size_t n = sizeof(specials) / sizeof(specials[0]);
 
@@ -139,11 +139,11 @@ static void symbolize_specials(struct ktrace_dec *d, size_t seed)
 	}
 	for (uint32_t i = 0; i < d->snap.nmodules; i++) {
 		free(d->snap.modules[i].path);
-		d->snap.modules[i].path = ktrace__xstrdup(specials[(seed + i) % n], "fuzz");
+		d->snap.modules[i].path = kd_xstrdup(specials[(seed + i) % n], "fuzz");
 	}
 	d->opts.no_symbols = 0;
 	d->opts.sysroot = NULL;
-	ktrace__dec_symbolize(d);
+	kd_dec_symbolize(d);
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (!d->funcs[i].name)
 			abort();
@@ -167,10 +167,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static void run(const uint8_t *data, size_t size)
 {
 	static FILE *null;
-	struct ktrace_dec_opts opts = { .no_symbols = 1 };
+	struct kd_dec_opts opts = { .no_symbols = 1 };
 	struct ktrace_out_opts oo = { 0 };
-	struct ktrace_dec_error err;
-	struct ktrace_dec *d, *prev = NULL;
+	struct kd_dec_error err;
+	struct kd_dec *d, *prev = NULL;
 	struct ktrace_chrome ch;
 	char msg[512];
 
@@ -180,36 +180,36 @@ static void run(const uint8_t *data, size_t size)
 		return;
 	for (int all = 0; all < 2; all++) {
 		opts.all = all;
-		if (ktrace__dec_open_buffer(data, size, "fuzz", &opts, &d, &err) != 0) {
-			ktrace__dec_error_format(&err, "fuzz", msg, sizeof(msg));
+		if (kd_dec_open_buffer(data, size, "fuzz", &opts, &d, &err) != 0) {
+			kd_dec_error_format(&err, "fuzz", msg, sizeof(msg));
 			fputs(msg, null);
-			ktrace__dec_free(prev);
+			kd_dec_free(prev);
 			return;
 		}
 		check_invariants(d);
-		ktrace__out_summary(null, d);
-		ktrace__out_text(null, d, &oo);
-		ktrace__out_stats(null, d, &oo);
-		ktrace__out_explain(null, d, &oo);
-		ktrace__out_html(null, &d, 1, &oo);
-		ktrace__out_folded(null, d, &oo);
-		ktrace__out_chrome_begin(&ch, null, ktrace__dec_wall_ns(d, d->window_start));
-		ktrace__out_chrome_file(&ch, d, d->snap.info.pid, &oo);
-		ktrace__out_chrome_end(&ch);
+		kd_out_summary(null, d);
+		kd_out_text(null, d, &oo);
+		kd_out_stats(null, d, &oo);
+		kd_out_explain(null, d, &oo);
+		kd_out_html(null, &d, 1, &oo);
+		kd_out_folded(null, d, &oo);
+		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
+		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
+		kd_out_chrome_end(&ch);
 		if (all)
 			symbolize_specials(d, size);
-		ktrace__out_perfetto(null, &d, 1, &oo);
+		kd_out_perfetto(null, &d, 1, &oo);
 		if (prev) {
 			/* Two snapshots of one process (the window, and --all). */
-			struct ktrace_dec *two[2] = { prev, d };
+			struct kd_dec *two[2] = { prev, d };
 
-			ktrace__out_perfetto(null, two, 2, &oo);
-			ktrace__dec_free(prev);
+			kd_out_perfetto(null, two, 2, &oo);
+			kd_dec_free(prev);
 			prev = NULL;
-			ktrace__dec_free(d);
+			kd_dec_free(d);
 		} else {
 			prev = d;
 		}
 	}
-	ktrace__dec_free(prev);
+	kd_dec_free(prev);
 }
