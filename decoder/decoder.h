@@ -389,6 +389,13 @@ struct kd_dec {
 	uint32_t nstrs, capstrs;
 	void *symcache;           /* symbols.c */
 	int warned_demangle;      /* symbols.c: "names stay mangled" said */
+	/* Time-range selection (range.c; zero without one). */
+	int range_cut;            /* window_start/end are the range now */
+	uint64_t range_full_start, range_full_end; /* ticks: the snapshot's window */
+	uint64_t range_calls_out; /* calls left out: wholly outside the range */
+	uint64_t min_dur_ns;      /* --min-dur, ns */
+	uint64_t min_dur_ticks;   /* ... in ticks */
+	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
 };
 
 /* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
@@ -510,6 +517,41 @@ struct ktrace_umap {
 uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k); /* or KD_NONE */
 int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
 void kd_umap_free(struct ktrace_umap *m);
+
+/* ---- time-range selection (range.c) ------------------------------------- */
+
+enum kd_when_kind { KD_WHEN_NONE = 0, KD_WHEN_OFFSET, KD_WHEN_TIME_OF_DAY, KD_WHEN_WALL };
+
+/* One end of a range as written on the command line. */
+struct kd_when {
+	int kind;                 /* enum kd_when_kind */
+	int64_t ns;               /* offset, ns since midnight UTC, or ns since the epoch */
+	const char *text;         /* as given */
+};
+
+struct kd_range {
+	struct kd_when from, to;  /* --from / --to */
+	int around_set;           /* --around-trigger given */
+	uint64_t around_ns;       /* ns: its duration */
+	uint64_t min_dur_ns;      /* --min-dur (0: none) */
+	/* kd_range_resolve(): */
+	int active;               /* from/to/around given */
+	int64_t from_ns, to_ns;   /* CLOCK_REALTIME ns (INT64_MIN / INT64_MAX: open) */
+};
+
+/* Parse a --from/--to value / a duration; 0, or -1 with msg saying what to
+ * write instead. */
+int kd_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len);
+int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len);
+/* Turn the range into wall-clock ns for these files (offsets from the
+ * earliest window start; --around-trigger from the first file with a
+ * trigger).  0, or -1 with msg (no trigger, empty range, outside every window). */
+int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n, char *msg,
+                     size_t len);
+/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
+void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
+/* The summary's "range:" / "min-dur:" lines, if a cut was made. */
+void kd_out_range_note(FILE *f, const struct kd_dec *d);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 

@@ -13,12 +13,16 @@
 
 #include "decoder.h"
 
+/* Long-only options (time-range selection, range.c). */
+enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR };
+
 enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_PERFETTO, F_EXCLUDE };
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
-	"                     [--no-demangle] [-q] FILE...\n"
+	"                     [--no-demangle] [-q] [--from T] [--to T]\n"
+	"                     [--around-trigger DUR] [--min-dur DUR] FILE...\n"
 	"\n"
 	"Decode ktrace snapshot files.\n"
 	"  -f, --format F   summary (default): file, process, clock, window, per-core\n"
@@ -57,6 +61,15 @@ static const char usage_text[] =
 	"                   (template arguments become <...>)\n"
 	"  -q, --quiet      no summary on stderr (chrome, perfetto, html, folded); one\n"
 	"                   line per file instead of each warning\n"
+	"  --from T, --to T keep only this time range (every format): T is a UTC\n"
+	"                   time HH:MM:SS[.frac] as the text timeline prints it,\n"
+	"                   YYYY-MM-DDTHH:MM:SS[.frac], or an offset into the window\n"
+	"                   (+1.5s, +200ms; from the earliest window start of all\n"
+	"                   FILEs); calls and requests across a cut are cut there and\n"
+	"                   flagged like those at the window's edges\n"
+	"  --around-trigger DUR  the trigger request, DUR (200ms, 1s, ...) either side\n"
+	"  --min-dur DUR    leave calls shorter than DUR out (their time stays in\n"
+	"                   their callers' self time; the summary says how many)\n"
 	"  -h, --help       this text\n"
 	"\n"
 	"Several FILEs: text formats print each after a \"==> FILE <==\" header;\n"
@@ -124,6 +137,10 @@ int main(int argc, char **argv)
 		{ "no-demangle", no_argument, NULL, 'r' },
 		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "around-trigger", required_argument, NULL, OPT_AROUND },
+		{ "min-dur", required_argument, NULL, OPT_MIN_DUR },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
@@ -136,6 +153,8 @@ int main(int argc, char **argv)
 	int c, nfiles, status = 0, write_err = 0, direct = 0;
 	struct stat st;
 	uint64_t v;
+	struct kd_range range = { 0 };
+	char rmsg[400];
 
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -176,6 +195,24 @@ int main(int argc, char **argv)
 			oopts.limit = v;
 			break;
 		case 'q': oopts.quiet = 1; break;
+		case OPT_FROM:
+		case OPT_TO:
+			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
+			                  c == OPT_FROM ? &range.from : &range.to, rmsg, sizeof(rmsg))) {
+				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+				return 2;
+			}
+			break;
+		case OPT_AROUND:
+		case OPT_MIN_DUR:
+			if (kd_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
+			                      c == OPT_AROUND ? &range.around_ns : &range.min_dur_ns, rmsg,
+			                      sizeof(rmsg))) {
+				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+				return 2;
+			}
+			range.around_set |= c == OPT_AROUND;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -203,6 +240,19 @@ int main(int argc, char **argv)
 		}
 		print_warnings(decs[i], oopts.quiet);
 	}
+
+	if (range.around_set && (range.from.kind || range.to.kind)) {
+		fprintf(stderr, "ktrace-decode: --around-trigger chooses the range itself; give it "
+		        "alone, or --from/--to without it\n");
+		return 2;
+	}
+	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
+		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+		return 2;
+	}
+	for (int i = 0; i < nfiles; i++)
+		if (decs[i])
+			kd_range_apply(decs[i], &range);
 
 	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		/* /dev/null, a FIFO, a terminal: write in place, never replace. */
