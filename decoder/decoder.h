@@ -396,6 +396,12 @@ struct kd_dec {
 	uint64_t min_dur_ns;      /* --min-dur, ns */
 	uint64_t min_dur_ticks;   /* ... in ticks */
 	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+	/* Several files on one timeline (merge.c; zero for one file). */
+	uint32_t merge_group;     /* 1-based process group among the files */
+	uint64_t merge_cut;       /* ticks: an earlier snapshot of the process ends here
+	                             (0: no overlap) */
+	uint64_t merge_dropped;   /* calls left out: the earlier snapshot has them */
+	uint64_t merge_joined;    /* frames open across the cut made one call */
 };
 
 /* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
@@ -550,8 +556,29 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
                      size_t len);
 /* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
+/* Keep the calls with keep[i] set: parents become the nearest kept caller,
+ * requests' call positions are remapped; recompute_self: self times from
+ * the callees that stay (a dropped callee's time stays in its caller). */
+void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
 /* The summary's "range:" / "min-dur:" lines, if a cut was made. */
 void kd_out_range_note(FILE *f, const struct kd_dec *d);
+
+/* ---- several files on one timeline (merge.c) ----------------------------- */
+
+/* Same host, pid, start_tsc and tsc_shift: snapshots of one process. */
+int kd_same_process(const struct kd_dec *a, const struct kd_dec *b);
+/* Group the files by process and cut overlapping snapshots of one process so
+ * that each call appears once (see merge.c). */
+void kd_merge_files(struct kd_dec *const *decs, uint32_t n);
+/* ns since the epoch: the earliest window start of the files. */
+int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
+/* "merged timeline of N files": each file's process, window, offset on the
+ * merged timeline and the clock offset used. */
+void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
+/* One text timeline of all files, lines tagged "[N]" by file. */
+struct ktrace_out_opts;
+void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                        const struct ktrace_out_opts *o);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 

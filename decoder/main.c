@@ -253,6 +253,10 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nfiles; i++)
 		if (decs[i])
 			kd_range_apply(decs[i], &range);
+	/* One timeline: snapshots of one process cut so each call shows once
+	 * (perfetto merges its own event sequences by the same rule). */
+	if (nfiles > 1 && (fmt == F_TEXT || fmt == F_SUMMARY || fmt == F_CHROME || fmt == F_HTML))
+		kd_merge_files(decs, (uint32_t)nfiles);
 
 	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		/* /dev/null, a FIFO, a terminal: write in place, never replace. */
@@ -317,8 +321,12 @@ int main(int argc, char **argv)
 				continue;
 			pid = decs[i]->snap.info.pid;
 			for (int k = 0; pids && k < i; k++)
-				if (decs[k] && pids[k] == pid)
-					pid += 10000000ll * (i + 1); /* same process, two snapshots */
+				if (decs[k] && kd_same_process(decs[k], decs[i])) {
+					pid = pids[k]; /* snapshots of one process: one process */
+					break;
+				} else if (decs[k] && pids[k] == pid) {
+					pid += 10000000ll * (i + 1); /* same pid, another process */
+				}
 			if (pids)
 				pids[i] = pid;
 			kd_out_chrome_file(&ch, decs[i], pid, &oopts);
@@ -327,6 +335,8 @@ int main(int argc, char **argv)
 		}
 		kd_out_chrome_end(&ch);
 		free(pids);
+		if (nfiles > 1 && !oopts.quiet)
+			kd_out_merge_summary(stderr, decs, (uint32_t)nfiles);
 	} else if (fmt == F_HTML) {
 		/* All files in one page; over the page's limit, no page at all. */
 		if (kd_out_html(out, decs, nfiles, &oopts) != 0)
@@ -360,12 +370,20 @@ int main(int argc, char **argv)
 			case F_TEXT:
 				if (d->snap.have_trigger)
 					kd_out_explain(out, d, &oopts);
-				kd_out_text(out, d, &oopts);
+				if (nfiles == 1)
+					kd_out_text(out, d, &oopts);
 				break;
 			case F_STATS: kd_out_stats(out, d, &oopts); break;
 			case F_EXPLAIN: kd_out_explain(out, d, &oopts); break;
 			default: break;
 			}
+		}
+		/* Several files: one timeline (merge.c). */
+		if (printed && nfiles > 1 && (fmt == F_TEXT || fmt == F_SUMMARY)) {
+			fprintf(out, "\n==> all files <==\n");
+			kd_out_merge_summary(out, decs, (uint32_t)nfiles);
+			if (fmt == F_TEXT)
+				kd_out_text_merged(out, decs, (uint32_t)nfiles, &oopts);
 		}
 	}
 

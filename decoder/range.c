@@ -290,12 +290,56 @@ static uint32_t remap_up(const struct kd_dec *d, const uint8_t *keep, const uint
 	return KD_NONE;
 }
 
+void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self)
+{
+	uint32_t *map = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*map), "the call list");
+	uint64_t *kids = kd_xcalloc((size_t)d->ncalls + 1, sizeof(*kids), "the call list");
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		map[i] = n;
+		n += keep[i] != 0;
+	}
+	map[d->ncalls] = n;
+	/* Requests' recorded-order positions, on the old indices. */
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *q = &d->reqs[i];
+
+		q->open_at_end = remap_up(d, keep, map, q->open_at_end);
+		q->call_first = remap_ge(map, d->ncalls, q->call_first);
+		q->call_end = remap_ge(map, d->ncalls, q->call_end);
+	}
+	/* New parents: the nearest kept caller (kids[] holds them for now). */
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (keep[i])
+			kids[i] = remap_up(d, keep, map, d->calls[i].parent);
+	for (uint32_t i = 0, k = 0; i < d->ncalls; i++)
+		if (keep[i]) {
+			d->calls[k] = d->calls[i];
+			d->calls[k++].parent = (uint32_t)kids[i];
+		}
+	d->ncalls = n;
+	/* Self time from the callees that stay (a dropped one's time stays). */
+	if (!recompute_self)
+		goto out;
+	memset(kids, 0, ((size_t)n + 1) * sizeof(*kids));
+	for (uint32_t i = 0; i < n; i++)
+		if (d->calls[i].parent < n)
+			kids[d->calls[i].parent] += d->calls[i].end - d->calls[i].begin;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t dur = d->calls[i].end - d->calls[i].begin;
+
+		d->calls[i].self = dur > kids[i] ? dur - kids[i] : 0;
+	}
+out:
+	free(map);
+	free(kids);
+}
+
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 {
 	uint64_t from = d->window_start, to = d->window_end, min = 0;
 	uint8_t *keep;
-	uint32_t *map, n = 0;
-	uint64_t *kids;
 	int cb, ce;
 
 	d->range_full_start = d->window_start;
@@ -323,12 +367,9 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 		return;
 
 	keep = kd_xcalloc((size_t)d->ncalls + 1, 1, "the range cut");
-	map = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*map), "the range cut");
-	kids = kd_xcalloc((size_t)d->ncalls + 1, sizeof(*kids), "the range cut");
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		struct kd_dec_call *c = &d->calls[i];
 
-		map[i] = n;
 		if (min && c->end - c->begin < min) {
 			d->min_dur_dropped++;
 			continue;
@@ -342,40 +383,9 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 		if (ce)
 			c->flags |= KTRACE_CALL_TRUNC_END;
 		keep[i] = 1;
-		n++;
 	}
-	map[d->ncalls] = n;
-	/* Requests' recorded-order positions, on the old indices. */
-	for (uint32_t i = 0; i < d->nreqs; i++) {
-		struct kd_dec_request *q = &d->reqs[i];
-
-		q->open_at_end = remap_up(d, keep, map, q->open_at_end);
-		q->call_first = remap_ge(map, d->ncalls, q->call_first);
-		q->call_end = remap_ge(map, d->ncalls, q->call_end);
-	}
-	/* New parents: the nearest kept caller (kids[] holds them for now). */
-	for (uint32_t i = 0; i < d->ncalls; i++)
-		if (keep[i])
-			kids[i] = remap_up(d, keep, map, d->calls[i].parent);
-	for (uint32_t i = 0, k = 0; i < d->ncalls; i++)
-		if (keep[i]) {
-			d->calls[k] = d->calls[i];
-			d->calls[k++].parent = (uint32_t)kids[i];
-		}
-	d->ncalls = n;
-	/* Self time from the callees that stay (a dropped one's time stays). */
-	memset(kids, 0, ((size_t)n + 1) * sizeof(*kids));
-	for (uint32_t i = 0; i < n; i++)
-		if (d->calls[i].parent < n)
-			kids[d->calls[i].parent] += d->calls[i].end - d->calls[i].begin;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t dur = d->calls[i].end - d->calls[i].begin;
-
-		d->calls[i].self = dur > kids[i] ? dur - kids[i] : 0;
-	}
+	kd_calls_keep(d, keep, 1);
 	free(keep);
-	free(map);
-	free(kids);
 
 	if (d->range_cut) {
 		uint32_t k = 0, trig = KD_NONE;
