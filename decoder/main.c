@@ -321,12 +321,8 @@ int main(int argc, char **argv)
 				continue;
 			pid = decs[i]->snap.info.pid;
 			for (int k = 0; pids && k < i; k++)
-				if (decs[k] && kd_same_process(decs[k], decs[i])) {
-					pid = pids[k]; /* snapshots of one process: one process */
-					break;
-				} else if (decs[k] && pids[k] == pid) {
-					pid += 10000000ll * (i + 1); /* same pid, another process */
-				}
+				if (decs[k] && pids[k] == pid)
+					pid += 10000000ll * (i + 1); /* same process, two snapshots */
 			if (pids)
 				pids[i] = pid;
 			kd_out_chrome_file(&ch, decs[i], pid, &oopts);

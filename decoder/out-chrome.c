@@ -171,7 +171,8 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
 	meta(c, "process_name", pid, 0, buf);
 	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
-	snprintf(buf, sizeof(buf), "%s; window start %s UTC; reason %s", d->file, w,
+	snprintf(buf, sizeof(buf), "host %s; %s; window start %s UTC; reason %s",
+	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?", d->file, w,
 	         d->snap.info.reason);
 	if (d->snap.nmuted) {   /* never silently: muted time is in callers' self time */
 		size_t k = strlen(buf);
