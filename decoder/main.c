@@ -217,6 +217,11 @@ int main(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
+	if (range.around_set && (range.from.kind || range.to.kind)) {
+		fprintf(stderr, "ktrace-decode: --around-trigger chooses the range itself; give it "
+		        "alone, or --from/--to without it\n");
+		return 2;
+	}
 	nfiles = argc - optind;
 	if (nfiles <= 0) {
 		fprintf(stderr, "ktrace-decode: no snapshot file given\n");
@@ -241,13 +246,11 @@ int main(int argc, char **argv)
 		print_warnings(decs[i], oopts.quiet);
 	}
 
-	if (range.around_set && (range.from.kind || range.to.kind)) {
-		fprintf(stderr, "ktrace-decode: --around-trigger chooses the range itself; give it "
-		        "alone, or --from/--to without it\n");
-		return 2;
-	}
 	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
 		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+		for (int i = 0; i < nfiles; i++)
+			kd_dec_free(decs[i]);
+		free(decs);
 		return 2;
 	}
 	for (int i = 0; i < nfiles; i++)
