@@ -560,6 +560,9 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
  * requests' call positions are remapped; recompute_self: self times from
  * the callees that stay (a dropped callee's time stays in its caller). */
 void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
+/* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
+ * to it (or go). */
+void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
 /* The summary's "range:" / "min-dur:" lines, if a cut was made. */
 void kd_out_range_note(FILE *f, const struct kd_dec *d);
 

@@ -15,7 +15,8 @@
  * sorted by window end, each next file B is cut at the previous file A's
  * window end C (ticks of one counter), per thread (same slot and tid):
  *   - B's calls that ended at or before C go (A has them), as do B's marks
- *     up to C, its requests, runs and off-CPU intervals ended by C;
+ *     up to C and its requests ended by C; its runs and off/on-CPU
+ *     intervals start after C;
  *   - A's frames still open at its end and B's frames alive at C are
  *     matched innermost first, by function; a pair is one call: its begin
  *     from A, its end (and the rest) from B; A's copy goes.  A frame B
@@ -173,28 +174,9 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 		b->reqs[k++] = b->reqs[i];
 	}
 	b->nreqs = k;
-	k = 0;
-	for (uint32_t i = 0; i < b->nmarks; i++)
-		if (b->marks[i].tick > cut)
-			b->marks[k++] = b->marks[i];
-	b->nmarks = k;
-	k = 0;
-	for (uint32_t i = 0; i < b->nruns; i++)
-		if (b->runs[i].end > cut)
-			b->runs[k++] = b->runs[i];
-	b->nruns = k;
-	k = 0;
-	for (uint32_t i = 0; i < b->noffcpu; i++)
-		if (b->offcpu[i].end > cut)
-			b->offcpu[k++] = b->offcpu[i];
-	b->noffcpu = k;
-	if (b->offcpu_first) {
-		memset(b->offcpu_first, 0, ((size_t)b->nthreads + 1) * sizeof(*b->offcpu_first));
-		for (uint32_t i = 0; i < b->noffcpu; i++)
-			b->offcpu_first[b->offcpu[i].thread + 1]++;
-		for (uint32_t t = 0; t < b->nthreads; t++)
-			b->offcpu_first[t + 1] += b->offcpu_first[t];
-	}
+	/* b's marks up to the cut go; its runs and off/on-CPU intervals start
+	 * after it (a holds them up to there) */
+	kd_dec_cut_intervals(b, cut + 1, UINT64_MAX);
 	free(keep_a);
 	free(keep_b);
 	free(sa);

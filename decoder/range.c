@@ -336,6 +336,48 @@ out:
 	free(kids);
 }
 
+void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to)
+{
+	uint32_t k = 0;
+	int cb, ce;
+
+	for (uint32_t i = 0; i < d->nmarks; i++)
+		if (d->marks[i].tick >= from && d->marks[i].tick <= to)
+			d->marks[k++] = d->marks[i];
+	d->nmarks = k;
+	k = 0;
+	for (uint32_t i = 0; i < d->nruns; i++) {
+		struct kd_dec_run q = d->runs[i];
+
+		if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
+			d->runs[k++] = q;
+	}
+	d->nruns = k;
+	k = 0;
+	for (uint32_t i = 0; i < d->noffcpu; i++) {
+		struct kd_dec_offcpu q = d->offcpu[i];
+
+		if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
+			d->offcpu[k++] = q;
+	}
+	d->noffcpu = k;
+	if (d->offcpu_first) {
+		memset(d->offcpu_first, 0, ((size_t)d->nthreads + 1) * sizeof(*d->offcpu_first));
+		for (uint32_t i = 0; i < d->noffcpu; i++)
+			d->offcpu_first[d->offcpu[i].thread + 1]++;
+		for (uint32_t t = 0; t < d->nthreads; t++)
+			d->offcpu_first[t + 1] += d->offcpu_first[t];
+	}
+	k = 0;
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		struct kd_dec_oncpu q = d->oncpu[i];
+
+		if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
+			d->oncpu[k++] = q;
+	}
+	d->noncpu = k;
+}
+
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 {
 	uint64_t from = d->window_start, to = d->window_end, min = 0;
@@ -409,42 +451,7 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 		}
 		d->nreqs = k;
 		d->trigger_req = trig;
-		k = 0;
-		for (uint32_t i = 0; i < d->nmarks; i++)
-			if (d->marks[i].tick >= from && d->marks[i].tick <= to)
-				d->marks[k++] = d->marks[i];
-		d->nmarks = k;
-		k = 0;
-		for (uint32_t i = 0; i < d->nruns; i++) {
-			struct kd_dec_run q = d->runs[i];
-
-			if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
-				d->runs[k++] = q;
-		}
-		d->nruns = k;
-		k = 0;
-		for (uint32_t i = 0; i < d->noffcpu; i++) {
-			struct kd_dec_offcpu q = d->offcpu[i];
-
-			if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
-				d->offcpu[k++] = q;
-		}
-		d->noffcpu = k;
-		if (d->offcpu_first) {
-			memset(d->offcpu_first, 0, ((size_t)d->nthreads + 1) * sizeof(*d->offcpu_first));
-			for (uint32_t i = 0; i < d->noffcpu; i++)
-				d->offcpu_first[d->offcpu[i].thread + 1]++;
-			for (uint32_t t = 0; t < d->nthreads; t++)
-				d->offcpu_first[t + 1] += d->offcpu_first[t];
-		}
-		k = 0;
-		for (uint32_t i = 0; i < d->noncpu; i++) {
-			struct kd_dec_oncpu q = d->oncpu[i];
-
-			if (clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
-				d->oncpu[k++] = q;
-		}
-		d->noncpu = k;
+		kd_dec_cut_intervals(d, from, to);
 		if (d->sched) {
 			if (d->sched_from < from)
 				d->sched_from = from;
