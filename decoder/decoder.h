@@ -7,19 +7,31 @@
  *   1. read.c      kd_snap_read(): bytes -> struct kd_snap.  The only
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
- *   2. timeline.c  kd_snap_order(): groups blocks per core, oldest first.
- *                  struct ktrace_core_iter: one core's records -> events with
- *                  absolute ticks and thread slots.
- *   3. timeline.c  kd_dec_build(): cuts the cores' streams into pieces of
- *                  one thread segment, walks each thread's pieces in order
- *                  and rebuilds its call stack across cores -> calls,
- *                  requests, marks, per-core thread runs.
- *   4. timeline.c  time conversions (ticks -> ns, wall clock via ANCHORS).
+ *   1. read.c      also the file I/O (kd_dec_read_file, kd_dec_pread).
+ *   2. iter.c      kd_snap_order(): groups blocks per core, oldest first.
+ *                  struct kd_core_iter: one core's records -> events with
+ *                  absolute ticks and thread slots (inner loop in iter.h).
+ *   3. build.c     kd_dec_prepare(): cuts the cores' streams into pieces of
+ *                  one thread segment (window, core runs, threads);
+ *                  kd_dec_walk(): walks each thread's pieces in order,
+ *                  rebuilds its call stack across cores and emits the event
+ *                  stream (stream.h) to a sink; requests, marks.
+ *                  collect.c: the collector sink -> d->calls.
+ *   4. time.c      the one clock conversion (ticks -> ns, wall clock via
+ *                  ANCHORS), used by every format.
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
- *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded.
+ *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded ...
+ *                  (main.c's table says which consume the stream and which
+ *                  need the collector's arrays).
+ *   dec.c          the decoder's lifecycle: kd_dec_open_*, kd_dec_free.
+ *   util.c         x-alloc, the growable array, hash map, string pool,
+ *                  warnings, CRC-32C (util.h).
+ *
+ * symbols.c and build.c never call each other: the build names functions
+ * by index, symbols.c fills their names afterwards.
  *
  * The one-call entry points for programs and tests are kd_dec_open_file()
- * and kd_dec_open_buffer(), which run stages 1-5.
+ * and kd_dec_open_buffer(), which run stages 1-5 (3 with the collector).
  *
  * Errors: functions return 0 or a negative KD_E* code and fill a
  * struct kd_dec_error that names the file offset and what is wrong.
@@ -34,8 +46,8 @@
 #include <stdio.h>
 
 #include "ktrace_format.h"
-
-#define KD_NONE UINT32_MAX
+#include "stream.h"
+#include "util.h"
 
 enum {
 	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
@@ -54,33 +66,6 @@ struct kd_dec_error {
 /* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
 void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len);
-
-/* Non-fatal problems, in file order.  At most KD_MAX_WARN kept. */
-#define KD_MAX_WARN 256
-struct kd_dec_warnings {
-	char **lines;     /* "offset 0x..: what" */
-	uint32_t n;       /* lines kept */
-	uint64_t total;   /* warnings raised, including ones not kept */
-};
-
-void kd_warn(struct kd_dec_warnings *w, uint64_t offset, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-void kd_warnings_free(struct kd_dec_warnings *w);
-
-/*
- * Memory.  Running out of memory is fatal in the decoder, at the first
- * failing allocation: one line on stderr, "ktrace-decode: out of memory
- * (N bytes for WHAT); ...", and exit status 1 (atexit handlers run, so
- * main.c removes its temporary output).  Never a retry, never a partial
- * result that looks whole.  Every allocation in decoder/ goes through these
- * (they never return NULL), except the image of an ELF file in symbols.c:
- * when that is refused, only that file's names are lost, with a warning.
- */
-void kd_dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
-void *kd_xmalloc(size_t n, const char *what);
-void *kd_xcalloc(size_t n, size_t size, const char *what);
-void *kd_xrealloc(void *p, size_t n, const char *what);
-char *kd_xstrdup(const char *s, const char *what);
 
 /*
  * Test hook (NULL in normal use): called before each chunk of a snapshot or
@@ -185,15 +170,15 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
 int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err);
 
 enum kd_dec_kind {
-	KTRACE_DK_ENTER = 1,      /* id = compact function id */
-	KTRACE_DK_EXIT,           /* id = compact function id */
-	KTRACE_DK_ENTER_ADDR,     /* value = function address */
-	KTRACE_DK_EXIT_ADDR,      /* value = function address */
-	KTRACE_DK_MARK,           /* id = name id, value = mark value */
-	KTRACE_DK_SPAN_BEGIN,     /* id = name id */
-	KTRACE_DK_SPAN_END,       /* id = name id */
-	KTRACE_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
-	KTRACE_DK_REQ_END,        /* id = kind name id, value = request id */
+	KD_DK_ENTER = 1,      /* id = compact function id */
+	KD_DK_EXIT,           /* id = compact function id */
+	KD_DK_ENTER_ADDR,     /* value = function address */
+	KD_DK_EXIT_ADDR,      /* value = function address */
+	KD_DK_MARK,           /* id = name id, value = mark value */
+	KD_DK_SPAN_BEGIN,     /* id = name id */
+	KD_DK_SPAN_END,       /* id = name id */
+	KD_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
+	KD_DK_REQ_END,        /* id = kind name id, value = request id */
 };
 
 struct kd_dec_event {
@@ -207,7 +192,7 @@ struct kd_dec_event {
 	                             KD_NONE if the writer gave none */
 };
 
-struct ktrace_core_iter {
+struct kd_core_iter {
 	const struct kd_snap *snap;
 	struct kd_dec_warnings *warn; /* damaged block tails go here (may be NULL) */
 	uint32_t core;            /* index in snap->cores */
@@ -229,13 +214,13 @@ struct ktrace_core_iter {
 	uint64_t ev_ref_tick;     /* ticks: reference before that record */
 };
 
-void kd_core_iter_init(struct ktrace_core_iter *it, const struct kd_snap *snap,
+void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
                             uint32_t core, struct kd_dec_warnings *warn);
 /* 1: *ev filled; 0: end of this core's records. */
-int kd_core_iter_next(struct ktrace_core_iter *it, struct kd_dec_event *ev);
+int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev);
 /* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
  * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
-void kd_core_iter_seek(struct ktrace_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
 /* Tick of a block's BLOCK_START (the block was validated by the reader). */
 uint64_t kd_block_start_tick(const struct kd_snap *snap,
@@ -244,20 +229,20 @@ uint64_t kd_block_start_tick(const struct kd_snap *snap,
 /* ---- stage 3: decoded result -------------------------------------------- */
 
 enum kd_dec_call_flags {
-	KTRACE_CALL_TRUNC_BEGIN = 1u << 0, /* entry before the window: begin = window start */
-	KTRACE_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
-	KTRACE_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
-	KTRACE_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
+	KD_CALL_TRUNC_BEGIN = 1u << 0, /* entry before the window: begin = window start */
+	KD_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
+	KD_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
+	KD_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
 };
 
 enum kd_dec_func_kind {
-	KTRACE_FUNC_ADDR = 0,     /* a code address (from FUNCS or *_ADDR records) */
-	KTRACE_FUNC_SPAN = 1,     /* a span name */
-	KTRACE_FUNC_UNKNOWN_ID = 2, /* a compact id FUNCS did not list */
+	KD_FUNC_ADDR = 0,     /* a code address (from FUNCS or *_ADDR records) */
+	KD_FUNC_SPAN = 1,     /* a span name */
+	KD_FUNC_UNKNOWN_ID = 2, /* a compact id FUNCS did not list */
 };
 
 struct kd_dec_func {
-	uint64_t addr;            /* code address (KTRACE_FUNC_ADDR) */
+	uint64_t addr;            /* code address (KD_FUNC_ADDR) */
 	uint32_t id;              /* span name id, or the unknown compact id */
 	uint32_t kind;            /* enum kd_dec_func_kind */
 	const char *name;         /* resolved name (never NULL after decode) */
@@ -290,9 +275,9 @@ struct kd_dec_call {
 };
 
 enum kd_dec_req_flags {
-	KTRACE_REQ_TRUNC_BEGIN = 1u << 0,
-	KTRACE_REQ_TRUNC_END = 1u << 1,
-	KTRACE_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
+	KD_REQ_TRUNC_BEGIN = 1u << 0,
+	KD_REQ_TRUNC_END = 1u << 1,
+	KD_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
 };
 
 struct kd_dec_request {
@@ -344,6 +329,8 @@ struct kd_dec_opts {
 	int no_symbols;           /* never open ELF files (fuzzing) */
 	const char *sysroot;      /* prefix for module paths, or NULL */
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
+	int stream;               /* open without the collector: no d->calls; the
+	                             caller walks (kd_dec_walk) with its sink */
 };
 
 struct kd_dec {
@@ -367,10 +354,11 @@ struct kd_dec {
 	uint64_t dropped_after;   /* records after window_cut */
 	struct kd_dec_func *funcs;     uint32_t nfuncs;
 	struct kd_dec_thread *threads; uint32_t nthreads;
-	struct kd_dec_call *calls;     uint32_t ncalls;  /* grouped by thread, in entry
-	                                     order within one (a TRUNC_BEGIN call is
-	                                     added at its exit); parent < child except
-	                                     for TRUNC_BEGIN parents */
+	struct kd_dec_call *calls;     uint32_t ncalls;  /* the collector's: grouped by
+	                                     thread, in entry (recorded) order within
+	                                     one, calls entered before the window
+	                                     first; parent < child.  Empty when
+	                                     opened with opts.stream */
 	struct kd_dec_request *reqs;   uint32_t nreqs;   /* in begin order */
 	struct kd_dec_mark *marks;     uint32_t nmarks;
 	struct kd_dec_run *runs;       uint32_t nruns;
@@ -385,8 +373,14 @@ struct kd_dec {
 	int sched;                /* switch records decoded (status RECORDED) */
 	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
 	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
-	char **strs;              /* strings made up by the decoder (owned) */
-	uint32_t nstrs, capstrs;
+	struct kd_strpool strs;   /* strings made up by the decoder (owned) */
+	struct kd_build *build;   /* stage 3's state between prepare and walks */
+	struct {                  /* calls the last walk saw (summary, any format) */
+		uint64_t calls;
+		uint64_t trunc_begin; /* entered before the window */
+		uint64_t trunc_end;   /* still running at its end */
+		uint64_t exit_lost;   /* closed by an outer frame's exit (longjmp) */
+	} counts;
 	void *symcache;           /* symbols.c */
 	int warned_demangle;      /* symbols.c: "names stay mangled" said */
 	/* Time-range selection (range.c; zero without one). */
@@ -422,12 +416,26 @@ int kd_dec_open_path(const char *path, struct stat *st);
 uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total);
 
-/* Stage 3 alone, on a read + ordered snapshot already in d->snap. */
+/* Read a whole snapshot file into memory (pread; a regular file that comes
+ * up shorter than fstat said was truncated while read: an error).  *buf is
+ * malloc'ed. */
+int kd_dec_read_file(const char *path, char **buf, size_t *len, struct kd_dec_error *err);
+/* Fill err (no offset); returns code. */
+int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
+
+/* Stage 3 on a read + ordered snapshot already in d->snap: prepare, then
+ * walk with the collector (d->calls). */
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
+/* Stage 3's first pass: window, pieces, threads, core runs (d->build). */
+int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err);
+/* Walk every thread, emitting the stream (stream.h) to sink; fills
+ * d->reqs, d->marks, d->counts, per-thread counts.  May run again. */
+int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+void kd_build_free(struct kd_build *b);
 
 /* ---- stage 3b: scheduling (sched.c) ------------------------------------- */
 
-enum kd_dec_off_why { KTRACE_OFF_BLOCKED = 0, KTRACE_OFF_PREEMPTED = 1 };
+enum kd_dec_off_why { KD_OFF_BLOCKED = 0, KD_OFF_PREEMPTED = 1 };
 
 /* A thread off the cpu: from leaving it to getting one again. */
 struct kd_dec_offcpu {
@@ -448,8 +456,8 @@ struct kd_dec_oncpu {
 /* Turn the SCHED section into offcpu/oncpu intervals (threads seen only
  * there are added to d->threads); 0 or KD_ENOMEM. */
 int kd_dec_sched(struct kd_dec *d);
-/* Off-CPU ticks of a thread inside [b, e): out[KTRACE_OFF_BLOCKED],
- * out[KTRACE_OFF_PREEMPTED]. */
+/* Off-CPU ticks of a thread inside [b, e): out[KD_OFF_BLOCKED],
+ * out[KD_OFF_PREEMPTED]. */
 void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2]);
 /* "scheduling: ..." line for the summary (status, switches, losses, why not). */
@@ -478,16 +486,16 @@ void kd_dec_symbolize(struct kd_dec *d);
 void kd_symcache_free(void *cache);
 
 /* One ELF file's function symbols, for tests and tools. */
-struct ktrace_elf;
-int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *err);
+struct kd_elf;
+int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err);
 /* Parse an ELF image in memory (copied). */
-int kd_elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+int kd_elf_parse(const void *buf, size_t len, struct kd_elf **out,
                       struct kd_dec_error *err);
 /* Function symbol containing the ELF virtual address, or NULL. */
-const char *kd_elf_lookup(const struct ktrace_elf *elf, uint64_t vaddr, uint64_t *sym_start);
+const char *kd_elf_lookup(const struct kd_elf *elf, uint64_t vaddr, uint64_t *sym_start);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
-int kd_elf_offset_to_vaddr(const struct ktrace_elf *elf, uint64_t off, uint64_t *vaddr);
-void kd_elf_free(struct ktrace_elf *elf);
+int kd_elf_offset_to_vaddr(const struct kd_elf *elf, uint64_t off, uint64_t *vaddr);
+void kd_elf_free(struct kd_elf *elf);
 
 /* ---- helpers shared by the sinks ---------------------------------------- */
 
@@ -497,7 +505,7 @@ const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func);
 
 /* ---- C++ names (names.c) ------------------------------------------------ */
 
-#define KTRACE_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
+#define KD_SHORT_NAME_MAX 80  /* bytes a timeline name keeps whole */
 int kd_name_is_mangled(const char *name);
 /* Demangled copy (free() it) of an Itanium C++ name; NULL if name is not
  * one, does not demangle, or no C++ runtime (libstdc++) is installed. */
@@ -513,16 +521,6 @@ const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
 /* Decoder-owned string copy (lives as long as d). */
 const char *kd_dec_strdup(struct kd_dec *d, const char *s);
 
-/* Small hash map u64 -> u32 (open addressing), shared by the stages. */
-struct ktrace_umap {
-	uint64_t *keys;
-	uint32_t *vals;           /* KD_NONE = empty */
-	uint32_t cap;             /* power of two */
-	uint32_t n;
-};
-uint32_t kd_umap_get(const struct ktrace_umap *m, uint64_t k); /* or KD_NONE */
-int kd_umap_put(struct ktrace_umap *m, uint64_t k, uint32_t v); /* 0 or -1 (no memory) */
-void kd_umap_free(struct ktrace_umap *m);
 
 /* ---- time-range selection (range.c) ------------------------------------- */
 
@@ -579,9 +577,9 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
  * merged timeline and the clock offset used. */
 void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
 /* One text timeline of all files, lines tagged "[N]" by file. */
-struct ktrace_out_opts;
+struct kd_out_opts;
 void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                        const struct ktrace_out_opts *o);
+                        const struct kd_out_opts *o);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 
@@ -607,7 +605,7 @@ struct kd_ctree {
 	size_t esize;
 	int thread_roots;         /* calls without a placed parent hang under their thread */
 	uint32_t max_depth;       /* cut below this depth (0: never) */
-	struct ktrace_umap map;   /* (parent node + 1, func) -> node */
+	struct kd_umap map;   /* (parent node + 1, func) -> node */
 	uint32_t *chain;          /* scratch for kd_ctree_place */
 	uint32_t capchain;
 	int oom;                  /* a map insertion failed: the tree is incomplete */
@@ -639,7 +637,7 @@ int kd_ctree_link(struct kd_ctree *t,
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
 
-struct ktrace_out_opts {
+struct kd_out_opts {
 	int have_tid;             /* --thread given */
 	int32_t tid;              /* --thread TID */
 	uint64_t limit;           /* --limit N (0 = no limit) */
@@ -647,41 +645,41 @@ struct ktrace_out_opts {
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
-void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
-void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
-void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o);
+void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */
-struct ktrace_chrome {
+struct kd_chrome {
 	FILE *f;
 	int first;                /* no event written yet */
 	int64_t base_wall_ns;     /* ns since epoch: ts 0 of the trace */
 	int have_base;
 };
-void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns);
-void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d,
-                             int64_t pid, const struct ktrace_out_opts *o);
-void kd_out_chrome_end(struct ktrace_chrome *c);
+void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns);
+void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d,
+                             int64_t pid, const struct kd_out_opts *o);
+void kd_out_chrome_end(struct kd_chrome *c);
 
 /* HTML timeline (out-html.c): one self-contained page for all files.  A page
- * holds at most KTRACE_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
+ * holds at most KD_HTML_MAX_CALLS calls (o->limit lowers it); beyond,
  * nothing is written, stderr says how to cut the window, and -1 returns. */
-#define KTRACE_HTML_MAX_CALLS 20000000ull
-int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_opts *o);
+#define KD_HTML_MAX_CALLS 20000000ull
+int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 /* Calls the page would hold (--thread applied). */
 uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
-                            const struct ktrace_out_opts *o);
+                            const struct kd_out_opts *o);
 
 /* Perfetto protobuf trace of all decoded files (NULL entries skipped), one
  * process group per process; several snapshots of one process merged
  * (out-perfetto.c).  0 or KD_ENOMEM; write errors show in ferror(f). */
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                         const struct ktrace_out_opts *o);
+                         const struct kd_out_opts *o);
 
 /* The window budget (out-budget.c): the summary's lines, the note the
  * other sinks print ("self time includes muted calls: ..."), whether a
@@ -693,7 +691,7 @@ int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 void kd_out_exclude(FILE *f, const struct kd_dec *d);
 
 /* Statistics per function (shared by stats and explain). */
-struct ktrace_func_stats {
+struct kd_func_stats {
 	uint32_t func;
 	uint64_t calls;
 	uint64_t total;           /* ns, inclusive (calls nested in themselves counted once) */
@@ -702,7 +700,7 @@ struct ktrace_func_stats {
 	double mean;              /* ns */
 };
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
-struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
+struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
 
 /* Explain: the chosen request (trigger, else slowest) or KD_NONE. */

@@ -16,8 +16,6 @@
 /* Long-only options (time-range selection, range.c). */
 enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR };
 
-enum fmt { F_SUMMARY, F_TEXT, F_STATS, F_CHROME, F_EXPLAIN, F_FOLDED, F_HTML, F_PERFETTO, F_EXCLUDE };
-
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
@@ -73,8 +71,10 @@ static const char usage_text[] =
 	"  -h, --help       this text\n"
 	"\n"
 	"Several FILEs: text formats print each after a \"==> FILE <==\" header;\n"
-	"chrome and perfetto put all of them in one trace (common wall clock;\n"
-	"perfetto merges several snapshots of one process without repeating calls).\n"
+	"text and summary then list the files on one time axis (UTC wall clock) and\n"
+	"text prints one timeline of all of them; chrome, perfetto and html put all\n"
+	"of them in one trace.  Snapshots of one process are merged without\n"
+	"repeating calls (text, summary, chrome, html, perfetto).\n"
 	"\n"
 	"Exit status: 0 decoded (possibly with warnings: damaged blocks are\n"
 	"skipped and reported on stderr, the rest is decoded); 1 a file could not\n"
@@ -124,6 +124,196 @@ static void print_warnings(const struct kd_dec *d, int quiet)
 		        quiet ? " (run without -q to see them)" : "");
 }
 
+/* ---- the sinks ---------------------------------------------------------- */
+
+/* What a format needs from the decoder. */
+enum need {
+	NEED_CALLS,   /* the collector's d->calls (kd_dec_open_* as is) */
+	NEED_STREAM,  /* opened with opts.stream; the sink walks itself */
+};
+
+struct sink {
+	const char *name;
+	enum need need;
+	int merge;         /* several files on one timeline (merge.c): snapshots of
+	                      one process cut so each call shows once */
+	int header;        /* "==> FILE <==" and the summary first, on the output */
+	int summary_err;   /* the summary on stderr (unless -q), after the output */
+	/* One file at a time, or all files at once (NULL entries skipped);
+	 * nonzero: the output failed. */
+	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
+	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+	/* After the per-file output when there are several files, or NULL. */
+	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+};
+
+/* Several files decoded: text's per-file part leaves the timeline to the
+ * merged one. */
+static int several_files;
+
+static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	(void)out; (void)d; (void)o;
+	return 0;
+}
+
+static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	if (d->snap.have_trigger)
+		kd_out_explain(out, d, o);
+	if (!several_files)
+		kd_out_text(out, d, o);
+	return 0;
+}
+
+static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	(void)o;
+	fprintf(out, "\n==> all files <==\n");
+	kd_out_merge_summary(out, decs, (uint32_t)n);
+	return 0;
+}
+
+static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	merged_summary(out, decs, n, o);
+	kd_out_text_merged(out, decs, (uint32_t)n, o);
+	return 0;
+}
+
+static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_stats(out, d, o);
+	return 0;
+}
+
+static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_explain(out, d, o);
+	return 0;
+}
+
+static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	kd_out_folded(out, d, o);
+	return 0;
+}
+
+static int out_exclude(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	(void)o;
+	kd_out_exclude(out, d);
+	return 0;
+}
+
+static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	if (kd_out_perfetto(out, decs, (uint32_t)n, o) != 0) {
+		fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int out_html(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	/* All files in one page; over the page's limit, no page at all. */
+	return kd_out_html(out, decs, n, o) != 0;
+}
+
+static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	struct kd_chrome ch;
+	int64_t base = INT64_MAX;
+	int64_t *pids = kd_xcalloc((size_t)n, sizeof(*pids), "chrome output");
+
+	for (int i = 0; i < n; i++)
+		if (decs[i]) {
+			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+			if (w < base)
+				base = w;
+		}
+	if (base == INT64_MAX)
+		base = 0;
+	kd_out_chrome_begin(&ch, out, base);
+	for (int i = 0; i < n; i++) {
+		int64_t pid;
+
+		if (!decs[i])
+			continue;
+		pid = decs[i]->snap.info.pid;
+		for (int k = 0; k < i; k++)
+			if (decs[k] && pids[k] == pid)
+				pid += 10000000ll * (i + 1); /* same process, two snapshots */
+		pids[i] = pid;
+		kd_out_chrome_file(&ch, decs[i], pid, o);
+		/* Each file's summary right after its events, as before. */
+		if (!o->quiet)
+			kd_out_summary(stderr, decs[i]);
+	}
+	kd_out_chrome_end(&ch);
+	free(pids);
+	if (n > 1 && !o->quiet)
+		kd_out_merge_summary(stderr, decs, (uint32_t)n);
+	return 0;
+}
+
+/* perfetto merges snapshots of one process itself, on its event sequences
+ * (same rule); stats, explain and folded report each file on its own. */
+static const struct sink sinks[] = {
+	{ "summary",  NEED_CALLS, 1, 1, 0, out_none, NULL, merged_summary },
+	{ "text",     NEED_CALLS, 1, 1, 0, out_text, NULL, merged_text },
+	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
+	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
+	{ "folded",   NEED_CALLS, 0, 0, 1, out_folded, NULL, NULL },
+	{ "exclude",  NEED_CALLS, 0, 0, 0, out_exclude, NULL, NULL },
+	{ "chrome",   NEED_CALLS, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
+	{ "perfetto", NEED_CALLS, 0, 0, 1, NULL, out_perfetto, NULL },
+	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
+};
+
+static const struct sink *find_sink(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++)
+		if (!strcmp(sinks[i].name, name))
+			return &sinks[i];
+	return NULL;
+}
+
+/* Run the chosen sink over the decoded files; nonzero: output failed. */
+static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
+                    const struct kd_out_opts *o)
+{
+	int err = 0, printed = 0;
+
+	if (k->files) {
+		err = k->files(out, decs, n, o);
+	} else {
+		for (int i = 0; i < n; i++) {
+			struct kd_dec *d = decs[i];
+
+			if (!d)
+				continue;
+			if (k->header) {
+				if (n > 1)
+					fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
+				printed = 1;
+				kd_out_summary(out, d);
+			}
+			err |= k->file(out, d, o);
+			if (k->summary_err && !o->quiet)
+				kd_out_summary(stderr, d);
+		}
+		if (printed && n > 1 && k->merged)
+			err |= k->merged(out, decs, n, o);
+		return err;
+	}
+	for (int i = 0; i < n && k->summary_err && !o->quiet; i++)
+		if (decs[i])
+			kd_out_summary(stderr, decs[i]);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -144,8 +334,8 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
-	struct ktrace_out_opts oopts = { 0 };
-	enum fmt fmt = F_SUMMARY;
+	struct kd_out_opts oopts = { 0 };
+	const struct sink *sink = find_sink("summary");
 	const char *out_path = NULL;
 	char *tmp_path = NULL;
 	struct kd_dec **decs;
@@ -159,16 +349,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			if (!strcmp(optarg, "summary")) fmt = F_SUMMARY;
-			else if (!strcmp(optarg, "text")) fmt = F_TEXT;
-			else if (!strcmp(optarg, "stats")) fmt = F_STATS;
-			else if (!strcmp(optarg, "chrome")) fmt = F_CHROME;
-			else if (!strcmp(optarg, "explain")) fmt = F_EXPLAIN;
-			else if (!strcmp(optarg, "folded")) fmt = F_FOLDED;
-			else if (!strcmp(optarg, "html")) fmt = F_HTML;
-			else if (!strcmp(optarg, "perfetto")) fmt = F_PERFETTO;
-			else if (!strcmp(optarg, "exclude")) fmt = F_EXCLUDE;
-			else {
+			sink = find_sink(optarg);
+			if (!sink) {
 				fprintf(stderr, "ktrace-decode: unknown format '%s'\n", optarg);
 				usage(stderr);
 				return 2;
@@ -233,6 +415,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
 	}
+	dopts.stream = sink->need == NEED_STREAM;
 	for (int i = 0; i < nfiles; i++) {
 		struct kd_dec_error err;
 		char msg[512];
@@ -245,7 +428,8 @@ int main(int argc, char **argv)
 		}
 		print_warnings(decs[i], oopts.quiet);
 	}
-
+	/* The range cut and the merge work on the collected calls (every sink
+	 * is NEED_CALLS today; a streamed sink gets the same cut as a filter). */
 	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
 		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 		for (int i = 0; i < nfiles; i++)
@@ -256,9 +440,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nfiles; i++)
 		if (decs[i])
 			kd_range_apply(decs[i], &range);
-	/* One timeline: snapshots of one process cut so each call shows once
-	 * (perfetto merges its own event sequences by the same rule). */
-	if (nfiles > 1 && (fmt == F_TEXT || fmt == F_SUMMARY || fmt == F_CHROME || fmt == F_HTML))
+	several_files = nfiles > 1;
+	if (nfiles > 1 && sink->merge)
 		kd_merge_files(decs, (uint32_t)nfiles);
 
 	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -295,96 +478,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (fmt == F_PERFETTO) {
-		if (kd_out_perfetto(out, decs, (uint32_t)nfiles, &oopts) != 0) {
-			fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
-			write_err = 1;
-		}
-		for (int i = 0; i < nfiles && !oopts.quiet; i++)
-			if (decs[i])
-				kd_out_summary(stderr, decs[i]);
-	} else if (fmt == F_CHROME) {
-		struct ktrace_chrome ch;
-		int64_t base = INT64_MAX;
-		int64_t *pids = kd_xcalloc((size_t)nfiles, sizeof(*pids), "chrome output");
-
-		for (int i = 0; i < nfiles; i++)
-			if (decs[i]) {
-				int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
-				if (w < base)
-					base = w;
-			}
-		if (base == INT64_MAX)
-			base = 0;
-		kd_out_chrome_begin(&ch, out, base);
-		for (int i = 0; i < nfiles; i++) {
-			int64_t pid;
-
-			if (!decs[i])
-				continue;
-			pid = decs[i]->snap.info.pid;
-			for (int k = 0; pids && k < i; k++)
-				if (decs[k] && pids[k] == pid)
-					pid += 10000000ll * (i + 1); /* same process, two snapshots */
-			if (pids)
-				pids[i] = pid;
-			kd_out_chrome_file(&ch, decs[i], pid, &oopts);
-			if (!oopts.quiet)
-				kd_out_summary(stderr, decs[i]);
-		}
-		kd_out_chrome_end(&ch);
-		free(pids);
-		if (nfiles > 1 && !oopts.quiet)
-			kd_out_merge_summary(stderr, decs, (uint32_t)nfiles);
-	} else if (fmt == F_HTML) {
-		/* All files in one page; over the page's limit, no page at all. */
-		if (kd_out_html(out, decs, nfiles, &oopts) != 0)
-			write_err = 1;
-		for (int i = 0; i < nfiles && !oopts.quiet; i++)
-			if (decs[i])
-				kd_out_summary(stderr, decs[i]);
-	} else {
-		int printed = 0;
-
-		for (int i = 0; i < nfiles; i++) {
-			struct kd_dec *d = decs[i];
-
-			if (!d)
-				continue;
-			if (fmt == F_EXCLUDE) {
-				kd_out_exclude(out, d);
-				continue;
-			}
-			if (fmt == F_FOLDED) {
-				kd_out_folded(out, d, &oopts);
-				if (!oopts.quiet)
-					kd_out_summary(stderr, d);
-				continue;
-			}
-			if (nfiles > 1)
-				fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
-			printed = 1;
-			kd_out_summary(out, d);
-			switch (fmt) {
-			case F_TEXT:
-				if (d->snap.have_trigger)
-					kd_out_explain(out, d, &oopts);
-				if (nfiles == 1)
-					kd_out_text(out, d, &oopts);
-				break;
-			case F_STATS: kd_out_stats(out, d, &oopts); break;
-			case F_EXPLAIN: kd_out_explain(out, d, &oopts); break;
-			default: break;
-			}
-		}
-		/* Several files: one timeline (merge.c). */
-		if (printed && nfiles > 1 && (fmt == F_TEXT || fmt == F_SUMMARY)) {
-			fprintf(out, "\n==> all files <==\n");
-			kd_out_merge_summary(out, decs, (uint32_t)nfiles);
-			if (fmt == F_TEXT)
-				kd_out_text_merged(out, decs, (uint32_t)nfiles, &oopts);
-		}
-	}
+	if (run_sink(sink, out, decs, nfiles, &oopts))
+		write_err = 1;
 
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path ? out_path : "stdout",

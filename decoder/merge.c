@@ -42,7 +42,7 @@ int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
 
 static int is_open(const struct kd_dec_call *c)
 {
-	return (c->flags & KTRACE_CALL_TRUNC_END) && !(c->flags & KTRACE_CALL_EXIT_LOST);
+	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
 }
 
 /* Thread of b matching thread ta of a (same slot and tid), or KD_NONE. */
@@ -124,8 +124,8 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			struct kd_dec_call *y = &b->calls[sb[nb - 1 - i]];
 
 			y->begin = x->begin;
-			y->flags = (y->flags & ~(uint32_t)KTRACE_CALL_TRUNC_BEGIN) |
-			           (x->flags & KTRACE_CALL_TRUNC_BEGIN);
+			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
+			           (x->flags & KD_CALL_TRUNC_BEGIN);
 			keep_a[sa[na - 1 - i]] = 0;
 			b->merge_joined++;
 		}
@@ -143,13 +143,13 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	for (uint32_t i = 0; i < a->nreqs; i++) {
 		struct kd_dec_request *r = &a->reqs[i];
 
-		if (r->flags & KTRACE_REQ_TRUNC_END) {
+		if (r->flags & KD_REQ_TRUNC_END) {
 			for (uint32_t j = 0; j < b->nreqs; j++)
 				if (b->reqs[j].id == r->id && b->reqs[j].kind == r->kind &&
 				    b->reqs[j].begin <= cut) {
 					b->reqs[j].begin = r->begin;
-					b->reqs[j].flags = (b->reqs[j].flags & ~(uint32_t)KTRACE_REQ_TRUNC_BEGIN) |
-					                   (r->flags & KTRACE_REQ_TRUNC_BEGIN);
+					b->reqs[j].flags = (b->reqs[j].flags & ~(uint32_t)KD_REQ_TRUNC_BEGIN) |
+					                   (r->flags & KD_REQ_TRUNC_BEGIN);
 					b->reqs[j].call_first = KD_NONE;
 					break;
 				}
@@ -164,7 +164,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	a->nreqs = k;
 	k = 0;
 	for (uint32_t i = 0; i < b->nreqs; i++) {
-		if (b->reqs[i].end <= cut && !(b->reqs[i].flags & KTRACE_REQ_TRUNC_END)) {
+		if (b->reqs[i].end <= cut && !(b->reqs[i].flags & KD_REQ_TRUNC_END)) {
 			if (i == b->trigger_req)
 				b->trigger_req = KD_NONE;
 			continue;
@@ -339,10 +339,10 @@ static void tl_key(struct tl *t)
 }
 
 void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                        const struct ktrace_out_opts *o)
+                        const struct kd_out_opts *o)
 {
 	struct tl *t = kd_xcalloc((size_t)n + 1, sizeof(*t), "the merged timeline");
-	struct ktrace_out_opts one = o ? *o : (struct ktrace_out_opts){ 0 };
+	struct kd_out_opts one = o ? *o : (struct kd_out_opts){ 0 };
 	uint64_t lines = 0;
 
 	one.limit = 0;

@@ -12,7 +12,7 @@
  *
  * A timeline line or a chrome slice has room for "ns::Cls<...>::fn(...)",
  * not for three lines of template arguments: kd_name_shorten() keeps a
- * name up to KTRACE_SHORT_NAME_MAX bytes as it is, and otherwise empties
+ * name up to KD_SHORT_NAME_MAX bytes as it is, and otherwise empties
  * the template argument lists (outermost <...>), then the parameter list.
  * The full name stays in stats, explain, folded and chrome's args.
  */
@@ -132,12 +132,12 @@ static size_t collapse(const char *s, char *out, size_t cap, char open, char clo
 
 const char *kd_name_shorten(const char *name, char *buf, size_t cap)
 {
-	char tmp[KTRACE_SHORT_NAME_MAX * 8];
+	char tmp[KD_SHORT_NAME_MAX * 8];
 
-	if (strlen(name) <= KTRACE_SHORT_NAME_MAX || cap < 8)
+	if (strlen(name) <= KD_SHORT_NAME_MAX || cap < 8)
 		return name;
 	collapse(name, tmp, sizeof(tmp), '<', '>', 0);
-	if (strlen(tmp) > KTRACE_SHORT_NAME_MAX)
+	if (strlen(tmp) > KD_SHORT_NAME_MAX)
 		collapse(tmp, buf, cap, '(', ')', 1);
 	else
 		snprintf(buf, cap, "%s", tmp);

@@ -21,7 +21,7 @@ int kd_dec_muted(const struct kd_dec *d, uint32_t func)
 	if (func >= d->nfuncs)
 		return -1;
 	fn = &d->funcs[func];
-	if (fn->kind != KTRACE_FUNC_ADDR)
+	if (fn->kind != KD_FUNC_ADDR)
 		return -1;
 	for (uint32_t i = 0; i < d->snap.nmuted; i++)
 		if (d->snap.muted[i].addr == fn->addr)
@@ -33,7 +33,7 @@ int kd_dec_muted(const struct kd_dec *d, uint32_t func)
 static uint32_t muted_func(const struct kd_dec *d, uint32_t i)
 {
 	for (uint32_t f = 0; f < d->nfuncs; f++)
-		if (d->funcs[f].kind == KTRACE_FUNC_ADDR && d->funcs[f].addr == d->snap.muted[i].addr)
+		if (d->funcs[f].kind == KD_FUNC_ADDR && d->funcs[f].addr == d->snap.muted[i].addr)
 			return f;
 	return KD_NONE;
 }
@@ -182,7 +182,7 @@ void kd_out_exclude(FILE *f, const struct kd_dec *d)
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 		uint64_t ns = kd_dec_ticks_ns(d, c->end - c->begin);
-		if (c->flags & KTRACE_CALL_SPAN)
+		if (c->flags & KD_CALL_SPAN)
 			continue;
 		fc[c->func].calls++;
 		total++;
@@ -190,7 +190,7 @@ void kd_out_exclude(FILE *f, const struct kd_dec *d)
 			fc[c->func].max_ns = ns;
 	}
 	for (uint32_t i = 0; i < d->nfuncs; i++)
-		if (kd_dec_muted(d, i) >= 0 && d->funcs[i].kind == KTRACE_FUNC_ADDR)
+		if (kd_dec_muted(d, i) >= 0 && d->funcs[i].kind == KD_FUNC_ADDR)
 			pick[npick++] = i;
 	if (npick == 0) {
 		/* No muting: the hottest functions whose calls were all short,
@@ -203,7 +203,7 @@ void kd_out_exclude(FILE *f, const struct kd_dec *d)
 			for (uint32_t i = 0; i < d->nfuncs && npick < 32; i++)
 				if (sorted[i].calls * 100 >= total && sorted[i].calls > 0 &&
 				    sorted[i].max_ns < max_ns &&
-				    d->funcs[sorted[i].func].kind == KTRACE_FUNC_ADDR &&
+				    d->funcs[sorted[i].func].kind == KD_FUNC_ADDR &&
 				    strncmp(fc[sorted[i].func].name, "0x", 2) != 0)
 					pick[npick++] = sorted[i].func;
 			free(sorted);

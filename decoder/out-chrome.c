@@ -5,7 +5,7 @@
  * Per snapshot file: process pid = the snapshot's pid, one track per thread
  * (tid = kernel tid) with an "X" event per call, "i" events for marks,
  * "X" events with cat "request" for requests, and a global "i" event for
- * the trigger.  A second pseudo-process, pid + KTRACE_CHROME_CORES_PID,
+ * the trigger.  A second pseudo-process, pid + KD_CHROME_CORES_PID,
  * "CPU cores", has one track per core with the runs of each thread there.
  *
  * dur is end ts - begin ts (both rounded the same way), so a callee never
@@ -20,7 +20,7 @@
 
 #include "decoder.h"
 
-#define KTRACE_CHROME_CORES_PID 1000000000ll
+#define KD_CHROME_CORES_PID 1000000000ll
 
 static void jstr(FILE *f, const char *s)
 {
@@ -44,14 +44,14 @@ static void jus(FILE *f, int64_t ns)
 	fprintf(f, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
 }
 
-static void sep(struct ktrace_chrome *c)
+static void sep(struct kd_chrome *c)
 {
 	if (!c->first)
 		fputs(",\n", c->f);
 	c->first = 0;
 }
 
-void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns)
+void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns)
 {
 	char w[64];
 
@@ -65,7 +65,7 @@ void kd_out_chrome_begin(struct ktrace_chrome *c, FILE *f, int64_t base_wall_ns)
 	           "\"traceEvents\":[\n", w, base_wall_ns);
 }
 
-void kd_out_chrome_end(struct ktrace_chrome *c)
+void kd_out_chrome_end(struct kd_chrome *c)
 {
 	fputs("\n]}\n", c->f);
 }
@@ -76,7 +76,7 @@ static int64_t clamp64(__int128 v)
 }
 
 /* ns since the trace origin of an absolute tick of d (saturating). */
-static int64_t ts_ns(const struct ktrace_chrome *c, const struct kd_dec *d, int64_t origin,
+static int64_t ts_ns(const struct kd_chrome *c, const struct kd_dec *d, int64_t origin,
                      uint64_t tick)
 {
 	(void)c;
@@ -91,7 +91,7 @@ static int64_t span_ns(int64_t a, int64_t b)
 	return clamp64((__int128)b - a);
 }
 
-static void meta(struct ktrace_chrome *c, const char *what, int64_t pid, int64_t tid,
+static void meta(struct kd_chrome *c, const char *what, int64_t pid, int64_t tid,
                  const char *name)
 {
 	sep(c);
@@ -110,7 +110,7 @@ static int64_t tid_of(const struct kd_dec *d, uint32_t th)
 }
 
 /* A "thread NAME (TID)" slice on core cpu's track, up to its args. */
-static void core_slice(struct ktrace_chrome *c, const struct kd_dec *d, int64_t cpid,
+static void core_slice(struct kd_chrome *c, const struct kd_dec *d, int64_t cpid,
                        int64_t origin, uint32_t cpu, uint32_t thread, uint64_t begin, uint64_t end)
 {
 	char buf[128];
@@ -129,8 +129,8 @@ static void core_slice(struct ktrace_chrome *c, const struct kd_dec *d, int64_t 
 /* Exact core occupancy from the context switches: a slice per run of one
  * of the process's threads, and "other" between them (another process or
  * idle).  Cores the snapshot has no ring for get their track here too. */
-static void cores_from_switches(struct ktrace_chrome *c, const struct kd_dec *d, int64_t cpid,
-                                int64_t origin, const struct ktrace_out_opts *o)
+static void cores_from_switches(struct kd_chrome *c, const struct kd_dec *d, int64_t cpid,
+                                int64_t origin, const struct kd_out_opts *o)
 {
 	FILE *f = c->f;
 	char lbl[64];
@@ -158,12 +158,12 @@ static void cores_from_switches(struct ktrace_chrome *c, const struct kd_dec *d,
 	}
 }
 
-void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t pid,
-                             const struct ktrace_out_opts *o)
+void kd_out_chrome_file(struct kd_chrome *c, const struct kd_dec *d, int64_t pid,
+                             const struct kd_out_opts *o)
 {
 	FILE *f = c->f;
 	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, d->window_start));
-	int64_t cpid = pid + KTRACE_CHROME_CORES_PID;
+	int64_t cpid = pid + KD_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
 
@@ -199,7 +199,7 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 			continue;
 		sep(c);
 		fputs("{\"ph\":\"X\",\"cat\":", f);
-		fputs((k->flags & KTRACE_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
+		fputs((k->flags & KD_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
 		fputs(",\"name\":", f);
 		jstr(f, kd_dec_func_short(d, k->func));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, k->thread));
@@ -209,7 +209,7 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 		{
 			/* args: the full name where the slice shows a short one. */
 			const char *full = kd_dec_func_name(d, k->func);
-			int trunc = (k->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)) != 0;
+			int trunc = (k->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
 			int longname = full != kd_dec_func_short(d, k->func);
 
 			if (trunc || longname)
@@ -221,9 +221,9 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 			if (trunc)
 				fprintf(f, "%s\"truncated_begin\":%s,\"truncated_end\":%s,\"exit_lost\":%s",
 				        longname ? "," : "",
-				        (k->flags & KTRACE_CALL_TRUNC_BEGIN) ? "true" : "false",
-				        (k->flags & KTRACE_CALL_TRUNC_END) ? "true" : "false",
-				        (k->flags & KTRACE_CALL_EXIT_LOST) ? "true" : "false");
+				        (k->flags & KD_CALL_TRUNC_BEGIN) ? "true" : "false",
+				        (k->flags & KD_CALL_TRUNC_END) ? "true" : "false",
+				        (k->flags & KD_CALL_EXIT_LOST) ? "true" : "false");
 			if (trunc || longname)
 				fputc('}', f);
 		}
@@ -255,9 +255,9 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 		fputs(",\"dur\":", f);
 		jus(f, span_ns(ts_ns(c, d, origin, r->begin), ts_ns(c, d, origin, r->end)));
 		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s}}",
-		        r->id, (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "true" : "false",
-		        (r->flags & KTRACE_REQ_TRUNC_END) ? "true" : "false",
-		        (r->flags & KTRACE_REQ_TRIGGER) ? ",\"trigger\":true" : "");
+		        r->id, (r->flags & KD_REQ_TRUNC_BEGIN) ? "true" : "false",
+		        (r->flags & KD_REQ_TRUNC_END) ? "true" : "false",
+		        (r->flags & KD_REQ_TRIGGER) ? ",\"trigger\":true" : "");
 	}
 	if (d->snap.have_trigger) {
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
@@ -287,7 +287,7 @@ void kd_out_chrome_file(struct ktrace_chrome *c, const struct kd_dec *d, int64_t
 			continue;
 		sep(c);
 		fprintf(f, "{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"off-CPU: %s\"",
-		        q->why == KTRACE_OFF_PREEMPTED ? "preempted" : "blocked");
+		        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked");
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid,
 		        tid_of(d, q->thread));
 		jus(f, ts_ns(c, d, origin, q->begin));

@@ -25,7 +25,7 @@ static uint64_t rdur(const struct kd_dec_request *r)
 
 static int complete(const struct kd_dec_request *r)
 {
-	return !(r->flags & (KTRACE_REQ_TRUNC_BEGIN | KTRACE_REQ_TRUNC_END));
+	return !(r->flags & (KD_REQ_TRUNC_BEGIN | KD_REQ_TRUNC_END));
 }
 
 struct ridx {
@@ -109,7 +109,7 @@ static int in_request(const struct kd_dec *d, uint32_t i, void *arg)
 	if (r->call_first != KD_NONE &&
 	    (i < r->call_first ||
 	     /* an outer frame entered before the window, added at its exit */
-	     ((c->flags & KTRACE_CALL_TRUNC_BEGIN) && c->parent == KD_NONE)))
+	     ((c->flags & KD_CALL_TRUNC_BEGIN) && c->parent == KD_NONE)))
 		return 0;
 	if (r->call_end != KD_NONE && (i >= r->call_end || s->open_at_end[i]))
 		return 0;
@@ -293,7 +293,7 @@ static int cmp_tfunc_total(const void *a, const void *b)
 	return x->thread < y->thread ? -1 : x->thread > y->thread;
 }
 
-static uint32_t tfunc_slot(struct ktrace_umap *map, struct tfunc **v, uint32_t *n, uint32_t *cap,
+static uint32_t tfunc_slot(struct kd_umap *map, struct tfunc **v, uint32_t *n, uint32_t *cap,
                            uint32_t thread, uint32_t func)
 {
 	uint64_t key = ((uint64_t)thread << 32) | func;
@@ -340,7 +340,7 @@ static void top_funcs(FILE *f, const struct kd_dec *d, const struct tfunc *v, ui
  */
 static void meanwhile(FILE *f, const struct kd_dec *d, const struct kd_dec_request *r)
 {
-	struct ktrace_umap map = { 0 };
+	struct kd_umap map = { 0 };
 	struct tfunc *v = NULL, *tot = NULL;
 	uint32_t n = 0, cap = 0, nt = 0;
 	char a[32], lbl[64];
@@ -433,7 +433,7 @@ static void explain_split(FILE *f, const struct kd_dec *d, const struct kd_dec_r
  */
 static void meanwhile_sched(FILE *f, const struct kd_dec *d, const struct kd_dec_request *r)
 {
-	struct ktrace_umap map = { 0 };
+	struct kd_umap map = { 0 };
 	struct tfunc *v = NULL;
 	uint64_t *run = calloc((size_t)d->nthreads + 1, sizeof(*run));
 	uint32_t *order = malloc(((size_t)d->nthreads + 1) * sizeof(*order));
@@ -517,7 +517,7 @@ out:
 	kd_umap_free(&map);
 }
 
-void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	uint32_t med, pick = kd_explain_pick(d, &med);
 	const struct kd_dec_request *r, *m = NULL;
@@ -576,7 +576,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct ktrace_out_opt
 
 	/* Where the extra time went: self time per function, slow - median. */
 	{
-		struct ktrace_umap fm = { 0 };
+		struct kd_umap fm = { 0 };
 
 		fd = kd_xcalloc((size_t)t.nn + 1, sizeof(*fd), "explain");
 		if (!fd) {

@@ -39,7 +39,7 @@
  * "offcpu" (intervals off the cpu) and per core "busy" (exact occupancy);
  * the page draws them when present.
  *
- * A page holds at most KTRACE_HTML_MAX_CALLS calls (or --limit N): beyond
+ * A page holds at most KD_HTML_MAX_CALLS calls (or --limit N): beyond
  * that kd_out_html() writes nothing and says how to cut the window.
  */
 #include <inttypes.h>
@@ -78,16 +78,9 @@ struct vbuf {
 
 static void vb_byte(struct vbuf *b, uint8_t c)
 {
-	if (b->n == b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		uint8_t *p = realloc(b->p, cap);
-
-		if (!p) {
-			b->oom = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	if (kd_grow(&b->p, &b->cap, b->n, 1, "the html page")) {
+		b->oom = 1;
+		return;
 	}
 	b->p[b->n++] = c;
 }
@@ -142,7 +135,7 @@ static int64_t rel(const struct kd_dec *d, uint64_t t)
 	                            : -(int64_t)(d->window_start - t);
 }
 
-static int wanted(const struct kd_dec *d, uint32_t thread, const struct ktrace_out_opts *o)
+static int wanted(const struct kd_dec *d, uint32_t thread, const struct kd_out_opts *o)
 {
 	return !(o && o->have_tid) || d->threads[thread].tid == o->tid;
 }
@@ -205,7 +198,7 @@ static int thread_calls(FILE *f, const struct kd_dec *d, uint32_t *ix, uint32_t 
 	b64(f, b.p, b.n);
 	free(b.p);
 	/* Calls per depth, so the page lays them out in one pass. */
-	lanes = calloc((size_t)maxdepth + 1, sizeof(*lanes));
+	lanes = kd_xcalloc((size_t)maxdepth + 1, sizeof(*lanes), "the html page");
 	if (!lanes)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
@@ -233,9 +226,10 @@ static int by_run_begin(const void *a, const void *b)
 /* ---- one file ----------------------------------------------------------------- */
 
 /* Thread index -> row index in the page (threads with data), or NONE. */
-static uint32_t *thread_rows(const struct kd_dec *d, const struct ktrace_out_opts *o)
+static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o)
 {
-	uint32_t *row = malloc(((size_t)d->nthreads + 1) * sizeof(*row)), nrow = 0;
+	uint32_t *row = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*row),
+			"the html page"), nrow = 0;
 
 	if (!row)
 		return NULL;
@@ -302,16 +296,17 @@ static void header(FILE *f, const struct kd_dec *d)
 	        d->dropped_after, d->lost_exits, d->unmatched_exits);
 }
 
-static int file_json(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	uint32_t *row = thread_rows(d, o), *start = NULL, *ix = NULL;
 	int rc = -1, first;
 
 	if (!row)
 		return -1;
-	start = calloc((size_t)d->nthreads + 2, sizeof(*start));
+	start = kd_xcalloc((size_t)d->nthreads + 2, sizeof(*start), "the html page");
 	/* ix: call indices bucketed by thread, then run indices of one core. */
-	ix = malloc(((size_t)(d->ncalls > d->nruns ? d->ncalls : d->nruns) + 1) * sizeof(*ix));
+	ix = kd_xmalloc(((size_t)(d->ncalls > d->nruns ? d->ncalls : d->nruns) + 1) * sizeof(*ix),
+			"the html page");
 	if (!start || !ix)
 		goto out;
 	header(f, d);
@@ -348,7 +343,7 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct ktrace_out_op
 	for (uint32_t t = 0; t < d->nthreads; t++)
 		start[t + 1] += start[t];
 	{
-		uint32_t *pos = calloc((size_t)d->nthreads + 1, sizeof(*pos));
+		uint32_t *pos = kd_xcalloc((size_t)d->nthreads + 1, sizeof(*pos), "the html page");
 
 		if (!pos)
 			goto out;
@@ -473,18 +468,18 @@ static void expand(FILE *f, const unsigned char *tmpl, size_t len,
 struct page {
 	struct kd_dec **decs;
 	int n;
-	const struct ktrace_out_opts *o;
+	const struct kd_out_opts *o;
 	int rc;
 };
 
 /*
  * The JSON, as <script type="application/json" class="ktrace-data"> pieces
- * of about KTRACE_HTML_PIECE bytes that the page joins: Chromium parses a
+ * of about KD_HTML_PIECE bytes that the page joins: Chromium parses a
  * page of many small script elements about twice as fast as one huge one.
  * A piece never ends inside a UTF-8 sequence; the JSON
  * holds no '<' (jstr escapes it), so no piece can end its element early.
  */
-#define KTRACE_HTML_PIECE (1u << 20)
+#define KD_HTML_PIECE (1u << 20)
 
 static void data(FILE *f, struct page *p)
 {
@@ -514,7 +509,7 @@ static void data(FILE *f, struct page *p)
 		return;
 	}
 	do {
-		size_t n = len - at > KTRACE_HTML_PIECE ? KTRACE_HTML_PIECE : len - at;
+		size_t n = len - at > KD_HTML_PIECE ? KD_HTML_PIECE : len - at;
 
 		while (at + n < len && n > 1 && ((unsigned char)buf[at + n] & 0xc0) == 0x80)
 			n--; /* not inside a UTF-8 sequence */
@@ -557,7 +552,7 @@ static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 	}
 }
 
-uint64_t kd_html_calls(struct kd_dec *const *decs, int n, const struct ktrace_out_opts *o)
+uint64_t kd_html_calls(struct kd_dec *const *decs, int n, const struct kd_out_opts *o)
 {
 	uint64_t calls = 0;
 
@@ -570,10 +565,10 @@ uint64_t kd_html_calls(struct kd_dec *const *decs, int n, const struct ktrace_ou
 	return calls;
 }
 
-int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_opts *o)
+int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	uint64_t max = o && o->limit && o->limit < KTRACE_HTML_MAX_CALLS ? o->limit
-	                                                                 : KTRACE_HTML_MAX_CALLS;
+	uint64_t max = o && o->limit && o->limit < KD_HTML_MAX_CALLS ? o->limit
+	                                                                 : KD_HTML_MAX_CALLS;
 	uint64_t calls = kd_html_calls(decs, n, o);
 	struct page p = { decs, n, o, 0 };
 
@@ -583,7 +578,7 @@ int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct ktrace_out_op
 		        "%s); nothing written.\n"
 		        "  Cut the window: --thread TID keeps one thread, or decode fewer files;\n"
 		        "  or open the whole window in Perfetto: --format chrome -o trace.json\n",
-		        calls, max, max == KTRACE_HTML_MAX_CALLS ? "" : ", --limit");
+		        calls, max, max == KD_HTML_MAX_CALLS ? "" : ", --limit");
 		return -1;
 	}
 	expand(f, kd_html_page, kd_html_page_len, put_key, &p);

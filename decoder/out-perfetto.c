@@ -66,29 +66,6 @@
 
 #include "decoder.h"
 
-/* Make room in *arrp (elements of sz bytes, *cap of them) for index n.
- * 0, or -1 with the array unchanged (no memory). */
-static int grow(void *arrp, size_t *cap, size_t n, size_t sz)
-{
-	void **arr = arrp;
-	size_t nc = *cap ? *cap : 64;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	while (nc <= n) {
-		if (nc > SIZE_MAX / 2 / sz)
-			return -1;
-		nc *= 2;
-	}
-	p = realloc(*arr, nc * sz);
-	if (!p)
-		return -1;
-	*arr = p;
-	*cap = nc;
-	return 0;
-}
-
 /* ---- protobuf writer -------------------------------------------------------- */
 
 enum { WT_VARINT = 0, WT_LEN = 2 };
@@ -103,7 +80,7 @@ static int pb_room(struct pb *b, size_t more)
 {
 	if (b->oom)
 		return -1;
-	if (more && grow(&b->p, &b->cap, b->n + more - 1, 1)) {
+	if (more && kd_grow(&b->p, &b->cap, b->n + more - 1, 1, "the perfetto trace")) {
 		b->oom = 1;
 		return -1;
 	}
@@ -257,7 +234,7 @@ struct pf {
 	uint32_t seq;             /* its id, 0 = none */
 	uint64_t track;           /* its default track uuid */
 	int64_t last_ns;          /* ns since epoch of its last packet */
-	struct ktrace_umap names; /* name hash -> index in nm */
+	struct kd_umap names; /* name hash -> index in nm */
 	char **nm;                /* interned names (owned), iid = index + 1 */
 	uint32_t nnm;
 	size_t capnm;
@@ -368,7 +345,8 @@ static size_t event_begin(struct pf *w, int64_t ns, uint32_t type, const char *n
 		for (uint32_t probe = 0; probe < 8; probe++) {
 			k = kd_umap_get(&w->names, h + probe);
 			if (k == KD_NONE) {
-				if (grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm)))
+				if (kd_grow(&w->nm, &w->capnm, w->nnm, sizeof(*w->nm),
+						"the perfetto trace"))
 					break;
 				w->nm[w->nnm] = strdup(name);
 				if (!w->nm[w->nnm] || kd_umap_put(&w->names, h + probe, w->nnm)) {
@@ -546,7 +524,7 @@ struct vec {
 
 static void vpush(struct vec *a, struct sev e)
 {
-	if (grow(&a->v, &a->cap, a->n, sizeof(*a->v))) {
+	if (kd_grow(&a->v, &a->cap, a->n, sizeof(*a->v), "the perfetto trace")) {
 		a->oom = 1;
 		return;
 	}
@@ -606,7 +584,7 @@ static int gfile_index(struct gfile *g)
 
 static int is_open(const struct kd_dec_call *c)
 {
-	return (c->flags & KTRACE_CALL_TRUNC_END) && !(c->flags & KTRACE_CALL_EXIT_LOST);
+	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
 }
 
 /*
@@ -792,7 +770,7 @@ static int cmp_mk(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int want_thread(const struct ktrace_out_opts *o, int32_t tid)
+static int want_thread(const struct kd_out_opts *o, int32_t tid)
 {
 	return !o || !o->have_tid || o->tid == tid;
 }
@@ -829,7 +807,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 
 			if (g->files[fi].overlap && d->marks[i].tick <= g->files[fi].cut)
 				continue;
-			if (grow(&mks, &cmk, nmk, sizeof(*mks))) {
+			if (kd_grow(&mks, &cmk, nmk, sizeof(*mks), "the perfetto trace")) {
 				m.oom = 1;
 				break;
 			}
@@ -873,11 +851,11 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		} else {
 			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_BEGIN,
 			                 kd_dec_func_name(d, c->func), w->track);
-			if (c->flags & KTRACE_CALL_TRUNC_BEGIN)
+			if (c->flags & KD_CALL_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
-			if (c->flags & KTRACE_CALL_TRUNC_END)
+			if (c->flags & KD_CALL_TRUNC_END)
 				ann_bool(w, "truncated_end");
-			if (c->flags & KTRACE_CALL_EXIT_LOST)
+			if (c->flags & KD_CALL_EXIT_LOST)
 				ann_bool(w, "exit_lost");
 		}
 		event_end(w, te);
@@ -967,7 +945,7 @@ static void group_free(struct group *g)
  * one process is one thread. */
 static int group_threads(struct group *g)
 {
-	struct ktrace_umap seen = { 0 }; /* (slot, tid) -> gthread index */
+	struct kd_umap seen = { 0 }; /* (slot, tid) -> gthread index */
 	size_t cap = 0;
 	int rc = -1;
 
@@ -984,7 +962,8 @@ static int group_threads(struct group *g)
 			k = kd_umap_get(&seen, key);
 			if (k >= g->nthreads || g->threads[k].th[fi] != KD_NONE) {
 				k = g->nthreads;
-				if (grow(&g->threads, &cap, k, sizeof(*g->threads)))
+				if (kd_grow(&g->threads, &cap, k, sizeof(*g->threads),
+						"the perfetto trace"))
 					goto out;
 				g->threads[k].slot = dt->slot;
 				g->threads[k].tid = (int32_t)gtid(g, dt);
@@ -1008,7 +987,7 @@ out:
 	return rc;
 }
 
-static void write_descriptors(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_descriptors(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	const struct kd_dec *d0 = g->files[0].d;
 	const char *exe = strrchr(d0->snap.info.exe, '/');
@@ -1051,7 +1030,7 @@ static void write_descriptors(struct pf *w, const struct group *g, const struct 
 }
 
 /* Runs of every file, per cpu in time order, one sequence per cpu. */
-static void write_cores(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_cores(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
 	struct clk ck = { 0 };
@@ -1069,7 +1048,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 				continue;
 			if (!want_thread(o, d->threads[r->thread].tid))
 				continue;
-			if (grow(&sp, &cap, n, sizeof(*sp))) {
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
 				w->oom = 1;
 				free(sp);
 				return;
@@ -1105,7 +1084,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct ktrace
 	free(sp);
 }
 
-static void write_requests(struct pf *w, const struct group *g, const struct ktrace_out_opts *o)
+static void write_requests(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
 	size_t n = 0, cap = 0;
@@ -1120,11 +1099,11 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 
 			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
 				continue;
-			if (g->files[fi].has_next_overlap && (r->flags & KTRACE_REQ_TRUNC_END))
+			if (g->files[fi].has_next_overlap && (r->flags & KD_REQ_TRUNC_END))
 				continue;
 			if (r->thread >= d->nthreads || !want_thread(o, d->threads[r->thread].tid))
 				continue;
-			if (grow(&sp, &cap, n, sizeof(*sp))) {
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
 				w->oom = 1;
 				free(sp);
 				return;
@@ -1173,16 +1152,16 @@ static void write_requests(struct pf *w, const struct group *g, const struct ktr
 				opened = 1;
 			}
 			snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
-			         (r->flags & KTRACE_REQ_TRIGGER) ? " (TRIGGER)" : "");
+			         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
 			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 			                 buf, w->track);
 			ann_uint(w, "id", r->id);
 			ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
-			if (r->flags & KTRACE_REQ_TRIGGER)
+			if (r->flags & KD_REQ_TRIGGER)
 				ann_bool(w, "trigger");
-			if (r->flags & KTRACE_REQ_TRUNC_BEGIN)
+			if (r->flags & KD_REQ_TRUNC_BEGIN)
 				ann_bool(w, "truncated_begin");
-			if (r->flags & KTRACE_REQ_TRUNC_END)
+			if (r->flags & KD_REQ_TRUNC_END)
 				ann_bool(w, "truncated_end");
 			event_end(w, te);
 			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
@@ -1240,7 +1219,7 @@ static void write_note(struct pf *w, const struct group *g)
 }
 
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                         const struct ktrace_out_opts *o)
+                         const struct kd_out_opts *o)
 {
 	struct pf w = { .f = f, .next_seq = 2 };
 	struct group *gs = calloc(n ? n : 1, sizeof(*gs));

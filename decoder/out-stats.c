@@ -62,7 +62,7 @@ static void radix_sort_u64(uint64_t *a, uint64_t *tmp, size_t n)
 
 static int cmp_stats(const void *a, const void *b)
 {
-	const struct ktrace_func_stats *x = a, *y = b;
+	const struct kd_func_stats *x = a, *y = b;
 
 	if (x->self != y->self)
 		return x->self > y->self ? -1 : 1;
@@ -95,7 +95,7 @@ static uint64_t rank(const uint64_t *v, uint64_t n, double q)
 	return v[r - 1];
 }
 
-struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
+struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *nout)
 {
 	size_t nf = (size_t)d->nfuncs + 1;
@@ -107,7 +107,7 @@ struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
 	uint64_t *total = kd_xcalloc(nf, sizeof(*total), "statistics"); /* ticks */
 	uint64_t *self = kd_xcalloc(nf, sizeof(*self), "statistics");   /* ticks */
 	uint64_t *sum = kd_xcalloc(nf, sizeof(*sum), "statistics");     /* ticks */
-	struct ktrace_func_stats *st = kd_xcalloc(nf, sizeof(*st), "statistics");
+	struct kd_func_stats *st = kd_xcalloc(nf, sizeof(*st), "statistics");
 	uint32_t ns = 0;
 
 	*nout = 0;
@@ -136,7 +136,7 @@ struct ktrace_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
 #undef WANT
 	for (uint32_t f = 0; f < d->nfuncs; f++) {
 		uint64_t n = off[f + 1] - off[f];
-		struct ktrace_func_stats *s;
+		struct kd_func_stats *s;
 
 		if (!n)
 			continue;
@@ -189,7 +189,7 @@ static int cmp_sched_row(const void *a, const void *b)
 	return x->func < y->func ? -1 : x->func > y->func;
 }
 
-static void stats_sched(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+static void stats_sched(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	struct sched_row *row;
 	uint32_t n = 0;
@@ -247,10 +247,10 @@ static void stats_sched(FILE *f, const struct kd_dec *d, const struct ktrace_out
 	free(row);
 }
 
-void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	uint32_t n;
-	struct ktrace_func_stats *st =
+	struct kd_func_stats *st =
 		kd_func_stats(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
 	char t[32], s[32], m[32], p50[32], p99[32], mx[32];
 
@@ -297,12 +297,12 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts 
  * (calltree.c), with a root per thread and a cut at KD_FOLD_DEPTH. */
 static int folded_keep(const struct kd_dec *d, uint32_t call, void *arg)
 {
-	const struct ktrace_out_opts *o = arg;
+	const struct kd_out_opts *o = arg;
 
 	return !o || !o->have_tid || d->threads[d->calls[call].thread].tid == o->tid;
 }
 
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	struct kd_ctree t;
 	uint32_t *node_of, *frames, *path = NULL, caps = 0;

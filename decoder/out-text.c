@@ -121,16 +121,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	}
 
 	/* A frame closed by an outer frame's exit (longjmp, or an exit record
-	 * lost) is not "at the end": it is counted apart. */
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		ntb += !!(d->calls[i].flags & KTRACE_CALL_TRUNC_BEGIN);
-		nte += (d->calls[i].flags & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST)) ==
-		       KTRACE_CALL_TRUNC_END;
-		nel += !!(d->calls[i].flags & KTRACE_CALL_EXIT_LOST);
-	}
-	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu32 " calls (%" PRIu64
-	           " truncated at the window start, %" PRIu64 " at the end", d->events, d->ncalls,
-	        ntb, nte);
+	 * lost) is not "at the end": it is counted apart.  Counted by the walk
+	 * (build.c), so streamed formats have them too. */
+	ntb = d->counts.trunc_begin;
+	nte = d->counts.trunc_end;
+	nel = d->counts.exit_lost;
+	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu64 " calls (%" PRIu64
+	           " truncated at the window start, %" PRIu64 " at the end", d->events,
+	        d->counts.calls, ntb, nte);
 	if (nel)
 		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)",
 		        nel);
@@ -220,12 +218,12 @@ static int cmp_item(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int want_thread(const struct kd_dec *d, uint32_t th, const struct ktrace_out_opts *o)
+static int want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o)
 {
 	return !o || !o->have_tid || (th < d->nthreads && d->threads[th].tid == o->tid);
 }
 
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs + d->noffcpu;
 	struct item *it = kd_xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
@@ -273,11 +271,11 @@ void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *
 			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
 			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
-			        (c->flags & KTRACE_CALL_SPAN) ? "span " : "",
+			        (c->flags & KD_CALL_SPAN) ? "span " : "",
 			        kd_dec_func_short(d, c->func), dur,
-			        (c->flags & KTRACE_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
-			        (c->flags & KTRACE_CALL_EXIT_LOST) ? "  [exit lost]" :
-			        (c->flags & KTRACE_CALL_TRUNC_END) ? "  [still running at window end]" : "",
+			        (c->flags & KD_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
+			        (c->flags & KD_CALL_EXIT_LOST) ? "  [exit lost]" :
+			        (c->flags & KD_CALL_TRUNC_END) ? "  [still running at window end]" : "",
 			        c->depth > 60 ? "  [deep]" : "");
 		} else if (x->type == IT_OFF) {
 			const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
@@ -285,7 +283,7 @@ void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *
 			kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
 			fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
 			        kd_dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
-			        q->why == KTRACE_OFF_PREEMPTED ? "preempted" : "blocked", dur);
+			        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked", dur);
 		} else if (x->type == IT_MARK) {
 			const struct kd_dec_mark *m = &d->marks[x->idx];
 
@@ -305,9 +303,9 @@ void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *
 			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
 			        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
-			        (r->flags & KTRACE_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
-			        (r->flags & KTRACE_REQ_TRUNC_END) ? "  [not finished in window]" : "",
-			        (r->flags & KTRACE_REQ_TRIGGER) ? "  <== TRIGGER" : "");
+			        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
+			        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
+			        (r->flags & KD_REQ_TRIGGER) ? "  <== TRIGGER" : "");
 		}
 	}
 	free(it);
@@ -316,7 +314,7 @@ void kd_out_text(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *
 
 /* Per-core tracks from the context switches: which of the process's
  * threads ran on each core, and when the core ran something else. */
-void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct ktrace_out_opts *o)
+void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	char w[48], dur[32], lbl[64];
 	uint64_t lines = 0;

@@ -421,9 +421,9 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 			continue;
 		}
 		if (cb)
-			c->flags |= KTRACE_CALL_TRUNC_BEGIN;
+			c->flags |= KD_CALL_TRUNC_BEGIN;
 		if (ce)
-			c->flags |= KTRACE_CALL_TRUNC_END;
+			c->flags |= KD_CALL_TRUNC_END;
 		keep[i] = 1;
 	}
 	kd_calls_keep(d, keep, 1);
@@ -438,11 +438,11 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 			if (!clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
 				continue;
 			if (cb) {
-				q.flags |= KTRACE_REQ_TRUNC_BEGIN;
+				q.flags |= KD_REQ_TRUNC_BEGIN;
 				q.call_first = KD_NONE;
 			}
 			if (ce) {
-				q.flags |= KTRACE_REQ_TRUNC_END;
+				q.flags |= KD_REQ_TRUNC_END;
 				q.call_end = q.open_at_end = KD_NONE;
 			}
 			if (i == d->trigger_req)

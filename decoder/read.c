@@ -14,13 +14,16 @@
  *   - a block whose CRC fails or that does not start with a valid
  *     BLOCK_START: skipped, counted and reported; the rest decodes.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "crc32c.h"
 #include "decoder.h"
 
 #define HDR_SIZE sizeof(struct ktrace_file_header)
@@ -57,84 +60,9 @@ void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
 		snprintf(buf, len, "ktrace-decode: %s: %s", file, err->msg);
 }
 
-/* ---- memory (decoder.h) ----------------------------------------------------- */
+/* ---- the test hook (decoder.h) --------------------------------------------- */
 
 void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
-
-void kd_dec_oom(const char *what, size_t bytes)
-{
-	fprintf(stderr, "ktrace-decode: out of memory (%zu bytes for %s); decode one file at a "
-	        "time or raise the memory limit (ulimit -v)\n", bytes, what);
-	exit(1);
-}
-
-void *kd_xmalloc(size_t n, const char *what)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (!p)
-		kd_dec_oom(what, n);
-	return p;
-}
-
-void *kd_xcalloc(size_t n, size_t size, const char *what)
-{
-	void *p;
-
-	if (size && n > SIZE_MAX / size)
-		kd_dec_oom(what, SIZE_MAX);
-	p = calloc(n ? n : 1, size ? size : 1);
-	if (!p)
-		kd_dec_oom(what, n * size);
-	return p;
-}
-
-void *kd_xrealloc(void *p, size_t n, const char *what)
-{
-	void *q = realloc(p, n ? n : 1);
-
-	if (!q)
-		kd_dec_oom(what, n);
-	return q;
-}
-
-char *kd_xstrdup(const char *s, const char *what)
-{
-	size_t n = strlen(s) + 1;
-
-	return memcpy(kd_xmalloc(n, what), s, n);
-}
-
-void kd_warn(struct kd_dec_warnings *w, uint64_t offset, const char *fmt, ...)
-{
-	char msg[320];
-	int n;
-	va_list ap;
-
-	if (!w)
-		return;
-	w->total++;
-	if (w->n >= KD_MAX_WARN)
-		return;
-	if (!w->lines) {
-		w->lines = kd_xcalloc(KD_MAX_WARN, sizeof(*w->lines), "warnings");
-	}
-	n = snprintf(msg, sizeof(msg), "offset 0x%" PRIx64 ": ", offset);
-	if (n < 0 || (size_t)n >= sizeof(msg))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
-	va_end(ap);
-	w->lines[w->n++] = kd_xstrdup(msg, "warnings");
-}
-
-void kd_warnings_free(struct kd_dec_warnings *w)
-{
-	for (uint32_t i = 0; i < w->n; i++)
-		free(w->lines[i]);
-	free(w->lines);
-	memset(w, 0, sizeof(*w));
-}
 
 /* ---- names ---------------------------------------------------------------- */
 
@@ -546,7 +474,7 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 		if (r.nwords == 0)
 			continue; /* claimed but never written: nothing to decode */
 		/* A good section CRC covers every block: skip the second pass. */
-		if (!x->crc_ok && ktrace__crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
+		if (!x->crc_ok && kd_crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
 			kd_warn(&snap->warn, off,
 			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
 			             "): CRC mismatch; block skipped", i, r.cpu, r.start);
@@ -631,8 +559,9 @@ static int read_budget(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 		             x->s.count, x->s.size);
 		return 0;
 	}
-	snap->budget_cores = malloc(snap->budget.ncores * sizeof(*snap->budget_cores) + 1);
-	snap->muted = malloc(x->s.count * sizeof(*snap->muted) + 1);
+	snap->budget_cores = kd_xmalloc(snap->budget.ncores * sizeof(*snap->budget_cores) + 1,
+			"the snapshot");
+	snap->muted = kd_xmalloc(x->s.count * sizeof(*snap->muted) + 1, "the snapshot");
 	if (!snap->budget_cores || !snap->muted)
 		return fail(err, KD_ENOMEM, 0, 0, "out of memory (BUDGET section)");
 	memcpy(snap->budget_cores, b + 1, snap->budget.ncores * sizeof(*snap->budget_cores));
@@ -671,9 +600,12 @@ static int read_sched(struct kd_snap *snap, const struct sec *x, struct kd_dec_e
 		return 0;
 	}
 	terminate(h.what, sizeof(h.what));
-	snap->sched_cores = malloc(((size_t)h.ncores + 1) * sizeof(*snap->sched_cores));
-	snap->sched_recs = malloc(((size_t)nrec + 1) * sizeof(*snap->sched_recs));
-	snap->sched_names = malloc(((size_t)h.nnames + 1) * sizeof(*snap->sched_names));
+	snap->sched_cores = kd_xmalloc(((size_t)h.ncores + 1) * sizeof(*snap->sched_cores),
+			"the snapshot");
+	snap->sched_recs = kd_xmalloc(((size_t)nrec + 1) * sizeof(*snap->sched_recs),
+			"the snapshot");
+	snap->sched_names = kd_xmalloc(((size_t)h.nnames + 1) * sizeof(*snap->sched_names),
+			"the snapshot");
 	if (!snap->sched_cores || !snap->sched_recs || !snap->sched_names)
 		return fail(err, KD_ENOMEM, 0, 0, "out of memory");
 	p += sizeof(h);
@@ -745,7 +677,7 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 		            "header_size %u is not %zu", h->header_size, HDR_SIZE);
 	tmp = *h;
 	tmp.header_crc = 0;
-	crc = ktrace__crc32c(0, &tmp, sizeof(tmp));
+	crc = kd_crc32c(0, &tmp, sizeof(tmp));
 	if (crc != h->header_crc)
 		return fail(err, KD_ECORRUPT, 1,
 		            offsetof(struct ktrace_file_header, header_crc),
@@ -806,7 +738,7 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 		x->p = buf + x->s.offset;
 		if ((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
 		    x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED) {
-			x->crc_ok = ktrace__crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
+			x->crc_ok = kd_crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
 			if (x->s.type == KTRACE_SEC_INFO && info_idx == UINT32_MAX)
 				info_idx = i;
 		}
@@ -953,3 +885,132 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
 		return &snap->threads[lo];
 	return NULL;
 }
+
+/* ---- file I/O ------------------------------------------------------------- */
+
+/*
+ * Open a path named by a user or by a snapshot without ever blocking: a FIFO
+ * without a writer, a tty or a device must not hang the decoder at open().
+ * O_NONBLOCK is cleared again once fstat() says what it is, for the caller's
+ * reads.  Returns the descriptor, or -1 with errno set.
+ */
+int kd_dec_open_path(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+	    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Bytes per pread(); the test hook runs before each. */
+#define READ_CHUNK (16u << 20)
+
+uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+                           uint64_t total)
+{
+	uint64_t done = 0;
+
+	while (done < n) {
+		size_t k = n - done < READ_CHUNK ? (size_t)(n - done) : READ_CHUNK;
+		ssize_t r;
+
+		if (kd_dec_read_hook)
+			kd_dec_read_hook(path, off + done, total);
+		r = pread(fd, (char *)buf + done, k, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return done;
+		if (r == 0) {
+			errno = 0; /* end of file: the file is shorter than it was */
+			return done;
+		}
+		done += (uint64_t)r;
+	}
+	return done;
+}
+
+/*
+ * The file is read, not mapped: a mapped file that someone truncates while
+ * the decoder walks it kills the decoder with SIGBUS, and a copy costs a
+ * few percent of a decode (bench/RESULTS.md, "decoder: read vs mmap").  A
+ * regular file is read to the size fstat() gave; coming up short means it
+ * was truncated meanwhile, which is an error, not a smaller snapshot.
+ * Pipes and sockets (`ktrace-decode <(zcat f.ktrace.gz)`) are read to EOF;
+ * anything else (a directory, a device) is refused.
+ */
+int kd_dec_read_file(const char *path, char **bufp, size_t *lenp, struct kd_dec_error *err)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	int fd;
+	char msg[300];
+
+	fd = kd_dec_open_path(path, &st);
+	if (fd < 0) {
+		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
+		return kd_dec_fail(err, KD_EIO, msg);
+	}
+	if (S_ISREG(st.st_mode)) {
+		size_t want = (size_t)st.st_size;
+
+		buf = kd_xmalloc(want, "the snapshot file");
+		len = (size_t)kd_dec_pread(fd, buf, 0, want, path, want);
+		if (len < want && errno) {
+			snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
+			goto fail_io;
+		}
+		if (len < want) {
+			snprintf(msg, sizeof(msg),
+			         "the file was truncated while it was read (%zu of %zu bytes)"
+			         "; decode a copy that nothing is writing to", len, want);
+			goto fail_io;
+		}
+	} else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+		size_t cap = 0;
+
+		for (;;) {
+			ssize_t n;
+
+			if (len == cap) {
+				cap = cap ? cap * 2 : 65536;
+				buf = kd_xrealloc(buf, cap, "the snapshot file");
+			}
+			n = read(fd, buf + len, cap - len);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				snprintf(msg, sizeof(msg), "read error: %s", strerror(errno));
+				goto fail_io;
+			}
+			if (n == 0)
+				break;
+			len += (size_t)n;
+		}
+	} else {
+		snprintf(msg, sizeof(msg), "not a regular file or a pipe (%s); nothing read",
+		         S_ISDIR(st.st_mode)   ? "a directory" :
+		         S_ISCHR(st.st_mode)   ? "a character device" :
+		         S_ISBLK(st.st_mode)   ? "a block device" : "a special file");
+		goto fail_io;
+	}
+	close(fd);
+	*bufp = buf;
+	*lenp = len;
+	return 0;
+fail_io:
+	free(buf);
+	close(fd);
+	return kd_dec_fail(err, KD_EIO, msg);
+}
+

@@ -104,14 +104,14 @@ static int cmp_off(const void *a, const void *b)
 }
 
 /* Thread index of tid, adding a thread for a tid THREADS does not know. */
-static uint32_t thread_of(struct kd_dec *d, struct ktrace_umap *m, int32_t tid)
+static uint32_t thread_of(struct kd_dec *d, struct kd_umap *m, int32_t tid)
 {
 	uint32_t x = kd_umap_get(m, (uint64_t)(uint32_t)tid);
 	struct kd_dec_thread *p, *t;
 
 	if (x != KD_NONE)
 		return x;
-	p = realloc(d->threads, ((size_t)d->nthreads + 1) * sizeof(*p));
+	p = kd_xrealloc(d->threads, ((size_t)d->nthreads + 1) * sizeof(*p), "the context switches");
 	if (!p)
 		return KD_NONE;
 	d->threads = p;
@@ -148,7 +148,7 @@ int kd_dec_sched(struct kd_dec *d)
 	const struct kd_snap *s = &d->snap;
 	uint32_t n = s->nsched_recs, noff = 0, non = 0;
 	struct srec *r;
-	struct ktrace_umap map = { 0 };
+	struct kd_umap map = { 0 };
 	int64_t from_ns;
 
 	if (!s->have_sched || s->sched.status != KTRACE_SCHED_RECORDED)
@@ -162,9 +162,9 @@ int kd_dec_sched(struct kd_dec *d)
 	d->sched_to = mono_to_tick(d, s->sched.end_ns);
 	if (d->sched_to < d->sched_from)
 		d->sched_to = d->sched_from;
-	r = malloc(((size_t)n + 1) * sizeof(*r));
-	d->offcpu = malloc(((size_t)n + 1) * sizeof(*d->offcpu));
-	d->oncpu = malloc(((size_t)n + 1) * sizeof(*d->oncpu));
+	r = kd_xmalloc(((size_t)n + 1) * sizeof(*r), "the context switches");
+	d->offcpu = kd_xmalloc(((size_t)n + 1) * sizeof(*d->offcpu), "the context switches");
+	d->oncpu = kd_xmalloc(((size_t)n + 1) * sizeof(*d->oncpu), "the context switches");
 	if (!r || !d->offcpu || !d->oncpu)
 		goto oom;
 	for (uint32_t i = 0; i < d->nthreads; i++)
@@ -195,8 +195,8 @@ int kd_dec_sched(struct kd_dec *d)
 			if (r[k].what != KTRACE_SCHED_IN) {
 				out = 1;
 				out_tick = r[k].tick;
-				why = r[k].what == KTRACE_SCHED_OUT_PREEMPT ? KTRACE_OFF_PREEMPTED
-				                                            : KTRACE_OFF_BLOCKED;
+				why = r[k].what == KTRACE_SCHED_OUT_PREEMPT ? KD_OFF_PREEMPTED
+				                                            : KD_OFF_BLOCKED;
 			} else if (out) {
 				d->offcpu[noff++] = (struct kd_dec_offcpu){ out_tick, r[k].tick, th, why };
 				out = 0;
@@ -208,7 +208,8 @@ int kd_dec_sched(struct kd_dec *d)
 	}
 	qsort(d->offcpu, noff, sizeof(*d->offcpu), cmp_off);
 	d->noffcpu = noff;
-	d->offcpu_first = calloc((size_t)d->nthreads + 1, sizeof(*d->offcpu_first));
+	d->offcpu_first = kd_xcalloc((size_t)d->nthreads + 1, sizeof(*d->offcpu_first),
+			"the context switches");
 	if (!d->offcpu_first)
 		goto oom;
 	for (uint32_t i = 0; i < noff; i++)

@@ -38,7 +38,7 @@ struct elf_load {
 	uint64_t vaddr;      /* p_vaddr */
 };
 
-struct ktrace_elf {
+struct kd_elf {
 	uint8_t *buf;        /* the file */
 	size_t len;          /* bytes */
 	int is_mmap;         /* always 0: files are read, never mapped */
@@ -73,12 +73,12 @@ static int cmp_sym(const void *a, const void *b)
 }
 
 /* Is [off, off+size) inside the file? */
-static int in_file(const struct ktrace_elf *e, uint64_t off, uint64_t size)
+static int in_file(const struct kd_elf *e, uint64_t off, uint64_t size)
 {
 	return off <= e->len && size <= e->len - off;
 }
 
-static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want,
+static int load_symtab(struct kd_elf *e, const Elf64_Ehdr *eh, uint32_t want,
                        struct kd_dec_error *err)
 {
 	for (uint32_t i = 0; i < eh->e_shnum; i++) {
@@ -136,7 +136,7 @@ static int load_symtab(struct ktrace_elf *e, const Elf64_Ehdr *eh, uint32_t want
 	return 1; /* none of this type */
 }
 
-static int parse(struct ktrace_elf *e, struct kd_dec_error *err)
+static int parse(struct kd_elf *e, struct kd_dec_error *err)
 {
 	Elf64_Ehdr eh;
 	int rc;
@@ -182,7 +182,7 @@ static int parse(struct ktrace_elf *e, struct kd_dec_error *err)
 	return rc;
 }
 
-void kd_elf_free(struct ktrace_elf *e)
+void kd_elf_free(struct kd_elf *e)
 {
 	if (!e)
 		return;
@@ -195,10 +195,10 @@ void kd_elf_free(struct ktrace_elf *e)
 	free(e);
 }
 
-int kd_elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
+int kd_elf_parse(const void *buf, size_t len, struct kd_elf **out,
                       struct kd_dec_error *err)
 {
-	struct ktrace_elf *e = kd_xcalloc(1, sizeof(*e), "an ELF file");
+	struct kd_elf *e = kd_xcalloc(1, sizeof(*e), "an ELF file");
 	int rc;
 
 	*out = NULL;
@@ -226,7 +226,7 @@ static int eio(struct kd_dec_error *err, const char *fmt, const char *path, cons
 
 /* Read [off, off + n) of the file, clipped to its size, into e->buf at the
  * same offset.  0, or -1 if the file came up short: truncated meanwhile. */
-static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t off, uint64_t n)
+static int read_range(int fd, struct kd_elf *e, const char *path, uint64_t off, uint64_t n)
 {
 	if (off >= e->len)
 		return 0;
@@ -244,7 +244,7 @@ static int read_range(int fd, struct ktrace_elf *e, const char *path, uint64_t o
  * is mapped from the file: a binary rebuilt or truncated while the decoder
  * reads it gives an error here, never SIGBUS later.
  */
-static int read_needed(int fd, struct ktrace_elf *e, const char *path)
+static int read_needed(int fd, struct kd_elf *e, const char *path)
 {
 	Elf64_Ehdr eh;
 
@@ -282,9 +282,9 @@ static int read_needed(int fd, struct ktrace_elf *e, const char *path)
 	return 0;
 }
 
-int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *err)
+int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err)
 {
-	struct ktrace_elf *e;
+	struct kd_elf *e;
 	struct stat st;
 	int fd, rc;
 
@@ -328,7 +328,7 @@ int kd_elf_open(const char *path, struct ktrace_elf **out, struct kd_dec_error *
 	return 0;
 }
 
-const char *kd_elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint64_t *sym_start)
+const char *kd_elf_lookup(const struct kd_elf *e, uint64_t vaddr, uint64_t *sym_start)
 {
 	uint32_t lo = 0, hi = e->nsyms;
 
@@ -358,7 +358,7 @@ const char *kd_elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint64_t *
 	return NULL;
 }
 
-int kd_elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *vaddr)
+int kd_elf_offset_to_vaddr(const struct kd_elf *e, uint64_t off, uint64_t *vaddr)
 {
 	for (uint32_t i = 0; i < e->nloads; i++) {
 		const struct elf_load *l = &e->loads[i];
@@ -376,7 +376,7 @@ int kd_elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *v
 struct symcache {
 	struct {
 		char *path;              /* as given in MODULES */
-		struct ktrace_elf *elf;  /* NULL if it could not be used */
+		struct kd_elf *elf;  /* NULL if it could not be used */
 	} *ent;
 	uint32_t n;
 };
@@ -395,11 +395,11 @@ void kd_symcache_free(void *p)
 	free(c);
 }
 
-static struct ktrace_elf *cached_elf(struct kd_dec *d, struct symcache *c, const char *path)
+static struct kd_elf *cached_elf(struct kd_dec *d, struct symcache *c, const char *path)
 {
 	char full[4096];
 	struct kd_dec_error err;
-	struct ktrace_elf *e = NULL;
+	struct kd_elf *e = NULL;
 	void *p;
 
 	for (uint32_t i = 0; i < c->n; i++)
@@ -463,7 +463,7 @@ static const char *symbolize_addr(struct kd_dec *d, struct symcache *c, uint64_t
 	}
 	{
 		uint64_t off = addr - m->start + m->file_offset, vaddr, start = 0;
-		struct ktrace_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m->path) : NULL;
+		struct kd_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m->path) : NULL;
 		const char *name = NULL;
 
 		if (e && kd_elf_offset_to_vaddr(e, off, &vaddr) == 0)
@@ -515,7 +515,7 @@ static const char *demangled(struct kd_dec *d, const char *name)
 /* The timeline form of f->name (names.c), decoder-owned if different. */
 static void set_short(struct kd_dec *d, struct kd_dec_func *f)
 {
-	char buf[KTRACE_SHORT_NAME_MAX * 2];
+	char buf[KD_SHORT_NAME_MAX * 2];
 	const char *s = kd_name_shorten(f->name, buf, sizeof(buf));
 
 	f->short_name = s == f->name ? f->name : kd_dec_strdup(d, s);
@@ -533,7 +533,7 @@ void kd_dec_symbolize(struct kd_dec *d)
 		struct kd_dec_func *f = &d->funcs[i];
 
 		switch (f->kind) {
-		case KTRACE_FUNC_SPAN: {
+		case KD_FUNC_SPAN: {
 			const char *s = kd_snap_name(&d->snap, f->id);
 
 			if (s) {
@@ -544,7 +544,7 @@ void kd_dec_symbolize(struct kd_dec *d)
 			}
 			break;
 		}
-		case KTRACE_FUNC_UNKNOWN_ID:
+		case KD_FUNC_UNKNOWN_ID:
 			snprintf(buf, sizeof(buf), "func#%" PRIu32, f->id);
 			f->name = kd_dec_strdup(d, buf);
 			break;

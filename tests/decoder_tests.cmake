@@ -6,7 +6,7 @@ set(KTRACE_DEC_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 # Synthetic snapshot builder, reusable by any test (tests/snapbuild.h).
 add_library(ktrace_snapbuild STATIC ${KTRACE_DEC_TESTS_DIR}/snapbuild.c)
 target_include_directories(ktrace_snapbuild PUBLIC ${KTRACE_DEC_TESTS_DIR}
-  ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+  ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(ktrace_snapbuild PRIVATE ${KTRACE_WARNINGS})
 target_link_libraries(ktrace_snapbuild PUBLIC ktrace_decoder)
 
@@ -46,10 +46,10 @@ if(KTRACE_BUILD_FUZZ)
   file(GLOB KTRACE_DEC_FUZZ_SOURCES ${PROJECT_SOURCE_DIR}/decoder/*.c)
   list(FILTER KTRACE_DEC_FUZZ_SOURCES EXCLUDE REGEX "/main\\.c$")
   add_executable(ktrace-fuzz-read ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_read.c
-    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c
+    ${KTRACE_DEC_FUZZ_SOURCES}
     $<TARGET_OBJECTS:ktrace_html_template>)
   target_include_directories(ktrace-fuzz-read PRIVATE ${PROJECT_SOURCE_DIR}/decoder
-    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+    ${PROJECT_SOURCE_DIR}/include)
   target_compile_definitions(ktrace-fuzz-read PRIVATE _GNU_SOURCE)
   target_compile_options(ktrace-fuzz-read PRIVATE -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)
@@ -58,10 +58,10 @@ if(KTRACE_BUILD_FUZZ)
 
   # The ELF symbol reader alone (seeds: tests/fuzz/corpus-elf).
   add_executable(ktrace-fuzz-elf ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_elf.c
-    ${KTRACE_DEC_FUZZ_SOURCES} ${PROJECT_SOURCE_DIR}/lib/crc32c.c
+    ${KTRACE_DEC_FUZZ_SOURCES}
     $<TARGET_OBJECTS:ktrace_html_template>)
   target_include_directories(ktrace-fuzz-elf PRIVATE ${PROJECT_SOURCE_DIR}/decoder
-    ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/lib)
+    ${PROJECT_SOURCE_DIR}/include)
   target_compile_definitions(ktrace-fuzz-elf PRIVATE _GNU_SOURCE)
   target_compile_options(ktrace-fuzz-elf PRIVATE -g -O1 -fno-omit-frame-pointer
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all)

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
 #include "decoder.h"
 
 #define MAX_CPUS 256
@@ -468,7 +467,7 @@ static void add_sec(struct buf *file, struct buf *table, uint32_t type, uint32_t
 	s.count = count;
 	s.offset = file->n;
 	s.size = size;
-	s.crc = ktrace__crc32c(0, data, size) ^ (bad_crc ? 1u : 0u);
+	s.crc = kd_crc32c(0, data, size) ^ (bad_crc ? 1u : 0u);
 	put(file, data, size);
 	put(table, &s, sizeof(s));
 	table->count++;
@@ -489,7 +488,7 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 		struct sb_block *b = sb->blocks[i];
 		struct ktrace_block_rec r = { b->cpu, b->nwords, b->s, 0 };
 
-		r.crc = ktrace__crc32c(0, b->w, (size_t)b->nwords * 4) ^ (b->bad_crc ? 1u : 0u);
+		r.crc = kd_crc32c(0, b->w, (size_t)b->nwords * 4) ^ (b->bad_crc ? 1u : 0u);
 		damaged |= b->bad_crc;
 		put(&blocks, &r, sizeof(r));
 		put(&blocks, b->w, (size_t)b->nwords * 4);
@@ -553,7 +552,7 @@ int snapbuild_finish(struct snapbuild *sb, uint8_t **out, size_t *outlen)
 	put(&file, table.p, table.n);
 	h.file_size = file.n;
 	h.header_crc = 0;
-	h.header_crc = ktrace__crc32c(0, &h, sizeof(h));
+	h.header_crc = kd_crc32c(0, &h, sizeof(h));
 	memcpy(file.p, &h, sizeof(h));
 
 	free(table.p);
@@ -598,7 +597,7 @@ void snapbuild_fix_header_crc(uint8_t *buf)
 
 	memcpy(&h, buf, sizeof(h));
 	h.header_crc = 0;
-	h.header_crc = ktrace__crc32c(0, &h, sizeof(h));
+	h.header_crc = kd_crc32c(0, &h, sizeof(h));
 	memcpy(buf, &h, sizeof(h));
 }
 
@@ -615,7 +614,7 @@ void snapbuild_fix_crcs(uint8_t *buf, size_t len)
 			break;
 		memcpy(&s, buf + eo, sizeof(s));
 		if (s.offset <= len && s.size <= len - s.offset) {
-			s.crc = ktrace__crc32c(0, buf + s.offset, s.size);
+			s.crc = kd_crc32c(0, buf + s.offset, s.size);
 			memcpy(buf + eo, &s, sizeof(s));
 		}
 	}

@@ -55,7 +55,7 @@ static void test_golden_fixture_is_current(void **state)
 static void test_golden_decode(void **state)
 {
 	struct kd_dec_opts o = { .no_symbols = 1 };
-	struct ktrace_out_opts oo = { .limit = 60 };
+	struct kd_out_opts oo = { .limit = 60 };
 	struct kd_dec_error err;
 	struct kd_dec *d;
 	uint8_t *fix, *want;

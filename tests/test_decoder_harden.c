@@ -346,9 +346,9 @@ static void test_decoder_harden_longjmp_summary(void **state)
 	assert_non_null(d);
 	assert_int_equal(d->lost_exits, 50);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		lost += !!(d->calls[i].flags & KTRACE_CALL_EXIT_LOST);
-		at_end += (d->calls[i].flags & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST)) ==
-		          KTRACE_CALL_TRUNC_END;
+		lost += !!(d->calls[i].flags & KD_CALL_EXIT_LOST);
+		at_end += (d->calls[i].flags & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST)) ==
+		          KD_CALL_TRUNC_END;
 	}
 	assert_int_equal(lost, 50);
 	assert_int_equal(at_end, 1);

@@ -27,7 +27,7 @@ struct mem {
 
 #include "decode_or_fail.h"
 
-static int page(struct kd_dec *d, const struct ktrace_out_opts *o, struct mem *m)
+static int page(struct kd_dec *d, const struct kd_out_opts *o, struct mem *m)
 {
 	int rc;
 
@@ -338,7 +338,7 @@ static void test_html_names_cannot_close_the_script(void **state)
 static void test_html_thread_filter(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_out_opts o = { .have_tid = 1, .tid = 101 };
+	struct kd_out_opts o = { .have_tid = 1, .tid = 101 };
 	struct kd_dec *d;
 	struct mem m;
 
@@ -362,7 +362,7 @@ static void test_html_thread_filter(void **state)
 static void test_html_over_limit_writes_nothing(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
-	struct ktrace_out_opts o = { .limit = 10 };
+	struct kd_out_opts o = { .limit = 10 };
 	struct kd_dec *d;
 	struct mem m;
 

@@ -240,7 +240,7 @@ static void test_outputs_json_validator_works(void **state)
 static void test_outputs_chrome_well_formed(void **state)
 {
 	struct kd_dec *d = golden();
-	struct ktrace_chrome ch;
+	struct kd_chrome ch;
 	struct mem m;
 
 	(void)state;
@@ -272,7 +272,7 @@ static void test_outputs_chrome_escapes(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct kd_dec *d;
-	struct ktrace_chrome ch;
+	struct kd_chrome ch;
 	struct mem m;
 
 	(void)state;
@@ -301,7 +301,7 @@ static void test_outputs_stats_exact(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct kd_dec *d;
-	struct ktrace_func_stats *st;
+	struct kd_func_stats *st;
 	uint32_t n;
 	uint64_t t = 1000;
 	static const uint64_t dur[4] = { 400, 100, 300, 200 };
@@ -360,7 +360,7 @@ static void test_outputs_explain_names_cause_first(void **state)
 	pick = kd_explain_pick(d, &med);
 	assert_int_not_equal(pick, KD_NONE);
 	assert_int_equal(d->reqs[pick].id, SNAPBUILD_GOLDEN_SLOW_REQ);
-	assert_true(d->reqs[pick].flags & KTRACE_REQ_TRIGGER);
+	assert_true(d->reqs[pick].flags & KD_REQ_TRIGGER);
 	assert_int_not_equal(med, KD_NONE);
 	mem_open(&m);
 	kd_out_explain(m.f, d, NULL);
@@ -543,7 +543,7 @@ static void test_outputs_folded_adds_up(void **state)
 static void test_outputs_text_filters(void **state)
 {
 	struct kd_dec *d = golden();
-	struct ktrace_out_opts o = { .have_tid = 1, .tid = 1003 };
+	struct kd_out_opts o = { .have_tid = 1, .tid = 1003 };
 	struct mem m;
 
 	(void)state;

@@ -101,7 +101,7 @@ static char *run_sink(const struct kd_dec *d, const char *what)
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
-	struct ktrace_out_opts o;
+	struct kd_out_opts o;
 
 	memset(&o, 0, sizeof(o));
 	assert_non_null(f);
@@ -114,7 +114,7 @@ static char *run_sink(const struct kd_dec *d, const char *what)
 	else if (!strcmp(what, "text"))
 		kd_out_text(f, d, &o);
 	else {
-		struct ktrace_chrome c;
+		struct kd_chrome c;
 
 		kd_out_chrome_begin(&c, f, 0);
 		kd_out_chrome_file(&c, d, 1, &o);
@@ -138,14 +138,14 @@ static void test_decoder_sched_intervals(void **state)
 	assert_int_equal(d->snap.nsched_recs, 8);
 	/* main: two intervals, blocked then preempted */
 	kd_dec_offcpu_in(d, 0, 1000, 5000, off);
-	assert_int_equal(off[KTRACE_OFF_BLOCKED], 1000);
-	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 200);
+	assert_int_equal(off[KD_OFF_BLOCKED], 1000);
+	assert_int_equal(off[KD_OFF_PREEMPTED], 200);
 	kd_dec_offcpu_in(d, 0, 2000, 4000, off);  /* g holds the blocked one */
-	assert_int_equal(off[KTRACE_OFF_BLOCKED], 1000);
-	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 0);
+	assert_int_equal(off[KD_OFF_BLOCKED], 1000);
+	assert_int_equal(off[KD_OFF_PREEMPTED], 0);
 	kd_dec_offcpu_in(d, 0, 3000, 4300, off);  /* partial overlaps */
-	assert_int_equal(off[KTRACE_OFF_BLOCKED], 500);
-	assert_int_equal(off[KTRACE_OFF_PREEMPTED], 100);
+	assert_int_equal(off[KD_OFF_BLOCKED], 500);
+	assert_int_equal(off[KD_OFF_PREEMPTED], 100);
 	/* the tid THREADS does not know gets a thread, named from SCHED */
 	for (uint32_t i = 0; i < d->nthreads; i++)
 		if (d->threads[i].tid == 555)

@@ -65,7 +65,7 @@ static struct kd_dec *decode(struct snapbuild *sb, const char *sysroot)
 static const char *name_of(struct kd_dec *d, uint64_t addr)
 {
 	for (uint32_t i = 0; i < d->nfuncs; i++)
-		if (d->funcs[i].kind == KTRACE_FUNC_ADDR && d->funcs[i].addr == addr)
+		if (d->funcs[i].kind == KD_FUNC_ADDR && d->funcs[i].addr == addr)
 			return d->funcs[i].name;
 	return NULL;
 }
@@ -158,7 +158,7 @@ static uint8_t *read_self(size_t *len)
 
 static void test_symbols_garbage_elf(void **state)
 {
-	struct ktrace_elf *e;
+	struct kd_elf *e;
 	struct kd_dec_error err;
 	size_t len;
 	uint8_t *self = read_self(&len);

@@ -35,7 +35,7 @@ static struct kd_dec *decode(struct snapbuild *sb)
 static uint32_t core_ticks(struct kd_dec *d, uint32_t core, uint64_t *out, uint32_t max,
                            struct kd_dec_event *evs)
 {
-	struct ktrace_core_iter it;
+	struct kd_core_iter it;
 	struct kd_dec_event ev;
 	uint32_t n = 0;
 
@@ -57,7 +57,7 @@ static const struct kd_dec_call *find_call(const struct kd_dec *d, uint64_t addr
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_func *f = &d->funcs[d->calls[i].func];
 
-		if (f->kind == KTRACE_FUNC_ADDR && f->addr == addr && nth-- == 0)
+		if (f->kind == KD_FUNC_ADDR && f->addr == addr && nth-- == 0)
 			return &d->calls[i];
 	}
 	return NULL;
@@ -298,7 +298,7 @@ static void test_timeline_overwrite_edges(void **state)
 	d = decode(sb);
 	assert_int_equal(d->ncalls, 3);
 	c = find_call(d, 0xA000, 0);
-	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_BEGIN);
+	assert_int_equal(c->flags, KD_CALL_TRUNC_BEGIN);
 	assert_int_equal(c->begin, d->window_start);
 	assert_int_equal(c->end, 300);
 	assert_int_equal(c->depth, 0);
@@ -307,7 +307,7 @@ static void test_timeline_overwrite_edges(void **state)
 	assert_int_equal(c->depth, 1); /* under the truncated a() */
 	assert_int_equal(c->parent, (uint32_t)(find_call(d, 0xA000, 0) - d->calls));
 	c = find_call(d, 0xC000, 0);
-	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END);
+	assert_int_equal(c->flags, KD_CALL_TRUNC_END);
 	assert_int_equal(c->end, 1000); /* the snapshot moment */
 	assert_int_equal(d->unmatched_exits, 1);
 	kd_dec_free(d);
@@ -327,7 +327,7 @@ static void test_timeline_lost_exit(void **state)
 	snapbuild_exit(sb, 0, 1, 150, 0);    /* b's exit never recorded */
 	d = decode(sb);
 	c = find_call(d, 0xB000, 0);
-	assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST);
+	assert_int_equal(c->flags, KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST);
 	assert_int_equal(c->end, 150);
 	c = find_call(d, 0xA000, 0);
 	assert_int_equal(c->flags, 0);
@@ -396,7 +396,7 @@ static void test_timeline_spans_nest_with_functions(void **state)
 	d = decode(sb);
 	assert_int_equal(d->ncalls, 3);
 	c = &d->calls[1];
-	assert_true(c->flags & KTRACE_CALL_SPAN);
+	assert_true(c->flags & KD_CALL_SPAN);
 	assert_string_equal(kd_dec_func_name(d, c->func), "commit");
 	assert_int_equal(c->depth, 1);
 	assert_int_equal(c->end - c->begin, 30);
@@ -430,9 +430,9 @@ static void test_timeline_requests_and_marks(void **state)
 		else if (r->kind == 2)
 			assert_true(r->begin == 110 && r->end == 300 && r->flags == 0);
 		else if (r->id == 3)
-			assert_true(r->flags == KTRACE_REQ_TRUNC_BEGIN && r->end == 450);
+			assert_true(r->flags == KD_REQ_TRUNC_BEGIN && r->end == 450);
 		else
-			assert_true(r->id == 8 && r->flags == KTRACE_REQ_TRUNC_END);
+			assert_true(r->id == 8 && r->flags == KD_REQ_TRUNC_END);
 	}
 	assert_int_equal(d->nmarks, 1);
 	assert_int_equal(d->marks[0].value, 0xdeadbeefcafeull);
@@ -598,7 +598,7 @@ static void test_timeline_copy_tsc_cut(void **state)
 			assert_int_equal(d->window_end, 500);
 			assert_int_equal(d->dropped_after, 1);
 			assert_int_equal(d->core_stats[0].dropped_after, 1);
-			assert_int_equal(c->flags, KTRACE_CALL_TRUNC_END);
+			assert_int_equal(c->flags, KD_CALL_TRUNC_END);
 			assert_int_equal(c->end, 500);
 		} else {
 			assert_int_equal(d->window_cut, UINT64_MAX);

@@ -129,7 +129,7 @@ static uint64_t calls_between(const struct kd_dec *d, const char *func,
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 		if (c->thread == a->thread && kd_is(d, c, func) && c->begin >= a->tick &&
-		    c->end <= b->tick && !(c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END)))
+		    c->end <= b->tick && !(c->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)))
 			n++;
 	}
 	return n;

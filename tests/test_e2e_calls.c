@@ -132,12 +132,12 @@ static void check_calls(const struct kd_dec *d, int pid)
 			c->parent == KD_NONE ? NULL : &d->calls[c->parent];
 		const char *f = kd_func(d, c);
 
-		if (c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_EXIT_LOST | KTRACE_CALL_SPAN))
+		if (c->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_EXIT_LOST | KD_CALL_SPAN))
 			fail_msg("call %u of %s has flags %#x", k, f, c->flags);
 		/* Hazard 9: the library never traces itself. */
 		if (!strncmp(f, "ktrace", 6) || !strncmp(f, "__cyg", 5) || !strncmp(f, "0x", 2))
 			fail_msg("call %u of %s: not a function of the program", k, f);
-		if (c->flags & KTRACE_CALL_TRUNC_END) {
+		if (c->flags & KD_CALL_TRUNC_END) {
 			/* Only main's frames still open at the snapshot. */
 			assert_int_equal(c->thread, mainth);
 			open_main++;
@@ -146,7 +146,7 @@ static void check_calls(const struct kd_dec *d, int pid)
 			assert_int_equal(p->thread, c->thread);
 			assert_int_equal(c->depth, p->depth + 1);
 			assert_true(c->begin >= p->begin);
-			if (!(p->flags & KTRACE_CALL_TRUNC_END))
+			if (!(p->flags & KD_CALL_TRUNC_END))
 				assert_true(c->end <= p->end);
 		} else {
 			assert_int_equal(c->depth, 0);

@@ -108,14 +108,14 @@ static void test_e2e_cxx_counts_nesting_names(void **state)
 		if (c->func != fn[4])
 			continue;
 		fails++;
-		assert_false(c->flags & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST));
+		assert_false(c->flags & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST));
 		assert_int_not_equal(c->parent, KD_NONE);
 		const struct kd_dec_call *ck = &d->calls[c->parent];
 		assert_int_equal(ck->func, fn[3]);
 		assert_int_not_equal(ck->parent, KD_NONE);
 		const struct kd_dec_call *v = &d->calls[ck->parent];
 		assert_int_equal(v->func, fn[2]);
-		assert_false((ck->flags | v->flags) & (KTRACE_CALL_TRUNC_END | KTRACE_CALL_EXIT_LOST));
+		assert_false((ck->flags | v->flags) & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST));
 		assert_true(ck->end >= c->end && v->end >= ck->end);
 		/* validate's caller is the worker, not a frame the throw left open */
 		assert_int_not_equal(v->parent, KD_NONE);
@@ -123,7 +123,7 @@ static void test_e2e_cxx_counts_nesting_names(void **state)
 	}
 	assert_int_equal(fails, (uint64_t)want[4]);
 	for (uint32_t i = 0; i < d->ncalls; i++)
-		assert_false(d->calls[i].flags & KTRACE_CALL_EXIT_LOST);
+		assert_false(d->calls[i].flags & KD_CALL_EXIT_LOST);
 	kd_dec_free(d);
 
 	/* The real decoder: demangled everywhere, short in timelines. */

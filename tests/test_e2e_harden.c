@@ -63,12 +63,12 @@ static void test_e2e_harden_longjmp_exits_lost(void **state)
 	assert_int_equal(d->lost_exits, 50);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
-		int is_lost = !!(c->flags & KTRACE_CALL_EXIT_LOST);
+		int is_lost = !!(c->flags & KD_CALL_EXIT_LOST);
 
 		if (c->thread != th)
 			continue;
 		lost += is_lost;
-		if ((c->flags & KTRACE_CALL_TRUNC_END) && !is_lost) {
+		if ((c->flags & KD_CALL_TRUNC_END) && !is_lost) {
 			/* Only main is still running at the snapshot. */
 			at_end++;
 			assert_true(kd_is(d, c, "main"));
@@ -86,7 +86,7 @@ static void test_e2e_harden_longjmp_exits_lost(void **state)
 			/* After catcher returned: under main, not under a phantom. */
 			assert_true(c->parent < d->ncalls);
 			assert_true(kd_is(d, &d->calls[c->parent], "main"));
-			assert_false(c->flags & KTRACE_CALL_TRUNC_END);
+			assert_false(c->flags & KD_CALL_TRUNC_END);
 		}
 	}
 	assert_int_equal(dive, 50);

@@ -455,7 +455,7 @@ static void run_sigtraced(const char *const *extra)
 	assert_true(d->lost_exits <= nested);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
-		if (kd_is(d, c, "handler_leaf") && !(c->flags & KTRACE_CALL_TRUNC_BEGIN) && nested == 0)
+		if (kd_is(d, c, "handler_leaf") && !(c->flags & KD_CALL_TRUNC_BEGIN) && nested == 0)
 			assert_true(c->parent != KD_NONE &&
 			            kd_is(d, &d->calls[c->parent], "handler_fn"));
 		if (c->parent != KD_NONE) {

@@ -52,9 +52,9 @@ static void test_e2e_manual_marks_spans_requests(void **state)
 	int outer = 0, inner = 0;
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
-		assert_true(c->flags & KTRACE_CALL_SPAN);
-		assert_false(c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END |
-		                         KTRACE_CALL_EXIT_LOST));
+		assert_true(c->flags & KD_CALL_SPAN);
+		assert_false(c->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END |
+		                         KD_CALL_EXIT_LOST));
 		assert_int_equal(c->thread, mainth);
 		if (kd_is(d, c, "outer")) {
 			outer++;

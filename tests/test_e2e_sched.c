@@ -252,7 +252,7 @@ static unsigned offcpu_in_call(const struct kd_dec *d, uint32_t th,
 		const struct kd_dec_offcpu *q = &d->offcpu[i];
 
 		if (q->thread != th || q->end <= c->begin || q->begin >= c->end ||
-		    q->why != KTRACE_OFF_BLOCKED)
+		    q->why != KD_OFF_BLOCKED)
 			continue;
 		if (kd_dec_ticks_ns(d, q->end - q->begin) < min_ns)
 			continue;
@@ -314,13 +314,13 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	assert_true(ns >= 4900000);           /* nanosleep sleeps at least 5 ms */
 	assert_true(ns <= 500000000);         /* and wakes (a loaded machine is slow) */
 	assert_true(q->begin >= c->begin && q->end <= c->end);
-	assert_int_equal(q->why, KTRACE_OFF_BLOCKED);
+	assert_int_equal(q->why, KD_OFF_BLOCKED);
 	/* the call's blocked time is that interval, give or take microseconds */
 	{
 		uint64_t off[2];
 
 		kd_dec_offcpu_in(d, th, c->begin, c->end, off);
-		assert_true(kd_dec_ticks_ns(d, off[KTRACE_OFF_BLOCKED] - (q->end - q->begin)) <
+		assert_true(kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED] - (q->end - q->begin)) <
 		            1000000);
 	}
 	kd_dec_free(d);

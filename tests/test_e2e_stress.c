@@ -142,7 +142,7 @@ static void check_file(const char *path, struct totals *tot)
 		const char *name = kd_func(d, c);
 		int fam, kind = classify(name, &fam);
 
-		if (c->flags & KTRACE_CALL_SPAN) {
+		if (c->flags & KD_CALL_SPAN) {
 			PROBLEM(tot, P_INVENTED, invented, "%s: a span (%s) the program never made",
 			        path, name);
 			continue;
@@ -153,7 +153,7 @@ static void check_file(const char *path, struct totals *tot)
 			        name, d->threads[c->thread].name);
 			continue;
 		}
-		if (c->flags & (KTRACE_CALL_TRUNC_BEGIN | KTRACE_CALL_TRUNC_END))
+		if (c->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END))
 			tot->trunc++;
 		if (kind == 'o')
 			continue;
@@ -190,7 +190,7 @@ static void check_file(const char *path, struct totals *tot)
 			tot->threads_seen++;
 	}
 	free(fam_of);
-	if (losses == 0 && (d->lost_exits != 0 || kd_count_flags(d, KTRACE_CALL_EXIT_LOST) != 0))
+	if (losses == 0 && (d->lost_exits != 0 || kd_count_flags(d, KD_CALL_EXIT_LOST) != 0))
 		PROBLEM(tot, P_LOST, unexplained_lost,
 		        "%s: %llu exits lost in the window with no event loss counted", path,
 		        (unsigned long long)d->lost_exits);

@@ -111,7 +111,7 @@ static void check_trigger_file(const struct kd_dec *d, int tid, uint32_t why,
 	/* The request is in the window and marked as the trigger. */
 	assert_int_not_equal(d->trigger_req, KD_NONE);
 	const struct kd_dec_request *q = &d->reqs[d->trigger_req];
-	assert_true(q->flags & KTRACE_REQ_TRIGGER);
+	assert_true(q->flags & KD_REQ_TRIGGER);
 	assert_true(q->id == t->request_id);
 	assert_int_equal(d->threads[q->thread].tid, tid);
 	assert_true(kd_dec_ticks_ns(d, q->end - q->begin) >= min_dur_ns * 99 / 100);

@@ -30,14 +30,14 @@ static void cleanup(void)
 	rmdir(dir);
 }
 
-static void lookups(const struct ktrace_elf *e);
+static void lookups(const struct kd_elf *e);
 
 /* The same bytes through the file reader, then a special path. */
 static void from_files(const uint8_t *data, size_t size)
 {
 	static const char *specials[] = { fifo_path, "/dev/zero", "/dev/stdin", "/", dir,
 	                                  "/dev/null", "/nonexistent/ktrace-fuzz" };
-	struct ktrace_elf *e;
+	struct kd_elf *e;
 	struct kd_dec_error err;
 	int fd;
 
@@ -70,7 +70,7 @@ static void from_files(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ktrace_elf *e;
+	struct kd_elf *e;
 	struct kd_dec_error err;
 
 	from_files(data, size);
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
-static void lookups(const struct ktrace_elf *e)
+static void lookups(const struct kd_elf *e)
 {
 	uint64_t v, start;
 

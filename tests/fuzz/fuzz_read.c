@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
 #include "decoder.h"
 
 /* Recompute block, section and header CRCs in place, bounds-checked. */
@@ -48,16 +47,16 @@ static void fix_crcs(uint8_t *buf, size_t len)
 				memcpy(&r, buf + s.offset + pos, sizeof(r));
 				if ((uint64_t)r.nwords * 4 > s.size - pos - 16)
 					break;
-				r.crc = ktrace__crc32c(0, buf + s.offset + pos + 16, (size_t)r.nwords * 4);
+				r.crc = kd_crc32c(0, buf + s.offset + pos + 16, (size_t)r.nwords * 4);
 				memcpy(buf + s.offset + pos, &r, sizeof(r));
 				pos += 16 + (uint64_t)r.nwords * 4;
 			}
 		}
-		s.crc = ktrace__crc32c(0, buf + s.offset, (size_t)s.size);
+		s.crc = kd_crc32c(0, buf + s.offset, (size_t)s.size);
 		memcpy(buf + eo, &s, sizeof(s));
 	}
 	h.header_crc = 0;
-	h.header_crc = ktrace__crc32c(0, &h, sizeof(h));
+	h.header_crc = kd_crc32c(0, &h, sizeof(h));
 	memcpy(buf, &h, sizeof(h));
 }
 
@@ -168,10 +167,10 @@ static void run(const uint8_t *data, size_t size)
 {
 	static FILE *null;
 	struct kd_dec_opts opts = { .no_symbols = 1 };
-	struct ktrace_out_opts oo = { 0 };
+	struct kd_out_opts oo = { 0 };
 	struct kd_dec_error err;
 	struct kd_dec *d, *prev = NULL;
-	struct ktrace_chrome ch;
+	struct kd_chrome ch;
 	char msg[512];
 
 	if (!null)

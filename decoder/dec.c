@@ -1,0 +1,144 @@
+/*
+ * dec.c - the decoder's lifecycle: kd_dec_open_file/_buffer run stages
+ * 1-5 (decoder.h), kd_dec_free; and the small lookups every sink uses.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "decoder.h"
+
+int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
+{
+	if (err) {
+		err->code = code;
+		err->has_offset = 0;
+		err->offset = 0;
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	}
+	return code;
+}
+
+/* ---- helpers and the one-call pipeline -------------------------------------- */
+
+const char *kd_dec_strdup(struct kd_dec *d, const char *s)
+{
+	return kd_strpool_add(&d->strs, s);
+}
+
+const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
+{
+	if (func >= d->nfuncs || !d->funcs[func].name)
+		return "?";
+	return d->funcs[func].name;
+}
+
+const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
+{
+	const char *s = kd_snap_name(&d->snap, id);
+
+	if (s)
+		return s;
+	snprintf(buf, len, "name#%" PRIu32, id);
+	return buf;
+}
+
+const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
+                                     char *buf, size_t len)
+{
+	const struct kd_dec_thread *t;
+
+	if (thread >= d->nthreads) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	t = &d->threads[thread];
+	if (t->known)
+		snprintf(buf, len, "%s/%" PRId32, t->name[0] ? t->name : "?", t->tid);
+	else
+		snprintf(buf, len, "%s", t->name);
+	return buf;
+}
+
+int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
+                            const struct kd_dec_opts *opts, struct kd_dec **out,
+                            struct kd_dec_error *err)
+{
+	struct kd_dec *d;
+	int rc;
+
+	*out = NULL;
+	memset(err, 0, sizeof(*err));
+	d = kd_xcalloc(1, sizeof(*d), "the decoder");
+	d->file = kd_xstrdup(name ? name : "(buffer)", "the decoder");
+	if (opts)
+		d->opts = *opts;
+	rc = kd_snap_read(buf, len, &d->snap, err);
+	if (!rc)
+		rc = kd_snap_order(&d->snap, err);
+	if (!rc)
+		rc = d->opts.stream ? kd_dec_prepare(d, err) : kd_dec_build(d, err);
+	if (rc) {
+		kd_dec_free(d);
+		return rc;
+	}
+	kd_dec_symbolize(d);
+	if (kd_dec_sched(d)) {
+		kd_dec_free(d);
+		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+	}
+	*out = d;
+	return 0;
+}
+
+int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
+                          struct kd_dec **out, struct kd_dec_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	memset(err, 0, sizeof(*err));
+	rc = kd_dec_read_file(path, &buf, &len, err);
+	if (rc)
+		return rc;
+	rc = kd_dec_open_buffer(buf ? buf : "", len, path, opts, out, err);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	(*out)->map = buf;
+	(*out)->map_len = len;
+	(*out)->map_is_mmap = 0;
+	return 0;
+}
+
+void kd_dec_free(struct kd_dec *d)
+{
+	if (!d)
+		return;
+	kd_snap_free(&d->snap);
+	kd_symcache_free(d->symcache);
+	free(d->funcs);
+	free(d->threads);
+	free(d->calls);
+	free(d->reqs);
+	free(d->marks);
+	free(d->runs);
+	free(d->core_stats);
+	free(d->offcpu);
+	free(d->offcpu_first);
+	free(d->oncpu);
+	kd_strpool_free(&d->strs);
+	kd_build_free(d->build);
+	if (d->map) {
+		if (d->map_is_mmap)
+			munmap(d->map, d->map_len);
+		else
+			free(d->map);
+	}
+	free(d->file);
+	free(d);
+}

@@ -1,0 +1,245 @@
+/*
+ * iter.c - stage 2 of ktrace-decode: block order and the per-core record
+ * iterator.
+ *
+ * Stage 2 (per-core iterator): each core's blocks are ordered by their start
+ * counter S (u32, modular: the newest block is the one no other block is
+ * ahead of, and every other block sorts by S - S_newest as a signed number),
+ * then walked record by record.  Each block starts from the full TSC in its
+ * BLOCK_START; every later record's tick follows the rule in
+ * ktrace_format.h (forward if d < 2^19, else a small backward step); TSC
+ * records reset the reference; BLOCK_START and THREAD records name the
+ * thread slot that owns the following records.  An extended record whose
+ * payload runs past the block, a reserved event number or a BLOCK_START in
+ * the middle of a block ends that block: the tail is reported and skipped.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+#include "iter.h"
+
+/* ---- stage 2: block order ------------------------------------------------ */
+
+struct bkey {
+	uint32_t cpu;
+	int32_t age;     /* S - S_newest as signed: 0 for the newest, negative older */
+	uint64_t offset; /* tie-break: file order */
+	uint32_t idx;
+};
+
+static int cmp_bkey(const void *a, const void *b)
+{
+	const struct bkey *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	if (x->age != y->age)
+		return x->age < y->age ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err)
+{
+	uint32_t nb = snap->nblocks, ncpu = 0, j;
+	struct bkey *keys = NULL;
+	struct kd_snap_block *sorted = NULL;
+	uint32_t *cpus = NULL;
+
+	free(snap->cores);
+	snap->cores = NULL;
+	snap->ncores = 0;
+	cpus = kd_xmalloc(((size_t)nb + snap->ncore_recs + 1) * sizeof(*cpus), "block order");
+	keys = kd_xmalloc(((size_t)nb + 1) * sizeof(*keys), "block order");
+	sorted = kd_xmalloc(((size_t)nb + 1) * sizeof(*sorted), "block order");
+	if (!cpus || !keys || !sorted)
+		goto nomem;
+
+	/* Group by cpu (file order inside), find each cpu's newest S. */
+	for (uint32_t i = 0; i < nb; i++) {
+		keys[i].cpu = snap->blocks[i].cpu;
+		keys[i].age = 0;
+		keys[i].offset = snap->blocks[i].offset;
+		keys[i].idx = i;
+	}
+	qsort(keys, nb, sizeof(*keys), cmp_bkey);
+	for (uint32_t i = 0; i < nb;) {
+		uint32_t e = i, newest;
+
+		while (e < nb && keys[e].cpu == keys[i].cpu)
+			e++;
+		newest = snap->blocks[keys[i].idx].start;
+		for (uint32_t k = i + 1; k < e; k++) {
+			uint32_t s = snap->blocks[keys[k].idx].start;
+
+			if ((int32_t)(s - newest) > 0)
+				newest = s;
+		}
+		for (uint32_t k = i; k < e; k++)
+			keys[k].age = (int32_t)(snap->blocks[keys[k].idx].start - newest);
+		i = e;
+	}
+	qsort(keys, nb, sizeof(*keys), cmp_bkey);
+
+	/* Drop duplicate S on one cpu (the same block copied twice). */
+	j = 0;
+	for (uint32_t i = 0; i < nb; i++) {
+		if (j && keys[i].cpu == sorted[j - 1].cpu &&
+		    snap->blocks[keys[i].idx].start == sorted[j - 1].start) {
+			kd_warn(&snap->warn, snap->blocks[keys[i].idx].offset,
+			             "block (cpu %" PRIu32 ", S %" PRIu32
+			             ") duplicates an earlier block; skipped", keys[i].cpu,
+			             sorted[j - 1].start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		sorted[j++] = snap->blocks[keys[i].idx];
+	}
+	free(snap->blocks);
+	snap->blocks = sorted;
+	snap->nblocks = j;
+	sorted = NULL;
+	nb = j;
+
+	/* Cores: every cpu that has blocks or a CORES entry. */
+	for (uint32_t i = 0; i < nb; i++)
+		cpus[ncpu++] = snap->blocks[i].cpu;
+	for (uint32_t i = 0; i < snap->ncore_recs; i++)
+		cpus[ncpu++] = snap->core_recs[i].cpu;
+	qsort(cpus, ncpu, sizeof(*cpus), cmp_u32);
+	j = 0;
+	for (uint32_t i = 0; i < ncpu; i++)
+		if (!j || cpus[j - 1] != cpus[i])
+			cpus[j++] = cpus[i];
+	ncpu = j;
+	snap->cores = kd_xcalloc(ncpu ? ncpu : 1, sizeof(*snap->cores), "cores");
+	if (!snap->cores)
+		goto nomem;
+	snap->ncores = ncpu;
+	for (uint32_t c = 0; c < ncpu; c++)
+		snap->cores[c].cpu = cpus[c];
+	for (uint32_t i = 0, c = 0; i < nb; i++) {
+		while (snap->cores[c].cpu != snap->blocks[i].cpu)
+			c++;
+		if (!snap->cores[c].nblocks)
+			snap->cores[c].first_block = i;
+		snap->cores[c].nblocks++;
+		snap->blocks[i].core = c;
+	}
+	for (uint32_t i = 0; i < snap->ncore_recs; i++) {
+		const struct ktrace_core_rec *r = &snap->core_recs[i];
+		uint32_t lo = 0, hi = ncpu;
+
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (snap->cores[mid].cpu < r->cpu)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < ncpu && !snap->cores[lo].have_rec) {
+			snap->cores[lo].have_rec = 1;
+			snap->cores[lo].rec = *r;
+		}
+	}
+	for (uint32_t c = 0; c < ncpu; c++) {
+		struct kd_snap_core *co = &snap->cores[c];
+
+		if (co->have_rec)
+			co->wrapped = co->rec.blocks_used > co->rec.nblocks;
+		else
+			co->wrapped = co->nblocks && snap->blocks[co->first_block].start != 0;
+	}
+	free(keys);
+	free(cpus);
+	return 0;
+nomem:
+	free(keys);
+	free(cpus);
+	free(sorted);
+	return kd_dec_fail(err, KD_ENOMEM, "out of memory ordering blocks");
+}
+
+/* ---- stage 2: per-core iterator ------------------------------------------ */
+
+uint64_t kd_block_start_tick(const struct kd_snap *snap,
+                                  const struct kd_snap_block *b)
+{
+	uint64_t tsc = kd_le32(b->words + 12) | (uint64_t)kd_le32(b->words + 16) << 32;
+
+	return tsc >> snap->info.tsc_shift;
+}
+
+void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
+                            uint32_t core, struct kd_dec_warnings *warn)
+{
+	memset(it, 0, sizeof(*it));
+	it->snap = snap;
+	it->warn = warn;
+	it->core = core;
+	if (core < snap->ncores) {
+		it->blk = snap->cores[core].first_block;
+		it->blk_end = it->blk + snap->cores[core].nblocks;
+	}
+}
+
+int kd_iter_open_block(struct kd_core_iter *it)
+{
+	const struct kd_snap_block *b;
+
+	if (it->blk >= it->blk_end)
+		return 0;
+	b = &it->snap->blocks[it->blk++];
+	/* The reader checked: nwords >= 5, word 0 is a 4-word extended header,
+	 * word 1 a BLOCK_START type word. */
+	it->words = b->words;
+	it->nwords = b->nwords;
+	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
+	it->slot = KTRACE_EXT_ARG(kd_le32(b->words + 4));
+	it->seg = KD_NONE; /* the writer's THREAD record follows */
+	it->tick = kd_block_start_tick(it->snap, b);
+	it->blk_tick = it->tick;
+	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
+	it->pos = 5;
+	return 1;
+}
+
+void kd_iter_damaged_tail(struct kd_core_iter *it, const char *what)
+{
+	kd_warn(it->warn, it->blk_offset + (uint64_t)it->pos * 4,
+	             "cpu %" PRIu32 ": %s; the rest of this block (%" PRIu32
+	             " words) is skipped", it->snap->cores[it->core].cpu, what,
+	             it->nwords - it->pos);
+	it->damaged_tails++;
+	it->pos = it->nwords;
+}
+
+int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev)
+{
+	return kd_iter_next(it, ev);
+}
+
+void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
+                            uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg)
+{
+	const struct kd_snap_block *b = &it->snap->blocks[blk];
+
+	it->blk = blk + 1;
+	it->words = b->words;
+	it->nwords = b->nwords;
+	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
+	it->blk_tick = kd_block_start_tick(it->snap, b);
+	it->pos = pos;
+	it->tick = ref_tick;
+	it->ts20 = ref_ts20;
+	it->slot = slot;
+	it->seg = seg;
+}
+

@@ -1,0 +1,148 @@
+/*
+ * iter.h - the per-core record iterator's inner loop (iter.c), inline so the
+ * build passes (build.c) run it without a call per record.
+ */
+#ifndef KD_ITER_H
+#define KD_ITER_H
+
+#include "decoder.h"
+
+static inline uint32_t kd_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Next block of the core; 0 at its end. */
+int kd_iter_open_block(struct kd_core_iter *it);
+/* Report the rest of the current block as damaged and skip it. */
+void kd_iter_damaged_tail(struct kd_core_iter *it, const char *what);
+
+/* Inlined into the build passes (the hottest loop of the decoder). */
+static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_iter *it,
+                                                             struct kd_dec_event *ev)
+{
+	for (;;) {
+		const uint8_t *p;
+		uint32_t w, e, d, n, t;
+		uint64_t tick;
+
+		if (it->pos >= it->nwords) {
+			if (!kd_iter_open_block(it))
+				return 0;
+			continue;
+		}
+		p = it->words + (size_t)it->pos * 4;
+		w = kd_le32(p);
+		e = KTRACE_REC_EV(w);
+		if (e == KTRACE_EV_PAD) {
+			it->pos++;
+			continue;
+		}
+		d = (KTRACE_REC_TS(w) - it->ts20) & KTRACE_TS_MASK;
+		if (d < KTRACE_TS_HALF)
+			tick = it->tick + d;
+		else
+			tick = it->tick >= (KTRACE_TS_MASK + 1 - d) ? it->tick - (KTRACE_TS_MASK + 1 - d) : 0;
+
+		if (KTRACE_EV_IS_ENTER(e) || KTRACE_EV_IS_EXIT(e)) {
+			it->ev_pos = it->pos;
+			it->ev_ref_tick = it->tick;
+			it->ev_ref_ts20 = it->ts20;
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos++;
+			ev->tick = tick;
+			ev->value = 0;
+			ev->slot = it->slot;
+			ev->seg = it->seg;
+			ev->core = it->core;
+			if (e < KTRACE_EV_EXIT_FLAG) {
+				ev->kind = KD_DK_ENTER;
+				ev->id = e - KTRACE_EV_ENTER_BASE;
+			} else {
+				ev->kind = KD_DK_EXIT;
+				ev->id = e - KTRACE_EV_EXIT_BASE;
+			}
+			return 1;
+		}
+		if (!KTRACE_EV_IS_EXT(e)) {
+			kd_iter_damaged_tail(it, "reserved event number");
+			continue;
+		}
+		n = e;
+		if ((uint64_t)it->pos + 1 + n > it->nwords) {
+			kd_iter_damaged_tail(it, "extended record runs past the block end");
+			continue;
+		}
+		t = kd_le32(p + 4);
+		switch (KTRACE_EXT_TYPE(t)) {
+		case KTRACE_EXT_BLOCK_START:
+			kd_iter_damaged_tail(it, "BLOCK_START in the middle of a block");
+			continue;
+		case KTRACE_EXT_TSC:
+			if (n < 3) {
+				kd_iter_damaged_tail(it, "TSC record too short");
+				continue;
+			}
+			it->tick = (kd_le32(p + 8) | (uint64_t)kd_le32(p + 12) << 32) >> it->snap->info.tsc_shift;
+			it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
+			it->pos += 1 + n;
+			continue;
+		case KTRACE_EXT_THREAD:
+			/* Not a timed event: it leaves the time reference alone, so
+			 * a THREAD record written before a due TSC record (after a
+			 * long idle) cannot throw the following records off. */
+			it->slot = KTRACE_EXT_ARG(t);
+			it->seg = n >= 2 ? kd_le32(p + 8) : KD_NONE;
+			it->pos += 1 + n;
+			continue;
+		case KTRACE_EXT_FUNC_ENTER_ADDR:
+		case KTRACE_EXT_FUNC_EXIT_ADDR:
+		case KTRACE_EXT_MARK:
+		case KTRACE_EXT_REQ_BEGIN:
+		case KTRACE_EXT_REQ_END:
+			if (n < 3) {
+				kd_iter_damaged_tail(it, "extended record too short for its type");
+				continue;
+			}
+			ev->value = kd_le32(p + 8) | (uint64_t)kd_le32(p + 12) << 32;
+			break;
+		case KTRACE_EXT_SPAN_BEGIN:
+		case KTRACE_EXT_SPAN_END:
+			ev->value = 0;
+			break;
+		default:
+			/* Unknown type: skipped by its length (append-only format). */
+			it->unknown_ext++;
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos += 1 + n;
+			continue;
+		}
+		switch (KTRACE_EXT_TYPE(t)) {
+		case KTRACE_EXT_FUNC_ENTER_ADDR: ev->kind = KD_DK_ENTER_ADDR; break;
+		case KTRACE_EXT_FUNC_EXIT_ADDR: ev->kind = KD_DK_EXIT_ADDR; break;
+		case KTRACE_EXT_MARK: ev->kind = KD_DK_MARK; break;
+		case KTRACE_EXT_REQ_BEGIN: ev->kind = KD_DK_REQ_BEGIN; break;
+		case KTRACE_EXT_REQ_END: ev->kind = KD_DK_REQ_END; break;
+		case KTRACE_EXT_SPAN_BEGIN: ev->kind = KD_DK_SPAN_BEGIN; break;
+		default: ev->kind = KD_DK_SPAN_END; break;
+		}
+		ev->id = KTRACE_EXT_ARG(t);
+		ev->tick = tick;
+		ev->slot = it->slot;
+		ev->seg = it->seg;
+		ev->core = it->core;
+		it->ev_pos = it->pos;
+		it->ev_ref_tick = it->tick;
+		it->ev_ref_ts20 = it->ts20;
+		it->tick = tick;
+		it->ts20 = KTRACE_REC_TS(w);
+		it->pos += 1 + n;
+		return 1;
+	}
+}
+
+
+#endif /* KD_ITER_H */

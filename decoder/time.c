@@ -1,0 +1,113 @@
+/*
+ * time.c - stage 4 of ktrace-decode: the one clock conversion.
+ *
+ * Ticks -> ns with 128-bit arithmetic; wall clock by piecewise-linear
+ * interpolation between ANCHORS, extrapolated with tsc_hz.  Every format
+ * converts with these two functions, nothing else.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "decoder.h"
+
+/* ---- stage 4: time --------------------------------------------------------- */
+
+static int64_t clamp_i64(__int128 v)
+{
+	if (v > INT64_MAX)
+		return INT64_MAX;
+	if (v < INT64_MIN)
+		return INT64_MIN;
+	return (int64_t)v;
+}
+
+uint64_t kd_dec_ticks_ns(const struct kd_dec *d, uint64_t ticks)
+{
+	unsigned __int128 v = ((unsigned __int128)ticks << d->shift) * 1000000000u;
+
+	if (!d->tsc_hz)
+		return 0;
+	v /= d->tsc_hz;
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+static int64_t extrapolate(uint64_t hz, uint64_t t0, int64_t r0, uint64_t tsc)
+{
+	__int128 dt = (__int128)tsc - (__int128)t0;
+
+	return clamp_i64((__int128)r0 + dt * 1000000000 / (__int128)hz);
+}
+
+int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
+{
+	const struct ktrace_anchor_rec *a = snap->anchors;
+	uint64_t hz = snap->info.tsc_hz ? snap->info.tsc_hz : 1000000000u;
+	uint32_t n = snap->nanchors, lo, hi;
+	long double frac;
+
+	if (!n)
+		return extrapolate(hz, snap->info.snapshot_tsc, snap->info.snapshot_realtime_ns, tsc);
+	if (tsc <= a[0].tsc)
+		return extrapolate(hz, a[0].tsc, a[0].realtime_ns, tsc);
+	if (tsc >= a[n - 1].tsc)
+		return extrapolate(hz, a[n - 1].tsc, a[n - 1].realtime_ns, tsc);
+	lo = 0;
+	hi = n - 1; /* a[lo].tsc < tsc < a[hi].tsc */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid].tsc <= tsc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	frac = (long double)(tsc - a[lo].tsc) / (long double)(a[hi].tsc - a[lo].tsc);
+	return clamp_i64((__int128)a[lo].realtime_ns +
+	                 (__int128)(frac * (long double)((__int128)a[hi].realtime_ns -
+	                                                 (__int128)a[lo].realtime_ns)));
+}
+
+int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick)
+{
+	unsigned __int128 tsc = (unsigned __int128)tick << d->shift;
+
+	return kd_snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
+}
+
+void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	time_t t;
+	struct tm tm;
+
+	if (frac < 0) {
+		frac += 1000000000;
+		sec--;
+	}
+	t = (time_t)sec;
+	if (!gmtime_r(&t, &tm) || tm.tm_year > 8099 || tm.tm_year < -1899) {
+		snprintf(buf, len, "@%" PRId64 "ns", ns);
+		return;
+	}
+	if (date)
+		snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d.%09" PRId64,
+		         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		         tm.tm_sec, frac);
+	else
+		snprintf(buf, len, "%02d:%02d:%02d.%09" PRId64, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		         frac);
+}
+
+void kd_fmt_dur(uint64_t ns, char *buf, size_t len)
+{
+	if (ns < 1000)
+		snprintf(buf, len, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, len, "%.3f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, len, "%.3f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, len, "%.3f s", (double)ns / 1e9);
+}
+
