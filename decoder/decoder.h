@@ -552,6 +552,10 @@ int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, s
  * trigger).  0, or -1 with msg (no trigger, empty range, outside every window). */
 int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n, char *msg,
                      size_t len);
+/* The range in d's ticks ([from, to], the window if no range) and
+ * --min-dur in ticks; nonzero if a range is active. */
+int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
+                   uint64_t *to, uint64_t *min);
 /* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
 /* Keep the calls with keep[i] set: parents become the nearest kept caller,
@@ -561,6 +565,24 @@ void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
 /* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
  * to it (or go). */
 void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
+/* The same cut of the calls as a filter on the event stream (stream.h), for
+ * sinks that consume it: kd_range_filter(&f, r, next) returns the sink to
+ * give kd_dec_walk; marks and requests outside the range go too. */
+struct kd_range_filter {
+	const struct kd_range *r;
+	struct kd_sink next;
+	const struct kd_dec *d;   /* the file whose ticks from/to/min are in */
+	uint64_t from, to, min;   /* ticks */
+	void *stack;              /* open calls (struct rf_frame, range.c) */
+	size_t cap;
+	uint32_t depth, undecided; /* frames below `undecided` are decided */
+	void *q;                  /* events waiting behind an undecided call */
+	size_t qcap;
+	uint32_t qhead, qn;
+};
+struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
+                               struct kd_sink next);
+void kd_range_filter_free(struct kd_range_filter *f);
 /* The summary's "range:" / "min-dur:" lines, if a cut was made. */
 void kd_out_range_note(FILE *f, const struct kd_dec *d);
 

@@ -378,30 +378,40 @@ void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to)
 	d->noncpu = k;
 }
 
+int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
+                   uint64_t *to, uint64_t *min)
+{
+	*from = d->window_start;
+	*to = d->window_end;
+	*min = 0;
+	if (r->active) {
+		if (r->from_ns != INT64_MIN)
+			*from = tick_at(d, r->from_ns, d->window_start, d->window_end);
+		if (r->to_ns != INT64_MAX) {
+			*to = tick_at(d, r->to_ns, d->window_start, d->window_end);
+			/* the last tick at or before to_ns */
+			if (*to > d->window_start && kd_dec_wall_ns(d, *to) > r->to_ns)
+				(*to)--;
+		}
+		if (*to < *from)
+			*to = *from;
+	}
+	if (r->min_dur_ns)
+		*min = (uint64_t)(((unsigned __int128)r->min_dur_ns * d->tsc_hz / 1000000000u) >>
+		                  d->shift);
+	return r->active;
+}
+
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 {
-	uint64_t from = d->window_start, to = d->window_end, min = 0;
+	uint64_t from, to, min;
 	uint8_t *keep;
 	int cb, ce;
 
 	d->range_full_start = d->window_start;
 	d->range_full_end = d->window_end;
-	if (r->active) {
-		if (r->from_ns != INT64_MIN)
-			from = tick_at(d, r->from_ns, d->window_start, d->window_end);
-		if (r->to_ns != INT64_MAX) {
-			to = tick_at(d, r->to_ns, d->window_start, d->window_end);
-			/* the last tick at or before to_ns */
-			if (to > d->window_start && kd_dec_wall_ns(d, to) > r->to_ns)
-				to--;
-		}
-		if (to < from)
-			to = from;
-		d->range_cut = 1;
-	}
+	d->range_cut = kd_range_ticks(d, r, &from, &to, &min);
 	if (r->min_dur_ns) {
-		min = (uint64_t)(((unsigned __int128)r->min_dur_ns * d->tsc_hz / 1000000000u) >>
-		                 d->shift);
 		d->min_dur_ns = r->min_dur_ns;
 		d->min_dur_ticks = min;
 	}
@@ -482,4 +492,211 @@ void kd_out_range_note(FILE *f, const struct kd_dec *d)
 		fprintf(f, "min-dur:   %" PRIu64 " calls shorter than %s left out of the timeline; "
 		           "their time stays in their callers' self time\n", d->min_dur_dropped, c);
 	}
+}
+
+/* ---- the same cut as a stream filter (stream.h) ------------------------- */
+
+/*
+ * For sinks that consume the event stream: the calls kd_range_apply would
+ * keep, with the same clamped times, flags and self times, in the stream's
+ * order.  A call is decided as soon as the stream shows enough:
+ *   - at its BEGIN: dropped if it begins after the range; kept if it begins
+ *     inside it and no --min-dur is given;
+ *   - at any later event of tick t: kept once t >= from and t - begin >=
+ *     min (it overlaps the range and is long enough whatever its end);
+ *   - at its END otherwise: kept if it ends in or after the range and lasts
+ *     at least min.
+ * A kept call's callers are kept too (they enclose it and last longer), so
+ * depths do not change.  While a call is undecided, the events after its
+ * BEGIN wait in a queue (in order; the call's BEGIN is a placeholder), so
+ * order is kept: the queue holds at most what the stream carries in
+ * max(--min-dur, time before the range) of one thread.  Marks and requests
+ * outside the range go; THREAD_BEGIN/END pass.
+ */
+enum { RF_PENDING = 0, RF_KEPT = 1, RF_DROPPED = 2 };
+
+struct rf_frame {
+	struct kd_ev begin;       /* the input BEGIN */
+	uint64_t kids;            /* ticks: kept children's clamped durations */
+	uint32_t q;               /* queue index of its BEGIN placeholder, or KD_NONE */
+	uint32_t state;
+};
+
+struct rf_item {
+	struct kd_ev ev;
+	uint32_t wait;            /* 1: a PENDING BEGIN placeholder; 2: void */
+};
+
+static void rf_out(struct kd_range_filter *f, const struct kd_dec *d, const struct kd_ev *e)
+{
+	if (f->next.ev)
+		f->next.ev(f->next.ctx, d, e);
+}
+
+/* Send or queue e (behind an undecided call, it waits). */
+static uint32_t rf_put(struct kd_range_filter *f, const struct kd_dec *d, const struct kd_ev *e,
+                       uint32_t wait)
+{
+	struct rf_item *q;
+
+	if (!wait && f->qn == f->qhead) {
+		rf_out(f, d, e);
+		return KD_NONE;
+	}
+	if (kd_grow(&f->q, &f->qcap, f->qn, sizeof(struct rf_item), "the range filter"))
+		kd_dec_oom("the range filter", SIZE_MAX);
+	q = &((struct rf_item *)f->q)[f->qn];
+	q->ev = *e;
+	q->wait = wait;
+	return f->qn++;
+}
+
+/* Forward the queue's head up to the first undecided placeholder. */
+static void rf_flush(struct kd_range_filter *f, const struct kd_dec *d)
+{
+	struct rf_item *q = f->q;
+
+	while (f->qhead < f->qn && q[f->qhead].wait != 1) {
+		if (!q[f->qhead].wait)
+			rf_out(f, d, &q[f->qhead].ev);
+		f->qhead++;
+	}
+	if (f->qhead == f->qn)
+		f->qhead = f->qn = 0;
+}
+
+static void rf_keep(struct kd_range_filter *f, struct rf_frame *fr)
+{
+	struct rf_item *q = f->q;
+
+	fr->state = RF_KEPT;
+	if (fr->begin.tick < f->from) {
+		fr->begin.tick = f->from;
+		fr->begin.flags |= KD_CALL_TRUNC_BEGIN;
+	}
+	if (fr->q != KD_NONE) {
+		q[fr->q].ev = fr->begin;
+		q[fr->q].wait = 0;
+	}
+}
+
+/* Calls the stream's time t decides: from the outermost pending one in. */
+static void rf_decide(struct kd_range_filter *f, uint64_t t)
+{
+	struct rf_frame *st = f->stack;
+
+	if (t < f->from)
+		return;
+	for (uint32_t i = f->undecided; i < f->depth; i++) {
+		if (st[i].state != RF_PENDING)
+			continue;
+		if (t - st[i].begin.tick < f->min)
+			break; /* inner ones began later still */
+		rf_keep(f, &st[i]);
+	}
+	while (f->undecided < f->depth && st[f->undecided].state != RF_PENDING)
+		f->undecided++;
+}
+
+static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
+{
+	struct kd_range_filter *f = ctx;
+	struct rf_frame *fr;
+	struct kd_ev o;
+
+	if (d != f->d) {
+		f->d = d;
+		kd_range_ticks(d, f->r, &f->from, &f->to, &f->min);
+	}
+	switch (e->kind) {
+	case KD_EV_THREAD_BEGIN:
+	case KD_EV_THREAD_END:
+		rf_flush(f, d);
+		f->depth = f->undecided = 0;
+		rf_out(f, d, e);
+		return;
+	case KD_EV_CALL_BEGIN:
+		rf_decide(f, e->tick);
+		if (kd_grow(&f->stack, &f->cap, f->depth, sizeof(*fr), "the range filter"))
+			kd_dec_oom("the range filter", SIZE_MAX);
+		fr = &((struct rf_frame *)f->stack)[f->depth++];
+		fr->begin = *e;
+		fr->kids = 0;
+		fr->q = KD_NONE;
+		if (e->tick > f->to ||
+		    (f->depth > 1 && fr[-1].state == RF_DROPPED)) {
+			fr->state = RF_DROPPED;
+		} else if (e->tick >= f->from && !f->min) {
+			fr->state = RF_KEPT;
+			rf_put(f, d, e, 0);
+		} else {
+			fr->state = RF_PENDING;
+			fr->q = rf_put(f, d, e, 1);
+		}
+		if (f->undecided == f->depth - 1 && fr->state != RF_PENDING)
+			f->undecided = f->depth;
+		return;
+	case KD_EV_CALL_END: {
+		uint64_t b, en, dur;
+
+		if (!f->depth)
+			return;
+		/* Its end decides it (and keeps its pending callers with it). */
+		rf_decide(f, e->tick);
+		fr = &((struct rf_frame *)f->stack)[f->depth - 1];
+		if (fr->state == RF_PENDING)
+			fr->state = RF_DROPPED;
+		if (fr->state == RF_DROPPED) {
+			if (fr->q != KD_NONE)
+				((struct rf_item *)f->q)[fr->q].wait = 2;
+			f->depth--;
+			if (f->undecided > f->depth)
+				f->undecided = f->depth;
+			rf_flush(f, d);
+			return;
+		}
+		o = *e;
+		b = fr->begin.tick; /* clamped by rf_keep / at BEGIN */
+		en = e->tick > f->to ? f->to : e->tick;
+		if (en < b)
+			en = b;
+		if (e->tick > f->to)
+			o.flags |= KD_CALL_TRUNC_END;
+		o.flags |= fr->begin.flags & KD_CALL_TRUNC_BEGIN;
+		o.tick = en;
+		o.begin = b;
+		dur = en - b;
+		o.self = dur > fr->kids ? dur - fr->kids : 0;
+		f->depth--;
+		if (f->depth)
+			fr[-1].kids += dur;
+		if (f->undecided > f->depth)
+			f->undecided = f->depth;
+		rf_put(f, d, &o, 0);
+		rf_flush(f, d);
+		return;
+	}
+	default: /* MARK, REQ_*: inside the range only */
+		rf_decide(f, e->tick);
+		if (e->tick >= f->from && e->tick <= f->to)
+			rf_put(f, d, e, 0);
+		rf_flush(f, d);
+		return;
+	}
+}
+
+struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
+                               struct kd_sink next)
+{
+	memset(f, 0, sizeof(*f));
+	f->r = r;
+	f->next = next;
+	return (struct kd_sink){ rf_ev, f };
+}
+
+void kd_range_filter_free(struct kd_range_filter *f)
+{
+	free(f->stack);
+	free(f->q);
+	f->stack = f->q = NULL;
 }
