@@ -199,7 +199,7 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 			lo = s;
 		if (e > hi)
 			hi = e;
-		if (!trig && decs[i]->trigger_req != KD_NONE)
+		if (!trig && (decs[i]->trigger_req != KD_NONE || decs[i]->snap.have_trigger))
 			trig = decs[i];
 	}
 	if (lo > hi)
@@ -215,9 +215,16 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 			         "to choose a range", n > 1 ? "none of the files has" : "the file has");
 			return -1;
 		}
-		q = &trig->reqs[trig->trigger_req];
-		r->from_ns = kd_dec_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
-		r->to_ns = kd_dec_wall_ns(trig, q->end) + (int64_t)r->around_ns;
+		if (trig->trigger_req != KD_NONE) {
+			q = &trig->reqs[trig->trigger_req];
+			r->from_ns = kd_dec_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
+			r->to_ns = kd_dec_wall_ns(trig, q->end) + (int64_t)r->around_ns;
+		} else { /* not walked yet (a streamed sink): the TRIGGER record */
+			r->from_ns = kd_snap_wall_ns(&trig->snap, trig->snap.trigger.begin_tsc) -
+			             (int64_t)r->around_ns;
+			r->to_ns = kd_snap_wall_ns(&trig->snap, trig->snap.trigger.end_tsc) +
+			           (int64_t)r->around_ns;
+		}
 	}
 	if (r->from.kind)
 		r->from_ns = when_ns(&r->from, lo, lo);
