@@ -20,6 +20,7 @@
 
 #include "kdec.h"
 #include "ktest.h"
+#include "../perfetto/pfcheck.h"
 
 #define PROG KTRACE_TEST_BINARY_DIR "/e2e_range"
 #define NSTEPS 60
@@ -315,6 +316,42 @@ static void test_e2e_range_stats_chrome(void **state)
 	kt_proc_free(&p);
 }
 
+/* Sum of the checker's "slices <pid> <tid> <thread> <func> <count>" for func. */
+static long pf_slices(const char *res, const char *func)
+{
+	long sum = 0, c;
+	char fn[256];
+
+	for (const char *l = res; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (sscanf(l, "slices %*d %*d %*s %255s %ld", fn, &c) == 2 && !strcmp(fn, func))
+			sum += c;
+	return sum;
+}
+
+/* perfetto, through protoc and the independent checker (tests/perfetto). */
+static void test_e2e_range_perfetto(void **state)
+{
+	char from[64], to[64], out[800], why[256];
+	const char *args[] = { "-q", "--format", "perfetto", "-o", out, "--from", from, "--to", to,
+		               fx.trig, NULL };
+	struct kt_proc p;
+	char *res;
+
+	(void)state;
+	snprintf(out, sizeof(out), "%s/r.pftrace", fx.dir);
+	fmt_clock(gap_before(7), 0, from, sizeof(from));
+	fmt_clock(gap_before(16), 0, to, sizeof(to));
+	assert_int_equal(decode(&p, args), 0);
+	kt_proc_free(&p);
+	res = pf_check(out, why, sizeof(why));
+	if (!res)
+		fail_msg("%s", why);
+	assert_int_equal(pf_slices(res, "work"), 3 * 9);
+	assert_int_equal(pf_slices(res, "busy"), 9);
+	assert_int_equal(kt_count_str(res, " tick "), 9);
+	free(res);
+}
+
 static void test_e2e_range_bad_values(void **state)
 {
 	static const char *const bad[][2] = {
@@ -355,6 +392,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_range_around_trigger),
 		cmocka_unit_test(test_e2e_range_min_dur),
 		cmocka_unit_test(test_e2e_range_stats_chrome),
+		cmocka_unit_test(test_e2e_range_perfetto),
 		cmocka_unit_test(test_e2e_range_bad_values),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
