@@ -384,7 +384,8 @@ struct kd_dec {
 	void *symcache;           /* symbols.c */
 	int warned_demangle;      /* symbols.c: "names stay mangled" said */
 	/* Time-range selection (range.c; zero without one). */
-	int range_cut;            /* window_start/end are the range now */
+	int range_cut;            /* 1: window_start/end are the range now; 2: the
+	                             range misses this file (nothing left) */
 	uint64_t range_full_start, range_full_end; /* ticks: the snapshot's window */
 	uint64_t range_calls_out; /* calls left out: wholly outside the range */
 	uint64_t min_dur_ns;      /* --min-dur, ns */
@@ -553,7 +554,8 @@ int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, s
 int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n, char *msg,
                      size_t len);
 /* The range in d's ticks ([from, to], the window if no range) and
- * --min-dur in ticks; nonzero if a range is active. */
+ * --min-dur in ticks; 0 no range, 1 a range, 2 a range that misses d's
+ * window (from UINT64_MAX, to 0: nothing passes). */
 int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
                    uint64_t *to, uint64_t *min);
 /* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */

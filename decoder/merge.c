@@ -247,7 +247,7 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
 	int64_t base = INT64_MAX;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (decs[i]) {
+		if (decs[i] && decs[i]->range_cut != 2) { /* 2: nothing of it in the range */
 			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
 
 			if (w < base)
@@ -273,7 +273,7 @@ void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
 		s = kd_dec_wall_ns(d, d->window_start);
 		kd_fmt_wall(s, 0, a, sizeof(a));
 		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-		kd_fmt_dur((uint64_t)(s - base), o, sizeof(o));
+		kd_fmt_dur(s > base ? (uint64_t)(s - base) : 0, o, sizeof(o));
 		fprintf(f, "  [%" PRIu32 "] %s: %s, window %s .. %s UTC (+%s), clock offset used "
 		           "+0 ns (%" PRIu32 " anchors)\n",
 		        i + 1, d->file, proc_label(d, lbl, sizeof(lbl)), a, b, o, d->snap.nanchors);

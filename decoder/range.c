@@ -391,6 +391,14 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
 	*from = d->window_start;
 	*to = d->window_end;
 	*min = 0;
+	if (r->active && (r->from_ns > kd_dec_wall_ns(d, d->window_end) ||
+	                  r->to_ns < kd_dec_wall_ns(d, d->window_start))) {
+		/* The range misses this file (another file's window holds it):
+		 * nothing of it stays. */
+		*from = UINT64_MAX;
+		*to = 0;
+		return 2;
+	}
 	if (r->active) {
 		if (r->from_ns != INT64_MIN)
 			*from = tick_at(d, r->from_ns, d->window_start, d->window_end);
@@ -477,8 +485,13 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 			if (d->sched_to < d->sched_from)
 				d->sched_to = d->sched_from;
 		}
-		d->window_start = from;
-		d->window_end = to;
+		if (d->range_cut == 2) {
+			d->window_start = d->window_end; /* empty */
+			d->sched_from = d->sched_to = d->window_end;
+		} else {
+			d->window_start = from;
+			d->window_end = to;
+		}
 	}
 }
 
@@ -489,10 +502,14 @@ void kd_out_range_note(FILE *f, const struct kd_dec *d)
 	if (d->range_cut) {
 		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_start), 0, a, sizeof(a));
 		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_end), 0, b, sizeof(b));
-		fprintf(f, "range:     cut from the snapshot's window %s .. %s UTC: everything "
-		           "below is inside the range; %" PRIu64 " calls outside it left out, calls "
-		           "and requests across its edges cut there and flagged\n",
-		        a, b, d->range_calls_out);
+		if (d->range_cut == 2)
+			fprintf(f, "range:     misses the snapshot's window %s .. %s UTC: all %" PRIu64
+			           " calls left out\n", a, b, d->range_calls_out);
+		else
+			fprintf(f, "range:     cut from the snapshot's window %s .. %s UTC: everything "
+			           "below is inside the range; %" PRIu64 " calls outside it left out, "
+			           "calls and requests across its edges cut there and flagged\n",
+			        a, b, d->range_calls_out);
 	}
 	if (d->min_dur_ns) {
 		kd_fmt_dur(d->min_dur_ns, c, sizeof(c));
