@@ -46,41 +46,56 @@ static int is_open(const struct kd_dec_call *c)
 }
 
 /* Thread of b matching thread ta of a (same slot and tid), or KD_NONE. */
-static uint32_t same_thread(const struct kd_dec *a, uint32_t ta, const struct kd_dec *b)
+static uint32_t same_thread(const struct kd_dec *a, uint32_t ta, const struct kd_umap *b_threads)
 {
-	for (uint32_t t = 0; t < b->nthreads; t++)
-		if (b->threads[t].slot == a->threads[ta].slot && b->threads[t].tid == a->threads[ta].tid)
-			return t;
-	return KD_NONE;
+	return kd_umap_get(b_threads,
+	                   (uint64_t)a->threads[ta].slot << 32 | (uint32_t)a->threads[ta].tid);
 }
 
-/* Calls of thread th with pred, outermost (lowest depth) first: a frame
- * stack is a chain, so depth orders it.  Returns the count. */
-static uint32_t stack_of(const struct kd_dec *d, uint32_t th, int alive, uint64_t cut,
-                         uint32_t *out, uint32_t cap)
-{
-	uint32_t n = 0;
+/*
+ * The frames of every thread at the cut, in one pass over the calls: a's
+ * still open at its end (alive 0), or b's alive at the cut (alive 1).
+ * Sorted by thread, then depth (a frame stack is a chain: depth orders it),
+ * *first[t] .. first[t + 1] are thread t's.  Returns the array (free it).
+ */
+static const struct kd_dec *sort_d;
 
-	for (uint32_t i = 0; i < d->ncalls && n < cap; i++) {
+static int cmp_frame(const void *x, const void *y)
+{
+	const struct kd_dec_call *a = &sort_d->calls[*(const uint32_t *)x];
+	const struct kd_dec_call *b = &sort_d->calls[*(const uint32_t *)y];
+
+	if (a->thread != b->thread)
+		return a->thread < b->thread ? -1 : 1;
+	if (a->depth != b->depth)
+		return a->depth < b->depth ? -1 : 1;
+	return *(const uint32_t *)x < *(const uint32_t *)y ? -1 : 1;
+}
+
+static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint32_t **first)
+{
+	uint32_t *v = NULL, n = 0;
+	size_t cap = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 
-		if (c->thread != th)
+		if (!(alive ? (c->begin <= cut && c->end > cut) : is_open(c)))
 			continue;
-		if (alive ? (c->begin <= cut && c->end > cut) : is_open(c))
-			out[n++] = i;
+		if (kd_grow(&v, &cap, n, sizeof(*v), "merging files"))
+			kd_dec_oom("merging files", SIZE_MAX);
+		v[n++] = i;
 	}
-	/* insertion sort by depth: stacks are short */
-	for (uint32_t i = 1; i < n; i++)
-		for (uint32_t j = i; j > 0 && d->calls[out[j]].depth < d->calls[out[j - 1]].depth; j--) {
-			uint32_t t = out[j];
-
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	return n;
+	sort_d = d;
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_frame);
+	*first = kd_xcalloc((size_t)d->nthreads + 2, sizeof(**first), "merging files");
+	for (uint32_t i = 0; i < n; i++)
+		(*first)[d->calls[v[i]].thread + 1]++;
+	for (uint32_t t = 0; t < d->nthreads; t++)
+		(*first)[t + 1] += (*first)[t];
+	return v;
 }
-
-#define MERGE_STACK 4096u
 
 /* Cut b at a's window end (see the file comment).  Counts what was left
  * out into b->merge_dropped. */
@@ -89,8 +104,9 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	uint64_t cut = a->window_end;
 	uint8_t *keep_a = kd_xmalloc((size_t)a->ncalls + 1, "merging files");
 	uint8_t *keep_b = kd_xmalloc((size_t)b->ncalls + 1, "merging files");
-	uint32_t *sa = kd_xmalloc(MERGE_STACK * sizeof(*sa), "merging files");
-	uint32_t *sb = kd_xmalloc(MERGE_STACK * sizeof(*sb), "merging files");
+	struct kd_umap bt = { 0 }; /* b's (slot, tid) -> thread */
+	uint32_t *fa, *fb;
+	uint32_t *va = stacks_at(a, 0, cut, &fa), *vb = stacks_at(b, 1, cut, &fb);
 	uint32_t k;
 
 	memset(keep_a, 1, (size_t)a->ncalls + 1);
@@ -101,17 +117,25 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			keep_b[i] = 0;
 			b->merge_dropped++;
 		}
+	for (uint32_t t = 0; t < b->nthreads; t++)
+		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
+			kd_dec_oom("merging files", 0);
 	for (uint32_t ta = 0; ta < a->nthreads; ta++) {
-		uint32_t tb = same_thread(a, ta, b), na, nb, q;
+		uint32_t tb = same_thread(a, ta, &bt), na, nb, q;
+		const uint32_t *sa, *sb;
 
 		if (tb == KD_NONE)
 			continue;
-		na = stack_of(a, ta, 0, cut, sa, MERGE_STACK);
-		nb = stack_of(b, tb, 1, cut, sb, MERGE_STACK);
+		sa = va + fa[ta];
+		na = fa[ta + 1] - fa[ta];
+		sb = vb + fb[tb];
+		nb = fb[tb + 1] - fb[tb];
 		for (;;) {
 			q = 0;
+			/* by name: function indices are each file's own */
 			while (q < na && q < nb &&
-			       a->calls[sa[na - 1 - q]].func == b->calls[sb[nb - 1 - q]].func)
+			       !strcmp(kd_dec_func_name(a, a->calls[sa[na - 1 - q]].func),
+			               kd_dec_func_name(b, b->calls[sb[nb - 1 - q]].func)))
 				q++;
 			if (q == nb || b->calls[sb[nb - 1]].begin != cut)
 				break;
@@ -179,8 +203,11 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	kd_dec_cut_intervals(b, cut + 1, UINT64_MAX);
 	free(keep_a);
 	free(keep_b);
-	free(sa);
-	free(sb);
+	kd_umap_free(&bt);
+	free(va);
+	free(vb);
+	free(fa);
+	free(fb);
 }
 
 static struct kd_dec *const *sort_decs;
