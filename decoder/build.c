@@ -66,6 +66,7 @@ struct frame {
 	uint32_t func;
 	uint32_t core;
 	uint32_t flags;
+	uint32_t idx;        /* its CALL_BEGIN's place among the walk's (see ncalls) */
 };
 
 /* A frame entered before the window, found by the pre-pass. */
@@ -123,6 +124,8 @@ struct reqev {
 	uint32_t thread, core;
 	uint32_t end;            /* 1 for REQ_END */
 	uint32_t sub;            /* kd_ev.sub of its event */
+	uint32_t at_call;        /* recorded order: CALL_BEGINs emitted before it */
+	uint32_t top;            /* idx of the innermost open frame then, or KD_NONE */
 };
 
 /* The builder: made by kd_dec_prepare, used by every kd_dec_walk. */
@@ -149,6 +152,9 @@ struct kd_build {
 	uint64_t done, total;    /* records walked (pre-pass and main), to walk */
 	int64_t shown_ns;        /* monotonic ns: last progress line, 0 = none yet */
 	int64_t walk_ns;         /* monotonic ns: when this walk began */
+	uint32_t ncalls;         /* CALL_BEGINs emitted in this walk: a call's index
+	                            in d->calls when the collector is the sink, which
+	                            is how requests find their calls (call_first...) */
 	int oom;
 };
 
@@ -295,7 +301,7 @@ static void push(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t ti
 		b->oom = 1;
 		return;
 	}
-	s->stack[s->depth] = (struct frame){ tick, 0, func, core, flags };
+	s->stack[s->depth] = (struct frame){ tick, 0, func, core, flags, b->ncalls++ };
 	e.kind = KD_EV_CALL_BEGIN;
 	e.thread = thread;
 	e.func = func;
@@ -455,8 +461,10 @@ static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uin
 	e.tick = tick;
 	e.value = ev->value;
 	emit(b, &e);
-	b->reqevs[b->nreqevs] = (struct reqev){ tick, ev->value, b->nreqevs, ev->id, th,
-	                                        ev->core, ev->kind == KD_DK_REQ_END, e.sub };
+	b->reqevs[b->nreqevs] = (struct reqev){
+		tick, ev->value, b->nreqevs, ev->id, th, ev->core, ev->kind == KD_DK_REQ_END, e.sub,
+		b->ncalls, b->ts.depth ? b->ts.stack[b->ts.depth - 1].idx : KD_NONE
+	};
 	b->nreqevs++;
 }
 
@@ -479,6 +487,10 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 		q->end = tick > q->begin ? tick : q->begin;
 		q->end_sub = sub16(ev->sub);
 		q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
+		if (thread == q->thread) {
+			q->call_end = ev->at_call;
+			q->open_at_end = ev->top;
+		}
 		/* Closed: a tombstone value, so probe chains stay intact. */
 		kd_umap_put(&b->req_map, key, KD_NONE - 1);
 		return;
@@ -492,7 +504,9 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 	q->kind = ev->kind;
 	q->thread = thread;
 	q->core = ev->core;
+	q->call_first = q->call_end = q->open_at_end = KD_NONE;
 	if (!ev->end) {
+		q->call_first = ev->at_call;
 		q->begin = tick;
 		q->end = tick;
 		q->begin_sub = sub16(ev->sub);
@@ -506,6 +520,8 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 		q->begin_sub = 0;
 		q->end_sub = sub16(ev->sub);
 		q->flags = KD_REQ_TRUNC_BEGIN;
+		q->call_end = ev->at_call;
+		q->open_at_end = ev->top;
 	}
 	d->nreqs++;
 }
@@ -881,6 +897,7 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 	q->id = tr->request_id;
 	q->kind = tr->kind_id;
 	q->thread = th;
+	q->call_first = q->call_end = q->open_at_end = KD_NONE;
 	q->flags = KD_REQ_TRIGGER;
 	if (q->begin < d->window_start)
 		q->flags |= KD_REQ_TRUNC_BEGIN;
@@ -995,6 +1012,7 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	d->nmarks = 0;
 	d->nreqs = 0;
 	b->nreqevs = 0;
+	b->ncalls = 0;
 	kd_umap_free(&b->req_map);
 	nthreads = b->nthreads; /* threads sched.c adds later have no records */
 	b->done = 0;

@@ -292,6 +292,13 @@ struct kd_dec_request {
 	uint32_t core;            /* core index of the begin */
 	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */
 	uint16_t end_sub;         /* ... within the end's tick */
+	/* Recorded order, for calls that share a boundary tick (indices into
+	 * kd_dec.calls, which holds a thread's calls in recorded order;
+	 * KD_NONE where the record is not in the window, or the end
+	 * came from another thread): */
+	uint32_t call_first;      /* first call entered after the begin record */
+	uint32_t call_end;        /* first call entered after the end record */
+	uint32_t open_at_end;     /* innermost call still open at the end record */
 };
 
 struct kd_dec_mark {
@@ -383,6 +390,20 @@ struct kd_dec {
 	} counts;
 	void *symcache;           /* symbols.c */
 	int warned_demangle;      /* symbols.c: "names stay mangled" said */
+	/* Time-range selection (range.c; zero without one). */
+	int range_cut;            /* 1: window_start/end are the range now; 2: the
+	                             range misses this file (nothing left) */
+	uint64_t range_full_start, range_full_end; /* ticks: the snapshot's window */
+	uint64_t range_calls_out; /* calls left out: wholly outside the range */
+	uint64_t min_dur_ns;      /* --min-dur, ns */
+	uint64_t min_dur_ticks;   /* ... in ticks */
+	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+	/* Several files on one timeline (merge.c; zero for one file). */
+	uint32_t merge_group;     /* 1-based process group among the files */
+	uint64_t merge_cut;       /* ticks: an earlier snapshot of the process ends here
+	                             (0: no overlap) */
+	uint64_t merge_dropped;   /* calls left out: the earlier snapshot has them */
+	uint64_t merge_joined;    /* frames open across the cut made one call */
 };
 
 /* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
@@ -516,6 +537,142 @@ const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
 /* Decoder-owned string copy (lives as long as d). */
 const char *kd_dec_strdup(struct kd_dec *d, const char *s);
 
+
+/* ---- time-range selection (range.c) ------------------------------------- */
+
+enum kd_when_kind { KD_WHEN_NONE = 0, KD_WHEN_OFFSET, KD_WHEN_TIME_OF_DAY, KD_WHEN_WALL };
+
+/* One end of a range as written on the command line. */
+struct kd_when {
+	int kind;                 /* enum kd_when_kind */
+	int64_t ns;               /* offset, ns since midnight UTC, or ns since the epoch */
+	const char *text;         /* as given */
+};
+
+struct kd_range {
+	struct kd_when from, to;  /* --from / --to */
+	int around_set;           /* --around-trigger given */
+	uint64_t around_ns;       /* ns: its duration */
+	uint64_t min_dur_ns;      /* --min-dur (0: none) */
+	/* kd_range_resolve(): */
+	int active;               /* from/to/around given */
+	int64_t from_ns, to_ns;   /* CLOCK_REALTIME ns (INT64_MIN / INT64_MAX: open) */
+};
+
+/* Parse a --from/--to value / a duration; 0, or -1 with msg saying what to
+ * write instead. */
+int kd_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len);
+int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len);
+/* Turn the range into wall-clock ns for these files (offsets from the
+ * earliest window start; --around-trigger from the first file with a
+ * trigger).  0, or -1 with msg (no trigger, empty range, outside every window). */
+int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n, char *msg,
+                     size_t len);
+/* The range in d's ticks ([from, to], the window if no range) and
+ * --min-dur in ticks; 0 no range, 1 a range, 2 a range that misses d's
+ * window (from UINT64_MAX, to 0: nothing passes). */
+int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
+                   uint64_t *to, uint64_t *min);
+/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
+void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
+/* Keep the calls with keep[i] set: parents become the nearest kept caller,
+ * requests' call positions are remapped; recompute_self: self times from
+ * the callees that stay (a dropped callee's time stays in its caller). */
+void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
+/* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
+ * to it (or go). */
+void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
+/* The same cut of the calls as a filter on the event stream (stream.h), for
+ * sinks that consume it: kd_range_filter(&f, r, next) returns the sink to
+ * give kd_dec_walk; marks and requests outside the range go too. */
+struct kd_range_filter {
+	const struct kd_range *r;
+	struct kd_sink next;
+	const struct kd_dec *d;   /* the file whose ticks from/to/min are in */
+	uint64_t from, to, min;   /* ticks */
+	void *stack;              /* open calls (struct rf_frame, range.c) */
+	size_t cap;
+	uint32_t depth, undecided; /* frames below `undecided` are decided */
+	void *q;                  /* events waiting behind an undecided call */
+	size_t qcap;
+	uint32_t qhead, qn;
+};
+struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
+                               struct kd_sink next);
+void kd_range_filter_free(struct kd_range_filter *f);
+/* The summary's "range:" / "min-dur:" lines, if a cut was made. */
+void kd_out_range_note(FILE *f, const struct kd_dec *d);
+
+/* ---- several files on one timeline (merge.c) ----------------------------- */
+
+/* Same host, pid, start_tsc and tsc_shift: snapshots of one process. */
+int kd_same_process(const struct kd_dec *a, const struct kd_dec *b);
+/* Group the files by process and cut overlapping snapshots of one process so
+ * that each call appears once (see merge.c). */
+void kd_merge_files(struct kd_dec *const *decs, uint32_t n);
+/* ns since the epoch: the earliest window start of the files. */
+int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
+/* "merged timeline of N files": each file's process, window, offset on the
+ * merged timeline and the clock offset used. */
+void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
+/* One text timeline of all files, lines tagged "[N]" by file. */
+struct kd_out_opts;
+void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                        const struct kd_out_opts *o);
+
+/* ---- the call tree (calltree.c), shared by folded and explain ----------- */
+
+enum kd_ctree_kind {
+	KD_CTREE_FUNC = 0,    /* func: a function index */
+	KD_CTREE_THREAD = 1,  /* a thread's root (thread_roots): func = thread index */
+	KD_CTREE_CUT = 2,     /* everything below max_depth frames (func NONE) */
+};
+
+struct kd_ctree_node {
+	uint32_t parent;          /* node index, KD_NONE for a root */
+	uint32_t func;            /* see enum kd_ctree_kind */
+	uint32_t kind;            /* enum kd_ctree_kind */
+	uint32_t depth;           /* nodes above it (a root: 0) */
+	uint32_t cut;             /* CUT node: the most frames cut below its parent */
+	uint32_t first_child, next_sibling; /* set by kd_ctree_link */
+};
+
+struct kd_ctree {
+	struct kd_ctree_node *n;
+	uint32_t nn, cap;
+	unsigned char *data;      /* nn payloads of esize bytes, zeroed when created */
+	size_t esize;
+	int thread_roots;         /* calls without a placed parent hang under their thread */
+	uint32_t max_depth;       /* cut below this depth (0: never) */
+	struct kd_umap map;   /* (parent node + 1, func) -> node */
+	uint32_t *chain;          /* scratch for kd_ctree_place */
+	uint32_t capchain;
+	int oom;                  /* a map insertion failed: the tree is incomplete */
+};
+
+void kd_ctree_init(struct kd_ctree *t, size_t esize, int thread_roots,
+                        uint32_t max_depth);
+void kd_ctree_free(struct kd_ctree *t);
+void *kd_ctree_data(const struct kd_ctree *t, uint32_t node);
+/* A thread's root node (thread_roots trees). */
+uint32_t kd_ctree_root(struct kd_ctree *t, uint32_t thread);
+/* The node of func called from node parent (KD_NONE: a root), at
+ * `frames` frames below the thread root (for the cut count).  NONE: oom. */
+uint32_t kd_ctree_child(struct kd_ctree *t, uint32_t parent, uint32_t func,
+                             uint32_t frames);
+/* Place call i of d (and its callers that keep() accepts, NULL: all) in the
+ * tree: node_of[] (d->ncalls entries, KD_NONE = not placed) and
+ * optional frames[] (depth below the thread root) are filled for them.
+ * Returns i's node, NONE if out of memory. */
+uint32_t kd_ctree_place(struct kd_ctree *t, const struct kd_dec *d,
+                             uint32_t *node_of, uint32_t *frames, uint32_t i,
+                             int (*keep)(const struct kd_dec *d, uint32_t call, void *arg),
+                             void *arg);
+/* Link children in cmp order (NULL: creation order); *roots (malloc'ed, free
+ * it) gets the roots in that order.  0. */
+int kd_ctree_link(struct kd_ctree *t,
+                       int (*cmp)(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg),
+                       void *arg, uint32_t **roots, uint32_t *nroots);
 
 /* ---- stage 6: sinks ----------------------------------------------------- */
 

@@ -14,11 +14,14 @@
 
 #include "decoder.h"
 
+/* Long-only options (time-range selection, range.c). */
+enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR };
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
-	"                     [--no-demangle] [-q] FILE...\n"
+	"                     [--no-demangle] [-q] [--from T] [--to T]\n"
+	"                     [--around-trigger DUR] [--min-dur DUR] FILE...\n"
 	"\n"
 	"Decode ktrace snapshot files.\n"
 	"  -f, --format F   summary (default): file, process, clock, window, per-core\n"
@@ -59,6 +62,15 @@ static const char usage_text[] =
 	"                   line per file instead of each warning; no progress line\n"
 	"                   (shown on a terminal when a decode takes over a second:\n"
 	"                   percent, records/s, time left)\n"
+	"  --from T, --to T keep only this time range (every format): T is a UTC\n"
+	"                   time HH:MM:SS[.frac] as the text timeline prints it,\n"
+	"                   YYYY-MM-DDTHH:MM:SS[.frac], or an offset into the window\n"
+	"                   (+1.5s, +200ms; from the earliest window start of all\n"
+	"                   FILEs); calls and requests across a cut are cut there and\n"
+	"                   flagged like those at the window's edges\n"
+	"  --around-trigger DUR  the trigger request, DUR (200ms, 1s, ...) either side\n"
+	"  --min-dur DUR    leave calls shorter than DUR out (their time stays in\n"
+	"                   their callers' self time; the summary says how many)\n"
 	"  -h, --help       this text\n"
 	"\n"
 	"Memory: summary, folded and chrome stream the calls: they keep per thread\n"
@@ -71,8 +83,10 @@ static const char usage_text[] =
 	"(times within a tick are interpolated), so zero-length calls nest.\n"
 	"\n"
 	"Several FILEs: text formats print each after a \"==> FILE <==\" header;\n"
-	"chrome and perfetto put all of them in one trace (common wall clock;\n"
-	"perfetto merges several snapshots of one process without repeating calls).\n"
+	"text and summary then list the files on one time axis (UTC wall clock) and\n"
+	"text prints one timeline of all of them; chrome, perfetto and html put all\n"
+	"of them in one trace.  Snapshots of one process are merged without\n"
+	"repeating calls (text, summary, chrome, html, perfetto).\n"
 	"\n"
 	"Exit status: 0 decoded (possibly with warnings: damaged blocks are\n"
 	"skipped and reported on stderr, the rest is decoded); 1 a file could not\n"
@@ -133,12 +147,16 @@ enum need {
 struct sink {
 	const char *name;
 	enum need need;
+	int merge;         /* several files on one timeline (merge.c): snapshots of
+	                      one process cut so each call shows once */
 	int header;        /* "==> FILE <==" and the summary first, on the output */
 	int summary_err;   /* the summary on stderr (unless -q), after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
 	 * nonzero: the output failed. */
 	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
 	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+	/* After the per-file output when there are several files, or NULL. */
+	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 };
 
 /* Walk d's stream into sink (the streamed formats). */
@@ -154,6 +172,12 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 	return 1;
 }
 
+/* Several files decoded: text's per-file part leaves the timeline to the
+ * merged one. */
+static int several_files;
+/* Opened for the stream (a NEED_STREAM format without a range or merge). */
+static int streamed;
+
 static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	(void)out; (void)d; (void)o;
@@ -164,7 +188,23 @@ static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	if (d->snap.have_trigger)
 		kd_out_explain(out, d, o);
-	kd_out_text(out, d, o);
+	if (!several_files)
+		kd_out_text(out, d, o);
+	return 0;
+}
+
+static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	(void)o;
+	fprintf(out, "\n==> all files <==\n");
+	kd_out_merge_summary(out, decs, (uint32_t)n);
+	return 0;
+}
+
+static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+{
+	merged_summary(out, decs, n, o);
+	kd_out_text_merged(out, decs, (uint32_t)n, o);
 	return 0;
 }
 
@@ -182,6 +222,10 @@ static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
+	if (!streamed) {
+		kd_out_folded(out, d, o);   /* the cut calls of a range or a merge */
+		return 0;
+	}
 	if (kd_out_folded_stream(out, d, o)) {
 		fprintf(stderr, "ktrace-decode: %s: out of memory building the stacks\n", d->file);
 		return 1;
@@ -243,19 +287,23 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 	}
 	kd_out_chrome_end(&ch);
 	free(pids);
+	if (n > 1 && !o->quiet)
+		kd_out_merge_summary(stderr, decs, (uint32_t)n);
 	return 0;
 }
 
+/* perfetto merges snapshots of one process itself, on its event sequences
+ * (same rule); stats, explain and folded report each file on its own. */
 static const struct sink sinks[] = {
-	{ "summary",  NEED_STREAM, 1, 0, out_none, NULL },
-	{ "text",     NEED_CALLS, 1, 0, out_text, NULL },
-	{ "stats",    NEED_CALLS, 1, 0, out_stats, NULL },
-	{ "explain",  NEED_CALLS, 1, 0, out_explain, NULL },
-	{ "folded",   NEED_STREAM, 0, 1, out_folded, NULL },
-	{ "exclude",  NEED_CALLS, 0, 0, out_exclude, NULL },
-	{ "chrome",   NEED_STREAM, 0, 0, NULL, out_chrome }, /* summaries: out_chrome */
-	{ "perfetto", NEED_CALLS, 0, 1, NULL, out_perfetto },
-	{ "html",     NEED_CALLS, 0, 1, NULL, out_html },
+	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
+	{ "text",     NEED_CALLS, 1, 1, 0, out_text, NULL, merged_text },
+	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
+	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
+	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
+	{ "exclude",  NEED_CALLS, 0, 0, 0, out_exclude, NULL, NULL },
+	{ "chrome",   NEED_STREAM, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
+	{ "perfetto", NEED_CALLS, 0, 0, 1, NULL, out_perfetto, NULL },
+	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
 };
 
 static const struct sink *find_sink(const char *name)
@@ -280,7 +328,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 
 			if (!d)
 				continue;
-			if (k->need == NEED_STREAM && k->header && walk(d, (struct kd_sink){ 0 }))
+			if (streamed && k->header && walk(d, (struct kd_sink){ 0 }))
 				return 1;
 			if (k->header) {
 				if (n > 1)
@@ -292,6 +340,8 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 			if (k->summary_err && !o->quiet)
 				kd_out_summary(stderr, d);
 		}
+		if (printed && n > 1 && k->merged)
+			err |= k->merged(out, decs, n, o);
 		return err;
 	}
 	for (int i = 0; i < n && k->summary_err && !o->quiet; i++)
@@ -313,6 +363,10 @@ int main(int argc, char **argv)
 		{ "no-demangle", no_argument, NULL, 'r' },
 		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "around-trigger", required_argument, NULL, OPT_AROUND },
+		{ "min-dur", required_argument, NULL, OPT_MIN_DUR },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
@@ -325,6 +379,8 @@ int main(int argc, char **argv)
 	int c, nfiles, status = 0, write_err = 0, direct = 0;
 	struct stat st;
 	uint64_t v;
+	struct kd_range range = { 0 };
+	char rmsg[400];
 
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -357,9 +413,32 @@ int main(int argc, char **argv)
 			oopts.limit = v;
 			break;
 		case 'q': oopts.quiet = 1; break;
+		case OPT_FROM:
+		case OPT_TO:
+			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
+			                  c == OPT_FROM ? &range.from : &range.to, rmsg, sizeof(rmsg))) {
+				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+				return 2;
+			}
+			break;
+		case OPT_AROUND:
+		case OPT_MIN_DUR:
+			if (kd_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
+			                      c == OPT_AROUND ? &range.around_ns : &range.min_dur_ns, rmsg,
+			                      sizeof(rmsg))) {
+				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+				return 2;
+			}
+			range.around_set |= c == OPT_AROUND;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (range.around_set && (range.from.kind || range.to.kind)) {
+		fprintf(stderr, "ktrace-decode: --around-trigger chooses the range itself; give it "
+		        "alone, or --from/--to without it\n");
+		return 2;
 	}
 	nfiles = argc - optind;
 	if (nfiles <= 0) {
@@ -372,7 +451,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
 	}
-	dopts.stream = sink->need == NEED_STREAM;
+	/* A range or a merge of several files is cut on the collected calls
+	 * (range.c, merge.c): then every format reads those (folded its
+	 * in-memory form, chrome a replay of them). */
+	dopts.stream = sink->need == NEED_STREAM && !(range.from.kind || range.to.kind ||
+	                                               range.around_set || range.min_dur_ns ||
+	                                               (nfiles > 1 && sink->merge));
+	streamed = dopts.stream;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	dopts.progress = !oopts.quiet && isatty(2);
 	{
@@ -393,6 +478,21 @@ int main(int argc, char **argv)
 		}
 		print_warnings(decs[i], oopts.quiet);
 	}
+	/* The range cut and the merge work on the collected calls (every sink
+	 * is NEED_CALLS today; a streamed sink gets the same cut as a filter). */
+	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
+		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
+		for (int i = 0; i < nfiles; i++)
+			kd_dec_free(decs[i]);
+		free(decs);
+		return 2;
+	}
+	for (int i = 0; i < nfiles; i++)
+		if (decs[i])
+			kd_range_apply(decs[i], &range);
+	several_files = nfiles > 1;
+	if (nfiles > 1 && sink->merge)
+		kd_merge_files(decs, (uint32_t)nfiles);
 
 	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
 		/* /dev/null, a FIFO, a terminal: write in place, never replace. */

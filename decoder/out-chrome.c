@@ -260,7 +260,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
 	meta(c, "process_name", pid, 0, buf);
 	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
-	snprintf(buf, sizeof(buf), "%s; window start %s UTC; reason %s", d->file, w,
+	snprintf(buf, sizeof(buf), "host %s; %s; window start %s UTC; reason %s",
+	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?", d->file, w,
 	         d->snap.info.reason);
 	if (d->snap.nmuted) {   /* never silently: muted time is in callers' self time */
 		size_t k = strlen(buf);
@@ -284,8 +285,32 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		struct chrome_walk cw = { c, o, pid, NULL, 0, 0 };
 		struct kd_dec_error err;
 
-		if (kd_dec_walk(d, (struct kd_sink){ chrome_ev, &cw }, &err))
+		if (!d->opts.stream) {
+			/* Opened with its calls (a range or several files cut them,
+			 * range.c, merge.c): each call is one begin and one end. */
+			for (uint32_t i = 0; i < d->ncalls; i++) {
+				const struct kd_dec_call *k = &d->calls[i];
+				struct kd_ev e = { 0 };
+
+				e.kind = KD_EV_CALL_BEGIN;
+				e.thread = k->thread;
+				e.func = k->func;
+				e.depth = k->depth;
+				e.core = k->core;
+				e.flags = k->flags;
+				e.tick = k->begin;
+				e.sub = k->begin_sub;
+				chrome_ev(&cw, d, &e);
+				e.kind = KD_EV_CALL_END;
+				e.tick = k->end;
+				e.begin = k->begin;
+				e.self = k->self;
+				e.sub = k->end_sub;
+				chrome_ev(&cw, d, &e);
+			}
+		} else if (kd_dec_walk(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
 			kd_dec_oom("the chrome trace", 0);
+		}
 		free(cw.begin);
 	}
 	for (uint32_t i = 0; i < d->nmarks; i++) {

@@ -72,132 +72,123 @@ uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 
 /* ---- call trees -------------------------------------------------------------- */
 
+/* Payload of a call-tree node (calltree.c): [0] slow request, [1] median. */
 struct tnode {
-	uint32_t parent;     /* node index, KD_NONE for the root */
-	uint32_t func;
-	uint64_t incl[2];    /* ticks: [0] slow request, [1] median request */
+	uint64_t incl[2];    /* ticks */
 	uint64_t self[2];    /* ticks */
 	uint64_t calls[2];
-	uint32_t first_child, next_sibling;
 	uint64_t off[2][2];  /* ticks off the cpu, inclusive: [side][enum kd_dec_off_why] */
 	uint64_t off_kids[2][2]; /* ... of which in children (self = off - off_kids) */
 };
 
-struct tree {
-	struct tnode *n;
-	uint32_t nn, cap;
-	struct kd_umap map; /* (parent node, func) -> node */
-	int oom;
-};
-
-static uint32_t tnode_get(struct tree *t, uint32_t parent, uint32_t func)
+static struct tnode *tn(const struct kd_ctree *t, uint32_t node)
 {
-	uint64_t key = ((uint64_t)(parent + 1) << 32) | func;
-	uint32_t x = kd_umap_get(&t->map, key);
-
-	if (x != KD_NONE)
-		return x;
-	if (t->nn >= t->cap) {
-		uint32_t nc = t->cap ? t->cap * 2 : 64;
-		struct tnode *p = kd_xrealloc(t->n, (size_t)nc * sizeof(*p), "explain");
-
-		if (!p) {
-			t->oom = 1;
-			return KD_NONE;
-		}
-		t->n = p;
-		t->cap = nc;
-	}
-	memset(&t->n[t->nn], 0, sizeof(t->n[0]));
-	t->n[t->nn].parent = parent;
-	t->n[t->nn].func = func;
-	t->n[t->nn].first_child = t->n[t->nn].next_sibling = KD_NONE;
-	if (kd_umap_put(&t->map, key, t->nn)) {
-		t->oom = 1;
-		return KD_NONE;
-	}
-	return t->nn++;
+	return kd_ctree_data(t, node);
 }
 
-/* Add the calls of request r's thread inside [begin, end] to side s. */
-static void add_request(struct tree *t, const struct kd_dec *d,
+/*
+ * Which calls belong to a request: on its thread, inside [begin, end] in
+ * time, and, where the request's records are in the window, in recorded
+ * order: entered after its begin record, entered before its end record and
+ * not still open at it.  Time alone cannot tell the calls of the previous or
+ * the next request that share a boundary tick.
+ */
+struct rsel {
+	const struct kd_dec_request *r;
+	uint8_t *open_at_end;    /* [ncalls]: 1 = entered inside, open at the end record */
+};
+
+static int in_request(const struct kd_dec *d, uint32_t i, void *arg)
+{
+	const struct rsel *s = arg;
+	const struct kd_dec_request *r = s->r;
+	const struct kd_dec_call *c = &d->calls[i];
+
+	if (c->thread != r->thread || c->begin < r->begin || c->end > r->end)
+		return 0;
+	if (r->call_first != KD_NONE &&
+	    (i < r->call_first ||
+	     /* an outer frame entered before the window, added at its exit */
+	     ((c->flags & KD_CALL_TRUNC_BEGIN) && c->parent == KD_NONE)))
+		return 0;
+	if (r->call_end != KD_NONE && (i >= r->call_end || s->open_at_end[i]))
+		return 0;
+	return 1;
+}
+
+/* Add the calls of request r to side s of the tree. */
+static void add_request(struct kd_ctree *t, const struct kd_dec *d,
                         const struct kd_dec_request *r, int s, uint32_t *node_of)
 {
-	for (uint32_t i = 0; i < d->ncalls && !t->oom; i++) {
-		const struct kd_dec_call *c = &d->calls[i];
-		uint32_t pn = KD_NONE, nd;
+	struct rsel sel = { r, NULL };
+	uint32_t lo = 0, hi = d->ncalls;
 
-		node_of[i] = KD_NONE;
-		if (c->thread != r->thread || c->begin < r->begin || c->end > r->end)
+	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
+	if (r->call_first != KD_NONE && r->call_first < hi)
+		lo = r->call_first;
+	if (r->call_end != KD_NONE && r->call_end < hi)
+		hi = r->call_end;
+	if (r->call_end != KD_NONE) {
+		sel.open_at_end = kd_xcalloc((size_t)d->ncalls + 1, 1, "explain");
+		/* The open frames at the end record, innermost first (a caller
+		 * has a smaller index, except an outer TRUNC_BEGIN frame). */
+		for (uint32_t c = r->open_at_end; c < d->ncalls && c >= lo; c = d->calls[c].parent) {
+			sel.open_at_end[c] = 1;
+			if (d->calls[c].parent >= c)
+				break;
+		}
+	}
+	for (uint32_t i = lo; i < hi && !t->oom; i++) {
+		const struct kd_dec_call *c = &d->calls[i];
+		uint32_t nd, pn;
+
+		if (!in_request(d, i, &sel))
 			continue;
-		if (c->parent < i && node_of[c->parent] != KD_NONE)
-			pn = node_of[c->parent];
-		nd = tnode_get(t, pn, c->func);
+		nd = kd_ctree_place(t, d, node_of, NULL, i, in_request, &sel);
 		if (nd == KD_NONE)
-			return;
-		node_of[i] = nd;
-		t->n[nd].incl[s] += c->end - c->begin;
-		t->n[nd].self[s] += c->self;
-		t->n[nd].calls[s]++;
+			break;
+		pn = t->n[nd].parent;
+		tn(t, nd)->incl[s] += c->end - c->begin;
+		tn(t, nd)->self[s] += c->self;
+		tn(t, nd)->calls[s]++;
 		if (d->sched) {
 			uint64_t x[2];
 
 			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, x);
-			t->n[nd].off[s][0] += x[0];
-			t->n[nd].off[s][1] += x[1];
+			tn(t, nd)->off[s][0] += x[0];
+			tn(t, nd)->off[s][1] += x[1];
 			if (pn != KD_NONE) {
-				t->n[pn].off_kids[s][0] += x[0];
-				t->n[pn].off_kids[s][1] += x[1];
+				tn(t, pn)->off_kids[s][0] += x[0];
+				tn(t, pn)->off_kids[s][1] += x[1];
 			}
 		}
 	}
+	free(sel.open_at_end);
 }
 
-static const struct kd_dec *sort_d;
-static const struct tree *sort_t;
-
-static int cmp_child(const void *a, const void *b)
+/* Children by slow inclusive time, then median, then name. */
+static int cmp_child(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg)
 {
-	const struct tnode *x = &sort_t->n[*(const uint32_t *)a];
-	const struct tnode *y = &sort_t->n[*(const uint32_t *)b];
+	const struct kd_dec *d = arg;
+	const struct tnode *x = tn(t, a), *y = tn(t, b);
 
 	if (x->incl[0] != y->incl[0])
 		return x->incl[0] > y->incl[0] ? -1 : 1;
 	if (x->incl[1] != y->incl[1])
 		return x->incl[1] > y->incl[1] ? -1 : 1;
-	return strcmp(kd_dec_func_name(sort_d, x->func), kd_dec_func_name(sort_d, y->func));
+	return strcmp(kd_dec_func_name(d, t->n[a].func), kd_dec_func_name(d, t->n[b].func));
 }
 
-static void print_tree(FILE *f, const struct kd_dec *d, struct tree *t, int have_median)
+static void print_tree(FILE *f, const struct kd_dec *d, struct kd_ctree *t,
+                       int have_median)
 {
-	uint32_t *order = kd_xmalloc(((size_t)t->nn + 1) * sizeof(*order), "explain");
+	uint32_t *roots = NULL, nroots = 0, sp = 0, shown = 0;
 	uint32_t *stack = kd_xmalloc(((size_t)t->nn + 1) * sizeof(*stack), "explain");
-	uint32_t *depth = kd_xmalloc(((size_t)t->nn + 1) * sizeof(*depth), "explain");
-	uint32_t sp = 0, shown = 0;
 	char a[32], b[32], c[32], e[32];
 
-	if (!order || !stack || !depth)
-		goto out;
-	/* Children lists sorted by slow inclusive time. */
-	for (uint32_t i = 0; i < t->nn; i++)
-		order[i] = i;
-	sort_d = d;
-	sort_t = t;
-	qsort(order, t->nn, sizeof(*order), cmp_child);
-	for (uint32_t k = t->nn; k-- > 0;) {
-		struct tnode *x = &t->n[order[k]];
-
-		if (x->parent == KD_NONE)
-			continue;
-		x->next_sibling = t->n[x->parent].first_child;
-		t->n[x->parent].first_child = order[k];
-	}
-	for (uint32_t k = t->nn; k-- > 0;)
-		if (t->n[order[k]].parent == KD_NONE) {
-			stack[sp] = order[k];
-			depth[order[k]] = 0;
-			sp++;
-		}
+	kd_ctree_link(t, cmp_child, (void *)d, &roots, &nroots);
+	for (uint32_t k = nroots; k-- > 0;)
+		stack[sp++] = roots[k];
 	fprintf(f, "  %12s %12s %7s", "incl", "self", "calls");
 	if (have_median)
 		fprintf(f, "  | %12s %12s %7s", "median incl", "median self", "calls");
@@ -206,7 +197,8 @@ static void print_tree(FILE *f, const struct kd_dec *d, struct tree *t, int have
 	fprintf(f, "  function\n");
 	while (sp) {
 		uint32_t i = stack[--sp], k = 0, ch[4096];
-		const struct tnode *x = &t->n[i];
+		const struct tnode *x = tn(t, i);
+		uint32_t depth = t->n[i].depth;
 
 		if (++shown > 400) {
 			fprintf(f, "  ... (tree cut at 400 lines)\n");
@@ -232,20 +224,16 @@ static void print_tree(FILE *f, const struct kd_dec *d, struct tree *t, int have
 			fprintf(f, "  | %12s %12s %12s", x->calls[0] ? a : "-", x->calls[0] ? b : "-",
 			        x->calls[0] ? c : "-");
 		}
-		fprintf(f, "  %*s%s\n", (int)(depth[i] > 40 ? 80 : depth[i] * 2), "",
-		        kd_dec_func_name(d, x->func));
-		for (uint32_t c2 = x->first_child; c2 != KD_NONE && k < 4096;
+		fprintf(f, "  %*s%s\n", (int)(depth > 40 ? 80 : depth * 2), "",
+		        kd_dec_func_name(d, t->n[i].func));
+		for (uint32_t c2 = t->n[i].first_child; c2 != KD_NONE && k < 4096;
 		     c2 = t->n[c2].next_sibling)
 			ch[k++] = c2;
-		while (k--) {
-			depth[ch[k]] = depth[i] + 1;
+		while (k--)
 			stack[sp++] = ch[k];
-		}
 	}
-out:
-	free(order);
+	free(roots);
 	free(stack);
-	free(depth);
 }
 
 /* ---- ranking ------------------------------------------------------------------ */
@@ -533,7 +521,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 {
 	uint32_t med, pick = kd_explain_pick(d, &med);
 	const struct kd_dec_request *r, *m = NULL;
-	struct tree t = { 0 };
+	struct kd_ctree t;
 	uint32_t *node_of = NULL;
 	struct fdelta *fd = NULL;
 	uint32_t nfd = 0;
@@ -541,6 +529,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	uint64_t covered[2] = { 0, 0 };
 
 	(void)o;
+	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
 	kd_out_muted_note(f, d, "  ");
 	if (pick == KD_NONE) {
@@ -581,8 +570,8 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 		goto out;
 	for (uint32_t i = 0; i < t.nn; i++)
 		if (t.n[i].parent == KD_NONE) {
-			covered[0] += t.n[i].incl[0];
-			covered[1] += t.n[i].incl[1];
+			covered[0] += tn(&t, i)->incl[0];
+			covered[1] += tn(&t, i)->incl[1];
 		}
 
 	/* Where the extra time went: self time per function, slow - median. */
@@ -605,12 +594,12 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 					goto out;
 				}
 			}
-			fd[x].slow += kd_dec_ticks_ns(d, t.n[i].self[0]);
-			fd[x].med += kd_dec_ticks_ns(d, t.n[i].self[1]);
-			fd[x].slow_ticks += t.n[i].self[0];
+			fd[x].slow += kd_dec_ticks_ns(d, tn(&t, i)->self[0]);
+			fd[x].med += kd_dec_ticks_ns(d, tn(&t, i)->self[1]);
+			fd[x].slow_ticks += tn(&t, i)->self[0];
 			for (int k = 0; k < 2; k++)
-				if (t.n[i].off[0][k] > t.n[i].off_kids[0][k])
-					fd[x].slow_off[k] += t.n[i].off[0][k] - t.n[i].off_kids[0][k];
+				if (tn(&t, i)->off[0][k] > tn(&t, i)->off_kids[0][k])
+					fd[x].slow_off[k] += tn(&t, i)->off[0][k] - tn(&t, i)->off_kids[0][k];
 		}
 		kd_umap_free(&fm);
 		for (uint32_t i = 0; i < nfd; i++)
@@ -661,6 +650,5 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 out:
 	free(fd);
 	free(node_of);
-	free(t.n);
-	kd_umap_free(&t.map);
+	kd_ctree_free(&t);
 }

@@ -38,8 +38,9 @@
  * "ktrace" note says so.  Marks are instants on the thread's track, after the
  * slice boundaries of their own tick.
  *
- * Several snapshots of one process (same host, pid and start_tsc) share one
- * process group; sorted by window end, each next snapshot B is cut at the
+ * Several snapshots of one process (same host, pid and start_tsc:
+ * kd_same_process, merge.c, which applies this rule to the other formats)
+ * share one process group; sorted by window end, each next snapshot B is cut at the
  * previous one's window end C (ticks of one counter), per thread:
  *   - B's calls that ended at or before C are left out (the earlier file
  *     has them);
@@ -916,14 +917,6 @@ static int64_t gtid(const struct group *g, const struct kd_dec_thread *t)
 
 /* ---- the whole trace --------------------------------------------------------- */
 
-static int same_process(const struct kd_dec *a, const struct kd_dec *b)
-{
-	return a->snap.info.pid == b->snap.info.pid &&
-	       a->snap.info.start_tsc == b->snap.info.start_tsc &&
-	       a->snap.info.tsc_shift == b->snap.info.tsc_shift &&
-	       !strcmp(a->snap.info.hostname, b->snap.info.hostname);
-}
-
 static int cmp_gfile(const void *a, const void *b)
 {
 	const struct gfile *x = a, *y = b;
@@ -1245,7 +1238,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		if (!d)
 			continue;
 		/* (a group's file index is 16 bits in struct sev) */
-		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !same_process(gs[g].files[0].d, d)); g++)
+		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !kd_same_process(gs[g].files[0].d, d)); g++)
 			;
 		if (g == ng) {
 			gs[g].files = calloc(n, sizeof(*gs[g].files));

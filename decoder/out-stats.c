@@ -293,141 +293,60 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
  * linear in the number of calls.
  */
 
-struct fnode {
-	uint32_t parent;  /* node index or KD_NONE (thread root) */
-	uint32_t func;    /* func index, thread index for a root, KD_NONE
-	                     for a cut marker */
-	uint64_t self;    /* ticks */
-	uint32_t depth;   /* frames below the thread root (root 0) */
-	uint32_t cut;     /* cut marker: the most frames cut below its parent */
-};
-
-/* The stack tree: nodes keyed by (parent node, func), roots by thread. */
-struct ftree {
-	struct kd_umap map;
-	struct fnode *nodes;
-	uint32_t nn, capn;
-};
-
-/* The node for key, created as (parent, func) if new; KD_NONE if
- * out of memory. */
-static uint32_t node_get(struct ftree *t, uint64_t key, uint32_t parent, uint32_t func)
+/* Folded stacks keep self ticks per node of the shared call tree
+ * (calltree.c), with a root per thread and a cut at KD_FOLD_DEPTH. */
+static int folded_keep(const struct kd_dec *d, uint32_t call, void *arg)
 {
-	uint32_t node = kd_umap_get(&t->map, key);
+	const struct kd_out_opts *o = arg;
 
-	if (node != KD_NONE)
-		return node;
-	if (t->nn >= t->capn) {
-		uint32_t ncap = t->capn ? t->capn * 2 : 256;
-		struct fnode *p = kd_xrealloc(t->nodes, (size_t)ncap * sizeof(*p),
-		                                   "folded stacks");
-
-		if (!p)
-			return KD_NONE;
-		t->nodes = p;
-		t->capn = ncap;
-	}
-	t->nodes[t->nn] = (struct fnode){ parent, func, 0, 0, 0 };
-	if (parent != KD_NONE)
-		t->nodes[t->nn].depth = t->nodes[parent].depth + 1;
-	if (kd_umap_put(&t->map, key, t->nn))
-		return KD_NONE;
-	return t->nn++;
-}
-
-/* Append v to the growable array *a (*n used, *cap allocated); -1 if out
- * of memory. */
-static int push_u32(uint32_t **a, uint32_t *n, uint32_t *cap, uint32_t v)
-{
-	if (*n >= *cap) {
-		uint32_t nc = *cap ? *cap * 2 : 256;
-		uint32_t *p = kd_xrealloc(*a, (size_t)nc * sizeof(*p), "folded stacks");
-
-		if (!p)
-			return -1;
-		*a = p;
-		*cap = nc;
-	}
-	(*a)[(*n)++] = v;
-	return 0;
+	return !o || !o->have_tid || d->threads[d->calls[call].thread].tid == o->tid;
 }
 
 void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
-	struct ftree t = { 0 };
-	uint32_t *node_of = NULL, *path = NULL, *dep = NULL, caps = 0;
+	struct kd_ctree t;
+	uint32_t *node_of, *frames, *path = NULL, caps = 0;
 	char lbl[64];
 
+	kd_ctree_init(&t, sizeof(uint64_t), 1, KD_FOLD_DEPTH);
 	node_of = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "folded stacks");
-	dep = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*dep), "folded stacks");
+	frames = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*frames), "folded stacks");
 	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
 
 	for (uint32_t i = 0; i < d->ncalls; i++) {
-		uint32_t n = 0;
+		uint32_t node;
 
-		if (!(!o || !o->have_tid || d->threads[d->calls[i].thread].tid == o->tid))
+		if (!folded_keep(d, i, (void *)o))
 			continue;
-		/* Collect the unresolved chain up to a resolved ancestor or the root. */
-		for (uint32_t c = i; c < d->ncalls && node_of[c] == KD_NONE;
-		     c = d->calls[c].parent) {
-			if (push_u32(&path, &n, &caps, c))
-				goto oom;
-			if (n > d->ncalls)
-				break; /* cannot happen: parent chains are acyclic */
-		}
-		while (n--) {
-			const struct kd_dec_call *c = &d->calls[path[n]];
-			uint32_t parent_node, node;
-
-			if (c->parent < d->ncalls) {
-				parent_node = node_of[c->parent];
-				dep[path[n]] = dep[c->parent] + 1;
-			} else {
-				/* thread root: key space above all nodes */
-				parent_node = node_get(&t, (1ull << 63) | c->thread,
-				                       KD_NONE, c->thread);
-				if (parent_node == KD_NONE)
-					goto oom;
-				dep[path[n]] = 1;
-			}
-			if (t.nodes[parent_node].func == KD_NONE)
-				node = parent_node; /* below a cut marker: the marker */
-			else if (t.nodes[parent_node].depth >= KD_FOLD_DEPTH)
-				node = node_get(&t, ((uint64_t)parent_node << 32) | KD_NONE,
-				                parent_node, KD_NONE);
-			else
-				node = node_get(&t, ((uint64_t)parent_node << 32) | c->func,
-				                parent_node, c->func);
-			if (node == KD_NONE)
-				goto oom;
-			if (t.nodes[node].func == KD_NONE &&
-			    dep[path[n]] - KD_FOLD_DEPTH > t.nodes[node].cut)
-				t.nodes[node].cut = dep[path[n]] - KD_FOLD_DEPTH;
-			node_of[path[n]] = node;
-		}
-		t.nodes[node_of[i]].self += d->calls[i].self;
+		node = kd_ctree_place(&t, d, node_of, frames, i, NULL, NULL);
+		if (node == KD_NONE)
+			goto oom;
+		*(uint64_t *)kd_ctree_data(&t, node) += d->calls[i].self;
 	}
 	/* One line per node with self time: root first. */
 	for (uint32_t i = 0; i < t.nn; i++) {
 		uint32_t n = 0;
 
-		if (t.nodes[i].parent == KD_NONE || !t.nodes[i].self)
+		if (t.n[i].parent == KD_NONE || !*(uint64_t *)kd_ctree_data(&t, i))
 			continue;
-		for (uint32_t c = i; c != KD_NONE; c = t.nodes[c].parent) {
-			if (push_u32(&path, &n, &caps, c))
-				goto oom;
+		for (uint32_t c = i; c != KD_NONE; c = t.n[c].parent) {
+			if (n >= caps) {
+				caps = caps ? caps * 2 : 256;
+				path = kd_xrealloc(path, (size_t)caps * sizeof(*path), "folded stacks");
+			}
+			path[n++] = c;
 		}
 		while (n--) {
-			const struct fnode *x = &t.nodes[path[n]];
+			const struct kd_ctree_node *x = &t.n[path[n]];
 
-			if (x->parent == KD_NONE) {
+			if (x->kind == KD_CTREE_THREAD) {
 				/* flamegraph.pl splits on ';' and the last ' ': keep names clean */
 				for (char *p = (char *)kd_dec_thread_label(d, x->func, lbl, sizeof(lbl));
 				     *p; p++)
 					if (*p == ';' || *p == ' ')
 						*p = '_';
 				fputs(lbl, f);
-			} else if (x->func == KD_NONE) {
+			} else if (x->kind == KD_CTREE_CUT) {
 				fprintf(f, ";[up_to_%" PRIu32 "_frames_cut]", x->cut);
 			} else {
 				const char *s = kd_dec_func_name(d, x->func);
@@ -437,15 +356,15 @@ void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 					fputc(*s == ';' || *s == ' ' ? '_' : *s, f);
 			}
 		}
-		fprintf(f, " %" PRIu64 "\n", kd_dec_ticks_ns(d, t.nodes[i].self));
+		fprintf(f, " %" PRIu64 "\n",
+		        kd_dec_ticks_ns(d, *(uint64_t *)kd_ctree_data(&t, i)));
 	}
 	goto out;
 oom:
 	fprintf(f, "(out of memory)\n");
 out:
-	kd_umap_free(&t.map);
-	free(t.nodes);
+	kd_ctree_free(&t);
 	free(node_of);
-	free(dep);
+	free(frames);
 	free(path);
 }

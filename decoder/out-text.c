@@ -54,6 +54,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	fprintf(f, "window:    %s .. %s UTC (%s)%s\n", a, b, c,
 	        d->opts.all ? ", --all: includes partial data" :
 	        d->window_limited ? ", complete window (wrapped rings lost older data)" : "");
+	kd_out_range_note(f, d);
 	if (d->dropped) {
 		fprintf(f, "dropped:   %" PRIu64 " older records before the complete window "
 		           "(stacks there may be incomplete; --all keeps them):", d->dropped);

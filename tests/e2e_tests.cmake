@@ -133,3 +133,10 @@ if(TARGET ktrace-example-shapes AND NOT CMAKE_CROSSCOMPILING AND NOT KTRACE_ASAN
             ${CMAKE_C_COMPILER} ${CMAKE_CXX_COMPILER})
   set_tests_properties(test_e2e_install PROPERTIES LABELS e2e TIMEOUT 300)
 endif()
+# Time-range selection (issue 8): --from/--to/--around-trigger/--min-dur on
+# a program that knows when each of its steps ran.
+ktrace_test_program(e2e_range SOURCES ${KT_E2E_DIR}/range_prog.c)
+ktrace_e2e_test(range PROGRAMS e2e_range)
+# Several files on one timeline (issue 8): processes talking over a pipe,
+# overlapping snapshots of one process, in text, chrome and summary.
+ktrace_e2e_test(merge PROGRAMS e2e_calls)

@@ -424,6 +424,90 @@ static void test_outputs_explain_without_trigger(void **state)
 	kd_dec_free(d);
 }
 
+/* The calls counts (slow, median) on the explain tree line of function fn. */
+static void tree_counts(const char *out, const char *fn, long *slow, long *med)
+{
+	char pat[64], line[512];
+	const char *p, *e;
+	char *bar;
+	size_t n;
+
+	snprintf(pat, sizeof(pat), "  %s\n", fn);
+	p = strstr(out, "call tree of the slow request");
+	assert_non_null(p);
+	p = strstr(p, pat);
+	if (!p)
+		fail_msg("no tree line for %s:\n%s", fn, out);
+	e = p;
+	while (p > out && p[-1] != '\n')
+		p--;
+	n = (size_t)(e - p) < sizeof(line) - 1 ? (size_t)(e - p) : sizeof(line) - 1;
+	memcpy(line, p, n);
+	line[n] = 0;
+	bar = strchr(line, '|');
+	assert_non_null(bar);
+	/* "incl self calls | incl self calls": calls end each half */
+	for (n = (size_t)(bar - line); n > 0 && line[n - 1] == ' '; n--)
+		;
+	line[n] = 0;
+	*slow = strtol(strrchr(line, ' ') + 1, NULL, 10);
+	*med = strtol(strrchr(bar + 1, ' ') + 1, NULL, 10);
+}
+
+/*
+ * Requests that share a boundary tick: #1 ends and #2 begins at tick 2000,
+ * and each has a call in that very tick (early() before #1's end record,
+ * late() after #2's begin record).  By time both calls lie in both
+ * requests; by recorded order each belongs to its own.
+ */
+static void test_outputs_explain_boundary_tick(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec *d;
+	struct mem m;
+	uint32_t med;
+	long s, md;
+
+	(void)state;
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "op");
+	snapbuild_func(sb, 0, 0xA000); /* work */
+	snapbuild_func(sb, 1, 0xB000); /* early: #1's last call */
+	snapbuild_func(sb, 2, 0xC000); /* late: #2's first call */
+	snapbuild_req(sb, 0, 1, 1000, 1, 1, 0);
+	snapbuild_enter(sb, 0, 1, 1001, 0);
+	snapbuild_exit(sb, 0, 1, 1800, 0);
+	snapbuild_enter(sb, 0, 1, 2000, 1);
+	snapbuild_exit(sb, 0, 1, 2000, 1);
+	snapbuild_req(sb, 0, 1, 2000, 1, 1, 1);
+	snapbuild_req(sb, 0, 1, 2000, 1, 2, 0);
+	snapbuild_enter(sb, 0, 1, 2000, 2);
+	snapbuild_exit(sb, 0, 1, 2000, 2);
+	snapbuild_enter(sb, 0, 1, 2001, 0);
+	snapbuild_exit(sb, 0, 1, 2090, 0);
+	snapbuild_req(sb, 0, 1, 2100, 1, 2, 1);
+	snapbuild_req(sb, 0, 1, 2100, 1, 3, 0);
+	snapbuild_enter(sb, 0, 1, 2101, 0);
+	snapbuild_exit(sb, 0, 1, 2190, 0);
+	snapbuild_req(sb, 0, 1, 2200, 1, 3, 1);
+	d = decode(sb);
+	assert_int_equal(d->reqs[kd_explain_pick(d, &med)].id, 1);
+	assert_int_equal(d->reqs[med].id, 2);
+	mem_open(&m);
+	kd_out_explain(m.f, d, NULL);
+	mem_close(&m);
+	tree_counts(m.p, "0xb000", &s, &md);
+	if (s != 1 || md != 0)
+		fail_msg("early() belongs to #1 only (slow %ld, median %ld):\n%s", s, md, m.p);
+	tree_counts(m.p, "0xc000", &s, &md);
+	if (s != 0 || md != 1)
+		fail_msg("late() belongs to #2 only (slow %ld, median %ld):\n%s", s, md, m.p);
+	tree_counts(m.p, "0xa000", &s, &md);
+	assert_int_equal(s, 1);
+	assert_int_equal(md, 1);
+	free(m.p);
+	kd_dec_free(d);
+}
+
 static void test_outputs_folded_adds_up(void **state)
 {
 	struct kd_dec *d = golden();
@@ -611,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_outputs_stats_exact),
 		cmocka_unit_test(test_outputs_explain_names_cause_first),
 		cmocka_unit_test(test_outputs_explain_without_trigger),
+		cmocka_unit_test(test_outputs_explain_boundary_tick),
 		cmocka_unit_test(test_outputs_folded_adds_up),
 		cmocka_unit_test(test_outputs_text_filters),
 		cmocka_unit_test(test_outputs_cli),

@@ -1,0 +1,419 @@
+/*
+ * merge.c - several snapshot files on one timeline (issue 8).
+ *
+ * Files line up on CLOCK_REALTIME: each file's ticks become wall-clock ns
+ * through its own ANCHORS (kd_dec_wall_ns), so processes of one host, and
+ * of hosts whose clocks are in sync (NTP, PTP), share one time axis.  No
+ * correction is applied between hosts (the offset used is 0; the summary
+ * says so): a skew between hosts' clocks shows as a skew in the timeline.
+ *
+ * Process groups: files with the same host, pid, start_tsc and tsc_shift
+ * are snapshots of one process (kd_same_process; out-perfetto.c groups its
+ * tracks with it).  Several snapshots of one process overlap; the rule (the
+ * one out-perfetto.c applies to its event sequences, here applied to the
+ * decoded files so that text, chrome and summary show each call once):
+ * sorted by window end, each next file B is cut at the previous file A's
+ * window end C (ticks of one counter), per thread (same slot and tid):
+ *   - B's calls that ended at or before C go (A has them), as do B's marks
+ *     up to C and its requests ended by C; its runs and off/on-CPU
+ *     intervals start after C;
+ *   - A's frames still open at its end and B's frames alive at C are
+ *     matched innermost first, by function; a pair is one call: its begin
+ *     from A, its end (and the rest) from B; A's copy goes.  A frame B
+ *     entered at C's own tick may be one A never saw: it is skipped when
+ *     that makes the stacks match.  Stacks that disagree otherwise are not
+ *     merged (A's frames end at C, B's start afresh);
+ *   - A's requests still open at C go; B's copy takes A's begin.
+ * Files whose windows do not overlap are left as they are.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder.h"
+
+int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
+{
+	return a->snap.info.pid == b->snap.info.pid &&
+	       a->snap.info.start_tsc == b->snap.info.start_tsc &&
+	       a->snap.info.tsc_shift == b->snap.info.tsc_shift &&
+	       !strcmp(a->snap.info.hostname, b->snap.info.hostname);
+}
+
+static int is_open(const struct kd_dec_call *c)
+{
+	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
+}
+
+/* Thread of b matching thread ta of a (same slot and tid), or KD_NONE. */
+static uint32_t same_thread(const struct kd_dec *a, uint32_t ta, const struct kd_umap *b_threads)
+{
+	return kd_umap_get(b_threads,
+	                   (uint64_t)a->threads[ta].slot << 32 | (uint32_t)a->threads[ta].tid);
+}
+
+/*
+ * The frames of every thread at the cut, in one pass over the calls: a's
+ * still open at its end (alive 0), or b's alive at the cut (alive 1).
+ * Sorted by thread, then depth (a frame stack is a chain: depth orders it),
+ * *first[t] .. first[t + 1] are thread t's.  Returns the array (free it).
+ */
+static const struct kd_dec *sort_d;
+
+static int cmp_frame(const void *x, const void *y)
+{
+	const struct kd_dec_call *a = &sort_d->calls[*(const uint32_t *)x];
+	const struct kd_dec_call *b = &sort_d->calls[*(const uint32_t *)y];
+
+	if (a->thread != b->thread)
+		return a->thread < b->thread ? -1 : 1;
+	if (a->depth != b->depth)
+		return a->depth < b->depth ? -1 : 1;
+	return *(const uint32_t *)x < *(const uint32_t *)y ? -1 : 1;
+}
+
+static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint32_t **first)
+{
+	uint32_t *v = NULL, n = 0;
+	size_t cap = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct kd_dec_call *c = &d->calls[i];
+
+		if (!(alive ? (c->begin <= cut && c->end > cut) : is_open(c)))
+			continue;
+		if (kd_grow(&v, &cap, n, sizeof(*v), "merging files"))
+			kd_dec_oom("merging files", SIZE_MAX);
+		v[n++] = i;
+	}
+	sort_d = d;
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_frame);
+	*first = kd_xcalloc((size_t)d->nthreads + 2, sizeof(**first), "merging files");
+	for (uint32_t i = 0; i < n; i++)
+		(*first)[d->calls[v[i]].thread + 1]++;
+	for (uint32_t t = 0; t < d->nthreads; t++)
+		(*first)[t + 1] += (*first)[t];
+	return v;
+}
+
+/* Cut b at a's window end (see the file comment).  Counts what was left
+ * out into b->merge_dropped. */
+static void cut_pair(struct kd_dec *a, struct kd_dec *b)
+{
+	uint64_t cut = a->window_end;
+	uint8_t *keep_a = kd_xmalloc((size_t)a->ncalls + 1, "merging files");
+	uint8_t *keep_b = kd_xmalloc((size_t)b->ncalls + 1, "merging files");
+	struct kd_umap bt = { 0 }; /* b's (slot, tid) -> thread */
+	uint32_t *fa, *fb;
+	uint32_t *va = stacks_at(a, 0, cut, &fa), *vb = stacks_at(b, 1, cut, &fb);
+	uint32_t k;
+
+	memset(keep_a, 1, (size_t)a->ncalls + 1);
+	memset(keep_b, 1, (size_t)b->ncalls + 1);
+	b->merge_cut = cut;
+	for (uint32_t i = 0; i < b->ncalls; i++)
+		if (b->calls[i].end <= cut) {
+			keep_b[i] = 0;
+			b->merge_dropped++;
+		}
+	for (uint32_t t = 0; t < b->nthreads; t++)
+		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
+			kd_dec_oom("merging files", 0);
+	for (uint32_t ta = 0; ta < a->nthreads; ta++) {
+		uint32_t tb = same_thread(a, ta, &bt), na, nb, q;
+		const uint32_t *sa, *sb;
+
+		if (tb == KD_NONE)
+			continue;
+		sa = va + fa[ta];
+		na = fa[ta + 1] - fa[ta];
+		sb = vb + fb[tb];
+		nb = fb[tb + 1] - fb[tb];
+		for (;;) {
+			q = 0;
+			/* by name: function indices are each file's own */
+			while (q < na && q < nb &&
+			       !strcmp(kd_dec_func_name(a, a->calls[sa[na - 1 - q]].func),
+			               kd_dec_func_name(b, b->calls[sb[nb - 1 - q]].func)))
+				q++;
+			if (q == nb || b->calls[sb[nb - 1]].begin != cut)
+				break;
+			nb--; /* entered at the cut's tick: maybe unseen by a */
+		}
+		if (na > q && nb > q)
+			continue; /* the stacks disagree: not merged */
+		for (uint32_t i = 0; i < q; i++) {
+			struct kd_dec_call *x = &a->calls[sa[na - 1 - i]];
+			struct kd_dec_call *y = &b->calls[sb[nb - 1 - i]];
+
+			y->begin = x->begin;
+			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
+			           (x->flags & KD_CALL_TRUNC_BEGIN);
+			keep_a[sa[na - 1 - i]] = 0;
+			b->merge_joined++;
+		}
+		/* a's unmatched outer frames stay open to b's end */
+		for (uint32_t i = 0; i + q < na; i++)
+			if (a->calls[sa[i]].end < b->window_end)
+				a->calls[sa[i]].end = b->window_end;
+	}
+	kd_calls_keep(a, keep_a, 0);
+	kd_calls_keep(b, keep_b, 0);
+
+	/* Requests: b's ended by the cut go; a's still open there go, and b's
+	 * copy takes a's begin. */
+	k = 0;
+	for (uint32_t i = 0; i < a->nreqs; i++) {
+		struct kd_dec_request *r = &a->reqs[i];
+
+		if (r->flags & KD_REQ_TRUNC_END) {
+			for (uint32_t j = 0; j < b->nreqs; j++)
+				if (b->reqs[j].id == r->id && b->reqs[j].kind == r->kind &&
+				    b->reqs[j].begin <= cut) {
+					b->reqs[j].begin = r->begin;
+					b->reqs[j].flags = (b->reqs[j].flags & ~(uint32_t)KD_REQ_TRUNC_BEGIN) |
+					                   (r->flags & KD_REQ_TRUNC_BEGIN);
+					b->reqs[j].call_first = KD_NONE;
+					break;
+				}
+			if (i == a->trigger_req)
+				a->trigger_req = KD_NONE;
+			continue;
+		}
+		if (i == a->trigger_req)
+			a->trigger_req = k;
+		a->reqs[k++] = *r;
+	}
+	a->nreqs = k;
+	k = 0;
+	for (uint32_t i = 0; i < b->nreqs; i++) {
+		if (b->reqs[i].end <= cut && !(b->reqs[i].flags & KD_REQ_TRUNC_END)) {
+			if (i == b->trigger_req)
+				b->trigger_req = KD_NONE;
+			continue;
+		}
+		if (i == b->trigger_req)
+			b->trigger_req = k;
+		b->reqs[k++] = b->reqs[i];
+	}
+	b->nreqs = k;
+	/* b's marks up to the cut go; its runs and off/on-CPU intervals start
+	 * after it (a holds them up to there) */
+	kd_dec_cut_intervals(b, cut + 1, UINT64_MAX);
+	free(keep_a);
+	free(keep_b);
+	kd_umap_free(&bt);
+	free(va);
+	free(vb);
+	free(fa);
+	free(fb);
+}
+
+static struct kd_dec *const *sort_decs;
+
+static int cmp_end(const void *x, const void *y)
+{
+	const struct kd_dec *a = sort_decs[*(const uint32_t *)x], *b = sort_decs[*(const uint32_t *)y];
+
+	if (a->window_end != b->window_end)
+		return a->window_end < b->window_end ? -1 : 1;
+	return *(const uint32_t *)x < *(const uint32_t *)y ? -1 : 1;
+}
+
+void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
+{
+	uint32_t *order = kd_xmalloc(((size_t)n + 1) * sizeof(*order), "merging files");
+	uint32_t *gid = kd_xmalloc(((size_t)n + 1) * sizeof(*gid), "merging files");
+	uint32_t ng = 0;
+
+	/* Process groups, numbered in file order. */
+	for (uint32_t i = 0; i < n; i++) {
+		gid[i] = KD_NONE;
+		if (!decs[i])
+			continue;
+		for (uint32_t j = 0; j < i && gid[i] == KD_NONE; j++)
+			if (decs[j] && kd_same_process(decs[i], decs[j]))
+				gid[i] = gid[j];
+		if (gid[i] == KD_NONE)
+			gid[i] = ng++;
+		decs[i]->merge_group = gid[i] + 1;
+	}
+	for (uint32_t g = 0; g < ng; g++) {
+		uint32_t m = 0;
+
+		for (uint32_t i = 0; i < n; i++)
+			if (decs[i] && gid[i] == g)
+				order[m++] = i;
+		sort_decs = decs;
+		qsort(order, m, sizeof(*order), cmp_end);
+		for (uint32_t k = 1; k < m; k++) {
+			struct kd_dec *a = decs[order[k - 1]], *b = decs[order[k]];
+
+			if (b->window_start <= a->window_end)
+				cut_pair(a, b);
+		}
+	}
+	free(order);
+	free(gid);
+}
+
+/* "exe pid N @ host" of a file. */
+static const char *proc_label(const struct kd_dec *d, char *buf, size_t len)
+{
+	const char *exe = strrchr(d->snap.info.exe, '/');
+
+	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
+	snprintf(buf, len, "%s pid %" PRIu32 " @ %s", exe, d->snap.info.pid,
+	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?");
+	return buf;
+}
+
+int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
+{
+	int64_t base = INT64_MAX;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (decs[i] && decs[i]->range_cut != 2) { /* 2: nothing of it in the range */
+			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+
+			if (w < base)
+				base = w;
+		}
+	return base == INT64_MAX ? 0 : base;
+}
+
+void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
+{
+	int64_t base = kd_merge_origin(decs, n);
+	char a[48], b[48], o[32], lbl[400], cut[48];
+
+	kd_fmt_wall(base, 1, a, sizeof(a));
+	fprintf(f, "\nmerged timeline of %" PRIu32 " files, on CLOCK_REALTIME from each file's "
+	           "anchors, starting %s UTC:\n", n, a);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct kd_dec *d = decs[i];
+		int64_t s;
+
+		if (!d)
+			continue;
+		s = kd_dec_wall_ns(d, d->window_start);
+		kd_fmt_wall(s, 0, a, sizeof(a));
+		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
+		kd_fmt_dur(s > base ? (uint64_t)(s - base) : 0, o, sizeof(o));
+		fprintf(f, "  [%" PRIu32 "] %s: %s, window %s .. %s UTC (+%s), clock offset used "
+		           "+0 ns (%" PRIu32 " anchors)\n",
+		        i + 1, d->file, proc_label(d, lbl, sizeof(lbl)), a, b, o, d->snap.nanchors);
+		if (d->merge_cut) {
+			kd_fmt_wall(kd_dec_wall_ns(d, d->merge_cut), 0, cut, sizeof(cut));
+			fprintf(f, "      overlaps an earlier snapshot of process group %" PRIu32
+			           " up to %s: %" PRIu64 " calls it holds left out here, %" PRIu64
+			           " frames open across the cut joined\n",
+			        d->merge_group, cut, d->merge_dropped, d->merge_joined);
+		}
+	}
+	fprintf(f, "  (hosts' clocks are taken as they are: a skew between hosts shows in the "
+	           "timeline)\n");
+}
+
+/* ---- one text timeline for several files --------------------------------- */
+
+/*
+ * Each file's text timeline is rendered on its own (kd_out_text), then its
+ * lines are merged by their wall-clock time.  Every timeline line begins
+ * with "HH:MM:SS.nnnnnnnnn"; a line that does not (the header, notes) stays
+ * with the line before it.  Lines of one file are in time order already;
+ * equal times keep file order.  Each line gets "[N] " naming its file.
+ */
+struct tl {
+	char *buf;
+	size_t len;
+	char *p;                  /* next line */
+	int64_t day;              /* ns: midnight of the current line's day */
+	int64_t last;             /* ns: the previous line's time */
+	int64_t key;              /* ns: time of the line at p */
+};
+
+/* Time of day of a line, or -1. */
+static int64_t line_tod(const char *l)
+{
+	int h, m, s, n = 0;
+	long long frac;
+
+	if (sscanf(l, "%2d:%2d:%2d.%9lld%n", &h, &m, &s, &frac, &n) != 4 || n != 18)
+		return -1;
+	return ((int64_t)h * 3600 + m * 60 + s) * 1000000000ll + frac;
+}
+
+static void tl_key(struct tl *t)
+{
+	int64_t tod;
+
+	while (*t->p && line_tod(t->p) < 0) {
+		char *e = strchr(t->p, '\n');
+
+		t->p = e ? e + 1 : t->p + strlen(t->p);
+	}
+	if (!*t->p) {
+		t->key = INT64_MAX;
+		return;
+	}
+	tod = line_tod(t->p);
+	if (t->day + tod < t->last - 43200000000000ll)
+		t->day += 86400000000000ll; /* past midnight */
+	t->key = t->day + tod;
+	t->last = t->key;
+}
+
+void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                        const struct kd_out_opts *o)
+{
+	struct tl *t = kd_xcalloc((size_t)n + 1, sizeof(*t), "the merged timeline");
+	struct kd_out_opts one = o ? *o : (struct kd_out_opts){ 0 };
+	uint64_t lines = 0;
+
+	one.limit = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		FILE *m;
+		int64_t w;
+
+		if (!decs[i])
+			continue;
+		m = open_memstream(&t[i].buf, &t[i].len);
+		if (!m)
+			kd_dec_oom("the merged timeline", 0);
+		kd_out_text(m, decs[i], &one);
+		if (fclose(m) != 0 || !t[i].buf)
+			kd_dec_oom("the merged timeline", t[i].len);
+		t[i].p = t[i].buf;
+		w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+		t[i].day = w - ((w % 86400000000000ll) + 86400000000000ll) % 86400000000000ll;
+		t[i].last = w;
+		tl_key(&t[i]);
+	}
+	fprintf(f, "\ntimeline (UTC, one line per call at its entry; [N] is the file):\n");
+	for (;;) {
+		uint32_t best = KD_NONE;
+		char *e;
+
+		for (uint32_t i = 0; i < n; i++)
+			if (t[i].buf && t[i].key != INT64_MAX &&
+			    (best == KD_NONE || t[i].key < t[best].key))
+				best = i;
+		if (best == KD_NONE)
+			break;
+		if (o && o->limit && lines >= o->limit) {
+			fprintf(f, "... more lines (--limit %" PRIu64 ")\n", o->limit);
+			break;
+		}
+		e = strchr(t[best].p, '\n');
+		fprintf(f, "[%" PRIu32 "] %.*s\n", best + 1,
+		        (int)(e ? e - t[best].p : (ptrdiff_t)strlen(t[best].p)), t[best].p);
+		lines++;
+		t[best].p = e ? e + 1 : t[best].p + strlen(t[best].p);
+		tl_key(&t[best]);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		free(t[i].buf);
+	free(t);
+}

@@ -1,0 +1,191 @@
+/*
+ * test_decoder_range.c - range.c: the option parsers, the cut on the
+ * collected calls (kd_range_apply) and the same cut as a stream filter
+ * (kd_range_filter): on the golden scenario, for many ranges and minimum
+ * durations, the filter feeding the collector gives exactly the calls
+ * kd_range_apply leaves (times, flags, self, depth, parents); --min-dur
+ * leaves a dropped call's time in its caller's self time.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "decoder.h"
+#include "snapbuild.h"
+
+static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
+{
+	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream };
+	struct kd_dec_error err;
+	struct kd_dec *d;
+
+	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
+		fail_msg("decode failed: %s", err.msg);
+	return d;
+}
+
+static void test_range_parse(void **state)
+{
+	static const char *const good[] = { "12:34:56", "00:00:00.5", "23:59:59.123456789",
+		                            "2026-01-02T03:04:05", "2026-01-02T03:04:05.25",
+		                            "+1s", "+1.5s", "+200ms", "+0.5us", "+800ns" };
+	static const char *const bad[] = { "", "12:34", "24:00:00", "12:60:00", "1:2:3",
+		                           "12:34:56.", "12:34:56x", "2026-13-01T00:00:00",
+		                           "+5", "+ms", "+1.5 s", "-1s", "tomorrow", "+1h" };
+	struct kd_when w;
+	uint64_t ns;
+	char msg[400];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (kd_parse_when("--from", good[i], &w, msg, sizeof(msg)))
+			fail_msg("'%s' refused: %s", good[i], msg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (!kd_parse_when("--to", bad[i], &w, msg, sizeof(msg)))
+			fail_msg("'%s' accepted", bad[i]);
+		assert_non_null(strstr(msg, "--to needs"));
+		assert_non_null(strstr(msg, "such as +1.5s"));
+	}
+	assert_int_equal(kd_parse_when("--from", "01:02:03.5", &w, msg, sizeof(msg)), 0);
+	assert_int_equal(w.kind, KD_WHEN_TIME_OF_DAY);
+	assert_int_equal(w.ns, 3723500000000ll);
+	assert_int_equal(kd_parse_when("--from", "1970-01-02T00:00:01.000000002", &w, msg,
+	                               sizeof(msg)), 0);
+	assert_int_equal(w.kind, KD_WHEN_WALL);
+	assert_int_equal(w.ns, 86401000000002ll);
+	assert_int_equal(kd_parse_when("--from", "+1.5ms", &w, msg, sizeof(msg)), 0);
+	assert_int_equal(w.kind, KD_WHEN_OFFSET);
+	assert_int_equal(w.ns, 1500000);
+	assert_int_equal(kd_parse_duration("--min-dur", "2.5us", &ns, msg, sizeof(msg)), 0);
+	assert_int_equal(ns, 2500);
+	assert_int_equal(kd_parse_duration("--min-dur", "3s", &ns, msg, sizeof(msg)), 0);
+	assert_int_equal(ns, 3000000000ull);
+	assert_int_not_equal(kd_parse_duration("--min-dur", "10", &ns, msg, sizeof(msg)), 0);
+	assert_non_null(strstr(msg, "such as 200us"));
+	assert_int_not_equal(kd_parse_duration("--min-dur", "99999999999s", &ns, msg, sizeof(msg)),
+	                     0);
+}
+
+/* Cut one image both ways and compare the calls. */
+static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t to_ns,
+                        uint64_t min_ns)
+{
+	struct kd_dec *a = open_image(buf, len, 0), *b = open_image(buf, len, 1);
+	struct kd_range r = { 0 };
+	struct kd_range_filter f;
+	struct kd_collector c;
+	struct kd_dec_error err;
+
+	r.active = from_ns != INT64_MIN || to_ns != INT64_MAX;
+	r.from_ns = from_ns;
+	r.to_ns = to_ns;
+	r.min_dur_ns = min_ns;
+	kd_collector_init(&c, b);
+	assert_int_equal(kd_dec_walk(b, kd_range_filter(&f, &r, kd_collector_sink(&c)), &err), 0);
+	kd_collector_free(&c);
+	kd_range_filter_free(&f);
+	kd_range_apply(a, &r);
+	if (a->ncalls != b->ncalls)
+		fail_msg("range %lld..%lld min %llu: %u calls cut on the collector, %u by the filter",
+		         (long long)from_ns, (long long)to_ns, (unsigned long long)min_ns, a->ncalls,
+		         b->ncalls);
+	for (uint32_t i = 0; i < a->ncalls; i++) {
+		const struct kd_dec_call *x = &a->calls[i], *y = &b->calls[i];
+
+		if (x->begin != y->begin || x->end != y->end || x->self != y->self ||
+		    x->func != y->func || x->thread != y->thread || x->depth != y->depth ||
+		    x->flags != y->flags || x->parent != y->parent)
+			fail_msg("call %u: collector %llu..%llu self %llu flags %#x parent %u depth %u, "
+			         "filter %llu..%llu self %llu flags %#x parent %u depth %u",
+			         i, (unsigned long long)x->begin, (unsigned long long)x->end,
+			         (unsigned long long)x->self, x->flags, x->parent, x->depth,
+			         (unsigned long long)y->begin, (unsigned long long)y->end,
+			         (unsigned long long)y->self, y->flags, y->parent, y->depth);
+	}
+	kd_dec_free(a);
+	kd_dec_free(b);
+}
+
+static void test_range_filter_matches_collector(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	uint8_t *buf;
+	size_t len;
+	struct kd_dec *d;
+	int64_t w0, w1;
+	int cuts = 0;
+
+	(void)state;
+	snapbuild_scenario_golden(sb);
+	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
+	snapbuild_free(sb);
+	d = open_image(buf, len, 0);
+	w0 = kd_dec_wall_ns(d, d->window_start);
+	w1 = kd_dec_wall_ns(d, d->window_end);
+	kd_dec_free(d);
+	compare_cut(buf, len, INT64_MIN, INT64_MAX, 0);
+	for (int i = 0; i <= 8; i++)
+		for (int j = i; j <= 8; j++) {
+			int64_t a = w0 + (w1 - w0) * i / 8, b = w0 + (w1 - w0) * j / 8 + j;
+
+			compare_cut(buf, len, a, b, 0);
+			compare_cut(buf, len, a, b, 3000);
+			cuts += 2;
+		}
+	compare_cut(buf, len, INT64_MIN, INT64_MAX, 1000);
+	compare_cut(buf, len, INT64_MIN, INT64_MAX, 20000);
+	compare_cut(buf, len, INT64_MIN, w0 + (w1 - w0) / 3, 0);
+	compare_cut(buf, len, w0 + (w1 - w0) / 3, INT64_MAX, 500);
+	print_message("%d ranges compared\n", cuts + 4);
+	free(buf);
+}
+
+/* outer [1000, 2000] with short() [1100, 1110] and long() [1200, 1700]:
+ * --min-dur 50ns leaves short() out, its 10 ns in outer's self time. */
+static void test_range_min_dur_self(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_range r = { 0 };
+	struct kd_dec_opts o = { .no_symbols = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_func(sb, 2, 0xC000);
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	snapbuild_enter(sb, 0, 1, 1100, 1);
+	snapbuild_exit(sb, 0, 1, 1110, 1);
+	snapbuild_enter(sb, 0, 1, 1200, 2);
+	snapbuild_exit(sb, 0, 1, 1700, 2);
+	snapbuild_exit(sb, 0, 1, 2000, 0);
+	d = snapbuild_decode(sb, &o, &err);
+	assert_non_null(d);
+	assert_int_equal(d->ncalls, 3);
+	assert_int_equal(d->calls[0].self, 490);
+	r.min_dur_ns = 50;
+	kd_range_apply(d, &r);
+	assert_int_equal(d->ncalls, 2);
+	assert_int_equal(d->min_dur_dropped, 1);
+	assert_int_equal(d->calls[0].self, 500);
+	assert_int_equal(d->calls[1].end - d->calls[1].begin, 500);
+	assert_int_equal(d->calls[1].parent, 0);
+	kd_dec_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_range_parse),
+		cmocka_unit_test(test_range_filter_matches_collector),
+		cmocka_unit_test(test_range_min_dur_self),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
