@@ -467,6 +467,8 @@ int ktrace__elf_parse(const void *buf, size_t len, struct ktrace_elf **out,
 const char *ktrace__elf_lookup(const struct ktrace_elf *elf, uint64_t vaddr, uint64_t *sym_start);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
 int ktrace__elf_offset_to_vaddr(const struct ktrace_elf *elf, uint64_t off, uint64_t *vaddr);
+/* Function symbol i (in address order), or NULL past the last one. */
+const char *ktrace__elf_sym_name(const struct ktrace_elf *elf, uint32_t i);
 void ktrace__elf_free(struct ktrace_elf *elf);
 
 /* ---- helpers shared by the sinks ---------------------------------------- */

@@ -358,6 +358,12 @@ const char *ktrace__elf_lookup(const struct ktrace_elf *e, uint64_t vaddr, uint6
 	return NULL;
 }
 
+/* Name of function symbol i, in address order; NULL past the last. */
+const char *ktrace__elf_sym_name(const struct ktrace_elf *e, uint32_t i)
+{
+	return i < e->nsyms ? e->syms[i].name : NULL;
+}
+
 int ktrace__elf_offset_to_vaddr(const struct ktrace_elf *e, uint64_t off, uint64_t *vaddr)
 {
 	for (uint32_t i = 0; i < e->nloads; i++) {
