@@ -3,14 +3,17 @@
 # overhead (issue 7), on Lua 5.4 and SQLite's speedtest1, end to end:
 #
 #   1. build each program with -finstrument-functions and libktrace (the
-#      "full" build), run it once with default settings and take a snapshot
-#      when main returns (snap_at_end.c, linked with -Wl,--wrap=main);
-#   2. flags=$(ktrace-decode --format exclude SNAPSHOT), rebuild with them
-#      (the "excluded" build, still linked with libktrace);
-#   3. time the uninstrumented build, the full build and the excluded build
-#      in RUNS interleaved rounds (rotating order) and print the medians and
-#      the median of the per-round ratios to the uninstrumented build, with
-#      the instrumented calls each build makes (a counting hook build).
+#      "full" build), run it once with default settings, with a snapshot
+#      every SNAP_EVERY seconds (SIGUSR2) and one when main returns
+#      (snap_at_end.c, linked with -Wl,--wrap=main);
+#   2. flags=$(ktrace-decode --format exclude SNAPSHOTS...), rebuild with
+#      them (the "excluded" build, still linked with libktrace); if the
+#      notes offer hot functions with a rare very long call ("to go
+#      further:"), also a "further" build with that longer flag;
+#   3. time the uninstrumented, full, excluded (and further) builds in RUNS
+#      interleaved rounds (rotating order) and print the medians and the
+#      median of the per-round ratios to the uninstrumented build, with the
+#      instrumented calls each build makes (a counting hook build).
 #
 # Sources and compiles come from peerbench (/work/shared/peerbench/build.sh,
 # sourced: PB_BUILD defaults to BUILD/peerbench here, PB_MIRRORS as there).
@@ -28,6 +31,7 @@ export PB_BUILD=${PB_BUILD:-$build/peerbench}
 LUA_SCALE=${LUA_SCALE:-6}
 SQLITE_SIZE=${SQLITE_SIZE:-32}
 WORKLOADS=${WORKLOADS:-lua sqlite}
+SNAP_EVERY=${SNAP_EVERY:-1}
 dec=$build/decoder/ktrace-decode
 lib=$(find "$build/lib" -name libktrace.a | head -1)
 [ -x "$dec" ] && [ -n "$lib" ] || { echo "exclude_twostep: build ktrace first (no ktrace-decode or libktrace.a under $build)" >&2; exit 2; }
@@ -67,7 +71,8 @@ for wl in $WORKLOADS; do
 done
 run_compiles
 
-declare -A FLAGS
+declare -A FLAGS FURTHER VARIANTS
+FL_CC[gcc-fy]=$GCC
 for wl in $WORKLOADS; do
 	set_ok "$wl" gcc-plain && set_ok "$wl" gcc-fi || { echo "exclude_twostep: $wl build failed" >&2; exit 1; }
 	link "$bin/$wl.plain" "$GCC" "$(objs "$wl" gcc-plain)" "${LIBS[$wl]}" &&
@@ -75,23 +80,42 @@ for wl in $WORKLOADS; do
 	link "$bin/$wl.count-full" "$GCC" "$(objs "$wl" gcc-fi) $out/hook_count.o" "${LIBS[$wl]}" &&
 	link "$bin/$wl.snap" "$GCC" "$(objs "$wl" gcc-fi) $out/snap_at_end.o" \
 		"-Wl,--wrap=main $lib -lpthread ${LIBS[$wl]}" || exit 1
-	# step 1: trace with default settings, snapshot at the end
+	# step 1: trace with default settings, snapshots along the run and at the end
 	rm -rf "$out/$wl.snapdir" && mkdir -p "$out/$wl.snapdir"
-	# shellcheck disable=SC2086
-	( cd "$out/$wl.snapdir" && KTRACE_DIR=. KTRACE_QUIET=1 "$bin/$wl.snap" ${ARGS[$wl]} >/dev/null ) || exit 1
-	snap=$(ls "$out/$wl.snapdir"/*.ktrace | head -1)
+	(
+		cd "$out/$wl.snapdir" || exit 1
+		# shellcheck disable=SC2086
+		KTRACE_DIR=. KTRACE_QUIET=1 KTRACE_MAX_FILES_PER_MIN=600 "$bin/$wl.snap" ${ARGS[$wl]} >/dev/null &
+		pid=$!
+		sleep "$SNAP_EVERY"
+		while kill -USR2 "$pid" 2>/dev/null; do sleep "$SNAP_EVERY"; done
+		wait "$pid"
+	) || { echo "exclude_twostep: the traced $wl run failed" >&2; exit 1; }
 	# step 2: the flags
-	FLAGS[$wl]=$("$dec" --format exclude "$snap" 2>"$out/$wl.notes")
-	echo "$wl: $(grep -o , <<<"${FLAGS[$wl]}" | wc -l | awk '{print $1 + 1}') names to exclude (notes: $out/$wl.notes)"
+	FLAGS[$wl]=$("$dec" --format exclude "$out/$wl.snapdir"/*.ktrace 2>"$out/$wl.notes")
+	FURTHER[$wl]=$(sed -n 's/^  to go further: //p' "$out/$wl.notes")
+	echo "$wl: $(ls "$out/$wl.snapdir" | wc -l) snapshots, $(grep -o , <<<"${FLAGS[$wl]}" | wc -l | awk '{print $1 + 1}') names to exclude" \
+		"(notes: $out/$wl.notes)${FURTHER[$wl]:+; further: $(grep -o , <<<"${FURTHER[$wl]}" | wc -l | awk '{print $1 + 1}') names}"
 	FL_FLAGS[gcc-fx]="$OPT -finstrument-functions ${FLAGS[$wl]}"
 	# shellcheck disable=SC2086
 	plan_set "$wl" gcc-fx "${CFLAGS[$wl]}" ${SRCS[$wl]}
+	if [ -n "${FURTHER[$wl]}" ]; then
+		FL_FLAGS[gcc-fy]="$OPT -finstrument-functions ${FURTHER[$wl]}"
+		# shellcheck disable=SC2086
+		plan_set "$wl" gcc-fy "${CFLAGS[$wl]}" ${SRCS[$wl]}
+	fi
+	run_compiles
 done
-run_compiles
 for wl in $WORKLOADS; do
 	set_ok "$wl" gcc-fx || { echo "exclude_twostep: $wl rebuild with the flags failed" >&2; exit 1; }
 	link "$bin/$wl.excluded" "$GCC" "$(objs "$wl" gcc-fx)" "$lib -lpthread ${LIBS[$wl]}" &&
 	link "$bin/$wl.count-excluded" "$GCC" "$(objs "$wl" gcc-fx) $out/hook_count.o" "${LIBS[$wl]}" || exit 1
+	VARIANTS[$wl]="plain full excluded"
+	if [ -n "${FURTHER[$wl]}" ] && set_ok "$wl" gcc-fy; then
+		link "$bin/$wl.further" "$GCC" "$(objs "$wl" gcc-fy)" "$lib -lpthread ${LIBS[$wl]}" &&
+		link "$bin/$wl.count-further" "$GCC" "$(objs "$wl" gcc-fy) $out/hook_count.o" "${LIBS[$wl]}" || exit 1
+		VARIANTS[$wl]+=" further"
+	fi
 done
 
 calls() { # wl variant -> instrumented calls of one run
@@ -114,21 +138,20 @@ printf '  %-7s %-40s %10s %8s %14s\n' workload build "median s" "x plain" "instr
 for wl in $WORKLOADS; do
 	rm -f "$out"/t."$wl".* "$out"/r."$wl".*
 	for ((i = 0; i < runs; i++)); do
-		case $((i % 3)) in
-		0) order="plain full excluded" ;; 1) order="full excluded plain" ;; *) order="excluded plain full" ;;
-		esac
-		for v in $order; do wall "$wl" "$v"; done
-		for v in full excluded; do
+		read -ra vs <<<"${VARIANTS[$wl]}"
+		for ((k = 0; k < ${#vs[@]}; k++)); do wall "$wl" "${vs[(i + k) % ${#vs[@]}]}"; done
+		for v in ${VARIANTS[$wl]#plain }; do
 			p=$(tail -1 "$out/t.$wl.plain") t=$(tail -1 "$out/t.$wl.$v")
 			awk -v p="$p" -v t="$t" 'BEGIN { printf "%.4f\n", t / p }' >> "$out/r.$wl.$v"
 		done
 	done
-	for v in plain full excluded; do
+	for v in ${VARIANTS[$wl]}; do
 		m=$(median < "$out/t.$wl.$v")
 		case $v in
 		plain) what="uninstrumented"; r=1; c=0 ;;
 		full) what="-finstrument-functions + ktrace"; r=$(median < "$out/r.$wl.$v"); c=$(calls "$wl" full) ;;
-		*) what="rebuilt with the exclude flags + ktrace"; r=$(median < "$out/r.$wl.$v"); c=$(calls "$wl" excluded) ;;
+		excluded) what="rebuilt with the exclude flags + ktrace"; r=$(median < "$out/r.$wl.$v"); c=$(calls "$wl" excluded) ;;
+		*) what="... and the offered hot ones + ktrace"; r=$(median < "$out/r.$wl.$v"); c=$(calls "$wl" further) ;;
 		esac
 		awk -v w="$wl" -v what="$what" -v m="$m" -v r="$r" -v c="$c" \
 			'BEGIN { printf "  %-7s %-40s %10.3f %7.2fx %14d\n", w, what, m / 1e6, r, c }'

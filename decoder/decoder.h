@@ -559,7 +559,8 @@ void ktrace__out_budget(FILE *f, const struct ktrace_dec *d);
 void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *prefix);
 const char *ktrace__dec_muted_list(const struct ktrace_dec *d, char *buf, size_t len);
 int ktrace__dec_muted(const struct ktrace_dec *d, uint32_t func);
-void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d);
+/* One flag line for all files (NULL entries skipped), notes on stderr. */
+void ktrace__out_exclude(FILE *f, struct ktrace_dec *const *decs, int n);
 
 /* Statistics per function (shared by stats and explain). */
 struct ktrace_func_stats {

@@ -40,7 +40,8 @@ static const char usage_text[] =
 	"                   folded: folded stacks of self ns for flamegraph.pl;\n"
 	"                   exclude: the -finstrument-functions-exclude-function-list\n"
 	"                   flag that removes the muted (or hottest short) functions\n"
-	"                   from the instrumentation (notes on stderr).\n"
+	"                   from the instrumentation, one line for all FILEs\n"
+	"                   (notes on stderr).\n"
 	"  -o, --output OUT write to OUT: a regular file is replaced atomically\n"
 	"                   (temporary file, then rename); anything else (/dev/null,\n"
 	"                   a FIFO) is written in place\n"
@@ -293,8 +294,8 @@ int main(int argc, char **argv)
 			if (!d)
 				continue;
 			if (fmt == F_EXCLUDE) {
-				ktrace__out_exclude(out, d);
-				continue;
+				ktrace__out_exclude(out, decs, nfiles); /* all files at once */
+				break;
 			}
 			if (fmt == F_FOLDED) {
 				ktrace__out_folded(out, d, &oopts);

@@ -180,7 +180,8 @@ void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *pre
 #define XMIN_CALLS 8       /* complete calls before a recorded function is listed */
 #define XPREEMPT_SLACK_NS 100000ull /* as lib/filter.c PREEMPT_SLACK_NS */
 
-enum { X_MUTED = 1, X_ENVEXCL = 2, X_PICK = 4, X_FUNCS = 8, X_DROP = 16, X_IMPLIED = 32 };
+enum { X_MUTED = 1, X_ENVEXCL = 2, X_PICK = 4, X_FUNCS = 8, X_DROP = 16, X_IMPLIED = 32,
+       X_OFFER = 64 };
 
 struct xname {
 	char *key;             /* printable name: C identifier, C++ qualified name */
@@ -189,7 +190,8 @@ struct xname {
 	uint64_t long_calls;   /* of them >= max_us (preempted time not counted) */
 	uint64_t very_long;    /* of them >= XALWAYS_LONG x max_us */
 	uint64_t max_ns;       /* ns: longest of them */
-	double wrate;          /* events per second of window */
+	uint64_t fcalls;       /* calls in the window of the file being read */
+	double wrate;          /* events per second of window (the highest of the files) */
 	double mrate;          /* events per second before muting (muted table) */
 	uint32_t flags;        /* X_* */
 	const struct xname *taken; /* X_DROP: the long one its entry would take */
@@ -212,14 +214,16 @@ static uint64_t xhash(const char *s)
 }
 
 /* The printable name GCC matches (key) and the entry to list for a symbol
- * or decoded name; 0 if it cannot be listed (unresolved, or an entry with
- * a comma, which would split the list). */
+ * or decoded name; 0 if it cannot be listed.  C: the identifier (foo for
+ * foo.part.0).  C++ (GCC 12 matches the qualified name with template
+ * arguments, without return type or parameters: ns::Box::area,
+ * ns::tw<int>): that, cut before the first '<' or space when it holds a
+ * comma or a space, which a flag list cannot carry. */
 static int xcanon(const char *name, char *key, size_t klen, char *entry, size_t elen)
 {
 	char *dm = ktrace__name_is_mangled(name) ? ktrace__demangle(name) : NULL;
-	const char *n = dm ? dm : name;
-	size_t k = strlen(n), depth = 0, last = 0;
-	const char *cut;
+	const char *n = dm ? dm : name, *cut;
+	size_t k = strlen(n), depth = 0, first = 0;
 
 	if ((cut = strstr(n, " [clone")) != NULL && (size_t)(cut - n) < k)
 		k = (size_t)(cut - n);
@@ -228,39 +232,31 @@ static int xcanon(const char *name, char *key, size_t klen, char *entry, size_t 
 	if (!strpbrk(n, ":(< ")) {
 		k = strcspn(n, ".") < k ? strcspn(n, ".") : k; /* foo.part.0 -> foo */
 	} else {
-		/* C++: up to the parameter list; the entry is its last
-		 * component, without template arguments. */
+		/* C++: up to the parameter list, after a return type. */
 		for (size_t i = 0; i < k; i++) {
 			if (n[i] == '<')
 				depth++;
 			else if (n[i] == '>' && depth)
 				depth--;
-			else if (n[i] == '(' && !depth && i) {
+			else if (n[i] == ' ' && !depth && strncmp(n + first, "operator", 8) != 0)
+				first = i + 1;
+			else if (n[i] == '(' && !depth && i > first) {
 				k = i;
 				break;
 			}
 		}
 	}
-	if (k == 0 || k >= klen || strncmp(n, "0x", 2) == 0) {
+	if (k <= first || k - first >= klen || strncmp(n, "0x", 2) == 0) {
 		free(dm);
 		return 0;
 	}
-	memcpy(key, n, k);
-	key[k] = 0;
+	memcpy(key, n + first, k - first);
+	key[k - first] = 0;
 	free(dm);
-	depth = 0;
-	for (size_t i = 0; i < k; i++) {
-		if (key[i] == '<')
-			depth++;
-		else if (key[i] == '>' && depth)
-			depth--;
-		else if (!depth && (key[i] == ' ' || (key[i] == ':' && key[i + 1] == ':')))
-			last = key[i] == ' ' ? i + 1 : i + 2;
-	}
-	k = strcspn(key + last, "<");
-	if (k == 0 || k >= elen || memchr(key + last, ',', k))
+	k = strcspn(key, ", ") < strlen(key) ? strcspn(key, "< ") : strlen(key);
+	if (k == 0 || k >= elen)
 		return 0;
-	memcpy(entry, key + last, k);
+	memcpy(entry, key, k);
 	entry[k] = 0;
 	return 1;
 }
@@ -449,13 +445,18 @@ static uint32_t xobserve(const struct ktrace_dec *d, const struct xmods *m, stru
 			ns = ns > p ? ns - p : 0;
 		}
 		x->calls++;
+		x->fcalls++;
 		x->long_calls += ns >= max_ns;
 		x->very_long += ns >= XALWAYS_LONG * max_ns;
 		if (ns > x->max_ns)
 			x->max_ns = ns;
 	}
-	for (uint32_t i = 0; i < xs->n; i++)
-		xs->v[i].wrate = window_s > 0 ? 2.0 * (double)xs->v[i].calls / window_s : 0;
+	for (uint32_t i = 0; i < xs->n; i++) {
+		double r = window_s > 0 ? 2.0 * (double)xs->v[i].fcalls / window_s : 0;
+		if (r > xs->v[i].wrate)
+			xs->v[i].wrate = r;
+		xs->v[i].fcalls = 0;
+	}
 	for (uint32_t i = 0; i < KTRACE_FUNC_ID_COUNT; i++) {
 		struct xname *x = s->func_known[i] ? xaddr(d, m, xs, s->func_addr[i]) : NULL;
 		if (x)
@@ -472,6 +473,8 @@ static uint32_t xobserve(const struct ktrace_dec *d, const struct xmods *m, stru
 			continue;
 		}
 		x->flags |= X_FUNCS | (r->why == KTRACE_MUTE_EXCLUDE ? X_ENVEXCL : X_MUTED);
+		/* The calls the budget saw, all short or few long: evidence too. */
+		x->calls += r->calls_observed;
 		if (r->why == KTRACE_MUTE_HOT_SHORT && (double)r->events_before / (el > 1e-3 ? el : 1e-3) > x->mrate)
 			x->mrate = (double)r->events_before / (el > 1e-3 ? el : 1e-3);
 	}
@@ -544,6 +547,41 @@ static double xpick(struct xname **v, uint32_t n, double budget)
 }
 
 /* Is x excluded by some entry (listed or taken along)? */
+static int xgone(struct xname *const *v, uint32_t n, const struct xname *x);
+
+/* The hot functions not listed only for a rare very long call (under 1 in
+ * XLONG_RATIO calls long, but one of XALWAYS_LONG x max_us): offered on
+ * stderr, hottest first, until what stays instrumented fits half the
+ * budget.  X_OFFER; returns how many. */
+static uint32_t xoffer(struct xname **v, uint32_t n, double budget)
+{
+	double rest = 0;
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (v[i]->calls && !xgone(v, n, v[i]))
+			rest += xrate(v[i]);
+	for (uint32_t i = 0; i < n && rest >= budget / 2 && k < 16; i++) {
+		struct xname *x = v[i];
+		int takes_long = 0;
+
+		if (!xlong(x) || x->long_calls * XLONG_RATIO >= x->calls || x->calls < XMIN_CALLS ||
+		    xgone(v, n, x))
+			continue;
+		for (uint32_t j = 0; j < n && !takes_long; j++)
+			takes_long = v[j] != x && xlong(v[j]) && !(v[j]->flags & X_OFFER) &&
+			             v[j]->long_calls * XLONG_RATIO >= v[j]->calls &&
+			             strstr(v[j]->key, x->entry);
+		if (takes_long)
+			continue;
+		x->flags |= X_OFFER;
+		rest -= xrate(x);
+		k++;
+	}
+	return k;
+}
+
+/* Is x excluded by some entry (listed or taken along)? */
 static int xgone(struct xname *const *v, uint32_t n, const struct xname *x)
 {
 	for (uint32_t j = 0; j < n; j++)
@@ -552,8 +590,9 @@ static int xgone(struct xname *const *v, uint32_t n, const struct xname *x)
 	return 0;
 }
 
-static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t n,
-                   uint64_t max_ns, double left, double budget, uint32_t unnamed)
+static void xnotes(const char *file, struct xname *const *v, uint32_t n,
+                   uint64_t max_ns, double left, double budget, uint32_t unnamed,
+                   uint32_t noffer)
 {
 	uint32_t npick = 0, nmuted = 0, nenv = 0;
 	double total = 0, listed = 0;
@@ -571,7 +610,7 @@ static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t 
 	fprintf(stderr, "ktrace-decode: %s: %" PRIu32 " functions to exclude (%" PRIu32 " muted by "
 	        "the budget, %" PRIu32 " by KTRACE_EXCLUDE, %" PRIu32 " short ones from the window, "
 	        "hottest first), ~%.1f%% of the events seen; GCC also excludes every function "
-	        "whose name contains an entry:\n", d->file, npick, nmuted, nenv,
+	        "whose name contains an entry:\n", file, npick, nmuted, nenv,
 	        npick - nmuted - nenv, total > 0 ? 100.0 * listed / total : 0.0);
 	if (unnamed)
 		fprintf(stderr, "  %" PRIu32 " muted functions have no name (no symbol table): not "
@@ -581,8 +620,8 @@ static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t 
 
 		ktrace__fmt_dur(x->max_ns, d1, sizeof(d1));
 		if ((x->flags & (X_MUTED | X_ENVEXCL)) && xlong(x))
-			fprintf(stderr, "  %s: %s, but %" PRIu64 " of its %" PRIu64 " calls in the "
-			        "window took %" PRIu64 " us or more (longest %s): not listed\n", x->key,
+			fprintf(stderr, "  %s: %s, but %" PRIu64 " of its %" PRIu64 " calls seen took %"
+			        PRIu64 " us or more (longest %s): not listed\n", x->key,
 			        xknown(x), x->long_calls, x->calls, max_ns / 1000, d1);
 		if (x->flags & X_DROP) {
 			ktrace__fmt_dur(x->taken->max_ns, d1, sizeof(d1));
@@ -594,7 +633,7 @@ static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t 
 		if (!(x->flags & X_PICK))
 			continue;
 		if (x->long_calls)
-			fprintf(stderr, "  %s: %" PRIu64 " of its %" PRIu64 " calls in the window took %"
+			fprintf(stderr, "  %s: %" PRIu64 " of its %" PRIu64 " calls seen took %"
 			        PRIu64 " us or more (longest %s): under 1 in %d and none %d times that, "
 			        "so taken for interruptions, as the budget does\n", x->key,
 			        x->long_calls, x->calls, max_ns / 1000, d1, XLONG_RATIO, XALWAYS_LONG);
@@ -609,13 +648,34 @@ static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t 
 				fprintf(stderr, "  %s: ... and more names that contain it\n", x->entry);
 		}
 	}
+	if (noffer) {
+		fprintf(stderr, "  hot, but each made a rare very long call (under 1 in %d of its calls "
+		        "long, one of %" PRIu64 " us or more): not listed; excluding them too loses "
+		        "those calls from the trace:\n", XLONG_RATIO, XALWAYS_LONG * max_ns / 1000);
+		for (uint32_t i = 0; i < n; i++) {
+			const struct xname *x = v[i];
+			if (!(x->flags & X_OFFER))
+				continue;
+			xrate_str(xrate(x), r1, sizeof(r1));
+			ktrace__fmt_dur(x->max_ns, d1, sizeof(d1));
+			fprintf(stderr, "    %-28s %8s events/s  %" PRIu64 " of %" PRIu64 " calls >= %"
+			        PRIu64 " us, longest %s\n", x->key, r1, x->long_calls, x->calls,
+			        max_ns / 1000, d1);
+		}
+		fprintf(stderr, "  to go further: -finstrument-functions-exclude-function-list=");
+		for (uint32_t i = 0, k = 0; i < n; i++)
+			if (((v[i]->flags & X_PICK) && !(v[i]->flags & X_IMPLIED)) ||
+			    (v[i]->flags & X_OFFER))
+				fprintf(stderr, "%s%s", k++ ? "," : "", v[i]->entry);
+		fprintf(stderr, "\n");
+	}
 	xrate_str(left, r1, sizeof(r1));
 	xrate_str(budget, d1, sizeof(d1));
 	fprintf(stderr, "  left instrumented: the short functions make ~%s events/s (the budget: "
 	        "%s per core); the hottest functions left:\n", r1, d1);
 	for (uint32_t i = 0, said = 0; i < n && said < 8; i++) {
 		const struct xname *x = v[i];
-		if (!x->calls || xgone(v, n, x))
+		if (!x->calls || xgone(v, n, x) || (x->flags & X_OFFER))
 			continue;
 		said++;
 		xrate_str(xrate(x), r1, sizeof(r1));
@@ -627,27 +687,49 @@ static void xnotes(const struct ktrace_dec *d, struct xname *const *v, uint32_t 
 	}
 }
 
-void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
+void ktrace__out_exclude(FILE *f, struct ktrace_dec *const *decs, int ndecs)
 {
-	const struct ktrace_snap *s = &d->snap;
-	uint64_t max_ns = (s->have_budget ? s->budget.max_us : 5) * 1000ull;
-	double budget = s->have_budget && s->budget.sustainable_wps
-	                ? (double)s->budget.sustainable_wps
-	                : (double)s->info.ring_bytes_per_core / 4 / 30;
-	double left;
+	const struct ktrace_dec *d0 = NULL;
+	uint64_t max_ns = 5000;
+	double budget = 0, left;
 	struct xset xs = {0};
-	struct xmods m = {0};
 	struct xname **v;
-	uint32_t nout = 0, unnamed;
+	uint32_t nout = 0, unnamed = 0, nfiles = 0, noffer;
+	char files[64];
 
-	xmods_open(d, &m, &xs);
-	unnamed = xobserve(d, &m, &xs, max_ns);
+	/* The budget's settings from the first file that has them. */
+	for (int i = ndecs - 1; i >= 0; i--) {
+		const struct ktrace_snap *s = decs[i] ? &decs[i]->snap : NULL;
+		if (!s)
+			continue;
+		d0 = decs[i];
+		nfiles++;
+		if (s->have_budget) {
+			max_ns = s->budget.max_us * 1000ull;
+			budget = (double)s->budget.sustainable_wps;
+		} else if (budget == 0) {
+			budget = (double)s->info.ring_bytes_per_core / 4 / 30;
+		}
+	}
+	if (!d0)
+		return;
+	for (int i = 0; i < ndecs; i++) {
+		struct xmods m = {0};
+		if (!decs[i])
+			continue;
+		xmods_open(decs[i], &m, &xs);
+		unnamed += xobserve(decs[i], &m, &xs, max_ns);
+		xmods_close(&decs[i]->snap, &m);
+	}
 	v = ktrace__xcalloc(xs.n + 1, sizeof(*v), "the exclude names");
 	for (uint32_t i = 0; i < xs.n; i++)
 		v[i] = &xs.v[i];
 	qsort(v, xs.n, sizeof(*v), by_rate);
 	left = xpick(v, xs.n, budget);
-	xnotes(d, v, xs.n, max_ns, left, budget, unnamed);
+	if (nfiles > 1)
+		snprintf(files, sizeof(files), "%" PRIu32 " files", nfiles);
+	noffer = xoffer(v, xs.n, budget);
+	xnotes(nfiles > 1 ? files : d0->file, v, xs.n, max_ns, left, budget, unnamed, noffer);
 	for (uint32_t i = 0; i < xs.n; i++)
 		if ((v[i]->flags & X_PICK) && !(v[i]->flags & X_IMPLIED))
 			fprintf(f, "%s%s", nout++ ? "," : "-finstrument-functions-exclude-function-list=",
@@ -663,5 +745,4 @@ void ktrace__out_exclude(FILE *f, const struct ktrace_dec *d)
 	free(xs.v);
 	free(xs.tab);
 	free(v);
-	xmods_close(s, &m);
 }
