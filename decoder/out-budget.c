@@ -153,26 +153,32 @@ void ktrace__out_muted_note(FILE *f, const struct ktrace_dec *d, const char *pre
  *
  * GCC leaves a function uninstrumented when its name CONTAINS an entry of
  * -finstrument-functions-exclude-function-list (strstr on the printable
- * name: the identifier in C, so foo.part.0 goes with foo; Class::method in
- * C++).  So every entry also takes every function whose name contains it.
+ * name: the identifier in C, so foo.part.0 goes with foo; in C++ (GCC 12)
+ * the qualified name with template arguments, ns::Box::area).  So every
+ * entry also takes every function whose name contains it.
+ *
+ * All files given are read together (each window sees one phase of the
+ * program): one flag line.
  *
  * 1. Names.  Every function symbol of the modules the trace has code in
- *    (symbol tables, as read by symbols.c), and what the snapshot says of
- *    each: its complete calls in the window, their durations without the
- *    time the thread was preempted (when switches were recorded), the
- *    budget's muted table, the FUNCS table (called at all).
+ *    (symbol tables, as read by symbols.c), and what the snapshots say of
+ *    each: its calls in the windows, their durations without the time the
+ *    thread was preempted (when switches were recorded), the budget's muted
+ *    table (with the calls it observed), the FUNCS table (called at all).
  * 2. Long.  The window budget's rule (lib/filter.c candidate()): a name
  *    with a call of 100 x KTRACE_FILTER_MAX_US, or with calls of
  *    KTRACE_FILTER_MAX_US or more in 1 of 100 of its calls or more, has long
  *    calls.  It is never listed, and neither is any entry that would also
  *    exclude it.
  * 3. What is listed.  Every function the budget muted or KTRACE_EXCLUDE
- *    excluded; then the short functions recorded in the window, hottest
+ *    excluded; then the short functions recorded in the windows, hottest
  *    first (events per second of window), until the short ones left make
  *    less than half the budget's sustainable rate: the rebuilt program then
  *    records what is left without muting it.
  * 4. Each entry is checked against every name: what else it takes is said
  *    on stderr; an entry implied by another (it contains it) is dropped.
+ * 5. Offered on stderr, not listed: the hot functions that only a call of
+ *    100 x the threshold keeps off, with the longer flag ("to go further").
  */
 
 #define XLONG_RATIO 100    /* as lib/filter.c LONG_RATIO */
@@ -185,8 +191,8 @@ enum { X_MUTED = 1, X_ENVEXCL = 2, X_PICK = 4, X_FUNCS = 8, X_DROP = 16, X_IMPLI
 
 struct xname {
 	char *key;             /* printable name: C identifier, C++ qualified name */
-	char *entry;           /* what is listed: key, or (C++) its last component */
-	uint64_t calls;        /* complete or cut calls in the window */
+	char *entry;           /* what is listed: key, or (C++) key up to a '<' or space */
+	uint64_t calls;        /* calls in the windows, and those the budget observed */
 	uint64_t long_calls;   /* of them >= max_us (preempted time not counted) */
 	uint64_t very_long;    /* of them >= XALWAYS_LONG x max_us */
 	uint64_t max_ns;       /* ns: longest of them */
