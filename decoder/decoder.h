@@ -511,6 +511,8 @@ int kd_elf_parse(const void *buf, size_t len, struct kd_elf **out,
 const char *kd_elf_lookup(const struct kd_elf *elf, uint64_t vaddr, uint64_t *sym_start);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
 int kd_elf_offset_to_vaddr(const struct kd_elf *elf, uint64_t off, uint64_t *vaddr);
+/* Function symbol i (in address order), or NULL past the last one. */
+const char *kd_elf_sym_name(const struct kd_elf *elf, uint32_t i);
 void kd_elf_free(struct kd_elf *elf);
 
 /* ---- helpers shared by the sinks ---------------------------------------- */
@@ -732,7 +734,8 @@ void kd_out_budget(FILE *f, const struct kd_dec *d);
 void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
 int kd_dec_muted(const struct kd_dec *d, uint32_t func);
-void kd_out_exclude(FILE *f, const struct kd_dec *d);
+/* One flag line for all files (NULL entries skipped), notes on stderr. */
+void kd_out_exclude(FILE *f, struct kd_dec *const *decs, int n);
 
 /* Statistics per function (shared by stats and explain). */
 struct kd_func_stats {

@@ -43,7 +43,8 @@ static const char usage_text[] =
 	"                   folded: folded stacks of self ns for flamegraph.pl;\n"
 	"                   exclude: the -finstrument-functions-exclude-function-list\n"
 	"                   flag that removes the muted (or hottest short) functions\n"
-	"                   from the instrumentation (notes on stderr).\n"
+	"                   from the instrumentation, one line for all FILEs\n"
+	"                   (notes on stderr).\n"
 	"  -o, --output OUT write to OUT: a regular file is replaced atomically\n"
 	"                   (temporary file, then rename); anything else (/dev/null,\n"
 	"                   a FIFO) is written in place\n"
@@ -233,10 +234,10 @@ static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 	return 0;
 }
 
-static int out_exclude(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_exclude(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
 	(void)o;
-	kd_out_exclude(out, d);
+	kd_out_exclude(out, decs, n);   /* one flag line for all the files */
 	return 0;
 }
 
@@ -300,7 +301,7 @@ static const struct sink sinks[] = {
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
 	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
-	{ "exclude",  NEED_CALLS, 0, 0, 0, out_exclude, NULL, NULL },
+	{ "exclude",  NEED_CALLS, 0, 0, 0, NULL, out_exclude, NULL },
 	{ "chrome",   NEED_STREAM, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
 	{ "perfetto", NEED_CALLS, 0, 0, 1, NULL, out_perfetto, NULL },
 	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },

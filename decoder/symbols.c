@@ -358,6 +358,12 @@ const char *kd_elf_lookup(const struct kd_elf *e, uint64_t vaddr, uint64_t *sym_
 	return NULL;
 }
 
+/* Name of function symbol i, in address order; NULL past the last. */
+const char *kd_elf_sym_name(const struct kd_elf *e, uint32_t i)
+{
+	return i < e->nsyms ? e->syms[i].name : NULL;
+}
+
 int kd_elf_offset_to_vaddr(const struct kd_elf *e, uint64_t off, uint64_t *vaddr)
 {
 	for (uint32_t i = 0; i < e->nloads; i++) {

@@ -14,7 +14,7 @@ target_link_libraries(ktrace_snapbuild PUBLIC ktrace_decoder)
 add_executable(ktrace-snapgen ${KTRACE_DEC_TESTS_DIR}/snapgen.c)
 target_link_libraries(ktrace-snapgen PRIVATE ktrace_snapbuild)
 
-foreach(t read timeline symbols outputs golden html perfetto sched stream range merge)
+foreach(t read timeline symbols outputs golden html perfetto sched stream range merge exclude)
   add_cmocka_test(test_decoder_${t}
     SOURCES ${KTRACE_DEC_TESTS_DIR}/test_decoder_${t}.c
     LINK ktrace_snapbuild ktrace_decoder
@@ -22,6 +22,7 @@ foreach(t read timeline symbols outputs golden html perfetto sched stream range 
 endforeach()
 # The symbols test looks up its own static functions: keep them in .symtab.
 target_compile_options(test_decoder_symbols PRIVATE -O0 -fno-inline)
+target_compile_options(test_decoder_exclude PRIVATE -O0 -fno-inline)
 
 # Every fuzz corpus and regression input, through the fuzz entry point.
 add_executable(ktrace-fuzz-regress ${KTRACE_DEC_TESTS_DIR}/fuzz/fuzz_read.c

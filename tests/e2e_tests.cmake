@@ -98,6 +98,19 @@ target_compile_options(e2e_budget_lib PRIVATE -finstrument-functions -O1 -g)
 ktrace_test_program(e2e_budget SOURCES ${KT_E2E_DIR}/budget_prog.c LINK e2e_budget_lib)
 ktrace_e2e_test(budget PROGRAMS e2e_budget LABELS threads)
 set_tests_properties(test_e2e_budget PROPERTIES RUN_SERIAL TRUE)
+# The two-step way to near-zero overhead (issue 7): the test compiles
+# e2e/exclude_prog.c itself, before and after `ktrace-decode --format exclude`.
+set(KT_EXCL_SAN "")
+if(KTRACE_ASAN)
+  set(KT_EXCL_SAN "-fsanitize=address,undefined")
+elseif(KTRACE_TSAN)
+  set(KT_EXCL_SAN "-fsanitize=thread")
+endif()
+ktrace_e2e_test(exclude PROGRAMS ktrace_static)
+target_compile_definitions(test_e2e_exclude PRIVATE KT_CC="${CMAKE_C_COMPILER}"
+  KT_EXCL_SRC="${KT_E2E_DIR}/exclude_prog.c" KT_INCLUDE="${PROJECT_SOURCE_DIR}/include"
+  KT_LIBKTRACE="$<TARGET_FILE:ktrace_static>" KT_SAN_FLAGS="${KT_EXCL_SAN}")
+set_tests_properties(test_e2e_exclude PROPERTIES RUN_SERIAL TRUE)
 # Scheduling (issue 10): context switches from perf_event_open.  Static, so
 # a constructor can start a thread before libktrace's; noperf runs a
 # program where perf_event_open fails with EACCES (seccomp).

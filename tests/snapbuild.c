@@ -824,3 +824,27 @@ struct kd_dec *snapbuild_decode(struct snapbuild *sb, const struct kd_dec_opts *
 	d->map_is_mmap = 0;
 	return d;
 }
+
+int snapbuild_self_modules(struct snapbuild *sb)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[4096];
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off;
+		char perms[8], path[4096];
+		int n = 0;
+
+		path[0] = '\0';
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &n) < 4)
+			continue;
+		if (perms[2] != 'x')
+			continue;
+		if (n > 0 && sscanf(line + n, "%4095[^\n]", path) == 1 && path[0] == '/')
+			snapbuild_module(sb, start, end, off, path);
+	}
+	fclose(f);
+	return 0;
+}

@@ -38,6 +38,9 @@ void snapbuild_thread(struct snapbuild *sb, uint32_t slot, int32_t tid, const ch
 void snapbuild_name(struct snapbuild *sb, uint32_t id, uint16_t kind, const char *name);
 void snapbuild_module(struct snapbuild *sb, uint64_t start, uint64_t end, uint64_t file_offset,
                       const char *path);
+/* MODULES entries for every executable file mapping of this process, as
+ * the library records them (/proc/self/maps).  0 or -1. */
+int snapbuild_self_modules(struct snapbuild *sb);
 void snapbuild_loss(struct snapbuild *sb, unsigned cause, uint64_t count);
 void snapbuild_trigger(struct snapbuild *sb, const struct ktrace_trigger_rec *t);
 /* CORES entry for cpu (default: nblocks = blocks_used = blocks written). */

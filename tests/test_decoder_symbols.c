@@ -31,24 +31,7 @@ __attribute__((noinline, used)) int ktrace_test_global_function(int x)
 /* MODULES entries for every executable file mapping, like the library. */
 static void add_modules(struct snapbuild *sb)
 {
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[4096];
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long start, end, off;
-		char perms[8], path[4096];
-		int n = 0;
-
-		path[0] = '\0';
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &n) < 4)
-			continue;
-		if (perms[2] != 'x')
-			continue;
-		if (n > 0 && sscanf(line + n, "%4095[^\n]", path) == 1 && path[0] == '/')
-			snapbuild_module(sb, start, end, off, path);
-	}
-	fclose(f);
+	assert_int_equal(snapbuild_self_modules(sb), 0);
 }
 
 static struct kd_dec *decode(struct snapbuild *sb, const char *sysroot)

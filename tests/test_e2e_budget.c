@@ -184,12 +184,14 @@ static void test_e2e_budget_steady_window(void **state)
 	sum = decode("stats", r.path, NULL);
 	assert_non_null(strstr(sum, "self time includes muted calls:"));
 	free(sum);
-	/* The exclusion flags name the muted functions. */
+	/* The exclusion flags name the muted functions, unless a call of
+	 * theirs in the window was very long (a loaded VM can stall a 10 ns
+	 * call for 0.5 ms): then the notes say why not. */
 	char *err = NULL;
 	sum = decode("exclude", r.path, &err);
 	assert_non_null(strstr(sum, "-finstrument-functions-exclude-function-list="));
-	assert_non_null(strstr(sum, "tiny_a"));
-	assert_non_null(strstr(sum, "tiny_b"));
+	assert_true(strstr(sum, "tiny_a") || strstr(err, "tiny_a: muted by the budget, but"));
+	assert_true(strstr(sum, "tiny_b") || strstr(err, "tiny_b: muted by the budget, but"));
 	assert_null(strstr(sum, "medium"));
 	free(sum);
 	free(err);
