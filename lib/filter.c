@@ -77,6 +77,7 @@
                                      if that is at least this long */
 #define JUMP 1.5                  /* rate_jump(): this many times the rate */
 #define ADOPT_NS 30000000LL       /* time allowed for threads to adopt a mute */
+#define MIN_SHARE 100             /* decide(): 1 % of a sample */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
@@ -627,20 +628,31 @@ static KT_NOINSTR int candidate(uint32_t id)
 static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now)
 {
 	double R = (double)ktrace__g.ring_words / ktrace__cfg.window_s;
-	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0;
+	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
 	uint32_t *ids = malloc(NF * sizeof(uint32_t)), n = 0, epoch, muted = 0;
+	uint64_t floor = 0;
 
 	if (ids == NULL || sample_words == 0) {
 		free(ids);
 		return;
 	}
 	for (uint32_t id = 0; id < NF; id++)
-		if (candidate(id))
+		if (candidate(id)) {
 			ids[n++] = id;
+			all += F.obs[id].count;
+		}
 	qsort(ids, n, sizeof(*ids), by_count);
+	/* When even every candidate cannot make the rate fit, mute only those
+	 * that matter (MIN_SHARE of the sample): a function called a few
+	 * hundred times a second would lose its rare long call to the filter
+	 * (it is not observed once muted) and save nothing that counts. */
+	if (all < need * (double)sample_words)
+		floor = sample_words / MIN_SHARE;
 	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
 	for (uint32_t i = 0; i < n && removed < need * (double)sample_words; i++) {
 		struct fobs *o = &F.obs[ids[i]];
+		if (o->count < floor)
+			break;
 		removed += o->count;
 		o->why = KTRACE_MUTE_HOT_SHORT;
 		o->since_tsc = now;
