@@ -77,7 +77,7 @@
                                      if that is at least this long */
 #define JUMP 1.5                  /* rate_jump(): this many times the rate */
 #define ADOPT_NS 30000000LL       /* time allowed for threads to adopt a mute */
-#define MIN_SHARE 100             /* decide(): 1 % of a sample */
+#define MIN_SHARE 20              /* decide(): 5 % of the budget */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
@@ -643,11 +643,12 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		}
 	qsort(ids, n, sizeof(*ids), by_count);
 	/* When even every candidate cannot make the rate fit, mute only those
-	 * that matter (MIN_SHARE of the sample): a function called a few
-	 * hundred times a second would lose its rare long call to the filter
-	 * (it is not observed once muted) and save nothing that counts. */
+	 * that matter, writing at least MIN_SHARE of the budget R: a function
+	 * called a few hundred times a second would lose its rare long call
+	 * to the filter (it is not observed once muted) and save nothing that
+	 * counts. */
 	if (all < need * (double)sample_words)
-		floor = sample_words / MIN_SHARE;
+		floor = (uint64_t)(R / MIN_SHARE * (double)sample_words / k->int_wps);
 	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
 	for (uint32_t i = 0; i < n && removed < need * (double)sample_words; i++) {
 		struct fobs *o = &F.obs[ids[i]];

@@ -96,7 +96,7 @@ extern struct kt_globals ktrace__g;
 
 /* ---- per-thread state (record.c) --------------------------------------- */
 
-#define KT_FCACHE_SIZE 512           /* entries, power of two */
+#define KT_FCACHE_SIZE 2048          /* entries, power of two (16 KiB) */
 #define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
                                         function has no compact id */
 /* Bits 15..12 of a cache entry are above the 12-bit event (filter.c):
