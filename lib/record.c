@@ -212,10 +212,13 @@ hook(void *fn, uint32_t exit_flag)
 	struct kt_thread *t = &ktrace__self;
 	uintptr_t a = (uintptr_t)fn;
 	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
-	void *rs = t->rseq;
 
 	if (KT_LIKELY((e >> 16) == a)) {
-		if (KT_UNLIKELY(e & KT_FC_SKIP)) {
+		void *rs;
+
+		/* Not marked unlikely: with the window budget on, most calls of
+		 * a call-heavy program take this branch (muted). */
+		if (e & KT_FC_SKIP) {
 			if (!exit_flag) {
 				/* +1 when muted, +0 when excluded: no branch */
 				local_add(&t->ment, (e >> 14) & 1);
@@ -228,7 +231,7 @@ hook(void *fn, uint32_t exit_flag)
 				return;
 			}
 			/* the slow path decides (skip_exit) */
-		} else if (KT_LIKELY(rs != NULL) &&
+		} else if (KT_LIKELY((rs = t->rseq) != NULL) &&
 		           KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) |
 		                                        exit_flag))) {
 			return;
