@@ -130,9 +130,10 @@ row ' Ratios: medians of per-round ratios.  ns per event = half.  Wall: shared V
 row ' tenants show there.)\n'
 
 # ---- 1b. larger hot sets ---------------------------------------------------
-# A sweep over N distinct functions through a pointer table: 256 fit ktrace's
-# 512-entry per-thread id cache, 1024 thrash it (every call takes the slow
-# lookup), 4096 exceed the 2016 compact ids (full-address records).
+# A sweep over N distinct functions through a pointer table: 256 and 1024
+# fit ktrace's 2048-entry per-thread id cache (the functions are 80 bytes
+# apart: 5 entries each), 4096 exceed the 2016 compact ids (full-address
+# records).
 SWEEP_CALLS=4000000
 SWEEP_VARIANTS=(none floor ktrace)
 say "hot path, larger hot sets: ${RUNS} rounds x 3 sizes x 3 variants ..."

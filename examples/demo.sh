@@ -57,7 +57,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 t1=$(date +%s)
 echo
-echo "== running the demo server (examples/server.c) for about 4 s, KTRACE_DIR=build/demo-out"
+echo "== running the demo server (examples/server.c) for about 6 s, KTRACE_DIR=build/demo-out"
 echo "   3 workers serve get/put/scan requests; a put slower than 10 ms fires a snapshot"
 # Settings from the caller's environment would change what the demo shows.
 unset KTRACE_ENABLE KTRACE_TRIGGER_US KTRACE_TRIGGER_PCT KTRACE_TRIGGER_MIN_SAMPLES \

@@ -22,9 +22,11 @@
  *      complete calls give durations.  A function with a call of
  *      KTRACE_FILTER_MAX_US or more, or an entry open that long while its
  *      thread kept recording, counts as long (time the thread spent
- *      preempted, from sched.c's records where recorded, does not); one
- *      call 100 times that long, or long calls at least 1 in 100 of the
- *      observed ones, make a function ineligible for good (candidate());
+ *      preempted, from sched.c's records where recorded, does not); a
+ *      long call in which the thread blocked makes a function ineligible
+ *      for good, and long calls at least 1 in 100 of the observed ones
+ *      (very long ones, 100 times that, 1 in 100,000) keep it from being
+ *      a candidate (candidate() says why a ratio);
  *   3. when a core is under pressure and still above R, mute the hottest
  *      eligible functions of its sample, by share of events, until the
  *      projected rate is under 0.7 R (room for the bucket to refill); then
@@ -61,12 +63,21 @@
                                      call-heavy program is muted within ~30 ms */
 #define EARLY_TICKS 20
 #define LONG_RATIO 100           /* see candidate() */
-#define ALWAYS_LONG 100          /* see candidate() */
+#define VERY_LONG 100            /* see candidate() */
+#define VERY_RATIO 100000        /* see candidate() */
 #define PREEMPT_SLACK_NS 100000LL /* per preemption inside a call: kernel time
                                      around the switch that its records do not
                                      cover (interrupt, scheduler, switch back;
                                      36 us measured at load 10 on the VM) */
-#define COOLDOWN 3                /* decisions after a mute before the next */
+#define COOLDOWN 2                /* decisions after a mute before the next */
+#define FAST_AFTER_MUTE 20        /* decisions at EARLY_NS after one that muted */
+#define RATE_NS 1000000000LL      /* the rate a window is projected from: over
+                                     the last second ... */
+#define RATE_MIN_NS 200000000LL   /* ... or since the last mute was adopted,
+                                     if that is at least this long */
+#define JUMP 1.5                  /* rate_jump(): this many times the rate */
+#define ADOPT_NS 30000000LL       /* time allowed for threads to adopt a mute */
+#define MIN_SHARE 20              /* decide(): 5 % of the budget */
 #define MIN_CALLS 8               /* complete calls seen before a function can be muted */
 #define STK_THREADS 32            /* threads followed per core sample */
 #define STK_DEPTH 64
@@ -90,7 +101,8 @@ static _Atomic uint64_t muted_calls;
 struct fobs {
 	uint64_t calls;           /* complete calls observed */
 	uint64_t long_calls;      /* of them (or open entries) >= max_ticks */
-	uint64_t very_long;       /* of them >= ALWAYS_LONG x max_ticks */
+	uint64_t very_long;       /* of them >= VERY_LONG x max_ticks */
+	uint64_t blocked_long;    /* of them, calls in which the thread blocked */
 	uint64_t max_ticks;       /* longest observed (complete or open), ticks */
 	uint64_t sampled;         /* events in samples */
 	double est_events;        /* events written, estimated from samples */
@@ -136,6 +148,8 @@ static struct {
 	int short_window;         /* candidates ran out with the window short */
 	uint64_t ring_needed;     /* bytes */
 	uint64_t decisions;
+	uint64_t fast_until;      /* decisions at EARLY_NS until this many */
+	uint64_t mute_tsc;        /* counter at the last mute, 0 = none */
 	uint64_t max_ticks;       /* KTRACE_FILTER_MAX_US in ticks */
 } F;
 
@@ -148,6 +162,7 @@ KT_NOINSTR int ktrace__filter_on(void)
 
 KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 {
+	uint64_t c;
 	/* acquire: pairs with the writer's release store of the epoch, so
 	 * the fmute[] entries of that epoch are visible. */
 	uint32_t e = kt_load(&ktrace__mute_epoch, acquire);
@@ -157,13 +172,94 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 		kt_add(&muted_calls, t->ment - t->ment_reported, relaxed);
 		t->ment_reported = t->ment;
 	}
-	if (KT_LIKELY(e == t->mute_epoch) || t->ment != t->mexit)
+	if (KT_LIKELY(e == t->mute_epoch))
 		return;
-	/* No muted frame open: adopt.  Word stores, so that a traced signal
-	 * handler's hook never reads a half-cleared entry. */
+	c = t->ment - t->mexit;
+	if (c == 0) {
+		t->nmlev = 0;   /* no frame from before is open: levels end */
+	} else if (t->nmlev > 0 && t->mlev[t->nmlev - 1].lw == c) {
+		t->mlev[t->nmlev - 1].next = e;   /* same mark: one level */
+	} else if (t->nmlev < KT_MUTE_LEVELS) {
+		t->mlev[t->nmlev].prev = t->mute_epoch;
+		t->mlev[t->nmlev].next = e;
+		t->mlev[t->nmlev].lw = c;
+		t->nmlev++;
+	} else {
+		return;   /* no room: adopt when a level ends */
+	}
+	t->mlw = c;
+	/* Word stores, so that a traced signal handler's hook never reads a
+	 * half-cleared entry. */
 	for (uint32_t i = 0; i < KT_FCACHE_SIZE; i++)
 		__atomic_store_n(&t->fcache[i], 0, __ATOMIC_RELAXED);
 	t->mute_epoch = e;
+}
+
+/*
+ * Mute levels.  A thread adopts a new mute set in its slow path whether or
+ * not frames of muted calls are open; when c = ment - mexit > 0 skipped
+ * frames are open, the adoption starts a level: (prev, next) = the epochs
+ * adopted before and by it, lw = the fewest skipped frames open at any
+ * moment since (c then).  Levels are kept oldest first; lw never decreases
+ * from one to the next.
+ *
+ * Why an exit is then decided exactly.  Mute sets only grow, so the entry
+ * of a call of F was skipped iff it happened after the thread adopted the
+ * first view containing F, at level a (fmute[F] in (prev_a, next_a]; at
+ * no level, or before the first one: an adoption with c = 0, lw 0).  At
+ * F's exit, F's frame is the innermost: every frame opened after it has
+ * closed, every frame open is older.  If F's entry came after adoption a
+ * and was skipped, F's own frame is an open skipped frame opened after a,
+ * so c > lw_a.  If F's entry came before a, no frame opened after a is
+ * open, and lw_a counts exactly the skipped frames open: c = lw_a, and F
+ * was not muted at its entry, so it was recorded.  So: skipped iff
+ * c > lw_a.  The hot path checks against the newest level's mark, mlw >=
+ * lw_a: c > mlw means skipped for any F; only c = mlw comes here.
+ *
+ * Lows.  A skipped exit makes c one less; every level's lw becomes at
+ * most c (a suffix of them, since lw grows along the levels); a level at
+ * lw 0 has no frame left from before it and is dropped (a prefix), and
+ * two neighbours with the same lw answer alike forever, so they merge.
+ * A longjmp out of skipped frames leaves c too high for good (README,
+ * limits): levels then keep marks above it and merging bounds their
+ * number; with KT_MUTE_LEVELS of them a thread adopts at the next c = 0.
+ */
+KT_NOINSTR int ktrace__filter_skip_exit(struct kt_thread *t, uint32_t ev)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE, m, n = t->nmlev, i, k;
+	uint64_t c = t->ment - t->mexit, lw = 0;
+
+	if (c == 0 || id >= NF)
+		return 0;
+	/* relaxed: muted in this thread's view, so published with the epoch
+	 * it adopted (acquire in adopt). */
+	m = kt_load(&fmute[id], relaxed);
+	for (i = 0; i < n; i++)
+		if (m <= t->mlev[i].next) {
+			lw = i == 0 && m <= t->mlev[0].prev ? 0 : t->mlev[i].lw;
+			break;
+		}
+	if (c <= lw)
+		return 0;   /* entered before the mute: record the exit */
+	/* one instruction, like the hook's (a traced signal handler's hook
+	 * may update the counters around it, never inside) */
+	__atomic_fetch_add(&t->mexit, 1, __ATOMIC_RELAXED);
+	c--;
+	for (i = 0; i < n; i++)
+		if (t->mlev[i].lw > c)
+			t->mlev[i].lw = c;
+	for (i = 0, k = 0; i < n; i++) {
+		if (t->mlev[i].lw == 0)
+			continue;
+		if (k > 0 && t->mlev[k - 1].lw == t->mlev[i].lw) {
+			t->mlev[k - 1].next = t->mlev[i].next;
+			continue;
+		}
+		t->mlev[k++] = t->mlev[i];
+	}
+	t->nmlev = k;
+	t->mlw = k ? t->mlev[k - 1].lw : 0;
+	return 1;
 }
 
 KT_NOINSTR uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch)
@@ -287,15 +383,18 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 
 	if (complete)
 		o->calls++;
-	if (ticks >= F.max_ticks && o->very_long == 0) {
+	if (ticks >= F.max_ticks && o->blocked_long == 0) {
 		uint32_t sh = ktrace__g.tsc_shift;
 		int32_t tid = ktrace__thread_tid(slot);
-		uint32_t np = 0;
+		uint32_t np = 0, nb = 0;
 		int64_t pre = tid ? ktrace__sched_preempted_ns(tid,
 		                                             ktrace__counter_to_mono_ns(b << sh),
-		                                             ktrace__counter_to_mono_ns(e << sh), &np)
+		                                             ktrace__counter_to_mono_ns(e << sh), &np,
+		                                             &nb)
 		                  : -1;
 
+		if (pre >= 0 && nb > 0)
+			o->blocked_long++;   /* it waited: long for a reason of its own */
 		if (pre > 0) {
 			pre += (int64_t)np * PREEMPT_SLACK_NS;
 			uint64_t pt = (uint64_t)((long double)pre * ktrace__tsc_hz() / 1e9L) >> sh;
@@ -306,7 +405,7 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 		o->max_ticks = ticks;
 	if (ticks >= F.max_ticks)
 		o->long_calls++;
-	if (ticks >= F.max_ticks * ALWAYS_LONG)
+	if (ticks >= F.max_ticks * VERY_LONG)
 		o->very_long++;
 }
 
@@ -436,16 +535,27 @@ static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s, uint32_t since)
 static KT_NOINSTR void history(struct cst *k, uint64_t now, uint64_t hz)
 {
 	uint32_t rw = ktrace__g.ring_words, back;
-	uint64_t target, t_old = 0, p_old = 0;
+	uint64_t target, t_old = 0, p_old = 0, horizon;
 
 	k->htsc[k->hhead] = now;
 	k->hpos[k->hhead] = k->pos64;
 	k->hhead = (k->hhead + 1) % HIST;
 	if (k->hn < HIST)
 		k->hn++;
-	/* rate over the last ~1 s (10 decisions) */
-	back = k->hn > 10 ? 10 : k->hn - 1;
-	if (back > 0) {
+	/* The rate: over the last second, or, when a mute was adopted at
+	 * least RATE_MIN_NS ago and less than a second ago, since then, so
+	 * that the projection reflects what the filter does now. */
+	horizon = (uint64_t)((double)RATE_NS * (double)hz / 1e9);
+	if (F.mute_tsc) {
+		uint64_t adopted = F.mute_tsc + (uint64_t)((double)ADOPT_NS * (double)hz / 1e9);
+		uint64_t min = (uint64_t)((double)RATE_MIN_NS * (double)hz / 1e9);
+		if (now > adopted && now - adopted >= min && now - adopted < horizon)
+			horizon = now - adopted;
+	}
+	for (back = 1; back + 1 < k->hn; back++)
+		if (now - k->htsc[(k->hhead + HIST - 1 - back) % HIST] >= horizon)
+			break;
+	if (back < k->hn) {
 		uint32_t j = (k->hhead + HIST - 1 - back) % HIST;
 		double dt = (double)(now - k->htsc[j]) / (double)hz;
 		k->rate_wps = dt > 0 ? (uint64_t)((double)(k->pos64 - k->hpos[j]) / dt) : 0;
@@ -487,18 +597,30 @@ static KT_NOINSTR int candidate(uint32_t id)
 {
 	struct fobs *o = &F.obs[id];
 
-	/* Long calls make a function ineligible for good (observe() says what
-	 * counts as long): one call of ALWAYS_LONG x KTRACE_FILTER_MAX_US or
-	 * more (the rare slow call is what the trace is for), or long calls
-	 * that are at least 1 in LONG_RATIO of its observed calls.  A single
-	 * call between the two cannot be told from the machine interrupting
-	 * it: an interrupt or the hypervisor taking the cpu leaves no switch
-	 * record and made 30 ns functions take 10-40 us here at load 10 (1 in
-	 * 900-2200 calls at load 20). */
-	if (o->very_long || (o->long_calls && o->long_calls * LONG_RATIO >= o->calls))
+	/* Long calls (observe() says what counts as long; preempted time is
+	 * not counted) keep a function from being muted:
+	 *   - for good, a long call in which its thread blocked (a sleep, a
+	 *     lock, I/O): the machine's noise never blocks a thread;
+	 *   - while they are at least 1 in LONG_RATIO of its observed calls,
+	 *     or calls of VERY_LONG x KTRACE_FILTER_MAX_US or more are at
+	 *     least 1 in VERY_RATIO: a function with a long call is never a
+	 *     candidate before it has been seen short LONG_RATIO times as
+	 *     often (VERY_RATIO for a very long one).
+	 * A single long call without blocking cannot be told from the machine
+	 * interrupting a short one: an interrupt or the hypervisor taking the
+	 * cpu leaves no switch record, and the chance grows with the call's
+	 * length.  On this VM that stretched a 10 ns function past 5 us once
+	 * in 13,000-38,000 calls (20-100 us each, ~2,000 times a second at
+	 * load 1.5), Lua's ~1 us functions once in 300-1,000 calls (load 5),
+	 * and calls past 500 us about once a second (1.25 ms, 7 us of it
+	 * preempted, in Lua's allocator).
+	 * A muted function's longest observed call is in the BUDGET section,
+	 * so the summary shows what such a stretch was. */
+	if (o->blocked_long)
 		o->ineligible = 1;
 
 	return o->count > 0 && o->why == 0 && !o->ineligible && o->calls >= MIN_CALLS &&
+	       o->long_calls * LONG_RATIO < o->calls && o->very_long * VERY_RATIO < o->calls &&
 	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
 }
 
@@ -506,20 +628,32 @@ static KT_NOINSTR int candidate(uint32_t id)
 static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now)
 {
 	double R = (double)ktrace__g.ring_words / ktrace__cfg.window_s;
-	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0;
+	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
 	uint32_t *ids = malloc(NF * sizeof(uint32_t)), n = 0, epoch, muted = 0;
+	uint64_t floor = 0;
 
 	if (ids == NULL || sample_words == 0) {
 		free(ids);
 		return;
 	}
 	for (uint32_t id = 0; id < NF; id++)
-		if (candidate(id))
+		if (candidate(id)) {
 			ids[n++] = id;
+			all += F.obs[id].count;
+		}
 	qsort(ids, n, sizeof(*ids), by_count);
+	/* When even every candidate cannot make the rate fit, mute only those
+	 * that matter, writing at least MIN_SHARE of the budget R: a function
+	 * called a few hundred times a second would lose its rare long call
+	 * to the filter (it is not observed once muted) and save nothing that
+	 * counts. */
+	if (all < need * (double)sample_words)
+		floor = (uint64_t)(R / MIN_SHARE * (double)sample_words / k->int_wps);
 	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
 	for (uint32_t i = 0; i < n && removed < need * (double)sample_words; i++) {
 		struct fobs *o = &F.obs[ids[i]];
+		if (o->count < floor)
+			break;
 		removed += o->count;
 		o->why = KTRACE_MUTE_HOT_SHORT;
 		o->since_tsc = now;
@@ -549,8 +683,37 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			ktrace__emit_ext(KTRACE_EXT_MUTE, ids[i], more, 2);
 		}
 		F.cooldown = COOLDOWN;
+		/* Decide at EARLY_NS for a while: a program whose hot set
+		 * changes (a new phase) is caught up within tens of ms. */
+		F.fast_until = F.decisions + FAST_AFTER_MUTE;
+		F.mute_tsc = now;
 	}
 	free(ids);
+}
+
+/* Between decisions: is a core under pressure at a rate well above the
+ * one its last decision saw?  Positions only, no sample. */
+static KT_NOINSTR int rate_jump(uint64_t hz)
+{
+	const struct kt_globals *g = &ktrace__g;
+	double R = (double)g->ring_words / ktrace__cfg.window_s;
+	uint64_t now = ktrace__now();
+
+	if (!F.ready || !ktrace__cfg.filter)
+		return 0;
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		const struct cst *k = &F.cs[c];
+		/* relaxed: an estimate; the decision reads it again (acquire). */
+		uint32_t d = KT_STATE_POS(kt_load(&g->cores[c].state, relaxed)) - k->last_pos;
+		double dt = (double)(now - k->last_tsc) / (double)hz, wps;
+
+		if (!k->have || d > 0x80000000u || dt <= 0)
+			continue;
+		wps = d / dt;
+		if (k->tokens + R * dt - d < 0 && wps > R && wps > JUMP * k->int_wps)
+			return 1;
+	}
+	return 0;
 }
 
 KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
@@ -561,16 +724,17 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	double R, cap = g->ring_words / 4.0;
 	int decided = 0, pressure = 0;
 
-	int64_t every = F.decisions < EARLY_TICKS ? EARLY_NS : INTERVAL_NS;
+	int64_t every = F.decisions < EARLY_TICKS || F.decisions < F.fast_until ? EARLY_NS
+	                                                                       : INTERVAL_NS;
 
-	if (now_ns - F.last_ns < every || hz == 0) {
-		if (wait_ns && F.last_ns + every - now_ns < *wait_ns)
-			*wait_ns = F.last_ns + every - now_ns;
+	/* Look every EARLY_NS (a few loads); decide every 'every', or at once
+	 * when a core's rate jumps into pressure (a new hot phase would
+	 * otherwise overwrite the ring before the next decision). */
+	if (wait_ns && EARLY_NS < *wait_ns)
+		*wait_ns = EARLY_NS;
+	if (hz == 0 || (now_ns - F.last_ns < every && !rate_jump(hz)))
 		return;
-	}
 	F.last_ns = now_ns;
-	if (wait_ns && every < *wait_ns)
-		*wait_ns = every;
 	if (!F.ready && setup() != 0)
 		return;
 	F.decisions++;

@@ -96,7 +96,7 @@ extern struct kt_globals ktrace__g;
 
 /* ---- per-thread state (record.c) --------------------------------------- */
 
-#define KT_FCACHE_SIZE 512           /* entries, power of two */
+#define KT_FCACHE_SIZE 2048          /* entries, power of two (16 KiB) */
 #define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
                                         function has no compact id */
 /* Bits 15..12 of a cache entry are above the 12-bit event (filter.c):
@@ -104,6 +104,8 @@ extern struct kt_globals ktrace__g;
 #define KT_FC_EXCLUDED 0x8000u       /* KTRACE_EXCLUDE: entry and exit skipped */
 #define KT_FC_MUTED    0x4000u       /* muted by the budget: see record.c */
 #define KT_FC_SKIP     (KT_FC_EXCLUDED | KT_FC_MUTED)
+
+#define KT_MUTE_LEVELS 16            /* adoptions with skipped frames open */
 
 struct kt_thread {
 	/* hot: read by every event */
@@ -118,10 +120,17 @@ struct kt_thread {
 	uint64_t ment;               /* entries skipped because muted (this thread) */
 	uint64_t mexit;              /* exits skipped because muted: ment - mexit
 	                                frames of muted calls are open */
+	uint64_t mlw;                /* the newest mute level's low-water mark
+	                                (filter.c), 0 when there is none */
 	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | KT_FC_* | entry event;
 	                                    0 = empty */
 	/* cold */
 	uint32_t mute_epoch;         /* mute set this thread's view follows */
+	uint32_t nmlev;              /* mute levels (filter.c) */
+	struct kt_mute_level {
+		uint32_t prev, next;     /* adopted epoch next over prev */
+		uint64_t lw;             /* fewest skipped frames open since */
+	} mlev[KT_MUTE_LEVELS];
 	uint64_t ment_reported;      /* part of ment added to the global count */
 	int nest;                    /* >0 while in the library's slow path */
 	int32_t tid;
@@ -313,6 +322,10 @@ extern _Atomic uint32_t ktrace__mute_epoch;   /* grows when the mute set grows *
 void ktrace__filter_adopt(struct kt_thread *t);
 /* KT_FC_* bits of compact event ev in the view of mute epoch 'epoch'. */
 uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
+/* Slow path: an exit of compact event ev, muted in t's view, with no more
+ * skipped frames open than t->mlw: 1 = its entry was skipped (counted in
+ * mexit), 0 = its entry was recorded before the mute (record the exit). */
+int ktrace__filter_skip_exit(struct kt_thread *t, uint32_t ev);
 /* funcs.c, before a new compact id is published: match the function's
  * name against KTRACE_EXCLUDE / KTRACE_INCLUDE. */
 void ktrace__filter_new_func(uint32_t id, uintptr_t addr);
@@ -340,9 +353,10 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 /* Writer thread (the window budget): of thread tid's time in the monotonic
  * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
  * is not recorded, or the interval is not fully covered by the window;
- * *npreempt = the preemptions. */
+ * *npreempt = the preemptions, *nblocked = the times it blocked (went off
+ * the cpu not runnable: a sleep, a lock, I/O). */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
-                                   uint32_t *npreempt);
+                                   uint32_t *npreempt, uint32_t *nblocked);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -183,15 +183,15 @@ KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
  * does not record (filter.c):
  *   - KT_FC_EXCLUDED (KTRACE_EXCLUDE): never recorded, entry nor exit;
  *   - KT_FC_MUTED (the window budget): the entry is skipped and counted in
- *     ment; an exit is skipped while skipped frames are open (ment !=
- *     mexit) and counted in mexit; otherwise its entry was recorded
- *     before the mute, and the slow path records it.  This is exact
- *     because a thread adopts a new mute set only when ment == mexit
- *     (ktrace__filter_adopt): every skipped frame then lies above every
- *     recorded frame of a muted function (calls nest, LIFO; a longjmp out
- *     of a skipped frame leaves ment - mexit too high until the next
- *     adoption point with no skipped frame, which it then delays: see
- *     README, limits).
+ *     ment; an exit is skipped, and counted in mexit, while more skipped
+ *     frames are open (ment - mexit) than mlw, the low-water mark of the
+ *     newest adoption that found skipped frames open: such a frame was
+ *     opened after that adoption, so under the current view, and so is
+ *     this exit's own frame (every frame opened after it has closed).
+ *     Otherwise the slow path decides exactly (ktrace__filter_skip_exit,
+ *     filter.c says why it is exact): skipped, or entered before the mute
+ *     and recorded.  Without such an adoption mlw is 0: "skip while a
+ *     skipped frame is open".
  * No rseq is needed: both counters are this thread's, and each update is
  * one read-modify-write instruction on x86 (see the asm), so a traced
  * signal handler runs before or after it, never inside it.
@@ -212,10 +212,13 @@ hook(void *fn, uint32_t exit_flag)
 	struct kt_thread *t = &ktrace__self;
 	uintptr_t a = (uintptr_t)fn;
 	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
-	void *rs = t->rseq;
 
 	if (KT_LIKELY((e >> 16) == a)) {
-		if (KT_UNLIKELY(e & KT_FC_SKIP)) {
+		void *rs;
+
+		/* Not marked unlikely: with the window budget on, most calls of
+		 * a call-heavy program take this branch (muted). */
+		if (e & KT_FC_SKIP) {
 			if (!exit_flag) {
 				/* +1 when muted, +0 when excluded: no branch */
 				local_add(&t->ment, (e >> 14) & 1);
@@ -223,12 +226,12 @@ hook(void *fn, uint32_t exit_flag)
 			}
 			if (e & KT_FC_EXCLUDED)
 				return;
-			if (t->ment != t->mexit) {
+			if (t->ment - t->mexit > t->mlw) {
 				local_add(&t->mexit, 1);
 				return;
 			}
-			/* entered before the mute: the slow path records it */
-		} else if (KT_LIKELY(rs != NULL) &&
+			/* the slow path decides (skip_exit) */
+		} else if (KT_LIKELY((rs = t->rseq) != NULL) &&
 		           KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) |
 		                                        exit_flag))) {
 			return;
@@ -261,7 +264,8 @@ KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)
 }
 
 /* The hook's rules for a skipped function (see hook()); 1 = skip. */
-static inline KT_NOINSTR int skipped(struct kt_thread *t, uint32_t skip, uint32_t exit_flag)
+static inline KT_NOINSTR int skipped(struct kt_thread *t, uint32_t ev, uint32_t skip,
+                                     uint32_t exit_flag)
 {
 	if (skip & KT_FC_EXCLUDED)
 		return 1;
@@ -269,11 +273,11 @@ static inline KT_NOINSTR int skipped(struct kt_thread *t, uint32_t skip, uint32_
 		local_add(&t->ment, 1);
 		return 1;
 	}
-	if (t->ment != t->mexit) {
+	if (t->ment - t->mexit > t->mlw) {
 		local_add(&t->mexit, 1);
 		return 1;
 	}
-	return 0;   /* entered before the mute: record the exit */
+	return ktrace__filter_skip_exit(t, ev);
 }
 
 KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
@@ -302,7 +306,7 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
 		if (ev)
 			*ce = ((uint64_t)a << 16) | skip | ev;
-		if (skip && skipped(t, skip, exit_flag)) {
+		if (skip && skipped(t, ev, skip, exit_flag)) {
 			/* not recorded in this thread's view */
 		} else if (ev) {
 			if (!ktrace__try_fast(t, ev | exit_flag))

@@ -457,10 +457,12 @@ static KT_NOINSTR int by_time(const void *a, const void *b)
  * (it recorded the call's entry then).  -1 when scheduling is not recorded
  * or a record the interval needs may be missing (lost, overwritten, or
  * more switches than this looks at): the caller then counts the call as
- * long.  *npreempt: how many times the thread was preempted in it.
+ * long.  *npreempt: how many times the thread was preempted in it;
+ * *nblocked: how many times it blocked in it (a call that blocked is long
+ * for what it is, never the machine's noise).
  */
 KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
-                                             uint32_t *npreempt)
+                                             uint32_t *npreempt, uint32_t *nblocked)
 {
 	struct ktrace_sched_rec got[64];
 	uint32_t n = 0;
@@ -468,6 +470,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 	int preempt = 0;
 
 	*npreempt = 0;
+	*nblocked = 0;
 	if (S.status != KTRACE_SCHED_RECORDED || to_ns < from_ns)
 		return -1;
 	if (to_ns > S.end_ns)
@@ -500,6 +503,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 			out = got[i].time_ns;
 			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT;
 			*npreempt += (uint32_t)preempt;
+			*nblocked += (uint32_t)!preempt;
 		}
 	}
 	if (out >= 0 && preempt)

@@ -2,8 +2,9 @@
  * test_lib_filter.c - white-box tests of the window budget's muting
  * (lib/filter.c, lib/record.c): nesting stays exact when a function is
  * muted while calls of it are open (entered before the mute, exited
- * after), under recursion, and with two functions muted at different
- * times, one inside the other.  The hooks are called directly with
+ * after), under recursion, with two functions muted at different
+ * times, one inside the other, and muted while a skipped frame is open
+ * (mute levels, filter.c).  The hooks are called directly with
  * made-up addresses from a thread pinned to cpu 0; the core's ring is read
  * back with the snapshot's reader and walked with ktest's record walker.
  */
@@ -128,9 +129,9 @@ static void test_lib_filter_entered_before_mute(void **state)
 }
 
 /* A then B entered; B muted (and adopted); inside a skipped B, A is muted
- * too but cannot be adopted while the skipped frame is open; once it
- * closes, the next slow path adopts, and both outer calls close with
- * recorded exits. */
+ * too and adopted at once (a mute level: one skipped frame open); A's
+ * calls from then on are skipped, the skipped B closes, and both outer
+ * calls close with recorded exits. */
 static void test_lib_filter_two_mutes_nested(void **state)
 {
 	uintptr_t A = FAKE(11), B = FAKE(12), H2 = FAKE(13), H3 = FAKE(14), H4 = FAKE(15);
@@ -146,21 +147,61 @@ static void test_lib_filter_two_mutes_nested(void **state)
 	X(H2);
 	E(B);           /* skipped (a muted frame is open now) */
 	ktrace__filter_mute_now(A);
-	E(H3);          /* miss, but a skipped frame is open: no adoption */
-	E(A);           /* A not muted in this thread's view yet: recorded */
+	E(H3);          /* miss: adopts with the skipped frame open */
+	assert_int_equal(ktrace__self.nmlev, 1);
+	E(A);           /* A muted in this thread's view: skipped */
 	X(A);
 	X(H3);
-	X(B);           /* skipped: closes the skipped frame */
-	E(H4);          /* adopts: A muted too */
+	X(B);           /* skipped: closes the skipped frame, the level ends */
+	assert_int_equal(ktrace__self.nmlev, 0);
+	E(H4);
 	X(H4);
 	E(A);           /* skipped */
 	X(A);
 	X(B);           /* the outer B, entered before its mute: recorded */
 	X(A);           /* the outer A: recorded */
 	n = events_since(from, got, 64);
-	const uint32_t want[] = {en(A), en(B), en(H2), ex(H2), en(H3), en(A), ex(A),
-	                         ex(H3), en(H4), ex(H4), ex(B), ex(A)};
-	expect(got, n, want, 12);
+	const uint32_t want[] = {en(A), en(B), en(H2), ex(H2), en(H3), ex(H3), en(H4), ex(H4),
+	                         ex(B), ex(A)};
+	expect(got, n, want, 10);
+	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
+}
+
+/* The case a plain count cannot tell: inside a skipped frame of B, a call
+ * of C is recorded, then C is muted and adopted while both are open.  C's
+ * recorded call must close with a recorded exit although a skipped frame
+ * is open; C's later calls (recursive ones inside it too) are skipped; B's
+ * skipped frame then closes, skipped. */
+static void test_lib_filter_mute_inside_skipped_frame(void **state)
+{
+	uintptr_t B = FAKE(21), C = FAKE(22), H1 = FAKE(23), H2 = FAKE(24), H3 = FAKE(25);
+	uintptr_t fns[] = {B, C, H1, H2, H3};
+	uint32_t got[64], from = start(fns, 5);
+	size_t n;
+
+	(void)state;
+	ktrace__filter_mute_now(B);
+	E(H1);          /* adopts: B muted */
+	E(B);           /* skipped */
+	E(C);           /* recorded: C not muted yet */
+	ktrace__filter_mute_now(C);
+	E(H2);          /* adopts with one skipped frame open: a level */
+	X(H2);
+	E(C);           /* skipped: C muted now (recursion) */
+	E(B);           /* skipped */
+	X(B);
+	X(C);
+	X(C);           /* the recorded call: its exit recorded */
+	E(H3);
+	X(H3);
+	E(C);           /* skipped */
+	X(C);
+	X(B);           /* the skipped B */
+	assert_int_equal(ktrace__self.nmlev, 0);
+	X(H1);
+	n = events_since(from, got, 64);
+	const uint32_t want[] = {en(H1), en(C), en(H2), ex(H2), ex(C), en(H3), ex(H3), ex(H1)};
+	expect(got, n, want, 8);
 	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
 }
 
@@ -185,6 +226,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lib_filter_entered_before_mute),
 		cmocka_unit_test(test_lib_filter_two_mutes_nested),
+		cmocka_unit_test(test_lib_filter_mute_inside_skipped_frame),
 	};
 	int r;
 
