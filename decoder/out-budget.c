@@ -166,9 +166,10 @@ void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix)
  *    thread was preempted (when switches were recorded), the budget's muted
  *    table (with the calls it observed), the FUNCS table (called at all).
  * 2. Long.  The window budget's rule (lib/filter.c candidate()): a name
- *    with a call of 100 x KTRACE_FILTER_MAX_US, or with calls of
- *    KTRACE_FILTER_MAX_US or more in 1 of 100 of its calls or more, has long
- *    calls.  It is never listed, and neither is any entry that would also
+ *    with a long call (KTRACE_FILTER_MAX_US or more, preempted time not
+ *    counted) in which its thread blocked, or with long calls in 1 of 100
+ *    of its calls or more, or calls of 100 x KTRACE_FILTER_MAX_US in 1 of
+ *    100,000 or more, has long calls.  It is never listed, and neither is any entry that would also
  *    exclude it.
  * 3. What is listed.  Every function the budget muted or KTRACE_EXCLUDE
  *    excluded; then the short functions recorded in the windows, hottest
@@ -182,7 +183,8 @@ void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix)
  */
 
 #define XLONG_RATIO 100    /* as lib/filter.c LONG_RATIO */
-#define XALWAYS_LONG 100   /* as lib/filter.c ALWAYS_LONG */
+#define XALWAYS_LONG 100   /* as lib/filter.c VERY_LONG */
+#define XVERY_RATIO 100000 /* as lib/filter.c VERY_RATIO */
 #define XMIN_CALLS 8       /* complete calls before a recorded function is listed */
 #define XPREEMPT_SLACK_NS 100000ull /* as lib/filter.c PREEMPT_SLACK_NS */
 
@@ -195,6 +197,7 @@ struct xname {
 	uint64_t calls;        /* calls in the windows, and those the budget observed */
 	uint64_t long_calls;   /* of them >= max_us (preempted time not counted) */
 	uint64_t very_long;    /* of them >= XALWAYS_LONG x max_us */
+	uint64_t blocked;      /* of them (long), calls in which the thread blocked */
 	uint64_t max_ns;       /* ns: longest of them */
 	uint64_t fcalls;       /* calls in the window of the file being read */
 	double wrate;          /* events per second of window (the highest of the files) */
@@ -303,7 +306,8 @@ static struct xname *xget(struct xset *s, const char *name)
 
 static int xlong(const struct xname *x)
 {
-	return x->very_long || (x->long_calls && x->long_calls * XLONG_RATIO >= x->calls);
+	return x->blocked || (x->long_calls && x->long_calls * XLONG_RATIO >= x->calls) ||
+	       (x->very_long && x->very_long * XVERY_RATIO >= x->calls);
 }
 
 static double xrate(const struct xname *x)
@@ -444,6 +448,7 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
 			uint64_t off[2];
 			uint64_t p;
 			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, off);
+			x->blocked += off[KD_OFF_BLOCKED] > 0;   /* it waited: long for good */
 			/* as the budget does: preempted time, and kernel time around
 			 * the switch that its records do not cover */
 			p = off[KD_OFF_PREEMPTED] ? kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]) +
