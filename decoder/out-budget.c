@@ -645,9 +645,10 @@ static void xnotes(const char *file, struct xname *const *v, uint32_t n,
 			continue;
 		if (x->long_calls)
 			fprintf(stderr, "  %s: %" PRIu64 " of its %" PRIu64 " calls seen took %"
-			        PRIu64 " us or more (longest %s): under 1 in %d and none %d times that, "
-			        "so taken for interruptions, as the budget does\n", x->key,
-			        x->long_calls, x->calls, max_ns / 1000, d1, XLONG_RATIO, XALWAYS_LONG);
+			        PRIu64 " us or more (longest %s): under 1 in %d, those %d times that "
+			        "under 1 in %d, and none blocked, so taken for interruptions, as the "
+			        "budget does\n", x->key, x->long_calls, x->calls, max_ns / 1000, d1,
+			        XLONG_RATIO, XALWAYS_LONG, XVERY_RATIO);
 		for (uint32_t j = 0, said = 0; j < n && !(x->flags & X_IMPLIED); j++) {
 			const struct xname *y = v[j];
 			if (y == x || (y->flags & X_PICK) || !strstr(y->key, x->entry))
