@@ -448,7 +448,10 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
 			uint64_t off[2];
 			uint64_t p;
 			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, off);
-			x->blocked += off[KD_OFF_BLOCKED] > 0;   /* it waited: long for good */
+			/* it waited (at least the threshold: the switch times are
+			 * mapped through the anchors, a block just after a short
+			 * call can overlap its end a little): long for good */
+			x->blocked += kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED]) >= max_ns;
 			/* as the budget does: preempted time, and kernel time around
 			 * the switch that its records do not cover */
 			p = off[KD_OFF_PREEMPTED] ? kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]) +

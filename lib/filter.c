@@ -386,15 +386,20 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 	if (ticks >= F.max_ticks && o->blocked_long == 0) {
 		uint32_t sh = ktrace__g.tsc_shift;
 		int32_t tid = ktrace__thread_tid(slot);
-		uint32_t np = 0, nb = 0;
+		uint32_t np = 0;
+		int64_t blk = 0;
 		int64_t pre = tid ? ktrace__sched_preempted_ns(tid,
 		                                             ktrace__counter_to_mono_ns(b << sh),
 		                                             ktrace__counter_to_mono_ns(e << sh), &np,
-		                                             &nb)
+		                                             &blk)
 		                  : -1;
 
-		if (pre >= 0 && nb > 0)
-			o->blocked_long++;   /* it waited: long for a reason of its own */
+		/* It waited, at least KTRACE_FILTER_MAX_US: long for a reason of
+		 * its own.  Less is not trusted: the switch records are mapped
+		 * onto the counter through the anchors, so a block just after a
+		 * short call can overlap its end by a few us. */
+		if (pre >= 0 && blk >= (int64_t)ktrace__cfg.filter_max_us * 1000)
+			o->blocked_long++;
 		if (pre > 0) {
 			pre += (int64_t)np * PREEMPT_SLACK_NS;
 			uint64_t pt = (uint64_t)((long double)pre * ktrace__tsc_hz() / 1e9L) >> sh;

@@ -353,10 +353,10 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 /* Writer thread (the window budget): of thread tid's time in the monotonic
  * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
  * is not recorded, or the interval is not fully covered by the window;
- * *npreempt = the preemptions, *nblocked = the times it blocked (went off
- * the cpu not runnable: a sleep, a lock, I/O). */
+ * *npreempt = the preemptions, *blocked_ns = the ns it was blocked (off the
+ * cpu not runnable: a sleep, a lock, I/O). */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
-                                   uint32_t *npreempt, uint32_t *nblocked);
+                                   uint32_t *npreempt, int64_t *blocked_ns);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -458,11 +458,11 @@ static KT_NOINSTR int by_time(const void *a, const void *b)
  * or a record the interval needs may be missing (lost, overwritten, or
  * more switches than this looks at): the caller then counts the call as
  * long.  *npreempt: how many times the thread was preempted in it;
- * *nblocked: how many times it blocked in it (a call that blocked is long
- * for what it is, never the machine's noise).
+ * *blocked_ns: the ns it was blocked in it (a call that blocked is long for
+ * what it is, never the machine's noise).
  */
 KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
-                                             uint32_t *npreempt, uint32_t *nblocked)
+                                             uint32_t *npreempt, int64_t *blocked_ns)
 {
 	struct ktrace_sched_rec got[64];
 	uint32_t n = 0;
@@ -470,7 +470,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 	int preempt = 0;
 
 	*npreempt = 0;
-	*nblocked = 0;
+	*blocked_ns = 0;
 	if (S.status != KTRACE_SCHED_RECORDED || to_ns < from_ns)
 		return -1;
 	if (to_ns > S.end_ns)
@@ -496,18 +496,17 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 	qsort(got, n, sizeof(got[0]), by_time);
 	for (uint32_t i = 0; i < n; i++) {
 		if (got[i].what == KTRACE_SCHED_IN) {
-			if (out >= 0 && preempt)
-				sum += got[i].time_ns - out;
+			if (out >= 0)
+				*(preempt ? &sum : blocked_ns) += got[i].time_ns - out;
 			out = -1;
 		} else {
 			out = got[i].time_ns;
 			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT;
 			*npreempt += (uint32_t)preempt;
-			*nblocked += (uint32_t)!preempt;
 		}
 	}
-	if (out >= 0 && preempt)
-		sum += to_ns - out;
+	if (out >= 0)
+		*(preempt ? &sum : blocked_ns) += to_ns - out;
 	return sum;
 }
 
