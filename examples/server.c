@@ -33,13 +33,13 @@
  * are preempted ones), while on a shared 2-core VM ordinary requests stay
  * under about 4 ms and the compaction takes 25-60 ms.
  *
- * The run lasts about 6 s at 2000 requests per second, with the one
+ * The run lasts about 6 s at 1500 requests per second, with the one
  * compaction about 4 s in.  Every byte of every value stored or read goes
  * through crc_step(), so the server writes over a million words a second
  * at first: the window budget mutes crc_step and the other hot short
  * functions within ~100 ms (as soon as a quarter of the 8 MiB ring is
  * used up), and what is left (the requests, the queue, the locks, about
- * 35,000-55,000 words a second) holds 40-60 s, which the trigger's
+ * 25,000-50,000 words a second) holds 40-70 s, which the trigger's
  * snapshot reports.  At the end the program waits
  * for the trigger snapshots to appear in $KTRACE_DIR (default ".") and
  * prints what it did, "server: key=value" lines, for scripts and tests:
@@ -76,7 +76,7 @@
 #define NBUCKETS 8192            /* hash buckets, power of two */
 #define NSTRIPES 64              /* bucket lock stripes */
 #define VALUE_MAX 256            /* bytes */
-#define LOG_CAPACITY 2400        /* entries per write-ahead log buffer */
+#define LOG_CAPACITY 1800        /* entries per write-ahead log buffer */
 #define QUEUE_SLOTS 1024
 #define CMD_MAX 320              /* bytes of one command line */
 #define REPLY_MAX 4096
@@ -84,7 +84,7 @@
 /* ---- configuration ---------------------------------------------------------- */
 
 static double run_seconds = 6.0;
-static unsigned rate = 2000;         /* requests per second, all kinds */
+static unsigned rate = 1500;         /* requests per second, all kinds */
 static unsigned threshold_us = 10000; /* put trigger */
 
 /* ---- statistics (written by workers, read at the end) ----------------------- */
