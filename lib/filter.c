@@ -23,8 +23,8 @@
  *      KTRACE_FILTER_MAX_US or more, or an entry open that long while its
  *      thread kept recording, counts as long (time the thread spent
  *      preempted, from sched.c's records where recorded, does not); a
- *      long call in which the thread blocked makes a function ineligible
- *      for good, and long calls at least 1 in 100 of the observed ones
+ *      long call in which the thread blocked (for max_us or more) makes a
+ *      function ineligible for good, and long calls at least 1 in 100 of the observed ones
  *      (very long ones, 100 times that, 1 in 100,000) keep it from being
  *      a candidate (candidate() says why a ratio);
  *   3. when a core is under pressure and still above R, mute the hottest
@@ -102,12 +102,12 @@ struct fobs {
 	uint64_t calls;           /* complete calls observed */
 	uint64_t long_calls;      /* of them (or open entries) >= max_ticks */
 	uint64_t very_long;       /* of them >= VERY_LONG x max_ticks */
-	uint64_t blocked_long;    /* of them, calls in which the thread blocked */
+	uint64_t blocked_long;    /* of them, calls in which the thread blocked
+	                             (>= max_us): ineligible for good */
 	uint64_t max_ticks;       /* longest observed (complete or open), ticks */
 	uint64_t sampled;         /* events in samples */
 	double est_events;        /* events written, estimated from samples */
 	uint32_t count;           /* events in this decision's sample of one core */
-	uint8_t ineligible;       /* a long call was seen */
 	uint32_t why;             /* enum ktrace_mute_why, 0 = not muted */
 	uint64_t since_tsc;       /* counter at muting */
 	uint64_t events_before;   /* est_events at muting */
@@ -604,8 +604,9 @@ static KT_NOINSTR int candidate(uint32_t id)
 
 	/* Long calls (observe() says what counts as long; preempted time is
 	 * not counted) keep a function from being muted:
-	 *   - for good, a long call in which its thread blocked (a sleep, a
-	 *     lock, I/O): the machine's noise never blocks a thread;
+	 *   - for good, a long call in which its thread blocked for
+	 *     KTRACE_FILTER_MAX_US or more (a sleep, a lock, I/O): the
+	 *     machine's noise never blocks a thread;
 	 *   - while they are at least 1 in LONG_RATIO of its observed calls,
 	 *     or calls of VERY_LONG x KTRACE_FILTER_MAX_US or more are at
 	 *     least 1 in VERY_RATIO: a function with a long call is never a
@@ -621,10 +622,7 @@ static KT_NOINSTR int candidate(uint32_t id)
 	 * preempted, in Lua's allocator).
 	 * A muted function's longest observed call is in the BUDGET section,
 	 * so the summary shows what such a stretch was. */
-	if (o->blocked_long)
-		o->ineligible = 1;
-
-	return o->count > 0 && o->why == 0 && !o->ineligible && o->calls >= MIN_CALLS &&
+	return o->count > 0 && o->why == 0 && !o->blocked_long && o->calls >= MIN_CALLS &&
 	       o->long_calls * LONG_RATIO < o->calls && o->very_long * VERY_RATIO < o->calls &&
 	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
 }
