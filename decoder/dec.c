@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "decoder.h"
 
@@ -61,22 +62,11 @@ const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
 	return buf;
 }
 
-int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
-                            const struct kd_dec_opts *opts, struct kd_dec **out,
-                            struct kd_dec_error *err)
+/* Stages 2-5 on d->snap, read by the caller (stage 1).  Frees d on error. */
+static int open_rest(struct kd_dec *d, struct kd_dec **out, struct kd_dec_error *err)
 {
-	struct kd_dec *d;
-	int rc;
+	int rc = kd_snap_order(&d->snap, err);
 
-	*out = NULL;
-	memset(err, 0, sizeof(*err));
-	d = kd_xcalloc(1, sizeof(*d), "the decoder");
-	d->file = kd_xstrdup(name ? name : "(buffer)", "the decoder");
-	if (opts)
-		d->opts = *opts;
-	rc = kd_snap_read(buf, len, &d->snap, err);
-	if (!rc)
-		rc = kd_snap_order(&d->snap, err);
 	if (!rc)
 		rc = d->opts.stream ? kd_dec_prepare(d, err) : kd_dec_build(d, err);
 	if (rc) {
@@ -92,16 +82,61 @@ int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
 	return 0;
 }
 
-int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
-                          struct kd_dec **out, struct kd_dec_error *err)
+static struct kd_dec *dec_new(const char *name, const struct kd_dec_opts *opts)
 {
-	char *buf = NULL;
-	size_t len = 0;
+	struct kd_dec *d = kd_xcalloc(1, sizeof(*d), "the decoder");
+
+	d->file = kd_xstrdup(name, "the decoder");
+	if (opts)
+		d->opts = *opts;
+	return d;
+}
+
+int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
+                            const struct kd_dec_opts *opts, struct kd_dec **out,
+                            struct kd_dec_error *err)
+{
+	struct kd_dec *d;
 	int rc;
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	rc = kd_dec_read_file(path, &buf, &len, err);
+	d = dec_new(name ? name : "(buffer)", opts);
+	rc = kd_snap_read(buf, len, &d->snap, err);
+	if (rc) {
+		kd_dec_free(d);
+		return rc;
+	}
+	return open_rest(d, out, err);
+}
+
+/*
+ * A regular file is read in bounded windows (kd_snap_read_fd): memory does
+ * not grow with its size.  A pipe or socket (`ktrace-decode <(zcat f.gz)`)
+ * cannot be read twice, so it is read into memory whole.
+ */
+int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
+                          struct kd_dec **out, struct kd_dec_error *err)
+{
+	struct kd_dec *d;
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	int rc, fd;
+
+	*out = NULL;
+	memset(err, 0, sizeof(*err));
+	fd = kd_dec_open_path(path, &st);
+	if (fd >= 0 && S_ISREG(st.st_mode)) {
+		d = dec_new(path, opts);
+		rc = kd_snap_read_fd(fd, (uint64_t)st.st_size, path, &d->snap, err);
+		if (rc) {
+			kd_dec_free(d);
+			return rc;
+		}
+		return open_rest(d, out, err);
+	}
+	rc = kd_dec_read_fd(fd, &st, path, &buf, &len, err);
 	if (rc)
 		return rc;
 	rc = kd_dec_open_buffer(buf ? buf : "", len, path, opts, out, err);

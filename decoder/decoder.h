@@ -77,12 +77,38 @@ extern void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total)
 /* ---- stage 1: read ------------------------------------------------------ */
 
 struct kd_snap_block {
-	uint64_t offset;        /* bytes: file offset of the struct ktrace_block_rec */
-	const uint8_t *words;   /* nwords little-endian u32, inside the input buffer */
+	uint64_t offset;        /* bytes: file offset of the struct ktrace_block_rec;
+	                           its nwords words follow (kd_snap_block_words) */
+	uint64_t tsc;           /* BLOCK_START's counter value */
 	uint32_t nwords;        /* valid words, 5..KTRACE_BLOCK_WORDS */
 	uint32_t cpu;           /* ring the block came from */
 	uint32_t start;         /* S: the core's word counter at block start */
 	uint32_t core;          /* index in kd_snap.cores (set by kd_snap_order) */
+	uint32_t slot;          /* BLOCK_START's thread slot */
+	uint32_t crc;           /* CRC-32C of the words (checked when read) */
+};
+
+/*
+ * Where the bytes come from: a buffer holding the whole input, or a file
+ * read in bounded pieces (pread into windows), so that memory does not grow
+ * with the file.  A window holds one stretch of the file; pointers it
+ * returns stay valid until its next read.
+ */
+struct kd_src {
+	const uint8_t *buf;     /* the whole input, or NULL: read from fd */
+	uint64_t len;           /* bytes */
+	int fd;                 /* owned (closed by kd_snap_free), -1 with buf */
+	char *path;             /* owned copy, for the read hook and messages */
+	int64_t mtime_ns;       /* the file's when opened: kd_snap_changed() */
+	uint64_t ino;
+};
+
+struct kd_win {
+	uint8_t *mem;           /* cap bytes, allocated at first use */
+	size_t cap;
+	uint64_t off;           /* bytes: file offset of mem[0] */
+	size_t len;             /* bytes of the file in mem */
+	uint64_t failed;        /* blocks that could not be read again */
 };
 
 struct kd_snap_core {
@@ -108,8 +134,8 @@ struct kd_snap_module {
 };
 
 struct kd_snap {
-	const uint8_t *buf;     /* the whole file (not owned) */
-	size_t len;             /* bytes */
+	struct kd_src src;      /* the input */
+	struct kd_win *wins;    /* per core (kd_snap_order): the iterators' reads */
 	struct ktrace_file_header hdr;
 	struct ktrace_info_rec info;           /* strings forced NUL-terminated */
 	struct ktrace_anchor_rec *anchors;     /* sorted by tsc, duplicates removed */
@@ -156,6 +182,28 @@ struct kd_snap {
  */
 int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
                       struct kd_dec_error *err);
+/*
+ * The same on an open regular file of len bytes, read in bounded pieces:
+ * memory stays a few MiB whatever the file's size.  The snapshot owns fd
+ * from here on (also on error).  A file that comes up shorter than len
+ * while it is read gives KD_EIO ("truncated while it was read").
+ */
+int kd_snap_read_fd(int fd, uint64_t len, const char *path, struct kd_snap *snap,
+                         struct kd_dec_error *err);
+/*
+ * The words of block b (nwords little-endian u32), or NULL if they can no
+ * longer be read (the file shrank after it was checked: counted in the
+ * core's window).  From a file, the pointer is valid until the next call
+ * for b's core.  Blocks are read again for each pass over them; their CRCs
+ * were checked by the reader, and kd_snap_changed() tells whether the file
+ * changed since.
+ */
+const uint8_t *kd_snap_block_words(const struct kd_snap *snap,
+                                        const struct kd_snap_block *b);
+/* 1 if the file changed since it was opened (size, modification time or
+ * inode now differ, or a block could not be read again): what was decoded
+ * may mix old and new data.  0 for a buffer. */
+int kd_snap_changed(const struct kd_snap *snap);
 void kd_snap_free(struct kd_snap *snap);
 const char *kd_section_name(uint32_t type);
 const char *kd_loss_name(unsigned cause);
@@ -406,8 +454,8 @@ struct kd_dec {
 	uint64_t merge_joined;    /* frames open across the cut made one call */
 };
 
-/* Run stages 1-5 on a file (read into memory) or a caller's buffer (not
- * copied). */
+/* Run stages 1-5 on a file (a regular file read in bounded windows, a pipe
+ * into memory) or a caller's buffer (not copied). */
 int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
                           struct kd_dec **out, struct kd_dec_error *err);
 int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
@@ -428,6 +476,9 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
  * up shorter than fstat said was truncated while read: an error).  *buf is
  * malloc'ed. */
 int kd_dec_read_file(const char *path, char **buf, size_t *len, struct kd_dec_error *err);
+/* The same on what kd_dec_open_path returned (fd, *st); closes fd. */
+int kd_dec_read_fd(int fd, const struct stat *st, const char *path, char **buf,
+                        size_t *len, struct kd_dec_error *err);
 /* Fill err (no offset); returns code. */
 int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
 

@@ -125,6 +125,9 @@ int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err)
 	snap->ncores = ncpu;
 	for (uint32_t c = 0; c < ncpu; c++)
 		snap->cores[c].cpu = cpus[c];
+	/* One read window per core for its iterators (kd_snap_block_words). */
+	free(snap->wins);
+	snap->wins = kd_xcalloc(ncpu ? ncpu : 1, sizeof(*snap->wins), "cores");
 	for (uint32_t i = 0, c = 0; i < nb; i++) {
 		while (snap->cores[c].cpu != snap->blocks[i].cpu)
 			c++;
@@ -172,9 +175,7 @@ nomem:
 uint64_t kd_block_start_tick(const struct kd_snap *snap,
                                   const struct kd_snap_block *b)
 {
-	uint64_t tsc = kd_le32(b->words + 12) | (uint64_t)kd_le32(b->words + 16) << 32;
-
-	return tsc >> snap->info.tsc_shift;
+	return b->tsc >> snap->info.tsc_shift;
 }
 
 void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
@@ -194,15 +195,18 @@ int kd_iter_open_block(struct kd_core_iter *it)
 {
 	const struct kd_snap_block *b;
 
-	if (it->blk >= it->blk_end)
-		return 0;
-	b = &it->snap->blocks[it->blk++];
-	/* The reader checked: nwords >= 5, word 0 is a 4-word extended header,
-	 * word 1 a BLOCK_START type word. */
-	it->words = b->words;
+	do {
+		if (it->blk >= it->blk_end)
+			return 0;
+		b = &it->snap->blocks[it->blk++];
+		/* The reader checked: nwords >= 5, word 0 is a 4-word extended
+		 * header, word 1 a BLOCK_START type word.  NULL: the file changed
+		 * since (counted; the block is left out). */
+		it->words = kd_snap_block_words(it->snap, b);
+	} while (!it->words);
 	it->nwords = b->nwords;
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
-	it->slot = KTRACE_EXT_ARG(kd_le32(b->words + 4));
+	it->slot = b->slot;
 	it->seg = KD_NONE; /* the writer's THREAD record follows */
 	it->tick = kd_block_start_tick(it->snap, b);
 	it->blk_tick = it->tick;
@@ -232,8 +236,8 @@ void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
 	const struct kd_snap_block *b = &it->snap->blocks[blk];
 
 	it->blk = blk + 1;
-	it->words = b->words;
-	it->nwords = b->nwords;
+	it->words = kd_snap_block_words(it->snap, b);
+	it->nwords = it->words ? b->nwords : 0; /* unreadable now: on to the next */
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
 	it->blk_tick = kd_block_start_tick(it->snap, b);
 	it->pos = pos;

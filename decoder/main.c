@@ -531,6 +531,16 @@ int main(int argc, char **argv)
 
 	if (run_sink(sink, out, decs, nfiles, &oopts))
 		write_err = 1;
+	/* Files are read again for each pass: one that changed meanwhile gave
+	 * an output that may mix old and new data, which is not kept. */
+	for (int i = 0; i < nfiles; i++)
+		if (decs[i] && kd_snap_changed(&decs[i]->snap)) {
+			fprintf(stderr, "ktrace-decode: %s: the file changed while it was decoded, so "
+			        "the output may mix old and new data%s; decode a copy that nothing "
+			        "writes to\n", decs[i]->file,
+			        out_path && !direct ? " and was not kept" : "");
+			write_err = 1;
+		}
 
 	if (fflush(out) != 0 || ferror(out)) {
 		fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path ? out_path : "stdout",

@@ -155,7 +155,8 @@ struct sec {
 	uint32_t index;          /* position in the table */
 	uint64_t entry_off;      /* bytes: file offset of the table entry */
 	struct ktrace_section s; /* the entry */
-	const uint8_t *p;        /* payload */
+	const uint8_t *p;        /* payload (pass 2; from a file, a copy in mem) */
+	uint8_t *mem;            /* owned copy of the payload, or NULL */
 	int crc_ok;
 };
 
@@ -175,6 +176,107 @@ static int check_array(const struct sec *x, uint64_t entsize, struct kd_dec_erro
 		            " (%" PRIu64 " entries of %" PRIu64 " bytes)",
 		            SEC_ARGS(x), x->s.count, x->s.size, x->s.size / entsize, entsize);
 	return 0;
+}
+
+/* ---- the input: a buffer, or a file read in windows ------------------------ */
+
+#define WIN_SCAN (4u << 20)  /* the reader's window over BLOCKS and sections */
+#define WIN_CORE (1u << 20)  /* a core iterator's window (kd_snap_block_words) */
+
+/*
+ * Bytes [off, off + n) of the input, or NULL if they are not all there (a
+ * file that shrank since fstat; a buffer never does: callers check bounds
+ * first).  From a file, w is refilled by one pread of up to its capacity
+ * (at least n) from off, so a sequential walk reads each byte once.
+ */
+static const uint8_t *src_get(const struct kd_src *s, struct kd_win *w, size_t cap,
+                              uint64_t off, size_t n)
+{
+	uint64_t k;
+
+	if (off > s->len || n > s->len - off)
+		return NULL;
+	if (s->buf)
+		return s->buf + off;
+	if (w->mem && off >= w->off && off - w->off <= w->len && n <= w->len - (off - w->off))
+		return w->mem + (off - w->off);
+	if (!w->mem || w->cap < n) {
+		free(w->mem);
+		w->cap = n > cap ? n : cap;
+		w->mem = kd_xmalloc(w->cap, "a read buffer");
+	}
+	k = s->len - off < w->cap ? s->len - off : w->cap;
+	w->off = off;
+	w->len = (size_t)kd_dec_pread(s->fd, w->mem, off, k, s->path, s->len);
+	return w->len >= n ? w->mem : NULL;
+}
+
+/* CRC-32C of [off, off + n) continued from crc, through w; -1 if unreadable. */
+static int src_crc(const struct kd_src *s, struct kd_win *w, uint64_t off, uint64_t n,
+                   uint32_t *crc)
+{
+	while (n) {
+		size_t k = n < WIN_SCAN ? (size_t)n : WIN_SCAN;
+		const uint8_t *p = src_get(s, w, WIN_SCAN, off, k);
+
+		if (!p)
+			return -1;
+		*crc = kd_crc32c(*crc, p, k);
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static void win_free(struct kd_win *w)
+{
+	free(w->mem);
+	w->mem = NULL;
+	w->cap = w->len = 0;
+}
+
+static int truncated(const struct kd_snap *snap, struct kd_dec_error *err)
+{
+	return fail(err, KD_EIO, 0, 0,
+	            "the file was truncated while it was read (now shorter than its %" PRIu64
+	            " bytes); decode a copy that nothing is writing to", snap->src.len);
+}
+
+const uint8_t *kd_snap_block_words(const struct kd_snap *snap,
+                                        const struct kd_snap_block *b)
+{
+	const struct kd_src *s = &snap->src;
+	struct kd_win *w;
+	const uint8_t *p;
+
+	if (s->buf)
+		return s->buf + b->offset + sizeof(struct ktrace_block_rec);
+	w = &snap->wins[b->core];
+	p = src_get(s, w, WIN_CORE, b->offset + sizeof(struct ktrace_block_rec),
+	            (size_t)b->nwords * 4);
+	if (!p)
+		w->failed++;
+	return p;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+int kd_snap_changed(const struct kd_snap *snap)
+{
+	struct stat st;
+
+	if (snap->src.buf || snap->src.fd < 0)
+		return 0;
+	for (uint32_t i = 0; snap->wins && i < snap->ncores; i++)
+		if (snap->wins[i].failed)
+			return 1;
+	if (fstat(snap->src.fd, &st) != 0)
+		return 1;
+	return (uint64_t)st.st_size < snap->hdr.file_size || mtime_ns(&st) != snap->src.mtime_ns ||
+	       (uint64_t)st.st_ino != snap->src.ino;
 }
 
 /* ---- sections ------------------------------------------------------------- */
@@ -422,33 +524,91 @@ static int read_cores(struct kd_snap *snap, const struct sec *x, struct kd_dec_e
 }
 
 /*
- * Walk one BLOCKS section.  Entries are variable-length: a broken nwords
- * stops the walk (we cannot find the next entry), everything else skips
- * just the one block.
+ * BLOCKS: one walk over the section (through a window when reading a file),
+ * checking each block's structure and CRC and the section's CRC as it goes;
+ * only each block's place and header are kept, its words are read again
+ * when decoded (kd_snap_block_words).  Entries are variable-length: a
+ * broken nwords stops the walk (the next entry cannot be found), anything
+ * else skips just the one block.  The section's CRC decides, as it always
+ * did: when it is good it covers every block and the blocks' own CRCs are
+ * not needed; when it is bad, a block whose own CRC fails is skipped.
+ * Since the section's CRC is known only at the end, blocks whose own CRC
+ * fails wait until then (deferred).
  */
+struct deferred {
+	uint32_t i;           /* block number in the section */
+	uint32_t cpu, start;  /* the entry's */
+	uint64_t off;
+};
+
+/* Structure of block i (header r at off, words w8 whose CRC is bcrc): kept
+ * in snap->blocks, or skipped with a warning. */
+static void check_block(struct kd_snap *snap, uint32_t i, uint64_t off,
+                        const struct ktrace_block_rec *r, const uint8_t *w8, uint32_t bcrc)
+{
+	struct kd_snap_block *nb;
+	uint32_t h, t;
+
+	if (r->cpu >= snap->info.ncpus) {
+		kd_warn(&snap->warn, off,
+		             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
+		             "; block skipped", i, r->cpu, snap->info.ncpus);
+		snap->damaged_blocks++;
+		return;
+	}
+	h = r->nwords >= 5 ? le32(w8) : 0;
+	t = r->nwords >= 5 ? le32(w8 + 4) : 0;
+	if (r->nwords < 5 || KTRACE_REC_EV(h) != 4 ||
+	    KTRACE_EXT_TYPE(t) != KTRACE_EXT_BLOCK_START) {
+		kd_warn(&snap->warn, off + sizeof(*r),
+		             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+		             "): does not start with a BLOCK_START record; block skipped",
+		             i, r->cpu, r->start);
+		snap->damaged_blocks++;
+		return;
+	}
+	if (le32(w8 + 8) != r->start) {
+		kd_warn(&snap->warn, off + sizeof(*r) + 8,
+		             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
+		             " differs from the entry's S %" PRIu32
+		             " (block reused while copied?); block skipped", i, r->cpu,
+		             le32(w8 + 8), r->start);
+		snap->damaged_blocks++;
+		return;
+	}
+	nb = &snap->blocks[snap->nblocks++];
+	nb->offset = off;
+	nb->tsc = le32(w8 + 12) | (uint64_t)le32(w8 + 16) << 32;
+	nb->nwords = r->nwords;
+	nb->cpu = r->cpu;
+	nb->start = r->start;
+	nb->core = 0;
+	nb->slot = KTRACE_EXT_ARG(t);
+	nb->crc = bcrc;
+}
+
 static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint64_t pos = 0, size = x->s.size;
-	uint32_t n = x->s.count;
-	struct kd_snap_block *nb;
+	uint32_t n = x->s.count, crc = 0, ndef = 0;
+	size_t capdef = 0;
+	struct deferred *def = NULL;
+	struct kd_win w = { 0 };
+	int rc = 0;
 
 	if ((uint64_t)n * sizeof(struct ktrace_block_rec) > size) /* an empty block is 16 bytes */
 		return fail(err, KD_ECORRUPT, 1, x->entry_off + 4,
 		            SEC_FMT "count %" PRIu32 " cannot fit in %" PRIu64 " bytes", SEC_ARGS(x),
 		            n, size);
-	if (!x->crc_ok)
-		kd_warn(&snap->warn, x->s.offset,
-		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
-	if (!n)
-		return 0;
-	nb = kd_xrealloc(snap->blocks, ((size_t)snap->nblocks + n) * sizeof(*nb),
-	                      "the block list");
-	snap->blocks = nb;
+	if (n)
+		snap->blocks = kd_xrealloc(snap->blocks,
+		                           ((size_t)snap->nblocks + n) * sizeof(*snap->blocks),
+		                           "the block list");
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_block_rec r;
 		uint64_t off = x->s.offset + pos;
-		const uint8_t *w;
-		uint32_t h, t;
+		const uint8_t *w8;
+		uint32_t bcrc;
 
 		if (size - pos < sizeof(r)) {
 			kd_warn(&snap->warn, off,
@@ -457,7 +617,9 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 			snap->unreadable_blocks += n - i;
 			break;
 		}
-		memcpy(&r, x->p + pos, sizeof(r));
+		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, off, sizeof(r))))
+			goto trunc;
+		memcpy(&r, w8, sizeof(r));
 		if (r.nwords > KTRACE_BLOCK_WORDS ||
 		    size - pos - sizeof(r) < (uint64_t)r.nwords * 4) {
 			kd_warn(&snap->warn, off + 4,
@@ -469,58 +631,61 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 			snap->unreadable_blocks += n - i;
 			break;
 		}
-		w = x->p + pos + sizeof(r);
+		crc = kd_crc32c(crc, &r, sizeof(r));
+		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, off + sizeof(r), (size_t)r.nwords * 4)))
+			goto trunc;
+		crc = kd_crc32c(crc, w8, (size_t)r.nwords * 4);
 		pos += sizeof(r) + (uint64_t)r.nwords * 4;
 		if (r.nwords == 0)
 			continue; /* claimed but never written: nothing to decode */
-		/* A good section CRC covers every block: skip the second pass. */
-		if (!x->crc_ok && kd_crc32c(0, w, (size_t)r.nwords * 4) != r.crc) {
-			kd_warn(&snap->warn, off,
-			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
-			             "): CRC mismatch; block skipped", i, r.cpu, r.start);
-			snap->damaged_blocks++;
+		bcrc = kd_crc32c(0, w8, (size_t)r.nwords * 4);
+		if (bcrc == r.crc) {
+			check_block(snap, i, off, &r, w8, bcrc);
 			continue;
 		}
-		if (r.cpu >= snap->info.ncpus) {
-			kd_warn(&snap->warn, off,
-			             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
-			             "; block skipped", i, r.cpu, snap->info.ncpus);
-			snap->damaged_blocks++;
-			continue;
-		}
-		h = r.nwords >= 5 ? le32(w) : 0;
-		t = r.nwords >= 5 ? le32(w + 4) : 0;
-		if (r.nwords < 5 || KTRACE_REC_EV(h) != 4 ||
-		    KTRACE_EXT_TYPE(t) != KTRACE_EXT_BLOCK_START) {
-			kd_warn(&snap->warn, off + sizeof(r),
-			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
-			             "): does not start with a BLOCK_START record; block skipped",
-			             i, r.cpu, r.start);
-			snap->damaged_blocks++;
-			continue;
-		}
-		if (le32(w + 8) != r.start) {
-			kd_warn(&snap->warn, off + sizeof(r) + 8,
-			             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
-			             " differs from the entry's S %" PRIu32
-			             " (block reused while copied?); block skipped", i, r.cpu,
-			             le32(w + 8), r.start);
-			snap->damaged_blocks++;
-			continue;
-		}
-		nb = &snap->blocks[snap->nblocks++];
-		nb->offset = off;
-		nb->words = w;
-		nb->nwords = r.nwords;
-		nb->cpu = r.cpu;
-		nb->start = r.start;
-		nb->core = 0;
+		if (kd_grow(&def, &capdef, ndef, sizeof(*def), "the block list"))
+			goto nomem;
+		def[ndef++] = (struct deferred){ i, r.cpu, r.start, off };
 	}
 	if (pos != size && snap->unreadable_blocks == 0)
 		kd_warn(&snap->warn, x->s.offset + pos,
 		             SEC_FMT "%" PRIu64 " bytes after the last block ignored", SEC_ARGS(x),
 		             size - pos);
-	return 0;
+	if (src_crc(&snap->src, &w, x->s.offset + pos, size - pos, &crc))
+		goto trunc;
+	if (crc != x->s.crc)
+		kd_warn(&snap->warn, x->s.offset,
+		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
+	for (uint32_t j = 0; j < ndef; j++) {
+		struct ktrace_block_rec r;
+		const uint8_t *w8;
+
+		if (crc != x->s.crc) {
+			kd_warn(&snap->warn, def[j].off,
+			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+			             "): CRC mismatch; block skipped", def[j].i, def[j].cpu, def[j].start);
+			snap->damaged_blocks++;
+			continue;
+		}
+		/* The good section CRC vouches for the block: judge its structure. */
+		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off, sizeof(r))))
+			goto trunc;
+		memcpy(&r, w8, sizeof(r));
+		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off + sizeof(r),
+		                   (size_t)r.nwords * 4)))
+			goto trunc;
+		check_block(snap, def[j].i, def[j].off, &r, w8, kd_crc32c(0, w8, (size_t)r.nwords * 4));
+	}
+	goto out;
+nomem:
+	rc = fail(err, KD_ENOMEM, 0, 0, "out of memory reading BLOCKS");
+	goto out;
+trunc:
+	rc = truncated(snap, err);
+out:
+	free(def);
+	win_free(&w);
+	return rc;
 }
 
 static int read_small(struct kd_snap *snap, const struct sec *x, void *dst, size_t size,
@@ -633,32 +798,59 @@ static int read_sched(struct kd_snap *snap, const struct sec *x, struct kd_dec_e
 
 /* ---- the file ------------------------------------------------------------ */
 
-int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
-                      struct kd_dec_error *err)
+/* Load section x's payload for pass 2 (a copy when reading a file). */
+static int sec_load(struct kd_snap *snap, struct sec *x)
 {
-	const uint8_t *buf = vbuf;
+	if (snap->src.buf) {
+		x->p = snap->src.buf + x->s.offset;
+		return 0;
+	}
+	x->mem = kd_xmalloc((size_t)x->s.size + 1, "a section");
+	x->p = x->mem;
+	return kd_dec_pread(snap->src.fd, x->mem, x->s.offset, x->s.size, snap->src.path,
+	                    snap->src.len) == x->s.size ? 0 : -1;
+}
+
+static void sec_unload(struct sec *x)
+{
+	free(x->mem);
+	x->mem = NULL;
+	x->p = NULL;
+}
+
+/* Stage 1 on snap->src (kd_snap_read, kd_snap_read_fd). */
+static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
+{
 	struct ktrace_file_header *h = &snap->hdr;
 	struct ktrace_file_header tmp;
 	struct sec *secs = NULL;
-	uint64_t table_end;
+	struct kd_win w = { 0 };
+	uint64_t len = snap->src.len;
+	const uint8_t *p;
 	uint32_t crc, seen = 0, info_idx = UINT32_MAX;
 	int rc = 0;
 
-	memset(snap, 0, sizeof(*snap));
-	snap->buf = buf;
-	snap->len = len;
 	if (!host_is_little_endian())
 		return fail(err, KD_EFORMAT, 0, 0,
 		            "this decoder runs on little-endian hosts only");
 	if (len < 8)
 		return fail(err, KD_EFORMAT, 1, 0,
-		            "not a ktrace snapshot (%zu bytes, too short for the magic)", len);
-	if (memcmp(buf, KTRACE_FILE_MAGIC, 8) != 0)
-		return fail(err, KD_EFORMAT, 1, 0, "not a ktrace snapshot (bad magic)");
-	if (len < HDR_SIZE)
-		return fail(err, KD_ECORRUPT, 1, len,
-		            "file truncated: %zu bytes, the header alone is %zu", len, HDR_SIZE);
-	memcpy(h, buf, HDR_SIZE);
+		            "not a ktrace snapshot (%" PRIu64 " bytes, too short for the magic)", len);
+	if (!(p = src_get(&snap->src, &w, 4096, 0, len < HDR_SIZE ? 8 : HDR_SIZE))) {
+		rc = truncated(snap, err);
+		goto out;
+	}
+	if (memcmp(p, KTRACE_FILE_MAGIC, 8) != 0) {
+		rc = fail(err, KD_EFORMAT, 1, 0, "not a ktrace snapshot (bad magic)");
+		goto out;
+	}
+	if (len < HDR_SIZE) {
+		rc = fail(err, KD_ECORRUPT, 1, len,
+		          "file truncated: %" PRIu64 " bytes, the header alone is %zu", len, HDR_SIZE);
+		goto out;
+	}
+	memcpy(h, p, HDR_SIZE);
+	win_free(&w);
 	if (h->byte_order != KTRACE_BYTE_ORDER_MARK) {
 		if (h->byte_order == 0x04030201u)
 			return fail(err, KD_EFORMAT, 1, 8,
@@ -685,14 +877,14 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 		            h->header_crc, crc);
 	if (h->file_size > len)
 		return fail(err, KD_ECORRUPT, 1, len,
-		            "file truncated: header says %" PRIu64 " bytes, file has %zu",
+		            "file truncated: header says %" PRIu64 " bytes, file has %" PRIu64,
 		            h->file_size, len);
 	if (h->file_size < len) {
 		kd_warn(&snap->warn, h->file_size,
-		             "%zu bytes after the end the header gives; ignored",
-		             len - (size_t)h->file_size);
-		len = (size_t)h->file_size;
-		snap->len = len;
+		             "%" PRIu64 " bytes after the end the header gives; ignored",
+		             len - h->file_size);
+		len = h->file_size;
+		snap->src.len = len;
 	}
 	if (h->section_entry_size != SEC_SIZE)
 		return fail(err, KD_ECORRUPT, 1, 20,
@@ -706,10 +898,8 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 	if ((uint64_t)h->section_count * SEC_SIZE > len - h->section_table_offset)
 		return fail(err, KD_ECORRUPT, 1, 16,
 		            "section table (%" PRIu32 " entries at 0x%" PRIx64
-		            ") runs past the end of the file (%zu bytes)", h->section_count,
+		            ") runs past the end of the file (%" PRIu64 " bytes)", h->section_count,
 		            h->section_table_offset, len);
-	table_end = h->section_table_offset + (uint64_t)h->section_count * SEC_SIZE;
-	(void)table_end;
 	if (h->section_count == 0)
 		return fail(err, KD_ECORRUPT, 1, 16, "section table is empty (no INFO)");
 
@@ -721,7 +911,11 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 
 		x->index = i;
 		x->entry_off = h->section_table_offset + (uint64_t)i * SEC_SIZE;
-		memcpy(&x->s, buf + x->entry_off, SEC_SIZE);
+		if (!(p = src_get(&snap->src, &w, WIN_SCAN, x->entry_off, SEC_SIZE))) {
+			rc = truncated(snap, err);
+			goto out;
+		}
+		memcpy(&x->s, p, SEC_SIZE);
 		if (x->s.offset % 8 || x->s.offset < HDR_SIZE) {
 			rc = fail(err, KD_ECORRUPT, 1, x->entry_off + 8,
 			          SEC_FMT "offset 0x%" PRIx64 " is misaligned or inside the header",
@@ -731,14 +925,20 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 		if (x->s.offset > len || x->s.size > len - x->s.offset) {
 			rc = fail(err, KD_ECORRUPT, 1, x->entry_off + 8,
 			          SEC_FMT "at 0x%" PRIx64 " size %" PRIu64
-			          " runs past the end of the file (%zu bytes)",
+			          " runs past the end of the file (%" PRIu64 " bytes)",
 			          SEC_ARGS(x), x->s.offset, x->s.size, len);
 			goto out;
 		}
-		x->p = buf + x->s.offset;
-		if ((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
-		    x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED) {
-			x->crc_ok = kd_crc32c(0, x->p, (size_t)x->s.size) == x->s.crc;
+		/* BLOCKS' CRC is checked in its one walk (read_blocks). */
+		if (((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
+		     x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED) &&
+		    x->s.type != KTRACE_SEC_BLOCKS) {
+			crc = 0;
+			if (src_crc(&snap->src, &w, x->s.offset, x->s.size, &crc)) {
+				rc = truncated(snap, err);
+				goto out;
+			}
+			x->crc_ok = crc == x->s.crc;
 			if (x->s.type == KTRACE_SEC_INFO && info_idx == UINT32_MAX)
 				info_idx = i;
 		}
@@ -748,7 +948,13 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 		          "no INFO section in the section table");
 		goto out;
 	}
+	win_free(&w);
+	if (sec_load(snap, &secs[info_idx])) {
+		rc = truncated(snap, err);
+		goto out;
+	}
 	rc = read_info(snap, &secs[info_idx], err);
+	sec_unload(&secs[info_idx]);
 	if (rc)
 		goto out;
 
@@ -763,7 +969,13 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 				             SEC_ARGS(x), x->crc_ok ? "is a second one" : "CRC mismatch");
 				continue;
 			}
-			if ((rc = read_sched(snap, x, err)) != 0)
+			if (sec_load(snap, x)) {
+				rc = truncated(snap, err);
+				goto out;
+			}
+			rc = read_sched(snap, x, err);
+			sec_unload(x);
+			if (rc)
 				goto out;
 			continue;
 		}
@@ -784,6 +996,10 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 				continue;
 			}
 		}
+		if (type != KTRACE_SEC_BLOCKS && sec_load(snap, x)) {
+			rc = truncated(snap, err);
+			goto out;
+		}
 		switch (type) {
 		case KTRACE_SEC_ANCHORS: rc = read_anchors(snap, x, err); break;
 		case KTRACE_SEC_FUNCS: rc = read_funcs(snap, x, err); break;
@@ -802,18 +1018,66 @@ int kd_snap_read(const void *vbuf, size_t len, struct kd_snap *snap,
 			break;
 		case KTRACE_SEC_BUDGET: rc = read_budget(snap, x, err); break;
 		}
+		sec_unload(x);
 		if (rc)
 			goto out;
 	}
 out:
+	win_free(&w);
+	if (secs)
+		for (uint32_t i = 0; i < h->section_count; i++)
+			sec_unload(&secs[i]);
 	free(secs);
 	if (rc)
 		kd_snap_free(snap);
 	return rc;
 }
 
+int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
+                      struct kd_dec_error *err)
+{
+	memset(snap, 0, sizeof(*snap));
+	snap->src.buf = buf;
+	snap->src.len = len;
+	snap->src.fd = -1;
+	return snap_read(snap, err);
+}
+
+int kd_snap_read_fd(int fd, uint64_t len, const char *path, struct kd_snap *snap,
+                         struct kd_dec_error *err)
+{
+	int rc;
+
+	memset(snap, 0, sizeof(*snap));
+	snap->src.fd = fd;
+	snap->src.len = len;
+	snap->src.path = kd_xstrdup(path, "the file name");
+	{
+		struct stat st;
+
+		if (fstat(fd, &st) == 0) {
+			snap->src.mtime_ns = mtime_ns(&st);
+			snap->src.ino = (uint64_t)st.st_ino;
+		}
+	}
+	rc = snap_read(snap, err);
+	if (rc)
+		kd_snap_free(snap); /* also what an early error left: fd, path */
+	return rc;
+}
+
 void kd_snap_free(struct kd_snap *snap)
 {
+	if (snap->wins)
+		for (uint32_t i = 0; i < snap->ncores; i++)
+			win_free(&snap->wins[i]);
+	free(snap->wins);
+	snap->wins = NULL;
+	if (snap->src.fd >= 0 && !snap->src.buf)
+		close(snap->src.fd);
+	snap->src.fd = -1;
+	free(snap->src.path);
+	snap->src.path = NULL;
 	free(snap->anchors);
 	free(snap->threads);
 	for (uint32_t i = 0; i < snap->nnames; i++)
@@ -940,27 +1204,27 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
 }
 
 /*
- * The file is read, not mapped: a mapped file that someone truncates while
- * the decoder walks it kills the decoder with SIGBUS, and a copy costs a
- * few percent of a decode (bench/RESULTS.md, "decoder: read vs mmap").  A
- * regular file is read to the size fstat() gave; coming up short means it
- * was truncated meanwhile, which is an error, not a smaller snapshot.
- * Pipes and sockets (`ktrace-decode <(zcat f.ktrace.gz)`) are read to EOF;
- * anything else (a directory, a device) is refused.
+ * Read what kd_dec_open_path opened (fd, st; fd < 0: the open failed with
+ * errno) whole into memory, and close it.  A regular file is read to the
+ * size fstat() gave; coming up short means it was truncated meanwhile,
+ * which is an error, not a smaller snapshot.  Pipes and sockets are read to
+ * EOF; anything else (a directory, a device) is refused.  Files are read,
+ * never mapped: a mapped file that someone truncates while the decoder
+ * walks it kills the decoder with SIGBUS.
  */
-int kd_dec_read_file(const char *path, char **bufp, size_t *lenp, struct kd_dec_error *err)
+int kd_dec_read_fd(int fd, const struct stat *stp, const char *path, char **bufp,
+                        size_t *lenp, struct kd_dec_error *err)
 {
 	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
-	int fd;
 	char msg[300];
 
-	fd = kd_dec_open_path(path, &st);
 	if (fd < 0) {
 		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
 		return kd_dec_fail(err, KD_EIO, msg);
 	}
+	st = *stp;
 	if (S_ISREG(st.st_mode)) {
 		size_t want = (size_t)st.st_size;
 
@@ -1012,5 +1276,13 @@ fail_io:
 	free(buf);
 	close(fd);
 	return kd_dec_fail(err, KD_EIO, msg);
+}
+
+int kd_dec_read_file(const char *path, char **bufp, size_t *lenp, struct kd_dec_error *err)
+{
+	struct stat st;
+	int fd = kd_dec_open_path(path, &st);
+
+	return kd_dec_read_fd(fd, &st, path, bufp, lenp, err);
 }
 

@@ -216,13 +216,22 @@ void kd_strpool_free(struct kd_strpool *p)
 /* ---- CRC-32C ------------------------------------------------------------------ */
 
 static uint32_t crc_table[8][256];
+static int crc_sse42; /* set once, before main(): later calls only read */
 
 __attribute__((constructor)) static void crc_init(void)
 {
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	crc_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
 	ktrace_crc32c_tables(crc_table);
 }
 
 uint32_t kd_crc32c(uint32_t crc, const void *buf, size_t len)
 {
+#if defined(__x86_64__)
+	if (crc_sse42)
+		return ktrace_crc32c_sse42(crc, buf, len);
+#endif
 	return ktrace_crc32c_sw(crc_table, crc, buf, len);
 }

@@ -4,13 +4,17 @@
  * no crc32 instruction, the decoder as its only one.  Header-only, not
  * installed.  Slice-by-8 over a table the caller fills once
  * (ktrace_crc32c_tables) and then only reads, so it is thread-safe and
- * async-signal-safe as long as the table is built before first use.
+ * async-signal-safe as long as the table is built before first use; on
+ * x86-64 also the SSE4.2 crc32 instruction (ktrace_crc32c_sse42: 8 bytes per
+ * instruction, several times the table's speed), for callers that checked
+ * __builtin_cpu_supports("sse4.2") once.
  */
 #ifndef KTRACE_CRC32C_PORTABLE_H
 #define KTRACE_CRC32C_PORTABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define KTRACE_CRC32C_POLY 0x82F63B78u /* reflected Castagnoli polynomial */
 
@@ -52,5 +56,26 @@ ktrace_crc32c_sw(const uint32_t table[8][256], uint32_t crc, const void *buf, si
 		crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF];
 	return ~crc;
 }
+
+#if defined(__x86_64__)
+/* Continue a CRC-32C with the SSE4.2 instruction (the cpu must have it). */
+__attribute__((target("sse4.2"), no_instrument_function)) static inline uint32_t
+ktrace_crc32c_sse42(uint32_t crc, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint64_t c = ~crc;
+
+	for (; len && ((uintptr_t)p & 7); len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c = __builtin_ia32_crc32di(c, v);
+	}
+	for (; len; len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	return ~(uint32_t)c;
+}
+#endif
 
 #endif

@@ -24,24 +24,6 @@ __attribute__((constructor, no_instrument_function)) static void build_tables(vo
 	ktrace_crc32c_tables(table);
 }
 
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"), no_instrument_function)) static uint32_t
-crc_sse42(uint32_t crc, const unsigned char *p, size_t len)
-{
-	uint64_t c = ~crc;
-
-	for (; len && ((uintptr_t)p & 7); len--)
-		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-	for (; len >= 8; len -= 8, p += 8) {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		c = __builtin_ia32_crc32di(c, v);
-	}
-	for (; len; len--)
-		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-	return ~(uint32_t)c;
-}
-#endif
 
 __attribute__((no_instrument_function)) uint32_t
 ktrace__crc32c(uint32_t crc, const void *buf, size_t len)
@@ -50,7 +32,7 @@ ktrace__crc32c(uint32_t crc, const void *buf, size_t len)
 
 #if defined(__x86_64__)
 	if (use_sse42)
-		return crc_sse42(crc, p, len);
+		return ktrace_crc32c_sse42(crc, p, len);
 #endif
 	return ktrace_crc32c_sw(table, crc, p, len);
 }
