@@ -209,6 +209,48 @@ static void test_decoder_harden_snapshot_truncated(void **state)
 	assert_non_null(strstr(err.msg, "truncated while it was read"));
 }
 
+/* A regular file is read again for each pass: truncated or rewritten after
+ * it was checked, the walk skips what is gone (never a crash, never SIGBUS)
+ * and kd_snap_changed() says the output may mix old and new data. */
+static void test_decoder_harden_snapshot_changed_between_passes(void **state)
+{
+	char path[128];
+	uint8_t *buf;
+	size_t len;
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec_opts o = { .no_symbols = 1, .stream = 1 };
+	struct kd_dec_error err;
+	struct kd_dec *d;
+	struct timespec later[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
+
+	(void)state;
+	snapbuild_scenario_big(sb, 2, 2000000); /* 8 MB: more than the windows hold */
+	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
+	snapbuild_free(sb);
+	snprintf(path, sizeof(path), "%s/changed.ktrace", tmpdir);
+	assert_int_equal(snapbuild_write_file(path, buf, len), 0);
+	free(buf);
+
+	/* Unchanged: decodes whole, not "changed". */
+	assert_int_equal(kd_dec_open_file(path, &o, &d, &err), 0);
+	assert_int_equal(kd_dec_walk(d, (struct kd_sink){ 0 }, &err), 0);
+	assert_int_equal(d->counts.calls, 1000000);
+	assert_false(kd_snap_changed(&d->snap));
+	/* Only its time changes: still "changed" (its bytes may have). */
+	assert_int_equal(utimensat(AT_FDCWD, path, later, 0), 0);
+	assert_true(kd_snap_changed(&d->snap));
+	kd_dec_free(d);
+
+	/* Cut to a quarter after the reader checked it: the walk reads what is
+	 * left, counts the rest as unreadable, and the file is "changed". */
+	assert_int_equal(kd_dec_open_file(path, &o, &d, &err), 0);
+	assert_int_equal(truncate(path, (off_t)(len / 4)), 0);
+	assert_int_equal(kd_dec_walk(d, (struct kd_sink){ 0 }, &err), 0);
+	assert_true(d->counts.calls < 1000000);
+	assert_true(kd_snap_changed(&d->snap));
+	kd_dec_free(d);
+}
+
 /* The executable named by MODULES is rebuilt (truncated) while its symbols
  * are read: a warning, numeric names, never SIGBUS. */
 static void test_decoder_harden_elf_truncated(void **state)
@@ -481,6 +523,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_decoder_harden_module_special),
 		cmocka_unit_test(test_decoder_harden_snapshot_special),
 		cmocka_unit_test(test_decoder_harden_snapshot_truncated),
+		cmocka_unit_test(test_decoder_harden_snapshot_changed_between_passes),
 		cmocka_unit_test(test_decoder_harden_elf_truncated),
 		cmocka_unit_test(test_decoder_harden_folded_deep),
 		cmocka_unit_test(test_decoder_harden_longjmp_summary),
