@@ -97,6 +97,20 @@ struct tstate {
 };
 
 /*
+ * The pre-pass (frames entered before the window) done during the cores'
+ * scan (scan_cores): when the scan met a thread's pieces in the thread's
+ * program order, the same matching on the same records gives the same
+ * frames, without reading them again.  A thread whose pieces order
+ * otherwise (clock skew between cores larger than a migration) gets the
+ * real pre-pass in each walk (valid = 0).
+ */
+struct prescan {
+	struct tstate s;     /* fstack, fdepth, pre, npre: as the pre-pass's */
+	int valid;           /* 1: s.pre is the thread's pre-pass result */
+	int started;         /* thread_start() done (first record in the window) */
+};
+
+/*
  * A piece: a maximal run of consecutive records of one (thread slot,
  * segment) in one core's stream.  Pieces are where a thread's records are
  * re-ordered: inside a piece the core's stream order is the program order.
@@ -132,6 +146,9 @@ struct reqev {
 struct kd_build {
 	struct kd_dec *d;
 	struct tstate ts;
+	struct kd_batch *batch;  /* the passes' decoded records (iter.h) */
+	struct prescan *prescan; /* [b->capprescan]: by thread index */
+	size_t capprescan;
 	size_t capthreads, capreqs, capmarks, capruns, capfuncs;
 	struct kd_umap thread_map;  /* slot -> thread index */
 	struct kd_umap addr_map;    /* address -> func index */
@@ -272,7 +289,21 @@ static uint32_t thread_of(struct kd_build *b, uint32_t slot)
 	return new_thread(b, slot, NULL);
 }
 
-static void emit(struct kd_build *b, struct kd_ev *e)
+/* What emit() numbers, for an event nobody sees (a walk without a sink):
+ * later events (marks) keep the places they have with a sink. */
+static inline void emit_none(struct kd_build *b, uint64_t tick)
+{
+	struct tstate *s = &b->ts;
+
+	s->seq++;
+	if (tick != s->sub_tick) {
+		s->sub_tick = tick;
+		s->nsub = 0;
+	}
+	s->nsub++;
+}
+
+static inline __attribute__((always_inline)) void emit(struct kd_build *b, struct kd_ev *e)
 {
 	struct tstate *s = &b->ts;
 
@@ -292,7 +323,7 @@ static void push(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t ti
                  uint32_t core, uint32_t flags)
 {
 	struct tstate *s = &b->ts;
-	struct kd_ev e = { 0 };
+	struct kd_ev e;
 
 	if (func == KD_NONE)
 		return;
@@ -302,6 +333,12 @@ static void push(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t ti
 		return;
 	}
 	s->stack[s->depth] = (struct frame){ tick, 0, func, core, flags, b->ncalls++ };
+	if (!b->sink.ev) {
+		s->depth++; /* a walk without a sink (summary): no event to build */
+		emit_none(b, tick);
+		return;
+	}
+	/* every field set (no memset: this runs for every call) */
 	e.kind = KD_EV_CALL_BEGIN;
 	e.thread = thread;
 	e.func = func;
@@ -309,6 +346,9 @@ static void push(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t ti
 	e.core = core;
 	e.flags = flags;
 	e.tick = tick;
+	e.begin = 0;
+	e.self = 0;
+	e.value = 0;
 	s->depth++;
 	emit(b, &e);
 }
@@ -318,27 +358,33 @@ static void close_top(struct kd_build *b, uint32_t thread, uint64_t tick, uint32
 	struct tstate *s = &b->ts;
 	struct frame *f = &s->stack[--s->depth];
 	struct kd_dec *d = b->d;
-	struct kd_ev e = { 0 };
+	struct kd_ev e;
 	uint64_t end = tick > f->begin ? tick : f->begin, dur = end - f->begin;
 
 	if (s->base > s->depth)
 		s->base = s->depth;
+	flags |= f->flags;
+	if (s->depth)
+		s->stack[s->depth - 1].child += dur;
+	d->counts.calls++;
+	d->counts.trunc_begin += !!(flags & KD_CALL_TRUNC_BEGIN);
+	d->counts.trunc_end += (flags & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST)) ==
+	                       KD_CALL_TRUNC_END;
+	d->counts.exit_lost += !!(flags & KD_CALL_EXIT_LOST);
+	if (!b->sink.ev) {
+		emit_none(b, end); /* a walk without a sink (summary) */
+		return;
+	}
 	e.kind = KD_EV_CALL_END;
 	e.thread = thread;
 	e.func = f->func;
 	e.depth = s->depth;
 	e.core = f->core;
-	e.flags = f->flags | flags;
+	e.flags = flags;
 	e.tick = end;
 	e.begin = f->begin;
 	e.self = dur > f->child ? dur - f->child : 0;
-	if (s->depth)
-		s->stack[s->depth - 1].child += dur;
-	d->counts.calls++;
-	d->counts.trunc_begin += !!(e.flags & KD_CALL_TRUNC_BEGIN);
-	d->counts.trunc_end += (e.flags & (KD_CALL_TRUNC_END | KD_CALL_EXIT_LOST)) ==
-	                       KD_CALL_TRUNC_END;
-	d->counts.exit_lost += !!(e.flags & KD_CALL_EXIT_LOST);
+	e.value = 0;
 	emit(b, &e);
 }
 
@@ -392,9 +438,9 @@ static void pop(struct kd_build *b, uint32_t thread, uint32_t func, uint64_t tic
 
 /* Pre-pass: the same matching on functions alone; an exit that finds
  * nothing at the outermost level was entered before the window. */
-static void pre_exit(struct kd_build *b, uint32_t func, uint32_t core, uint32_t span)
+static void pre_exit(struct kd_build *b, struct tstate *s, uint32_t func, uint32_t core,
+                     uint32_t span)
 {
-	struct tstate *s = &b->ts;
 	uint32_t lim = s->fdepth > MATCH_DEPTH ? s->fdepth - MATCH_DEPTH : 0, i;
 
 	if (func == KD_NONE)
@@ -415,9 +461,9 @@ static void pre_exit(struct kd_build *b, uint32_t func, uint32_t core, uint32_t 
 	s->pre[s->npre++] = (struct preframe){ func, core, KD_CALL_TRUNC_BEGIN | span };
 }
 
-static void pre_event(struct kd_build *b, const struct kd_dec_event *ev)
+static inline __attribute__((always_inline)) void
+pre_event(struct kd_build *b, struct tstate *s, const struct kd_dec_event *ev)
 {
-	struct tstate *s = &b->ts;
 	uint32_t span, f;
 
 	switch (ev->kind) {
@@ -438,7 +484,11 @@ static void pre_event(struct kd_build *b, const struct kd_dec_event *ev)
 	case KD_DK_EXIT_ADDR:
 	case KD_DK_SPAN_END:
 		f = func_of(b, ev, &span);
-		pre_exit(b, f, ev->core, span);
+		if (s->fdepth && s->fstack[s->fdepth - 1] == f && f != KD_NONE) {
+			s->fdepth--; /* the common case: the innermost frame returns */
+			return;
+		}
+		pre_exit(b, s, f, ev->core, span);
 		return;
 	default:
 		return;
@@ -648,110 +698,201 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	}
 }
 
+/* Thread th's pre-pass state (struct prescan), or NULL out of memory. */
+static struct prescan *prescan_of(struct kd_build *b, uint32_t th)
+{
+	while (th >= b->capprescan) {
+		size_t old = b->capprescan;
+
+		if (kd_grow(&b->prescan, &b->capprescan, old, sizeof(*b->prescan), "the threads"))
+			return NULL;
+		for (size_t i = old; i < b->capprescan; i++) {
+			memset(&b->prescan[i], 0, sizeof(b->prescan[i]));
+			b->prescan[i].valid = 1;
+		}
+	}
+	return &b->prescan[th];
+}
+
+/* One core's place in the scan. */
+struct cscan {
+	struct kd_core_iter it;
+	struct kd_batch *bt;     /* its current batch (bt->n = 0: exhausted) */
+	struct kd_dec_run run;   /* the run being built */
+	uint32_t cur;            /* its current piece, KD_NONE before any */
+	uint32_t cslot, cthread; /* slot -> thread of the last lookup */
+};
+
+/* One batch of core c: pieces, window counts, functions, runs, and the
+ * pre-pass of the batch's thread (struct prescan). */
+static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
+{
+	struct kd_dec *d = b->d;
+	struct kd_dec_core_stats *cs = &d->core_stats[c];
+	const struct kd_batch *bt = cc->bt;
+	struct kd_dec_run *run = &cc->run;
+	struct kd_dec_event ev;
+	struct prescan *ps;
+	uint32_t th;
+
+	ev.slot = bt->slot;
+	ev.seg = bt->seg;
+	ev.core = c;
+	/* A new piece starts at a batch's first event (one slot and segment
+	 * per batch): its start state is the batch's. */
+	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
+	    b->pieces[cc->cur].seg != bt->seg) {
+		struct piece *p;
+
+		if (cc->cthread == KD_NONE || cc->cslot != bt->slot) {
+			cc->cthread = thread_of(b, bt->slot);
+			cc->cslot = bt->slot;
+		}
+		if (cc->cthread == KD_NONE ||
+		    kd_grow(&b->pieces, &b->cappieces, b->npieces, sizeof(*b->pieces),
+		            "the timeline")) {
+			b->oom = 1;
+			return;
+		}
+		p = &b->pieces[b->npieces];
+		p->first_tick = bt->tick[0];
+		p->nrec = 0;
+		p->ref_tick = bt->ref_tick;
+		p->ref_ts20 = bt->ref_ts20;
+		p->blk = bt->blk;
+		p->pos = bt->pos;
+		p->core = c;
+		p->slot = bt->slot;
+		p->seg = bt->seg;
+		p->thread = cc->cthread;
+		p->idx = b->npieces;   /* the scan's order: see struct prescan */
+		cc->cur = b->npieces++;
+	}
+	b->pieces[cc->cur].nrec += bt->n;
+	th = b->pieces[cc->cur].thread;
+	if (!(ps = prescan_of(b, th))) {
+		b->oom = 1;
+		return;
+	}
+	for (uint32_t i = 0; i < bt->n; i++) {
+		int w;
+
+		ev.tick = bt->tick[i];
+		ev.id = bt->id[i];
+		ev.kind = bt->kind[i];
+		ev.value = bt->value[i];
+		w = outside(b, ev.tick, bt->blk_tick);
+		if (w == 1) {
+			cs->dropped++;
+			d->dropped++;
+			continue;
+		}
+		if (w == 2) {
+			cs->dropped_after++;
+			d->dropped_after++;
+			continue;
+		}
+		cs->events++;
+		d->threads[th].events++;
+		if (ps->valid) {
+			if (!ps->started) {
+				ps->started = 1;
+				thread_start(b, th, ev.tick, ev.core);
+			}
+			pre_event(b, &ps->s, &ev);
+		}
+		if (ev.tick > cs->last_tick)
+			cs->last_tick = ev.tick;
+		/* Every function gets its index here, so names are known before
+		 * any walk (streamed sinks print them as they go). */
+		if (ev.kind == KD_DK_ENTER || ev.kind == KD_DK_EXIT) {
+			if (b->id_func[ev.id % KTRACE_FUNC_ID_COUNT] == KD_NONE)
+				func_id(b, ev.id % KTRACE_FUNC_ID_COUNT);
+		} else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
+		           ev.kind != KD_DK_REQ_END) {
+			uint32_t span;
+
+			func_of(b, &ev, &span);
+		}
+		if (run->events && (run->thread != th || ev.tick > run->end + b->run_gap)) {
+			if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
+			            "the core runs")) {
+				b->oom = 1;
+				return;
+			}
+			d->runs[d->nruns++] = *run;
+			run->events = 0;
+		}
+		if (!run->events) {
+			run->begin = ev.tick;
+			run->end = ev.tick;
+			run->core = c;
+			run->thread = th;
+		}
+		if (ev.tick > run->end)
+			run->end = ev.tick;
+		run->events++;
+	}
+}
+
+static int cmp_run_core(const void *x, const void *y)
+{
+	const struct kd_dec_run *a = x, *b = y;
+
+	return a->core != b->core ? (a->core < b->core ? -1 : 1) :
+	       a->begin != b->begin ? (a->begin < b->begin ? -1 : 1) : 0;
+}
+
 /*
- * Pass 1, per core in stream order: cut the stream into pieces, count what
- * falls outside the window, and record which thread ran where (runs).
+ * Pass 1: cut the cores' streams into pieces, count what falls outside the
+ * window, record which thread ran where (runs), and run the pre-pass of
+ * every thread.  The cores are read together, a batch at a time, always the
+ * batch that starts earliest: a thread that moved from one core to another
+ * is then seen in its program order (its records on the first core all
+ * precede the move, those on the second follow it), which the pieces'
+ * order confirms thread by thread before the scan's pre-pass is trusted.
  */
 static void scan_cores(struct kd_build *b)
 {
 	struct kd_dec *d = b->d;
 	const struct kd_snap *snap = &d->snap;
+	uint32_t nc = snap->ncores;
+	struct cscan *cc = kd_xcalloc(nc ? nc : 1, sizeof(*cc), "the cores");
 
-	for (uint32_t c = 0; c < snap->ncores && !b->oom; c++) {
-		struct kd_dec_core_stats *cs = &d->core_stats[c];
-		struct kd_core_iter it;
-		struct kd_dec_event ev;
-		struct kd_dec_run run = { 0 };
-		uint32_t cur = KD_NONE, cslot = 0, cthread = KD_NONE;
+	for (uint32_t c = 0; c < nc; c++) {
+		kd_core_iter_init(&cc[c].it, snap, c, &d->snap.warn);
+		cc[c].bt = kd_xcalloc(1, sizeof(*cc[c].bt), "the cores");
+		cc[c].cur = KD_NONE;
+		cc[c].cthread = KD_NONE;
+		kd_iter_batch(&cc[c].it, cc[c].bt, KD_BATCH);
+	}
+	while (!b->oom) {
+		uint32_t best = KD_NONE;
 
-		kd_core_iter_init(&it, snap, c, &d->snap.warn);
-		while (kd_iter_next(&it, &ev)) {
-			struct piece *p;
-			uint32_t th;
-			int w;
-
-			if (cur == KD_NONE || b->pieces[cur].slot != ev.slot ||
-			    b->pieces[cur].seg != ev.seg) {
-				if (cthread == KD_NONE || cslot != ev.slot) {
-					cthread = thread_of(b, ev.slot);
-					cslot = ev.slot;
-				}
-				if (cthread == KD_NONE ||
-				    kd_grow(&b->pieces, &b->cappieces, b->npieces, sizeof(*b->pieces),
-				            "the timeline")) {
-					b->oom = 1;
-					break;
-				}
-				p = &b->pieces[b->npieces];
-				p->first_tick = ev.tick;
-				p->nrec = 0;
-				p->ref_tick = it.ev_ref_tick;
-				p->ref_ts20 = it.ev_ref_ts20;
-				p->blk = it.blk - 1;
-				p->pos = it.ev_pos;
-				p->core = c;
-				p->slot = ev.slot;
-				p->seg = ev.seg;
-				p->thread = cthread;
-				p->idx = b->npieces;
-				cur = b->npieces++;
-			}
-			b->pieces[cur].nrec++;
-			th = b->pieces[cur].thread;
-			w = outside(b, ev.tick, it.blk_tick);
-			if (w == 1) {
-				cs->dropped++;
-				d->dropped++;
-				continue;
-			}
-			if (w == 2) {
-				cs->dropped_after++;
-				d->dropped_after++;
-				continue;
-			}
-			cs->events++;
-			d->threads[th].events++;
-			if (ev.tick > cs->last_tick)
-				cs->last_tick = ev.tick;
-			/* Every function gets its index here, so names are known
-			 * before any walk (streamed sinks print them as they go). */
-			if (ev.kind == KD_DK_ENTER || ev.kind == KD_DK_EXIT) {
-				if (b->id_func[ev.id % KTRACE_FUNC_ID_COUNT] == KD_NONE)
-					func_id(b, ev.id % KTRACE_FUNC_ID_COUNT);
-			} else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
-			           ev.kind != KD_DK_REQ_END) {
-				uint32_t span;
-
-				func_of(b, &ev, &span);
-			}
-			if (run.events && (run.thread != th || ev.tick > run.end + b->run_gap)) {
-				if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
-				            "the core runs")) {
-					b->oom = 1;
-					break;
-				}
-				d->runs[d->nruns++] = run;
-				run.events = 0;
-			}
-			if (!run.events) {
-				run.begin = ev.tick;
-				run.end = ev.tick;
-				run.core = c;
-				run.thread = th;
-			}
-			if (ev.tick > run.end)
-				run.end = ev.tick;
-			run.events++;
-		}
-		if (run.events) {
+		for (uint32_t c = 0; c < nc; c++)
+			if (cc[c].bt->n && (best == KD_NONE ||
+			                    cc[c].bt->tick[0] < cc[best].bt->tick[0]))
+				best = c;
+		if (best == KD_NONE)
+			break;
+		scan_batch(b, &cc[best], best);
+		kd_iter_batch(&cc[best].it, cc[best].bt, KD_BATCH);
+	}
+	for (uint32_t c = 0; c < nc; c++) {
+		if (cc[c].run.events && !b->oom) {
 			if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
-					"the core runs"))
+			            "the core runs"))
 				b->oom = 1;
 			else
-				d->runs[d->nruns++] = run;
+				d->runs[d->nruns++] = cc[c].run;
 		}
-		cs->damaged_tails = it.damaged_tails;
+		d->core_stats[c].damaged_tails = cc[c].it.damaged_tails;
+		free(cc[c].bt);
 	}
+	free(cc);
+	/* Runs by core, then time, as one core after another gave them. */
+	if (d->nruns)
+		qsort(d->runs, d->nruns, sizeof(*d->runs), cmp_run_core);
 }
 
 static int cmp_piece(const void *a, const void *b)
@@ -840,29 +981,45 @@ static void progress(struct kd_build *b, int end)
 static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 {
 	const struct kd_snap *snap = &b->d->snap;
+	struct kd_batch *bt = b->batch;
 	struct kd_core_iter it;
 	struct kd_dec_event ev;
 
 	for (uint32_t i = b->thread_piece[th]; i < b->thread_piece[th + 1] && !b->oom; i++) {
 		const struct piece *p = &b->pieces[i];
+		uint64_t left = p->nrec;
 
 		kd_core_iter_init(&it, snap, p->core, NULL);
 		kd_core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
-		for (uint64_t k = 0; k < p->nrec && !b->oom; k++) {
-			if (!kd_iter_next(&it, &ev))
+		ev.slot = p->slot;
+		ev.seg = p->seg;
+		ev.core = p->core;
+		while (left && !b->oom) {
+			uint32_t n = kd_iter_batch(&it, bt, left < KD_BATCH ? (uint32_t)left : KD_BATCH);
+
+			if (!n)
 				break;
-			if (__builtin_expect(!(++b->done & 0xfffff), 0) && b->d->opts.progress)
+			left -= n;
+			b->done += n;
+			if (__builtin_expect((b->done >> 20) != ((b->done - n) >> 20), 0) &&
+			    b->d->opts.progress)
 				progress(b, 0);
-			if (outside(b, ev.tick, it.blk_tick))
-				continue;
-			if (pre) {
-				if (!b->ts.seen) {
-					b->ts.seen = 1;
-					thread_start(b, th, ev.tick, ev.core);
+			for (uint32_t k = 0; k < n && !b->oom; k++) {
+				ev.tick = bt->tick[k];
+				ev.id = bt->id[k];
+				ev.kind = bt->kind[k];
+				ev.value = bt->value[k];
+				if (outside(b, ev.tick, bt->blk_tick))
+					continue;
+				if (pre) {
+					if (!b->ts.seen) {
+						b->ts.seen = 1;
+						thread_start(b, th, ev.tick, ev.core);
+					}
+					pre_event(b, &b->ts, &ev);
+				} else {
+					on_event(b, &ev, th);
 				}
-				pre_event(b, &ev);
-			} else {
-				on_event(b, &ev, th);
 			}
 		}
 	}
@@ -915,6 +1072,7 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	d->tsc_hz = snap->info.tsc_hz;
 	d->trigger_req = KD_NONE;
 	b = kd_xcalloc(1, sizeof(*b), "the timeline");
+	b->batch = kd_xcalloc(1, sizeof(*b->batch), "the timeline");
 	d->build = b;
 	d->core_stats = kd_xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	b->d = d;
@@ -975,6 +1133,18 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
 	b->nthreads = d->nthreads;
 	order_pieces(b);
+	/* The scan's pre-pass stands for a thread whose pieces the scan met in
+	 * the order they are walked; free what the scan no longer needs. */
+	for (uint32_t t = 0; t < b->capprescan && t < b->nthreads; t++) {
+		struct prescan *ps = &b->prescan[t];
+
+		for (uint32_t i = b->thread_piece[t] + 1; ps->valid && i < b->thread_piece[t + 1]; i++)
+			if (b->pieces[i].idx < b->pieces[i - 1].idx)
+				ps->valid = 0;
+		free(ps->s.fstack);
+		ps->s.fstack = NULL;
+		ps->s.capf = ps->s.fdepth = 0;
+	}
 
 	/* Window end: the earliest copy_tsc; without one, the newest record, or
 	 * the snapshot moment if it is just after it (calls still running then
@@ -1018,8 +1188,12 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	b->done = 0;
 	b->total = 0;
 	b->walk_ns = d->opts.progress ? mono_ns() : 0;
-	for (uint32_t i = 0; i < b->npieces; i++)
-		b->total += (sink.ev ? 2 : 1) * b->pieces[i].nrec;
+	for (uint32_t i = 0; i < b->npieces; i++) {
+		uint32_t t = b->pieces[i].thread;
+		int pre = sink.ev && !(t < b->capprescan && b->prescan[t].valid);
+
+		b->total += (pre ? 2 : 1) * b->pieces[i].nrec;
+	}
 	for (uint32_t th = 0; th < nthreads && !b->oom; th++) {
 		struct kd_dec_thread *t = &d->threads[th];
 		struct kd_ev e = { 0 };
@@ -1033,8 +1207,21 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		s->npre = 0;
 		s->fdepth = 0;
 		s->seen = 0;
-		if (sink.ev)
+		if (sink.ev && th < b->capprescan && b->prescan[th].valid) {
+			/* the scan's pre-pass: the frames entered before the window */
+			const struct tstate *p = &b->prescan[th].s;
+
+			if (p->npre > s->cappre &&
+			    kd_grow(&s->pre, &s->cappre, p->npre - 1, sizeof(*s->pre), "a call stack")) {
+				b->oom = 1;
+				break;
+			}
+			if (p->npre)
+				memcpy(s->pre, p->pre, (size_t)p->npre * sizeof(*s->pre));
+			s->npre = p->npre;
+		} else if (sink.ev) {
 			walk_thread(b, th, 1); /* the frames entered before the window */
+		}
 		s->seen = 0;
 		e.kind = KD_EV_THREAD_BEGIN;
 		e.thread = th;
@@ -1074,6 +1261,12 @@ void kd_build_free(struct kd_build *b)
 	free(b->ts.stack);
 	free(b->ts.pre);
 	free(b->ts.fstack);
+	for (size_t i = 0; i < b->capprescan; i++) {
+		free(b->prescan[i].s.pre);
+		free(b->prescan[i].s.fstack);
+	}
+	free(b->prescan);
+	free(b->batch);
 	free(b->pieces);
 	free(b->thread_piece);
 	free(b->reqevs);

@@ -85,7 +85,8 @@ struct kd_snap_block {
 	uint32_t start;         /* S: the core's word counter at block start */
 	uint32_t core;          /* index in kd_snap.cores (set by kd_snap_order) */
 	uint32_t slot;          /* BLOCK_START's thread slot */
-	uint32_t crc;           /* CRC-32C of the words (checked when read) */
+	uint32_t crc;           /* the entry's CRC-32C of the words */
+	uint32_t index;         /* block number in its BLOCKS section */
 };
 
 /*

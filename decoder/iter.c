@@ -247,3 +247,64 @@ void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
 	it->seg = seg;
 }
 
+
+/*
+ * kd_iter_batch: the first event by kd_iter_next (which opens blocks and
+ * handles PAD, TSC, THREAD, extended records and damage), then, in the same
+ * block, the plain ENTER/EXIT records that follow, decoded the same way in
+ * a loop that keeps the state in locals; anything else ends the batch and is
+ * left to the next call.  Afterwards it->ev_* describe the batch's first
+ * event, not its last.
+ */
+uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t max)
+{
+	struct kd_dec_event ev;
+	const uint8_t *words;
+	uint32_t pos, nwords, ts20, n = 1;
+	uint64_t tick;
+
+	if (!kd_iter_next(it, &ev))
+		return bt->n = 0;
+	bt->slot = ev.slot;
+	bt->seg = ev.seg;
+	bt->blk = it->blk - 1;
+	bt->pos = it->ev_pos;
+	bt->ref_tick = it->ev_ref_tick;
+	bt->ref_ts20 = it->ev_ref_ts20;
+	bt->blk_tick = it->blk_tick;
+	bt->tick[0] = ev.tick;
+	bt->id[0] = ev.id;
+	bt->kind[0] = (uint8_t)ev.kind;
+	bt->value[0] = ev.value;
+	words = it->words;
+	pos = it->pos;
+	nwords = it->nwords;
+	ts20 = it->ts20;
+	tick = it->tick;
+	while (n < max && pos < nwords) {
+		uint32_t w = kd_le32(words + (size_t)pos * 4), e = KTRACE_REC_EV(w), d;
+		/* ENTER (0x020..) and EXIT (0x820..): the same id, bit 11 apart */
+		uint32_t id = (e & (KTRACE_EV_EXIT_FLAG - 1)) - KTRACE_EV_ENTER_BASE;
+
+		_Static_assert(KTRACE_EV_EXIT_BASE == (KTRACE_EV_ENTER_BASE | KTRACE_EV_EXIT_FLAG) &&
+		               KTRACE_EV_EXIT_FLAG == 0x800u && KD_DK_EXIT == KD_DK_ENTER + 1,
+		               "compact ids: enter | 0x800 = exit");
+		if (id >= KTRACE_FUNC_ID_COUNT)
+			break; /* PAD, extended, reserved: kd_iter_next's */
+		d = (KTRACE_REC_TS(w) - ts20) & KTRACE_TS_MASK;
+		if (__builtin_expect(d < KTRACE_TS_HALF, 1))
+			tick += d;
+		else
+			tick = tick >= (KTRACE_TS_MASK + 1 - d) ? tick - (KTRACE_TS_MASK + 1 - d) : 0;
+		ts20 = KTRACE_REC_TS(w);
+		bt->tick[n] = tick;
+		bt->kind[n] = (uint8_t)(KD_DK_ENTER + (e >> 11));
+		bt->id[n] = id;
+		n++;
+		pos++;
+	}
+	it->pos = pos;
+	it->ts20 = ts20;
+	it->tick = tick;
+	return bt->n = n;
+}

@@ -144,5 +144,31 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 	}
 }
 
+/*
+ * Batches: the build passes decode a core's records a block at a time into
+ * arrays, in a loop that keeps the iterator's state in registers (the
+ * record-at-a-time kd_iter_next reloads and stores it for every record).
+ * A batch holds events of one thread slot and segment only, from one
+ * block: it ends before a THREAD record that changes them and at the
+ * block's end.  The iterator state before its first event (blk, pos,
+ * ref_tick, ref_ts20) is where a piece starting there is sought again.
+ */
+#define KD_BATCH 1024u
+
+struct kd_batch {
+	uint32_t n;               /* events */
+	uint32_t slot, seg;       /* every event's */
+	uint32_t blk, pos;        /* the first event's block index and word */
+	uint32_t ref_ts20;        /* reference before the first event */
+	uint64_t ref_tick;
+	uint64_t blk_tick;        /* ticks: the block's BLOCK_START */
+	uint64_t tick[KD_BATCH];
+	uint32_t id[KD_BATCH];    /* as kd_dec_event.id */
+	uint8_t kind[KD_BATCH];   /* enum kd_dec_kind */
+	uint64_t value[KD_BATCH]; /* set for extended events only */
+};
+
+/* The next batch of at most max (<= KD_BATCH) events; 0 at the core's end. */
+uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t max);
 
 #endif /* KD_ITER_H */

@@ -22,6 +22,8 @@ struct fnode {
 	uint64_t self;            /* ticks */
 	uint32_t depth;           /* frames below the thread root (root 0) */
 	uint32_t cut;             /* cut marker: the most frames cut below its parent */
+	uint32_t last_func;       /* the child looked up last (a one-entry cache in */
+	uint32_t last_child;      /*   front of the map: calls repeat), or KD_NONE */
 };
 
 struct folded {
@@ -44,7 +46,7 @@ static uint32_t node_get(struct folded *t, uint64_t key, uint32_t parent, uint32
 		return node;
 	if (kd_grow(&t->nodes, &t->capn, t->nn, sizeof(*t->nodes), "folded stacks"))
 		kd_dec_oom("folded stacks", SIZE_MAX);
-	t->nodes[t->nn] = (struct fnode){ parent, func, 0, 0, 0 };
+	t->nodes[t->nn] = (struct fnode){ parent, func, 0, 0, 0, KD_NONE, KD_NONE };
 	if (parent != KD_NONE)
 		t->nodes[t->nn].depth = t->nodes[parent].depth + 1;
 	if (kd_umap_put(&t->map, key, t->nn))
@@ -73,8 +75,13 @@ static void folded_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			node = parent; /* below a cut marker: the marker */
 		else if (t->nodes[parent].depth >= KD_FOLD_DEPTH)
 			node = node_get(t, ((uint64_t)parent << 32) | KD_NONE, parent, KD_NONE);
-		else
+		else if (t->nodes[parent].last_func == e->func)
+			node = t->nodes[parent].last_child;
+		else {
 			node = node_get(t, ((uint64_t)parent << 32) | e->func, parent, e->func);
+			t->nodes[parent].last_func = e->func;
+			t->nodes[parent].last_child = node;
+		}
 		if (t->nodes[node].func == KD_NONE && frames - KD_FOLD_DEPTH > t->nodes[node].cut)
 			t->nodes[node].cut = frames - KD_FOLD_DEPTH;
 		if (t->depth >= t->caps &&

@@ -180,8 +180,8 @@ static int check_array(const struct sec *x, uint64_t entsize, struct kd_dec_erro
 
 /* ---- the input: a buffer, or a file read in windows ------------------------ */
 
-#define WIN_SCAN (4u << 20)  /* the reader's window over BLOCKS and sections */
-#define WIN_CORE (1u << 20)  /* a core iterator's window (kd_snap_block_words) */
+#define WIN_SCAN (256u << 10) /* the reader's window over BLOCKS and sections */
+#define WIN_CORE (128u << 10) /* a core iterator's window (kd_snap_block_words) */
 
 /*
  * Bytes [off, off + n) of the input, or NULL if they are not all there (a
@@ -525,15 +525,16 @@ static int read_cores(struct kd_snap *snap, const struct sec *x, struct kd_dec_e
 
 /*
  * BLOCKS: one walk over the section (through a window when reading a file),
- * checking each block's structure and CRC and the section's CRC as it goes;
- * only each block's place and header are kept, its words are read again
- * when decoded (kd_snap_block_words).  Entries are variable-length: a
- * broken nwords stops the walk (the next entry cannot be found), anything
- * else skips just the one block.  The section's CRC decides, as it always
- * did: when it is good it covers every block and the blocks' own CRCs are
- * not needed; when it is bad, a block whose own CRC fails is skipped.
- * Since the section's CRC is known only at the end, blocks whose own CRC
- * fails wait until then (deferred).
+ * checking each block's structure and the section's CRC as it goes; only
+ * each block's place and header are kept, its words are read again when
+ * decoded (kd_snap_block_words).  Entries are variable-length: a broken
+ * nwords stops the walk (the next entry cannot be found), anything else
+ * skips just the one block.  The section's CRC decides, as it always did:
+ * when it is good it covers every block and the blocks' own CRCs are not
+ * needed; when it is bad (known only at the end of the walk), the blocks
+ * are read again and those whose own CRC fails are dropped.  A block whose
+ * structure is broken is reported as damaged by its CRC if that fails too
+ * and the section's does, else by what is broken (deferred to the end).
  */
 struct deferred {
 	uint32_t i;           /* block number in the section */
@@ -541,59 +542,70 @@ struct deferred {
 	uint64_t off;
 };
 
-/* Structure of block i (header r at off, words w8 whose CRC is bcrc): kept
- * in snap->blocks, or skipped with a warning. */
-static void check_block(struct kd_snap *snap, uint32_t i, uint64_t off,
-                        const struct ktrace_block_rec *r, const uint8_t *w8, uint32_t bcrc)
+/* Is block i's structure (header r at off, words w8) broken?  With report,
+ * say what is wrong and count it. */
+static int block_broken(struct kd_snap *snap, uint32_t i, uint64_t off,
+                        const struct ktrace_block_rec *r, const uint8_t *w8, int report)
 {
-	struct kd_snap_block *nb;
 	uint32_t h, t;
 
 	if (r->cpu >= snap->info.ncpus) {
-		kd_warn(&snap->warn, off,
-		             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
-		             "; block skipped", i, r->cpu, snap->info.ncpus);
-		snap->damaged_blocks++;
-		return;
+		if (report)
+			kd_warn(&snap->warn, off,
+			             "block %" PRIu32 ": cpu %" PRIu32 " >= ncpus %" PRIu32
+			             "; block skipped", i, r->cpu, snap->info.ncpus);
+		goto bad;
 	}
 	h = r->nwords >= 5 ? le32(w8) : 0;
 	t = r->nwords >= 5 ? le32(w8 + 4) : 0;
 	if (r->nwords < 5 || KTRACE_REC_EV(h) != 4 ||
 	    KTRACE_EXT_TYPE(t) != KTRACE_EXT_BLOCK_START) {
-		kd_warn(&snap->warn, off + sizeof(*r),
-		             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
-		             "): does not start with a BLOCK_START record; block skipped",
-		             i, r->cpu, r->start);
-		snap->damaged_blocks++;
-		return;
+		if (report)
+			kd_warn(&snap->warn, off + sizeof(*r),
+			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+			             "): does not start with a BLOCK_START record; block skipped",
+			             i, r->cpu, r->start);
+		goto bad;
 	}
 	if (le32(w8 + 8) != r->start) {
-		kd_warn(&snap->warn, off + sizeof(*r) + 8,
-		             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
-		             " differs from the entry's S %" PRIu32
-		             " (block reused while copied?); block skipped", i, r->cpu,
-		             le32(w8 + 8), r->start);
-		snap->damaged_blocks++;
-		return;
+		if (report)
+			kd_warn(&snap->warn, off + sizeof(*r) + 8,
+			             "block %" PRIu32 " (cpu %" PRIu32 "): BLOCK_START S %" PRIu32
+			             " differs from the entry's S %" PRIu32
+			             " (block reused while copied?); block skipped", i, r->cpu,
+			             le32(w8 + 8), r->start);
+		goto bad;
 	}
-	nb = &snap->blocks[snap->nblocks++];
+	return 0;
+bad:
+	snap->damaged_blocks += report;
+	return 1;
+}
+
+static void keep_block(struct kd_snap *snap, uint32_t i, uint64_t off,
+                       const struct ktrace_block_rec *r, const uint8_t *w8)
+{
+	struct kd_snap_block *nb = &snap->blocks[snap->nblocks++];
+
 	nb->offset = off;
 	nb->tsc = le32(w8 + 12) | (uint64_t)le32(w8 + 16) << 32;
 	nb->nwords = r->nwords;
 	nb->cpu = r->cpu;
 	nb->start = r->start;
 	nb->core = 0;
-	nb->slot = KTRACE_EXT_ARG(t);
-	nb->crc = bcrc;
+	nb->slot = KTRACE_EXT_ARG(le32(w8 + 4));
+	nb->crc = r->crc;
+	nb->index = i;
 }
 
 static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	uint64_t pos = 0, size = x->s.size;
-	uint32_t n = x->s.count, crc = 0, ndef = 0;
+	uint32_t n = x->s.count, crc = 0, ndef = 0, first = snap->nblocks, keep;
 	size_t capdef = 0;
 	struct deferred *def = NULL;
 	struct kd_win w = { 0 };
+	const uint8_t *w8;
 	int rc = 0;
 
 	if ((uint64_t)n * sizeof(struct ktrace_block_rec) > size) /* an empty block is 16 bytes */
@@ -607,8 +619,6 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 	for (uint32_t i = 0; i < n; i++) {
 		struct ktrace_block_rec r;
 		uint64_t off = x->s.offset + pos;
-		const uint8_t *w8;
-		uint32_t bcrc;
 
 		if (size - pos < sizeof(r)) {
 			kd_warn(&snap->warn, off,
@@ -638,9 +648,12 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 		pos += sizeof(r) + (uint64_t)r.nwords * 4;
 		if (r.nwords == 0)
 			continue; /* claimed but never written: nothing to decode */
-		bcrc = kd_crc32c(0, w8, (size_t)r.nwords * 4);
-		if (bcrc == r.crc) {
-			check_block(snap, i, off, &r, w8, bcrc);
+		if (!block_broken(snap, i, off, &r, w8, 0)) {
+			keep_block(snap, i, off, &r, w8);
+			continue;
+		}
+		if (kd_crc32c(0, w8, (size_t)r.nwords * 4) == r.crc) {
+			block_broken(snap, i, off, &r, w8, 1); /* broken as written */
 			continue;
 		}
 		if (kd_grow(&def, &capdef, ndef, sizeof(*def), "the block list"))
@@ -653,29 +666,47 @@ static int read_blocks(struct kd_snap *snap, const struct sec *x, struct kd_dec_
 		             size - pos);
 	if (src_crc(&snap->src, &w, x->s.offset + pos, size - pos, &crc))
 		goto trunc;
-	if (crc != x->s.crc)
-		kd_warn(&snap->warn, x->s.offset,
-		             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
-	for (uint32_t j = 0; j < ndef; j++) {
-		struct ktrace_block_rec r;
-		const uint8_t *w8;
+	if (crc == x->s.crc) {
+		/* The section's CRC vouches for the deferred blocks' bytes: they
+		 * are broken as written. */
+		for (uint32_t j = 0; j < ndef; j++) {
+			struct ktrace_block_rec r;
 
-		if (crc != x->s.crc) {
-			kd_warn(&snap->warn, def[j].off,
+			if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off, sizeof(r))))
+				goto trunc;
+			memcpy(&r, w8, sizeof(r));
+			if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off + sizeof(r),
+			                   (size_t)r.nwords * 4)))
+				goto trunc;
+			block_broken(snap, def[j].i, def[j].off, &r, w8, 1);
+		}
+		goto out;
+	}
+	kd_warn(&snap->warn, x->s.offset,
+	             SEC_FMT "CRC mismatch; checking each block's own CRC", SEC_ARGS(x));
+	for (uint32_t j = 0; j < ndef; j++) {
+		kd_warn(&snap->warn, def[j].off,
+		             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
+		             "): CRC mismatch; block skipped", def[j].i, def[j].cpu, def[j].start);
+		snap->damaged_blocks++;
+	}
+	keep = first;
+	for (uint32_t k = first; k < snap->nblocks; k++) {
+		const struct kd_snap_block *b = &snap->blocks[k];
+
+		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, b->offset + sizeof(struct ktrace_block_rec),
+		                   (size_t)b->nwords * 4)))
+			goto trunc;
+		if (kd_crc32c(0, w8, (size_t)b->nwords * 4) != b->crc) {
+			kd_warn(&snap->warn, b->offset,
 			             "block %" PRIu32 " (cpu %" PRIu32 ", S %" PRIu32
-			             "): CRC mismatch; block skipped", def[j].i, def[j].cpu, def[j].start);
+			             "): CRC mismatch; block skipped", b->index, b->cpu, b->start);
 			snap->damaged_blocks++;
 			continue;
 		}
-		/* The good section CRC vouches for the block: judge its structure. */
-		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off, sizeof(r))))
-			goto trunc;
-		memcpy(&r, w8, sizeof(r));
-		if (!(w8 = src_get(&snap->src, &w, WIN_SCAN, def[j].off + sizeof(r),
-		                   (size_t)r.nwords * 4)))
-			goto trunc;
-		check_block(snap, def[j].i, def[j].off, &r, w8, kd_crc32c(0, w8, (size_t)r.nwords * 4));
+		snap->blocks[keep++] = *b;
 	}
+	snap->nblocks = keep;
 	goto out;
 nomem:
 	rc = fail(err, KD_ENOMEM, 0, 0, "out of memory reading BLOCKS");
