@@ -78,7 +78,7 @@ static const char usage_text[] =
 	"its open frames, per distinct stack or function a little, never per call;\n"
 	"text, stats, explain, html, perfetto and exclude keep every call (about\n"
 	"56 bytes per call, more for html and perfetto).  The file itself is read\n"
-	"into memory.\n"
+	"in pieces of a few hundred KB, again for each pass (a pipe: whole).\n"
 	"Times: one conversion (the snapshot's ANCHORS) in every format; chrome\n"
 	"places a thread's events of one clock tick 1 ns apart in recorded order\n"
 	"(times within a tick are interpolated), so zero-length calls nest.\n"
