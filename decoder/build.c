@@ -167,6 +167,7 @@ struct kd_build {
 	size_t capreqevs;
 	struct kd_sink sink;     /* the current walk's */
 	uint64_t done, total;    /* records walked (pre-pass and main), to walk */
+	uint64_t nrec;           /* records of the walk's threads (each counted once) */
 	int64_t shown_ns;        /* monotonic ns: last progress line, 0 = none yet */
 	int64_t walk_ns;         /* monotonic ns: when this walk began */
 	uint32_t ncalls;         /* CALL_BEGINs emitted in this walk: a call's index
@@ -972,7 +973,8 @@ static void progress(struct kd_build *b, int end)
 	b->shown_ns = now;
 	rate = (double)b->done / ((double)(now - b->walk_ns) / 1e9);
 	left = rate > 0 ? (double)(b->total - (b->done < b->total ? b->done : b->total)) / rate : 0;
-	rate /= b->sink.ev ? 2 : 1; /* records: each is read twice with a sink */
+	/* records of the file per second (a record read twice counts once) */
+	rate *= (double)b->nrec / (double)b->total;
 	fprintf(stderr, "\rktrace-decode: %s: %3.0f%%  %.1f M records/s  %.0f s left\033[K",
 	        d->file, 100.0 * (double)b->done / (double)b->total, rate / 1e6, left);
 }
@@ -1187,12 +1189,14 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	nthreads = b->nthreads; /* threads sched.c adds later have no records */
 	b->done = 0;
 	b->total = 0;
+	b->nrec = 0;
 	b->walk_ns = d->opts.progress ? mono_ns() : 0;
 	for (uint32_t i = 0; i < b->npieces; i++) {
 		uint32_t t = b->pieces[i].thread;
 		int pre = sink.ev && !(t < b->capprescan && b->prescan[t].valid);
 
 		b->total += (pre ? 2 : 1) * b->pieces[i].nrec;
+		b->nrec += b->pieces[i].nrec;
 	}
 	for (uint32_t th = 0; th < nthreads && !b->oom; th++) {
 		struct kd_dec_thread *t = &d->threads[th];
