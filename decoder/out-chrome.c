@@ -308,7 +308,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 				e.sub = k->end_sub;
 				chrome_ev(&cw, d, &e);
 			}
-		} else if (kd_dec_walk(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
+		} else if (kd_dec_walk_cut(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
 			kd_dec_oom("the chrome trace", 0);
 		}
 		free(cw.begin);
