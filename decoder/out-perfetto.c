@@ -28,15 +28,26 @@
  * + 2..3 name_iid = about 22-24 bytes (bench/timeline_size.sh measures it:
  * 22.0 bytes per call on bench_mksnap, against 93.7 for the Chrome JSON).
  *
- * Order and time.  A thread's slices are written in recorded order (a walk
- * over its calls in entry order, parent before child), so nesting never
- * depends on time.  Times are CLOCK_REALTIME ns from each snapshot's anchors
+ * Streamed.  A file alone in its process group (the usual case) is opened
+ * for the stream: its thread sequences are written while the builder walks
+ * it (kd_dec_walk_cut, with a range cut on the walk), one thread after
+ * another in recorded order, as the events come; memory is the open
+ * sequence's name table and the builder's stack, nothing per call.
+ * Requests, cores and the "ktrace" note follow from d->reqs and d->runs
+ * (per request, per run).  Several snapshots of one process are merged
+ * from collected calls (below); the same events come out of both ways
+ * (test_decoder_perfetto compares the bytes).
+ *
+ * Order and time.  A thread's slices are written in recorded order (the
+ * stream, or a walk over its collected calls in entry order, parent before
+ * child), so nesting never depends on time; marks are instants among them,
+ * in recorded order too.  A slice's BEGIN carries truncated_begin, its END
+ * truncated_end and exit_lost (what the stream knows only at the end).  Times are CLOCK_REALTIME ns from each snapshot's anchors
  * (kd_dec_wall_ns), so files line up.  Events that share one tick (the
  * counter >> tsc_shift, ~100 ns) get distinct times 1 ns apart in recorded
  * order, never reaching the next tick's time (beyond that, equal times keep
  * the recorded order): times within a tick are interpolated, and the
- * "ktrace" note says so.  Marks are instants on the thread's track, after the
- * slice boundaries of their own tick.
+ * "ktrace" note says so.
  *
  * Several snapshots of one process (same host, pid and start_tsc:
  * kd_same_process, merge.c, which applies this rule to the other formats)
