@@ -141,39 +141,42 @@ static void test_perfetto_ties_marks_requests(void **state)
  * file's end is one slice.  With entered = 0 the outer frame was entered
  * before both windows: only the later file sees it (at its exit), and it
  * still encloses the leaves of both. */
+/* Snapshot k (0: the earlier, 1: the later) of merge_same_process. */
+static struct snapbuild *merge_snap(int k, int entered)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_info(sb)->start_tsc = 5;
+	snapbuild_info(sb)->tsc_shift = 8;
+	snapbuild_info(sb)->tsc_hz = 2560000000u;
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	if (entered)
+		snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
+	for (uint64_t i = 0; i < 10; i++) {
+		snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+		snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+	}
+	if (k) { /* b goes on: ten more leaves, then outer returns */
+		for (uint64_t i = 10; i < 20; i++) {
+			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+		}
+		snapbuild_exit(sb, 0, 1, 1400, 0);
+	}
+	snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
+	return sb;
+}
+
 static void merge_same_process(int entered)
 {
-	struct snapbuild *a = snapbuild_new(), *b = snapbuild_new();
 	struct kd_dec *d[2];
 	char *out, line[256];
 	const char *outer = NULL, *leaf = NULL;
 
-	for (int k = 0; k < 2; k++) {
-		struct snapbuild *sb = k ? b : a;
-
-		snapbuild_info(sb)->start_tsc = 5;
-		snapbuild_info(sb)->tsc_shift = 8;
-		snapbuild_info(sb)->tsc_hz = 2560000000u;
-		snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
-		snapbuild_func(sb, 0, 0xA000);
-		snapbuild_func(sb, 1, 0xB000);
-		if (entered)
-			snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
-		for (uint64_t i = 0; i < 10; i++) {
-			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
-			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
-		}
-		if (k) { /* b goes on: ten more leaves, then outer returns */
-			for (uint64_t i = 10; i < 20; i++) {
-				snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
-				snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
-			}
-			snapbuild_exit(sb, 0, 1, 1400, 0);
-		}
-		snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
-	}
-	d[0] = decode(b); /* order given does not matter */
-	d[1] = decode(a);
+	d[0] = decode(merge_snap(1, entered)); /* order given does not matter */
+	d[1] = decode(merge_snap(0, entered));
 	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
 		const char *f = kd_dec_func_name(d[0], d[0]->calls[i].func);
@@ -248,17 +251,6 @@ static uint8_t *image(struct snapbuild *sb, size_t *len)
 	return buf;
 }
 
-static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
-{
-	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream };
-	struct kd_dec_error err;
-	struct kd_dec *d;
-
-	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
-		fail_msg("decode failed: %s", err.msg);
-	return d;
-}
-
 /* The trace of decs in memory (free it). */
 static char *trace(struct kd_dec **decs, uint32_t n, size_t *len)
 {
@@ -290,8 +282,8 @@ static void same_trace(uint8_t *const *img, const size_t *len, uint32_t n, int64
 	r.to_ns = to_ns;
 	r.min_dur_ns = min_ns;
 	for (uint32_t i = 0; i < n; i++) {
-		a[i] = open_image(img[i], len[i], 0);
-		b[i] = open_image(img[i], len[i], 1);
+		a[i] = decode_image(img[i], len[i], 0);
+		b[i] = decode_image(img[i], len[i], 1);
 		kd_range_apply(a[i], &r);
 		b[i]->range = &r;
 	}
@@ -346,7 +338,7 @@ static void test_perfetto_streamed_equals_collected(void **state)
 	img[1] = image(scenario(), &len[1]);
 	img[2] = image(marks_in_a_tick(), &len[2]);
 	for (uint32_t k = 0; k < 3; k++) {
-		d = open_image(img[k], len[k], 0);
+		d = decode_image(img[k], len[k], 0);
 		w0 = kd_dec_wall_ns(d, d->window_start);
 		w1 = kd_dec_wall_ns(d, d->window_end);
 		kd_dec_free(d);
@@ -369,29 +361,14 @@ static void test_perfetto_streamed_merge_equals_collected(void **state)
 	size_t len[2];
 
 	(void)state;
-	for (int k = 0; k < 2; k++) {
-		struct snapbuild *sb = snapbuild_new();
-
-		snapbuild_info(sb)->start_tsc = 5;
-		snapbuild_info(sb)->tsc_shift = 8;
-		snapbuild_info(sb)->tsc_hz = 2560000000u;
-		snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
-		snapbuild_func(sb, 0, 0xA000);
-		snapbuild_func(sb, 1, 0xB000);
-		snapbuild_enter(sb, 0, 1, 1000, 0);
-		for (uint64_t i = 0; i < (k ? 20u : 10u); i++) {
-			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
-			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
-		}
-		if (k)
-			snapbuild_exit(sb, 0, 1, 1400, 0);
-		snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
-		img[k] = image(sb, &len[k]);
+	for (int entered = 0; entered < 2; entered++) {
+		for (int k = 0; k < 2; k++)
+			img[k] = image(merge_snap(k, entered), &len[k]);
+		same_trace(img, len, 2, INT64_MIN, INT64_MAX, 0);
+		same_trace(img, len, 2, INT64_MIN, INT64_MAX, 1000);
+		free(img[0]);
+		free(img[1]);
 	}
-	same_trace(img, len, 2, INT64_MIN, INT64_MAX, 0);
-	same_trace(img, len, 2, INT64_MIN, INT64_MAX, 1000);
-	free(img[0]);
-	free(img[1]);
 }
 
 int main(void)

@@ -19,16 +19,7 @@
 #include "decoder.h"
 #include "snapbuild.h"
 
-static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
-{
-	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream };
-	struct kd_dec_error err;
-	struct kd_dec *d;
-
-	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
-		fail_msg("decode failed: %s", err.msg);
-	return d;
-}
+#include "decode_or_fail.h"
 
 static void test_range_parse(void **state)
 {
@@ -76,7 +67,7 @@ static void test_range_parse(void **state)
 static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t to_ns,
                         uint64_t min_ns)
 {
-	struct kd_dec *a = open_image(buf, len, 0), *b = open_image(buf, len, 1);
+	struct kd_dec *a = decode_image(buf, len, 0), *b = decode_image(buf, len, 1);
 	struct kd_range r = { 0 };
 	struct kd_range_filter f;
 	struct kd_collector c;
@@ -125,7 +116,7 @@ static void test_range_filter_matches_collector(void **state)
 	snapbuild_scenario_golden(sb);
 	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
 	snapbuild_free(sb);
-	d = open_image(buf, len, 0);
+	d = decode_image(buf, len, 0);
 	w0 = kd_dec_wall_ns(d, d->window_start);
 	w1 = kd_dec_wall_ns(d, d->window_end);
 	kd_dec_free(d);
