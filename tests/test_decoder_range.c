@@ -63,6 +63,23 @@ static void test_range_parse(void **state)
 	                     0);
 }
 
+/* The golden scenario's image (free it) and its window in wall-clock ns. */
+static uint8_t *golden(size_t *len, int64_t *w0, int64_t *w1)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec *d;
+	uint8_t *buf;
+
+	snapbuild_scenario_golden(sb);
+	assert_int_equal(snapbuild_finish(sb, &buf, len), 0);
+	snapbuild_free(sb);
+	d = decode_image(buf, *len, 0);
+	*w0 = kd_dec_wall_ns(d, d->window_start);
+	*w1 = kd_dec_wall_ns(d, d->window_end);
+	kd_dec_free(d);
+	return buf;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -110,21 +127,12 @@ static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
 
 static void test_range_filter_matches_collector(void **state)
 {
-	struct snapbuild *sb = snapbuild_new();
-	uint8_t *buf;
 	size_t len;
-	struct kd_dec *d;
 	int64_t w0, w1;
+	uint8_t *buf = golden(&len, &w0, &w1);
 	int cuts = 0;
 
 	(void)state;
-	snapbuild_scenario_golden(sb);
-	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
-	snapbuild_free(sb);
-	d = decode_image(buf, len, 0);
-	w0 = kd_dec_wall_ns(d, d->window_start);
-	w1 = kd_dec_wall_ns(d, d->window_end);
-	kd_dec_free(d);
 	compare_cut(buf, len, INT64_MIN, INT64_MAX, 0);
 	for (int i = 0; i <= 8; i++)
 		for (int j = i; j <= 8; j++) {
@@ -238,20 +246,11 @@ static char *out_of(struct kd_dec *d, int fmt)
 
 static void test_range_streamed_formats_match_collected(void **state)
 {
-	struct snapbuild *sb = snapbuild_new();
-	uint8_t *buf;
 	size_t len;
-	struct kd_dec *d;
 	int64_t w0, w1;
+	uint8_t *buf = golden(&len, &w0, &w1);
 
 	(void)state;
-	snapbuild_scenario_golden(sb);
-	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
-	snapbuild_free(sb);
-	d = decode_image(buf, len, 0);
-	w0 = kd_dec_wall_ns(d, d->window_start);
-	w1 = kd_dec_wall_ns(d, d->window_end);
-	kd_dec_free(d);
 	for (int i = 0; i < 4; i++)
 		for (int fmt = 0; fmt < 3; fmt++) {
 			struct kd_range r = { 0 };
