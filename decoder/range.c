@@ -1,6 +1,9 @@
 /*
  * range.c - time-range selection: --from / --to / --around-trigger /
- * --min-dur, applied to a decoded snapshot before any sink sees it.
+ * --min-dur, applied to a decoded snapshot before any sink sees it: on
+ * the collected calls (kd_range_apply), or, for a file opened for the
+ * stream, as a filter on its walk (kd_dec_walk_cut, at the end of this
+ * file), which gives the same cut without keeping the calls.
  *
  * A range is held in CLOCK_REALTIME ns, so one range cuts every file of a
  * merged view at the same moment; each file converts it to its own ticks
@@ -20,7 +23,8 @@
  *     its time stays in its caller's self time (self is recomputed from
  *     the callees that remain, exactly as the builder computes it).
  * Indices into calls (parent, a request's call_first/call_end/open_at_end)
- * and the trigger's request index are remapped.
+ * and the trigger's request index are remapped.  Everything but the calls
+ * is cut by cut_rest(), the same for both ways.
  */
 #include <inttypes.h>
 #include <stdlib.h>
