@@ -389,6 +389,8 @@ struct kd_dec_opts {
 	int64_t progress_t0;      /* CLOCK_MONOTONIC ns: when the decode began */
 };
 
+struct kd_range;
+
 struct kd_dec {
 	char *file;               /* name for messages */
 	void *map;                /* owned file mapping or copy, or NULL */
@@ -447,6 +449,9 @@ struct kd_dec {
 	uint64_t min_dur_ns;      /* --min-dur, ns */
 	uint64_t min_dur_ticks;   /* ... in ticks */
 	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+	const struct kd_range *range; /* streamed: cut while walking (kd_dec_walk_cut,
+	                             set by main.c); NULL: kd_range_apply cut the calls */
+	int range_walked;         /* kd_dec_walk_cut has cut d once */
 	/* Several files on one timeline (merge.c; zero for one file). */
 	uint32_t merge_group;     /* 1-based process group among the files */
 	uint64_t merge_cut;       /* ticks: an earlier snapshot of the process ends here
@@ -650,10 +655,20 @@ struct kd_range_filter {
 	void *q;                  /* events waiting behind an undecided call */
 	size_t qcap;
 	uint32_t qhead, qn;
+	uint64_t calls_out;       /* calls dropped: outside the range */
+	uint64_t min_dropped;     /* calls dropped: shorter than --min-dur */
 };
 struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
                                struct kd_sink next);
 void kd_range_filter_free(struct kd_range_filter *f);
+/* kd_dec_walk with d->range (if set) cut on the stream: the filter, then
+ * requests, marks, runs, intervals and the window as kd_range_apply cuts
+ * them; the summary's range lines count as on the collector.  Every
+ * streamed sink walks through this. */
+int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+/* Ticks: d's window start once kd_dec_walk_cut has cut it (for a sink that
+ * writes its time origin before the walk). */
+uint64_t kd_range_start(const struct kd_dec *d);
 /* The summary's "range:" / "min-dur:" lines, if a cut was made. */
 void kd_out_range_note(FILE *f, const struct kd_dec *d);
 

@@ -74,11 +74,15 @@ static const char usage_text[] =
 	"                   their callers' self time; the summary says how many)\n"
 	"  -h, --help       this text\n"
 	"\n"
-	"Memory: summary, folded and chrome stream the calls: they keep per thread\n"
-	"its open frames, per distinct stack or function a little, never per call;\n"
-	"text, stats, explain, html, perfetto and exclude keep every call (about\n"
-	"56 bytes per call, more for html and perfetto).  The file itself is read\n"
-	"in pieces of a few hundred KB, again for each pass (a pipe: whole).\n"
+	"Memory: summary, folded, chrome and perfetto stream the calls, with or\n"
+	"without --from/--to/--around-trigger/--min-dur: they keep per thread its\n"
+	"open frames, per distinct stack or function a little, never per call.\n"
+	"Except: with several FILEs, summary and chrome keep every call, and so\n"
+	"does perfetto for snapshots of one process (it merges them on their\n"
+	"calls; files of other processes stream).  text, stats, explain, html and\n"
+	"exclude keep every call (about 56 bytes per call, more for html).  The\n"
+	"file itself is read in pieces of a few hundred KB, again for each pass\n"
+	"(a pipe: whole).\n"
 	"Times: one conversion (the snapshot's ANCHORS) in every format; chrome\n"
 	"places a thread's events of one clock tick 1 ns apart in recorded order\n"
 	"(times within a tick are interpolated), so zero-length calls nest.\n"
@@ -166,7 +170,7 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 	struct kd_dec_error err;
 	char msg[512];
 
-	if (kd_dec_walk(d, sink, &err) == 0)
+	if (kd_dec_walk_cut(d, sink, &err) == 0)
 		return 0;
 	kd_dec_error_format(&err, d->file, msg, sizeof(msg));
 	fprintf(stderr, "%s\n", msg);
@@ -176,7 +180,7 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 /* Several files decoded: text's per-file part leaves the timeline to the
  * merged one. */
 static int several_files;
-/* Opened for the stream (a NEED_STREAM format without a range or merge). */
+/* Opened for the stream (a NEED_STREAM format, unless merged in main). */
 static int streamed;
 
 static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
@@ -264,7 +268,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 
 	for (int i = 0; i < n; i++)
 		if (decs[i]) {
-			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+			int64_t w = kd_dec_wall_ns(decs[i], kd_range_start(decs[i]));
 			if (w < base)
 				base = w;
 		}
@@ -294,7 +298,8 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 }
 
 /* perfetto merges snapshots of one process itself, on its event sequences
- * (same rule); stats, explain and folded report each file on its own. */
+ * (same rule; such files it collects itself, a file alone it streams);
+ * stats, explain and folded report each file on its own. */
 static const struct sink sinks[] = {
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
 	{ "text",     NEED_CALLS, 1, 1, 0, out_text, NULL, merged_text },
@@ -303,7 +308,7 @@ static const struct sink sinks[] = {
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
 	{ "exclude",  NEED_CALLS, 0, 0, 0, NULL, out_exclude, NULL },
 	{ "chrome",   NEED_STREAM, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
-	{ "perfetto", NEED_CALLS, 0, 0, 1, NULL, out_perfetto, NULL },
+	{ "perfetto", NEED_STREAM, 0, 0, 1, NULL, out_perfetto, NULL },
 	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
 };
 
@@ -452,12 +457,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ktrace-decode: out of memory\n");
 		return 1;
 	}
-	/* A range or a merge of several files is cut on the collected calls
-	 * (range.c, merge.c): then every format reads those (folded its
-	 * in-memory form, chrome a replay of them). */
-	dopts.stream = sink->need == NEED_STREAM && !(range.from.kind || range.to.kind ||
-	                                               range.around_set || range.min_dur_ns ||
-	                                               (nfiles > 1 && sink->merge));
+	/* The rule: a NEED_STREAM format is opened for the stream unless it
+	 * merges several files in main (sink->merge: merge.c cuts collected
+	 * calls; chrome and summary then read those).  A range does not
+	 * matter: streamed files get it as a filter on the walk
+	 * (d->range, kd_dec_walk_cut), collected ones cut by kd_range_apply. */
+	dopts.stream = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge);
 	streamed = dopts.stream;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	dopts.progress = !oopts.quiet && isatty(2);
@@ -479,8 +484,7 @@ int main(int argc, char **argv)
 		}
 		print_warnings(decs[i], oopts.quiet);
 	}
-	/* The range cut and the merge work on the collected calls (every sink
-	 * is NEED_CALLS today; a streamed sink gets the same cut as a filter). */
+	/* The range: cut on the collected calls, or while walking. */
 	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
 		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 		for (int i = 0; i < nfiles; i++)
@@ -488,9 +492,12 @@ int main(int argc, char **argv)
 		free(decs);
 		return 2;
 	}
-	for (int i = 0; i < nfiles; i++)
-		if (decs[i])
+	for (int i = 0; i < nfiles; i++) {
+		if (decs[i] && streamed)
+			decs[i]->range = &range;
+		else if (decs[i])
 			kd_range_apply(decs[i], &range);
+	}
 	several_files = nfiles > 1;
 	if (nfiles > 1 && sink->merge)
 		kd_merge_files(decs, (uint32_t)nfiles);

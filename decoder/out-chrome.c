@@ -251,7 +251,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
                         const struct kd_out_opts *o)
 {
 	FILE *f = c->f;
-	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, d->window_start));
+	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, kd_range_start(d)));
 	int64_t cpid = pid + KD_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
@@ -259,7 +259,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
 	meta(c, "process_name", pid, 0, buf);
-	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, w, sizeof(w));
+	kd_fmt_wall(kd_dec_wall_ns(d, kd_range_start(d)) /* cut by the walk below */, 1, w, sizeof(w));
 	snprintf(buf, sizeof(buf), "host %s; %s; window start %s UTC; reason %s",
 	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?", d->file, w,
 	         d->snap.info.reason);
@@ -308,7 +308,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 				e.sub = k->end_sub;
 				chrome_ev(&cw, d, &e);
 			}
-		} else if (kd_dec_walk(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
+		} else if (kd_dec_walk_cut(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
 			kd_dec_oom("the chrome trace", 0);
 		}
 		free(cw.begin);

@@ -117,7 +117,7 @@ int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 	memset(&t, 0, sizeof(t));
 	t.o = o;
 	t.root = KD_NONE;
-	rc = kd_dec_walk(d, (struct kd_sink){ folded_ev, &t }, &err);
+	rc = kd_dec_walk_cut(d, (struct kd_sink){ folded_ev, &t }, &err);
 	/* One line per node with self time: root first. */
 	for (uint32_t i = 0; i < t.nn && !rc; i++) {
 		uint32_t n = 0;

@@ -28,15 +28,26 @@
  * + 2..3 name_iid = about 22-24 bytes (bench/timeline_size.sh measures it:
  * 22.0 bytes per call on bench_mksnap, against 93.7 for the Chrome JSON).
  *
- * Order and time.  A thread's slices are written in recorded order (a walk
- * over its calls in entry order, parent before child), so nesting never
- * depends on time.  Times are CLOCK_REALTIME ns from each snapshot's anchors
+ * Streamed.  A file alone in its process group (the usual case) is opened
+ * for the stream: its thread sequences are written while the builder walks
+ * it (kd_dec_walk_cut, with a range cut on the walk), one thread after
+ * another in recorded order, as the events come; memory is the open
+ * sequence's name table and the builder's stack, nothing per call.
+ * Requests, cores and the "ktrace" note follow from d->reqs and d->runs
+ * (per request, per run).  Several snapshots of one process are merged
+ * from collected calls (below); the same events come out of both ways
+ * (test_decoder_perfetto compares the bytes).
+ *
+ * Order and time.  A thread's slices are written in recorded order (the
+ * stream, or a walk over its collected calls in entry order, parent before
+ * child), so nesting never depends on time; marks are instants among them,
+ * in recorded order too.  A slice's BEGIN carries truncated_begin, its END
+ * truncated_end and exit_lost (what the stream knows only at the end).  Times are CLOCK_REALTIME ns from each snapshot's anchors
  * (kd_dec_wall_ns), so files line up.  Events that share one tick (the
  * counter >> tsc_shift, ~100 ns) get distinct times 1 ns apart in recorded
  * order, never reaching the next tick's time (beyond that, equal times keep
  * the recorded order): times within a tick are interpolated, and the
- * "ktrace" note says so.  Marks are instants on the thread's track, after the
- * slice boundaries of their own tick.
+ * "ktrace" note says so.
  *
  * Several snapshots of one process (same host, pid and start_tsc:
  * kd_same_process, merge.c, which applies this rule to the other formats)
@@ -505,7 +516,23 @@ struct group {
 	const struct kd_dec *clk; /* the newest file: its anchors convert every
 	                                 tick of the group (one counter), so merged
 	                                 files never disagree on a time */
+	int streamed;             /* one file opened for the stream: its threads
+	                             are written while it is walked */
 };
+
+/* A file opened for the stream, in a group of several: its calls collected
+ * (through the range cut, if any) for the merge.  0 or KD_ENOMEM. */
+static int collect(struct kd_dec *d)
+{
+	struct kd_collector c;
+	struct kd_dec_error err;
+	int rc;
+
+	kd_collector_init(&c, d);
+	rc = kd_dec_walk_cut(d, kd_collector_sink(&c), &err);
+	kd_collector_free(&c);
+	return rc ? KD_ENOMEM : 0;
+}
 
 /* One entry of a thread's merged slice sequence. */
 struct sev {
@@ -756,6 +783,7 @@ static void merge_file(const struct group *g, uint32_t fi, uint32_t th, struct v
 
 struct mk {
 	uint64_t tick;
+	uint32_t sub;             /* recorded order within the tick (kd_ev.sub) */
 	uint32_t file, idx;
 };
 
@@ -775,16 +803,60 @@ static int want_thread(const struct kd_out_opts *o, int32_t tid)
 	return !o || !o->have_tid || o->tid == tid;
 }
 
+/*
+ * The events of a thread track, on its open sequence, whatever they come
+ * from (the stream, or a merge of collected files): a call's SLICE_BEGIN
+ * carries its name (and truncated_begin), its SLICE_END what is known only
+ * at its end (truncated_end, exit_lost: Perfetto adds an END's annotations
+ * to the slice's args); a mark is an instant with its value.  ck spreads
+ * the events of one tick 1 ns apart in the order they come.
+ */
+static void th_begin(struct pf *w, struct clk *ck, const struct kd_dec *clk, uint64_t tick,
+                     const char *name, uint32_t flags)
+{
+	size_t te = event_begin(w, clk_next(ck, clk, tick), TYPE_SLICE_BEGIN, name, w->track);
+
+	if (flags & KD_CALL_TRUNC_BEGIN)
+		ann_bool(w, "truncated_begin");
+	event_end(w, te);
+}
+
+static void th_end(struct pf *w, struct clk *ck, const struct kd_dec *clk, uint64_t tick,
+                   uint32_t flags)
+{
+	size_t te = event_begin(w, clk_next(ck, clk, tick), TYPE_SLICE_END, NULL, w->track);
+
+	if (flags & KD_CALL_TRUNC_END)
+		ann_bool(w, "truncated_end");
+	if (flags & KD_CALL_EXIT_LOST)
+		ann_bool(w, "exit_lost");
+	event_end(w, te);
+}
+
+static void th_mark(struct pf *w, struct clk *ck, const struct kd_dec *clk,
+                    const struct kd_dec *d, uint32_t name, uint64_t value, uint64_t tick)
+{
+	char nb[64];
+	size_t te = event_begin(w, clk_next(ck, clk, tick), TYPE_INSTANT,
+	                        kd_dec_name(d, name, nb, sizeof(nb)), w->track);
+
+	ann_uint(w, "value", value);
+	event_end(w, te);
+}
+
 static void write_mark(struct pf *w, const struct group *g, struct clk *ck, const struct mk *k)
 {
 	const struct kd_dec *d = g->files[k->file].d;
 	const struct kd_dec_mark *mk = &d->marks[k->idx];
-	char nb[64];
-	size_t te = event_begin(w, clk_next(ck, g->clk, mk->tick), TYPE_INSTANT,
-	                        kd_dec_name(d, mk->name, nb, sizeof(nb)), w->track);
 
-	ann_uint(w, "value", mk->value);
-	event_end(w, te);
+	th_mark(w, ck, g->clk, d, mk->name, mk->value, mk->tick);
+}
+
+/* A thread's sequence starts at its first record (or the start of its
+ * calls entered before the window, if earlier). */
+static int64_t thread_t0(const struct group *g, const struct kd_dec_thread *t)
+{
+	return kd_dec_wall_ns(g->clk, t->first_tick < t->start_tick ? t->first_tick : t->start_tick);
 }
 
 static void write_thread(struct pf *w, const struct group *g, const struct gthread *gt)
@@ -811,11 +883,10 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 				m.oom = 1;
 				break;
 			}
-			mks[nmk++] = (struct mk){ d->marks[i].tick, fi, i };
+			mks[nmk++] = (struct mk){ d->marks[i].tick, d->marks[i].sub, fi, i };
 		}
 		if (t0 == INT64_MAX)
-			t0 = kd_dec_wall_ns(g->clk, d->threads[th].first_tick < d->threads[th].start_tick ?
-			                            d->threads[th].first_tick : d->threads[th].start_tick);
+			t0 = thread_t0(g, &d->threads[th]);
 	}
 	if (m.oom) {
 		w->oom = 1;
@@ -842,29 +913,93 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		const struct sev *e = &m.v[i];
 		const struct kd_dec *d = g->files[e->file].d;
 		const struct kd_dec_call *c = &d->calls[e->call];
-		size_t te;
+		uint32_t sub = e->end ? c->end_sub : c->begin_sub;
 
-		while (mi < nmk && mks[mi].tick < e->tick)
+		/* Marks in recorded order among the slices (as the stream has them). */
+		while (mi < nmk && (mks[mi].tick < e->tick || (mks[mi].tick == e->tick &&
+		                                               mks[mi].file == e->file &&
+		                                               mks[mi].sub < sub)))
 			write_mark(w, g, &ck, &mks[mi++]);
-		if (e->end) {
-			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_END, NULL, w->track);
-		} else {
-			te = event_begin(w, clk_next(&ck, g->clk, e->tick), TYPE_SLICE_BEGIN,
-			                 kd_dec_func_name(d, c->func), w->track);
-			if (c->flags & KD_CALL_TRUNC_BEGIN)
-				ann_bool(w, "truncated_begin");
-			if (c->flags & KD_CALL_TRUNC_END)
-				ann_bool(w, "truncated_end");
-			if (c->flags & KD_CALL_EXIT_LOST)
-				ann_bool(w, "exit_lost");
-		}
-		event_end(w, te);
+		if (e->end)
+			th_end(w, &ck, g->clk, e->tick, c->flags);
+		else
+			th_begin(w, &ck, g->clk, e->tick, kd_dec_func_name(d, c->func), c->flags);
 	}
 	while (mi < nmk && !w->oom)
 		write_mark(w, g, &ck, &mks[mi++]);
 out:
 	free(m.v);
 	free(mks);
+}
+
+/*
+ * A file alone in its group, opened for the stream (opts.stream): its
+ * thread tracks are written while the builder walks it (kd_dec_walk_cut,
+ * which also applies a --from/--to/--min-dur range).  The stream brings
+ * each thread's events in recorded order, one thread after another, so one
+ * sequence is open at a time and memory is the stack and the name table.
+ */
+struct pf_stream {
+	struct pf *w;
+	const struct group *g;
+	uint32_t *gth;            /* [thread]: index in g->threads, KD_NONE: not written */
+	uint32_t nth;
+	struct clk ck;            /* the open thread sequence's clock */
+	int on;                   /* the current thread is written */
+};
+
+static void pf_stream_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
+{
+	struct pf_stream *s = ctx;
+	struct pf *w = s->w;
+
+	if (w->oom)
+		return;
+	switch (e->kind) {
+	case KD_EV_THREAD_BEGIN:
+		s->on = e->thread < s->nth && s->gth[e->thread] != KD_NONE;
+		if (s->on) {
+			memset(&s->ck, 0, sizeof(s->ck));
+			seq_open(w, s->g->threads[s->gth[e->thread]].uuid,
+			         thread_t0(s->g, &d->threads[e->thread]));
+		}
+		return;
+	case KD_EV_CALL_BEGIN:
+		if (s->on)
+			th_begin(w, &s->ck, s->g->clk, e->tick, kd_dec_func_name(d, e->func), e->flags);
+		return;
+	case KD_EV_CALL_END:
+		if (s->on)
+			th_end(w, &s->ck, s->g->clk, e->tick, e->flags);
+		return;
+	case KD_EV_MARK:
+		if (s->on)
+			th_mark(w, &s->ck, s->g->clk, d, e->func, e->value, e->tick);
+		return;
+	default: /* requests: from d->reqs, on their lanes */
+		return;
+	}
+}
+
+static int write_threads_streamed(struct pf *w, struct group *g, const struct kd_out_opts *o)
+{
+	struct kd_dec *d = g->files[0].d;
+	struct pf_stream s = { w, g, NULL, d->nthreads, { 0 }, 0 };
+	struct kd_dec_error err;
+	int rc;
+
+	s.gth = malloc(((size_t)d->nthreads + 1) * sizeof(*s.gth));
+	if (!s.gth)
+		return KD_ENOMEM;
+	for (uint32_t t = 0; t < d->nthreads; t++)
+		s.gth[t] = KD_NONE;
+	for (uint32_t i = 0; i < g->nthreads; i++)
+		if (want_thread(o, g->threads[i].tid - (int32_t)g->tid_off) &&
+		    g->threads[i].th[0] < d->nthreads)
+			s.gth[g->threads[i].th[0]] = i;
+	rc = kd_dec_walk_cut(d, (struct kd_sink){ pf_stream_ev, &s }, &err);
+	free(s.gth);
+	return rc ? KD_ENOMEM : 0;
 }
 
 /* A run or request on a per-core / per-lane sequence. */
@@ -1249,8 +1384,25 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 			ng++;
 		}
 		gs[g].files[gs[g].nfiles++].d = d;
-		if (kd_dec_wall_ns(d, d->window_start) < t0)
-			t0 = kd_dec_wall_ns(d, d->window_start);
+	}
+	for (uint32_t g = 0; g < ng; g++) {
+		struct group *gr = &gs[g];
+
+		/* Snapshots of one process merge on their collected calls (the
+		 * range, if any, cut while collecting); a file alone streams. */
+		gr->streamed = gr->nfiles == 1 && gr->files[0].d->opts.stream;
+		for (uint32_t i = 0; i < gr->nfiles; i++) {
+			struct kd_dec *d = gr->files[i].d;
+			int64_t ws;
+
+			if (!gr->streamed && d->opts.stream && collect(d)) {
+				rc = KD_ENOMEM;
+				goto out;
+			}
+			ws = kd_dec_wall_ns(d, kd_range_start(d));
+			if (ws < t0)
+				t0 = ws;
+		}
 	}
 	if (t0 == INT64_MAX)
 		t0 = 0;
@@ -1261,7 +1413,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 
 		qsort(gr->files, gr->nfiles, sizeof(*gr->files), cmp_gfile);
 		for (uint32_t i = 0; i < gr->nfiles; i++) {
-			if (gfile_index(&gr->files[i])) {
+			if (!gr->streamed && gfile_index(&gr->files[i])) {
 				rc = KD_ENOMEM;
 				goto out;
 			}
@@ -1307,10 +1459,14 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		struct group *gr = &gs[g];
 
 		write_descriptors(&w, gr, o);
-		write_note(&w, gr);
-		for (uint32_t i = 0; i < gr->nthreads && !w.oom; i++)
+		if (gr->streamed && write_threads_streamed(&w, gr, o))
+			w.oom = 1;
+		for (uint32_t i = 0; i < gr->nthreads && !w.oom && !gr->streamed; i++)
 			if (want_thread(o, gr->threads[i].tid - (int32_t)gr->tid_off))
 				write_thread(&w, gr, &gr->threads[i]);
+		/* After the threads: a streamed file's requests, marks and trigger
+		 * are known once it is walked. */
+		write_note(&w, gr);
 		write_requests(&w, gr, o);
 		write_cores(&w, gr, o);
 	}

@@ -1,6 +1,9 @@
 /*
  * range.c - time-range selection: --from / --to / --around-trigger /
- * --min-dur, applied to a decoded snapshot before any sink sees it.
+ * --min-dur, applied to a decoded snapshot before any sink sees it: on
+ * the collected calls (kd_range_apply), or, for a file opened for the
+ * stream, as a filter on its walk (kd_dec_walk_cut, at the end of this
+ * file), which gives the same cut without keeping the calls.
  *
  * A range is held in CLOCK_REALTIME ns, so one range cuts every file of a
  * merged view at the same moment; each file converts it to its own ticks
@@ -20,7 +23,8 @@
  *     its time stays in its caller's self time (self is recomputed from
  *     the callees that remain, exactly as the builder computes it).
  * Indices into calls (parent, a request's call_first/call_end/open_at_end)
- * and the trigger's request index are remapped.
+ * and the trigger's request index are remapped.  Everything but the calls
+ * is cut by cut_rest(), the same for both ways.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -219,10 +223,11 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 			q = &trig->reqs[trig->trigger_req];
 			r->from_ns = kd_dec_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
 			r->to_ns = kd_dec_wall_ns(trig, q->end) + (int64_t)r->around_ns;
-		} else { /* not walked yet (a streamed sink): the TRIGGER record */
-			r->from_ns = kd_snap_wall_ns(&trig->snap, trig->snap.trigger.begin_tsc) -
+		} else { /* not walked yet (a streamed sink): the TRIGGER record, in
+		          * ticks as the walk would give the request */
+			r->from_ns = kd_dec_wall_ns(trig, trig->snap.trigger.begin_tsc >> trig->shift) -
 			             (int64_t)r->around_ns;
-			r->to_ns = kd_snap_wall_ns(&trig->snap, trig->snap.trigger.end_tsc) +
+			r->to_ns = kd_dec_wall_ns(trig, trig->snap.trigger.end_tsc >> trig->shift) +
 			           (int64_t)r->around_ns;
 		}
 	}
@@ -417,20 +422,71 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
 	return r->active;
 }
 
+/* Everything but the calls: requests (clamped and flagged), marks, runs,
+ * off/on-CPU intervals, the scheduling span and the window. */
+static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
+{
+	uint32_t k = 0, trig = KD_NONE;
+	int cb, ce;
+
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request q = d->reqs[i];
+
+		if (!clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
+			continue;
+		if (cb) {
+			q.flags |= KD_REQ_TRUNC_BEGIN;
+			q.call_first = KD_NONE;
+		}
+		if (ce) {
+			q.flags |= KD_REQ_TRUNC_END;
+			q.call_end = q.open_at_end = KD_NONE;
+		}
+		if (i == d->trigger_req)
+			trig = k;
+		d->reqs[k++] = q;
+	}
+	d->nreqs = k;
+	d->trigger_req = trig;
+	kd_dec_cut_intervals(d, from, to);
+	if (d->sched) {
+		if (d->sched_from < from)
+			d->sched_from = from;
+		if (d->sched_to > to)
+			d->sched_to = to;
+		if (d->sched_to < d->sched_from)
+			d->sched_to = d->sched_from;
+	}
+	if (d->range_cut == 2) {
+		d->window_start = d->window_end; /* empty */
+		d->sched_from = d->sched_to = d->window_end;
+	} else {
+		d->window_start = from;
+		d->window_end = to;
+	}
+}
+
+/* The range's ticks and --min-dur for d, noted in d for the summary. */
+static int range_begin(struct kd_dec *d, const struct kd_range *r, uint64_t *from,
+                       uint64_t *to, uint64_t *min)
+{
+	d->range_full_start = d->window_start;
+	d->range_full_end = d->window_end;
+	d->range_cut = kd_range_ticks(d, r, from, to, min);
+	if (r->min_dur_ns) {
+		d->min_dur_ns = r->min_dur_ns;
+		d->min_dur_ticks = *min;
+	}
+	return d->range_cut || *min;
+}
+
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 {
 	uint64_t from, to, min;
 	uint8_t *keep;
 	int cb, ce;
 
-	d->range_full_start = d->window_start;
-	d->range_full_end = d->window_end;
-	d->range_cut = kd_range_ticks(d, r, &from, &to, &min);
-	if (r->min_dur_ns) {
-		d->min_dur_ns = r->min_dur_ns;
-		d->min_dur_ticks = min;
-	}
-	if (!d->range_cut && !min)
+	if (!range_begin(d, r, &from, &to, &min))
 		return;
 
 	keep = kd_xcalloc((size_t)d->ncalls + 1, 1, "the range cut");
@@ -453,46 +509,8 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 	}
 	kd_calls_keep(d, keep, 1);
 	free(keep);
-
-	if (d->range_cut) {
-		uint32_t k = 0, trig = KD_NONE;
-
-		for (uint32_t i = 0; i < d->nreqs; i++) {
-			struct kd_dec_request q = d->reqs[i];
-
-			if (!clamp_iv(&q.begin, &q.end, from, to, &cb, &ce))
-				continue;
-			if (cb) {
-				q.flags |= KD_REQ_TRUNC_BEGIN;
-				q.call_first = KD_NONE;
-			}
-			if (ce) {
-				q.flags |= KD_REQ_TRUNC_END;
-				q.call_end = q.open_at_end = KD_NONE;
-			}
-			if (i == d->trigger_req)
-				trig = k;
-			d->reqs[k++] = q;
-		}
-		d->nreqs = k;
-		d->trigger_req = trig;
-		kd_dec_cut_intervals(d, from, to);
-		if (d->sched) {
-			if (d->sched_from < from)
-				d->sched_from = from;
-			if (d->sched_to > to)
-				d->sched_to = to;
-			if (d->sched_to < d->sched_from)
-				d->sched_to = d->sched_from;
-		}
-		if (d->range_cut == 2) {
-			d->window_start = d->window_end; /* empty */
-			d->sched_from = d->sched_to = d->window_end;
-		} else {
-			d->window_start = from;
-			d->window_end = to;
-		}
-	}
+	if (d->range_cut)
+		cut_rest(d, from, to);
 }
 
 void kd_out_range_note(FILE *f, const struct kd_dec *d)
@@ -533,9 +551,13 @@ void kd_out_range_note(FILE *f, const struct kd_dec *d)
  * A kept call's callers are kept too (they enclose it and last longer), so
  * depths do not change.  While a call is undecided, the events after its
  * BEGIN wait in a queue (in order; the call's BEGIN is a placeholder), so
- * order is kept: the queue holds at most what the stream carries in
- * max(--min-dur, time before the range) of one thread.  Marks and requests
- * outside the range go; THREAD_BEGIN/END pass.
+ * order is kept.  A dropped call's placeholder and its callees' leave the
+ * queue's tail at once, so the queue holds the undecided calls' BEGINs (at
+ * most the stack depth) and the marks and requests inside the range that
+ * wait behind one (those of at most --min-dur of one thread): never the
+ * calls before the range.  Marks and requests outside the range go;
+ * THREAD_BEGIN/END pass.  Dropped calls are counted as kd_range_apply
+ * counts them (calls_out, min_dropped).
  */
 enum { RF_PENDING = 0, RF_KEPT = 1, RF_DROPPED = 2 };
 
@@ -652,6 +674,7 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			fr->state = RF_DROPPED;
 		} else if (e->tick >= f->from && !f->min) {
 			fr->state = RF_KEPT;
+			rf_flush(f, d); /* what rf_decide just released goes first */
 			rf_put(f, d, e, 0);
 		} else {
 			fr->state = RF_PENDING;
@@ -671,8 +694,20 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		if (fr->state == RF_PENDING)
 			fr->state = RF_DROPPED;
 		if (fr->state == RF_DROPPED) {
+			struct rf_item *q = f->q;
+
+			/* Counted as kd_range_apply counts (duration before the cut). */
+			if (f->min && e->tick - e->begin < f->min)
+				f->min_dropped++;
+			else
+				f->calls_out++;
 			if (fr->q != KD_NONE)
-				((struct rf_item *)f->q)[fr->q].wait = 2;
+				q[fr->q].wait = 2;
+			/* Its callees' placeholders are void too: trim them off the
+			 * tail, so the queue never holds dropped calls (only marks and
+			 * requests behind a call still undecided stay). */
+			while (f->qn > f->qhead && q[f->qn - 1].wait == 2)
+				f->qn--;
 			f->depth--;
 			if (f->undecided > f->depth)
 				f->undecided = f->depth;
@@ -723,4 +758,53 @@ void kd_range_filter_free(struct kd_range_filter *f)
 	free(f->stack);
 	free(f->q);
 	f->stack = f->q = NULL;
+}
+
+uint64_t kd_range_start(const struct kd_dec *d)
+{
+	uint64_t from, to, min;
+
+	if (!d->range || d->range_walked)
+		return d->window_start;
+	switch (kd_range_ticks(d, d->range, &from, &to, &min)) {
+	case 1: return from;
+	case 2: return d->window_end;
+	default: return d->window_start;
+	}
+}
+
+/*
+ * A walk with d->range applied on the stream (main.c sets it for the
+ * streamed formats): the filter above cuts the calls, then the rest is cut
+ * as kd_range_apply cuts it (requests, marks, runs, intervals, window).
+ * Requests' recorded-order positions (call_first ...) count the calls
+ * before the filter, so they are cleared.  A second walk starts again from
+ * the snapshot's window.
+ */
+int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+{
+	const struct kd_range *r = d->range;
+	struct kd_range_filter f;
+	uint64_t from, to, min;
+	int rc;
+
+	if (!r || !(r->active || r->min_dur_ns))
+		return kd_dec_walk(d, sink, err);
+	if (d->range_walked) {
+		d->window_start = d->range_full_start;
+		d->window_end = d->range_full_end;
+	}
+	range_begin(d, r, &from, &to, &min);
+	rc = kd_dec_walk(d, kd_range_filter(&f, r, sink), err);
+	d->range_calls_out = f.calls_out;
+	d->min_dur_dropped = f.min_dropped;
+	kd_range_filter_free(&f);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
+	if (d->range_cut)
+		cut_rest(d, from, to);
+	d->range_walked = 1;
+	return 0;
 }

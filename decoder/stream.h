@@ -38,6 +38,9 @@
  * parent's `self` (self is "time in no kept child"), so it must add the
  * dropped call's duration to the parent's self when forwarding the parent's
  * END.  kd_filter_pass() is the identity filter to start from.
+ * kd_range_filter (range.c) is the time range and --min-dur; a streamed
+ * sink walks with kd_dec_walk_cut(), which puts it in front of the sink
+ * when d->range is set.
  *
  * In-memory sinks (stats, explain, html, the tests' kd_dec_open_*) get
  * d->calls from kd_collector, a sink that appends every call.

@@ -6,13 +6,26 @@
 #ifndef KTRACE_TESTS_DECODE_OR_FAIL_H
 #define KTRACE_TESTS_DECODE_OR_FAIL_H
 
-static struct kd_dec *decode(struct snapbuild *sb)
+static inline struct kd_dec *decode(struct snapbuild *sb)
 {
 	struct kd_dec_opts o = { .no_symbols = 1 };
 	struct kd_dec_error err;
 	struct kd_dec *d = snapbuild_decode(sb, &o, &err);
 
 	if (d == NULL)
+		fail_msg("decode failed: %s", err.msg);
+	return d;
+}
+
+/* The same on an image (opened twice to compare two ways of decoding it);
+ * stream: opened for the stream (opts.stream, no d->calls). */
+static inline struct kd_dec *decode_image(const uint8_t *buf, size_t len, int stream)
+{
+	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream };
+	struct kd_dec_error err;
+	struct kd_dec *d;
+
+	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
 		fail_msg("decode failed: %s", err.msg);
 	return d;
 }

@@ -141,39 +141,42 @@ static void test_perfetto_ties_marks_requests(void **state)
  * file's end is one slice.  With entered = 0 the outer frame was entered
  * before both windows: only the later file sees it (at its exit), and it
  * still encloses the leaves of both. */
+/* Snapshot k (0: the earlier, 1: the later) of merge_same_process. */
+static struct snapbuild *merge_snap(int k, int entered)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_info(sb)->start_tsc = 5;
+	snapbuild_info(sb)->tsc_shift = 8;
+	snapbuild_info(sb)->tsc_hz = 2560000000u;
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	if (entered)
+		snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
+	for (uint64_t i = 0; i < 10; i++) {
+		snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+		snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+	}
+	if (k) { /* b goes on: ten more leaves, then outer returns */
+		for (uint64_t i = 10; i < 20; i++) {
+			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+		}
+		snapbuild_exit(sb, 0, 1, 1400, 0);
+	}
+	snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
+	return sb;
+}
+
 static void merge_same_process(int entered)
 {
-	struct snapbuild *a = snapbuild_new(), *b = snapbuild_new();
 	struct kd_dec *d[2];
 	char *out, line[256];
 	const char *outer = NULL, *leaf = NULL;
 
-	for (int k = 0; k < 2; k++) {
-		struct snapbuild *sb = k ? b : a;
-
-		snapbuild_info(sb)->start_tsc = 5;
-		snapbuild_info(sb)->tsc_shift = 8;
-		snapbuild_info(sb)->tsc_hz = 2560000000u;
-		snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
-		snapbuild_func(sb, 0, 0xA000);
-		snapbuild_func(sb, 1, 0xB000);
-		if (entered)
-			snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
-		for (uint64_t i = 0; i < 10; i++) {
-			snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
-			snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
-		}
-		if (k) { /* b goes on: ten more leaves, then outer returns */
-			for (uint64_t i = 10; i < 20; i++) {
-				snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
-				snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
-			}
-			snapbuild_exit(sb, 0, 1, 1400, 0);
-		}
-		snapbuild_core_copy_tsc(sb, 0, (k ? 1500ull : 1200ull) << 8);
-	}
-	d[0] = decode(b); /* order given does not matter */
-	d[1] = decode(a);
+	d[0] = decode(merge_snap(1, entered)); /* order given does not matter */
+	d[1] = decode(merge_snap(0, entered));
 	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
 		const char *f = kd_dec_func_name(d[0], d[0]->calls[i].func);
@@ -238,6 +241,136 @@ static void test_perfetto_two_hosts(void **state)
 	kd_dec_free(d[1]);
 }
 
+/* A snapbuild's image, to open twice. */
+static uint8_t *image(struct snapbuild *sb, size_t *len)
+{
+	uint8_t *buf;
+
+	assert_int_equal(snapbuild_finish(sb, &buf, len), 0);
+	snapbuild_free(sb);
+	return buf;
+}
+
+/* The trace of decs in memory (free it). */
+static char *trace(struct kd_dec **decs, uint32_t n, size_t *len)
+{
+	char *p = NULL;
+	FILE *f = open_memstream(&p, len);
+
+	assert_non_null(f);
+	assert_int_equal(kd_out_perfetto(f, decs, n, NULL), 0);
+	assert_int_equal(fclose(f), 0);
+	return p;
+}
+
+/*
+ * The trace written while the builder walks (files opened for the stream,
+ * the range a filter on the walk) is the trace of the collected calls cut
+ * by kd_range_apply, byte for byte: one file, and two snapshots of one
+ * process (which the writer collects itself), with and without a range.
+ */
+static void same_trace(uint8_t *const *img, const size_t *len, uint32_t n, int64_t from_ns,
+                       int64_t to_ns, uint64_t min_ns)
+{
+	struct kd_dec *a[2], *b[2];
+	struct kd_range r = { 0 };
+	size_t la, lb;
+	char *ta, *tb;
+
+	r.active = from_ns != INT64_MIN || to_ns != INT64_MAX;
+	r.from_ns = from_ns;
+	r.to_ns = to_ns;
+	r.min_dur_ns = min_ns;
+	for (uint32_t i = 0; i < n; i++) {
+		a[i] = decode_image(img[i], len[i], 0);
+		b[i] = decode_image(img[i], len[i], 1);
+		kd_range_apply(a[i], &r);
+		b[i]->range = &r;
+	}
+	ta = trace(a, n, &la);
+	tb = trace(b, n, &lb);
+	if (la != lb || memcmp(ta, tb, la))
+		fail_msg("%u file(s), range %lld..%lld min %llu: streamed trace (%zu bytes) differs "
+		         "from the collected one (%zu bytes)", n, (long long)from_ns, (long long)to_ns,
+		         (unsigned long long)min_ns, lb, la);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(b[i]->ncalls, n > 1 ? a[i]->ncalls : 0); /* one file: streamed */
+		kd_dec_free(a[i]);
+		kd_dec_free(b[i]);
+	}
+	free(ta);
+	free(tb);
+}
+
+/* Marks between calls of one tick, and a frame open at the end. */
+static struct snapbuild *marks_in_a_tick(void)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_info(sb)->tsc_shift = 8;
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_name(sb, 1, KTRACE_NAME_MARK, "m");
+	snapbuild_enter(sb, 0, 1, 2000, 0);
+	snapbuild_mark(sb, 0, 1, 2000, 1, 1);
+	snapbuild_enter(sb, 0, 1, 2000, 1);
+	snapbuild_mark(sb, 0, 1, 2000, 1, 2);
+	snapbuild_exit(sb, 0, 1, 2000, 1);
+	snapbuild_mark(sb, 0, 1, 2000, 1, 3);
+	snapbuild_exit(sb, 0, 1, 2000, 0);
+	snapbuild_enter(sb, 0, 1, 2010, 1);
+	snapbuild_mark(sb, 0, 1, 2020, 1, 4);
+	return sb;
+}
+
+static void test_perfetto_streamed_equals_collected(void **state)
+{
+	struct snapbuild *g = snapbuild_new();
+	uint8_t *img[3];
+	size_t len[3];
+	struct kd_dec *d;
+	int64_t w0, w1;
+
+	(void)state;
+	snapbuild_scenario_golden(g);
+	img[0] = image(g, &len[0]);
+	img[1] = image(scenario(), &len[1]);
+	img[2] = image(marks_in_a_tick(), &len[2]);
+	for (uint32_t k = 0; k < 3; k++) {
+		d = decode_image(img[k], len[k], 0);
+		w0 = kd_dec_wall_ns(d, d->window_start);
+		w1 = kd_dec_wall_ns(d, d->window_end);
+		kd_dec_free(d);
+		same_trace(&img[k], &len[k], 1, INT64_MIN, INT64_MAX, 0);
+		for (int i = 0; i <= 4; i++)
+			for (int j = i; j <= 4; j++) {
+				same_trace(&img[k], &len[k], 1, w0 + (w1 - w0) * i / 4,
+				           w0 + (w1 - w0) * j / 4 + j, 0);
+				same_trace(&img[k], &len[k], 1, w0 + (w1 - w0) * i / 4,
+				           w0 + (w1 - w0) * j / 4 + j, 300);
+			}
+		same_trace(&img[k], &len[k], 1, INT64_MIN, INT64_MAX, 1000);
+		free(img[k]);
+	}
+}
+
+static void test_perfetto_streamed_merge_equals_collected(void **state)
+{
+	uint8_t *img[2];
+	size_t len[2];
+
+	(void)state;
+	for (int entered = 0; entered < 2; entered++) {
+		for (int k = 0; k < 2; k++)
+			img[k] = image(merge_snap(k, entered), &len[k]);
+		same_trace(img, len, 2, INT64_MIN, INT64_MAX, 0);
+		same_trace(img, len, 2, INT64_MIN, INT64_MAX, 1000);
+		free(img[0]);
+		free(img[1]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +378,8 @@ int main(void)
 		cmocka_unit_test(test_perfetto_merge_same_process),
 		cmocka_unit_test(test_perfetto_merge_outer_frame_only_in_later_file),
 		cmocka_unit_test(test_perfetto_two_hosts),
+		cmocka_unit_test(test_perfetto_streamed_equals_collected),
+		cmocka_unit_test(test_perfetto_streamed_merge_equals_collected),
 	};
 	return cmocka_run_group_tests_name("decoder_perfetto", tests, NULL, NULL);
 }

@@ -19,16 +19,7 @@
 #include "decoder.h"
 #include "snapbuild.h"
 
-static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
-{
-	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream };
-	struct kd_dec_error err;
-	struct kd_dec *d;
-
-	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
-		fail_msg("decode failed: %s", err.msg);
-	return d;
-}
+#include "decode_or_fail.h"
 
 static void test_range_parse(void **state)
 {
@@ -72,11 +63,33 @@ static void test_range_parse(void **state)
 	                     0);
 }
 
+/* The golden scenario's image (free it) and its window in wall-clock ns. */
+static uint8_t *golden(size_t *len, int64_t *w0, int64_t *w1)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec *d;
+	uint8_t *buf;
+
+	snapbuild_scenario_golden(sb);
+	assert_int_equal(snapbuild_finish(sb, &buf, len), 0);
+	snapbuild_free(sb);
+	d = decode_image(buf, *len, 0);
+	*w0 = kd_dec_wall_ns(d, d->window_start);
+	*w1 = kd_dec_wall_ns(d, d->window_end);
+	kd_dec_free(d);
+	return buf;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /* Cut one image both ways and compare the calls. */
 static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t to_ns,
                         uint64_t min_ns)
 {
-	struct kd_dec *a = open_image(buf, len, 0), *b = open_image(buf, len, 1);
+	struct kd_dec *a = decode_image(buf, len, 0), *b = decode_image(buf, len, 1);
 	struct kd_range r = { 0 };
 	struct kd_range_filter f;
 	struct kd_collector c;
@@ -114,21 +127,12 @@ static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
 
 static void test_range_filter_matches_collector(void **state)
 {
-	struct snapbuild *sb = snapbuild_new();
-	uint8_t *buf;
 	size_t len;
-	struct kd_dec *d;
 	int64_t w0, w1;
+	uint8_t *buf = golden(&len, &w0, &w1);
 	int cuts = 0;
 
 	(void)state;
-	snapbuild_scenario_golden(sb);
-	assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
-	snapbuild_free(sb);
-	d = open_image(buf, len, 0);
-	w0 = kd_dec_wall_ns(d, d->window_start);
-	w1 = kd_dec_wall_ns(d, d->window_end);
-	kd_dec_free(d);
 	compare_cut(buf, len, INT64_MIN, INT64_MAX, 0);
 	for (int i = 0; i <= 8; i++)
 		for (int j = i; j <= 8; j++) {
@@ -180,12 +184,105 @@ static void test_range_min_dur_self(void **state)
 	kd_dec_free(d);
 }
 
+/* The lines a format writes, sorted (free it): the streamed formats write
+ * calls at their end, the collected replay at their begin. */
+static char *sorted_lines(char *text)
+{
+	char **v = NULL, *out, *p = text;
+	size_t n = 0, len = strlen(text);
+
+	for (char *q; (q = strchr(p, '\n')); p = q + 1) {
+		*q = '\0';
+		if (q > p && q[-1] == ',')
+			q[-1] = '\0'; /* chrome's separators */
+		v = realloc(v, (n + 1) * sizeof(*v));
+		assert_non_null(v);
+		v[n++] = p;
+	}
+	qsort(v, n, sizeof(*v), cmp_str);
+	out = malloc(len + 1);
+	assert_non_null(out);
+	out[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		strcat(out, v[i]);
+		strcat(out, "\n");
+	}
+	free(v);
+	free(text);
+	return out;
+}
+
+/* chrome, folded and the summary of a range cut on the walk (d->range) are
+ * those of the collected calls cut by kd_range_apply (up to the order of
+ * chrome's events and folded's lines), the process labels and the
+ * summary's range lines included. */
+static char *out_of(struct kd_dec *d, int fmt)
+{
+	struct kd_out_opts o = { .quiet = 1 };
+	struct kd_chrome ch;
+	char *p = NULL;
+	size_t len;
+	FILE *f = open_memstream(&p, &len);
+
+	assert_non_null(f);
+	if (fmt == 0) {
+		kd_out_chrome_begin(&ch, f, 0);
+		kd_out_chrome_file(&ch, d, 1, &o);
+		kd_out_chrome_end(&ch);
+	} else if (fmt == 1 && d->opts.stream) {
+		assert_int_equal(kd_out_folded_stream(f, d, &o), 0);
+	} else if (fmt == 1) {
+		kd_out_folded(f, d, &o);
+	} else {
+		struct kd_dec_error err;
+
+		if (d->opts.stream)
+			assert_int_equal(kd_dec_walk_cut(d, (struct kd_sink){ 0 }, &err), 0);
+		kd_out_summary(f, d);
+	}
+	assert_int_equal(fclose(f), 0);
+	return sorted_lines(p);
+}
+
+static void test_range_streamed_formats_match_collected(void **state)
+{
+	size_t len;
+	int64_t w0, w1;
+	uint8_t *buf = golden(&len, &w0, &w1);
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		for (int fmt = 0; fmt < 3; fmt++) {
+			struct kd_range r = { 0 };
+			struct kd_dec *a = decode_image(buf, len, 0), *b = decode_image(buf, len, 1);
+			char *x, *y;
+
+			r.active = i < 3;
+			r.from_ns = i == 0 ? w0 + (w1 - w0) / 3 : i == 1 ? INT64_MIN : w0 + (w1 - w0) / 5;
+			r.to_ns = i == 1 ? w0 + (w1 - w0) / 2 : INT64_MAX;
+			r.min_dur_ns = i >= 2 ? 2000 : 0;
+			kd_range_apply(a, &r);
+			b->range = &r;
+			x = out_of(a, fmt);
+			y = out_of(b, fmt);
+			if (strcmp(x, y))
+				fail_msg("format %d, range %d: cut on the walk:\n%s\ncut on the calls:\n%s",
+				         fmt, i, y, x);
+			free(x);
+			free(y);
+			kd_dec_free(a);
+			kd_dec_free(b);
+		}
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_range_parse),
 		cmocka_unit_test(test_range_filter_matches_collector),
 		cmocka_unit_test(test_range_min_dur_self),
+		cmocka_unit_test(test_range_streamed_formats_match_collected),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
