@@ -187,6 +187,13 @@ static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
+	if (d->opts.stream) {
+		/* explain collects only the calls of its two requests' intervals;
+		 * the timeline spools (out-text-stream.c) */
+		if (d->snap.have_trigger && kd_out_explain_stream(out, d, o))
+			return 1;
+		return !several_files && kd_out_text_stream(out, d, o) ? 1 : 0;
+	}
 	if (d->snap.have_trigger)
 		kd_out_explain(out, d, o);
 	if (!several_files)
@@ -297,7 +304,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
  * (same rule); stats, explain and folded report each file on its own. */
 static const struct sink sinks[] = {
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
-	{ "text",     NEED_CALLS, 1, 1, 0, out_text, NULL, merged_text },
+	{ "text",     NEED_STREAM, 1, 1, 0, out_text, NULL, merged_text },
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
 	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
