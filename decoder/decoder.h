@@ -617,10 +617,12 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
 /* "merged timeline of N files": each file's process, window, offset on the
  * merged timeline and the clock offset used. */
 void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
-/* One text timeline of all files, lines tagged "[N]" by file. */
+/* One text timeline of all files, lines tagged "[N]" by file: files opened
+ * with opts.stream from their streams (bounded), the others from their
+ * collected calls.  0, or -1 (a stream failed; said on stderr). */
 struct kd_out_opts;
-void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                        const struct kd_out_opts *o);
+int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                       const struct kd_out_opts *o);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 

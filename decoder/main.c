@@ -149,7 +149,9 @@ struct sink {
 	const char *name;
 	enum need need;
 	int merge;         /* several files on one timeline (merge.c): snapshots of
-	                      one process cut so each call shows once */
+	                      one process cut so each call shows once; 2: the files
+	                      stay opened for the stream, kd_merge_files collects
+	                      only those it cuts (text) */
 	int header;        /* "==> FILE <==" and the summary first, on the output */
 	int summary_err;   /* the summary on stderr (unless -q), after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
@@ -212,8 +214,7 @@ static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct k
 static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
 	merged_summary(out, decs, n, o);
-	kd_out_text_merged(out, decs, (uint32_t)n, o);
-	return 0;
+	return kd_out_text_merged(out, decs, (uint32_t)n, o) ? 1 : 0;
 }
 
 static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
@@ -304,7 +305,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
  * (same rule); stats, explain and folded report each file on its own. */
 static const struct sink sinks[] = {
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
-	{ "text",     NEED_STREAM, 1, 1, 0, out_text, NULL, merged_text },
+	{ "text",     NEED_STREAM, 2, 1, 0, out_text, NULL, merged_text },
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
 	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
@@ -336,7 +337,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 
 			if (!d)
 				continue;
-			if (streamed && k->header && walk(d, (struct kd_sink){ 0 }))
+			if (d->opts.stream && k->header && walk(d, (struct kd_sink){ 0 }))
 				return 1;
 			if (k->header) {
 				if (n > 1)
@@ -464,7 +465,7 @@ int main(int argc, char **argv)
 	 * in-memory form, chrome a replay of them). */
 	dopts.stream = sink->need == NEED_STREAM && !(range.from.kind || range.to.kind ||
 	                                               range.around_set || range.min_dur_ns ||
-	                                               (nfiles > 1 && sink->merge));
+	                                               (nfiles > 1 && sink->merge == 1));
 	streamed = dopts.stream;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	dopts.progress = !oopts.quiet && isatty(2);

@@ -313,19 +313,15 @@ static void sift_down(struct kd_text_stream *t, uint32_t i)
 /* The fallback: the walk's begin order was not time order somewhere. */
 static int collect_instead(struct kd_text_stream *t)
 {
-	struct kd_collector c;
 	struct kd_dec_error err;
 	char msg[512];
-	int rc;
 
-	kd_collector_init(&c, t->d);
-	rc = kd_dec_walk(t->d, kd_collector_sink(&c), &err);
-	kd_collector_free(&c);
-	if (rc) {
+	if (kd_dec_collect(t->d, &err)) {
 		kd_dec_error_format(&err, t->d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		return -1;
 	}
+	t->d->opts.stream = 1; /* its calls go with the stream (kd_text_stream_free) */
 	free(t->other);
 	t->nother = kd_text_items(t->d, &t->o, 1, &t->other);
 	t->left = t->nother;
