@@ -163,6 +163,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
+/* The streamed text (spool + merge; explain from the calls of its two
+ * requests) prints what the collected one prints, with and without a
+ * --limit. */
+static void same_text(struct kd_dec *ds, const uint8_t *data, size_t size,
+                      const struct kd_dec_opts *opts)
+{
+	struct kd_dec_opts co = *opts;
+	struct kd_dec_error err;
+	struct kd_dec *dc;
+
+	co.stream = 0;
+	if (kd_dec_open_buffer(data, size, "fuzz", &co, &dc, &err) != 0)
+		abort(); /* it opened for the stream */
+	for (uint64_t limit = 0; limit < 4; limit += 3) {
+		struct kd_out_opts oo = { .limit = limit };
+		char *x = NULL, *y = NULL;
+		size_t nx = 0, ny = 0;
+		FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+
+		if (!fx || !fy)
+			abort();
+		kd_out_explain(fx, dc, &oo);
+		kd_out_text(fx, dc, &oo);
+		if (kd_out_explain_stream(fy, ds, &oo) || kd_out_text_stream(fy, ds, &oo))
+			abort();
+		fclose(fx);
+		fclose(fy);
+		if (nx != ny || memcmp(x, y, nx) != 0)
+			abort();
+		free(x);
+		free(y);
+	}
+	kd_dec_free(dc);
+}
+
 static void run(const uint8_t *data, size_t size)
 {
 	static FILE *null;
@@ -236,6 +271,7 @@ static void run(const uint8_t *data, size_t size)
 		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		kd_out_chrome_end(&ch);
+		same_text(d, data, size, &opts);
 		kd_dec_free(d);
 	}
 	opts.stream = 0;
