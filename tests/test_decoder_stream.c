@@ -553,6 +553,30 @@ static void test_stream_text_equals_collected(void **state)
 	}
 }
 
+/*
+ * The spool's temporary file cannot be made: exit 1 (and a message naming
+ * the directory, TMPDIR and the options that cut the window), never a
+ * partial timeline taken for a whole one; --limit needs no file.
+ */
+static void test_stream_text_spool_dir_missing(void **state)
+{
+	char path[128], *out;
+	int status;
+
+	(void)state;
+	mixed_snap("spool.ktrace", path, sizeof(path)); /* 1.5 MiB of spool */
+	assert_int_equal(setenv("TMPDIR", "/nonexistent/ktrace-test", 1), 0);
+	out = run(0, &status, "--format", "text", "-q", path, (char *)NULL);
+	free(out);
+	if (status != 1)
+		fail_msg("text with TMPDIR missing: exit %d, not 1", status);
+	out = run(0, &status, "--format", "text", "-q", "--limit", "5", path, (char *)NULL);
+	assert_int_equal(status, 0);
+	assert_non_null(strstr(out, "more lines (--limit 5)"));
+	free(out);
+	unsetenv("TMPDIR");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -561,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_stream_chrome_nests_in_a_tick),
 		cmocka_unit_test(test_stream_text_chrome_one_clock),
 		cmocka_unit_test(test_stream_text_equals_collected),
+		cmocka_unit_test(test_stream_text_spool_dir_missing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
