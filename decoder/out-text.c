@@ -250,6 +250,38 @@ size_t kd_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int ca
 	return n;
 }
 
+/*
+ * kd_fmt_wall(ns, 0, ...) without gmtime_r and snprintf: "HH:MM:SS.nnnnnnnnn"
+ * from the epoch's seconds (UTC has no leap seconds in time_t, as gmtime).
+ * Times before 1970 or after 9999 go to kd_fmt_wall.  A timeline prints
+ * millions of these: gmtime and the format were a tenth of text's time.
+ */
+static void fmt_tod(int64_t ns, char *buf, size_t len)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	uint32_t s;
+
+	if (ns < 0 || sec > 253402300799ll || len < 19) {
+		kd_fmt_wall(ns, 0, buf, len);
+		return;
+	}
+	s = (uint32_t)(sec % 86400);
+	buf[0] = (char)('0' + s / 36000);
+	buf[1] = (char)('0' + s / 3600 % 10);
+	buf[2] = ':';
+	buf[3] = (char)('0' + s % 3600 / 600);
+	buf[4] = (char)('0' + s % 3600 / 60 % 10);
+	buf[5] = ':';
+	buf[6] = (char)('0' + s % 60 / 10);
+	buf[7] = (char)('0' + s % 10);
+	buf[8] = '.';
+	for (int i = 17; i >= 9; i--) {
+		buf[i] = (char)('0' + frac % 10);
+		frac /= 10;
+	}
+	buf[18] = '\0';
+}
+
 void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c)
 {
@@ -258,7 +290,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 
 	/* The tick's time (time.c, as every format); chrome adds x->sub ns
 	 * within the tick to make times distinct, text needs no such. */
-	kd_fmt_wall(kd_dec_wall_ns(d, x->tick), 0, w, sizeof(w));
+	fmt_tod(kd_dec_wall_ns(d, x->tick), w, sizeof(w));
 	if (x->type == KD_TEXT_CALL) {
 		uint32_t depth = c->depth > 60 ? 60 : c->depth;
 
