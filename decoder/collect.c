@@ -75,6 +75,19 @@ void kd_collector_free(struct kd_collector *c)
 	c->stack = NULL;
 }
 
+int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
+{
+	struct kd_collector c;
+	int rc;
+
+	kd_collector_init(&c, d);
+	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+	kd_collector_free(&c);
+	if (!rc)
+		d->opts.stream = 0;
+	return rc;
+}
+
 static void pass_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 {
 	struct kd_filter_pass *f = ctx;

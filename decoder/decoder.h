@@ -684,10 +684,12 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
 /* "merged timeline of N files": each file's process, window, offset on the
  * merged timeline and the clock offset used. */
 void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
-/* One text timeline of all files, lines tagged "[N]" by file. */
+/* One text timeline of all files, lines tagged "[N]" by file: files opened
+ * with opts.stream from their streams (bounded), the others from their
+ * collected calls.  0, or -1 (a stream failed; said on stderr). */
 struct kd_out_opts;
-void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                        const struct kd_out_opts *o);
+int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                       const struct kd_out_opts *o);
 
 /* ---- the call tree (calltree.c), shared by folded and explain ----------- */
 
@@ -757,6 +759,57 @@ void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
 void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
+
+/* The text timeline's pieces (out-text.c), shared by its collected form
+ * (kd_out_text: d->calls) and its streamed form (out-text-stream.c). */
+enum kd_text_type { KD_TEXT_CALL, KD_TEXT_MARK, KD_TEXT_REQ, KD_TEXT_OFF };
+struct kd_text_item {
+	uint64_t tick;            /* ticks: the line's time (a call's begin) */
+	uint32_t thread;          /* thread index */
+	uint32_t sub;             /* recorded order within the thread's tick */
+	uint32_t type;            /* enum kd_text_type */
+	uint32_t idx;             /* in d->calls/marks/reqs/offcpu (calls: any
+	                             number rising in the thread's recorded order) */
+};
+/* The timeline's order: time, thread, recorded order, never depth. */
+int kd_text_item_cmp(const void *a, const void *b);
+int kd_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o);
+/* d's marks, requests, off-CPU intervals (and calls if `calls`) of the
+ * wanted threads, sorted; *out malloc'ed.  Returns their number. */
+size_t kd_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
+                     struct kd_text_item **out);
+/* "\ntimeline (UTC, ...):" and the muted note. */
+void kd_text_header(FILE *f, const struct kd_dec *d);
+/* One line; c: the call of a KD_TEXT_CALL item. */
+void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
+                  const struct kd_dec_call *c);
+
+/*
+ * The text timeline from the event stream (out-text-stream.c): memory
+ * bounded by threads x stack depth + marks, requests, off-CPU intervals +
+ * buffers, not by calls.  d must be opened with opts.stream (no d->calls).
+ * Each thread's calls go to a spool in begin order (32 bytes a call, in
+ * memory up to 1 MiB, then in an unlinked temporary file in $TMPDIR or
+ * /tmp), then a k-way merge over the threads prints the lines in
+ * kd_out_text's order.  --limit N spools at most N calls per thread.
+ */
+struct kd_text_stream;
+/* Walk d into a spool (0), or -1 (a message on stderr: the walk or the
+ * temporary file failed). */
+int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
+                        const struct kd_out_opts *o);
+/* The next timeline line printed to f: 1, or 0 when none is left. */
+int kd_text_stream_next(struct kd_text_stream *t, FILE *f);
+/* Lines not printed yet (calls counted even where --limit did not spool them). */
+uint64_t kd_text_stream_left(const struct kd_text_stream *t);
+void kd_text_stream_free(struct kd_text_stream *t);
+/* The whole timeline of one file, as kd_out_text prints it: 0 or -1. */
+int kd_out_text_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
+/* explain of a file opened with opts.stream, collecting only the calls that
+ * overlap the explained request and the median one (a walk of its own; the
+ * calls are freed after): 0 or -1 (message on stderr). */
+int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
+
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u

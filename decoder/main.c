@@ -79,7 +79,13 @@ static const char usage_text[] =
 	"open frames, per distinct stack or function a little, never per call.\n"
 	"Except: with several FILEs, summary and chrome keep every call, and so\n"
 	"does perfetto for snapshots of one process (it merges them on their\n"
-	"calls; files of other processes stream).  text, stats, explain, html and\n"
+	"calls; files of other processes stream).  text streams too: it spools\n"
+	"32 bytes a call to a temporary file in $TMPDIR (or /tmp; none with\n"
+	"--limit N, which spools N calls a thread at most) and keeps per thread a\n"
+	"4 KiB buffer; with a trigger, its explanation keeps the calls overlapping\n"
+	"the slow and the median request (56 bytes each), no others; text with\n"
+	"--from/--to/--around-trigger/--min-dur, or of snapshots of one process\n"
+	"that overlap, keeps every call of those files.  stats, explain, html and\n"
 	"exclude keep every call (about 56 bytes per call, more for html).  The\n"
 	"file itself is read in pieces of a few hundred KB, again for each pass\n"
 	"(a pipe: whole).\n"
@@ -153,7 +159,9 @@ struct sink {
 	const char *name;
 	enum need need;
 	int merge;         /* several files on one timeline (merge.c): snapshots of
-	                      one process cut so each call shows once */
+	                      one process cut so each call shows once; 2: the files
+	                      stay opened for the stream, kd_merge_files collects
+	                      only those it cuts (text) */
 	int header;        /* "==> FILE <==" and the summary first, on the output */
 	int summary_err;   /* the summary on stderr (unless -q), after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
@@ -191,6 +199,13 @@ static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
+	if (d->opts.stream) {
+		/* explain collects only the calls of its two requests' intervals;
+		 * the timeline spools (out-text-stream.c) */
+		if (d->snap.have_trigger && kd_out_explain_stream(out, d, o))
+			return 1;
+		return !several_files && kd_out_text_stream(out, d, o) ? 1 : 0;
+	}
 	if (d->snap.have_trigger)
 		kd_out_explain(out, d, o);
 	if (!several_files)
@@ -209,8 +224,7 @@ static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct k
 static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
 	merged_summary(out, decs, n, o);
-	kd_out_text_merged(out, decs, (uint32_t)n, o);
-	return 0;
+	return kd_out_text_merged(out, decs, (uint32_t)n, o) ? 1 : 0;
 }
 
 static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
@@ -302,7 +316,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
  * stats, explain and folded report each file on its own. */
 static const struct sink sinks[] = {
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
-	{ "text",     NEED_CALLS, 1, 1, 0, out_text, NULL, merged_text },
+	{ "text",     NEED_STREAM, 2, 1, 0, out_text, NULL, merged_text },
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
 	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
@@ -334,7 +348,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 
 			if (!d)
 				continue;
-			if (streamed && k->header && walk(d, (struct kd_sink){ 0 }))
+			if (d->opts.stream && k->header && walk(d, (struct kd_sink){ 0 }))
 				return 1;
 			if (k->header) {
 				if (n > 1)
@@ -458,11 +472,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* The rule: a NEED_STREAM format is opened for the stream unless it
-	 * merges several files in main (sink->merge: merge.c cuts collected
-	 * calls; chrome and summary then read those).  A range does not
-	 * matter: streamed files get it as a filter on the walk
-	 * (d->range, kd_dec_walk_cut), collected ones cut by kd_range_apply. */
-	dopts.stream = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge);
+	 * merges several files in main (sink->merge == 1: merge.c cuts
+	 * collected calls; chrome and summary then read those).  A range does
+	 * not matter, except to text: streamed files get it as a filter on the
+	 * walk (d->range, kd_dec_walk_cut), collected ones cut by
+	 * kd_range_apply; text (merge == 2: it merges its files' streams
+	 * itself) walks without the filter, so under a range it collects. */
+	dopts.stream = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1) &&
+	               !(sink->merge == 2 && (range.from.kind || range.to.kind ||
+	                                      range.around_set || range.min_dur_ns));
 	streamed = dopts.stream;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	dopts.progress = !oopts.quiet && isatty(2);

@@ -210,6 +210,17 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	free(fb);
 }
 
+/* The cut works on collected calls: a file opened for the stream (text
+ * of several files) is collected when it overlaps a snapshot of its
+ * process, and only then. */
+static void need_calls(struct kd_dec *d)
+{
+	struct kd_dec_error err;
+
+	if (d->opts.stream && kd_dec_collect(d, &err))
+		kd_dec_oom("merging files", 0);
+}
+
 static struct kd_dec *const *sort_decs;
 
 static int cmp_end(const void *x, const void *y)
@@ -250,8 +261,11 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 		for (uint32_t k = 1; k < m; k++) {
 			struct kd_dec *a = decs[order[k - 1]], *b = decs[order[k]];
 
-			if (b->window_start <= a->window_end)
+			if (b->window_start <= a->window_end) {
+				need_calls(a);
+				need_calls(b);
 				cut_pair(a, b);
+			}
 		}
 	}
 	free(order);
@@ -319,19 +333,28 @@ void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
 /* ---- one text timeline for several files --------------------------------- */
 
 /*
- * Each file's text timeline is rendered on its own (kd_out_text), then its
- * lines are merged by their wall-clock time.  Every timeline line begins
- * with "HH:MM:SS.nnnnnnnnn"; a line that does not (the header, notes) stays
- * with the line before it.  Lines of one file are in time order already;
- * equal times keep file order.  Each line gets "[N] " naming its file.
+ * Each file's timeline lines, then its per-core lines, are merged by their
+ * wall-clock time.  Every timeline line begins with "HH:MM:SS.nnnnnnnnn";
+ * a line that does not (the header, notes) is left out.  Lines of one file
+ * are in time order already; equal times keep file order.  Each line gets
+ * "[N] " naming its file.  A file opened for the stream gives its lines one
+ * at a time (kd_text_stream: bounded memory); a collected one (cut by a
+ * range or the merge) is rendered whole by kd_out_text first.
  */
 struct tl {
-	char *buf;
+	char *buf;                /* the rendered text still to merge (collected:
+	                             all of it; streamed: the per-core lines) */
 	size_t len;
-	char *p;                  /* next line */
+	char *p;                  /* next line in buf */
+	struct kd_text_stream *ts; /* streamed: its timeline lines, until done */
+	FILE *lf;                 /* streamed: the current line, rendered */
+	char *lbuf;
+	size_t llen;
+	const char *cur;          /* the current line (NULL: none left) */
+	size_t curlen;
 	int64_t day;              /* ns: midnight of the current line's day */
 	int64_t last;             /* ns: the previous line's time */
-	int64_t key;              /* ns: time of the line at p */
+	int64_t key;              /* ns: time of the current line */
 };
 
 /* Time of day of a line, or -1. */
@@ -345,59 +368,95 @@ static int64_t line_tod(const char *l)
 	return ((int64_t)h * 3600 + m * 60 + s) * 1000000000ll + frac;
 }
 
-static void tl_key(struct tl *t)
+/* The next timed line of t into cur and key (key INT64_MAX: none left). */
+static void tl_next(struct tl *t)
 {
 	int64_t tod;
 
-	while (*t->p && line_tod(t->p) < 0) {
-		char *e = strchr(t->p, '\n');
-
-		t->p = e ? e + 1 : t->p + strlen(t->p);
+	t->cur = NULL;
+	if (t->ts) {
+		rewind(t->lf);
+		if (kd_text_stream_next(t->ts, t->lf)) {
+			if (fflush(t->lf) != 0 || !t->lbuf)
+				kd_dec_oom("the merged timeline", 0);
+			t->cur = t->lbuf;
+			t->curlen = (size_t)ftello(t->lf);
+			if (t->curlen && t->cur[t->curlen - 1] == '\n')
+				t->curlen--;
+		} else {
+			kd_text_stream_free(t->ts);
+			t->ts = NULL;
+		}
 	}
-	if (!*t->p) {
+	while (!t->cur && t->p && *t->p) {
+		char *e = strchr(t->p, '\n');
+		size_t n = e ? (size_t)(e - t->p) : strlen(t->p);
+
+		if (line_tod(t->p) >= 0) {
+			t->cur = t->p;
+			t->curlen = n;
+		}
+		t->p += n + (e != NULL);
+	}
+	if (!t->cur) {
 		t->key = INT64_MAX;
 		return;
 	}
-	tod = line_tod(t->p);
+	tod = line_tod(t->cur);
 	if (t->day + tod < t->last - 43200000000000ll)
 		t->day += 86400000000000ll; /* past midnight */
 	t->key = t->day + tod;
 	t->last = t->key;
 }
 
-void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                        const struct kd_out_opts *o)
+int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                       const struct kd_out_opts *o)
 {
 	struct tl *t = kd_xcalloc((size_t)n + 1, sizeof(*t), "the merged timeline");
 	struct kd_out_opts one = o ? *o : (struct kd_out_opts){ 0 };
 	uint64_t lines = 0;
+	int rc = 0;
 
-	one.limit = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		FILE *m;
 		int64_t w;
 
 		if (!decs[i])
 			continue;
+		/* A stream spools each thread's first --limit calls only: the
+		 * merged first N lines take at most N of each file. */
+		if (decs[i]->opts.stream) {
+			if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
+				rc = -1; /* said on stderr; the other files still merge */
+				continue;
+			}
+			t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
+			if (!t[i].lf)
+				kd_dec_oom("the merged timeline", 0);
+		}
 		m = open_memstream(&t[i].buf, &t[i].len);
 		if (!m)
 			kd_dec_oom("the merged timeline", 0);
-		kd_out_text(m, decs[i], &one);
+		one.limit = 0;
+		if (t[i].ts)
+			kd_out_text_cores(m, decs[i], &one);
+		else
+			kd_out_text(m, decs[i], &one);
+		one.limit = o ? o->limit : 0;
 		if (fclose(m) != 0 || !t[i].buf)
 			kd_dec_oom("the merged timeline", t[i].len);
 		t[i].p = t[i].buf;
 		w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
 		t[i].day = w - ((w % 86400000000000ll) + 86400000000000ll) % 86400000000000ll;
 		t[i].last = w;
-		tl_key(&t[i]);
+		tl_next(&t[i]);
 	}
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry; [N] is the file):\n");
 	for (;;) {
 		uint32_t best = KD_NONE;
-		char *e;
 
 		for (uint32_t i = 0; i < n; i++)
-			if (t[i].buf && t[i].key != INT64_MAX &&
+			if (t[i].key != INT64_MAX && t[i].cur &&
 			    (best == KD_NONE || t[i].key < t[best].key))
 				best = i;
 		if (best == KD_NONE)
@@ -406,14 +465,17 @@ void kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
 			fprintf(f, "... more lines (--limit %" PRIu64 ")\n", o->limit);
 			break;
 		}
-		e = strchr(t[best].p, '\n');
-		fprintf(f, "[%" PRIu32 "] %.*s\n", best + 1,
-		        (int)(e ? e - t[best].p : (ptrdiff_t)strlen(t[best].p)), t[best].p);
+		fprintf(f, "[%" PRIu32 "] %.*s\n", best + 1, (int)t[best].curlen, t[best].cur);
 		lines++;
-		t[best].p = e ? e + 1 : t[best].p + strlen(t[best].p);
-		tl_key(&t[best]);
+		tl_next(&t[best]);
 	}
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
+		kd_text_stream_free(t[i].ts);
+		if (t[i].lf)
+			fclose(t[i].lf);
+		free(t[i].lbuf);
 		free(t[i].buf);
+	}
 	free(t);
+	return rc;
 }

@@ -196,25 +196,15 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 
 /* ---- text timeline -------------------------------------------------------- */
 
-enum { IT_CALL, IT_MARK, IT_REQ, IT_OFF };
-
-struct item {
-	uint64_t tick;
-	uint32_t thread;
-	uint32_t sub;             /* recorded order within the thread's tick */
-	uint32_t type;
-	uint32_t idx;
-};
-
 /*
  * Time order; within one tick, each thread's lines in recorded order (sub:
  * the stream's place within the tick), never by depth, so a call's child
  * always follows it and a shallower later call never comes between.
  * Off-CPU intervals (no recorded place) come first in their tick.
  */
-static int cmp_item(const void *a, const void *b)
+int kd_text_item_cmp(const void *a, const void *b)
 {
-	const struct item *x = a, *y = b;
+	const struct kd_text_item *x = a, *y = b;
 
 	if (x->tick != y->tick)
 		return x->tick < y->tick ? -1 : 1;
@@ -227,100 +217,151 @@ static int cmp_item(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static int want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o)
+int kd_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o)
 {
 	return !o || !o->have_tid || (th < d->nthreads && d->threads[th].tid == o->tid);
 }
 
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
+size_t kd_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
+                     struct kd_text_item **out)
 {
-	size_t n = 0, cap = (size_t)d->ncalls + d->nmarks + d->nreqs + d->noffcpu;
-	struct item *it = kd_xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
-	char w[48], dur[32], lbl[64], nb[48];
-	uint64_t lines = 0;
+	size_t n = 0, cap = (calls ? (size_t)d->ncalls : 0) + d->nmarks + d->nreqs + d->noffcpu;
+	struct kd_text_item *it = kd_xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
 
-	if (!it) {
-		fprintf(f, "(out of memory)\n");
+	for (uint32_t i = 0; calls && i < d->ncalls; i++)
+		if (kd_text_want_thread(d, d->calls[i].thread, o))
+			it[n++] = (struct kd_text_item){ d->calls[i].begin, d->calls[i].thread,
+			                                 d->calls[i].begin_sub, KD_TEXT_CALL, i };
+	for (uint32_t i = 0; i < d->nmarks; i++)
+		if (kd_text_want_thread(d, d->marks[i].thread, o))
+			it[n++] = (struct kd_text_item){ d->marks[i].tick, d->marks[i].thread,
+			                                 d->marks[i].sub, KD_TEXT_MARK, i };
+	for (uint32_t i = 0; i < d->nreqs; i++)
+		if (kd_text_want_thread(d, d->reqs[i].thread, o))
+			it[n++] = (struct kd_text_item){ d->reqs[i].begin, d->reqs[i].thread,
+			                                 d->reqs[i].begin_sub, KD_TEXT_REQ, i };
+	for (uint32_t i = 0; i < d->noffcpu; i++)
+		if (kd_text_want_thread(d, d->offcpu[i].thread, o) &&
+		    d->offcpu[i].end > d->window_start && d->offcpu[i].begin < d->window_end)
+			it[n++] = (struct kd_text_item){ d->offcpu[i].begin, d->offcpu[i].thread, 0,
+			                                 KD_TEXT_OFF, i };
+	qsort(it, n, sizeof(*it), kd_text_item_cmp);
+	*out = it;
+	return n;
+}
+
+/*
+ * kd_fmt_wall(ns, 0, ...) without gmtime_r and snprintf: "HH:MM:SS.nnnnnnnnn"
+ * from the epoch's seconds (UTC has no leap seconds in time_t, as gmtime).
+ * Times before 1970 or after 9999 go to kd_fmt_wall.  A timeline prints
+ * millions of these: gmtime and the format were a tenth of text's time.
+ */
+static void fmt_tod(int64_t ns, char *buf, size_t len)
+{
+	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+	uint32_t s;
+
+	if (ns < 0 || sec > 253402300799ll || len < 19) {
+		kd_fmt_wall(ns, 0, buf, len);
 		return;
 	}
-	for (uint32_t i = 0; i < d->ncalls; i++)
-		if (want_thread(d, d->calls[i].thread, o))
-			it[n++] = (struct item){ d->calls[i].begin, d->calls[i].thread,
-			                         d->calls[i].begin_sub, IT_CALL, i };
-	for (uint32_t i = 0; i < d->nmarks; i++)
-		if (want_thread(d, d->marks[i].thread, o))
-			it[n++] = (struct item){ d->marks[i].tick, d->marks[i].thread, d->marks[i].sub,
-			                         IT_MARK, i };
-	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (want_thread(d, d->reqs[i].thread, o))
-			it[n++] = (struct item){ d->reqs[i].begin, d->reqs[i].thread,
-			                         d->reqs[i].begin_sub, IT_REQ, i };
-	for (uint32_t i = 0; i < d->noffcpu; i++)
-		if (want_thread(d, d->offcpu[i].thread, o) && d->offcpu[i].end > d->window_start &&
-		    d->offcpu[i].begin < d->window_end)
-			it[n++] = (struct item){ d->offcpu[i].begin, d->offcpu[i].thread, 0, IT_OFF, i };
-	qsort(it, n, sizeof(*it), cmp_item);
+	s = (uint32_t)(sec % 86400);
+	buf[0] = (char)('0' + s / 36000);
+	buf[1] = (char)('0' + s / 3600 % 10);
+	buf[2] = ':';
+	buf[3] = (char)('0' + s % 3600 / 600);
+	buf[4] = (char)('0' + s % 3600 / 60 % 10);
+	buf[5] = ':';
+	buf[6] = (char)('0' + s % 60 / 10);
+	buf[7] = (char)('0' + s % 10);
+	buf[8] = '.';
+	for (int i = 17; i >= 9; i--) {
+		buf[i] = (char)('0' + frac % 10);
+		frac /= 10;
+	}
+	buf[18] = '\0';
+}
 
+void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
+                  const struct kd_dec_call *c)
+{
+	char w[48], dur[32], lbl[64], nb[48];
+	uint32_t th, core;
+
+	/* The tick's time (time.c, as every format); chrome adds x->sub ns
+	 * within the tick to make times distinct, text needs no such. */
+	fmt_tod(kd_dec_wall_ns(d, x->tick), w, sizeof(w));
+	if (x->type == KD_TEXT_CALL) {
+		uint32_t depth = c->depth > 60 ? 60 : c->depth;
+
+		th = c->thread;
+		core = c->core;
+		kd_fmt_dur(kd_dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
+		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
+		        (c->flags & KD_CALL_SPAN) ? "span " : "",
+		        kd_dec_func_short(d, c->func), dur,
+		        (c->flags & KD_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
+		        (c->flags & KD_CALL_EXIT_LOST) ? "  [exit lost]" :
+		        (c->flags & KD_CALL_TRUNC_END) ? "  [still running at window end]" : "",
+		        c->depth > 60 ? "  [deep]" : "");
+	} else if (x->type == KD_TEXT_OFF) {
+		const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
+
+		kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
+		fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
+		        kd_dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
+		        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked", dur);
+	} else if (x->type == KD_TEXT_MARK) {
+		const struct kd_dec_mark *m = &d->marks[x->idx];
+
+		th = m->thread;
+		core = m->core;
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " * mark %s = %" PRIu64 " (0x%" PRIx64 ")\n",
+		        w, kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
+		        kd_dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
+	} else {
+		const struct kd_dec_request *r = &d->reqs[x->idx];
+
+		th = r->thread;
+		core = r->core;
+		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s #%" PRIu64 "  %s%s%s%s\n", w,
+		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
+		        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
+		        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
+		        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
+		        (r->flags & KD_REQ_TRIGGER) ? "  <== TRIGGER" : "");
+	}
+}
+
+void kd_text_header(FILE *f, const struct kd_dec *d)
+{
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
 	kd_out_muted_note(f, d, "");
+}
+
+/* The collected form: every call of d->calls sorted with the rest (range
+ * and merge cut the collected calls; the stream's form is out-text-stream.c). */
+void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
+{
+	struct kd_text_item *it;
+	size_t n = kd_text_items(d, o, 1, &it);
+	uint64_t lines = 0;
+
+	kd_text_header(f, d);
 	for (size_t k = 0; k < n; k++) {
-		const struct item *x = &it[k];
-		uint32_t th, core;
+		const struct kd_text_item *x = &it[k];
 
 		if (o && o->limit && lines >= o->limit) {
 			fprintf(f, "... %zu more lines (--limit %" PRIu64 ")\n", n - k, o->limit);
 			break;
 		}
 		lines++;
-		/* The tick's time (time.c, as every format); chrome adds x->sub ns
-		 * within the tick to make times distinct, text needs no such. */
-		kd_fmt_wall(kd_dec_wall_ns(d, x->tick), 0, w, sizeof(w));
-		if (x->type == IT_CALL) {
-			const struct kd_dec_call *c = &d->calls[x->idx];
-			uint32_t depth = c->depth > 60 ? 60 : c->depth;
-
-			th = c->thread;
-			core = c->core;
-			kd_fmt_dur(kd_dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
-			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
-			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
-			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
-			        (c->flags & KD_CALL_SPAN) ? "span " : "",
-			        kd_dec_func_short(d, c->func), dur,
-			        (c->flags & KD_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
-			        (c->flags & KD_CALL_EXIT_LOST) ? "  [exit lost]" :
-			        (c->flags & KD_CALL_TRUNC_END) ? "  [still running at window end]" : "",
-			        c->depth > 60 ? "  [deep]" : "");
-		} else if (x->type == IT_OFF) {
-			const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
-
-			kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
-			fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
-			        kd_dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
-			        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked", dur);
-		} else if (x->type == IT_MARK) {
-			const struct kd_dec_mark *m = &d->marks[x->idx];
-
-			th = m->thread;
-			core = m->core;
-			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " * mark %s = %" PRIu64 " (0x%" PRIx64 ")\n",
-			        w, kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
-			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-			        kd_dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
-		} else {
-			const struct kd_dec_request *r = &d->reqs[x->idx];
-
-			th = r->thread;
-			core = r->core;
-			kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
-			fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s #%" PRIu64 "  %s%s%s%s\n", w,
-			        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
-			        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-			        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
-			        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
-			        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
-			        (r->flags & KD_REQ_TRIGGER) ? "  <== TRIGGER" : "");
-		}
+		kd_text_line(f, d, x, x->type == KD_TEXT_CALL ? &d->calls[x->idx] : NULL);
 	}
 	free(it);
 	kd_out_text_cores(f, d, o);
@@ -354,7 +395,7 @@ void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts
 			fprintf(f, "%s  cpu%-3" PRIu32 " other  %s\n", w, r->cpu, dur);
 			lines++;
 		}
-		if (!want_thread(d, r->thread, o))
+		if (!kd_text_want_thread(d, r->thread, o))
 			continue;
 		kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
 		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));

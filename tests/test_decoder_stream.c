@@ -120,17 +120,20 @@ static char *run(unsigned mb, int *status, ...)
 /*
  * Memory bounded by threads x depth + functions + buffers, not by calls
  * and not by the file: 4 M calls (a 32 MiB file, a window of about 2 s)
- * decode to summary, folded, chrome and perfetto, and folded, chrome and
- * perfetto cut to a range (--from/--to, --min-dur; the summary's range
+ * decode to summary, folded, chrome, perfetto and text, and folded, chrome
+ * and perfetto cut to a range (--from/--to, --min-dur; the summary's range
  * lines are checked by test_decoder_range), under an address-space limit
  * 4 MiB smaller than the file (program, libraries and stack included).
  * Holding the calls (56 bytes each, ~220 MiB), or the file, as the decoder
- * did before, and still does for the other formats, cannot fit.
+ * did before, and still does for the other formats, cannot fit.  Text
+ * spools its calls to a temporary file (128 MiB here) and writes to
+ * /dev/null (its 4 M lines would be 300 MB); test_stream_text_equals_collected
+ * checks what it prints.
  */
 static void test_stream_bounded_memory(void **state)
 {
 	static const char *const cases[][7] = {
-		{ "summary" }, { "folded" }, { "chrome" }, { "perfetto" },
+		{ "summary" }, { "folded" }, { "chrome" }, { "perfetto" }, { "text" },
 		{ "folded", "--from", "+0.5s", "--to", "+1.5s" },
 		{ "chrome", "--from", "+0.5s", "--to", "+1.5s" },
 		{ "perfetto", "--from", "+0.5s", "--to", "+1.5s", "--min-dur", "1us" },
@@ -150,11 +153,13 @@ static void test_stream_bounded_memory(void **state)
 	mb = (unsigned)(st.st_size >> 20) - 4;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *const *c = cases[i], *v[14] = { "--format", c[0], "-q" };
-		int status, n = 3, to_null = c[1] && strcmp(c[0], "summary");
+		int status, n = 3;
+		int to_null = (c[1] && strcmp(c[0], "summary")) || !strcmp(c[0], "text");
 		char *out;
 
-		/* The range cases write to /dev/null: what is measured is memory
-		 * (the outputs are checked by the cases above and other tests). */
+		/* The range cases and text write to /dev/null: what is measured is
+		 * memory (the outputs are checked by the cases above and other
+		 * tests). */
 		if (to_null) {
 			v[n++] = "-o";
 			v[n++] = "/dev/null";
@@ -466,6 +471,183 @@ static void test_stream_text_chrome_one_clock(void **state)
 	free(chrome);
 }
 
+/*
+ * A snapshot the streamed text must get exactly right: two threads on two
+ * cores whose calls share ticks (with each other and within a thread), an
+ * outer frame open across the whole window (its record is written long
+ * before its end: > 1 MiB of spool, so it is patched in the file), marks,
+ * requests, and a triggered slow request (explain).  48 k calls.
+ */
+static char *mixed_snap(const char *name, char *path, size_t cap)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_info_rec *in = snapbuild_info(sb);
+	struct ktrace_trigger_rec tr = { 0 };
+
+	in->tsc_shift = 8;
+	in->ncpus = 2;
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "op");
+	snapbuild_name(sb, 2, KTRACE_NAME_MARK, "depth");
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_thread(sb, 2, 200, "worker", 0);
+	for (uint32_t i = 0; i < 16; i++)
+		snapbuild_func(sb, i, 0x401000 + 0x100 * (uint64_t)i);
+	for (uint32_t c = 0; c < 2; c++) {
+		uint32_t slot = 1 + c;
+		uint64_t t = 1000;
+
+		snapbuild_enter(sb, c, slot, t, 0); /* open across the window */
+		for (uint32_t i = 0; i < 12000; i++) {
+			uint32_t f = 1 + (i * 7 + c) % 13;
+
+			if (i % 500 == 0)
+				snapbuild_req(sb, c, slot, t, 1, (uint64_t)c * 1000 + i / 500, 0);
+			/* ties: several calls a tick, the other thread in the same ticks */
+			t += (i % 3 == 0);
+			snapbuild_enter(sb, c, slot, t, f);
+			snapbuild_enter(sb, c, slot, t + (i % 5 == 0), 14);
+			snapbuild_exit(sb, c, slot, t + (i % 5 == 0), 14);
+			if (c == 0 && i == 6789)
+				t += 5000; /* the slow request */
+			snapbuild_exit(sb, c, slot, t += (i % 4 == 0), f);
+			if (i % 97 == 0)
+				snapbuild_mark(sb, c, slot, t, 2, i);
+			if (i % 500 == 499)
+				snapbuild_req(sb, c, slot, t, 1, (uint64_t)c * 1000 + i / 500, 1);
+		}
+		snapbuild_exit(sb, c, slot, t + 1, 0);
+	}
+	tr.request_id = 6789 / 500;
+	tr.kind_id = 1;
+	tr.thread_slot = 1;
+	tr.tid = 100;
+	tr.why = KTRACE_TRIGGER_ABSOLUTE;
+	tr.duration_ns = 2000000;
+	tr.threshold_ns = 1000000;
+	snprintf(tr.kind, sizeof(tr.kind), "op");
+	snapbuild_trigger(sb, &tr);
+	write_snap(sb, name, path, cap);
+	return path;
+}
+
+/* The first line where a and b differ, for a failure message. */
+static void assert_same_text(const char *what, const char *a, const char *b)
+{
+	size_t i = 0, line = 1, ls = 0;
+
+	for (; a[i] && a[i] == b[i]; i++)
+		if (a[i] == '\n') {
+			line++;
+			ls = i + 1;
+		}
+	if (a[i] || b[i])
+		fail_msg("%s: the streamed text differs from the collected one at line %zu:\n"
+		         "collected: %.200s\nstreamed:  %.200s", what, line, a + ls, b + ls);
+}
+
+static char *render(int streamed, char *const *paths, uint32_t n, const struct kd_out_opts *o)
+{
+	struct kd_dec_opts dopts = { .stream = streamed };
+	struct kd_dec *d[4] = { 0 };
+	struct kd_dec_error err;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	assert_non_null(m);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(kd_dec_open_file(paths[i], &dopts, &d[i], &err), 0);
+	if (n == 1 && streamed) {
+		assert_int_equal(kd_out_explain_stream(m, d[0], o), 0);
+		assert_int_equal(kd_out_text_stream(m, d[0], o), 0);
+	} else if (n == 1) {
+		kd_out_explain(m, d[0], o);
+		kd_out_text(m, d[0], o);
+	} else {
+		kd_merge_files(d, n);
+		assert_int_equal(kd_out_text_merged(m, d, n, o), 0);
+	}
+	assert_int_equal(fclose(m), 0);
+	for (uint32_t i = 0; i < n; i++)
+		kd_dec_free(d[i]);
+	return buf;
+}
+
+/*
+ * The streamed text (spool + merge, explain from the calls of two
+ * requests) prints what the collected one prints, line for line: whole,
+ * with --limit (which spools less), with --thread, and several files on
+ * one timeline.
+ */
+static void test_stream_text_equals_collected(void **state)
+{
+	static const struct kd_out_opts opts[] = {
+		{ 0 },
+		{ .limit = 1 },
+		{ .limit = 3000 },
+		{ .have_tid = 1, .tid = 200 },
+		{ .have_tid = 1, .tid = 100, .limit = 10 },
+	};
+	struct snapbuild *sb;
+	char p1[128], p2[128], p3[128], *files[3] = { p1, p2, p3 };
+
+	(void)state;
+	mixed_snap("mixed.ktrace", p1, sizeof(p1));
+	one_tick_snap("tick.ktrace", p2, sizeof(p2));
+	sb = snapbuild_new();
+	snapbuild_scenario_golden(sb);
+	write_snap(sb, "golden.ktrace", p3, sizeof(p3));
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		for (uint32_t k = 0; k < 3; k++) {
+			char *a = render(0, &files[k], 1, &opts[i]), *b = render(1, &files[k], 1, &opts[i]);
+
+			assert_non_null(strstr(a, "timeline (UTC"));
+			assert_same_text(files[k], a, b);
+			free(a);
+			free(b);
+		}
+		{
+			char *a = render(0, files, 3, &opts[i]), *b = render(1, files, 3, &opts[i]);
+
+			assert_same_text("three files merged", a, b);
+			free(a);
+			free(b);
+		}
+	}
+	/* the slow request is explained, the trigger shown in the timeline */
+	{
+		char *b = render(1, files, 1, &opts[0]);
+
+		assert_non_null(strstr(b, "trigger: \"op\" request #13"));
+		assert_non_null(strstr(b, "<== TRIGGER"));
+		free(b);
+	}
+}
+
+/*
+ * The spool's temporary file cannot be made: exit 1 (and a message naming
+ * the directory, TMPDIR and the options that cut the window), never a
+ * partial timeline taken for a whole one; --limit needs no file.
+ */
+static void test_stream_text_spool_dir_missing(void **state)
+{
+	char path[128], *out;
+	int status;
+
+	(void)state;
+	mixed_snap("spool.ktrace", path, sizeof(path)); /* 1.5 MiB of spool */
+	assert_int_equal(setenv("TMPDIR", "/nonexistent/ktrace-test", 1), 0);
+	out = run(0, &status, "--format", "text", "-q", path, (char *)NULL);
+	free(out);
+	if (status != 1)
+		fail_msg("text with TMPDIR missing: exit %d, not 1", status);
+	out = run(0, &status, "--format", "text", "-q", "--limit", "5", path, (char *)NULL);
+	assert_int_equal(status, 0);
+	assert_non_null(strstr(out, "more lines (--limit 5)"));
+	free(out);
+	unsetenv("TMPDIR");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +656,8 @@ int main(void)
 		cmocka_unit_test(test_stream_text_recorded_order),
 		cmocka_unit_test(test_stream_chrome_nests_in_a_tick),
 		cmocka_unit_test(test_stream_text_chrome_one_clock),
+		cmocka_unit_test(test_stream_text_equals_collected),
+		cmocka_unit_test(test_stream_text_spool_dir_missing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -163,6 +163,59 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
+/* Two outputs in memory that must be byte-identical (else abort). */
+struct two {
+	char *x, *y;
+	size_t nx, ny;
+	FILE *fx, *fy;
+};
+
+static void two_open(struct two *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->fx = open_memstream(&t->x, &t->nx);
+	t->fy = open_memstream(&t->y, &t->ny);
+	if (!t->fx || !t->fy)
+		abort();
+}
+
+static void two_same(struct two *t)
+{
+	fclose(t->fx);
+	fclose(t->fy);
+	if (t->nx != t->ny || memcmp(t->x, t->y, t->nx) != 0)
+		abort();
+	free(t->x);
+	free(t->y);
+}
+
+/* The streamed text (spool + merge; explain from the calls of its two
+ * requests) prints what the collected one prints, with and without a
+ * --limit. */
+static void same_text(struct kd_dec *ds, const uint8_t *data, size_t size,
+                      const struct kd_dec_opts *opts)
+{
+	struct kd_dec_opts co = *opts;
+	struct kd_dec_error err;
+	struct kd_dec *dc;
+
+	co.stream = 0;
+	if (kd_dec_open_buffer(data, size, "fuzz", &co, &dc, &err) != 0)
+		abort(); /* it opened for the stream */
+	for (uint64_t limit = 0; limit < 4; limit += 3) {
+		struct kd_out_opts oo = { .limit = limit };
+		struct two t;
+
+		two_open(&t);
+		kd_out_explain(t.fx, dc, &oo);
+		kd_out_text(t.fx, dc, &oo);
+		if (kd_out_explain_stream(t.fy, ds, &oo) || kd_out_text_stream(t.fy, ds, &oo))
+			abort();
+		two_same(&t);
+	}
+	kd_dec_free(dc);
+}
+
 static void run(const uint8_t *data, size_t size)
 {
 	static FILE *null;
@@ -193,20 +246,12 @@ static void run(const uint8_t *data, size_t size)
 		kd_out_html(null, &d, 1, &oo);
 		{
 			/* The streamed folded stacks equal the in-memory ones. */
-			char *x = NULL, *y = NULL;
-			size_t nx = 0, ny = 0;
-			FILE *fx = open_memstream(&x, &nx), *fy = open_memstream(&y, &ny);
+			struct two t;
 
-			if (!fx || !fy)
-				abort();
-			kd_out_folded(fx, d, &oo);
-			kd_out_folded_stream(fy, d, &oo);
-			fclose(fx);
-			fclose(fy);
-			if (nx != ny || memcmp(x, y, nx) != 0)
-				abort();
-			free(x);
-			free(y);
+			two_open(&t);
+			kd_out_folded(t.fx, d, &oo);
+			kd_out_folded_stream(t.fy, d, &oo);
+			two_same(&t);
 		}
 		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
@@ -236,6 +281,7 @@ static void run(const uint8_t *data, size_t size)
 		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		kd_out_chrome_end(&ch);
+		same_text(d, data, size, &opts);
 		kd_dec_free(d);
 	}
 	opts.stream = 0;
