@@ -836,14 +836,6 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	}
 }
 
-static int cmp_run_core(const void *x, const void *y)
-{
-	const struct kd_dec_run *a = x, *b = y;
-
-	return a->core != b->core ? (a->core < b->core ? -1 : 1) :
-	       a->begin != b->begin ? (a->begin < b->begin ? -1 : 1) : 0;
-}
-
 /*
  * Pass 1: cut the cores' streams into pieces, count what falls outside the
  * window, record which thread ran where (runs), and run the pre-pass of
@@ -891,9 +883,23 @@ static void scan_cores(struct kd_build *b)
 		free(cc[c].bt);
 	}
 	free(cc);
-	/* Runs by core, then time, as one core after another gave them. */
-	if (d->nruns)
-		qsort(d->runs, d->nruns, sizeof(*d->runs), cmp_run_core);
+	/* Runs by core, as one core after another gave them (each core's in
+	 * its stream order): a stable counting sort. */
+	if (d->nruns && nc > 1) {
+		struct kd_dec_run *by = kd_xmalloc((size_t)d->nruns * sizeof(*by), "the core runs");
+		uint32_t *at = kd_xcalloc((size_t)nc + 1, sizeof(*at), "the core runs");
+
+		for (uint32_t i = 0; i < d->nruns; i++)
+			at[d->runs[i].core + 1]++;
+		for (uint32_t c = 0; c < nc; c++)
+			at[c + 1] += at[c];
+		for (uint32_t i = 0; i < d->nruns; i++)
+			by[at[d->runs[i].core]++] = d->runs[i];
+		free(d->runs);
+		d->runs = by;
+		b->capruns = d->nruns;
+		free(at);
+	}
 }
 
 static int cmp_piece(const void *a, const void *b)
@@ -922,6 +928,7 @@ static void order_pieces(struct kd_build *b)
 {
 	uint32_t nt = b->nthreads;
 	uint8_t *by_time = kd_xcalloc((size_t)nt + 1, 1, "thread order");
+	uint32_t *first = kd_xcalloc((size_t)nt + 2, sizeof(*first), "thread order");
 
 	for (uint32_t i = 0; i < b->npieces; i++)
 		if (b->pieces[i].seg == KD_NONE)
@@ -931,18 +938,49 @@ static void order_pieces(struct kd_build *b)
 
 		p->key1 = by_time[p->thread] ? p->first_tick : p->seg;
 		p->key2 = by_time[p->thread] ? p->seg : p->first_tick;
+		first[p->thread + 1]++;
 	}
 	free(by_time);
-	if (b->npieces)
-		qsort(b->pieces, b->npieces, sizeof(*b->pieces), cmp_piece);
-	b->thread_piece = kd_xcalloc((size_t)nt + 1, sizeof(*b->thread_piece), "thread order");
-	for (uint32_t t = 0, i = 0; t <= nt; t++) {
-		while (i < b->npieces && b->pieces[i].thread < t)
-			i++;
-		b->thread_piece[t] = i;
-	}
-}
+	/* Group by thread, keeping the scan's order (a counting sort: pieces
+	 * are one per thread switch, there may be millions), then sort each
+	 * thread's pieces by their keys unless the scan met them in order
+	 * already, as it almost always does. */
+	for (uint32_t t = 0; t < nt; t++)
+		first[t + 1] += first[t];
+	{
+		/* Each piece's place, then the permutation applied in place by
+		 * its cycles: 4 bytes a piece, not a second copy of them. */
+		uint32_t *at = kd_xmalloc(((size_t)nt + 1) * sizeof(*at), "thread order");
+		uint32_t *dest = kd_xmalloc(((size_t)b->npieces + 1) * sizeof(*dest), "thread order");
 
+		memcpy(at, first, ((size_t)nt + 1) * sizeof(*at));
+		for (uint32_t i = 0; i < b->npieces; i++)
+			dest[i] = at[b->pieces[i].thread]++;
+		for (uint32_t i = 0; i < b->npieces; i++)
+			while (dest[i] != i) {
+				uint32_t j = dest[i], tj;
+				struct piece tp = b->pieces[j];
+
+				b->pieces[j] = b->pieces[i];
+				b->pieces[i] = tp;
+				tj = dest[j];
+				dest[j] = j;
+				dest[i] = tj;
+			}
+		free(dest);
+		free(at);
+	}
+	for (uint32_t t = 0; t < nt; t++) {
+		uint32_t lo = first[t], hi = first[t + 1];
+
+		for (uint32_t i = lo + 1; i < hi; i++)
+			if (cmp_piece(&b->pieces[i - 1], &b->pieces[i]) > 0) {
+				qsort(b->pieces + lo, hi - lo, sizeof(*b->pieces), cmp_piece);
+				break;
+			}
+	}
+	b->thread_piece = first; /* [nt + 1] used */
+}
 static int64_t mono_ns(void)
 {
 	struct timespec ts;
