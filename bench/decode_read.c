@@ -5,7 +5,7 @@
  *   decode_read FILE [RUNS]
  *
  * Interleaves RUNS decodes (stages 1-5, no symbols) of FILE each way:
- *   read  kd_dec_open_file: pread into memory (what ktrace-decode does)
+ *   read  kd_dec_open_file: pread in windows (what ktrace-decode does)
  *   map   mmap + kd_dec_open_buffer (what it did before)
  * and prints the medians, their ratio, and the file size.  The file should
  * be in the page cache (a first untimed decode puts it there), so the

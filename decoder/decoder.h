@@ -7,7 +7,8 @@
  *   1. read.c      kd_snap_read(): bytes -> struct kd_snap.  The only
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
- *   1. read.c      also the file I/O (kd_dec_read_file, kd_dec_pread).
+ *   1. read.c      also the file I/O (kd_snap_read_fd's windows, kd_dec_read_fd
+ *                  for pipes, kd_dec_pread).
  *   2. iter.c      kd_snap_order(): groups blocks per core, oldest first.
  *                  struct kd_core_iter: one core's records -> events with
  *                  absolute ticks and thread slots (inner loop in iter.h).
@@ -478,11 +479,9 @@ int kd_dec_open_path(const char *path, struct stat *st);
 uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total);
 
-/* Read a whole snapshot file into memory (pread; a regular file that comes
- * up shorter than fstat said was truncated while read: an error).  *buf is
- * malloc'ed. */
-int kd_dec_read_file(const char *path, char **buf, size_t *len, struct kd_dec_error *err);
-/* The same on what kd_dec_open_path returned (fd, *st); closes fd. */
+/* Read what kd_dec_open_path returned (fd, *st) whole into memory, and
+ * close fd: a pipe's snapshot (a regular file that comes up shorter than
+ * fstat said was truncated while read: an error).  *buf is malloc'ed. */
 int kd_dec_read_fd(int fd, const struct stat *st, const char *path, char **buf,
                         size_t *len, struct kd_dec_error *err);
 /* Fill err (no offset); returns code. */

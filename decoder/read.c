@@ -1309,11 +1309,3 @@ fail_io:
 	return kd_dec_fail(err, KD_EIO, msg);
 }
 
-int kd_dec_read_file(const char *path, char **bufp, size_t *lenp, struct kd_dec_error *err)
-{
-	struct stat st;
-	int fd = kd_dec_open_path(path, &st);
-
-	return kd_dec_read_fd(fd, &st, path, bufp, lenp, err);
-}
-
