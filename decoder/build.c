@@ -638,7 +638,6 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	struct kd_dec *d = b->d;
 	struct kd_dec_thread *t = &d->threads[th];
 	struct tstate *s = &b->ts;
-	struct kd_ev e = { 0 };
 	uint64_t tick;
 	uint32_t span, f;
 
@@ -672,7 +671,9 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		f = func_of(b, ev, &span);
 		pop(b, th, f, tick, ev->core, span);
 		break;
-	case KD_DK_MARK:
+	case KD_DK_MARK: {
+		struct kd_ev e = { 0 };
+
 		if (kd_grow(&d->marks, &b->capmarks, d->nmarks, sizeof(*d->marks), "the marks")) {
 			b->oom = 1;
 			break;
@@ -692,6 +693,7 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		d->marks[d->nmarks].sub = e.sub;
 		d->nmarks++;
 		break;
+	}
 	case KD_DK_REQ_BEGIN:
 	case KD_DK_REQ_END:
 		on_request_ev(b, ev, th, tick);

@@ -36,6 +36,7 @@ struct folded {
 	size_t caps;
 	uint32_t depth;
 	uint32_t root;            /* the current thread's root node, or KD_NONE */
+	int skip;                 /* the current thread is not --thread's */
 };
 
 static uint32_t node_get(struct folded *t, uint64_t key, uint32_t parent, uint32_t func)
@@ -59,13 +60,15 @@ static void folded_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 	struct folded *t = ctx;
 	uint32_t parent, node, frames;
 
-	if (t->o && t->o->have_tid && d->threads[e->thread].tid != t->o->tid)
-		return;
-	switch (e->kind) {
-	case KD_EV_THREAD_BEGIN:
+	if (e->kind == KD_EV_THREAD_BEGIN) {
 		t->depth = 0;
 		t->root = KD_NONE;
+		t->skip = t->o && t->o->have_tid && d->threads[e->thread].tid != t->o->tid;
 		return;
+	}
+	if (t->skip)
+		return; /* --thread: another thread's */
+	switch (e->kind) {
 	case KD_EV_CALL_BEGIN:
 		if (t->root == KD_NONE)
 			t->root = node_get(t, (1ull << 63) | e->thread, KD_NONE, e->thread);
