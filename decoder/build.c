@@ -656,7 +656,6 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		s->base = s->depth;
 		d->unmatched_exits += s->npre;
 	}
-	t->last_tick = tick;
 
 	switch (ev->kind) {
 	case KD_DK_ENTER:
@@ -1272,6 +1271,8 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		e.tick = t->start_tick;
 		emit(b, &e);
 		walk_thread(b, th, 0);
+		if (s->seen)
+			t->last_tick = s->last_tick; /* its last record's (clamped) tick */
 		end = d->window_end > s->last_tick ? d->window_end : s->last_tick;
 		while (s->depth && !b->oom)
 			close_top(b, th, end, KD_CALL_TRUNC_END);
