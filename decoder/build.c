@@ -736,6 +736,7 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	struct kd_dec_event ev;
 	struct prescan *ps;
 	uint32_t th;
+	uint64_t kept = 0, last = 0;
 
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
@@ -794,22 +795,19 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			d->dropped_after++;
 			continue;
 		}
-		cs->events++;
-		d->threads[th].events++;
+		kept++;
+		if (ev.tick > last)
+			last = ev.tick;
+		/* Every function gets its index here, so names are known before
+		 * any walk (streamed sinks print them as they go): the pre-pass
+		 * looks up (and so indexes) the function of every enter, exit and
+		 * span; without it, here. */
 		if (ps->valid) {
 			if (!ps->started) {
 				ps->started = 1;
 				thread_start(b, th, ev.tick, ev.core);
 			}
 			pre_event(b, &ps->s, &ev);
-		}
-		if (ev.tick > cs->last_tick)
-			cs->last_tick = ev.tick;
-		/* Every function gets its index here, so names are known before
-		 * any walk (streamed sinks print them as they go). */
-		if (ev.kind == KD_DK_ENTER || ev.kind == KD_DK_EXIT) {
-			if (b->id_func[ev.id % KTRACE_FUNC_ID_COUNT] == KD_NONE)
-				func_id(b, ev.id % KTRACE_FUNC_ID_COUNT);
 		} else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
 		           ev.kind != KD_DK_REQ_END) {
 			uint32_t span;
@@ -835,6 +833,10 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			run->end = ev.tick;
 		run->events++;
 	}
+	cs->events += kept;
+	d->threads[th].events += kept;
+	if (last > cs->last_tick)
+		cs->last_tick = last;
 }
 
 /*
