@@ -69,7 +69,13 @@ if [ "$QUICK" = 0 ]; then
     run_config asan -DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
   # die_after_fork=0: TSan refuses any thread start in the child of a
   # multithreaded fork; the fork tests start the child's snapshot writer.
-  TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0} \
+  # atexit_sleep_ms=200: at exit TSan sleeps (1000 ms by default) whenever
+  # another thread is alive, so that such threads can still run into the
+  # exit path; every traced program has one (the snapshot writer), so the
+  # default cost a second per traced process (half of test_e2e_lifecycle's
+  # time).  200 ms still holds two of the writer's idle wake-ups (its
+  # FUTEX_WAIT times out after at most 101 ms, lib/snapshot.c writer_main).
+  TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:atexit_sleep_ms=200} \
     run_config tsan -DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
   # Bounded fuzz runs of the two parsers of untrusted input, seeded with
   # real and synthetic snapshots (and ELF files); a crash fails the run and
@@ -79,18 +85,29 @@ if [ "$QUICK" = 0 ]; then
   CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
     -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read ktrace-fuzz-elf >/dev/null
-  rm -f "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-*   # from an earlier run
+  rm -f "$dir"/*crash-* "$dir"/*leak-* "$dir"/*timeout-*   # from an earlier run
+  # The two fuzzers run side by side, one core each (as each had when they
+  # ran one after the other), so the step takes the longer one's time.
+  fuzz_pids=()
   for t in read:corpus:$FUZZ_SECONDS elf:corpus-elf:$(( FUZZ_SECONDS / 2 )); do
     IFS=: read -r name corpus secs <<<"$t"
-    work=$(mktemp -d)
-    cp "$ROOT/tests/fuzz/$corpus"/* "$work"/
-    echo "== [fuzz] ktrace-fuzz-$name, ${secs}s"
-    "$dir/tests/ktrace-fuzz-$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$dir/" -print_final_stats=1 "$work" 2>&1 |
-      grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" || true
-    rm -rf "$work"
-    if ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* >/dev/null 2>&1; then
-      echo "fuzz: ktrace-fuzz-$name found a failing input: $(ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* 2>/dev/null)" >&2
+    (
+      work=$(mktemp -d)
+      trap 'rm -rf "$work"' EXIT
+      cp "$ROOT/tests/fuzz/$corpus"/* "$work"/
+      echo "== [fuzz] ktrace-fuzz-$name, ${secs}s"
+      "$dir/tests/ktrace-fuzz-$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$dir/$name-" -print_final_stats=1 "$work" 2>&1 |
+        grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" |
+        sed "s/^/[fuzz-$name] /" || true
+    ) &
+    fuzz_pids+=($!)
+  done
+  wait "${fuzz_pids[@]}"
+  for name in read elf; do
+    if ls "$dir/$name"-crash-* "$dir/$name"-leak-* "$dir/$name"-timeout-* >/dev/null 2>&1; then
+      echo "fuzz: ktrace-fuzz-$name found a failing input: $(ls "$dir/$name"-crash-* \
+        "$dir/$name"-leak-* "$dir/$name"-timeout-* 2>/dev/null)" >&2
       exit 1
     fi
   done
