@@ -4,8 +4,9 @@
  *
  * 60 steps, 2 ms apart (a nanosleep between them).  Step i: CLOCK_REALTIME
  * t0; request "step" #i begins; ktrace_mark("tick", i); work() 3 times
- * (~20 us each); busy() (200 us, 6 ms in step 30, which fires the
- * KTRACE_TRIGGER_US=3000 trigger); the request ends; t1.  Prints
+ * (~20 us each); busy() (200 us, 60 ms in step 30, which fires the
+ * KTRACE_TRIGGER_US=30000 trigger: far above what load or qemu stretches
+ * a 0.3 ms step to, as a 3 ms threshold was not); the request ends; t1.  Prints
  * "step <i> <t0 ns> <t1 ns>" per step, then after 500 ms (the trigger
  * snapshot written meanwhile) ktrace_snapshot("final"): "snapshot <rc>
  * <path>"; then "done".
@@ -53,7 +54,7 @@ __attribute__((noinline)) void step(int i)
 	ktrace_mark("tick", (uint64_t)i);
 	for (int k = 0; k < 3; k++)
 		work();
-	busy(i == SLOW_STEP ? 6000 : 200);
+	busy(i == SLOW_STEP ? 60000 : 200);
 	ktrace_request_end(r);
 }
 
