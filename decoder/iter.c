@@ -282,7 +282,7 @@ uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t ma
 	ts20 = it->ts20;
 	tick = it->tick;
 	while (n < max && pos < nwords) {
-		uint32_t w = kd_le32(words + (size_t)pos * 4), e = KTRACE_REC_EV(w), d;
+		uint32_t w = kd_le32(words + (size_t)pos * 4), e = KTRACE_REC_EV(w);
 		/* ENTER (0x020..) and EXIT (0x820..): the same id, bit 11 apart */
 		uint32_t id = (e & (KTRACE_EV_EXIT_FLAG - 1)) - KTRACE_EV_ENTER_BASE;
 
@@ -291,11 +291,7 @@ uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t ma
 		               "compact ids: enter | 0x800 = exit");
 		if (id >= KTRACE_FUNC_ID_COUNT)
 			break; /* PAD, extended, reserved: kd_iter_next's */
-		d = (KTRACE_REC_TS(w) - ts20) & KTRACE_TS_MASK;
-		if (__builtin_expect(d < KTRACE_TS_HALF, 1))
-			tick += d;
-		else
-			tick = tick >= (KTRACE_TS_MASK + 1 - d) ? tick - (KTRACE_TS_MASK + 1 - d) : 0;
+		tick = kd_tick_of(tick, ts20, KTRACE_REC_TS(w));
 		ts20 = KTRACE_REC_TS(w);
 		bt->tick[n] = tick;
 		bt->kind[n] = (uint8_t)(KD_DK_ENTER + (e >> 11));

@@ -13,6 +13,19 @@ static inline uint32_t kd_le32(const uint8_t *p)
 	       (uint32_t)p[3] << 24;
 }
 
+/* The absolute tick of a record whose 20-bit timestamp is ts, given the
+ * reference tick and its ts20: the nearer of a step forward or back (late
+ * stores step back a little), never below 0. */
+static inline __attribute__((always_inline)) uint64_t kd_tick_of(uint64_t tick, uint32_t ts20,
+                                                                uint32_t ts)
+{
+	uint32_t d = (ts - ts20) & KTRACE_TS_MASK;
+
+	if (__builtin_expect(d < KTRACE_TS_HALF, 1))
+		return tick + d;
+	return tick >= (KTRACE_TS_MASK + 1 - d) ? tick - (KTRACE_TS_MASK + 1 - d) : 0;
+}
+
 /* Next block of the core; 0 at its end. */
 int kd_iter_open_block(struct kd_core_iter *it);
 /* Report the rest of the current block as damaged and skip it. */
@@ -24,7 +37,7 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 {
 	for (;;) {
 		const uint8_t *p;
-		uint32_t w, e, d, n, t;
+		uint32_t w, e, n, t;
 		uint64_t tick;
 
 		if (it->pos >= it->nwords) {
@@ -39,11 +52,7 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 			it->pos++;
 			continue;
 		}
-		d = (KTRACE_REC_TS(w) - it->ts20) & KTRACE_TS_MASK;
-		if (d < KTRACE_TS_HALF)
-			tick = it->tick + d;
-		else
-			tick = it->tick >= (KTRACE_TS_MASK + 1 - d) ? it->tick - (KTRACE_TS_MASK + 1 - d) : 0;
+		tick = kd_tick_of(it->tick, it->ts20, KTRACE_REC_TS(w));
 
 		if (KTRACE_EV_IS_ENTER(e) || KTRACE_EV_IS_EXIT(e)) {
 			it->ev_pos = it->pos;
