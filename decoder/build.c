@@ -105,9 +105,8 @@ struct tstate {
  * real pre-pass in each walk (valid = 0).
  */
 struct prescan {
-	struct tstate s;     /* fstack, fdepth, pre, npre: as the pre-pass's */
+	struct tstate s;     /* seen, fstack, fdepth, pre, npre: as the pre-pass's */
 	int valid;           /* 1: s.pre is the thread's pre-pass result */
-	int started;         /* thread_start() done (first record in the window) */
 };
 
 /*
@@ -632,6 +631,24 @@ static void thread_start(struct kd_build *b, uint32_t th, uint64_t tick, uint32_
 		t->start_tick = tick;
 }
 
+/* One record of thread th in the window, to the pre-pass state s (the
+ * walk's, or the scan's for the thread): its first one starts the thread. */
+static inline __attribute__((always_inline)) void
+pre_step(struct kd_build *b, struct tstate *s, uint32_t th, const struct kd_dec_event *ev)
+{
+	if (!s->seen) {
+		s->seen = 1;
+		thread_start(b, th, ev->tick, ev->core);
+	}
+	pre_event(b, s, ev);
+}
+
+/* Did the scan run thread th's pre-pass (struct prescan)? */
+static int prescanned(const struct kd_build *b, uint32_t th)
+{
+	return th < b->capprescan && b->prescan[th].valid;
+}
+
 /* One record of thread th, in the thread's program order. */
 static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th)
 {
@@ -802,13 +819,9 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		 * any walk (streamed sinks print them as they go): the pre-pass
 		 * looks up (and so indexes) the function of every enter, exit and
 		 * span; without it, here. */
-		if (ps->valid) {
-			if (!ps->started) {
-				ps->started = 1;
-				thread_start(b, th, ev.tick, ev.core);
-			}
-			pre_event(b, &ps->s, &ev);
-		} else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
+		if (ps->valid)
+			pre_step(b, &ps->s, th, &ev);
+		else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
 		           ev.kind != KD_DK_REQ_END) {
 			uint32_t span;
 
@@ -1054,15 +1067,10 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 				ev.value = bt->value[k];
 				if (outside(b, ev.tick, bt->blk_tick))
 					continue;
-				if (pre) {
-					if (!b->ts.seen) {
-						b->ts.seen = 1;
-						thread_start(b, th, ev.tick, ev.core);
-					}
-					pre_event(b, &b->ts, &ev);
-				} else {
+				if (pre)
+					pre_step(b, &b->ts, th, &ev);
+				else
 					on_event(b, &ev, th);
-				}
 			}
 		}
 	}
@@ -1234,7 +1242,7 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	b->walk_ns = d->opts.progress ? mono_ns() : 0;
 	for (uint32_t i = 0; i < b->npieces; i++) {
 		uint32_t t = b->pieces[i].thread;
-		int pre = sink.ev && !(t < b->capprescan && b->prescan[t].valid);
+		int pre = sink.ev && !prescanned(b, t);
 
 		b->total += (pre ? 2 : 1) * b->pieces[i].nrec;
 		b->nrec += b->pieces[i].nrec;
@@ -1252,7 +1260,7 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		s->npre = 0;
 		s->fdepth = 0;
 		s->seen = 0;
-		if (sink.ev && th < b->capprescan && b->prescan[th].valid) {
+		if (sink.ev && prescanned(b, th)) {
 			/* the scan's pre-pass: the frames entered before the window */
 			const struct tstate *p = &b->prescan[th].s;
 
