@@ -129,14 +129,14 @@ int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
 	fd = kd_dec_open_path(path, &st);
 	if (fd >= 0 && S_ISREG(st.st_mode)) {
 		d = dec_new(path, opts);
-		rc = kd_snap_read_fd(fd, (uint64_t)st.st_size, path, &d->snap, err);
+		rc = kd_snap_read_fd(fd, &st, path, &d->snap, err);
 		if (rc) {
 			kd_dec_free(d);
 			return rc;
 		}
 		return open_rest(d, out, err);
 	}
-	rc = kd_dec_read_fd(fd, &st, path, &buf, &len, err);
+	rc = kd_dec_read_fd(fd, &st, &buf, &len, err);
 	if (rc)
 		return rc;
 	rc = kd_dec_open_buffer(buf ? buf : "", len, path, opts, out, err);

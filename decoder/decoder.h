@@ -185,12 +185,14 @@ struct kd_snap {
 int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
                       struct kd_dec_error *err);
 /*
- * The same on an open regular file of len bytes, read in bounded pieces:
- * memory stays a few MiB whatever the file's size.  The snapshot owns fd
- * from here on (also on error).  A file that comes up shorter than len
- * while it is read gives KD_EIO ("truncated while it was read").
+ * The same on an open regular file (st: its fstat, from kd_dec_open_path),
+ * read in bounded pieces: memory stays a few MiB whatever the file's size.
+ * The snapshot owns fd from here on (also on error).  A file that comes up
+ * shorter than st_size while it is read gives KD_EIO ("truncated while it
+ * was read").
  */
-int kd_snap_read_fd(int fd, uint64_t len, const char *path, struct kd_snap *snap,
+struct stat;
+int kd_snap_read_fd(int fd, const struct stat *st, const char *path, struct kd_snap *snap,
                          struct kd_dec_error *err);
 /*
  * The words of block b (nwords little-endian u32), or NULL if they can no
@@ -471,7 +473,6 @@ int kd_dec_open_buffer(const void *buf, size_t len, const char *name,
 void kd_dec_free(struct kd_dec *d);
 /* open() a path for reading without blocking (O_NONBLOCK, cleared after
  * fstat fills *st); the caller checks the file type.  fd or -1 (errno). */
-struct stat;
 int kd_dec_open_path(const char *path, struct stat *st);
 /* pread() n bytes at off into buf, in chunks (kd_dec_read_hook runs
  * before each; total is for the hook).  Returns the bytes read: fewer than
@@ -480,10 +481,10 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
                            uint64_t total);
 
 /* Read what kd_dec_open_path returned (fd, *st) whole into memory, and
- * close fd: a pipe's snapshot (a regular file that comes up shorter than
- * fstat said was truncated while read: an error).  *buf is malloc'ed. */
-int kd_dec_read_fd(int fd, const struct stat *st, const char *path, char **buf,
-                        size_t *len, struct kd_dec_error *err);
+ * close fd: a pipe's or a socket's snapshot (regular files go to
+ * kd_snap_read_fd; anything else is refused).  *buf is malloc'ed. */
+int kd_dec_read_fd(int fd, const struct stat *st, char **buf, size_t *len,
+                        struct kd_dec_error *err);
 /* Fill err (no offset); returns code. */
 int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
 

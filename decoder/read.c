@@ -194,8 +194,10 @@ static const uint8_t *src_get(const struct kd_src *s, struct kd_win *w, size_t c
 {
 	uint64_t k;
 
-	if (off > s->len || n > s->len - off)
+	if (off > s->len || n > s->len - off) {
+		errno = 0; /* past the end: as a short read */
 		return NULL;
+	}
 	if (s->buf)
 		return s->buf + off;
 	if (w->mem && off >= w->off && off - w->off <= w->len && n <= w->len - (off - w->off))
@@ -235,8 +237,13 @@ static void win_free(struct kd_win *w)
 	w->cap = w->len = 0;
 }
 
+/* A read of the file came up short (src_get, sec_load): an error of the
+ * device (errno, as kd_dec_pread leaves it), or end of file in a file that
+ * shrank since fstat. */
 static int truncated(const struct kd_snap *snap, struct kd_dec_error *err)
 {
+	if (errno)
+		return fail(err, KD_EIO, 0, 0, "read error: %s", strerror(errno));
 	return fail(err, KD_EIO, 0, 0,
 	            "the file was truncated while it was read (now shorter than its %" PRIu64
 	            " bytes); decode a copy that nothing is writing to", snap->src.len);
@@ -1074,23 +1081,17 @@ int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
 	return snap_read(snap, err);
 }
 
-int kd_snap_read_fd(int fd, uint64_t len, const char *path, struct kd_snap *snap,
+int kd_snap_read_fd(int fd, const struct stat *st, const char *path, struct kd_snap *snap,
                          struct kd_dec_error *err)
 {
 	int rc;
 
 	memset(snap, 0, sizeof(*snap));
 	snap->src.fd = fd;
-	snap->src.len = len;
+	snap->src.len = (uint64_t)st->st_size;
 	snap->src.path = kd_xstrdup(path, "the file name");
-	{
-		struct stat st;
-
-		if (fstat(fd, &st) == 0) {
-			snap->src.mtime_ns = mtime_ns(&st);
-			snap->src.ino = (uint64_t)st.st_ino;
-		}
-	}
+	snap->src.mtime_ns = mtime_ns(st);
+	snap->src.ino = (uint64_t)st->st_ino;
 	rc = snap_read(snap, err);
 	if (rc)
 		kd_snap_free(snap); /* also what an early error left: fd, path */
@@ -1104,8 +1105,8 @@ void kd_snap_free(struct kd_snap *snap)
 			win_free(&snap->wins[i]);
 	free(snap->wins);
 	snap->wins = NULL;
-	if (snap->src.fd >= 0 && !snap->src.buf)
-		close(snap->src.fd);
+	if (snap->src.path && snap->src.fd >= 0)
+		close(snap->src.fd); /* kd_snap_read_fd's, the only owner of one */
 	snap->src.fd = -1;
 	free(snap->src.path);
 	snap->src.path = NULL;
@@ -1236,17 +1237,14 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
 
 /*
  * Read what kd_dec_open_path opened (fd, st; fd < 0: the open failed with
- * errno) whole into memory, and close it.  A regular file is read to the
- * size fstat() gave; coming up short means it was truncated meanwhile,
- * which is an error, not a smaller snapshot.  Pipes and sockets are read to
- * EOF; anything else (a directory, a device) is refused.  Files are read,
- * never mapped: a mapped file that someone truncates while the decoder
- * walks it kills the decoder with SIGBUS.
+ * errno) whole into memory, and close it: pipes and sockets
+ * (`ktrace-decode <(zcat f.ktrace.gz)`), read to EOF, since they cannot be
+ * read twice.  Regular files never come here (kd_snap_read_fd reads them
+ * in windows); anything else (a directory, a device) is refused.
  */
-int kd_dec_read_fd(int fd, const struct stat *stp, const char *path, char **bufp,
-                        size_t *lenp, struct kd_dec_error *err)
+int kd_dec_read_fd(int fd, const struct stat *st, char **bufp, size_t *lenp,
+                        struct kd_dec_error *err)
 {
-	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
 	char msg[300];
@@ -1255,23 +1253,7 @@ int kd_dec_read_fd(int fd, const struct stat *stp, const char *path, char **bufp
 		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
 		return kd_dec_fail(err, KD_EIO, msg);
 	}
-	st = *stp;
-	if (S_ISREG(st.st_mode)) {
-		size_t want = (size_t)st.st_size;
-
-		buf = kd_xmalloc(want, "the snapshot file");
-		len = (size_t)kd_dec_pread(fd, buf, 0, want, path, want);
-		if (len < want && errno) {
-			snprintf(msg, sizeof(msg), "read error at byte %zu: %s", len, strerror(errno));
-			goto fail_io;
-		}
-		if (len < want) {
-			snprintf(msg, sizeof(msg),
-			         "the file was truncated while it was read (%zu of %zu bytes)"
-			         "; decode a copy that nothing is writing to", len, want);
-			goto fail_io;
-		}
-	} else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+	if (S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode)) {
 		size_t cap = 0;
 
 		for (;;) {
@@ -1294,9 +1276,9 @@ int kd_dec_read_fd(int fd, const struct stat *stp, const char *path, char **bufp
 		}
 	} else {
 		snprintf(msg, sizeof(msg), "not a regular file or a pipe (%s); nothing read",
-		         S_ISDIR(st.st_mode)   ? "a directory" :
-		         S_ISCHR(st.st_mode)   ? "a character device" :
-		         S_ISBLK(st.st_mode)   ? "a block device" : "a special file");
+		         S_ISDIR(st->st_mode)   ? "a directory" :
+		         S_ISCHR(st->st_mode)   ? "a character device" :
+		         S_ISBLK(st->st_mode)   ? "a block device" : "a special file");
 		goto fail_io;
 	}
 	close(fd);
