@@ -86,7 +86,7 @@
 
 #include <stdint.h>
 
-#define KTRACE_FORMAT_VERSION 1u
+#define KTRACE_FORMAT_VERSION 2u   /* 2: held runs, compact requests, REQUESTS */
 
 /* ---- records ----------------------------------------------------------- */
 
@@ -160,6 +160,68 @@ enum ktrace_ext_type {
 	 * still closed by their recorded exits.  Written by the writer
 	 * thread.  The BUDGET section lists the same decisions. */
 	KTRACE_EXT_MUTE = 11,
+	/*
+	 * Requests (format 2).  A request's records are held aside on its
+	 * thread while it runs and reach the ring only when it ends and is
+	 * kept (slow, sampled, ...): see "Held runs" below.  A request that
+	 * is not kept leaves no record, only a count in the REQUESTS section.
+	 *
+	 * HELD: arg = thread slot; seg, P, (h << 8) | chunk, tsc lo, tsc hi.
+	 * N = 6.  The records that follow, up to the next BLOCK_START, THREAD
+	 * or HELD record, are thread <slot>'s, held aside while it ran a
+	 * request and written here when it was kept.  Their time chain starts
+	 * at tsc (as after a TSC record).  They ran on some core, not
+	 * necessarily this one (a reader gives them no core).  seg and P
+	 * place them in the thread's program order: after its records of
+	 * segments < seg and of segment seg at stream positions (the core's
+	 * word counter, as BLOCK_START's S counts) < P; before its records of
+	 * segment seg at positions >= P and of later segments.  Held runs
+	 * with equal (seg, P) are ordered by h (the thread's 24-bit hold
+	 * number, compared modulo 2^24: consecutive holds differ by a small
+	 * amount), and the chunks of one run (a run longer than a block is
+	 * split, each chunk with its own HELD header) by chunk (0, 1, ...).
+	 */
+	KTRACE_EXT_HELD = 12,
+	/* arg = kind name id; number.  N = 2.  A request begins on this
+	 * thread.  number counts the kind's requests in the process from 1
+	 * (a person says "get #1234"). */
+	KTRACE_EXT_REQ_OPEN = 13,
+	/* arg = kind name id; number, user id lo, user id hi.  N = 4.  As
+	 * REQ_OPEN, with the program's own 64-bit id (ktrace_request_begin_id). */
+	KTRACE_EXT_REQ_OPEN_ID = 14,
+	/* arg = enum ktrace_req_keep flags.  N = 1.  The innermost request
+	 * open on this thread ends here. */
+	KTRACE_EXT_REQ_CLOSE = 15,
+	/* arg = enum ktrace_req_keep flags; kind name id, number, slot of the
+	 * thread that began it.  N = 4.  A request ends that was not the
+	 * innermost one open on this thread (begun on another thread, or
+	 * ended out of order). */
+	KTRACE_EXT_REQ_CLOSE_ANY = 16,
+};
+
+/*
+ * Held runs.  While a thread runs a request (between the outermost
+ * ktrace_request_begin and its end on that thread), every record it makes
+ * goes to a per-thread hold buffer instead of the ring, with the same
+ * record encoding and time rule (a TSC record whenever more than
+ * KTRACE_TS_FORWARD_MAX ticks passed).  At the end:
+ *   - kept (enum ktrace_req_keep): the buffer is copied into the ring of
+ *     the core the thread then runs on, as one or more HELD chunks;
+ *   - not kept: dropped.  Only calls that began before the request and
+ *     end inside it, or begin inside it and end after it, are kept (as a
+ *     HELD run without REQ_OPEN/REQ_CLOSE), so that every thread's
+ *     nesting stays exact;
+ *   - larger than the buffer: the run is copied when the buffer fills
+ *     (SPILLED) and the request's later records go straight to the ring.
+ */
+enum ktrace_req_keep {
+	KTRACE_REQ_SLOW = 1u << 0,      /* slower than its kind's keep threshold */
+	KTRACE_REQ_SAMPLED = 1u << 1,   /* chosen at its begin as a typical sample */
+	KTRACE_REQ_NESTED = 1u << 2,    /* kept with another request of its held run */
+	KTRACE_REQ_SPILLED = 1u << 3,   /* too large to hold: recorded as it ran */
+	KTRACE_REQ_DIRECT = 1u << 4,    /* not held at all (KTRACE_KEEP=all, no hold
+	                                   buffer, or ended on another thread) */
+	KTRACE_REQ_TRIGGER = 1u << 5,   /* fired a trigger */
 };
 
 /* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */
@@ -216,6 +278,10 @@ enum ktrace_section_type {
 	 * also when scheduling was not recorded (then count = 0 and the
 	 * header says why). */
 	KTRACE_SEC_SCHED = 12,
+	/* struct ktrace_req_hdr, then hdr.nkinds x (struct ktrace_req_kind_rec,
+	 * then kind.nslices x (struct ktrace_req_slice_rec, then
+	 * slice.nbuckets x struct ktrace_req_bucket)).  Format 2. */
+	KTRACE_SEC_REQUESTS = 13,
 };
 
 enum ktrace_clock_source {
@@ -368,7 +434,8 @@ enum ktrace_trigger_why {
 };
 
 struct ktrace_trigger_rec {
-	uint64_t request_id;           /* id in the REQ_BEGIN/REQ_END records */
+	uint64_t request_id;           /* format 1: id in the REQ_BEGIN/REQ_END records;
+	                                  format 2: the request's number (REQ_OPEN) */
 	uint64_t begin_tsc;            /* counter at request begin */
 	uint64_t end_tsc;              /* counter at request end */
 	uint64_t threshold_ns;         /* threshold the request exceeded */
@@ -516,5 +583,80 @@ struct ktrace_sched_name {
 	char     name[16];             /* NUL-terminated comm when first seen */
 };
 _Static_assert(sizeof(struct ktrace_sched_name) == 24, "sched name size is pinned");
+
+/*
+ * Requests (REQUESTS section, format 2): what became of every request
+ * that ended, per kind, including the ones whose records were not kept.
+ *
+ * Latency histograms are log-linear in counter ticks (unshifted): a
+ * duration of v ticks falls in bucket
+ *     b = v                                          if v < 2^sub_bits
+ *     b = (e - sub_bits + 1) * 2^sub_bits + ((v >> (e - sub_bits)) & (2^sub_bits - 1))
+ *                                                    else, e = floor(log2 v)
+ * whose values lie in [lo, hi) with hi - lo <= lo / 2^sub_bits: reported
+ * as hi, a percentile is never below the true value and at most 1/16
+ * (6.25 %) above it with sub_bits = 4.  Counts are kept per time slice of
+ * slice_ticks; the section carries the slices that overlap the last
+ * slice_count slices, so a reader sums the ones inside its window (a
+ * slice cut by the window edge is counted whole: the histogram's window
+ * is known to within one slice).
+ */
+enum ktrace_req_hdr_flags {
+	KTRACE_REQS_HOLD = 1u << 0,    /* requests were held aside (KTRACE_KEEP=slow) */
+};
+
+struct ktrace_req_hdr {
+	uint32_t nkinds;               /* struct ktrace_req_kind_rec entries */
+	uint32_t flags;                /* enum ktrace_req_hdr_flags */
+	uint64_t slice_ticks;          /* counter ticks per histogram slice */
+	uint32_t slice_count;          /* slices kept (the histogram spans at most
+	                                  slice_count * slice_ticks) */
+	uint32_t sub_bits;             /* histogram sub-buckets per power of two, log2 */
+	uint64_t hold_bytes;           /* bytes: each thread's hold buffer */
+	uint64_t sample_ms;            /* ms: one typical request per kind is sampled
+	                                  about this often */
+	uint32_t keep_pct_x1000;       /* KTRACE_KEEP_PCT * 1000: slower than this
+	                                  running percentile of its kind is slow */
+	uint32_t keep_min_samples;     /* requests of a kind before it arms */
+	uint64_t hold_failed;          /* threads that got no hold buffer (memory) */
+	uint8_t  reserved[16];         /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_req_hdr) == 72, "req header size is pinned");
+
+struct ktrace_req_kind_rec {
+	uint32_t kind_id;              /* name id (NAMES, kind REQUEST) */
+	uint32_t nslices;              /* struct ktrace_req_slice_rec that follow */
+	uint64_t ended;                /* requests ended since start */
+	uint64_t kept_slow;            /* ... kept whole because slow */
+	uint64_t kept_sampled;         /* ... kept whole as typical samples */
+	uint64_t kept_other;           /* ... kept for another reason (nested in a
+	                                  kept one, spilled, direct) */
+	uint64_t dropped;              /* ... whose records were not kept */
+	uint64_t threshold_ns;         /* keep threshold at the snapshot: the
+	                                  smaller of the absolute trigger threshold
+	                                  and the running keep percentile (0 = none
+	                                  armed yet) */
+	uint64_t abs_ns;               /* absolute trigger threshold, 0 = off */
+	uint32_t trig_pct_x1000;       /* trigger percentile * 1000, 0 = off */
+	uint32_t flags;                /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_req_kind_rec) == 72, "req kind size is pinned");
+
+struct ktrace_req_slice_rec {
+	uint64_t start_tsc;            /* counter at the slice's start */
+	uint64_t end_tsc;              /* counter at its end (the snapshot's time
+	                                  for the current slice) */
+	uint64_t count;                /* requests of the kind that ended in it */
+	uint64_t max_ticks;            /* longest of them, counter ticks */
+	uint32_t nbuckets;             /* struct ktrace_req_bucket that follow */
+	uint32_t reserved;             /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_req_slice_rec) == 40, "req slice size is pinned");
+
+struct ktrace_req_bucket {
+	uint32_t bucket;               /* histogram bucket index (ascending) */
+	uint32_t count;                /* requests in it (non-zero) */
+};
+_Static_assert(sizeof(struct ktrace_req_bucket) == 8, "req bucket size is pinned");
 
 #endif /* KTRACE_FORMAT_H */
