@@ -98,18 +98,32 @@ KTRACE_EXPORT void ktrace_span_begin(const char *name);
 KTRACE_EXPORT void ktrace_span_end(const char *name);
 
 /*
- * Requests.  begin returns a token to pass to end on the same thread; a
- * request slower than its kind's threshold fires a snapshot (written in the
- * background after KTRACE_TRIGGER_DELAY_MS, rate-limited).  kind is a short
- * string literal ("get", "put").  The fields are private.
+ * Requests.  begin returns a token to pass to end, on the same thread or
+ * another one (an asynchronous server passes it along); kind is a short
+ * string literal ("get", "put").  Requests of a kind are numbered from 1
+ * ("get #1234"); ktrace_request_begin_id also records the program's own
+ * 64-bit id for the request.
+ *
+ * What is kept (KTRACE_KEEP=slow, the default): while a request runs, the
+ * records of the thread that began it are held aside; when it ends they go
+ * into the ring whole if it was slow (over its kind's trigger threshold or
+ * running KTRACE_KEEP_PCT percentile) or chosen as a typical sample (about
+ * one per kind every KTRACE_SAMPLE_MS), and are dropped otherwise, leaving
+ * a count in the kind's latency histogram that every snapshot carries.
+ * A request slower than its trigger threshold also fires a snapshot
+ * (written in the background after KTRACE_TRIGGER_DELAY_MS, rate-limited).
+ * The fields are private.
  */
 typedef struct ktrace_request {
 	uint64_t begin_tsc_; /* private */
 	uint32_t kind_;      /* private */
 	uint32_t seq_;       /* private */
+	uint32_t number_;    /* private */
+	uint32_t slot_;      /* private */
 } ktrace_request_t;
 
 KTRACE_EXPORT ktrace_request_t ktrace_request_begin(const char *kind);
+KTRACE_EXPORT ktrace_request_t ktrace_request_begin_id(const char *kind, uint64_t id);
 KTRACE_EXPORT void ktrace_request_end(ktrace_request_t req);
 
 /*

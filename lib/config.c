@@ -31,6 +31,15 @@
  *   KTRACE_INCLUDE                globs of function names always recorded
  *   KTRACE_SCHED                  auto (default: record context switches when
  *                                 the kernel allows it) / off
+ *   KTRACE_KEEP                   slow (default): a request's records are held
+ *                                 aside and kept only when it is slow or
+ *                                 sampled; all: every request recorded
+ *   KTRACE_KEEP_PCT               slower than this running percentile of its
+ *                                 kind is slow (default 99.9, 0 = off)
+ *   KTRACE_KEEP_MIN_SAMPLES       requests of a kind before it arms (1000)
+ *   KTRACE_SAMPLE_MS              one typical request per kind kept about
+ *                                 this often (default 1000, 0 = none)
+ *   KTRACE_HOLD_KB                each thread's hold buffer (default 256)
  *
  * A relative KTRACE_DIR is made absolute here, once: a program that later
  * changes directory (daemon()) still writes where it started.
@@ -313,6 +322,36 @@ static KT_NOINSTR void budget_settings(struct kt_config *c)
 	globs("KTRACE_INCLUDE", c->include, sizeof(c->include));
 }
 
+/* What is kept of requests (request.c, trigger.c). */
+static KT_NOINSTR void keep_settings(struct kt_config *c)
+{
+	const char *s;
+
+	c->keep_pct = 99.9;
+	c->keep_min_samples = 1000;
+	c->sample_ms = 1000;
+	c->hold_kb = 256;
+	if ((s = env("KTRACE_KEEP")) != NULL && *s) {
+		if (strcasecmp(s, "all") == 0)
+			c->keep_all = 1;
+		else if (strcasecmp(s, "slow") != 0)
+			ktrace__say("KTRACE_KEEP='%s' is not slow or all; using slow (requests "
+			            "are held aside and kept whole when slow or sampled)", s);
+	}
+	if ((s = env("KTRACE_KEEP_PCT")) != NULL && *s) {
+		char *end;
+		double d = strtod(s, &end);
+		if (*end == 0 && end != s && d >= 0 && d < 100)
+			c->keep_pct = d;
+		else
+			ktrace__say("KTRACE_KEEP_PCT='%s' is not a percentile from 0 (off) to "
+			            "below 100, e.g. 99.9; using 99.9", s);
+	}
+	num32("KTRACE_KEEP_MIN_SAMPLES", 1, 100000000, &c->keep_min_samples, "requests");
+	num32("KTRACE_SAMPLE_MS", 0, 3600000, &c->sample_ms, "milliseconds");
+	num32("KTRACE_HOLD_KB", 4, 1048576, &c->hold_kb, "KiB per thread");
+}
+
 KT_NOINSTR void ktrace__config_load(void)
 {
 	struct kt_config *c = &ktrace__cfg;
@@ -392,6 +431,7 @@ KT_NOINSTR void ktrace__config_load(void)
 	flag("KTRACE_RSEQ", &rseq);
 	c->no_rseq = !rseq;
 	budget_settings(c);
+	keep_settings(c);
 	c->sched = 1;
 	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
 		int on;

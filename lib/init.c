@@ -231,6 +231,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__threads_fork_child((int32_t)syscall(SYS_gettid));
 	ktrace__funcs_fork_child();
 	ktrace__sched_fork_child();
+	ktrace__hold_fork_child(t);
 	/* Re-register under the child's tid on the next event. */
 	t->slot = 0;
 	t->key = 0;

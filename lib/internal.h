@@ -122,6 +122,14 @@ struct kt_thread {
 	                                frames of muted calls are open */
 	uint64_t mlw;                /* the newest mute level's low-water mark
 	                                (filter.c), 0 when there is none */
+	/* hot while the thread runs a request (request.c): its records go to
+	 * the hold buffer instead of the ring.  Written by this thread only;
+	 * the hold asm reads them at fixed offsets (record.c asserts). */
+	uint32_t *hold;              /* hold buffer while holding, else NULL */
+	uint32_t hold_pos;           /* words used in hold */
+	uint32_t hold_lim;           /* words: a record may start below this */
+	uint64_t hold_deadline;      /* counter value from which the next held
+	                                record needs a TSC record first */
 	uint64_t fcache[KT_FCACHE_SIZE]; /* (addr << 16) | KT_FC_* | entry event;
 	                                    0 = empty */
 	/* cold */
@@ -136,6 +144,9 @@ struct kt_thread {
 	int32_t tid;
 	int registered_key;          /* pthread key destructor armed */
 	uint32_t locked_cpu;         /* core index held by this thread's lock */
+	struct kt_hold *hs;          /* requests open on this thread and the held
+	                                run (request.c); allocated at its first
+	                                request */
 };
 
 extern __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
@@ -207,6 +218,47 @@ void ktrace__count_loss(int cause, uint64_t n);
  * the API, with the nesting guard. */
 void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more, uint32_t nmore);
 
+/* ---- requests held aside (request.c) ------------------------------------ */
+/* Append one record (header event ev, npayload payload words) to t's hold
+ * buffer, under t's nesting guard (slow path).  Makes room by spilling the
+ * held run to the ring when the buffer is full. */
+void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
+                       uint32_t npayload);
+/* Fast append of a one-word event to the hold buffer: 1 done, 0 = slow. */
+int ktrace__hold_try_fast(struct kt_thread *t, uint32_t ev);
+void ktrace__hold_fork_child(struct kt_thread *t);
+void ktrace__hold_thread_exit(void);
+/* ring.c: write n held words (whole records, starting at time base_tsc)
+ * into the ring of the core t runs on as HELD chunks keyed (seg, P, h). */
+void ktrace__ring_write_held(struct kt_thread *t, const uint32_t *w, uint32_t n,
+                             uint64_t base_tsc, uint32_t seg, uint32_t P, uint32_t h);
+/* ring.c: the word counter of core cpu's stream now (0 if no such core). */
+uint32_t ktrace__ring_pos(uint32_t cpu);
+
+/* trigger.c: per-kind bookkeeping of requests. */
+struct kt_req_end {
+	uint64_t ticks;              /* duration, counter ticks */
+	uint32_t keep;               /* enum ktrace_req_keep: SLOW / TRIGGER set here */
+};
+/* Number the kind's next request (1-based). */
+uint32_t ktrace__kind_number(uint32_t kind);
+/* Whether a request of kind beginning now is a typical sample. */
+int ktrace__kind_sample(uint32_t kind, uint64_t now);
+/* A request of kind ended: threshold checks, trigger, histograms. */
+void ktrace__kind_end(uint32_t kind, uint32_t number, uint32_t begin_slot, uint64_t begin,
+                      uint64_t end, struct kt_req_end *out);
+/* What became of it (counts per kind): keep flags, or 0 = dropped. */
+void ktrace__kind_fate(uint32_t kind, uint32_t keep);
+/* A thread got no hold buffer (counted in the REQUESTS section). */
+void ktrace__hold_failed(void);
+/* Writer thread: prepare the next histogram slice. */
+void ktrace__kinds_tick(void);
+/* The REQUESTS section (malloc'ed; caller frees), or NULL. */
+void *ktrace__requests_serialize(size_t *len, uint32_t *count);
+/* threads.c: a request begun on thread slot ended on another thread. */
+void ktrace__thread_mail_post(uint32_t slot, uint32_t seq, int keep);
+uint64_t ktrace__thread_mail_take(uint32_t slot);
+
 /* ---- clock (clock.c) --------------------------------------------------- */
 int ktrace__clock_init(void);
 uint64_t ktrace__now(void);          /* counter value (TSC or mono ns) */
@@ -269,6 +321,12 @@ struct kt_config {
 	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
 	char include[1024];          /* KTRACE_INCLUDE: comma-separated globs */
 	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
+	int keep_all;                /* KTRACE_KEEP=all: requests not held */
+	double keep_pct;             /* KTRACE_KEEP_PCT: slower is slow (0 = off) */
+	uint32_t keep_min_samples;   /* KTRACE_KEEP_MIN_SAMPLES */
+	uint32_t sample_ms;          /* KTRACE_SAMPLE_MS: a typical sample per kind
+	                                about this often (0 = none) */
+	uint32_t hold_kb;            /* KTRACE_HOLD_KB: each thread's hold buffer */
 };
 extern struct kt_config ktrace__cfg;
 /* A field that ktrace_setting() may change while other threads run:

@@ -170,12 +170,80 @@ slow:
 #endif
 }
 
+_Static_assert(offsetof(struct kt_thread, hold) == 48, "hold asm layout");
+_Static_assert(offsetof(struct kt_thread, hold_pos) == 56, "hold asm layout");
+_Static_assert(offsetof(struct kt_thread, hold_lim) == 60, "hold asm layout");
+_Static_assert(offsetof(struct kt_thread, hold_deadline) == 64, "hold asm layout");
+
+/*
+ * H. One event into the thread's hold buffer while it runs a request
+ * (request.c): the same record, into a per-thread array instead of the
+ * core's ring.  No other thread touches the buffer, but a traced signal
+ * handler may interrupt us and append too, so the append is an rseq
+ * critical section like B: a signal (or a preemption) between the load of
+ * hold_pos and the commit store restarts it, after the handler's records.
+ *   H1 load hold_pos, check it is below hold_lim (else slow: spill),
+ *   H2 rdtsc, check the hold's TSC deadline (else slow: TSC record),
+ *   H3 store the word at hold[pos], H4 commit hold_pos + 1.
+ */
+static inline __attribute__((always_inline)) KT_NOINSTR int
+append_hold(struct kt_thread *t, void *rs, uint32_t ev)
+{
+#if defined(__x86_64__)
+again:
+	asm goto(KT_RSEQ_TABLE
+		 "leaq 3b(%%rip), %%rax\n\t"
+		 "movq %%rax, 8(%[rs])\n\t"    /* rseq->rseq_cs = &desc */
+		 "1:\n\t"
+		 "movl %[pos], %%r9d\n\t"      /* H1 */
+		 "cmpl %[lim], %%r9d\n\t"
+		 "jae %l[slow]\n\t"
+		 "rdtsc\n\t"                   /* H2 */
+		 "shlq $32, %%rdx\n\t"
+		 "orq %%rax, %%rdx\n\t"
+		 "cmpq %[dl], %%rdx\n\t"
+		 "jae %l[slow]\n\t"
+		 "shrq $8, %%rdx\n\t"          /* KT_TSC_SHIFT */
+		 "shll $12, %%edx\n\t"
+		 "orl %[ev], %%edx\n\t"
+		 "movq %[buf], %%rax\n\t"
+		 "movl %%edx, (%%rax,%%r9,4)\n\t" /* H3 */
+		 "addl $1, %%r9d\n\t"
+		 "movl %%r9d, %[pos]\n\t"      /* H4 commit */
+		 "2:\n\t"
+		 KT_RSEQ_ABORT(abort)
+		 :
+		 : [rs] "r"(rs), [pos] "m"(t->hold_pos), [lim] "m"(t->hold_lim),
+		   [dl] "m"(t->hold_deadline), [buf] "m"(t->hold), [ev] "r"(ev)
+		 : "memory", "cc", "rax", "rdx", "r9"
+		 : slow, abort);
+	return 1;
+abort:
+	goto again;
+slow:
+	return 0;
+#else
+	(void)t;
+	(void)rs;
+	(void)ev;
+	return 0;
+#endif
+}
+
 #define KT_TSC_SHIFT 8u /* must match "shrq $8" above */
 
 KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
 {
 	void *rs = t->rseq;
+	if (t->hold)
+		return rs != NULL && append_hold(t, rs, ev);
 	return rs != NULL && append1(t, rs, ev);
+}
+
+KT_NOINSTR int ktrace__hold_try_fast(struct kt_thread *t, uint32_t ev)
+{
+	void *rs = t->rseq;
+	return rs != NULL && t->hold != NULL && append_hold(t, rs, ev);
 }
 
 /*
@@ -231,10 +299,16 @@ hook(void *fn, uint32_t exit_flag)
 				return;
 			}
 			/* the slow path decides (skip_exit) */
-		} else if (KT_LIKELY((rs = t->rseq) != NULL) &&
-		           KT_LIKELY(append1(t, rs, ((uint32_t)e & KTRACE_EVENT_MASK) |
-		                                        exit_flag))) {
-			return;
+		} else if (KT_LIKELY((rs = t->rseq) != NULL)) {
+			uint32_t ev = ((uint32_t)e & KTRACE_EVENT_MASK) | exit_flag;
+			/* Not marked unlikely either: a server's threads run
+			 * requests most of the time. */
+			if (t->hold == NULL) {
+				if (KT_LIKELY(append1(t, rs, ev)))
+					return;
+			} else if (KT_LIKELY(append_hold(t, rs, ev))) {
+				return;
+			}
 		}
 	}
 	ktrace__slow_func(fn, exit_flag);
@@ -317,7 +391,7 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 				                          : KTRACE_EXT_FUNC_ENTER_ADDR, 0),
 				(uint32_t)a, (uint32_t)((uint64_t)a >> 32)};
 			*ce = full;
-			if (!t->rseq || !append4(t, t->rseq, p[0], p[1], p[2]))
+			if (t->hold || !t->rseq || !append4(t, t->rseq, p[0], p[1], p[2]))
 				ktrace__emit(t, 3, p, 3);
 		}
 	}
@@ -332,7 +406,7 @@ static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *m
 	uint32_t p[4];
 
 	/* Requests and marks: 4 words, appended like a hot-path event. */
-	if (nmore == 2 && t->rseq &&
+	if (nmore == 2 && t->rseq && t->hold == NULL &&
 	    append4(t, t->rseq, KTRACE_EXT_WORD(type, arg24), more[0], more[1]))
 		return;
 	if (t->nest) {

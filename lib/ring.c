@@ -306,11 +306,18 @@ static KT_NOINSTR uint32_t put_thread(struct kt_core *k, uint32_t pos, struct kt
 KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                              uint32_t npayload)
 {
-	struct kt_core *k = lock_core(t);
+	struct kt_core *k;
 	uint64_t s, now, deadline, step = ktrace__g.forward_max;
 	uint32_t pos, owner, used, need;
 	int new_seg;
 
+	if (t->hold) {
+		/* The thread runs a request: its records are held aside
+		 * (request.c) until the request's end decides their fate. */
+		ktrace__hold_emit(t, ev, payload, npayload);
+		return;
+	}
+	k = lock_core(t);
 	if (k == NULL) {
 		ktrace__count_loss(KTRACE_LOSS_NO_CPU, 1);
 		return;
@@ -357,6 +364,105 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	/* release: publishes the words above (I2) and unlocks; pairs with the
 	 * snapshot's acquire load of state and the next holder's lock. */
 	kt_store(&k->state, KT_STATE(pos, t->slot), release);
+}
+
+/* The word counter of core cpu's stream now: the position a record this
+ * thread writes there from now on would get at least. */
+KT_NOINSTR uint32_t ktrace__ring_pos(uint32_t cpu)
+{
+	if (cpu >= ktrace__g.ncpus)
+		return 0;
+	/* relaxed: the calling thread's own earlier records are below it by
+	 * program order; other threads only move pos forward. */
+	return KT_STATE_POS(kt_load(&ktrace__g.cores[cpu].state, relaxed));
+}
+
+/* Words of the record whose header is w[0] (1 for a plain event). */
+static inline KT_NOINSTR uint32_t rec_words(uint32_t w)
+{
+	uint32_t ev = KTRACE_REC_EV(w);
+	return KTRACE_EV_IS_EXT(ev) ? 1 + ev : 1;
+}
+
+/*
+ * A held run (request.c) into the ring of the core t runs on: chunks of at
+ * most one block's room, each under the lock and behind its own HELD
+ * header (ktrace_format.h, "Held runs"), so the lock is held for at most a
+ * block's worth of stores.  The words are whole records with their own
+ * time chain from base_tsc; the chunk header of a continuation carries the
+ * time the chain reached.  After each chunk the stream's owner is none and
+ * its deadline 0: the next record on that core, whoever writes it, starts
+ * with a TSC and a THREAD record (I3, I4), since the held words' times
+ * and thread are not the stream's.
+ */
+KT_NOINSTR void ktrace__ring_write_held(struct kt_thread *t, const uint32_t *w, uint32_t n,
+                                        uint64_t base_tsc, uint32_t seg, uint32_t P,
+                                        uint32_t h)
+{
+	uint32_t shift = ktrace__g.tsc_shift, chunk = 0, i = 0;
+	uint64_t tick = base_tsc >> shift;
+
+	while (i < n) {
+		struct kt_core *k = lock_core(t);
+		uint64_t s, now;
+		uint32_t pos, used, room, j, hdr_ts;
+
+		if (k == NULL) {
+			ktrace__count_loss(KTRACE_LOSS_NO_CPU, n - i);
+			return;
+		}
+		s = kt_load(&k->state, relaxed);   /* relaxed: we hold the lock */
+		pos = KT_STATE_POS(s);
+		now = ktrace__now();
+		used = pos & (BW - 1);
+		/* HELD header (7 words) and at least one record of the run */
+		if (used == 0 || used + 7 + rec_words(w[i]) > BW) {
+			pos = claim_block(k, pos, t->slot, now);
+			used = pos & (BW - 1);
+		}
+		room = BW - used - 7;
+		/* The chunk: whole records that fit. */
+		for (j = i; j < n && j - i + rec_words(w[j]) <= room;)
+			j += rec_words(w[j]);
+		if (j == i) {   /* a record larger than a block: cannot be */
+			ktrace__count_loss(KTRACE_LOSS_NESTED, n - i);
+			j = n;
+		}
+		hdr_ts = (uint32_t)tick & KTRACE_TS_MASK;
+		put(k, pos++, KTRACE_REC(hdr_ts, 6));
+		put(k, pos++, KTRACE_EXT_WORD(KTRACE_EXT_HELD, t->slot));
+		put(k, pos++, seg);
+		put(k, pos++, P);
+		put(k, pos++, ((h & 0xFFFFFFu) << 8) | (chunk & 0xFFu));
+		put(k, pos++, (uint32_t)(tick << shift));
+		put(k, pos++, (uint32_t)((tick << shift) >> 32));
+		/* Copy, following the time chain for the next chunk's base. */
+		for (uint32_t x = i; x < j;) {
+			uint32_t rw = rec_words(w[x]);
+			uint32_t ev = KTRACE_REC_EV(w[x]);
+			if (ev != KTRACE_EV_PAD) {
+				if (ev == 3 && KTRACE_EXT_TYPE(w[x + 1]) == KTRACE_EXT_TSC) {
+					tick = (((uint64_t)w[x + 3] << 32) | w[x + 2]) >> shift;
+				} else {
+					uint32_t d = (KTRACE_REC_TS(w[x]) - (uint32_t)tick) & KTRACE_TS_MASK;
+					if (d < KTRACE_TS_HALF)
+						tick += d;
+					else
+						tick -= KTRACE_TS_MASK + 1 - d;
+				}
+			}
+			for (uint32_t y = 0; y < rw; y++)
+				put(k, pos++, w[x + y]);
+			x += rw;
+		}
+		kt_add(&k->words_written, 7 + (j - i), relaxed);
+		/* The next record on this core needs TSC + THREAD first. */
+		kt_store(&k->deadline, 0, relaxed);
+		/* release: publishes the chunk (I2) and unlocks. */
+		kt_store(&k->state, KT_STATE(pos, KT_OWNER_NONE), release);
+		i = j;
+		chunk++;
+	}
 }
 
 /* ---- reader --------------------------------------------------------------- */

@@ -537,7 +537,9 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	uint64_t snap_tsc, blocks_bytes = 0;
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
-	size_t budget_len = 0;
+	size_t budget_len = 0, reqs_len = 0;
+	void *reqs = NULL;
+	uint32_t nreqs = 0;
 	void *budget = NULL;   /* the BUDGET section (filter.c) */
 	uint32_t nmuted = 0;
 	size_t sched_len = 0;
@@ -676,6 +678,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		sec(w, secs, KTRACE_SEC_BUDGET, budget, budget_len, nmuted);
 	if (sched)
 		sec(w, secs, KTRACE_SEC_SCHED, sched, sched_len, nsched);
+	if ((reqs = ktrace__requests_serialize(&reqs_len, &nreqs)) != NULL)
+		sec(w, secs, KTRACE_SEC_REQUESTS, reqs, reqs_len, nreqs);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		unsigned char *p = rbuf[c], *end = p + m.cur[c].bytes;
@@ -734,7 +738,8 @@ out:
 		unmap(rbuf, rmeta);
 	}
 	unmap(m.base, m.bytes);
-	free(budget);   /* malloc'ed by filter.c and sched.c */
+	free(budget);   /* malloc'ed by filter.c, sched.c and trigger.c */
+	free(reqs);
 	free(sched);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
@@ -787,6 +792,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		uint32_t seq = kt_load(&wake_seq, acquire);
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
+		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
 		ktrace__sched_drain();
 		wait_ns = ktrace__sched_wait_ns(wait_ns);

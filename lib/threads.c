@@ -31,6 +31,8 @@ struct kt_tinfo {
 	_Atomic uint64_t exit_tsc;   /* counter at exit, 0 = alive */
 	char name[16];               /* comm at registration; then read-only */
 	char exit_name[16];          /* comm at exit, before exit_tsc is set */
+	_Atomic uint64_t mail;       /* requests begun here, ended by another
+	                                thread: highest sequence | keep << 63 */
 };
 
 static struct kt_tinfo *_Atomic chunks[KT_CHUNKS];
@@ -66,6 +68,7 @@ static KT_NOINSTR void on_thread_exit(void *arg)
 	uint32_t slot = (uint32_t)(uintptr_t)arg;
 	struct kt_tinfo *e = entry(slot, 0);
 
+	ktrace__hold_thread_exit();
 	if (e == NULL)
 		return;
 	prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
@@ -115,6 +118,37 @@ KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
 	kt_store(&e->tid, tid, release);
 	pthread_setspecific(exit_key, (void *)(uintptr_t)slot);
 	return slot;
+}
+
+/* A request that thread slot began (its sequence seq there) ended on
+ * another thread; keep: it was slow.  The owner takes the mail at its next
+ * request call (request.c). */
+KT_NOINSTR void ktrace__thread_mail_post(uint32_t slot, uint32_t seq, int keep)
+{
+	struct kt_tinfo *e = entry(slot, 0);
+	uint64_t m, v;
+
+	if (e == NULL || seq == 0)
+		return;
+	/* relaxed: the mail is a hint for the owner's bookkeeping; nothing
+	 * else is published through it. */
+	m = kt_load(&e->mail, relaxed);
+	do {
+		uint32_t hi = (uint32_t)m;
+		v = (m & (1ull << 63)) | (keep ? 1ull << 63 : 0) |
+		    (m && (int32_t)(hi - seq) > 0 ? hi : seq);
+	} while (!kt_cas(&e->mail, &m, v, relaxed));
+}
+
+KT_NOINSTR uint64_t ktrace__thread_mail_take(uint32_t slot)
+{
+	struct kt_tinfo *e = entry(slot, 0);
+
+	/* relaxed: see ktrace__thread_mail_post; the load first keeps the
+	 * common no-mail case free of a locked instruction. */
+	if (e == NULL || kt_load(&e->mail, relaxed) == 0)
+		return 0;
+	return atomic_exchange_explicit(&e->mail, 0, memory_order_relaxed);
 }
 
 /* Kernel thread id of a slot, 0 if unknown (writer thread: the filter). */

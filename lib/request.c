@@ -1,0 +1,555 @@
+/*
+ * request.c - requests, and their records held aside until they end.
+ *
+ * The unit a service cares about is the request, and whether one was slow
+ * is known only when it ends.  So while a request runs, everything its
+ * thread records goes to a per-thread hold buffer instead of the core's
+ * ring (record.c's hold append, ring.c's ktrace__emit), and at its end:
+ *
+ *   - slow or sampled (trigger.c decides): the held run is copied into the
+ *     ring whole (ring.c, ktrace__ring_write_held), behind HELD headers that
+ *     place it in the thread's program order (ktrace_format.h);
+ *   - otherwise: dropped.  Its calls are counted in the kind's histogram
+ *     only.  Nesting stays exact: the calls that began before the request
+ *     and end inside it, and those that begin inside it and end after it,
+ *     are kept (with their exact times) as a small held run of their own.
+ *
+ * A run is one outermost request on its thread and everything nested in
+ * it; it is kept if any request in it is.  Its place (seg, P): the thread's
+ * segment and the position its core's stream had reached when the run
+ * began, so that every ring record of the thread from before the run is
+ * below P in a segment <= seg, and every one from after is at >= P or in a
+ * later segment, whenever the run is copied.
+ *
+ * Hazards:
+ *   - the buffer fills (a request with more records than KTRACE_HOLD_KB):
+ *     the run is copied now (SPILLED) and the rest of the requests open on
+ *     the thread are recorded straight into the ring;
+ *   - a request ended on another thread: the ending thread writes
+ *     REQ_CLOSE_ANY and posts to the beginning thread's mailbox
+ *     (threads.c), which that thread reads at its next begin/end: its run
+ *     then ends as if the request had ended there (kept if it was slow);
+ *   - signals: the hot path's hold append is an rseq critical section; the
+ *     slow paths here run under the thread's nesting guard with hold_lim 0,
+ *     so a traced signal handler that interrupts them goes to the slow
+ *     path, sees the guard and is counted as lost (as with the ring's lock);
+ *   - fork: the child's thread drops what it held (the child starts clean);
+ *   - thread exit with requests open: the run is kept (it never ended).
+ */
+#include "internal.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define KT_OPEN_MAX 16u      /* requests open on one thread at once */
+#define KT_PEND_MAX 256u     /* requests ended in a run before it resolves */
+#define KT_FRAMES 256u       /* frames tracked when a run is dropped */
+#define KT_KEEPS 128u        /* records a dropped run may have to keep */
+
+struct kt_open {
+	uint64_t begin_tsc;      /* counter at begin */
+	uint32_t kind;           /* name id */
+	uint32_t number;         /* the kind's request number */
+	uint32_t seq;            /* this thread's request sequence */
+	uint32_t keep;           /* enum ktrace_req_keep decided at begin */
+	uint32_t direct;         /* 1: not held (recorded straight into the ring) */
+};
+
+struct kt_pend {
+	uint32_t kind;           /* a request ended in the run, fate pending */
+	uint32_t close_at;       /* word index of its REQ_CLOSE type word, or ~0 */
+};
+
+struct kt_frame {
+	uint64_t key;            /* what was entered (event, address or span) */
+	uint64_t tick;           /* when */
+	uint32_t at;             /* word index of its record */
+};
+
+struct kt_hold {
+	uint32_t cap;            /* words in buf */
+	uint32_t depth;          /* open[] entries */
+	struct kt_open open[KT_OPEN_MAX];
+	uint32_t npend;
+	struct kt_pend pend[KT_PEND_MAX];
+	uint64_t base_tsc;       /* counter at the run's start */
+	uint32_t seg, P, h;      /* the run's place (file comment) and number */
+	uint32_t keep;           /* some request of the run is to be kept */
+	uint32_t seq;            /* requests begun on this thread */
+	uint32_t pad;
+	struct kt_frame frames[KT_FRAMES];   /* scratch for drop_run */
+	uint32_t keeps[KT_KEEPS];            /* scratch: records drop_run keeps */
+	uint32_t out[KT_KEEPS * 8];          /* scratch: their words */
+	uint32_t buf[];          /* the hold buffer */
+};
+
+/* ---- the held run --------------------------------------------------------- */
+
+static KT_NOINSTR struct kt_hold *hold_state(struct kt_thread *t)
+{
+	size_t bytes;
+	struct kt_hold *hs;
+
+	if (t->hs)
+		return t->hs;
+	bytes = sizeof(*hs) + (size_t)ktrace__cfg.hold_kb * 1024;
+	hs = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+	          -1, 0);
+	if (hs == MAP_FAILED) {
+		ktrace__hold_failed();
+		return NULL;
+	}
+	hs->cap = ktrace__cfg.hold_kb * 256;
+	t->hs = hs;
+	return hs;
+}
+
+static inline KT_NOINSTR uint32_t ts20_of(uint64_t c)
+{
+	return (uint32_t)(c >> ktrace__g.tsc_shift) & KTRACE_TS_MASK;
+}
+
+static KT_NOINSTR void run_start(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
+{
+	hs->base_tsc = now;
+	hs->seg = t->seg;
+	hs->P = ktrace__ring_pos(t->last_cpu);
+	hs->h++;
+	hs->keep = 0;
+	hs->npend = 0;
+	t->hold_pos = 0;
+	t->hold_lim = hs->cap;
+	t->hold_deadline = now + ktrace__g.forward_max;
+	/* Last: from here on the hooks append to the buffer.  The compiler
+	 * barrier keeps the stores above before it (a signal handler on this
+	 * thread is the only other reader). */
+	__asm__ __volatile__("" ::: "memory");
+	t->hold = hs->buf;
+}
+
+static KT_NOINSTR void run_stop(struct kt_thread *t)
+{
+	t->hold = NULL;
+	__asm__ __volatile__("" ::: "memory");
+	t->hold_lim = 0;
+	t->hold_pos = 0;
+}
+
+/* The fates of the requests that ended in the run, now that it resolved. */
+static KT_NOINSTR void settle(struct kt_hold *hs, int kept)
+{
+	for (uint32_t i = 0; i < hs->npend; i++) {
+		if (kept && hs->pend[i].close_at != ~0u)
+			hs->buf[hs->pend[i].close_at] |= KTRACE_REQ_NESTED << 8;
+		ktrace__kind_fate(hs->pend[i].kind, kept ? KTRACE_REQ_NESTED : 0);
+	}
+	hs->npend = 0;
+}
+
+/* Copy the run into the ring. */
+static KT_NOINSTR void keep_run(struct kt_thread *t, struct kt_hold *hs)
+{
+	uint32_t n = t->hold_pos;
+
+	t->hold_lim = 0;   /* a signal handler's events go to the slow path */
+	settle(hs, 1);
+	ktrace__ring_write_held(t, hs->buf, n, hs->base_tsc, hs->seg, hs->P, hs->h);
+	run_stop(t);
+}
+
+/* What a record opens or closes: 1 = enters key, 2 = exits key, 0 = other. */
+static KT_NOINSTR int frame_key(const uint32_t *w, uint64_t *key)
+{
+	uint32_t ev = KTRACE_REC_EV(w[0]);
+
+	if (KTRACE_EV_IS_ENTER(ev)) {
+		*key = ev;
+		return 1;
+	}
+	if (KTRACE_EV_IS_EXIT(ev)) {
+		*key = ev & ~KTRACE_EV_EXIT_FLAG;
+		return 2;
+	}
+	if (!KTRACE_EV_IS_EXT(ev))
+		return 0;
+	switch (KTRACE_EXT_TYPE(w[1])) {
+	case KTRACE_EXT_FUNC_ENTER_ADDR:
+	case KTRACE_EXT_FUNC_EXIT_ADDR:
+		*key = (1ull << 63) | ((uint64_t)w[3] << 32) | w[2];
+		return KTRACE_EXT_TYPE(w[1]) == KTRACE_EXT_FUNC_ENTER_ADDR ? 1 : 2;
+	case KTRACE_EXT_SPAN_BEGIN:
+	case KTRACE_EXT_SPAN_END:
+		*key = (1ull << 62) | KTRACE_EXT_ARG(w[1]);
+		return KTRACE_EXT_TYPE(w[1]) == KTRACE_EXT_SPAN_BEGIN ? 1 : 2;
+	default:
+		return 0;
+	}
+}
+
+static inline KT_NOINSTR uint32_t words_of(uint32_t w)
+{
+	uint32_t ev = KTRACE_REC_EV(w);
+	return KTRACE_EV_IS_EXT(ev) ? 1 + ev : 1;
+}
+
+/*
+ * Drop the run, keeping only what the thread's nesting needs: exits of
+ * frames entered before the run, and entries of frames still open at its
+ * end.  Each kept record goes behind a TSC record of its own time.  A run
+ * too deep or with too many such records to track is kept whole.
+ */
+static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs)
+{
+	const uint32_t *w = hs->buf;
+	uint32_t n = t->hold_pos, nf = 0, nk = 0, no = 0, shift = ktrace__g.tsc_shift;
+	uint64_t tick = hs->base_tsc >> shift, first = 0;
+
+	t->hold_lim = 0;
+	for (uint32_t x = 0; x < n; x += words_of(w[x])) {
+		uint32_t ev = KTRACE_REC_EV(w[x]);
+		uint64_t key;
+		int what;
+
+		if (ev == 3 && KTRACE_EXT_TYPE(w[x + 1]) == KTRACE_EXT_TSC) {
+			tick = (((uint64_t)w[x + 3] << 32) | w[x + 2]) >> shift;
+			continue;
+		} else {
+			uint32_t d = (KTRACE_REC_TS(w[x]) - (uint32_t)tick) & KTRACE_TS_MASK;
+			tick = d < KTRACE_TS_HALF ? tick + d : tick - (KTRACE_TS_MASK + 1 - d);
+		}
+		what = frame_key(&w[x], &key);
+		if (what == 1) {
+			if (nf == KT_FRAMES)
+				goto whole;
+			hs->frames[nf].key = key;
+			hs->frames[nf].tick = tick;
+			hs->frames[nf++].at = x;
+		} else if (what == 2) {
+			uint32_t i = nf;
+			while (i > 0 && hs->frames[i - 1].key != key)
+				i--;
+			if (i > 0) {
+				nf = i - 1;   /* frames above it lost their exits: gone too */
+			} else {
+				/* entered before the run: keep the exit */
+				if (nk == KT_KEEPS)
+					goto whole;
+				hs->keeps[nk++] = x;
+				if (no + 4 + words_of(w[x]) > KT_KEEPS * 8)
+					goto whole;
+				if (nk == 1)
+					first = tick;
+				hs->out[no++] = KTRACE_REC((uint32_t)tick, 3);
+				hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+				hs->out[no++] = (uint32_t)(tick << shift);
+				hs->out[no++] = (uint32_t)((tick << shift) >> 32);
+				for (uint32_t y = 0; y < words_of(w[x]); y++)
+					hs->out[no++] = w[x + y];
+			}
+		}
+	}
+	/* Entries still open: in order, after the kept exits (an exit of an
+	 * earlier frame can only come while no frame of the run is open). */
+	for (uint32_t i = 0; i < nf; i++) {
+		uint32_t x = hs->frames[i].at;
+		if (nk == KT_KEEPS || no + 4 + words_of(w[x]) > KT_KEEPS * 8)
+			goto whole;
+		if (nk++ == 0)
+			first = hs->frames[i].tick;
+		hs->out[no++] = KTRACE_REC((uint32_t)hs->frames[i].tick, 3);
+		hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+		hs->out[no++] = (uint32_t)(hs->frames[i].tick << shift);
+		hs->out[no++] = (uint32_t)((hs->frames[i].tick << shift) >> 32);
+		for (uint32_t y = 0; y < words_of(w[x]); y++)
+			hs->out[no++] = w[x + y];
+	}
+	settle(hs, 0);
+	if (no)
+		ktrace__ring_write_held(t, hs->out, no, first << shift, hs->seg, hs->P, hs->h);
+	run_stop(t);
+	return;
+whole:
+	/* Too much to sort out: keep it all; its requests count as kept. */
+	keep_run(t, hs);
+}
+
+/* The buffer is full: copy what it holds; the run's requests go on in the
+ * ring (SPILLED). */
+static KT_NOINSTR void spill(struct kt_thread *t, struct kt_hold *hs)
+{
+	keep_run(t, hs);
+	for (uint32_t i = 0; i < hs->depth; i++) {
+		hs->open[i].direct = 1;
+		hs->open[i].keep |= KTRACE_REQ_SPILLED;
+	}
+}
+
+/* Append a record to the hold (nest held); the index of its header word,
+ * or ~0u when the buffer was full and the record went to the ring. */
+static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
+                                    uint32_t npayload)
+{
+	struct kt_hold *hs = t->hs;
+	uint64_t now = ktrace__now();
+	uint32_t pos = t->hold_pos, at, need = 1 + npayload + (now >= t->hold_deadline ? 4 : 0);
+
+	if (hs == NULL || pos + need > hs->cap) {
+		if (hs)
+			spill(t, hs);
+		else
+			run_stop(t);
+		ktrace__emit(t, ev, payload, npayload);   /* t->hold is NULL now */
+		return ~0u;
+	}
+	t->hold_lim = 0;   /* a signal handler's hot path goes to the slow path */
+	if (now >= t->hold_deadline) {
+		hs->buf[pos++] = KTRACE_REC(ts20_of(now), 3);
+		hs->buf[pos++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+		hs->buf[pos++] = (uint32_t)now;
+		hs->buf[pos++] = (uint32_t)(now >> 32);
+		t->hold_deadline = now + ktrace__g.forward_max;
+	}
+	at = pos;
+	hs->buf[pos++] = KTRACE_REC(ts20_of(now), ev);
+	for (uint32_t i = 0; i < npayload; i++)
+		hs->buf[pos++] = payload[i];
+	t->hold_pos = pos;
+	t->hold_lim = hs->cap;
+	return at;
+}
+
+KT_NOINSTR void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
+                                  uint32_t npayload)
+{
+	hold_put(t, ev, payload, npayload);
+}
+
+/* One record, to the hold or the ring, from a request call (nest held). */
+static KT_NOINSTR uint32_t put_rec(struct kt_thread *t, uint32_t type, uint32_t arg,
+                                   const uint32_t *more, uint32_t nmore)
+{
+	uint32_t p[4], at = ~0u;
+
+	p[0] = KTRACE_EXT_WORD(type, arg);
+	for (uint32_t i = 0; i < nmore; i++)
+		p[1 + i] = more[i];
+	if (t->hold) {
+		at = hold_put(t, 1 + nmore, p, 1 + nmore);
+		if (at != ~0u)
+			at++;   /* the type word, for a later NESTED mark */
+	} else {
+		ktrace__emit(t, 1 + nmore, p, 1 + nmore);
+	}
+	return at;
+}
+
+/* End the run if no request of it is open any more. */
+static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs)
+{
+	if (hs->depth != 0)
+		return;
+	if (t->hold) {
+		if (hs->keep)
+			keep_run(t, hs);
+		else
+			drop_run(t, hs);
+	}
+}
+
+/* Requests of this thread that other threads ended (the mailbox). */
+static KT_NOINSTR void take_mail(struct kt_thread *t, struct kt_hold *hs)
+{
+	uint64_t m = ktrace__thread_mail_take(t->slot);
+	uint32_t upto = (uint32_t)m, j = 0;
+
+	if (m == 0)
+		return;
+	if (m >> 63)
+		hs->keep = 1;
+	for (uint32_t i = 0; i < hs->depth; i++)
+		if ((int32_t)(hs->open[i].seq - upto) > 0)
+			hs->open[j++] = hs->open[i];
+	hs->depth = j;
+	maybe_resolve(t, hs);
+}
+
+/* ---- the API ---------------------------------------------------------------- */
+
+static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t uid)
+{
+	ktrace_request_t r;
+	struct kt_thread *t = kt_self();
+	struct kt_hold *hs;
+	uint32_t id, more[3], keep;
+	uint64_t now;
+
+	memset(&r, 0, sizeof(r));
+	if (kind == NULL || !ktrace__ensure_init())
+		return r;
+	if (t->nest) {
+		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		return r;
+	}
+	t->nest++;
+	if (ktrace__thread_ready(t) != 0)
+		goto out;
+	id = ktrace__name_id(kind, KTRACE_NAME_REQUEST);
+	if (id == 0) {
+		ktrace__count_loss(KTRACE_LOSS_NO_NAME, 1);
+		goto out;
+	}
+	hs = hold_state(t);
+	if (hs)
+		take_mail(t, hs);
+	now = ktrace__now();
+	keep = ktrace__kind_sample(id, now) ? KTRACE_REQ_SAMPLED : 0;
+	r.kind_ = id;
+	r.number_ = ktrace__kind_number(id);
+	r.slot_ = t->slot;
+	r.seq_ = hs ? ++hs->seq : 0;
+	if (hs && hs->depth < KT_OPEN_MAX) {
+		struct kt_open *o = &hs->open[hs->depth++];
+		o->begin_tsc = now;
+		o->kind = id;
+		o->number = r.number_;
+		o->seq = r.seq_;
+		o->keep = keep;
+		o->direct = 1;
+		if (!ktrace__cfg.keep_all && t->hold == NULL && hs->depth == 1) {
+			run_start(t, hs, now);
+			o->direct = 0;
+		} else if (t->hold) {
+			o->direct = 0;
+		}
+		if (keep)
+			hs->keep = 1;
+	}
+	more[0] = r.number_;
+	more[1] = (uint32_t)uid;
+	more[2] = (uint32_t)(uid >> 32);
+	put_rec(t, has_id ? KTRACE_EXT_REQ_OPEN_ID : KTRACE_EXT_REQ_OPEN, id, more,
+	        has_id ? 3 : 1);
+	/* Read the clock after the record, so the begin record's time is
+	 * never later than the measured start. */
+	r.begin_tsc_ = ktrace__now();
+out:
+	t->nest--;
+	return r;
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR ktrace_request_t
+ktrace_request_begin(const char *kind)
+{
+	return begin(kind, 0, 0);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR ktrace_request_t
+ktrace_request_begin_id(const char *kind, uint64_t id)
+{
+	return begin(kind, 1, id);
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace_request_t r)
+{
+	struct kt_thread *t = kt_self();
+	struct kt_hold *hs;
+	struct kt_req_end e;
+	uint64_t end;
+	uint32_t i, keep, more[3];
+
+	if (r.kind_ == 0 || r.begin_tsc_ == 0)
+		return;
+	end = ktrace__now();
+	if (t->nest) {
+		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		return;
+	}
+	t->nest++;
+	if (ktrace__thread_ready(t) != 0)
+		goto out;
+	hs = t->hs;
+	if (hs)
+		take_mail(t, hs);
+	ktrace__kind_end(r.kind_, r.number_, r.slot_, r.begin_tsc_, end, &e);
+	keep = e.keep;
+	i = hs && r.slot_ == t->slot ? hs->depth : 0;
+	while (i > 0 && hs->open[i - 1].seq != r.seq_)
+		i--;
+	if (i == 0) {
+		/* Begun on another thread (or not tracked): recorded here. */
+		more[0] = r.kind_;
+		more[1] = r.number_;
+		more[2] = r.slot_;
+		keep |= KTRACE_REQ_DIRECT;
+		put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3);
+		if (r.slot_ != t->slot)
+			ktrace__thread_mail_post(r.slot_, r.seq_,
+			                         (e.keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER)) != 0);
+		ktrace__kind_fate(r.kind_, keep);
+		goto out;
+	}
+	{
+		struct kt_open o = hs->open[i - 1];
+		uint32_t at;
+
+		keep |= o.keep;
+		if (o.direct && !(keep & KTRACE_REQ_SPILLED))
+			keep |= KTRACE_REQ_DIRECT;
+		if (i == hs->depth) {
+			at = put_rec(t, KTRACE_EXT_REQ_CLOSE, keep, NULL, 0);
+		} else {
+			more[0] = r.kind_;
+			more[1] = r.number_;
+			more[2] = r.slot_;
+			at = put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3);
+		}
+		memmove(&hs->open[i - 1], &hs->open[i], (hs->depth - i) * sizeof(hs->open[0]));
+		hs->depth--;
+		if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED | KTRACE_REQ_TRIGGER))
+			hs->keep = 1;
+		if (t->hold == NULL || (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED |
+		                                KTRACE_REQ_TRIGGER))) {
+			/* recorded (direct or spilled), or kept for itself */
+			ktrace__kind_fate(r.kind_, keep);
+		} else if (hs->npend < KT_PEND_MAX) {
+			hs->pend[hs->npend].kind = r.kind_;
+			hs->pend[hs->npend++].close_at = at;
+		} else {
+			/* no room to settle it later: keep the run */
+			hs->keep = 1;
+			ktrace__kind_fate(r.kind_, KTRACE_REQ_NESTED);
+		}
+		maybe_resolve(t, hs);
+	}
+out:
+	t->nest--;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+KT_NOINSTR void ktrace__hold_fork_child(struct kt_thread *t)
+{
+	/* The child starts clean: what the parent held is the parent's. */
+	run_stop(t);
+	if (t->hs) {
+		t->hs->depth = 0;
+		t->hs->npend = 0;
+		t->hs->keep = 0;
+	}
+}
+
+KT_NOINSTR void ktrace__hold_thread_exit(void)
+{
+	struct kt_thread *t = kt_self();
+	struct kt_hold *hs = t->hs;
+
+	if (hs == NULL || t->nest)
+		return;
+	t->nest++;
+	if (t->hold)
+		keep_run(t, hs);   /* requests that never ended: keep them */
+	hs->depth = 0;
+	t->hs = NULL;
+	munmap(hs, sizeof(*hs) + (size_t)hs->cap * 4);
+	t->nest--;
+}
