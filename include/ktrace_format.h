@@ -222,6 +222,9 @@ enum ktrace_req_keep {
 	KTRACE_REQ_DIRECT = 1u << 4,    /* not held at all (KTRACE_KEEP=all, no hold
 	                                   buffer, or ended on another thread) */
 	KTRACE_REQ_TRIGGER = 1u << 5,   /* fired a trigger */
+	KTRACE_REQ_OVERLAP = 1u << 6,   /* kept because it overlapped a slow request
+	                                   of another thread (written a while after
+	                                   its end) */
 };
 
 /* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */

@@ -249,6 +249,8 @@ void ktrace__kind_end(uint32_t kind, uint32_t number, uint32_t begin_slot, uint6
                       uint64_t end, struct kt_req_end *out);
 /* What became of it (counts per kind): keep flags, or 0 = dropped. */
 void ktrace__kind_fate(uint32_t kind, uint32_t keep);
+/* A dropped one was kept after all (it overlapped a slow request). */
+void ktrace__kind_refate(uint32_t kind);
 /* A thread got no hold buffer (counted in the REQUESTS section). */
 void ktrace__hold_failed(void);
 /* Writer thread: prepare the next histogram slice. */

@@ -66,6 +66,18 @@ struct kt_frame {
 	uint32_t at;             /* word index of its record */
 };
 
+/* A dropped run kept in the buffer for a while (see "Meanwhile"). */
+struct kt_ret {
+	uint64_t t0, t1;         /* counter: the run's start and end */
+	uint32_t off, len;       /* words in buf */
+	uint32_t seg, P, h;      /* its place */
+	uint32_t close_at;       /* its outermost REQ_CLOSE type word, or ~0u */
+	uint32_t kind;           /* that request's kind */
+	uint32_t pad;
+};
+
+#define KT_RET_MAX 512u      /* dropped runs retained per thread */
+
 struct kt_hold {
 	uint32_t cap;            /* words in buf */
 	uint32_t depth;          /* open[] entries */
@@ -76,7 +88,13 @@ struct kt_hold {
 	uint32_t seg, P, h;      /* the run's place (file comment) and number */
 	uint32_t keep;           /* some request of the run is to be kept */
 	uint32_t seq;            /* requests begun on this thread */
-	uint32_t pad;
+	uint32_t run_off;        /* the current run's first word in buf */
+	uint32_t next_off;       /* where the next run starts */
+	uint32_t nret;           /* ret[] entries, oldest first */
+	uint64_t seen_slow;      /* slow_seq last checked against ret[] */
+	uint32_t last_close;     /* the run's outermost REQ_CLOSE type word */
+	uint32_t last_kind;      /* and its kind */
+	struct kt_ret ret[KT_RET_MAX];
 	struct kt_frame frames[KT_FRAMES];   /* scratch for drop_run */
 	uint32_t keeps[KT_KEEPS];            /* scratch: records drop_run keeps */
 	uint32_t out[KT_KEEPS * 8];          /* scratch: their words */
@@ -84,6 +102,12 @@ struct kt_hold {
 };
 
 /* ---- the held run --------------------------------------------------------- */
+
+/* The current run's words. */
+static inline KT_NOINSTR uint32_t *t_run(struct kt_hold *hs)
+{
+	return hs->buf + hs->run_off;
+}
 
 static KT_NOINSTR struct kt_hold *hold_state(struct kt_thread *t)
 {
@@ -117,14 +141,21 @@ static KT_NOINSTR void run_start(struct kt_thread *t, struct kt_hold *hs, uint64
 	hs->h++;
 	hs->keep = 0;
 	hs->npend = 0;
+	/* Behind the retained runs while at least half the buffer is left;
+	 * else from the start, forgetting them. */
+	if (hs->cap - hs->next_off < hs->cap / 2 || hs->nret == KT_RET_MAX) {
+		hs->next_off = 0;
+		hs->nret = 0;
+	}
+	hs->run_off = hs->next_off;
 	t->hold_pos = 0;
-	t->hold_lim = hs->cap;
+	t->hold_lim = hs->cap - hs->run_off;
 	t->hold_deadline = now + ktrace__g.forward_max;
 	/* Last: from here on the hooks append to the buffer.  The compiler
 	 * barrier keeps the stores above before it (a signal handler on this
 	 * thread is the only other reader). */
 	__asm__ __volatile__("" ::: "memory");
-	t->hold = hs->buf;
+	t->hold = hs->buf + hs->run_off;
 }
 
 static KT_NOINSTR void run_stop(struct kt_thread *t)
@@ -140,7 +171,7 @@ static KT_NOINSTR void settle(struct kt_hold *hs, int kept)
 {
 	for (uint32_t i = 0; i < hs->npend; i++) {
 		if (kept && hs->pend[i].close_at != ~0u)
-			hs->buf[hs->pend[i].close_at] |= KTRACE_REQ_NESTED << 8;
+			t_run(hs)[hs->pend[i].close_at] |= KTRACE_REQ_NESTED << 8;
 		ktrace__kind_fate(hs->pend[i].kind, kept ? KTRACE_REQ_NESTED : 0);
 	}
 	hs->npend = 0;
@@ -153,7 +184,8 @@ static KT_NOINSTR void keep_run(struct kt_thread *t, struct kt_hold *hs)
 
 	t->hold_lim = 0;   /* a signal handler's events go to the slow path */
 	settle(hs, 1);
-	ktrace__ring_write_held(t, hs->buf, n, hs->base_tsc, hs->seg, hs->P, hs->h);
+	ktrace__ring_write_held(t, t_run(hs), n, hs->base_tsc, hs->seg, hs->P, hs->h);
+	hs->next_off = hs->run_off;
 	run_stop(t);
 }
 
@@ -200,7 +232,7 @@ static inline KT_NOINSTR uint32_t words_of(uint32_t w)
  */
 static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs)
 {
-	const uint32_t *w = hs->buf;
+	const uint32_t *w = t_run(hs);
 	uint32_t n = t->hold_pos, nf = 0, nk = 0, no = 0, shift = ktrace__g.tsc_shift;
 	uint64_t tick = hs->base_tsc >> shift, first = 0;
 
@@ -264,8 +296,23 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs)
 			hs->out[no++] = w[x + y];
 	}
 	settle(hs, 0);
-	if (no)
+	if (no) {
 		ktrace__ring_write_held(t, hs->out, no, first << shift, hs->seg, hs->P, hs->h);
+		hs->next_off = hs->run_off;
+	} else {
+		/* Retained: another thread's slow request may yet want it. */
+		struct kt_ret *r = &hs->ret[hs->nret++];
+		r->t0 = hs->base_tsc;
+		r->t1 = ktrace__now();
+		r->off = hs->run_off;
+		r->len = n;
+		r->seg = hs->seg;
+		r->P = hs->P;
+		r->h = hs->h;
+		r->close_at = hs->last_close;
+		r->kind = hs->last_kind;
+		hs->next_off = hs->run_off + n;
+	}
 	run_stop(t);
 	return;
 whole:
@@ -293,7 +340,7 @@ static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint
 	uint64_t now = ktrace__now();
 	uint32_t pos = t->hold_pos, at, need = 1 + npayload + (now >= t->hold_deadline ? 4 : 0);
 
-	if (hs == NULL || pos + need > hs->cap) {
+	if (hs == NULL || pos + need > hs->cap - hs->run_off) {
 		if (hs)
 			spill(t, hs);
 		else
@@ -303,18 +350,18 @@ static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint
 	}
 	t->hold_lim = 0;   /* a signal handler's hot path goes to the slow path */
 	if (now >= t->hold_deadline) {
-		hs->buf[pos++] = KTRACE_REC(ts20_of(now), 3);
-		hs->buf[pos++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
-		hs->buf[pos++] = (uint32_t)now;
-		hs->buf[pos++] = (uint32_t)(now >> 32);
+		t->hold[pos++] = KTRACE_REC(ts20_of(now), 3);
+		t->hold[pos++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+		t->hold[pos++] = (uint32_t)now;
+		t->hold[pos++] = (uint32_t)(now >> 32);
 		t->hold_deadline = now + ktrace__g.forward_max;
 	}
 	at = pos;
-	hs->buf[pos++] = KTRACE_REC(ts20_of(now), ev);
+	t->hold[pos++] = KTRACE_REC(ts20_of(now), ev);
 	for (uint32_t i = 0; i < npayload; i++)
-		hs->buf[pos++] = payload[i];
+		t->hold[pos++] = payload[i];
 	t->hold_pos = pos;
-	t->hold_lim = hs->cap;
+	t->hold_lim = hs->cap - hs->run_off;
 	return at;
 }
 
@@ -373,6 +420,71 @@ static KT_NOINSTR void take_mail(struct kt_thread *t, struct kt_hold *hs)
 	maybe_resolve(t, hs);
 }
 
+/*
+ * Meanwhile.  What other threads did during a kept slow request matters as
+ * much as the request itself (the lock holder it waited for).  Threads
+ * outside requests are recorded as ever; a thread inside requests keeps
+ * each dropped run in its buffer for a while (KT_RET_MAX runs, or until
+ * the buffer is half used, whichever comes first), and every slow request
+ * that is kept publishes its time span here.  At its next request call, a
+ * thread copies into the ring each retained run that overlaps a published
+ * span of another thread (OVERLAP).  Their places (seg, P) make a late copy
+ * exact.  A thread that makes no further request call (idle, blocked) keeps
+ * its retained runs to itself.
+ */
+#define KT_SLOW_WINS 16u
+
+static struct {
+	_Atomic uint64_t t0, t1;     /* counter: the slow request's span */
+	_Atomic uint32_t slot;       /* thread that ran it (0 = none yet) */
+} slow_win[KT_SLOW_WINS];
+static _Atomic uint64_t slow_claim;  /* entries handed out */
+static _Atomic uint64_t slow_seq;    /* entries written */
+
+static KT_NOINSTR void publish_slow(uint32_t slot, uint64_t t0, uint64_t t1)
+{
+	/* relaxed: only a place; the entry is published by slow_seq. */
+	uint64_t i = kt_add(&slow_claim, 1, relaxed) % KT_SLOW_WINS;
+
+	kt_store(&slow_win[i].t0, t0, relaxed);
+	kt_store(&slow_win[i].t1, t1, relaxed);
+	kt_store(&slow_win[i].slot, slot, relaxed);
+	/* release: the entry above before the count that tells readers to
+	 * look (their acquire load in check_overlap).  Two publishers that
+	 * share an entry may leave it mixed: a run is then kept or not by
+	 * mistake, never corrupted. */
+	kt_add(&slow_seq, 1, release);
+}
+
+static KT_NOINSTR void check_overlap(struct kt_thread *t, struct kt_hold *hs)
+{
+	uint64_t e = kt_load(&slow_seq, acquire);   /* pairs with publish_slow */
+
+	if (e == hs->seen_slow)
+		return;
+	hs->seen_slow = e;
+	for (uint32_t i = 0; i < hs->nret; i++) {
+		struct kt_ret *r = &hs->ret[i];
+		if (r->len == 0)
+			continue;
+		for (uint32_t j = 0; j < KT_SLOW_WINS; j++) {
+			uint32_t slot = kt_load(&slow_win[j].slot, relaxed);
+			uint64_t t0 = kt_load(&slow_win[j].t0, relaxed);
+			uint64_t t1 = kt_load(&slow_win[j].t1, relaxed);
+			if (slot == 0 || slot == t->slot || r->t0 >= t1 || t0 >= r->t1)
+				continue;
+			if (r->close_at != ~0u)
+				hs->buf[r->off + r->close_at] |= KTRACE_REQ_OVERLAP << 8;
+			ktrace__ring_write_held(t, hs->buf + r->off, r->len, r->t0, r->seg, r->P,
+			                        r->h);
+			if (r->kind)
+				ktrace__kind_refate(r->kind);
+			r->len = 0;
+			break;
+		}
+	}
+}
+
 /* ---- the API ---------------------------------------------------------------- */
 
 static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t uid)
@@ -399,8 +511,10 @@ static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t 
 		goto out;
 	}
 	hs = hold_state(t);
-	if (hs)
+	if (hs) {
 		take_mail(t, hs);
+		check_overlap(t, hs);
+	}
 	now = ktrace__now();
 	keep = ktrace__kind_sample(id, now) ? KTRACE_REQ_SAMPLED : 0;
 	r.kind_ = id;
@@ -468,10 +582,14 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	if (ktrace__thread_ready(t) != 0)
 		goto out;
 	hs = t->hs;
-	if (hs)
+	if (hs) {
 		take_mail(t, hs);
+		check_overlap(t, hs);
+	}
 	ktrace__kind_end(r.kind_, r.number_, r.slot_, r.begin_tsc_, end, &e);
 	keep = e.keep;
+	if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER))
+		publish_slow(r.slot_ ? r.slot_ : t->slot, r.begin_tsc_, end);
 	i = hs && r.slot_ == t->slot ? hs->depth : 0;
 	while (i > 0 && hs->open[i - 1].seq != r.seq_)
 		i--;
@@ -505,6 +623,10 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 		}
 		memmove(&hs->open[i - 1], &hs->open[i], (hs->depth - i) * sizeof(hs->open[0]));
 		hs->depth--;
+		if (hs->depth == 0) {
+			hs->last_close = t->hold && at != ~0u ? at : ~0u;
+			hs->last_kind = r.kind_;
+		}
 		if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED | KTRACE_REQ_TRIGGER))
 			hs->keep = 1;
 		if (t->hold == NULL || (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED |

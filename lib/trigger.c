@@ -298,6 +298,17 @@ KT_NOINSTR void ktrace__kind_fate(uint32_t id, uint32_t keep)
 		kt_add(&k->dropped, 1, relaxed);
 }
 
+KT_NOINSTR void ktrace__kind_refate(uint32_t id)
+{
+	struct kt_kind *k = kind_of(id);
+
+	if (k == NULL)
+		return;
+	/* relaxed: counters, as in ktrace__kind_fate. */
+	kt_add(&k->dropped, (uint64_t)-1, relaxed);
+	kt_add(&k->kept_other, 1, relaxed);
+}
+
 KT_NOINSTR void ktrace__hold_failed(void)
 {
 	kt_add(&hold_failed, 1, relaxed);

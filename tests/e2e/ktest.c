@@ -644,7 +644,7 @@ static struct kt_rec *push(struct kt_walk *w)
 
 int kt_walk_block(struct kt_walk *w, const uint32_t *words, uint32_t nwords, uint32_t S)
 {
-	uint32_t slot, ts, i;
+	uint32_t slot, ts, i, held = 0;
 	uint64_t tick;
 
 	w->blocks++;
@@ -676,7 +676,8 @@ int kt_walk_block(struct kt_walk *w, const uint32_t *words, uint32_t nwords, uin
 			FAIL("block S=%u: reserved event %03x at %u", S, ev, i);
 		d = (KTRACE_REC_TS(h) - ts) & KTRACE_TS_MASK;
 		if (KTRACE_EV_IS_EXT(ev) && i + 1 < nwords &&
-		    KTRACE_EXT_TYPE(words[i + 1]) == KTRACE_EXT_TSC) {
+		    (KTRACE_EXT_TYPE(words[i + 1]) == KTRACE_EXT_TSC ||
+		     KTRACE_EXT_TYPE(words[i + 1]) == KTRACE_EXT_HELD)) {
 			/* Resets the reference: no step rule (checked below). */
 		} else if (d < KTRACE_TS_HALF) {
 			tick += d;
@@ -699,20 +700,37 @@ int kt_walk_block(struct kt_walk *w, const uint32_t *words, uint32_t nwords, uin
 		r->ev = ev;
 		r->slot = slot;
 		r->tick = tick;
+		r->held = held;
 		if (KTRACE_EV_IS_EXT(ev)) {
 			if (i + ev >= nwords)
 				FAIL("block S=%u: extended record at %u (%u words) straddles the end (%u)",
 				     S, i, ev, nwords);
 			r->ext_type = KTRACE_EXT_TYPE(words[i + 1]);
 			r->arg = KTRACE_EXT_ARG(words[i + 1]);
-			for (uint32_t j = 2; j <= ev && j - 2 < 4; j++)
+			for (uint32_t j = 2; j <= ev && j - 2 < 6; j++)
 				r->payload[r->npayload++] = words[i + j];
 			if (r->ext_type == KTRACE_EXT_BLOCK_START)
 				FAIL("block S=%u: BLOCK_START inside the block at %u", S, i);
 			if (r->ext_type == KTRACE_EXT_THREAD) {
 				slot = r->arg;
 				r->slot = slot;
+				r->held = held = 0;
 				w->thread_recs++;
+			}
+			if (r->ext_type == KTRACE_EXT_HELD) {
+				/* A held run: another thread's records, on their
+				 * own time chain (ktrace_format.h, "Held runs"). */
+				uint64_t full = ((uint64_t)r->payload[4] << 32) | r->payload[3];
+				if (r->npayload != 5)
+					FAIL("block S=%u: HELD record at %u has %u words", S, i, ev);
+				if (((full >> w->tsc_shift) & KTRACE_TS_MASK) != KTRACE_REC_TS(h))
+					FAIL("block S=%u: HELD record at %u disagrees with its ts20", S, i);
+				slot = r->arg;
+				r->slot = slot;
+				tick = full >> w->tsc_shift;
+				r->tick = tick;
+				r->held = held = 1;
+				w->held_recs++;
 			}
 			if (r->ext_type == KTRACE_EXT_TSC) {
 				uint64_t full = ((uint64_t)r->payload[1] << 32) | r->payload[0];

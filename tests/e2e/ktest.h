@@ -107,17 +107,18 @@ struct kt_rec {
 	uint32_t ev;          /* event number of the header word */
 	uint32_t ext_type;    /* extended type, 0 for single-word events */
 	uint32_t arg;         /* extended arg24 */
-	uint32_t payload[4];  /* payload words after the type word */
+	uint32_t payload[6];  /* payload words after the type word */
 	uint32_t npayload;
 	uint32_t slot;        /* thread slot the record belongs to */
 	uint64_t tick;        /* rebuilt tick */
+	uint32_t held;        /* 1: in a held run (after a HELD record) */
 };
 
 struct kt_walk {
 	struct kt_rec *recs;
 	size_t n, cap;
 	uint32_t tsc_shift;
-	uint32_t blocks, thread_recs, tsc_recs, pad_words;
+	uint32_t blocks, thread_recs, tsc_recs, pad_words, held_recs;
 	uint32_t backward_steps;  /* records earlier than the previous one */
 	uint64_t max_backward;    /* ticks: largest such step */
 	uint32_t max_backward_at; /* counter of the record that made it */

@@ -1,0 +1,216 @@
+/*
+ * request_prog.c - a traced program that runs requests in the shapes the
+ * per-request retention must handle (lib/request.c), and says what it did.
+ *
+ *   request_prog MODE N
+ *
+ * Modes:
+ *   basic     N "get" requests; number k runs work(k % 7 + 1) (that many
+ *             leaf() calls); every 100th is planted slow (slow_io sleeps
+ *             30 ms).  Prints "planted <number>" for each slow one.
+ *   unbalanced  N requests that begin inside opener() and end after it
+ *             returned, and N that begin before closer() and end inside it
+ *             (calls that straddle the request's edges: nesting must stay
+ *             exact when the request is dropped).
+ *   nested    N "batch" requests of 3 "item" requests each.
+ *   cross     N requests begun on one thread and ended on another (the
+ *             token passed through a pipe); every 50th planted slow.
+ *   spill     one request with N leaf() calls (past a small KTRACE_HOLD_KB),
+ *             planted slow.
+ *   signal    N requests while a timer's SIGALRM handler calls traced
+ *             on_alarm() (which calls leaf()).
+ *   exit      a thread begins a request and exits without ending it.
+ *
+ * Then it takes a snapshot (ktrace_snapshot) and prints "snapshot PATH".
+ */
+#include <ktrace.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int sink;
+static volatile int alarms;
+
+__attribute__((noinline)) void leaf(int i) { sink += i; }
+__attribute__((noinline)) void work(int n) { for (int i = 0; i < n; i++) leaf(i); }
+__attribute__((noinline)) void slow_io(void)
+{
+	struct timespec ts = {0, 30 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+}
+__attribute__((noinline)) void handle(uint32_t k, int slow)
+{
+	work((int)(k % 7) + 1);
+	if (slow)
+		slow_io();
+}
+
+static void basic(int n)
+{
+	for (int i = 1; i <= n; i++) {
+		ktrace_request_t r = ktrace_request_begin("get");
+		handle((uint32_t)i, i % 100 == 0);
+		ktrace_request_end(r);
+		if (i % 100 == 0)
+			printf("planted %d\n", i);
+	}
+}
+
+static ktrace_request_t pending;
+__attribute__((noinline)) void opener(void)
+{
+	pending = ktrace_request_begin("open");
+	work(2);
+}
+__attribute__((noinline)) void closer(ktrace_request_t r)
+{
+	work(3);
+	ktrace_request_end(r);
+	work(1);
+}
+
+static void unbalanced(int n)
+{
+	for (int i = 0; i < n; i++) {
+		opener();
+		work(1);
+		ktrace_request_end(pending);
+	}
+	for (int i = 0; i < n; i++) {
+		ktrace_request_t r = ktrace_request_begin("close");
+		work(1);
+		closer(r);
+	}
+}
+
+static void nested(int n)
+{
+	for (int i = 0; i < n; i++) {
+		ktrace_request_t b = ktrace_request_begin("batch");
+		for (int j = 0; j < 3; j++) {
+			ktrace_request_t it = ktrace_request_begin("item");
+			work(2);
+			ktrace_request_end(it);
+		}
+		ktrace_request_end(b);
+	}
+}
+
+static int pfd[2];
+static void *ender(void *arg)
+{
+	ktrace_request_t r;
+	int n = *(int *)arg;
+
+	for (int i = 1; i <= n; i++) {
+		if (read(pfd[0], &r, sizeof(r)) != (ssize_t)sizeof(r))
+			break;
+		work(2);
+		if (i % 50 == 0)
+			slow_io();
+		ktrace_request_end(r);
+	}
+	return NULL;
+}
+
+static void cross(int n)
+{
+	pthread_t th;
+
+	if (pipe(pfd) != 0)
+		exit(2);
+	pthread_create(&th, NULL, ender, &n);
+	for (int i = 1; i <= n; i++) {
+		ktrace_request_t r = ktrace_request_begin("async");
+		work(1);
+		if (write(pfd[1], &r, sizeof(r)) != (ssize_t)sizeof(r))
+			exit(2);
+		work(1);   /* the beginning thread goes on with other work */
+		if (i % 50 == 0)
+			printf("planted %d\n", i);
+	}
+	pthread_join(th, NULL);
+}
+
+static void spill(int n)
+{
+	ktrace_request_t r = ktrace_request_begin("big");
+	work(n);
+	slow_io();
+	ktrace_request_end(r);
+}
+
+__attribute__((noinline)) void on_alarm(int sig)
+{
+	(void)sig;
+	leaf(1);
+	alarms++;
+}
+
+static void signals(int n)
+{
+	struct itimerval it = {{0, 200}, {0, 200}};
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (int i = 1; i <= n; i++) {
+		ktrace_request_t r = ktrace_request_begin("sig");
+		handle((uint32_t)i, 0);
+		work(20);
+		ktrace_request_end(r);
+	}
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+	printf("alarms %d\n", alarms);
+}
+
+static void *exiter(void *arg)
+{
+	(void)arg;
+	ktrace_request_begin("orphan");
+	work(4);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "basic";
+	int n = argc > 2 ? atoi(argv[2]) : 1000;
+	char path[4096];
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (strcmp(mode, "basic") == 0)
+		basic(n);
+	else if (strcmp(mode, "unbalanced") == 0)
+		unbalanced(n);
+	else if (strcmp(mode, "nested") == 0)
+		nested(n);
+	else if (strcmp(mode, "cross") == 0)
+		cross(n);
+	else if (strcmp(mode, "spill") == 0)
+		spill(n);
+	else if (strcmp(mode, "signal") == 0)
+		signals(n);
+	else if (strcmp(mode, "exit") == 0) {
+		pthread_t th;
+		pthread_create(&th, NULL, exiter, NULL);
+		pthread_join(th, NULL);
+	} else {
+		fprintf(stderr, "unknown mode %s\n", mode);
+		return 2;
+	}
+	if (ktrace_snapshot(mode) != 0 || ktrace_last_snapshot(path, sizeof(path)) < 0)
+		return 1;
+	printf("snapshot %s\n", path);
+	return 0;
+}
