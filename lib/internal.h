@@ -227,6 +227,7 @@ void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload
 /* Fast append of a one-word event to the hold buffer: 1 done, 0 = slow. */
 int ktrace__hold_try_fast(struct kt_thread *t, uint32_t ev);
 void ktrace__hold_fork_child(struct kt_thread *t);
+void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);
 /* ring.c: write n held words (whole records, starting at time base_tsc)
  * into the ring of the core t runs on as HELD chunks keyed (seg, P, h). */

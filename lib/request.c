@@ -28,7 +28,12 @@
  *   - a request ended on another thread: the ending thread writes
  *     REQ_CLOSE_ANY and posts to the beginning thread's mailbox
  *     (threads.c), which that thread reads at its next begin/end: its run
- *     then ends as if the request had ended there (kept if it was slow);
+ *     then ends as if the request had ended there (kept if it was slow).
+ *     A thread that keeps beginning requests it does not end (more than
+ *     KT_HOLD_DEPTH open: an asynchronous server) stops holding: its run
+ *     is copied (SPILLED) and its requests are recorded directly;
+ *   - a snapshot asked for by a thread that holds a run: the run is copied
+ *     first (SPILLED), so the caller's own request is in the file;
  *   - signals: the hot path's hold append is an rseq critical section; the
  *     slow paths here run under the thread's nesting guard with hold_lim 0,
  *     so a traced signal handler that interrupts them goes to the slow
@@ -42,6 +47,7 @@
 #include <sys/mman.h>
 
 #define KT_OPEN_MAX 16u      /* requests open on one thread at once */
+#define KT_HOLD_DEPTH 4u     /* ... of which held: past it, recorded directly */
 #define KT_PEND_MAX 256u     /* requests ended in a run before it resolves */
 #define KT_FRAMES 256u       /* frames tracked when a run is dropped */
 #define KT_KEEPS 128u        /* records a dropped run may have to keep */
@@ -521,6 +527,12 @@ static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t 
 	r.number_ = ktrace__kind_number(id);
 	r.slot_ = t->slot;
 	r.seq_ = hs ? ++hs->seq : 0;
+	if (hs && t->hold && hs->depth >= KT_HOLD_DEPTH) {
+		/* Deeper than requests nest on one thread: tokens passed to
+		 * other threads (an asynchronous server).  Stop holding: the
+		 * run is copied and its requests go on in the ring. */
+		spill(t, hs);
+	}
 	if (hs && hs->depth < KT_OPEN_MAX) {
 		struct kt_open *o = &hs->open[hs->depth++];
 		o->begin_tsc = now;
@@ -648,6 +660,18 @@ out:
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
+
+/* ktrace_snapshot() on this thread: copy its run first (see above). */
+KT_NOINSTR void ktrace__hold_before_snapshot(void)
+{
+	struct kt_thread *t = kt_self();
+
+	if (t->hs == NULL || t->hold == NULL || t->nest)
+		return;
+	t->nest++;
+	spill(t, t->hs);
+	t->nest--;
+}
 
 KT_NOINSTR void ktrace__hold_fork_child(struct kt_thread *t)
 {

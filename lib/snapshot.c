@@ -986,6 +986,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_snapshot(const char
 
 	if (!ktrace__ensure_init())
 		return KTRACE_EDISABLED;
+	ktrace__hold_before_snapshot();   /* the caller's own request, if any */
 	ktrace__snapshot_ensure_writer();
 	/* acquire: pairs with the release store in start_writer. */
 	if (!kt_load(&writer_running, acquire))

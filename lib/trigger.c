@@ -199,8 +199,10 @@ KT_NOINSTR int ktrace__kind_sample(uint32_t id, uint64_t now)
 	struct kt_kind *k = kind_of(id);
 	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed), next, step;
 
-	if (k == NULL || ktrace__cfg.sample_ms == 0 || hz == 0)
+	if (k == NULL || ktrace__cfg.sample_ms == 0)
 		return 0;
+	if (hz == 0)   /* the first ~10 ms: a step of about the right size */
+		hz = 1000000000;
 	/* relaxed: the CAS below decides which thread takes the sample. */
 	next = kt_load(&k->next_sample, relaxed);
 	if (now < next)

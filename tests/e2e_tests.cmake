@@ -153,3 +153,7 @@ ktrace_e2e_test(range PROGRAMS e2e_range)
 # Several files on one timeline (issue 8): processes talking over a pipe,
 # overlapping snapshots of one process, in text, chrome and summary.
 ktrace_e2e_test(merge PROGRAMS e2e_calls)
+
+# Requests held aside (lib/request.c), on the raw records.
+ktrace_test_program(e2e_request SOURCES ${KT_E2E_DIR}/request_prog.c)
+ktrace_e2e_test(requests PROGRAMS e2e_request LABELS threads)

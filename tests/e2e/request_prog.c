@@ -20,6 +20,12 @@
  *   signal    N requests while a timer's SIGALRM handler calls traced
  *             on_alarm() (which calls leaf()).
  *   exit      a thread begins a request and exits without ending it.
+ *   meanwhile a "hold" request on one thread holds a lock for 40 ms (not
+ *             slow: under KTRACE_TRIGGER_US=60000); a "wait" request on
+ *             another waits for it and is slow; the holder then runs N
+ *             short requests.  The holder's request must be kept.
+ *   fork      N requests, a fork in the middle of one; the child runs N
+ *             requests and takes its own snapshot (prints "child PATH").
  *
  * Then it takes a snapshot (ktrace_snapshot) and prints "snapshot PATH".
  */
@@ -32,6 +38,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static volatile int sink;
@@ -174,6 +181,87 @@ static void signals(int n)
 	printf("alarms %d\n", alarms);
 }
 
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static volatile int holding;
+
+__attribute__((noinline)) void hold_lock(void)
+{
+	struct timespec ts = {0, 40 * 1000 * 1000};
+	pthread_mutex_lock(&mu);
+	holding = 1;
+	nanosleep(&ts, NULL);
+	pthread_mutex_unlock(&mu);
+}
+
+__attribute__((noinline)) void wait_lock(void)
+{
+	struct timespec ts = {0, 30 * 1000 * 1000};
+	pthread_mutex_lock(&mu);
+	pthread_mutex_unlock(&mu);
+	nanosleep(&ts, NULL);   /* then 30 ms more: slow past 60 ms in all */
+}
+
+static void *holder(void *arg)
+{
+	int n = *(int *)arg;
+	struct timespec ts = {0, 1000 * 1000};
+	ktrace_request_t r = ktrace_request_begin("hold");
+
+	hold_lock();
+	ktrace_request_end(r);
+	for (int i = 0; i < n; i++) {
+		ktrace_request_t q = ktrace_request_begin("quick");
+		work(1);
+		ktrace_request_end(q);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static void meanwhile(int n)
+{
+	pthread_t th;
+	struct timespec ts = {0, 100 * 1000};
+
+	pthread_create(&th, NULL, holder, &n);
+	while (!holding)
+		nanosleep(&ts, NULL);
+	ktrace_request_t r = ktrace_request_begin("wait");
+	wait_lock();
+	ktrace_request_end(r);
+	pthread_join(th, NULL);
+}
+
+static void forked(int n)
+{
+	for (int i = 1; i <= n; i++) {
+		ktrace_request_t r = ktrace_request_begin("get");
+		handle((uint32_t)i, 0);
+		if (i == n / 2) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				char path[4096];
+				for (int j = 1; j <= n; j++) {
+					ktrace_request_t q = ktrace_request_begin("child");
+					handle((uint32_t)j, j == n);
+					ktrace_request_end(q);
+				}
+				ktrace_request_end(r);   /* begun in the parent */
+				if (ktrace_snapshot("child") != 0 ||
+				    ktrace_last_snapshot(path, sizeof(path)) < 0)
+					_exit(1);
+				printf("child %s\n", path);
+				_exit(0);
+			}
+			int st;
+			waitpid(pid, &st, 0);
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				exit(3);
+		}
+		ktrace_request_end(r);
+	}
+}
+
 static void *exiter(void *arg)
 {
 	(void)arg;
@@ -189,6 +277,9 @@ int main(int argc, char **argv)
 	char path[4096];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("fn leaf %p\nfn slow_io %p\nfn opener %p\nfn closer %p\nfn hold_lock %p\n"
+	       "fn on_alarm %p\nfn work %p\n", (void *)leaf, (void *)slow_io, (void *)opener,
+	       (void *)closer, (void *)hold_lock, (void *)on_alarm, (void *)work);
 	if (strcmp(mode, "basic") == 0)
 		basic(n);
 	else if (strcmp(mode, "unbalanced") == 0)
@@ -201,6 +292,10 @@ int main(int argc, char **argv)
 		spill(n);
 	else if (strcmp(mode, "signal") == 0)
 		signals(n);
+	else if (strcmp(mode, "meanwhile") == 0)
+		meanwhile(n);
+	else if (strcmp(mode, "fork") == 0)
+		forked(n);
 	else if (strcmp(mode, "exit") == 0) {
 		pthread_t th;
 		pthread_create(&th, NULL, exiter, NULL);

@@ -1,0 +1,470 @@
+/*
+ * test_e2e_requests.c - requests held aside (lib/request.c), checked on the
+ * raw records of real snapshots with the independent walker (ktest.c), so
+ * that what the library writes is proved apart from the decoder:
+ *
+ *   - planted slow requests are present whole: their held run has their
+ *     REQ_OPEN, every call the program made in them (exact counts) and a
+ *     REQ_CLOSE that says SLOW; typical ones leave no record, only counts;
+ *   - the REQUESTS section counts every request, and its histogram holds
+ *     them all, the longest within the stated 1/16 of the program's own;
+ *   - calls that straddle a dropped request's edges keep every thread's
+ *     nesting: each function's entries and exits balance over the window;
+ *   - nested requests, a request ended on another thread, a request larger
+ *     than the hold buffer (SPILLED, every call there), a thread that exits
+ *     with a request open, signals while holding, fork while holding, and
+ *     the meanwhile rule (OVERLAP: the lock holder's request is kept).
+ *
+ * The decoder's view of the same snapshots (nesting, explain) is in the
+ * decoder's tests and test_e2e_busy.c.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ktrace_format.h"
+#include "ktest.h"
+
+#define PROG KTRACE_TEST_BINARY_DIR "/e2e_request"
+
+struct run {
+	struct kt_proc p;
+	struct kt_file f;
+	struct kt_walk w;
+	char dir[4096];
+	char snap[4096];
+	uint64_t fn_addr[16];
+	char fn_name[16][32];
+	int nfn;
+	uint32_t fn_id[16];        /* compact id + 1, 0 = none */
+};
+
+static const char *line_after(const char *out, const char *prefix)
+{
+	const char *s = out;
+	size_t n = strlen(prefix);
+
+	while (s && *s) {
+		if (strncmp(s, prefix, n) == 0)
+			return s + n;
+		s = strchr(s, '\n');
+		if (s)
+			s++;
+	}
+	return NULL;
+}
+
+static int fn_index(const struct run *r, const char *name)
+{
+	for (int i = 0; i < r->nfn; i++)
+		if (strcmp(r->fn_name[i], name) == 0)
+			return i;
+	fail_msg("no address for %s", name);
+	return -1;
+}
+
+/* Run the program, load its snapshot (or the child's, with which = "child "). */
+static void run_prog(struct run *r, const char *mode, const char *n, const char *which,
+                     const char *const *extra_env)
+{
+	char *argv[] = {(char *)PROG, (char *)mode, (char *)n, NULL};
+	const char *env[16];
+	char dirv[4200];
+	const char *s;
+	int e = 0;
+	uint32_t cnt;
+	uint64_t size;
+	const struct ktrace_func_rec *funcs;
+	const struct ktrace_info_rec *info;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->dir, sizeof(r->dir), "%s", kt_mkdtemp("req"));
+	snprintf(dirv, sizeof(dirv), "KTRACE_DIR=%s", r->dir);
+	env[e++] = dirv;
+	env[e++] = "KTRACE_QUIET=1";
+	env[e++] = "KTRACE_FILTER=off";
+	for (int i = 0; extra_env && extra_env[i] && e < 15; i++)
+		env[e++] = extra_env[i];
+	env[e] = NULL;
+	if (kt_run(argv, env, &r->p, 120000) != 0)
+		fail_msg("%s %s failed (status %d): %s", mode, n, r->p.status, r->p.err);
+	s = line_after(r->p.out, which);
+	assert_non_null(s);
+	sscanf(s, "%4095s", r->snap);
+	for (s = r->p.out; (s = line_after(s, "fn ")) != NULL && r->nfn < 16; r->nfn++) {
+		if (sscanf(s, "%31s %" SCNx64, r->fn_name[r->nfn], &r->fn_addr[r->nfn]) != 2)
+			break;
+	}
+	if (kt_file_load(r->snap, &r->f) != 0)
+		fail_msg("%s: %s", r->snap, r->f.why);
+	assert_int_equal(r->f.hdr.version, KTRACE_FORMAT_VERSION);
+	info = kt_file_info(&r->f);
+	assert_non_null(info);
+	r->w.tsc_shift = info->tsc_shift;
+	funcs = kt_file_section(&r->f, KTRACE_SEC_FUNCS, &cnt, &size);
+	for (uint32_t i = 0; funcs && i < cnt; i++)
+		for (int j = 0; j < r->nfn; j++)
+			if (funcs[i].addr == r->fn_addr[j] && funcs[i].id != KTRACE_FUNC_NO_ID)
+				r->fn_id[j] = funcs[i].id + 1;
+	{
+		const unsigned char *p = kt_file_section(&r->f, KTRACE_SEC_BLOCKS, &cnt, &size);
+		const unsigned char *end = p + size;
+		assert_non_null(p);
+		while (p < end) {
+			const struct ktrace_block_rec *b = (const struct ktrace_block_rec *)p;
+			if (kt_walk_block(&r->w, (const uint32_t *)(b + 1), b->nwords, b->start) != 0)
+				fail_msg("%s: %s", r->snap, r->w.why);
+			p += sizeof(*b) + (size_t)b->nwords * 4;
+		}
+	}
+}
+
+static void free_run(struct run *r)
+{
+	kt_walk_free(&r->w);
+	kt_file_free(&r->f);
+	kt_proc_free(&r->p);
+	kt_rmtree(r->dir);
+}
+
+/* enter (1) / exit (2) of function index fi, or 0. */
+static int is_call(const struct run *r, const struct kt_rec *x, int fi)
+{
+	uint32_t id = r->fn_id[fi];
+
+	if (id == 0 || x->ext_type)
+		return 0;
+	if (x->ev == KTRACE_EV_ENTER_BASE + id - 1)
+		return 1;
+	if (x->ev == KTRACE_EV_EXIT_BASE + id - 1)
+		return 2;
+	return 0;
+}
+
+/* The REQUESTS section's kind record for a kind name. */
+static const struct ktrace_req_kind_rec *kind_rec(const struct run *r, const char *kind,
+                                                  uint64_t *hist_count, uint64_t *hist_max)
+{
+	uint32_t cnt, ncount;
+	uint64_t size, nsize;
+	const unsigned char *p = kt_file_section(&r->f, KTRACE_SEC_REQUESTS, &cnt, &size);
+	const unsigned char *names = kt_file_section(&r->f, KTRACE_SEC_NAMES, &ncount, &nsize);
+	const unsigned char *q = names;
+	uint32_t id = 0;
+
+	assert_non_null(p);
+	assert_non_null(names);
+	for (uint32_t i = 0; i < ncount; i++) {
+		const struct ktrace_name_rec *nr = (const struct ktrace_name_rec *)q;
+		if (nr->kind == KTRACE_NAME_REQUEST && nr->len == strlen(kind) &&
+		    memcmp(nr + 1, kind, nr->len) == 0)
+			id = nr->id;
+		q += sizeof(*nr) + ((nr->len + 3u) & ~3u);
+	}
+	assert_int_not_equal(id, 0);
+	{
+		const struct ktrace_req_hdr *h = (const struct ktrace_req_hdr *)p;
+		const unsigned char *x = p + sizeof(*h);
+		assert_int_equal(h->sub_bits, 4);
+		for (uint32_t k = 0; k < h->nkinds; k++) {
+			const struct ktrace_req_kind_rec *kr = (const struct ktrace_req_kind_rec *)x;
+			uint64_t c = 0, m = 0;
+			x += sizeof(*kr);
+			for (uint32_t s = 0; s < kr->nslices; s++) {
+				const struct ktrace_req_slice_rec *sr = (const struct ktrace_req_slice_rec *)x;
+				const struct ktrace_req_bucket *b = (const struct ktrace_req_bucket *)(sr + 1);
+				uint64_t sc = 0;
+				for (uint32_t j = 0; j < sr->nbuckets; j++)
+					sc += b[j].count;
+				assert_int_equal(sc, sr->count);
+				c += sr->count;
+				if (sr->max_ticks > m)
+					m = sr->max_ticks;
+				x = (const unsigned char *)(b + sr->nbuckets);
+			}
+			if (kr->kind_id == id) {
+				*hist_count = c;
+				*hist_max = m;
+				return kr;
+			}
+		}
+	}
+	fail_msg("kind %s not in REQUESTS", kind);
+	return NULL;
+}
+
+/* Index of the REQ_OPEN of request number num (any kind), or -1. */
+static long find_open(const struct run *r, uint32_t num)
+{
+	for (size_t i = 0; i < r->w.n; i++) {
+		const struct kt_rec *x = &r->w.recs[i];
+		if ((x->ext_type == KTRACE_EXT_REQ_OPEN || x->ext_type == KTRACE_EXT_REQ_OPEN_ID) &&
+		    x->payload[0] == num)
+			return (long)i;
+	}
+	return -1;
+}
+
+/* Entries of function fi from record i to the end of its held run. */
+static uint32_t count_in_run(const struct run *r, size_t i, int fi, uint32_t *close_flags)
+{
+	uint32_t n = 0;
+
+	*close_flags = 0;
+	for (size_t j = i + 1; j < r->w.n; j++) {
+		const struct kt_rec *x = &r->w.recs[j];
+		if (x->ext_type == KTRACE_EXT_HELD || x->ext_type == KTRACE_EXT_THREAD)
+			break;
+		if (x->ext_type == KTRACE_EXT_REQ_CLOSE) {
+			*close_flags = x->arg;
+			break;
+		}
+		if (is_call(r, x, fi) == 1)
+			n++;
+	}
+	return n;
+}
+
+static void test_requests_slow_ones_whole_typical_ones_counted(void **state)
+{
+	static const char *env[] = {"KTRACE_TRIGGER_US=10000", "KTRACE_SAMPLE_MS=0", NULL};
+	struct run r;
+	uint64_t hc, hm, opens = 0;
+	int leaf, slow_io;
+	const struct ktrace_req_kind_rec *k;
+
+	(void)state;
+	run_prog(&r, "basic", "1000", "snapshot ", env);
+	leaf = fn_index(&r, "leaf");
+	slow_io = fn_index(&r, "slow_io");
+	for (uint32_t num = 100; num <= 1000; num += 100) {
+		long i = find_open(&r, num);
+		uint32_t flags;
+		if (i < 0)
+			fail_msg("planted slow request #%u is not in the snapshot", num);
+		assert_true(r.w.recs[i].held);
+		assert_int_equal(count_in_run(&r, (size_t)i, leaf, &flags), num % 7 + 1);
+		assert_int_equal(count_in_run(&r, (size_t)i, slow_io, &flags), 1);
+		assert_true(flags & KTRACE_REQ_SLOW);
+	}
+	for (size_t i = 0; i < r.w.n; i++)
+		if (r.w.recs[i].ext_type == KTRACE_EXT_REQ_OPEN)
+			opens++;
+	k = kind_rec(&r, "get", &hc, &hm);
+	assert_int_equal(k->ended, 1000);
+	assert_int_equal(hc, 1000);
+	assert_int_equal(k->kept_slow + k->kept_sampled + k->kept_other + k->dropped, 1000);
+	assert_true(k->kept_slow >= 10);
+	assert_int_equal(k->kept_sampled, 0);
+	/* Only the kept ones left records: the planted ten and the few over
+	 * the running p99.9. */
+	assert_int_equal(opens, k->kept_slow + k->kept_other);
+	assert_true(opens <= 10 + 5);
+	/* The longest: one of the 30 ms sleeps (the histogram's max is exact). */
+	assert_true(hm * 1000 / (kt_file_info(&r.f)->tsc_hz / 1000) >= 30000);
+	free_run(&r);
+}
+
+/* Every function's entries and exits balance over the window, but for the
+ * ones open while the snapshot was taken (main and the mode's function). */
+static void check_balanced(const struct run *r, const char *name, uint32_t want)
+{
+	int fi = fn_index(r, name);
+	uint32_t en = 0, ex = 0;
+
+	for (size_t i = 0; i < r->w.n; i++) {
+		int c = is_call(r, &r->w.recs[i], fi);
+		en += c == 1;
+		ex += c == 2;
+	}
+	if (en != want || ex != want)
+		fail_msg("%s: %u entries, %u exits in the window, the program made %u calls", name,
+		         en, ex, want);
+}
+
+/* Entries and exits balance, however many. */
+static void check_pairs(const struct run *r, const char *name)
+{
+	int fi = fn_index(r, name);
+	uint32_t en = 0, ex = 0;
+
+	for (size_t i = 0; i < r->w.n; i++) {
+		int c = is_call(r, &r->w.recs[i], fi);
+		en += c == 1;
+		ex += c == 2;
+	}
+	if (en != ex)
+		fail_msg("%s: %u entries, %u exits in the window", name, en, ex);
+}
+
+static void test_requests_dropped_edges_keep_nesting(void **state)
+{
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0", NULL};
+	struct run r;
+	uint64_t hc, hm;
+
+	(void)state;
+	run_prog(&r, "unbalanced", "300", "snapshot ", env);
+	/* opener() returns inside its request, closer() is entered inside
+	 * one: both dropped, their edges kept. */
+	check_balanced(&r, "opener", 300);
+	check_balanced(&r, "closer", 300);
+	assert_int_equal(kind_rec(&r, "open", &hc, &hm)->dropped, 300);
+	assert_int_equal(kind_rec(&r, "close", &hc, &hm)->dropped, 300);
+	free_run(&r);
+}
+
+static void test_requests_nested_and_sampled(void **state)
+{
+	static const char *env[] = {"KTRACE_SAMPLE_MS=1", "KTRACE_KEEP_PCT=0", NULL};
+	struct run r;
+	uint64_t hc, hm;
+	const struct ktrace_req_kind_rec *b, *it;
+
+	(void)state;
+	run_prog(&r, "nested", "20000", "snapshot ", env);
+	b = kind_rec(&r, "batch", &hc, &hm);
+	assert_int_equal(b->ended, 20000);
+	assert_int_equal(hc, 20000);
+	it = kind_rec(&r, "item", &hc, &hm);
+	assert_int_equal(it->ended, 60000);
+	assert_int_equal(hc, 60000);
+	/* A sampled batch keeps its items (NESTED) and the reverse. */
+	assert_true(b->kept_sampled + b->kept_other > 0);
+	assert_true(it->kept_sampled + it->kept_other > 0);
+	assert_int_equal(b->kept_slow + b->kept_sampled + b->kept_other + b->dropped, 20000);
+	assert_int_equal(it->kept_slow + it->kept_sampled + it->kept_other + it->dropped, 60000);
+	/* A kept run is a batch and its three items, each calling work(). */
+	check_balanced(&r, "work", (uint32_t)(3 * (b->kept_sampled + b->kept_other +
+	                                          b->kept_slow)));
+	free_run(&r);
+}
+
+static void test_requests_ended_on_another_thread(void **state)
+{
+	static const char *env[] = {"KTRACE_TRIGGER_US=20000", NULL};
+	struct run r;
+	uint64_t hc, hm;
+
+	(void)state;
+	run_prog(&r, "cross", "400", "snapshot ", env);
+	for (uint32_t num = 50; num <= 400; num += 50) {
+		int found = 0;
+		for (size_t i = 0; i < r.w.n; i++) {
+			const struct kt_rec *x = &r.w.recs[i];
+			if (x->ext_type == KTRACE_EXT_REQ_CLOSE_ANY && x->payload[1] == num) {
+				assert_true(x->arg & KTRACE_REQ_SLOW);
+				found = 1;
+			}
+		}
+		if (!found)
+			fail_msg("request #%u, ended on another thread, has no REQ_CLOSE_ANY", num);
+		assert_true(find_open(&r, num) >= 0);
+	}
+	assert_int_equal(kind_rec(&r, "async", &hc, &hm)->ended, 400);
+	free_run(&r);
+}
+
+static void test_requests_larger_than_the_hold_buffer(void **state)
+{
+	static const char *env[] = {"KTRACE_HOLD_KB=4", "KTRACE_TRIGGER_US=10000", NULL};
+	struct run r;
+	uint32_t en = 0;
+	int leaf;
+	long i;
+
+	(void)state;
+	run_prog(&r, "spill", "20000", "snapshot ", env);
+	leaf = fn_index(&r, "leaf");
+	i = find_open(&r, 1);
+	assert_true(i >= 0);
+	for (size_t j = 0; j < r.w.n; j++) {
+		en += is_call(&r, &r.w.recs[j], leaf) == 1;
+		if (r.w.recs[j].ext_type == KTRACE_EXT_REQ_CLOSE)
+			assert_true(r.w.recs[j].arg & KTRACE_REQ_SPILLED);
+	}
+	assert_int_equal(en, 20000);
+	free_run(&r);
+}
+
+static void test_requests_thread_exit_signals_fork(void **state)
+{
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0", NULL};
+	struct run r;
+	uint64_t hc, hm;
+	const struct ktrace_req_kind_rec *k;
+
+	(void)state;
+	/* A thread that exits with a request open: its run is kept. */
+	run_prog(&r, "exit", "1", "snapshot ", env);
+	assert_true(find_open(&r, 1) >= 0);
+	check_balanced(&r, "work", 1);
+	free_run(&r);
+
+	/* Signals while holding: the handler's calls are held with the
+	 * request (and dropped with it); nothing is left half-written. */
+	run_prog(&r, "signal", "3000", "snapshot ", env);
+	k = kind_rec(&r, "sig", &hc, &hm);
+	assert_int_equal(k->ended, 3000);
+	assert_int_equal(k->dropped, 3000);
+	check_pairs(&r, "on_alarm");
+	check_pairs(&r, "leaf");
+	free_run(&r);
+
+	/* Fork in the middle of a request: the child starts clean, its own
+	 * requests counted, the parent's request it ends is not its own. */
+	run_prog(&r, "fork", "200", "child ", env);
+	k = kind_rec(&r, "child", &hc, &hm);
+	assert_int_equal(k->ended, 200);
+	assert_int_equal(hc, 200);
+	free_run(&r);
+}
+
+static void test_requests_meanwhile_the_lock_holder_is_kept(void **state)
+{
+	static const char *env[] = {"KTRACE_TRIGGER_US=60000", "KTRACE_SAMPLE_MS=0",
+	                            "KTRACE_KEEP_PCT=0", NULL};
+	struct run r;
+	uint64_t hc, hm;
+	int hold;
+	uint32_t flags = 0;
+	long i;
+
+	(void)state;
+	run_prog(&r, "meanwhile", "50", "snapshot ", env);
+	assert_int_equal(kind_rec(&r, "wait", &hc, &hm)->kept_slow, 1);
+	assert_int_equal(kind_rec(&r, "hold", &hc, &hm)->kept_other, 1);
+	hold = fn_index(&r, "hold_lock");
+	/* "hold" is the first request of its kind: #1 of kind hold. */
+	for (i = 0; i < (long)r.w.n; i++) {
+		const struct kt_rec *x = &r.w.recs[i];
+		if (x->ext_type == KTRACE_EXT_REQ_OPEN && count_in_run(&r, (size_t)i, hold, &flags))
+			break;
+	}
+	if (i == (long)r.w.n)
+		fail_msg("the lock holder's request is not in the snapshot");
+	assert_true(flags & KTRACE_REQ_OVERLAP);
+	free_run(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_requests_slow_ones_whole_typical_ones_counted),
+		cmocka_unit_test(test_requests_dropped_edges_keep_nesting),
+		cmocka_unit_test(test_requests_nested_and_sampled),
+		cmocka_unit_test(test_requests_ended_on_another_thread),
+		cmocka_unit_test(test_requests_larger_than_the_hold_buffer),
+		cmocka_unit_test(test_requests_thread_exit_signals_fork),
+		cmocka_unit_test(test_requests_meanwhile_the_lock_holder_is_kept),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
