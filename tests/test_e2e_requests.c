@@ -86,7 +86,12 @@ static void run_prog(struct run *r, const char *mode, const char *n, const char 
 	const struct ktrace_info_rec *info;
 
 	memset(r, 0, sizeof(*r));
-	snprintf(r->dir, sizeof(r->dir), "%s", kt_mkdtemp("req"));
+	{
+		char *d = kt_mkdtemp("req");
+		assert_non_null(d);
+		snprintf(r->dir, sizeof(r->dir), "%s", d);
+		free(d);
+	}
 	snprintf(dirv, sizeof(dirv), "KTRACE_DIR=%s", r->dir);
 	env[e++] = dirv;
 	env[e++] = "KTRACE_QUIET=1";

@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static volatile int sink;
-static volatile int alarms;
+static _Atomic int sink;          /* atomics: the program runs under TSan too */
+static volatile sig_atomic_t alarms;
 
-__attribute__((noinline)) void leaf(int i) { sink += i; }
+__attribute__((noinline)) void leaf(int i)
+{
+	atomic_fetch_add_explicit(&sink, i, memory_order_relaxed);
+}
 __attribute__((noinline)) void work(int n) { for (int i = 0; i < n; i++) leaf(i); }
 __attribute__((noinline)) void slow_io(void)
 {
@@ -182,7 +186,7 @@ static void signals(int n)
 }
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static volatile int holding;
+static _Atomic int holding;
 
 __attribute__((noinline)) void hold_lock(void)
 {
