@@ -135,6 +135,18 @@ struct kd_snap_module {
 	char *path;             /* NUL-terminated copy */
 };
 
+/* REQUESTS section (format 2), as read: kinds, each kind's slices, each
+ * slice's buckets, in file order (read.c checked every count and bound). */
+struct kd_snap_req_slice {
+	struct ktrace_req_slice_rec rec;
+	uint32_t first_bucket;  /* index in kd_snap.req_buckets */
+};
+
+struct kd_snap_req_kind {
+	struct ktrace_req_kind_rec rec;
+	uint32_t first_slice;   /* index in kd_snap.req_slices (rec.nslices of them) */
+};
+
 struct kd_snap {
 	struct kd_src src;      /* the input */
 	struct kd_win *wins;    /* per core (kd_snap_order): the iterators' reads */
@@ -176,6 +188,14 @@ struct kd_snap {
 	struct ktrace_sched_rec *sched_recs;   /* nsched_recs, valid 'what' only */
 	uint32_t nsched_recs;
 	struct ktrace_sched_name *sched_names; /* sched.nnames, names NUL-terminated */
+	/* REQUESTS section (read_requests, format 2): have_reqs = 0 without one */
+	int have_reqs;
+	struct ktrace_req_hdr req_hdr;
+	struct kd_snap_req_kind *req_kinds;    /* req_hdr.nkinds */
+	struct kd_snap_req_slice *req_slices;  /* nreq_slices, by kind */
+	uint32_t nreq_slices;
+	struct ktrace_req_bucket *req_buckets; /* nreq_buckets, by slice */
+	uint32_t nreq_buckets;
 };
 
 /*
