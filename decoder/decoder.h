@@ -251,6 +251,12 @@ enum kd_dec_kind {
 	KD_DK_SPAN_END,       /* id = name id */
 	KD_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
 	KD_DK_REQ_END,        /* id = kind name id, value = request id */
+	/* format 2 (compact requests): */
+	KD_DK_REQ_OPEN,       /* id = kind name id, value = number, value2 = user id
+	                         if aux = 1 (REQ_OPEN_ID) */
+	KD_DK_REQ_CLOSE,      /* id = keep flags: the thread's innermost request ends */
+	KD_DK_REQ_CLOSE_ANY,  /* id = kind name id, value = number, value2 = slot of
+	                         the thread that began it, aux = keep flags */
 };
 
 struct kd_dec_event {
@@ -262,6 +268,8 @@ struct kd_dec_event {
 	uint32_t kind;            /* enum kd_dec_kind */
 	uint32_t seg;             /* the thread's segment number (THREAD seq),
 	                             KD_NONE if the writer gave none */
+	uint32_t aux;             /* see enum kd_dec_kind */
+	uint64_t value2;          /* see enum kd_dec_kind */
 };
 
 struct kd_core_iter {
@@ -279,6 +287,13 @@ struct kd_core_iter {
 	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
 	uint32_t slot;            /* current thread slot */
 	uint32_t seg;             /* current segment number, KD_NONE if unknown */
+	/* A HELD run (format 2) is being read: its records are thread slot's,
+	 * placed in its program order at (seg, held_p, held_hc), not this
+	 * core's occupancy.  Cleared by the next BLOCK_START or THREAD. */
+	uint32_t held;            /* 1 inside a HELD run */
+	uint32_t held_p;          /* P: stream position of the place, on seg's core */
+	uint32_t held_hc;         /* (h << 8) | chunk */
+	uint64_t held_tick;       /* ticks: the run's time base (its tsc) */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */
 	uint32_t ev_pos;          /* word where the record returned last starts */
@@ -305,6 +320,9 @@ enum kd_dec_call_flags {
 	KD_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
 	KD_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
 	KD_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
+	KD_CALL_HELD = 1u << 4,        /* entered in a held run (format 2): its core
+	                                  is the one the run was written to, not
+	                                  necessarily the one it ran on */
 };
 
 enum kd_dec_func_kind {
@@ -352,14 +370,23 @@ enum kd_dec_req_flags {
 	KD_REQ_TRUNC_BEGIN = 1u << 0,
 	KD_REQ_TRUNC_END = 1u << 1,
 	KD_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
+	KD_REQ_NUMBERED = 1u << 3,    /* format 2: id is the kind's number ("get #1234") */
+	KD_REQ_USER_ID = 1u << 4,     /* user_id is the program's own id (REQ_OPEN_ID) */
+	KD_REQ_UNKNOWN = 1u << 5,     /* ended by REQ_CLOSE, begun before the window:
+	                                 kind and number unknown */
 };
 
 struct kd_dec_request {
 	uint64_t begin;           /* ticks */
 	uint64_t end;             /* ticks */
-	uint64_t id;              /* request id from the records */
-	uint32_t kind;            /* name id of the kind */
+	uint64_t id;              /* request id from the records (format 1: the
+	                             thread's slot << 32 | its sequence number; format
+	                             2: the kind's request number) */
+	uint64_t user_id;         /* the program's id, if KD_REQ_USER_ID */
+	uint32_t kind;            /* name id of the kind (KD_NONE: KD_REQ_UNKNOWN) */
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
+	uint32_t end_thread;      /* thread index of the end record, KD_NONE if not seen */
+	uint32_t keep;            /* enum ktrace_req_keep of its end record (format 2) */
 	uint32_t flags;           /* enum kd_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
 	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */
@@ -394,7 +421,10 @@ struct kd_dec_run {
 struct kd_dec_core_stats {
 	uint64_t first_tick;      /* ticks: oldest surviving record (or block start) */
 	uint64_t last_tick;       /* ticks: newest record */
-	uint64_t events;          /* records decoded in the window */
+	uint64_t events;          /* records decoded in the window (held runs not
+	                             counted: they are not this core's occupancy) */
+	uint64_t held;            /* records of held runs written into this core's
+	                             ring (format 2), in the window */
 	uint64_t dropped;         /* records before the complete window (not --all) */
 	uint64_t dropped_after;   /* records after it (copied later than another core) */
 	uint32_t damaged_tails;   /* blocks whose tail did not parse */
@@ -889,6 +919,13 @@ struct kd_func_stats {
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
 struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
+
+/* "get #1234" (format 2), "get id=987654" (with the program's id), "get
+ * #3.17" (format 1: thread slot . sequence) into buf. */
+const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
+                         size_t len);
+/* "slow, sampled" for keep flags into buf ("" for none). */
+const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len);
 
 /* Explain: the chosen request (trigger, else slowest) or KD_NONE. */
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);
