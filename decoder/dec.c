@@ -57,9 +57,11 @@ const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q,
 		snprintf(buf, len, "%s id=%" PRIu64, kind, q->user_id);
 	else if (q->flags & KD_REQ_NUMBERED)
 		snprintf(buf, len, "%s #%" PRIu64, kind, q->id);
-	else /* format 1: the id is the thread's slot and its sequence number */
+	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
 		snprintf(buf, len, "%s #%" PRIu32 ".%" PRIu32, kind, (uint32_t)(q->id >> 32),
 		         (uint32_t)q->id);
+	else /* format 1 with a small id (a program's own) */
+		snprintf(buf, len, "%s #%" PRIu64, kind, q->id);
 	return buf;
 }
 
