@@ -902,6 +902,8 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
  * function is muted (index in snap.muted, or -1), and --format exclude. */
 void kd_out_budget(FILE *f, const struct kd_dec *d);
 void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
+/* The same condensed: the first max functions, then "and N more". */
+void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
 int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 /* One flag line for all files (NULL entries skipped), notes on stderr. */
