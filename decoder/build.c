@@ -118,7 +118,8 @@ struct piece {
 	uint64_t first_tick;     /* ticks: its first record */
 	uint64_t nrec;           /* records in it (before window filtering) */
 	uint64_t ref_tick;       /* iterator state before its first record: */
-	uint32_t ref_ts20;       /*   reference tick and ts20, */
+	uint32_t ref_ts20 : 24;  /*   reference tick and ts20, */
+	uint32_t held : 8;       /* 1: a HELD chunk (struct heldpiece has its place) */
 	uint32_t blk;            /*   block index in snap->blocks, */
 	uint32_t pos;            /*   word position in the block */
 	uint32_t core;           /* core index */
@@ -128,17 +129,47 @@ struct piece {
 	uint64_t key1, key2;     /* sort keys inside the thread, see order_pieces() */
 };
 
+/* A held piece's place (format 2): pieces are one per thread switch and
+ * held ones rare, so this is kept apart, by the piece's idx (ascending). */
+struct heldpiece {
+	uint32_t idx;            /* the piece's */
+	uint32_t p;              /* P: a stream position on segment seg's core */
+	uint32_t hc;             /* (h << 8) | chunk */
+	uint64_t tick;           /* ticks: the run's time base (window test) */
+};
+
+/* One step of a thread's walk: records of piece `piece` whose stream
+ * position, as an offset from the piece's sp0, is in [lo, hi) (a ring piece
+ * cut where a held piece goes; 0, UINT32_MAX: all of it). */
+struct item {
+	uint32_t piece;
+	uint32_t lo, hi;
+};
+
+/* What a request record does (struct reqev). */
+enum reqop {
+	RQ_BEGIN = 0,            /* REQ_BEGIN (format 1), REQ_OPEN(_ID) (format 2) */
+	RQ_END = 1,              /* REQ_END: by (kind, id) */
+	RQ_CLOSE = 2,            /* REQ_CLOSE: the thread's innermost open request */
+	RQ_CLOSE_ANY = 3,        /* REQ_CLOSE_ANY: by (kind, number), begun on begin_slot */
+};
+
 /* A request begin or end, matched after all threads were walked. */
 struct reqev {
 	uint64_t tick;           /* ticks: per-thread clamped */
-	uint64_t id;             /* request id */
+	uint64_t id;             /* request id (format 1), the kind's number (format 2) */
 	uint64_t seq;            /* walk order: ties keep a thread's program order */
 	uint32_t kind;           /* name id */
 	uint32_t thread, core;
-	uint32_t end;            /* 1 for REQ_END */
+	uint32_t end;            /* enum reqop */
 	uint32_t sub;            /* kd_ev.sub of its event */
 	uint32_t at_call;        /* recorded order: CALL_BEGINs emitted before it */
 	uint32_t top;            /* idx of the innermost open frame then, or KD_NONE */
+	uint32_t keep;           /* RQ_CLOSE*: enum ktrace_req_keep */
+	uint32_t numbered;       /* format 2 record: id is the kind's number */
+	uint32_t has_uid;        /* REQ_OPEN_ID */
+	uint32_t begin_slot;     /* RQ_CLOSE_ANY */
+	uint64_t uid;            /* REQ_OPEN_ID: the program's id */
 };
 
 /* The builder: made by kd_dec_prepare, used by every kd_dec_walk. */
@@ -161,6 +192,19 @@ struct kd_build {
 	size_t cappieces;
 	uint32_t nthreads;       /* threads with records (more come from sched.c) */
 	uint32_t *thread_piece;  /* [nthreads + 1]: thread t's pieces (sorted) */
+	struct heldpiece *helds; /* the held pieces' places, by idx */
+	uint32_t nhelds;
+	size_t caphelds;
+	struct item *items;      /* walks of threads with held pieces (thread_item) */
+	uint32_t nitems;
+	size_t capitems;
+	uint32_t *thread_item;   /* [nthreads + 1]: thread t's items; KD_NONE: a
+	                            thread without held pieces walks its pieces */
+	uint32_t cur_held;       /* the walk is in a held piece: calls get KD_CALL_HELD */
+	uint32_t *req_below;     /* matching: per request, the one open below it on
+	                            its thread (format 2), KD_NONE */
+	size_t capbelow;
+	uint32_t *req_top;       /* per thread: its innermost open request, KD_NONE */
 	struct reqev *reqevs;
 	uint32_t nreqevs;
 	size_t capreqevs;
@@ -499,22 +543,58 @@ static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uin
                           uint64_t tick)
 {
 	struct kd_ev e = { 0 };
+	struct reqev *r;
 
 	if (kd_grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs), "the requests")) {
 		b->oom = 1;
 		return;
 	}
-	e.kind = ev->kind == KD_DK_REQ_END ? KD_EV_REQ_END : KD_EV_REQ_BEGIN;
+	r = &b->reqevs[b->nreqevs];
+	memset(r, 0, sizeof(*r));
+	r->tick = tick;
+	r->seq = b->nreqevs;
+	r->thread = th;
+	r->core = ev->core;
+	r->kind = ev->id;
+	r->id = ev->value;
+	switch (ev->kind) {
+	case KD_DK_REQ_END:
+		r->end = RQ_END;
+		break;
+	case KD_DK_REQ_OPEN:
+		r->numbered = 1;
+		r->has_uid = ev->aux;
+		r->uid = ev->value2;
+		break;
+	case KD_DK_REQ_CLOSE:
+		/* Which request ends is known only when the threads' records are
+		 * matched in time order (another thread may end one of this
+		 * thread's): the stream event carries no kind or number. */
+		r->end = RQ_CLOSE;
+		r->numbered = 1;
+		r->keep = ev->id;
+		r->kind = KD_NONE;
+		r->id = 0;
+		break;
+	case KD_DK_REQ_CLOSE_ANY:
+		r->end = RQ_CLOSE_ANY;
+		r->numbered = 1;
+		r->keep = ev->aux;
+		r->begin_slot = (uint32_t)ev->value2;
+		break;
+	default:
+		break;
+	}
+	e.kind = r->end == RQ_BEGIN ? KD_EV_REQ_BEGIN : KD_EV_REQ_END;
 	e.thread = th;
-	e.func = ev->id;
+	e.func = r->kind;
 	e.core = ev->core;
 	e.tick = tick;
-	e.value = ev->value;
+	e.value = r->id;
 	emit(b, &e);
-	b->reqevs[b->nreqevs] = (struct reqev){
-		tick, ev->value, b->nreqevs, ev->id, th, ev->core, ev->kind == KD_DK_REQ_END, e.sub,
-		b->ncalls, b->ts.depth ? b->ts.stack[b->ts.depth - 1].idx : KD_NONE
-	};
+	r->sub = e.sub;
+	r->at_call = b->ncalls;
+	r->top = b->ts.depth ? b->ts.stack[b->ts.depth - 1].idx : KD_NONE;
 	b->nreqevs++;
 }
 
@@ -523,55 +603,128 @@ static uint16_t sub16(uint32_t sub)
 	return sub > UINT16_MAX ? UINT16_MAX : (uint16_t)sub;
 }
 
+static uint64_t req_key(uint32_t kind, uint64_t id)
+{
+	return id ^ kd_mix64((uint64_t)kind + 0x9e3779b97f4a7c15ull);
+}
+
+/* Format 2: take request r off the stack of requests open on its thread
+ * (wherever it is: REQ_CLOSE_ANY may end one that is not the innermost). */
+static void req_unlink(struct kd_build *b, uint32_t r)
+{
+	struct kd_dec *d = b->d;
+	uint32_t th = d->reqs[r].thread, *at = &b->req_top[th];
+
+	for (uint32_t n = 0; *at != KD_NONE && n <= d->nreqs; n++) {
+		if (*at == r) {
+			*at = b->req_below[r];
+			return;
+		}
+		at = &b->req_below[*at];
+	}
+}
+
+static void req_close(struct kd_build *b, uint32_t r, const struct reqev *ev)
+{
+	struct kd_dec *d = b->d;
+	struct kd_dec_request *q = &d->reqs[r];
+
+	q->end = ev->tick > q->begin ? ev->tick : q->begin;
+	q->end_sub = sub16(ev->sub);
+	q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
+	q->keep = ev->keep;
+	q->end_thread = ev->thread;
+	if (ev->thread == q->thread) {
+		q->call_end = ev->at_call;
+		q->open_at_end = ev->top;
+	}
+	if (q->flags & KD_REQ_NUMBERED)
+		req_unlink(b, r);
+	/* Closed: a tombstone value, so probe chains stay intact. */
+	kd_umap_put(&b->req_map, req_key(q->kind, q->id), KD_NONE - 1);
+}
+
 static void on_request(struct kd_build *b, const struct reqev *ev)
 {
 	struct kd_dec *d = b->d;
-	uint64_t key = ev->id ^ kd_mix64((uint64_t)ev->kind + 0x9e3779b97f4a7c15ull);
-	uint32_t r = kd_umap_get(&b->req_map, key);
+	uint32_t r = KD_NONE;
 	uint32_t thread = ev->thread;
 	uint64_t tick = ev->tick;
 	struct kd_dec_request *q;
 
-	if (ev->end && r < d->nreqs && d->reqs[r].kind == ev->kind && d->reqs[r].id == ev->id) {
-		q = &d->reqs[r];
-		q->end = tick > q->begin ? tick : q->begin;
-		q->end_sub = sub16(ev->sub);
-		q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
-		if (thread == q->thread) {
-			q->call_end = ev->at_call;
-			q->open_at_end = ev->top;
-		}
-		/* Closed: a tombstone value, so probe chains stay intact. */
-		kd_umap_put(&b->req_map, key, KD_NONE - 1);
+	if (ev->end == RQ_CLOSE) {
+		r = b->req_top[thread];
+	} else if (ev->end != RQ_BEGIN) {
+		r = kd_umap_get(&b->req_map, req_key(ev->kind, ev->id));
+		if (r < d->nreqs && (d->reqs[r].kind != ev->kind || d->reqs[r].id != ev->id))
+			r = KD_NONE;
+		/* REQ_CLOSE_ANY names the thread that began it: a request of the
+		 * same kind and number begun elsewhere is not this one. */
+		if (r < d->nreqs && ev->end == RQ_CLOSE_ANY &&
+		    d->threads[d->reqs[r].thread].slot != ev->begin_slot)
+			r = KD_NONE;
+	}
+	if (r < d->nreqs) {
+		req_close(b, r, ev);
 		return;
 	}
-	if (kd_grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs), "the requests")) {
+	if (kd_grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs), "the requests") ||
+	    kd_grow(&b->req_below, &b->capbelow, d->nreqs, sizeof(*b->req_below), "the requests")) {
 		b->oom = 1;
 		return;
 	}
 	q = &d->reqs[d->nreqs];
+	memset(q, 0, sizeof(*q));
 	q->id = ev->id;
 	q->kind = ev->kind;
 	q->thread = thread;
+	q->end_thread = KD_NONE;
 	q->core = ev->core;
 	q->call_first = q->call_end = q->open_at_end = KD_NONE;
-	if (!ev->end) {
+	q->flags = ev->numbered ? KD_REQ_NUMBERED : 0;
+	b->req_below[d->nreqs] = KD_NONE;
+	if (ev->end == RQ_BEGIN) {
+		if (ev->has_uid) {
+			q->user_id = ev->uid;
+			q->flags |= KD_REQ_USER_ID;
+		}
 		q->call_first = ev->at_call;
 		q->begin = tick;
 		q->end = tick;
 		q->begin_sub = sub16(ev->sub);
 		q->end_sub = UINT16_MAX; /* at the window end: after the calls there */
-		q->flags = KD_REQ_TRUNC_END; /* until its end is seen */
-		if (kd_umap_put(&b->req_map, key, d->nreqs))
+		q->flags |= KD_REQ_TRUNC_END; /* until its end is seen */
+		if (kd_umap_put(&b->req_map, req_key(q->kind, q->id), d->nreqs))
 			b->oom = 1;
+		if (ev->numbered) {
+			b->req_below[d->nreqs] = b->req_top[thread];
+			b->req_top[thread] = d->nreqs;
+		}
 	} else {
+		/* Begun before the window (a REQ_CLOSE: of unknown kind and
+		 * number, its REQ_OPEN is not in the file). */
+		if (ev->end == RQ_CLOSE_ANY) {
+			uint32_t bt = kd_umap_get(&b->thread_map, ev->begin_slot);
+
+			if (bt != KD_NONE) {
+				q->thread = thread = bt;
+				q->end_thread = ev->thread;
+			}
+		} else {
+			q->end_thread = thread;
+		}
+		if (ev->end == RQ_CLOSE)
+			q->flags |= KD_REQ_UNKNOWN;
+		q->keep = ev->keep;
 		q->begin = d->threads[thread].start_tick < tick ? d->threads[thread].start_tick : tick;
 		q->end = tick;
 		q->begin_sub = 0;
 		q->end_sub = sub16(ev->sub);
-		q->flags = KD_REQ_TRUNC_BEGIN;
-		q->call_end = ev->at_call;
-		q->open_at_end = ev->top;
+		q->flags |= KD_REQ_TRUNC_BEGIN;
+		if (ev->thread == q->thread) {
+			q->call_end = ev->at_call;
+			q->open_at_end = ev->top;
+		}
 	}
 	d->nreqs++;
 }
@@ -679,7 +832,7 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	case KD_DK_ENTER_ADDR:
 	case KD_DK_SPAN_BEGIN:
 		f = func_of(b, ev, &span);
-		push(b, th, f, tick, ev->core, span);
+		push(b, th, f, tick, ev->core, span | b->cur_held);
 		break;
 	case KD_DK_EXIT:
 	case KD_DK_EXIT_ADDR:
@@ -712,6 +865,9 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	}
 	case KD_DK_REQ_BEGIN:
 	case KD_DK_REQ_END:
+	case KD_DK_REQ_OPEN:
+	case KD_DK_REQ_CLOSE:
+	case KD_DK_REQ_CLOSE_ANY:
 		on_request_ev(b, ev, th, tick);
 		break;
 	}
@@ -753,15 +909,17 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	struct kd_dec_event ev;
 	struct prescan *ps;
 	uint32_t th;
-	uint64_t kept = 0, last = 0;
+	uint64_t kept = 0, last = 0, held = 0;
 
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
 	ev.core = c;
 	/* A new piece starts at a batch's first event (one slot and segment
-	 * per batch): its start state is the batch's. */
+	 * per batch, one held run): its start state is the batch's. */
 	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
-	    b->pieces[cc->cur].seg != bt->seg) {
+	    b->pieces[cc->cur].seg != bt->seg || b->pieces[cc->cur].held != bt->held ||
+	    (bt->held && (b->helds[b->nhelds - 1].p != bt->held_p ||
+	                  b->helds[b->nhelds - 1].hc != bt->held_hc))) {
 		struct piece *p;
 
 		if (cc->cthread == KD_NONE || cc->cslot != bt->slot) {
@@ -786,6 +944,16 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		p->seg = bt->seg;
 		p->thread = cc->cthread;
 		p->idx = b->npieces;   /* the scan's order: see struct prescan */
+		p->held = !!bt->held;
+		if (bt->held) {
+			if (kd_grow(&b->helds, &b->caphelds, b->nhelds, sizeof(*b->helds),
+			            "the timeline")) {
+				b->oom = 1;
+				return;
+			}
+			b->helds[b->nhelds++] = (struct heldpiece){ b->npieces, bt->held_p,
+			                                            bt->held_hc, bt->blk_tick };
+		}
 		cc->cur = b->npieces++;
 	}
 	b->pieces[cc->cur].nrec += bt->n;
@@ -812,20 +980,27 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			d->dropped_after++;
 			continue;
 		}
-		kept++;
-		if (ev.tick > last)
-			last = ev.tick;
+		if (!bt->held) {
+			kept++;
+			if (ev.tick > last)
+				last = ev.tick;
+		}
 		/* Every function gets its index here, so names are known before
 		 * any walk (streamed sinks print them as they go): the pre-pass
 		 * looks up (and so indexes) the function of every enter, exit and
 		 * span; without it, here. */
 		if (ps->valid)
 			pre_step(b, &ps->s, th, &ev);
-		else if (ev.kind != KD_DK_MARK && ev.kind != KD_DK_REQ_BEGIN &&
-		           ev.kind != KD_DK_REQ_END) {
+		else if (ev.kind != KD_DK_MARK && ev.kind < KD_DK_REQ_BEGIN) {
 			uint32_t span;
 
 			func_of(b, &ev, &span);
+		}
+		/* A held run ran on some core, not necessarily this one: it is
+		 * not this core's occupancy (runs, per-core counts). */
+		if (bt->held) {
+			held++;
+			continue;
 		}
 		if (run->events && (run->thread != th || ev.tick > run->end + b->run_gap)) {
 			if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
@@ -847,7 +1022,8 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		run->events++;
 	}
 	cs->events += kept;
-	d->threads[th].events += kept;
+	cs->held += held;
+	d->threads[th].events += kept + held;
 	if (last > cs->last_tick)
 		cs->last_tick = last;
 }
@@ -918,12 +1094,65 @@ static void scan_cores(struct kd_build *b)
 	}
 }
 
+/* a - b for numbers that wrap (segments, stream positions): as signed */
+static int32_t wrapdiff(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b);
+}
+
+/* The place of held piece p (its idx is in b->helds, which is by idx). */
+static const struct heldpiece *held_of(const struct heldpiece *h, uint32_t n,
+                                       const struct piece *p)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (h[mid].idx < p->idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return &h[lo < n ? lo : 0];
+}
+
+/* qsort has no context argument: the held places of the sort running */
+static const struct heldpiece *sort_helds;
+static uint32_t sort_nhelds;
+
+/* Held pieces of one thread: by (seg, P, h modulo 2^24, chunk). */
+static int cmp_held(const struct piece *x, const struct piece *y)
+{
+	const struct heldpiece *hx = held_of(sort_helds, sort_nhelds, x);
+	const struct heldpiece *hy = held_of(sort_helds, sort_nhelds, y);
+	int32_t dh;
+
+	if (x->seg != y->seg)
+		return wrapdiff(x->seg, y->seg) < 0 ? -1 : 1;
+	if (hx->p != hy->p)
+		return wrapdiff(hx->p, hy->p) < 0 ? -1 : 1;
+	/* h: 24 bits compared modulo 2^24 (consecutive holds are close) */
+	dh = (int32_t)(((hx->hc >> 8) - (hy->hc >> 8)) << 8) >> 8;
+	if (dh)
+		return dh < 0 ? -1 : 1;
+	if ((hx->hc & 0xFFu) != (hy->hc & 0xFFu))
+		return (hx->hc & 0xFFu) < (hy->hc & 0xFFu) ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
 static int cmp_piece(const void *a, const void *b)
 {
 	const struct piece *x = a, *y = b;
 
 	if (x->thread != y->thread)
 		return x->thread < y->thread ? -1 : 1;
+	/* a thread's ring pieces first, its held pieces after (merged into
+	 * the walk by thread_items()) */
+	if (x->held != y->held)
+		return x->held < y->held ? -1 : 1;
+	if (x->held)
+		return cmp_held(x, y);
 	if (x->key1 != y->key1)
 		return x->key1 < y->key1 ? -1 : 1;
 	if (x->key2 != y->key2)
@@ -931,6 +1160,85 @@ static int cmp_piece(const void *a, const void *b)
 	if (x->core != y->core)
 		return x->core < y->core ? -1 : 1;
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void add_item(struct kd_build *b, uint32_t piece, uint32_t lo, uint32_t hi)
+{
+	if (kd_grow(&b->items, &b->capitems, b->nitems, sizeof(*b->items), "thread order")) {
+		b->oom = 1;
+		return;
+	}
+	b->items[b->nitems++] = (struct item){ piece, lo, hi };
+}
+
+/*
+ * The walk of each thread that has held pieces (b->items): its ring pieces
+ * in order, with its held pieces merged in where the format puts them: a
+ * held piece (seg, P) goes after the thread's ring records of earlier
+ * segments and of segment seg at stream positions < P, before those at
+ * positions >= P and those of later segments.  A ring piece of segment seg
+ * that P falls in is cut there: the walk reads it as two items (the second
+ * may turn out empty when P is past its end).  Held pieces with equal
+ * (seg, P) keep cmp_held()'s order (h, then chunk).  A thread without held
+ * pieces walks its pieces as they are (thread_item KD_NONE).
+ */
+static void thread_items(struct kd_build *b)
+{
+	const struct kd_snap *snap = &b->d->snap;
+	uint32_t nt = b->nthreads;
+
+	b->thread_item = kd_xcalloc((size_t)nt + 2, sizeof(*b->thread_item), "thread order");
+	if (!b->thread_item) {
+		b->oom = 1;
+		return;
+	}
+	for (uint32_t t = 0; t < nt && !b->oom; t++) {
+		uint32_t lo = b->thread_piece[t], hi = b->thread_piece[t + 1], j = lo;
+
+		b->thread_item[t] = KD_NONE;
+		if (lo == hi || !b->pieces[hi - 1].held)
+			continue; /* held pieces sort last: none */
+		b->thread_item[t] = b->nitems;
+		while (j < hi && !b->pieces[j].held)
+			j++;
+		/* pieces [lo, j) ring, [j, hi) held */
+		for (uint32_t i = lo; i < j && !b->oom; i++) {
+			const struct piece *r = &b->pieces[i];
+			uint32_t cur = 0, sp0 = snap->blocks[r->blk].start + r->pos;
+			int next_same = i + 1 < j && b->pieces[i + 1].seg == r->seg;
+			uint32_t sp_next = next_same ? snap->blocks[b->pieces[i + 1].blk].start +
+			                               b->pieces[i + 1].pos : 0;
+
+			if (r->seg == KD_NONE) { /* an older writer: no held runs to place */
+				add_item(b, i, 0, UINT32_MAX);
+				continue;
+			}
+			while (j < hi && !b->oom) {
+				const struct piece *h = &b->pieces[j];
+				uint32_t p = held_of(b->helds, b->nhelds, h)->p;
+				int32_t off;
+
+				if (h->seg != r->seg) {
+					if (wrapdiff(h->seg, r->seg) > 0)
+						break;
+					add_item(b, j++, 0, UINT32_MAX); /* an earlier segment's */
+					continue;
+				}
+				if (next_same && wrapdiff(p, sp_next) >= 0)
+					break; /* at or after the next piece of the segment */
+				off = wrapdiff(p, sp0);
+				if (off > 0 && (uint32_t)off > cur) {
+					add_item(b, i, cur, (uint32_t)off); /* the records before P */
+					cur = (uint32_t)off;
+				}
+				add_item(b, j++, 0, UINT32_MAX);
+			}
+			add_item(b, i, cur, UINT32_MAX);
+		}
+		while (j < hi && !b->oom)
+			add_item(b, j++, 0, UINT32_MAX);
+	}
+	b->thread_item[nt] = b->nitems;
 }
 
 /*
@@ -942,6 +1250,8 @@ static int cmp_piece(const void *a, const void *b)
  */
 static void order_pieces(struct kd_build *b)
 {
+	sort_helds = b->helds;
+	sort_nhelds = b->nhelds;
 	uint32_t nt = b->nthreads;
 	uint8_t *by_time = kd_xcalloc((size_t)nt + 1, 1, "thread order");
 	uint32_t *first = kd_xcalloc((size_t)nt + 2, sizeof(*first), "thread order");
@@ -1041,17 +1351,46 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 	struct kd_core_iter it;
 	struct kd_dec_event ev;
 
-	for (uint32_t i = b->thread_piece[th]; i < b->thread_piece[th + 1] && !b->oom; i++) {
-		const struct piece *p = &b->pieces[i];
+	uint32_t x0, x1;
+	int by_item = b->thread_item[th] != KD_NONE;
+
+	memset(&ev, 0, sizeof(ev));
+	if (by_item) {
+		uint32_t t1 = th + 1;
+
+		while (t1 < b->nthreads && b->thread_item[t1] == KD_NONE)
+			t1++;
+		x0 = b->thread_item[th];
+		x1 = b->thread_item[t1] != KD_NONE ? b->thread_item[t1] : b->nitems;
+	} else {
+		x0 = b->thread_piece[th];
+		x1 = b->thread_piece[th + 1];
+	}
+	for (uint32_t x = x0; x < x1 && !b->oom; x++) {
+		struct item whole = { x, 0, UINT32_MAX };
+		const struct item *itm = by_item ? &b->items[x] : &whole;
+		const struct piece *p = &b->pieces[itm->piece];
 		uint64_t left = p->nrec;
+		int cut = itm->lo != 0 || itm->hi != UINT32_MAX, stop = 0;
+		uint32_t sp0 = snap->blocks[p->blk].start + p->pos;
 
 		kd_core_iter_init(&it, snap, p->core, NULL);
 		kd_core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
+		if (p->held) {
+			const struct heldpiece *h = held_of(b->helds, b->nhelds, p);
+
+			it.held = 1;
+			it.held_p = h->p;
+			it.held_hc = h->hc;
+			it.held_tick = h->tick;
+		}
+		b->cur_held = p->held ? KD_CALL_HELD : 0;
 		ev.slot = p->slot;
 		ev.seg = p->seg;
 		ev.core = p->core;
-		while (left && !b->oom) {
+		while (left && !b->oom && !stop) {
 			uint32_t n = kd_iter_batch(&it, bt, left < KD_BATCH ? (uint32_t)left : KD_BATCH);
+			uint32_t s0 = 0;
 
 			if (!n)
 				break;
@@ -1060,11 +1399,27 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			if (__builtin_expect((b->done >> 20) != ((b->done - n) >> 20), 0) &&
 			    b->d->opts.progress)
 				progress(b, 0);
+			if (cut)
+				s0 = snap->blocks[bt->blk].start;
 			for (uint32_t k = 0; k < n && !b->oom; k++) {
+				if (cut) {
+					/* The record's stream position: the first at bt->pos,
+					 * the rest one word each up to the iterator's pos. */
+					uint32_t off = s0 + (k ? it.pos - (n - k) : bt->pos) - sp0;
+
+					if (off >= itm->hi) {
+						stop = 1;
+						break;
+					}
+					if (off < itm->lo)
+						continue;
+				}
 				ev.tick = bt->tick[k];
 				ev.id = bt->id[k];
 				ev.kind = bt->kind[k];
 				ev.value = bt->value[k];
+				ev.aux = k ? 0 : bt->aux0;
+				ev.value2 = k ? 0 : bt->value2_0;
 				if (outside(b, ev.tick, bt->blk_tick))
 					continue;
 				if (pre)
@@ -1074,6 +1429,7 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			}
 		}
 	}
+	b->cur_held = 0;
 }
 
 static void find_trigger(struct kd_dec *d, struct kd_build *b)
@@ -1106,7 +1462,10 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 	q->kind = tr->kind_id;
 	q->thread = th;
 	q->call_first = q->call_end = q->open_at_end = KD_NONE;
+	q->end_thread = KD_NONE;
 	q->flags = KD_REQ_TRIGGER;
+	if (d->snap.hdr.version >= 2)
+		q->flags |= KD_REQ_NUMBERED; /* format 2: request_id is the kind's number */
 	if (q->begin < d->window_start)
 		q->flags |= KD_REQ_TRUNC_BEGIN;
 	d->trigger_req = d->nreqs++;
@@ -1184,6 +1543,9 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
 	b->nthreads = d->nthreads;
 	order_pieces(b);
+	thread_items(b);
+	if (b->oom)
+		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	/* The scan's pre-pass stands for a thread whose pieces the scan met in
 	 * the order they are walked; free what the scan no longer needs. */
 	for (uint32_t t = 0; t < b->capprescan && t < b->nthreads; t++) {
@@ -1191,6 +1553,11 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 
 		for (uint32_t i = b->thread_piece[t] + 1; ps->valid && i < b->thread_piece[t + 1]; i++)
 			if (b->pieces[i].idx < b->pieces[i - 1].idx)
+				ps->valid = 0;
+		/* Held pieces are merged into the walk out of the scan's (time)
+		 * order: the walk runs the thread's pre-pass itself. */
+		for (uint32_t i = b->thread_piece[t]; ps->valid && i < b->thread_piece[t + 1]; i++)
+			if (b->pieces[i].held)
 				ps->valid = 0;
 		free(ps->s.fstack);
 		ps->s.fstack = NULL;
@@ -1293,6 +1660,12 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	if (d->opts.progress)
 		progress(b, 1);
 	if (!b->oom && b->nreqevs) {
+		free(b->req_top);
+		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top), "the requests");
+		if (!b->req_top)
+			b->oom = 1;
+		else
+			memset(b->req_top, 0xff, ((size_t)d->nthreads + 1) * sizeof(*b->req_top));
 		qsort(b->reqevs, b->nreqevs, sizeof(*b->reqevs), cmp_reqev);
 		for (uint32_t i = 0; i < b->nreqevs && !b->oom; i++)
 			on_request(b, &b->reqevs[i]);
@@ -1324,6 +1697,11 @@ void kd_build_free(struct kd_build *b)
 	free(b->batch);
 	free(b->pieces);
 	free(b->thread_piece);
+	free(b->items);
+	free(b->thread_item);
+	free(b->helds);
+	free(b->req_below);
+	free(b->req_top);
 	free(b->reqevs);
 	kd_umap_free(&b->thread_map);
 	kd_umap_free(&b->addr_map);

@@ -135,6 +135,18 @@ struct kd_snap_module {
 	char *path;             /* NUL-terminated copy */
 };
 
+/* REQUESTS section (format 2), as read: kinds, each kind's slices, each
+ * slice's buckets, in file order (read.c checked every count and bound). */
+struct kd_snap_req_slice {
+	struct ktrace_req_slice_rec rec;
+	uint32_t first_bucket;  /* index in kd_snap.req_buckets */
+};
+
+struct kd_snap_req_kind {
+	struct ktrace_req_kind_rec rec;
+	uint32_t first_slice;   /* index in kd_snap.req_slices (rec.nslices of them) */
+};
+
 struct kd_snap {
 	struct kd_src src;      /* the input */
 	struct kd_win *wins;    /* per core (kd_snap_order): the iterators' reads */
@@ -176,6 +188,14 @@ struct kd_snap {
 	struct ktrace_sched_rec *sched_recs;   /* nsched_recs, valid 'what' only */
 	uint32_t nsched_recs;
 	struct ktrace_sched_name *sched_names; /* sched.nnames, names NUL-terminated */
+	/* REQUESTS section (read_requests, format 2): have_reqs = 0 without one */
+	int have_reqs;
+	struct ktrace_req_hdr req_hdr;
+	struct kd_snap_req_kind *req_kinds;    /* req_hdr.nkinds */
+	struct kd_snap_req_slice *req_slices;  /* nreq_slices, by kind */
+	uint32_t nreq_slices;
+	struct ktrace_req_bucket *req_buckets; /* nreq_buckets, by slice */
+	uint32_t nreq_buckets;
 };
 
 /*
@@ -231,6 +251,12 @@ enum kd_dec_kind {
 	KD_DK_SPAN_END,       /* id = name id */
 	KD_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
 	KD_DK_REQ_END,        /* id = kind name id, value = request id */
+	/* format 2 (compact requests): */
+	KD_DK_REQ_OPEN,       /* id = kind name id, value = number, value2 = user id
+	                         if aux = 1 (REQ_OPEN_ID) */
+	KD_DK_REQ_CLOSE,      /* id = keep flags: the thread's innermost request ends */
+	KD_DK_REQ_CLOSE_ANY,  /* id = kind name id, value = number, value2 = slot of
+	                         the thread that began it, aux = keep flags */
 };
 
 struct kd_dec_event {
@@ -242,6 +268,8 @@ struct kd_dec_event {
 	uint32_t kind;            /* enum kd_dec_kind */
 	uint32_t seg;             /* the thread's segment number (THREAD seq),
 	                             KD_NONE if the writer gave none */
+	uint32_t aux;             /* see enum kd_dec_kind */
+	uint64_t value2;          /* see enum kd_dec_kind */
 };
 
 struct kd_core_iter {
@@ -259,6 +287,13 @@ struct kd_core_iter {
 	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
 	uint32_t slot;            /* current thread slot */
 	uint32_t seg;             /* current segment number, KD_NONE if unknown */
+	/* A HELD run (format 2) is being read: its records are thread slot's,
+	 * placed in its program order at (seg, held_p, held_hc), not this
+	 * core's occupancy.  Cleared by the next BLOCK_START or THREAD. */
+	uint32_t held;            /* 1 inside a HELD run */
+	uint32_t held_p;          /* P: stream position of the place, on seg's core */
+	uint32_t held_hc;         /* (h << 8) | chunk */
+	uint64_t held_tick;       /* ticks: the run's time base (its tsc) */
 	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
 	uint32_t unknown_ext;     /* extended records of unknown type skipped */
 	uint32_t ev_pos;          /* word where the record returned last starts */
@@ -285,6 +320,9 @@ enum kd_dec_call_flags {
 	KD_CALL_TRUNC_END = 1u << 1,   /* exit not in the window (or lost) */
 	KD_CALL_SPAN = 1u << 2,        /* a ktrace_span_begin/end pair */
 	KD_CALL_EXIT_LOST = 1u << 3,   /* closed by an outer frame's exit */
+	KD_CALL_HELD = 1u << 4,        /* entered in a held run (format 2): its core
+	                                  is the one the run was written to, not
+	                                  necessarily the one it ran on */
 };
 
 enum kd_dec_func_kind {
@@ -332,14 +370,23 @@ enum kd_dec_req_flags {
 	KD_REQ_TRUNC_BEGIN = 1u << 0,
 	KD_REQ_TRUNC_END = 1u << 1,
 	KD_REQ_TRIGGER = 1u << 2,     /* the request that fired this snapshot */
+	KD_REQ_NUMBERED = 1u << 3,    /* format 2: id is the kind's number ("get #1234") */
+	KD_REQ_USER_ID = 1u << 4,     /* user_id is the program's own id (REQ_OPEN_ID) */
+	KD_REQ_UNKNOWN = 1u << 5,     /* ended by REQ_CLOSE, begun before the window:
+	                                 kind and number unknown */
 };
 
 struct kd_dec_request {
 	uint64_t begin;           /* ticks */
 	uint64_t end;             /* ticks */
-	uint64_t id;              /* request id from the records */
-	uint32_t kind;            /* name id of the kind */
+	uint64_t id;              /* request id from the records (format 1: the
+	                             thread's slot << 32 | its sequence number; format
+	                             2: the kind's request number) */
+	uint64_t user_id;         /* the program's id, if KD_REQ_USER_ID */
+	uint32_t kind;            /* name id of the kind (KD_NONE: KD_REQ_UNKNOWN) */
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
+	uint32_t end_thread;      /* thread index of the end record, KD_NONE if not seen */
+	uint32_t keep;            /* enum ktrace_req_keep of its end record (format 2) */
 	uint32_t flags;           /* enum kd_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
 	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */
@@ -374,7 +421,10 @@ struct kd_dec_run {
 struct kd_dec_core_stats {
 	uint64_t first_tick;      /* ticks: oldest surviving record (or block start) */
 	uint64_t last_tick;       /* ticks: newest record */
-	uint64_t events;          /* records decoded in the window */
+	uint64_t events;          /* records decoded in the window (held runs not
+	                             counted: they are not this core's occupancy) */
+	uint64_t held;            /* records of held runs written into this core's
+	                             ring (format 2), in the window */
 	uint64_t dropped;         /* records before the complete window (not --all) */
 	uint64_t dropped_after;   /* records after it (copied later than another core) */
 	uint32_t damaged_tails;   /* blocks whose tail did not parse */
@@ -852,6 +902,8 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
  * function is muted (index in snap.muted, or -1), and --format exclude. */
 void kd_out_budget(FILE *f, const struct kd_dec *d);
 void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
+/* The same condensed: the first max functions, then "and N more". */
+void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
 int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 /* One flag line for all files (NULL entries skipped), notes on stderr. */
@@ -869,6 +921,41 @@ struct kd_func_stats {
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
 struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
+
+/* "get #1234" (format 2), "get id=987654" (with the program's id), "get
+ * #3.17" (format 1: thread slot . sequence) into buf. */
+const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
+                         size_t len);
+/* "slow, sampled" for keep flags into buf ("" for none). */
+const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len);
+
+/* ---- requests (requests.c): the REQUESTS section (format 2) ---------------- */
+
+/* A kind's latency histogram summed over the slices that overlap a range. */
+struct kd_req_hist {
+	uint32_t kind;            /* name id */
+	const struct ktrace_req_kind_rec *rec; /* its counts */
+	uint32_t nslices;         /* slices summed */
+	uint64_t first_tsc, last_tsc; /* counter: their span (the range to within a slice) */
+	uint64_t count;           /* requests that ended in them */
+	double per_s;             /* count per second of the span */
+	uint64_t pct_ticks[4];    /* counter ticks: p50, p90, p99, p99.9 (bucket upper
+	                             bounds capped by max: never below the true value) */
+	uint64_t pct_ns[4];       /* the same in ns */
+	uint64_t max_ticks, max_ns; /* the slices' exact maximum */
+	double err_pct;           /* percent a percentile may be above the true value */
+	uint64_t span_ns;         /* ns: last_tsc - first_tsc */
+};
+/* Exclusive upper bound of histogram bucket b (counter ticks). */
+uint64_t kd_req_bucket_hi(uint32_t b, uint32_t sub_bits);
+/* Kind k (index in snap.req_kinds) over [from, to] (ticks, shifted): 0, or -1
+ * (no section, no such kind, out of memory). */
+int kd_req_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
+                struct kd_req_hist *h);
+/* Index in snap.req_kinds of a kind's name id, or KD_NONE. */
+uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id);
+/* The summary's requests lines (nothing without a REQUESTS section). */
+void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent);
 
 /* Explain: the chosen request (trigger, else slowest) or KD_NONE. */
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);

@@ -208,6 +208,7 @@ int kd_iter_open_block(struct kd_core_iter *it)
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
 	it->slot = b->slot;
 	it->seg = KD_NONE; /* the writer's THREAD record follows */
+	it->held = 0;
 	it->tick = kd_block_start_tick(it->snap, b);
 	it->blk_tick = it->tick;
 	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
@@ -245,6 +246,7 @@ void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
 	it->ts20 = ref_ts20;
 	it->slot = slot;
 	it->seg = seg;
+	it->held = 0; /* the caller sets a held run's state */
 }
 
 
@@ -263,6 +265,8 @@ uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t ma
 	uint32_t pos, nwords, ts20, n = 1;
 	uint64_t tick;
 
+	ev.aux = 0; /* kd_iter_next sets them for format-2 request records only */
+	ev.value2 = 0;
 	if (!kd_iter_next(it, &ev))
 		return bt->n = 0;
 	bt->slot = ev.slot;
@@ -271,7 +275,12 @@ uint32_t kd_iter_batch(struct kd_core_iter *it, struct kd_batch *bt, uint32_t ma
 	bt->pos = it->ev_pos;
 	bt->ref_tick = it->ev_ref_tick;
 	bt->ref_ts20 = it->ev_ref_ts20;
-	bt->blk_tick = it->blk_tick;
+	bt->blk_tick = it->held ? it->held_tick : it->blk_tick;
+	bt->held = it->held;
+	bt->held_p = it->held_p;
+	bt->held_hc = it->held_hc;
+	bt->aux0 = ev.aux;
+	bt->value2_0 = ev.value2;
 	bt->tick[0] = ev.tick;
 	bt->id[0] = ev.id;
 	bt->kind[0] = (uint8_t)ev.kind;

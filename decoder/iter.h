@@ -104,8 +104,69 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 			 * long idle) cannot throw the following records off. */
 			it->slot = KTRACE_EXT_ARG(t);
 			it->seg = n >= 2 ? kd_le32(p + 8) : KD_NONE;
+			it->held = 0;
 			it->pos += 1 + n;
 			continue;
+		case KTRACE_EXT_HELD:
+			/* A held run: thread <arg>'s records from its hold buffer,
+			 * with their own time base (as after a TSC record). */
+			if (n < 6) {
+				kd_iter_damaged_tail(it, "HELD record too short");
+				continue;
+			}
+			it->slot = KTRACE_EXT_ARG(t);
+			it->seg = kd_le32(p + 8);
+			it->held = 1;
+			it->held_p = kd_le32(p + 12);
+			it->held_hc = kd_le32(p + 16);
+			it->tick = (kd_le32(p + 20) | (uint64_t)kd_le32(p + 24) << 32) >> it->snap->info.tsc_shift;
+			it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
+			it->held_tick = it->tick;
+			it->pos += 1 + n;
+			continue;
+		case KTRACE_EXT_REQ_OPEN:
+		case KTRACE_EXT_REQ_OPEN_ID:
+		case KTRACE_EXT_REQ_CLOSE:
+		case KTRACE_EXT_REQ_CLOSE_ANY: {
+			uint32_t ty = KTRACE_EXT_TYPE(t);
+			uint32_t need = ty == KTRACE_EXT_REQ_OPEN ? 2 : ty == KTRACE_EXT_REQ_CLOSE ? 1 : 4;
+
+			if (n < need) {
+				kd_iter_damaged_tail(it, "extended record too short for its type");
+				continue;
+			}
+			ev->id = KTRACE_EXT_ARG(t);
+			ev->value = 0;
+			ev->value2 = 0;
+			ev->aux = 0;
+			if (ty == KTRACE_EXT_REQ_OPEN || ty == KTRACE_EXT_REQ_OPEN_ID) {
+				ev->kind = KD_DK_REQ_OPEN;
+				ev->value = kd_le32(p + 8);
+				if (ty == KTRACE_EXT_REQ_OPEN_ID) {
+					ev->value2 = kd_le32(p + 12) | (uint64_t)kd_le32(p + 16) << 32;
+					ev->aux = 1;
+				}
+			} else if (ty == KTRACE_EXT_REQ_CLOSE) {
+				ev->kind = KD_DK_REQ_CLOSE;
+			} else {
+				ev->kind = KD_DK_REQ_CLOSE_ANY;
+				ev->aux = KTRACE_EXT_ARG(t);
+				ev->id = kd_le32(p + 8);
+				ev->value = kd_le32(p + 12);
+				ev->value2 = kd_le32(p + 16);
+			}
+			ev->tick = tick;
+			ev->slot = it->slot;
+			ev->seg = it->seg;
+			ev->core = it->core;
+			it->ev_pos = it->pos;
+			it->ev_ref_tick = it->tick;
+			it->ev_ref_ts20 = it->ts20;
+			it->tick = tick;
+			it->ts20 = KTRACE_REC_TS(w);
+			it->pos += 1 + n;
+			return 1;
+		}
 		case KTRACE_EXT_FUNC_ENTER_ADDR:
 		case KTRACE_EXT_FUNC_EXIT_ADDR:
 		case KTRACE_EXT_MARK:
@@ -170,7 +231,11 @@ struct kd_batch {
 	uint32_t blk, pos;        /* the first event's block index and word */
 	uint32_t ref_ts20;        /* reference before the first event */
 	uint64_t ref_tick;
-	uint64_t blk_tick;        /* ticks: the block's BLOCK_START */
+	uint64_t blk_tick;        /* ticks: the block's BLOCK_START (a held run's:
+	                             its time base) */
+	uint32_t held, held_p, held_hc; /* as kd_core_iter's, for every event */
+	uint32_t aux0;            /* aux and value2 of the first event (extended */
+	uint64_t value2_0;        /*   records only ever start a batch) */
 	uint64_t tick[KD_BATCH];
 	uint32_t id[KD_BATCH];    /* as kd_dec_event.id */
 	uint8_t kind[KD_BATCH];   /* enum kd_dec_kind */

@@ -147,6 +147,21 @@ void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix)
 	        kd_dec_muted_list(d, list, sizeof(list)));
 }
 
+void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max)
+{
+	char nb[64];
+
+	if (!d->snap.nmuted)
+		return;
+	fprintf(f, "%sself time includes muted calls of %" PRIu32 " functions: ", prefix,
+	        d->snap.nmuted);
+	for (uint32_t i = 0; i < d->snap.nmuted && i < max; i++)
+		fprintf(f, "%s%s", i ? ", " : "", muted_name(d, i, nb, sizeof(nb)));
+	if (d->snap.nmuted > max)
+		fprintf(f, ", and %" PRIu32 " more", d->snap.nmuted - max);
+	fprintf(f, " (not recorded after muting: the summary's \"muted\" lines list them all)\n");
+}
+
 /* ---- --format exclude --------------------------------------------------- */
 /*
  * The flags that take functions out of -finstrument-functions altogether.

@@ -1,7 +1,16 @@
 /*
  * out-explain.c - --format explain: why was the trigger request slow?
  *
- * 1. The request: the snapshot's TRIGGER, else the slowest request.
+ * The answer comes first (the first screen): the slow request, what a
+ * typical one of its kind takes, the cause (the function with the most
+ * extra self time) and its call path.  The evidence follows.
+ *
+ * 1. The request: the snapshot's TRIGGER, else the slowest request.  The
+ *    typical request it is compared with: the median of the requests of
+ *    its kind the library kept as typical samples (format 2: chosen at
+ *    their begin, so unbiased), else of all complete ones in the window.
+ *    With a REQUESTS section the kind's median duration is the
+ *    histogram's (every request of the window, kept or not), said so.
  * 2. Its call tree on its thread within [begin, end], identical children
  *    collapsed per function (call counts), with inclusive and self time,
  *    next to the same tree paths in the median request of the same kind.
@@ -59,9 +68,15 @@ uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 	v = kd_xmalloc(((size_t)d->nreqs + 1) * sizeof(*v), "explain");
 	if (!v)
 		return pick;
-	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (i != pick && complete(&d->reqs[i]) && d->reqs[i].kind == d->reqs[pick].kind)
-			v[n++] = (struct ridx){ rdur(&d->reqs[i]), i };
+	/* The typical ones: the kind's sampled requests if it has any (kept
+	 * whatever their duration, so their median is unbiased; slow ones are
+	 * kept because slow), else every complete one of the kind. */
+	for (int sampled = 1; sampled >= 0 && !n; sampled--)
+		for (uint32_t i = 0; i < d->nreqs; i++)
+			if (i != pick && complete(&d->reqs[i]) &&
+			    d->reqs[i].kind == d->reqs[pick].kind &&
+			    (!sampled || (d->reqs[i].keep & KTRACE_REQ_SAMPLED)))
+				v[n++] = (struct ridx){ rdur(&d->reqs[i]), i };
 	if (n) {
 		qsort(v, n, sizeof(*v), cmp_ridx);
 		*median = v[(n - 1) / 2].idx;
@@ -517,81 +532,85 @@ out:
 	kd_umap_free(&map);
 }
 
+/* The call path of the tree node of func with the most slow self time:
+ * "main > handle > lock_wait" into buf. */
+static void call_path(const struct kd_dec *d, const struct kd_ctree *t, uint32_t func, char *buf,
+                      size_t len)
+{
+	uint32_t best = KD_NONE, chain[64], n = 0;
+	size_t used = 0;
+
+	buf[0] = 0;
+	for (uint32_t i = 0; i < t->nn; i++)
+		if (t->n[i].kind == KD_CTREE_FUNC && t->n[i].func == func &&
+		    (best == KD_NONE || tn(t, i)->self[0] > tn(t, best)->self[0]))
+			best = i;
+	for (uint32_t x = best; x != KD_NONE && n < 64; x = t->n[x].parent)
+		chain[n++] = x;
+	if (n == 64)
+		used += (size_t)snprintf(buf, len, "... > ");
+	while (n-- > 0 && used < len)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", kd_dec_func_name(d, t->n[chain[n]].func),
+		                         n ? " > " : "");
+}
+
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	uint32_t med, pick = kd_explain_pick(d, &med);
 	const struct kd_dec_request *r, *m = NULL;
 	struct kd_ctree t;
-	uint32_t *node_of = NULL;
+	uint32_t *node_of = NULL, hk;
 	struct fdelta *fd = NULL;
 	uint32_t nfd = 0;
-	char a[32], b[32], lbl[64], nb[48], w[48];
+	char a[32], b[32], lbl[64], nb[96], w[48], kb[64], path[512];
 	uint64_t covered[2] = { 0, 0 };
+	struct kd_req_hist h;
+	int have_hist = 0, sampled;
 
 	(void)o;
 	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
-	kd_out_muted_note(f, d, "  ");
 	if (pick == KD_NONE) {
 		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
+		kd_out_muted_short(f, d, "  ", 10);
 		return;
 	}
 	r = &d->reqs[pick];
 	if (med != KD_NONE)
 		m = &d->reqs[med];
-	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
-	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
-	fprintf(f, "  %s \"%s\" request #%" PRIu64 " on %s at %s UTC took %s",
-	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
-	        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id,
-	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
-	if (d->snap.have_trigger) {
-		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
-		fprintf(f, " (threshold %s)", b);
-	}
-	fprintf(f, "\n");
-	if (m) {
-		kd_fmt_dur(kd_dec_ticks_ns(d, rdur(m)), b, sizeof(b));
-		fprintf(f, "  median \"%s\" request in this window: #%" PRIu64 " on %s took %s\n",
-		        kd_dec_name(d, m->kind, nb, sizeof(nb)), m->id,
-		        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
-	} else {
-		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
-	}
-	explain_split(f, d, r, m);
+	sampled = m && (m->keep & KTRACE_REQ_SAMPLED);
+	hk = kd_req_kind_index(d, r->kind);
+	if (hk != KD_NONE && kd_req_hist(d, hk, d->window_start, d->window_end, &h) == 0 && h.count)
+		have_hist = 1;
 
+	/* Everything is computed first: the answer (cause, path) leads. */
 	node_of = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "explain");
-	if (!node_of)
-		goto out;
-	add_request(&t, d, r, 0, node_of);
-	if (m)
-		add_request(&t, d, m, 1, node_of);
-	if (t.oom)
-		goto out;
-	for (uint32_t i = 0; i < t.nn; i++)
-		if (t.n[i].parent == KD_NONE) {
-			covered[0] += tn(&t, i)->incl[0];
-			covered[1] += tn(&t, i)->incl[1];
-		}
-
-	/* Where the extra time went: self time per function, slow - median. */
-	{
+	if (node_of) {
+		add_request(&t, d, r, 0, node_of);
+		if (m)
+			add_request(&t, d, m, 1, node_of);
+	}
+	if (node_of && !t.oom) {
 		struct kd_umap fm = { 0 };
 
+		for (uint32_t i = 0; i < t.nn; i++)
+			if (t.n[i].parent == KD_NONE) {
+				covered[0] += tn(&t, i)->incl[0];
+				covered[1] += tn(&t, i)->incl[1];
+			}
+		/* Where the extra time went: self time per function, slow - median. */
 		fd = kd_xcalloc((size_t)t.nn + 1, sizeof(*fd), "explain");
-		if (!fd) {
-			kd_umap_free(&fm);
-			goto out;
-		}
-		for (uint32_t i = 0; i < t.nn; i++) {
+		for (uint32_t i = 0; fd && i < t.nn; i++) {
 			uint32_t x = kd_umap_get(&fm, t.n[i].func);
 
 			if (x == KD_NONE) {
 				x = nfd++;
 				fd[x].func = t.n[i].func;
 				if (kd_umap_put(&fm, t.n[i].func, x)) {
-					kd_umap_free(&fm);
-					goto out;
+					free(fd);
+					fd = NULL;
+					nfd = 0;
+					break;
 				}
 			}
 			fd[x].slow += kd_dec_ticks_ns(d, tn(&t, i)->self[0]);
@@ -604,8 +623,71 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 		kd_umap_free(&fm);
 		for (uint32_t i = 0; i < nfd; i++)
 			fd[i].delta = sat_add(sat_i64(fd[i].slow), -sat_i64(fd[i].med));
-		qsort(fd, nfd, sizeof(*fd), cmp_fdelta);
+		if (nfd)
+			qsort(fd, nfd, sizeof(*fd), cmp_fdelta);
 	}
+
+	/* 1. The answer. */
+	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
+	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID) || (r->id >> 32))
+		fprintf(f, "  %s %s on %s at %s UTC took %s",
+		        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+		        kd_req_label(d, r, nb, sizeof(nb)),
+		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	else /* format 1 with a small id: as it always read */
+		fprintf(f, "  %s \"%s\" request #%" PRIu64 " on %s at %s UTC took %s",
+		        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+		        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id,
+		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	if (d->snap.have_trigger) {
+		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
+		fprintf(f, " (threshold %s)", b);
+	}
+	if (r->keep)
+		fprintf(f, " [kept: %s]", kd_req_keep_str(r->keep, kb, sizeof(kb)));
+	fprintf(f, "\n");
+	if (have_hist) {
+		kd_fmt_dur(h.pct_ns[0], a, sizeof(a));
+		kd_fmt_dur(h.pct_ns[2], b, sizeof(b));
+		fprintf(f, "  typical \"%s\": median %s, p99 %s over the %" PRIu64 " requests of the "
+		           "window (from the histogram: every request, kept or not; at most %.2f %% "
+		           "above)\n", kd_dec_name(d, r->kind, nb, sizeof(nb)), a, b, h.count,
+		        h.err_pct);
+	}
+	if (m) {
+		kd_fmt_dur(kd_dec_ticks_ns(d, rdur(m)), b, sizeof(b));
+		if (have_hist || sampled || (m->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) ||
+		    (m->id >> 32))
+			fprintf(f, "  compared with %s on %s, which took %s: the median of the %s\n",
+			        kd_req_label(d, m, nb, sizeof(nb)),
+			        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b,
+			        sampled ? "requests kept as typical samples (what a typical one does)"
+			                : "complete requests of its kind in the window");
+		else
+			fprintf(f, "  median \"%s\" request in this window: #%" PRIu64 " on %s took %s\n",
+			        kd_dec_name(d, m->kind, nb, sizeof(nb)), m->id,
+			        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
+	} else {
+		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
+	}
+	if (nfd && fd[0].delta > 0) {
+		char s1[32], s2[32], s3[32];
+
+		kd_fmt_dur((uint64_t)fd[0].delta, s1, sizeof(s1));
+		kd_fmt_dur(fd[0].slow, s2, sizeof(s2));
+		kd_fmt_dur(fd[0].med, s3, sizeof(s3));
+		fprintf(f, "  cause: %s, +%s of self time (%s here, %s in the %s one)\n",
+		        kd_dec_func_name(d, fd[0].func), s1, s2, m ? s3 : "n/a",
+		        m ? "compared" : "no");
+		call_path(d, &t, fd[0].func, path, sizeof(path));
+		fprintf(f, "  call path: %s\n", path);
+	}
+	explain_split(f, d, r, m);
+	if (!node_of || t.oom || !fd)
+		goto out;
+
+	/* 2. The evidence. */
 	fprintf(f, "\nwhere the extra time went (self time, slow request minus median):\n");
 	if (!nfd)
 		fprintf(f, "  (no traced calls inside the request)\n");
@@ -648,6 +730,10 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	else
 		meanwhile(f, d, r);
 out:
+	if (d->snap.nmuted) {
+		fprintf(f, "\n");
+		kd_out_muted_short(f, d, "  ", 10);
+	}
 	free(fd);
 	free(node_of);
 	kd_ctree_free(&t);

@@ -179,8 +179,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			         t->percentile_x1000 / 1000.0, t->samples);
 		else
 			snprintf(c, sizeof(c), "absolute");
-		fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
-		           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
+		if (s->hdr.version >= 2 || (t->request_id >> 32))
+			fprintf(f, "trigger:   slow request %s on tid %" PRId32 ": %s > %s (%s)",
+			        d->trigger_req != KD_NONE ?
+			        kd_req_label(d, &d->reqs[d->trigger_req], lbl, sizeof(lbl)) : t->kind,
+			        t->tid, a, b, c);
+		else /* format 1 with a small id (written before ids were slot.seq) */
+			fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
+			           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
 		if (d->trigger_req != KD_NONE)
 			fprintf(f, ", on thread %s",
 			        kd_dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
@@ -191,6 +197,17 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	} else {
 		fprintf(f, "trigger:   none\n");
 	}
+	{
+		uint64_t held = 0;
+
+		for (uint32_t i = 0; i < s->ncores; i++)
+			held += d->core_stats[i].held;
+		if (held)
+			fprintf(f, "held:      %" PRIu64 " records of kept requests, held aside while "
+			           "they ran and written when they ended (not counted as the cores' "
+			           "events above)\n", held);
+	}
+	kd_out_requests(f, d, "");
 	kd_out_budget(f, d);
 }
 
@@ -285,7 +302,7 @@ static void fmt_tod(int64_t ns, char *buf, size_t len)
 void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c)
 {
-	char w[48], dur[32], lbl[64], nb[48];
+	char w[48], dur[32], lbl[64], nb[96], kb[64];
 	uint32_t th, core;
 
 	/* The tick's time (time.c, as every format); chrome adds x->sub ns
@@ -328,10 +345,11 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 		th = r->thread;
 		core = r->core;
 		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
-		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s #%" PRIu64 "  %s%s%s%s\n", w,
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s  %s%s%s%s%s%s\n", w,
 		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-		        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id, dur,
+		        kd_req_label(d, r, nb, sizeof(nb)), dur,
+		        r->keep ? "  kept: " : "", r->keep ? kd_req_keep_str(r->keep, kb, sizeof(kb)) : "",
 		        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
 		        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
 		        (r->flags & KD_REQ_TRIGGER) ? "  <== TRIGGER" : "");

@@ -75,7 +75,7 @@ const char *kd_section_name(uint32_t type)
 		[KTRACE_SEC_LOSS] = "LOSS",       [KTRACE_SEC_CORES] = "CORES",
 		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
 		[KTRACE_SEC_BUDGET] = "BUDGET",
-		[KTRACE_SEC_SCHED] = "SCHED",
+		[KTRACE_SEC_SCHED] = "SCHED",     [KTRACE_SEC_REQUESTS] = "REQUESTS",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];
@@ -834,6 +834,155 @@ static int read_sched(struct kd_snap *snap, const struct sec *x, struct kd_dec_e
 	return 0;
 }
 
+/*
+ * REQUESTS (format 2): header, then per kind its record, then per slice its
+ * record and buckets.  Hostile input: every count is checked against the
+ * bytes left before anything is allocated or read, so allocations are
+ * bounded by the section's size.  A CRC-good section that does not add up
+ * is a fatal error naming the offset (the policy at the top of this file);
+ * counts that disagree (kept > ended, buckets that do not sum to a slice's
+ * count) are warnings: the histogram is still shown.
+ */
+#define REQ_MAX_SUB_BITS 8u   /* the writer uses 4; 2^8 sub-buckets is plenty */
+#define REQ_MAX_BUCKET(sb) ((64u - (sb) + 1u) << (sb)) /* a u64 value's bucket < this */
+
+static int read_requests(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
+{
+	struct ktrace_req_hdr h;
+	const uint8_t *p = x->p;
+	uint64_t left = x->s.size, off = x->s.offset, nslices = 0, nbuckets = 0;
+	uint32_t bucket_lim;
+
+	if (left < sizeof(h))
+		return fail(err, KD_ECORRUPT, 1, off,
+		            SEC_FMT "size %" PRIu64 " is smaller than its %zu-byte header",
+		            SEC_ARGS(x), left, sizeof(h));
+	memcpy(&h, p, sizeof(h));
+	if (h.sub_bits < 1 || h.sub_bits > REQ_MAX_SUB_BITS)
+		return fail(err, KD_ECORRUPT, 1, off + offsetof(struct ktrace_req_hdr, sub_bits),
+		            SEC_FMT "sub_bits %" PRIu32 " is not in 1..%u", SEC_ARGS(x), h.sub_bits,
+		            REQ_MAX_SUB_BITS);
+	if (!h.slice_ticks)
+		return fail(err, KD_ECORRUPT, 1, off + offsetof(struct ktrace_req_hdr, slice_ticks),
+		            SEC_FMT "slice_ticks is 0", SEC_ARGS(x));
+	if ((uint64_t)h.nkinds * sizeof(struct ktrace_req_kind_rec) > left - sizeof(h))
+		return fail(err, KD_ECORRUPT, 1, off,
+		            SEC_FMT "%" PRIu32 " kinds do not fit in its %" PRIu64 " bytes",
+		            SEC_ARGS(x), h.nkinds, x->s.size);
+	bucket_lim = REQ_MAX_BUCKET(h.sub_bits);
+	/* Pass 1: walk the records, check every count against what is left. */
+	p += sizeof(h);
+	off += sizeof(h);
+	left -= sizeof(h);
+	for (uint32_t k = 0; k < h.nkinds; k++) {
+		struct ktrace_req_kind_rec kr;
+
+		if (left < sizeof(kr))
+			return fail(err, KD_ECORRUPT, 1, off,
+			            SEC_FMT "kind %" PRIu32 " of %" PRIu32 " runs past its end",
+			            SEC_ARGS(x), k, h.nkinds);
+		memcpy(&kr, p, sizeof(kr));
+		p += sizeof(kr);
+		off += sizeof(kr);
+		left -= sizeof(kr);
+		if ((uint64_t)kr.nslices * sizeof(struct ktrace_req_slice_rec) > left)
+			return fail(err, KD_ECORRUPT, 1, off - sizeof(kr) +
+			            offsetof(struct ktrace_req_kind_rec, nslices),
+			            SEC_FMT "kind %" PRIu32 ": %" PRIu32 " slices do not fit in the "
+			            "%" PRIu64 " bytes left", SEC_ARGS(x), k, kr.nslices, left);
+		if (kr.kept_slow > kr.ended || kr.kept_sampled > kr.ended || kr.kept_other > kr.ended ||
+		    kr.dropped > kr.ended)
+			kd_warn(&snap->warn, off - sizeof(kr), SEC_FMT "kind %" PRIu32 ": kept or "
+			        "dropped counts exceed the %" PRIu64 " requests ended", SEC_ARGS(x), k,
+			        kr.ended);
+		nslices += kr.nslices;
+		for (uint32_t s = 0; s < kr.nslices; s++) {
+			struct ktrace_req_slice_rec sr;
+			uint64_t sum = 0;
+			uint32_t prev = 0;
+
+			if (left < sizeof(sr))
+				return fail(err, KD_ECORRUPT, 1, off,
+				            SEC_FMT "kind %" PRIu32 " slice %" PRIu32 " runs past its end",
+				            SEC_ARGS(x), k, s);
+			memcpy(&sr, p, sizeof(sr));
+			if (sr.end_tsc < sr.start_tsc)
+				return fail(err, KD_ECORRUPT, 1, off,
+				            SEC_FMT "kind %" PRIu32 " slice %" PRIu32 " ends (%" PRIu64
+				            ") before it starts (%" PRIu64 ")", SEC_ARGS(x), k, s,
+				            sr.end_tsc, sr.start_tsc);
+			p += sizeof(sr);
+			off += sizeof(sr);
+			left -= sizeof(sr);
+			if ((uint64_t)sr.nbuckets * sizeof(struct ktrace_req_bucket) > left)
+				return fail(err, KD_ECORRUPT, 1, off - sizeof(sr) +
+				            offsetof(struct ktrace_req_slice_rec, nbuckets),
+				            SEC_FMT "kind %" PRIu32 " slice %" PRIu32 ": %" PRIu32
+				            " buckets do not fit in the %" PRIu64 " bytes left",
+				            SEC_ARGS(x), k, s, sr.nbuckets, left);
+			for (uint32_t i = 0; i < sr.nbuckets; i++) {
+				struct ktrace_req_bucket bk;
+
+				memcpy(&bk, p, sizeof(bk));
+				if (bk.bucket >= bucket_lim || (i && bk.bucket <= prev) || !bk.count)
+					return fail(err, KD_ECORRUPT, 1, off,
+					            SEC_FMT "kind %" PRIu32 " slice %" PRIu32 " bucket %" PRIu32
+					            ": index %" PRIu32 " count %" PRIu32 " (indices must "
+					            "ascend below %" PRIu32 ", counts be non-zero)",
+					            SEC_ARGS(x), k, s, i, bk.bucket, bk.count, bucket_lim);
+				prev = bk.bucket;
+				sum += bk.count;
+				p += sizeof(bk);
+				off += sizeof(bk);
+				left -= sizeof(bk);
+			}
+			if (sum != sr.count)
+				kd_warn(&snap->warn, off, SEC_FMT "kind %" PRIu32 " slice %" PRIu32
+				        ": buckets hold %" PRIu64 " requests, the slice says %" PRIu64,
+				        SEC_ARGS(x), k, s, sum, sr.count);
+			nbuckets += sr.nbuckets;
+		}
+	}
+	if (left)
+		kd_warn(&snap->warn, off, SEC_FMT "%" PRIu64 " bytes after its last kind; ignored",
+		        SEC_ARGS(x), left);
+	/* Each slice takes 40 bytes and each bucket 8 of a section that fit the
+	 * file: both counts are below 2^32 for any file under 32 GiB. */
+	if (nslices > UINT32_MAX - 1 || nbuckets > UINT32_MAX - 1)
+		return fail(err, KD_ECORRUPT, 1, x->s.offset, SEC_FMT "too many slices or buckets",
+		            SEC_ARGS(x));
+	snap->req_kinds = kd_xcalloc((size_t)h.nkinds + 1, sizeof(*snap->req_kinds), "the snapshot");
+	snap->req_slices = kd_xcalloc((size_t)nslices + 1, sizeof(*snap->req_slices), "the snapshot");
+	snap->req_buckets = kd_xcalloc((size_t)nbuckets + 1, sizeof(*snap->req_buckets),
+	                               "the snapshot");
+	if (!snap->req_kinds || !snap->req_slices || !snap->req_buckets)
+		return fail(err, KD_ENOMEM, 0, 0, "out of memory (REQUESTS section)");
+	/* Pass 2: copy (every bound was checked above). */
+	p = x->p + sizeof(h);
+	for (uint32_t k = 0, ns = 0, nb = 0; k < h.nkinds; k++) {
+		struct kd_snap_req_kind *kk = &snap->req_kinds[k];
+
+		memcpy(&kk->rec, p, sizeof(kk->rec));
+		p += sizeof(kk->rec);
+		kk->first_slice = ns;
+		for (uint32_t s = 0; s < kk->rec.nslices; s++, ns++) {
+			struct kd_snap_req_slice *sl = &snap->req_slices[ns];
+
+			memcpy(&sl->rec, p, sizeof(sl->rec));
+			p += sizeof(sl->rec);
+			sl->first_bucket = nb;
+			memcpy(&snap->req_buckets[nb], p, (size_t)sl->rec.nbuckets * sizeof(struct ktrace_req_bucket));
+			p += (size_t)sl->rec.nbuckets * sizeof(struct ktrace_req_bucket);
+			nb += sl->rec.nbuckets;
+		}
+	}
+	snap->req_hdr = h;
+	snap->nreq_slices = (uint32_t)nslices;
+	snap->nreq_buckets = (uint32_t)nbuckets;
+	snap->have_reqs = 1;
+	return 0;
+}
+
 /* ---- the file ------------------------------------------------------------ */
 
 /* Load section x's payload for pass 2 (a copy when reading a file). */
@@ -898,9 +1047,11 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		            "bad byte order mark 0x%08" PRIx32 " (expected 0x%08x)", h->byte_order,
 		            KTRACE_BYTE_ORDER_MARK);
 	}
-	if (h->version != KTRACE_FORMAT_VERSION)
+	/* Version 1 has no held runs, compact requests or REQUESTS section;
+	 * everything else is laid out the same, so both are read here. */
+	if (h->version < 1 || h->version > KTRACE_FORMAT_VERSION)
 		return fail(err, KD_EFORMAT, 1, 12,
-		            "unsupported format version %u (this decoder reads version %u)",
+		            "unsupported format version %u (this decoder reads versions 1 to %u)",
 		            h->version, KTRACE_FORMAT_VERSION);
 	if (h->header_size != HDR_SIZE)
 		return fail(err, KD_ECORRUPT, 1, 14,
@@ -969,7 +1120,8 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		}
 		/* BLOCKS' CRC is checked in its one walk (read_blocks). */
 		if (((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
-		     x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED) &&
+		     x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED ||
+		     x->s.type == KTRACE_SEC_REQUESTS) &&
 		    x->s.type != KTRACE_SEC_BLOCKS) {
 			crc = 0;
 			if (src_crc(&snap->src, &w, x->s.offset, x->s.size, &crc)) {
@@ -1001,6 +1153,23 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		struct sec *x = &secs[i];
 		uint32_t type = x->s.type;
 
+		if (type == KTRACE_SEC_REQUESTS) {
+			if (snap->have_reqs || !x->crc_ok || h->version < 2) {
+				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
+				        SEC_ARGS(x), !x->crc_ok ? "CRC mismatch" :
+				        snap->have_reqs ? "is a second one" : "in a format 1 file");
+				continue;
+			}
+			if (sec_load(snap, x)) {
+				rc = truncated(snap, err);
+				goto out;
+			}
+			rc = read_requests(snap, x, err);
+			sec_unload(x);
+			if (rc)
+				goto out;
+			continue;
+		}
 		if (type == KTRACE_SEC_SCHED) {
 			if (snap->have_sched || !x->crc_ok) {
 				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
@@ -1135,6 +1304,14 @@ void kd_snap_free(struct kd_snap *snap)
 	snap->sched_names = NULL;
 	snap->have_sched = 0;
 	snap->nsched_recs = 0;
+	free(snap->req_kinds);
+	free(snap->req_slices);
+	free(snap->req_buckets);
+	snap->req_kinds = NULL;
+	snap->req_slices = NULL;
+	snap->req_buckets = NULL;
+	snap->have_reqs = 0;
+	snap->nreq_slices = snap->nreq_buckets = 0;
 	kd_warnings_free(&snap->warn);
 	snap->anchors = NULL;
 	snap->threads = NULL;

@@ -82,6 +82,40 @@ void snapbuild_span(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t 
                     uint32_t name, int end);
 void snapbuild_req(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
                    uint32_t kind, uint64_t id, int end);
+/*
+ * Format 2.  Requests: REQ_OPEN / REQ_OPEN_ID / REQ_CLOSE (innermost) /
+ * REQ_CLOSE_ANY records.  Held runs: snapbuild_held() writes a HELD header
+ * on cpu (a new block if the open one has little room) after which
+ * snapbuild_enter/exit/... of that slot on that cpu go in as held records
+ * (no THREAD, no segment change) until snapbuild_held_end(); the next ring
+ * record on cpu names its thread again.  snapbuild_pos() is cpu's word
+ * counter at the next word (a HELD run's P), snapbuild_seg() a slot's
+ * current segment.
+ */
+void snapbuild_req_open(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
+                        uint32_t kind, uint32_t number);
+void snapbuild_req_open_id(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
+                           uint32_t kind, uint32_t number, uint64_t user_id);
+void snapbuild_req_close(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
+                         uint32_t keep);
+void snapbuild_req_close_any(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
+                             uint32_t keep, uint32_t kind, uint32_t number, uint32_t begin_slot);
+uint32_t snapbuild_pos(const struct snapbuild *sb, uint32_t cpu);
+uint32_t snapbuild_seg(const struct snapbuild *sb, uint32_t slot);
+void snapbuild_held(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
+                    uint32_t seg, uint32_t p, uint32_t h, uint32_t chunk);
+void snapbuild_held_end(struct snapbuild *sb, uint32_t cpu);
+/* Header version (default KTRACE_FORMAT_VERSION; the golden scenario: 1). */
+void snapbuild_version(struct snapbuild *sb, uint16_t version);
+/* REQUESTS section: the header (nkinds counted), then each kind followed by
+ * its slices; a slice's buckets are made from the durations given (ticks,
+ * unshifted) with the header's sub_bits. */
+uint32_t snapbuild_req_bucket_of(uint64_t v, uint32_t sub_bits);
+void snapbuild_req_hdr(struct snapbuild *sb, const struct ktrace_req_hdr *h);
+void snapbuild_req_kind(struct snapbuild *sb, const struct ktrace_req_kind_rec *k);
+void snapbuild_req_slice(struct snapbuild *sb, uint64_t start_tsc, uint64_t end_tsc,
+                         const uint64_t *dur_ticks, uint32_t n);
+
 /* A raw word into cpu's current block (opens one at tick if needed). */
 void snapbuild_word(struct snapbuild *sb, uint32_t cpu, uint32_t slot, uint64_t tick,
                     uint32_t word);

@@ -134,12 +134,12 @@ static void test_read_bad_magic(void **state)
 static void test_read_wrong_version(void **state)
 {
 	struct img m = small_file();
-	uint16_t v = 2;
+	uint16_t v = KTRACE_FORMAT_VERSION + 1;
 
 	(void)state;
 	memcpy(m.buf + offsetof(struct ktrace_file_header, version), &v, 2);
 	snapbuild_fix_header_crc(m.buf);
-	expect_error(m.buf, m.len, 12, "unsupported format version 2");
+	expect_error(m.buf, m.len, 12, "unsupported format version 3");
 	free(m.buf);
 }
 
