@@ -478,6 +478,12 @@ static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
 			else if (type == KTRACE_EXT_TSC && ev >= 3) {
 				tick = ((uint64_t)w[i + 2] | (uint64_t)w[i + 3] << 32) >> shift;
 				ts20 = (uint32_t)tick & KTRACE_TS_MASK;
+			} else if (type == KTRACE_EXT_HELD && ev >= 6) {
+				/* A kept request's run: its thread, its own time
+				 * chain (ktrace_format.h, "Held runs"). */
+				slot = KTRACE_EXT_ARG(w[i + 1]);
+				tick = ((uint64_t)w[i + 5] | (uint64_t)w[i + 6] << 32) >> shift;
+				ts20 = (uint32_t)tick & KTRACE_TS_MASK;
 			}
 			i += 1 + ev;
 			continue;
