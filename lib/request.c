@@ -236,7 +236,7 @@ static inline KT_NOINSTR uint32_t words_of(uint32_t w)
  * end.  Each kept record goes behind a TSC record of its own time.  A run
  * too deep or with too many such records to track is kept whole.
  */
-static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs)
+static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	const uint32_t *w = t_run(hs);
 	uint32_t n = t->hold_pos, nf = 0, nk = 0, no = 0, shift = ktrace__g.tsc_shift;
@@ -309,7 +309,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs)
 		/* Retained: another thread's slow request may yet want it. */
 		struct kt_ret *r = &hs->ret[hs->nret++];
 		r->t0 = hs->base_tsc;
-		r->t1 = ktrace__now();
+		r->t1 = now;
 		r->off = hs->run_off;
 		r->len = n;
 		r->seg = hs->seg;
@@ -340,10 +340,9 @@ static KT_NOINSTR void spill(struct kt_thread *t, struct kt_hold *hs)
 /* Append a record to the hold (nest held); the index of its header word,
  * or ~0u when the buffer was full and the record went to the ring. */
 static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
-                                    uint32_t npayload)
+                                    uint32_t npayload, uint64_t now)
 {
 	struct kt_hold *hs = t->hs;
-	uint64_t now = ktrace__now();
 	uint32_t pos = t->hold_pos, at, need = 1 + npayload + (now >= t->hold_deadline ? 4 : 0);
 
 	if (hs == NULL || pos + need > hs->cap - hs->run_off) {
@@ -374,12 +373,14 @@ static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint
 KT_NOINSTR void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                                   uint32_t npayload)
 {
-	hold_put(t, ev, payload, npayload);
+	hold_put(t, ev, payload, npayload, ktrace__now());
 }
 
-/* One record, to the hold or the ring, from a request call (nest held). */
+/* One record, to the hold (at time now: the caller's clock reading) or the
+ * ring (which reads its own under the core lock), from a request call
+ * (nest held). */
 static KT_NOINSTR uint32_t put_rec(struct kt_thread *t, uint32_t type, uint32_t arg,
-                                   const uint32_t *more, uint32_t nmore)
+                                   const uint32_t *more, uint32_t nmore, uint64_t now)
 {
 	uint32_t p[4], at = ~0u;
 
@@ -387,7 +388,7 @@ static KT_NOINSTR uint32_t put_rec(struct kt_thread *t, uint32_t type, uint32_t 
 	for (uint32_t i = 0; i < nmore; i++)
 		p[1 + i] = more[i];
 	if (t->hold) {
-		at = hold_put(t, 1 + nmore, p, 1 + nmore);
+		at = hold_put(t, 1 + nmore, p, 1 + nmore, now);
 		if (at != ~0u)
 			at++;   /* the type word, for a later NESTED mark */
 	} else {
@@ -397,7 +398,7 @@ static KT_NOINSTR uint32_t put_rec(struct kt_thread *t, uint32_t type, uint32_t 
 }
 
 /* End the run if no request of it is open any more. */
-static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs)
+static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	if (hs->depth != 0)
 		return;
@@ -405,7 +406,7 @@ static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs)
 		if (hs->keep)
 			keep_run(t, hs);
 		else
-			drop_run(t, hs);
+			drop_run(t, hs, now);
 	}
 }
 
@@ -423,7 +424,7 @@ static KT_NOINSTR void take_mail(struct kt_thread *t, struct kt_hold *hs)
 		if ((int32_t)(hs->open[i].seq - upto) > 0)
 			hs->open[j++] = hs->open[i];
 	hs->depth = j;
-	maybe_resolve(t, hs);
+	maybe_resolve(t, hs, ktrace__now());
 }
 
 /*
@@ -553,11 +554,12 @@ static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t 
 	more[0] = r.number_;
 	more[1] = (uint32_t)uid;
 	more[2] = (uint32_t)(uid >> 32);
+	/* The held record carries now itself, the measured start; a record
+	 * that goes to the ring reads the clock later (under the core lock),
+	 * so the start is read again after it. */
 	put_rec(t, has_id ? KTRACE_EXT_REQ_OPEN_ID : KTRACE_EXT_REQ_OPEN, id, more,
-	        has_id ? 3 : 1);
-	/* Read the clock after the record, so the begin record's time is
-	 * never later than the measured start. */
-	r.begin_tsc_ = ktrace__now();
+	        has_id ? 3 : 1, now);
+	r.begin_tsc_ = t->hold ? now : ktrace__now();
 out:
 	t->nest--;
 	return r;
@@ -611,7 +613,7 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 		more[1] = r.number_;
 		more[2] = r.slot_;
 		keep |= KTRACE_REQ_DIRECT;
-		put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3);
+		put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3, end);
 		if (r.slot_ != t->slot)
 			ktrace__thread_mail_post(r.slot_, r.seq_,
 			                         (e.keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER)) != 0);
@@ -626,12 +628,12 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 		if (o.direct && !(keep & KTRACE_REQ_SPILLED))
 			keep |= KTRACE_REQ_DIRECT;
 		if (i == hs->depth) {
-			at = put_rec(t, KTRACE_EXT_REQ_CLOSE, keep, NULL, 0);
+			at = put_rec(t, KTRACE_EXT_REQ_CLOSE, keep, NULL, 0, end);
 		} else {
 			more[0] = r.kind_;
 			more[1] = r.number_;
 			more[2] = r.slot_;
-			at = put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3);
+			at = put_rec(t, KTRACE_EXT_REQ_CLOSE_ANY, keep, more, 3, end);
 		}
 		memmove(&hs->open[i - 1], &hs->open[i], (hs->depth - i) * sizeof(hs->open[0]));
 		hs->depth--;
@@ -653,7 +655,7 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			hs->keep = 1;
 			ktrace__kind_fate(r.kind_, KTRACE_REQ_NESTED);
 		}
-		maybe_resolve(t, hs);
+		maybe_resolve(t, hs, end);
 	}
 out:
 	t->nest--;

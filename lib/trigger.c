@@ -53,8 +53,7 @@
  * adds), tagged and cleared by the writer thread only. */
 struct kt_slice {
 	_Atomic uint64_t tag;            /* slice number + 1 it counts, 0 = none */
-	_Atomic uint64_t count;
-	_Atomic uint64_t max_ticks;
+	_Atomic uint64_t max_ticks;      /* 0: nothing counted yet */
 	_Atomic uint32_t b[KT_BUCKETS];
 };
 
@@ -69,7 +68,7 @@ struct kt_kind {
 	_Atomic uint64_t keep_ticks;     /* cached KTRACE_KEEP_PCT threshold, 0 = none */
 	_Atomic uint64_t next_sample;    /* counter: the next request to begin after
 	                                    it is a typical sample */
-	_Atomic uint64_t kept_slow, kept_sampled, kept_other, dropped, unsliced;
+	_Atomic uint64_t kept_slow, kept_sampled, kept_other, unsliced;
 	struct kt_slice *_Atomic slices; /* KT_SLICES, mmapped at the first end */
 	_Atomic uint64_t hist[KT_BUCKETS];
 };
@@ -251,8 +250,7 @@ static KT_NOINSTR void slice_add(struct kt_kind *k, uint64_t end, uint64_t ticks
 		return;
 	}
 	/* relaxed: statistics, read by the snapshot as they are. */
-	kt_add(&s->b[bucket_of(ticks)], 1, relaxed);
-	kt_add(&s->count, 1, relaxed);
+	kt_add(&s->b[bucket_of(ticks)], 1, relaxed);   /* the count is their sum */
 	m = kt_load(&s->max_ticks, relaxed);
 	while (ticks > m && !kt_cas(&s->max_ticks, &m, ticks, relaxed))
 		;
@@ -274,7 +272,6 @@ KT_NOINSTR void ktrace__kinds_tick(void)
 			kt_store(&x->tag, 0, relaxed);
 			for (uint32_t b = 0; b < KT_BUCKETS; b++)
 				kt_store(&x->b[b], 0, relaxed);
-			kt_store(&x->count, 0, relaxed);
 			kt_store(&x->max_ticks, 0, relaxed);
 			/* release: the clearing above happens before any add
 			 * that sees the new tag (acquire in slice_add). */
@@ -296,8 +293,7 @@ KT_NOINSTR void ktrace__kind_fate(uint32_t id, uint32_t keep)
 		kt_add(&k->kept_sampled, 1, relaxed);
 	else if (keep)
 		kt_add(&k->kept_other, 1, relaxed);
-	else
-		kt_add(&k->dropped, 1, relaxed);
+	/* dropped: the rest of count (no locked add on the common path) */
 }
 
 KT_NOINSTR void ktrace__kind_refate(uint32_t id)
@@ -307,7 +303,6 @@ KT_NOINSTR void ktrace__kind_refate(uint32_t id)
 	if (k == NULL)
 		return;
 	/* relaxed: counters, as in ktrace__kind_fate. */
-	kt_add(&k->dropped, (uint64_t)-1, relaxed);
 	kt_add(&k->kept_other, 1, relaxed);
 }
 
@@ -451,7 +446,12 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 		r->kept_slow = kt_load(&k->kept_slow, relaxed);
 		r->kept_sampled = kt_load(&k->kept_sampled, relaxed);
 		r->kept_other = kt_load(&k->kept_other, relaxed);
-		r->dropped = kt_load(&k->dropped, relaxed);
+		/* Requests in flight between their count and their fate are
+		 * counted here as dropped (a few at most). */
+		{
+			uint64_t kept = r->kept_slow + r->kept_sampled + r->kept_other;
+			r->dropped = r->ended > kept ? r->ended - kept : 0;
+		}
 		if (kt_load(&k->configured, relaxed)) {
 			abs_ns = kt_load(&k->abs_ns, relaxed);
 			r->trig_pct_x1000 = (uint32_t)kt_load(&k->pct_x1000, relaxed);
@@ -477,7 +477,7 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 			struct ktrace_req_slice_rec *sr;
 			struct ktrace_req_bucket *bk;
 			/* acquire: pairs with the writer's release of the tag. */
-			if (kt_load(&x->tag, acquire) != f + 1 || kt_load(&x->count, relaxed) == 0)
+			if (kt_load(&x->tag, acquire) != f + 1)
 				continue;
 			sr = (struct ktrace_req_slice_rec *)(p + off);
 			off += sizeof(*sr);
@@ -496,6 +496,11 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 				sr->count += c;
 			}
 			off += sr->nbuckets * sizeof(*bk);
+			if (sr->nbuckets == 0) {   /* nothing ended in it */
+				off -= sizeof(*sr);
+				r->nslices--;
+				memset(sr, 0, sizeof(*sr));
+			}
 		}
 	}
 	h->nkinds = nk;
