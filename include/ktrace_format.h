@@ -225,6 +225,9 @@ enum ktrace_req_keep {
 	KTRACE_REQ_OVERLAP = 1u << 6,   /* kept because it overlapped a slow request
 	                                   of another thread (written a while after
 	                                   its end) */
+	KTRACE_REQ_WARMUP = 1u << 7,    /* kept because its kind had no threshold yet
+	                                   (no absolute one, and fewer requests than
+	                                   a percentile needs): nothing to judge by */
 };
 
 /* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */

@@ -48,6 +48,9 @@
 
 #define KT_OPEN_MAX 16u      /* requests open on one thread at once */
 #define KT_HOLD_DEPTH 4u     /* ... of which held: past it, recorded directly */
+/* A request with one of these is kept whole, and so is its run. */
+#define KT_KEEP_WHOLE (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED | KTRACE_REQ_TRIGGER | \
+                       KTRACE_REQ_WARMUP)
 #define KT_PEND_MAX 256u     /* requests ended in a run before it resolves */
 #define KT_FRAMES 256u       /* frames tracked when a run is dropped */
 #define KT_KEEPS 128u        /* records a dropped run may have to keep */
@@ -641,10 +644,9 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			hs->last_close = t->hold && at != ~0u ? at : ~0u;
 			hs->last_kind = r.kind_;
 		}
-		if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED | KTRACE_REQ_TRIGGER))
+		if (keep & KT_KEEP_WHOLE)
 			hs->keep = 1;
-		if (t->hold == NULL || (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED |
-		                                KTRACE_REQ_TRIGGER))) {
+		if (t->hold == NULL || (keep & KT_KEEP_WHOLE)) {
 			/* recorded (direct or spilled), or kept for itself */
 			ktrace__kind_fate(r.kind_, keep);
 		} else if (hs->npend < KT_PEND_MAX) {

@@ -336,8 +336,10 @@ KT_NOINSTR void ktrace__kind_end(uint32_t kid, uint32_t number, uint32_t begin_s
 	} else {
 		abs_ns = ktrace__cfg.trigger_us * 1000;
 	}
-	if (hz == 0) /* no frequency estimate yet (first ~10 ms) */
+	if (hz == 0) { /* no frequency estimate yet (first ~10 ms) */
+		out->keep |= KTRACE_REQ_WARMUP;
 		goto record;
+	}
 	/* Compare in ticks; ns only for a request that fires. */
 	if (abs_ns && ticks > (uint64_t)((unsigned __int128)abs_ns * hz / 1000000000u)) {
 		why = KTRACE_TRIGGER_ABSOLUTE;
@@ -353,8 +355,14 @@ KT_NOINSTR void ktrace__kind_end(uint32_t kid, uint32_t number, uint32_t begin_s
 	}
 	if (why)
 		out->keep |= KTRACE_REQ_SLOW;
-	if (k && (kt = kt_load(&k->keep_ticks, relaxed)) != 0 && ticks > kt)
+	kt = k ? kt_load(&k->keep_ticks, relaxed) : 0;
+	if (kt != 0 && ticks > kt)
 		out->keep |= KTRACE_REQ_SLOW;
+	/* No threshold to judge by yet: keep it (a program with few requests
+	 * keeps them all; a busy one, its first KTRACE_KEEP_MIN_SAMPLES). */
+	if (abs_ns == 0 && kt == 0 && !(k && pct && kt_load(&k->pct_ticks, relaxed) &&
+	                                kt_load(&k->count, relaxed) >= min))
+		out->keep |= KTRACE_REQ_WARMUP;
 	dur_ns = why ? ns_of(ticks, hz) : 0;
 	/* A request that overlapped a snapshot write was slowed by it, at
 	 * least in part: firing would make snapshots trigger snapshots. */

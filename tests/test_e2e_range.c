@@ -40,7 +40,10 @@ static int setup(void **state)
 	char envdir[300], line[4600];
 	const char *env[] = { envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", "KTRACE_SIGNAL",
 		              "KTRACE_TRIGGER_US=30000", "KTRACE_TRIGGER_PCT",
-		              "KTRACE_TRIGGER_DELAY_MS=100", "KTRACE_BUFFER_MB=4", NULL };
+		              "KTRACE_TRIGGER_DELAY_MS=100", "KTRACE_BUFFER_MB=4",
+		              /* every step's request and marks in the window: this
+		               * test is about cuts, not what is kept */
+		              "KTRACE_KEEP=all", NULL };
 	char *argv[] = { (char *)PROG, NULL };
 	struct kt_proc p;
 	char **files;

@@ -312,7 +312,10 @@ static void check_pairs(const struct run *r, const char *name)
 
 static void test_requests_dropped_edges_keep_nesting(void **state)
 {
-	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0", NULL};
+	/* An absolute threshold nothing reaches: every request is judged, and
+	 * none is slow. */
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
+	                            "KTRACE_TRIGGER_US=10000000", NULL};
 	struct run r;
 	uint64_t hc, hm;
 
@@ -329,7 +332,8 @@ static void test_requests_dropped_edges_keep_nesting(void **state)
 
 static void test_requests_nested_and_sampled(void **state)
 {
-	static const char *env[] = {"KTRACE_SAMPLE_MS=1", "KTRACE_KEEP_PCT=0", NULL};
+	static const char *env[] = {"KTRACE_SAMPLE_MS=1", "KTRACE_KEEP_PCT=0",
+	                            "KTRACE_TRIGGER_US=10000000", NULL};
 	struct run r;
 	uint64_t hc, hm;
 	const struct ktrace_req_kind_rec *b, *it;
@@ -402,7 +406,8 @@ static void test_requests_larger_than_the_hold_buffer(void **state)
 
 static void test_requests_thread_exit_signals_fork(void **state)
 {
-	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0", NULL};
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
+	                            "KTRACE_TRIGGER_US=10000000", NULL};
 	struct run r;
 	uint64_t hc, hm;
 	const struct ktrace_req_kind_rec *k;
@@ -430,6 +435,30 @@ static void test_requests_thread_exit_signals_fork(void **state)
 	k = kind_rec(&r, "child", &hc, &hm);
 	assert_int_equal(k->ended, 200);
 	assert_int_equal(hc, 200);
+	free_run(&r);
+}
+
+/* Until a kind has a threshold to judge by, its requests are all kept
+ * (WARMUP); from the KTRACE_KEEP_MIN_SAMPLES-th on, only the slow and the
+ * sampled ones. */
+static void test_requests_warmup_keeps_until_a_threshold(void **state)
+{
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_MIN_SAMPLES=100", NULL};
+	struct run r;
+	uint64_t hc, hm, warm = 0;
+	const struct ktrace_req_kind_rec *k;
+
+	(void)state;
+	run_prog(&r, "basic", "1000", "snapshot ", env);
+	for (size_t i = 0; i < r.w.n; i++)
+		if (r.w.recs[i].ext_type == KTRACE_EXT_REQ_CLOSE &&
+		    (r.w.recs[i].arg & KTRACE_REQ_WARMUP))
+			warm++;
+	k = kind_rec(&r, "get", &hc, &hm);
+	assert_int_equal(k->ended, 1000);
+	/* the first 99 (the threshold arms at the 100th) */
+	assert_true(warm >= 99 && warm <= 100);
+	assert_true(k->dropped >= 800);
 	free_run(&r);
 }
 
@@ -469,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_requests_ended_on_another_thread),
 		cmocka_unit_test(test_requests_larger_than_the_hold_buffer),
 		cmocka_unit_test(test_requests_thread_exit_signals_fork),
+		cmocka_unit_test(test_requests_warmup_keeps_until_a_threshold),
 		cmocka_unit_test(test_requests_meanwhile_the_lock_holder_is_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
