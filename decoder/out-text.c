@@ -179,10 +179,10 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			         t->percentile_x1000 / 1000.0, t->samples);
 		else
 			snprintf(c, sizeof(c), "absolute");
-		if (s->hdr.version >= 2 || (t->request_id >> 32))
-			fprintf(f, "trigger:   slow request %s on tid %" PRId32 ": %s > %s (%s)",
-			        d->trigger_req != KD_NONE ?
-			        kd_req_label(d, &d->reqs[d->trigger_req], lbl, sizeof(lbl)) : t->kind,
+		if (d->trigger_req != KD_NONE &&
+		    (s->hdr.version >= 2 || (d->reqs[d->trigger_req].id >> 32)))
+			fprintf(f, "trigger:   slow \"%s\" request %s on tid %" PRId32 ": %s > %s (%s)",
+			        t->kind, kd_req_id_str(&d->reqs[d->trigger_req], lbl, sizeof(lbl)),
 			        t->tid, a, b, c);
 		else /* format 1 with a small id (written before ids were slot.seq) */
 			fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
