@@ -366,6 +366,96 @@ static void test_requests_format1_label(void **state)
 	kd_dec_free(d);
 }
 
+/*
+ * Explain on format 2: the answer first (the slow request, the typical
+ * duration from the histogram, the compared request, the cause and its
+ * call path), before the evidence; the compared request is the median of
+ * the sampled ones (the short NESTED ones do not count); the muted list is
+ * condensed to 10 names and "and 4 more".
+ */
+static void test_requests_explain_answer_first(void **state)
+{
+	struct snapbuild *sb = new_sb();
+	struct ktrace_req_hdr h = { 0 };
+	struct ktrace_req_kind_rec k = { 0 };
+	uint64_t dur[1000], t = 1000;
+	struct {
+		struct ktrace_budget_rec b;
+		struct ktrace_muted_rec m[14];
+	} bud;
+	struct kd_dec *d;
+	char *out = NULL, *ans, *cause, *path, *evid, *muted;
+	size_t n = 0;
+	FILE *f;
+
+	(void)state;
+	for (uint32_t i = 0; i < 9; i++, t += 1000) { /* sampled: 100 + 10 i ticks */
+		snapbuild_req_open(sb, 0, 1, t, KIND_GET, i + 1);
+		snapbuild_enter(sb, 0, 1, t + 1, 0);
+		snapbuild_enter(sb, 0, 1, t + 2, 1);
+		snapbuild_exit(sb, 0, 1, t + 50, 1);
+		snapbuild_exit(sb, 0, 1, t + 99 + 10 * i, 0);
+		snapbuild_req_close(sb, 0, 1, t + 100 + 10 * i, KTRACE_REQ_SAMPLED);
+	}
+	for (uint32_t i = 0; i < 12; i++, t += 100) { /* short ones kept for another reason */
+		snapbuild_req_open(sb, 0, 1, t, KIND_GET, 100 + i);
+		snapbuild_req_close(sb, 0, 1, t + 5, KTRACE_REQ_NESTED);
+	}
+	snapbuild_req_open(sb, 0, 1, t, KIND_GET, 500);
+	snapbuild_enter(sb, 0, 1, t + 1, 0);
+	snapbuild_enter(sb, 0, 1, t + 2, 2);
+	snapbuild_exit(sb, 0, 1, t + 9000, 2);
+	snapbuild_exit(sb, 0, 1, t + 9100, 0);
+	snapbuild_req_close(sb, 0, 1, t + 9101, KTRACE_REQ_SLOW);
+	h.slice_ticks = 100000;
+	h.slice_count = 8;
+	h.sub_bits = 4;
+	snapbuild_req_hdr(sb, &h);
+	k.kind_id = KIND_GET;
+	k.ended = 1000;
+	k.kept_slow = 1;
+	k.kept_sampled = 9;
+	k.kept_other = 12;
+	k.dropped = 978;
+	snapbuild_req_kind(sb, &k);
+	for (uint32_t i = 0; i < 1000; i++)
+		dur[i] = i < 999 ? 100 : 9101;
+	snapbuild_req_slice(sb, 0, 100000, dur, 1000);
+	memset(&bud, 0, sizeof(bud));
+	bud.b.window_s = 30;
+	bud.b.flags = KTRACE_BUDGET_FILTER_ON;
+	for (uint32_t i = 0; i < 14; i++) {
+		bud.m[i].addr = 0x9000 + 0x10 * (uint64_t)i;
+		bud.m[i].id = 20 + i;
+		bud.m[i].why = KTRACE_MUTE_HOT_SHORT;
+	}
+	snapbuild_raw_section(sb, KTRACE_SEC_BUDGET, 14, &bud, sizeof(bud), 0);
+	d = decode(sb);
+	f = open_memstream(&out, &n);
+	kd_out_explain(f, d, &(struct kd_out_opts){ 0 });
+	fclose(f);
+	ans = strstr(out, "no trigger; slowest request: \"get\" request #500 on w1/101");
+	cause = strstr(out, "  cause: 0x1200, +8.998 us of self time");
+	path = strstr(out, "  call path: 0x1000 > 0x1200\n");
+	evid = strstr(out, "where the extra time went");
+	muted = strstr(out, "self time includes muted calls of 14 functions: ");
+	if (!ans || !cause || !path || !evid || !muted || ans > cause || cause > path ||
+	    path > evid || evid > muted)
+		fail_msg("explain does not answer first:\n%s", out);
+	/* the typical duration from the histogram (100 ticks: bucket [100, 104)) */
+	assert_non_null(strstr(out, "typical \"get\": median 104 ns, p99 104 ns over the 1000 "
+	                            "requests of the window"));
+	/* the compared request: the median of the 9 sampled ones (#5, 140 ticks) */
+	assert_non_null(strstr(out, "median \"get\" request in this window: #5 on w1/101 took "
+	                            "140 ns (the median of the requests kept as typical samples"));
+	assert_non_null(strstr(muted, ", and 4 more ("));
+	assert_null(strstr(muted, "0x90a0")); /* the 11th is not named */
+	if (getenv("KTRACE_TEST_DUMP"))
+		fputs(out, stderr);
+	free(out);
+	kd_dec_free(d);
+}
+
 /* ---- (e) the REQUESTS histogram ---------------------------------------------- */
 
 static uint64_t lcg(uint64_t *x)
@@ -622,6 +712,7 @@ int main(void)
 		cmocka_unit_test(test_requests_held_order_and_chunks),
 		cmocka_unit_test(test_requests_across_threads_and_nested),
 		cmocka_unit_test(test_requests_format1_label),
+		cmocka_unit_test(test_requests_explain_answer_first),
 		cmocka_unit_test(test_requests_histogram),
 		cmocka_unit_test(test_requests_bucket_bounds),
 		cmocka_unit_test(test_requests_hostile_section),
