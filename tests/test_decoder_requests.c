@@ -376,7 +376,7 @@ static void test_requests_across_threads_and_nested(void **state)
 	kd_out_text(f, d, &(struct kd_out_opts){ 0 });
 	fclose(f);
 	assert_non_null(strstr(out, "trigger:   slow \"get\" request #5 on tid 101"));
-	assert_non_null(strstr(out, ">> request get #5  20 ns  kept: direct"));
+	assert_non_null(strstr(out, ">> request get #5  20 ns  kept: direct  ended on w2/102  <== TRIGGER"));
 	assert_non_null(strstr(out, ">> request get id=987654"));
 	free(out);
 	(void)buf;
