@@ -1193,7 +1193,7 @@ static void thread_items(struct kd_build *b)
 		return;
 	}
 	for (uint32_t t = 0; t < nt && !b->oom; t++) {
-		uint32_t lo = b->thread_piece[t], hi = b->thread_piece[t + 1], j = lo;
+		uint32_t lo = b->thread_piece[t], hi = b->thread_piece[t + 1], j = lo, ring;
 
 		b->thread_item[t] = KD_NONE;
 		if (lo == hi || !b->pieces[hi - 1].held)
@@ -1201,11 +1201,12 @@ static void thread_items(struct kd_build *b)
 		b->thread_item[t] = b->nitems;
 		while (j < hi && !b->pieces[j].held)
 			j++;
-		/* pieces [lo, j) ring, [j, hi) held */
-		for (uint32_t i = lo; i < j && !b->oom; i++) {
+		ring = j;
+		/* pieces [lo, ring) ring, [ring, hi) held; j: the next held one */
+		for (uint32_t i = lo; i < ring && !b->oom; i++) {
 			const struct piece *r = &b->pieces[i];
 			uint32_t cur = 0, sp0 = snap->blocks[r->blk].start + r->pos;
-			int next_same = i + 1 < j && b->pieces[i + 1].seg == r->seg;
+			int next_same = i + 1 < ring && b->pieces[i + 1].seg == r->seg;
 			uint32_t sp_next = next_same ? snap->blocks[b->pieces[i + 1].blk].start +
 			                               b->pieces[i + 1].pos : 0;
 

@@ -45,23 +45,28 @@ const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t l
 	return buf;
 }
 
+const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
+{
+	if (q->flags & KD_REQ_UNKNOWN)
+		snprintf(buf, len, "(begun before the window)");
+	else if (q->flags & KD_REQ_USER_ID)
+		snprintf(buf, len, "id=%" PRIu64, q->user_id);
+	else if (q->flags & KD_REQ_NUMBERED)
+		snprintf(buf, len, "#%" PRIu64, q->id);
+	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
+		snprintf(buf, len, "#%" PRIu32 ".%" PRIu32, (uint32_t)(q->id >> 32), (uint32_t)q->id);
+	else /* format 1 with a small id (a program's own) */
+		snprintf(buf, len, "#%" PRIu64, q->id);
+	return buf;
+}
+
 const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
                          size_t len)
 {
-	char nb[64];
+	char nb[64], ib[48];
 	const char *kind = q->kind == KD_NONE ? "request" : kd_dec_name(d, q->kind, nb, sizeof(nb));
 
-	if (q->flags & KD_REQ_UNKNOWN)
-		snprintf(buf, len, "request (begun before the window)");
-	else if (q->flags & KD_REQ_USER_ID)
-		snprintf(buf, len, "%s id=%" PRIu64, kind, q->user_id);
-	else if (q->flags & KD_REQ_NUMBERED)
-		snprintf(buf, len, "%s #%" PRIu64, kind, q->id);
-	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
-		snprintf(buf, len, "%s #%" PRIu32 ".%" PRIu32, kind, (uint32_t)(q->id >> 32),
-		         (uint32_t)q->id);
-	else /* format 1 with a small id (a program's own) */
-		snprintf(buf, len, "%s #%" PRIu64, kind, q->id);
+	snprintf(buf, len, "%s %s", kind, kd_req_id_str(q, ib, sizeof(ib)));
 	return buf;
 }
 

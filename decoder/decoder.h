@@ -926,6 +926,8 @@ struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
  * #3.17" (format 1: thread slot . sequence) into buf. */
 const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
                          size_t len);
+/* The id part alone: "#1234", "id=987654", "#3.17". */
+const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len);
 /* "slow, sampled" for keep flags into buf ("" for none). */
 const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len);
 

@@ -30,9 +30,10 @@ static const char usage_text[] =
 	"                   per call/mark/request in time order (UTC wall clock);\n"
 	"                   stats: summary, then per function calls, total, self,\n"
 	"                   mean, p50, p99, max (exact), by self time;\n"
-	"                   explain: summary, then the trigger (or slowest) request's\n"
-	"                   call tree next to the median request, ranked causes and\n"
-	"                   what other threads ran meanwhile;\n"
+	"                   explain: the trigger (or slowest) request, its cause and\n"
+	"                   call path first; then its call tree next to the median\n"
+	"                   (typical) request, ranked causes, what other threads ran\n"
+	"                   meanwhile; then the summary;\n"
 	"                   chrome: Chrome/Perfetto trace JSON (summary to stderr);\n"
 	"                   perfetto: Perfetto protobuf trace (.pftrace) for\n"
 	"                   ui.perfetto.dev, about a quarter of chrome's size\n"
@@ -162,7 +163,9 @@ struct sink {
 	                      one process cut so each call shows once; 2: the files
 	                      stay opened for the stream, kd_merge_files collects
 	                      only those it cuts (text) */
-	int header;        /* "==> FILE <==" and the summary first, on the output */
+	int header;        /* "==> FILE <==" and the summary first, on the output;
+	                      2: the summary after the output (explain: its
+	                      answer on the first screen) */
 	int summary_err;   /* the summary on stderr (unless -q), after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
 	 * nonzero: the output failed. */
@@ -318,7 +321,7 @@ static const struct sink sinks[] = {
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
 	{ "text",     NEED_STREAM, 2, 1, 0, out_text, NULL, merged_text },
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
-	{ "explain",  NEED_CALLS, 0, 1, 0, out_explain, NULL, NULL },
+	{ "explain",  NEED_CALLS, 0, 2, 0, out_explain, NULL, NULL },
 	{ "folded",   NEED_STREAM, 0, 0, 1, out_folded, NULL, NULL },
 	{ "exclude",  NEED_CALLS, 0, 0, 0, NULL, out_exclude, NULL },
 	{ "chrome",   NEED_STREAM, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
@@ -354,9 +357,14 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				if (n > 1)
 					fprintf(out, "%s==> %s <==\n", printed ? "\n" : "", d->file);
 				printed = 1;
-				kd_out_summary(out, d);
+				if (k->header == 1)
+					kd_out_summary(out, d);
 			}
 			err |= k->file(out, d, o);
+			if (k->header == 2) {
+				fprintf(out, "\n");
+				kd_out_summary(out, d);
+			}
 			if (k->summary_err && !o->quiet)
 				kd_out_summary(stderr, d);
 		}

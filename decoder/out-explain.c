@@ -630,16 +630,10 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	/* 1. The answer. */
 	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
 	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
-	if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID) || (r->id >> 32))
-		fprintf(f, "  %s %s on %s at %s UTC took %s",
-		        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
-		        kd_req_label(d, r, nb, sizeof(nb)),
-		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
-	else /* format 1 with a small id: as it always read */
-		fprintf(f, "  %s \"%s\" request #%" PRIu64 " on %s at %s UTC took %s",
-		        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
-		        kd_dec_name(d, r->kind, nb, sizeof(nb)), r->id,
-		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	fprintf(f, "  %s \"%s\" request %s on %s at %s UTC took %s",
+	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+	        kd_dec_name(d, r->kind, nb, sizeof(nb)), kd_req_id_str(r, kb, sizeof(kb)),
+	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
 	if (d->snap.have_trigger) {
 		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
 		fprintf(f, " (threshold %s)", b);
@@ -657,17 +651,11 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	}
 	if (m) {
 		kd_fmt_dur(kd_dec_ticks_ns(d, rdur(m)), b, sizeof(b));
-		if (have_hist || sampled || (m->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) ||
-		    (m->id >> 32))
-			fprintf(f, "  compared with %s on %s, which took %s: the median of the %s\n",
-			        kd_req_label(d, m, nb, sizeof(nb)),
-			        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b,
-			        sampled ? "requests kept as typical samples (what a typical one does)"
-			                : "complete requests of its kind in the window");
-		else
-			fprintf(f, "  median \"%s\" request in this window: #%" PRIu64 " on %s took %s\n",
-			        kd_dec_name(d, m->kind, nb, sizeof(nb)), m->id,
-			        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b);
+		fprintf(f, "  median \"%s\" request in this window: %s on %s took %s%s\n",
+		        kd_dec_name(d, m->kind, nb, sizeof(nb)), kd_req_id_str(m, kb, sizeof(kb)),
+		        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b,
+		        sampled ? " (the median of the requests kept as typical samples: what a "
+		                  "typical one does)" : "");
 	} else {
 		fprintf(f, "  no other complete request of this kind in the window to compare with\n");
 	}

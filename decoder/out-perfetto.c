@@ -1291,6 +1291,11 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
 			                 buf, w->track);
 			ann_uint(w, "id", r->id);
+			if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) {
+				char lb[128];
+
+				ann_str(w, "request", kd_req_label(d, r, lb, sizeof(lb)));
+			}
 			ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
 			if (r->flags & KD_REQ_TRIGGER)
 				ann_bool(w, "trigger");

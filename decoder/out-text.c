@@ -179,10 +179,10 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			         t->percentile_x1000 / 1000.0, t->samples);
 		else
 			snprintf(c, sizeof(c), "absolute");
-		if (s->hdr.version >= 2 || (t->request_id >> 32))
-			fprintf(f, "trigger:   slow request %s on tid %" PRId32 ": %s > %s (%s)",
-			        d->trigger_req != KD_NONE ?
-			        kd_req_label(d, &d->reqs[d->trigger_req], lbl, sizeof(lbl)) : t->kind,
+		if (d->trigger_req != KD_NONE &&
+		    (s->hdr.version >= 2 || (d->reqs[d->trigger_req].id >> 32)))
+			fprintf(f, "trigger:   slow \"%s\" request %s on tid %" PRId32 ": %s > %s (%s)",
+			        t->kind, kd_req_id_str(&d->reqs[d->trigger_req], lbl, sizeof(lbl)),
 			        t->tid, a, b, c);
 		else /* format 1 with a small id (written before ids were slot.seq) */
 			fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
@@ -302,7 +302,7 @@ static void fmt_tod(int64_t ns, char *buf, size_t len)
 void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c)
 {
-	char w[48], dur[32], lbl[64], nb[96], kb[64];
+	char w[48], dur[32], lbl[64], nb[96], kb[64], eb[96];
 	uint32_t th, core;
 
 	/* The tick's time (time.c, as every format); chrome adds x->sub ns
@@ -345,11 +345,21 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 		th = r->thread;
 		core = r->core;
 		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
-		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s  %s%s%s%s%s%s\n", w,
+		/* format 2: a request ended on another thread says where */
+		eb[0] = 0;
+		if ((r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) && r->end_thread != KD_NONE &&
+		    r->end_thread != r->thread) {
+			char el[64];
+
+			snprintf(eb, sizeof(eb), "  ended on %s",
+			         kd_dec_thread_label(d, r->end_thread, el, sizeof(el)));
+		}
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s  %s%s%s%s%s%s%s\n", w,
 		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
 		        kd_req_label(d, r, nb, sizeof(nb)), dur,
 		        r->keep ? "  kept: " : "", r->keep ? kd_req_keep_str(r->keep, kb, sizeof(kb)) : "",
+		        eb,
 		        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
 		        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
 		        (r->flags & KD_REQ_TRIGGER) ? "  <== TRIGGER" : "");

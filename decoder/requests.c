@@ -162,8 +162,8 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 			kd_fmt_wall(kd_snap_wall_ns(s, h.first_tsc), 0, a, sizeof(a));
 			kd_fmt_wall(kd_snap_wall_ns(s, h.last_tsc), 0, b, sizeof(b));
 			fprintf(f, "%s    latency of the %" PRIu64 " that ended in %s .. %s UTC "
-			           "(%" PRIu32 " slices: the window to within one slice), %.1f/s\n",
-			        indent, h.count, a, b, h.nslices, h.per_s);
+			           "(%" PRIu32 " slice%s: the window to within one slice), %.1f/s\n",
+			        indent, h.count, a, b, h.nslices, h.nslices == 1 ? "" : "s", h.per_s);
 			kd_fmt_dur(h.pct_ns[0], a, sizeof(a));
 			kd_fmt_dur(h.pct_ns[1], b, sizeof(b));
 			kd_fmt_dur(h.pct_ns[2], c, sizeof(c));
@@ -183,12 +183,13 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 			}
 		if (r->threshold_ns)
 			kd_fmt_dur(r->threshold_ns, t, sizeof(t));
-		if (nslow)
-			fprintf(f, "%s    slow requests kept back to %.3f s before the window end "
-			           "(%" PRIu32 " in the file; slow: over %s)\n", indent,
-			        (double)kd_dec_ticks_ns(d, d->window_end > oldest ?
-			                                       d->window_end - oldest : 0) / 1e9,
-			        nslow, r->threshold_ns ? t : "the threshold");
+		if (nslow) {
+			kd_fmt_dur(kd_dec_ticks_ns(d, d->window_end > oldest ? d->window_end - oldest : 0),
+			           a, sizeof(a));
+			fprintf(f, "%s    slow requests kept back to %s before the window end "
+			           "(%" PRIu32 " in the file; slow: over %s)\n", indent, a, nslow,
+			        r->threshold_ns ? t : "the threshold");
+		}
 		else
 			fprintf(f, "%s    no slow request kept in the file (%s%s)\n", indent,
 			        r->threshold_ns ? "slow: over " : "threshold not armed yet",

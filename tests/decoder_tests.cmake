@@ -14,7 +14,7 @@ target_link_libraries(ktrace_snapbuild PUBLIC ktrace_decoder)
 add_executable(ktrace-snapgen ${KTRACE_DEC_TESTS_DIR}/snapgen.c)
 target_link_libraries(ktrace-snapgen PRIVATE ktrace_snapbuild)
 
-foreach(t read timeline symbols outputs golden html perfetto sched stream range merge exclude)
+foreach(t read timeline symbols outputs golden html perfetto sched stream range merge exclude requests)
   add_cmocka_test(test_decoder_${t}
     SOURCES ${KTRACE_DEC_TESTS_DIR}/test_decoder_${t}.c
     LINK ktrace_snapbuild ktrace_decoder

@@ -115,6 +115,66 @@ static struct snapbuild *small(int variant)
 	return sb;
 }
 
+/* Format 2: a held run placed inside a ring segment (cut at P, nesting
+ * across it), compact requests (one ended on another thread), and a
+ * REQUESTS section with two kinds and three slices. */
+static struct snapbuild *small_v2(void)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct ktrace_req_hdr h;
+	struct ktrace_req_kind_rec k;
+	static const uint64_t d0[] = { 3, 40, 41, 900, 70000 }, d1[] = { 17, 5000 };
+	uint32_t p, seg;
+
+	snapbuild_thread_seq(sb, 1);
+	snapbuild_thread(sb, 1, 100, "t1", KTRACE_THREAD_MAIN);
+	snapbuild_thread(sb, 2, 101, "t2", 0);
+	snapbuild_func(sb, 0, 0x1000);
+	snapbuild_func(sb, 1, 0x1100);
+	snapbuild_func(sb, 2, 0x1200);
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "get");
+	snapbuild_name(sb, 2, KTRACE_NAME_REQUEST, "put");
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	snapbuild_enter(sb, 0, 1, 1010, 1);
+	p = snapbuild_pos(sb, 0);
+	seg = snapbuild_seg(sb, 1);
+	snapbuild_exit(sb, 0, 1, 1100, 2);
+	snapbuild_exit(sb, 0, 1, 1120, 0);
+	snapbuild_req_open(sb, 1, 2, 1005, 2, 1);
+	snapbuild_enter(sb, 1, 2, 1015, 1);
+	snapbuild_held(sb, 1, 1, 1020, seg, p, 9, 0);
+	snapbuild_exit(sb, 1, 1, 1020, 1);
+	snapbuild_req_open_id(sb, 1, 1, 1030, 1, 44, 987654);
+	snapbuild_enter(sb, 1, 1, 1040, 2);
+	snapbuild_req_close(sb, 1, 1, 1050, KTRACE_REQ_SLOW);
+	snapbuild_held_end(sb, 1);
+	snapbuild_exit(sb, 1, 2, 1060, 1);
+	snapbuild_req_close_any(sb, 0, 1, 1125, KTRACE_REQ_DIRECT, 2, 1, 2);
+	memset(&h, 0, sizeof(h));
+	h.slice_ticks = 500;
+	h.slice_count = 8;
+	h.sub_bits = 4;
+	h.flags = KTRACE_REQS_HOLD;
+	snapbuild_req_hdr(sb, &h);
+	memset(&k, 0, sizeof(k));
+	k.kind_id = 1;
+	k.ended = 7;
+	k.kept_slow = 1;
+	k.dropped = 6;
+	k.threshold_ns = 800;
+	snapbuild_req_kind(sb, &k);
+	snapbuild_req_slice(sb, 0, 499, d0, 2);
+	snapbuild_req_slice(sb, 500, 1200, d0 + 2, 3);
+	k.kind_id = 2;
+	k.ended = 2;
+	k.kept_slow = 0;
+	k.kept_other = 1;
+	k.dropped = 1;
+	snapbuild_req_kind(sb, &k);
+	snapbuild_req_slice(sb, 900, 1200, d1, 2);
+	return sb;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "golden")) {
@@ -142,7 +202,8 @@ int main(int argc, char **argv)
 			if (emit(small(v), path))
 				return 1;
 		}
-		return 0;
+		snprintf(path, sizeof(path), "%s/small-v2.ktrace", argv[2]);
+		return emit(small_v2(), path) ? 1 : 0;
 	}
 	fprintf(stderr, "usage: snapgen golden FILE | big FILE NCPUS NEVENTS | corpus DIR\n");
 	return 2;
