@@ -29,7 +29,7 @@
  *   busy: threads=N seconds=S requests=N requests_per_s=N per_thread_per_s=N
  *   busy: cpu_s=S cpu_ns_per_request=N       (the workers' cpu time)
  *   busy: work_iters=N                       (render_reply's loop, calibrated)
- *   busy: kind=K count=N p50_ns=N p90_ns=N p99_ns=N max_ns=N
+ *   busy: kind=K count=N p10_ns=N p50_ns=N p90_ns=N p99_ns=N max_ns=N
  *   busy: planted=N chunks_per_plant=N
  *   busy: plant i=I kind=put thread=T number=N begin_ns=N end_ns=N dur_ns=N chunks=N waits=N
  *   busy: snapshot=PATH
@@ -459,8 +459,9 @@ int main(int argc, char **argv)
 				mx = w[i].max_ns[k];
 		}
 		if (n)
-			printf("busy: kind=%s count=%llu p50_ns=%llu p90_ns=%llu p99_ns=%llu "
-			       "max_ns=%llu\n", kind_name[k], (unsigned long long)n,
+			printf("busy: kind=%s count=%llu p10_ns=%llu p50_ns=%llu p90_ns=%llu "
+			       "p99_ns=%llu max_ns=%llu\n", kind_name[k], (unsigned long long)n,
+			       (unsigned long long)pct(h, n, 0.10),
 			       (unsigned long long)pct(h, n, 0.50), (unsigned long long)pct(h, n, 0.90),
 			       (unsigned long long)pct(h, n, 0.99), (unsigned long long)mx);
 		free(h);
