@@ -48,13 +48,13 @@ while read -r t kind fn label; do
 	label=${label:-}
 	from=$(utc "$t")
 	to=$(utc "$(awk -v t="$t" 'BEGIN { printf "%.3f", t + 1.0 }')")
-	"$dec" --format text -q --from "$from" --to "$to" "$snap" 2>/dev/null < /dev/null |
+	"$dec" --format text -q --from "$from" --to "$to" "$snap" 2>"$tmp/err" < /dev/null |
 		awk -v k="$kind" -v f="$fn" '
 			# Requests of the kind, then the next lines of their thread:
 			# the planted one is the first whose handler path reaches
 			# FUNCTION within a few calls.
-			function done_one() { if (line && found && !got) { got = line; exit } }
-			$0 ~ (">> request " k " ") { done_one(); line = $0; th = $2; n = 0; found = 0; next }
+			function done_one() { if (line && found && !got) got = line }
+			$0 ~ (">> request " k " ") { done_one(); if (got) exit; line = $0; th = $2; n = 0; found = 0; next }
 			line && $2 == th && n < 6 { n++; if (index($0, " " f " ")) found = 1 }
 			END {
 				done_one()
@@ -64,6 +64,7 @@ while read -r t kind fn label; do
 				printf "%s: %s\n", whole ? "whole" : "cut", got
 			}' > "$tmp/plant"
 	res=$(cat "$tmp/plant")
+	grep -q 'outside the snapshot' "$tmp/err" && res="absent (before the window)"
 	case $res in whole:*) ok=$((ok + 1)) ;; esac
 	printf '  planted %-6s %-22s at %s (%s): %s\n' "$kind" "$fn" "$from" "${label:-}" "$res"
 done < "$plants"
