@@ -193,6 +193,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			                                 sizeof(lbl)));
 		if (t->suppressed)
 			fprintf(f, ", %" PRIu64 " triggers suppressed", t->suppressed);
+		if (t->flags & KTRACE_TRIGGER_SCHED_KNOWN) {
+			kd_fmt_dur(t->preempted_ns, a, sizeof(a));
+			kd_fmt_dur(t->blocked_ns, b, sizeof(b));
+			fprintf(f, "; preempted %s (%" PRIu32 " times), blocked %s", a, t->npreempt, b);
+		}
+		if (t->trigger_on == KTRACE_TRIGGER_ON_RUN)
+			fprintf(f, "; compared %s", t->flags & KTRACE_TRIGGER_RUN_FELL_BACK
+			        ? "wall time (preempted time unknown)" : "run time (wall - preempted)");
 		fprintf(f, "\n");
 	} else {
 		fprintf(f, "trigger:   none\n");

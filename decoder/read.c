@@ -97,6 +97,8 @@ const char *kd_loss_name(unsigned cause)
 		[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] = "blocks not in this file: overwritten during the copy",
 		[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] = "blocks not in this file: no memory for the copy",
 		[KTRACE_LOSS_SCHED] = "context-switch records",
+		[KTRACE_LOSS_TRIGGERS_PREEMPTED] = "triggers dropped: mostly preemption "
+		                                   "(KTRACE_TRIGGER_ON=run)",
 	};
 	if (cause < KTRACE_LOSS_COUNT && names[cause])
 		return names[cause];
@@ -739,6 +741,26 @@ static int read_small(struct kd_snap *snap, const struct sec *x, void *dst, size
 	return 0;
 }
 
+/* TRIGGER: the record as first written (KTRACE_TRIGGER_REC_SIZE_V1 bytes)
+ * or grown since (preempted_ns and after); fields a shorter record lacks
+ * read as 0 (unknown), bytes past the ones this reader knows are skipped. */
+static int read_trigger(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
+{
+	size_t n = sizeof(snap->trigger);
+
+	if (x->s.size < KTRACE_TRIGGER_REC_SIZE_V1)
+		return fail(err, KD_ECORRUPT, 1, x->entry_off + 16,
+		            SEC_FMT "size %" PRIu64 " is smaller than the %u-byte record",
+		            SEC_ARGS(x), x->s.size, KTRACE_TRIGGER_REC_SIZE_V1);
+	if (x->s.size < n)
+		n = (size_t)x->s.size;
+	memset(&snap->trigger, 0, sizeof(snap->trigger));
+	memcpy(&snap->trigger, x->p, n);
+	snap->have_trigger = 1;
+	terminate(snap->trigger.kind, sizeof(snap->trigger.kind));
+	return 0;
+}
+
 /* BUDGET: the record, its cores, its muted functions.  Optional: a section
  * that does not add up is reported and left out. */
 static int read_budget(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
@@ -1218,11 +1240,7 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 			break;
 		case KTRACE_SEC_CORES: rc = read_cores(snap, x, err); break;
 		case KTRACE_SEC_BLOCKS: rc = read_blocks(snap, x, err); break;
-		case KTRACE_SEC_TRIGGER:
-			rc = read_small(snap, x, &snap->trigger, sizeof(snap->trigger),
-			                &snap->have_trigger, err);
-			terminate(snap->trigger.kind, sizeof(snap->trigger.kind));
-			break;
+		case KTRACE_SEC_TRIGGER: rc = read_trigger(snap, x, err); break;
 		case KTRACE_SEC_BUDGET: rc = read_budget(snap, x, err); break;
 		}
 		sec_unload(x);

@@ -405,6 +405,11 @@ enum ktrace_loss_cause {
 	KTRACE_LOSS_NOT_COPIED_NO_MEMORY = 10,  /* no memory for the copy */
 	KTRACE_LOSS_SCHED = 11,        /* context-switch records lost (kernel buffer
 	                                  full, or overwritten in the window) */
+	KTRACE_LOSS_TRIGGERS_PREEMPTED = 12, /* triggers dropped because the request
+	                                        was slow only while preempted
+	                                        (KTRACE_TRIGGER_ON=run): its wall
+	                                        time minus its preempted time was
+	                                        under the threshold */
 	KTRACE_LOSS_COUNT = 16
 };
 
@@ -454,8 +459,35 @@ struct ktrace_trigger_rec {
 	uint32_t percentile_x1000;     /* e.g. 99900 for p99.9, when why = PERCENTILE */
 	uint32_t samples;              /* requests of this kind seen before */
 	char     kind[32];             /* NUL-terminated kind name */
+	/* Appended (a reader accepts KTRACE_TRIGGER_REC_SIZE_V1 bytes, and
+	 * then takes these as 0 = unknown). */
+	uint64_t preempted_ns;         /* ns the thread was preempted (off the cpu
+	                                  while runnable) within [begin, end], when
+	                                  flags has KTRACE_TRIGGER_SCHED_KNOWN */
+	uint64_t blocked_ns;           /* ns it was blocked (waiting) in it, idem */
+	uint32_t npreempt;             /* times it was preempted in it, idem */
+	uint32_t trigger_on;           /* enum ktrace_trigger_on: what the threshold
+	                                  was compared with */
+	uint32_t flags;                /* enum ktrace_trigger_flags */
+	uint32_t reserved;             /* 0 */
 };
-_Static_assert(sizeof(struct ktrace_trigger_rec) == 104, "trigger record size is pinned");
+_Static_assert(sizeof(struct ktrace_trigger_rec) == 136, "trigger record size is pinned");
+#define KTRACE_TRIGGER_REC_SIZE_V1 104u  /* before preempted_ns was appended */
+
+enum ktrace_trigger_on {
+	KTRACE_TRIGGER_ON_WALL = 1,    /* wall time, begin to end (default) */
+	KTRACE_TRIGGER_ON_RUN = 2,     /* wall time minus preempted time: what the
+	                                  program did (on the cpu, or blocked) */
+};
+
+enum ktrace_trigger_flags {
+	KTRACE_TRIGGER_SCHED_KNOWN = 1u << 0, /* preempted_ns, blocked_ns and npreempt
+	                                         were measured from the SCHED records */
+	KTRACE_TRIGGER_RUN_FELL_BACK = 1u << 1, /* KTRACE_TRIGGER_ON=run, but the
+	                                           preempted time was unknown (context
+	                                           switches not recorded or lost):
+	                                           compared with wall time */
+};
 
 /*
  * The window budget (section BUDGET).  The ring must hold window_s

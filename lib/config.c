@@ -16,6 +16,10 @@
  *                                 arms (default 1000)
  *   KTRACE_TRIGGER_DELAY_MS       recording after a trigger before the
  *                                 window is written (default 200)
+ *   KTRACE_TRIGGER_ON             wall (default): a request's threshold is
+ *                                 compared with its wall time; run: with
+ *                                 its wall time minus the time it was
+ *                                 preempted (needs KTRACE_SCHED records)
  *   KTRACE_MAX_SNAPSHOTS_PER_MIN  trigger rate limit (default 6)
  *   KTRACE_MAX_FILES_PER_MIN      files per minute, every path (default 10)
  *   KTRACE_MAX_MB_PER_MIN         MiB of files per minute (default 1024)
@@ -298,6 +302,20 @@ static KT_NOINSTR void globs(const char *var, char *dst, size_t cap)
 	strcpy(dst, s);
 }
 
+/* KTRACE_TRIGGER_ON: what a request's trigger threshold is compared with. */
+static KT_NOINSTR void trigger_on_setting(struct kt_config *c)
+{
+	const char *s;
+
+	c->trigger_on = KTRACE_TRIGGER_ON_WALL;
+	if ((s = env("KTRACE_TRIGGER_ON")) == NULL || !*s)
+		return;
+	if (strcasecmp(s, "run") == 0)
+		c->trigger_on = KTRACE_TRIGGER_ON_RUN;
+	else if (strcasecmp(s, "wall") != 0)
+		ktrace__say("KTRACE_TRIGGER_ON='%s' is not wall or run; using wall", s);
+}
+
 static KT_NOINSTR void budget_settings(struct kt_config *c)
 {
 	const char *s;
@@ -432,6 +450,7 @@ KT_NOINSTR void ktrace__config_load(void)
 	c->no_rseq = !rseq;
 	budget_settings(c);
 	keep_settings(c);
+	trigger_on_setting(c);
 	c->sched = 1;
 	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
 		int on;

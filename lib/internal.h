@@ -330,6 +330,7 @@ struct kt_config {
 	uint32_t sample_ms;          /* KTRACE_SAMPLE_MS: a typical sample per kind
 	                                about this often (0 = none) */
 	uint32_t hold_kb;            /* KTRACE_HOLD_KB: each thread's hold buffer */
+	uint32_t trigger_on;         /* KTRACE_TRIGGER_ON: enum ktrace_trigger_on */
 };
 extern struct kt_config ktrace__cfg;
 /* A field that ktrace_setting() may change while other threads run:
@@ -418,6 +419,9 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
  * cpu not runnable: a sleep, a lock, I/O). */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                    uint32_t *npreempt, int64_t *blocked_ns);
+/* The same for a request's trigger (more switches allowed). */
+int64_t ktrace__sched_request_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
+                                           uint32_t *npreempt, int64_t *blocked_ns);
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -461,10 +461,45 @@ static KT_NOINSTR int by_time(const void *a, const void *b)
  * *blocked_ns: the ns it was blocked in it (a call that blocked is long for
  * what it is, never the machine's noise).
  */
+static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_ns,
+                                       uint32_t *npreempt, int64_t *blocked_ns,
+                                       struct ktrace_sched_rec *got, uint32_t cap);
+
 KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                              uint32_t *npreempt, int64_t *blocked_ns)
 {
 	struct ktrace_sched_rec got[64];
+
+	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, got, 64);
+}
+
+/*
+ * The same for a request that fired a trigger (snapshot.c, KTRACE_TRIGGER_ON):
+ * on a busy host a 100 ms request may be preempted at every tick, more
+ * switches than the 64 a call of the budget's is allowed, so this one looks
+ * at up to KT_SCHED_TRIG_RECS, in a buffer mapped on first use.
+ */
+#define KT_SCHED_TRIG_RECS 8192u
+KT_NOINSTR int64_t ktrace__sched_request_preempted_ns(int32_t tid, int64_t from_ns,
+                                                     int64_t to_ns, uint32_t *npreempt,
+                                                     int64_t *blocked_ns)
+{
+	static struct ktrace_sched_rec *big;
+
+	*npreempt = 0;
+	*blocked_ns = 0;
+	if (S.status != KTRACE_SCHED_RECORDED)
+		return -1;
+	if (big == NULL &&
+	    (big = map_anon(KT_SCHED_TRIG_RECS * sizeof(struct ktrace_sched_rec))) == NULL)
+		return -1;
+	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, big, KT_SCHED_TRIG_RECS);
+}
+
+static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_ns,
+                                       uint32_t *npreempt, int64_t *blocked_ns,
+                                       struct ktrace_sched_rec *got, uint32_t cap)
+{
 	uint32_t n = 0;
 	int64_t out = -1, sum = 0;
 	int preempt = 0;
@@ -488,7 +523,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 				break;
 			if (r->tid != tid || r->time_ns > to_ns)
 				continue;
-			if (n == sizeof(got) / sizeof(got[0]))
+			if (n == cap)
 				return -1;
 			got[n++] = *r;
 		}

@@ -71,6 +71,15 @@ ktrace_e2e_test(lifecycle PROGRAMS e2e_life e2e_life_static e2e_plugin LABELS li
 # Tail-latency triggers.
 ktrace_test_program(e2e_trigger SOURCES ${KT_E2E_DIR}/trigger_prog.c)
 ktrace_e2e_test(trigger PROGRAMS e2e_trigger LABELS trigger)
+# KTRACE_TRIGGER_ON=run: triggers on what the request did, not preemption.
+ktrace_test_program(e2e_trigger_run SOURCES ${KT_E2E_DIR}/trigger_run_prog.c)
+ktrace_e2e_test(trigger_run PROGRAMS e2e_trigger_run LABELS trigger sched)
+
+# A busy service (examples/busy_server.c): planted slow requests whole and
+# the REQUESTS section against the program's own counts.  Its assertions
+# need the format 2 library; on a snapshot without REQUESTS it skips.
+ktrace_test_program(e2e_busy SOURCES ${PROJECT_SOURCE_DIR}/examples/busy_server.c)
+ktrace_e2e_test(busy PROGRAMS e2e_busy LABELS requests)
 
 # Stress: threads coming and going, snapshots by API and signal, small ring.
 ktrace_test_program(e2e_stress SOURCES ${KT_E2E_DIR}/stress_prog.c)
