@@ -381,6 +381,21 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 	struct fobs *o = &F.obs[id];
 	uint64_t ticks = e > b ? e - b : 0;
 
+	if (ticks >= F.max_ticks) {
+		/* Time in requests nested in the call is the requests' (kept
+		 * whole when slow), not the function's: the loop that serves
+		 * requests is as short as its own work.  A call older than the
+		 * thread's request log is not judged. */
+		void *hs = ktrace__thread_hold(slot);
+		uint32_t sh = ktrace__g.tsc_shift;
+		if (hs) {
+			int64_t rq = ktrace__hold_request_ticks(hs, b << sh, e << sh);
+			if (rq < 0)
+				return;
+			rq >>= sh;
+			ticks = ticks > (uint64_t)rq ? ticks - (uint64_t)rq : 0;
+		}
+	}
 	if (complete)
 		o->calls++;
 	if (ticks >= F.max_ticks && o->blocked_long == 0) {

@@ -258,6 +258,12 @@ void ktrace__hold_failed(void);
 void ktrace__kinds_tick(void);
 /* The REQUESTS section (malloc'ed; caller frees), or NULL. */
 void *ktrace__requests_serialize(size_t *len, uint32_t *count);
+/* The budget: ticks of thread hold state h's requests in [b, e] (counter
+ * values), -1 if unknown. */
+int64_t ktrace__hold_request_ticks(const void *h, uint64_t b, uint64_t e);
+/* threads.c: the hold state of thread slot (request.c), or NULL. */
+void ktrace__thread_set_hold(uint32_t slot, void *hs);
+void *ktrace__thread_hold(uint32_t slot);
 /* threads.c: a request begun on thread slot ended on another thread. */
 void ktrace__thread_mail_post(uint32_t slot, uint32_t seq, int keep);
 uint64_t ktrace__thread_mail_take(uint32_t slot);

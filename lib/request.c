@@ -43,6 +43,8 @@
  */
 #include "internal.h"
 
+#include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -87,7 +89,18 @@ struct kt_ret {
 
 #define KT_RET_MAX 512u      /* dropped runs retained per thread */
 
+#define KT_RLOG 1024u        /* runs in the request log (power of two) */
+
 struct kt_hold {
+	/* The request log: the spans of this thread's last KT_RLOG runs,
+	 * oldest first from rlog_n - KT_RLOG.  Written by the thread (relaxed
+	 * stores, then rlog_n with release), read by the writer thread's
+	 * budget (ktrace__hold_request_ticks) without a lock: a torn view only
+	 * changes a muting decision.  The state outlives its thread (pooled),
+	 * so the reader never touches unmapped memory. */
+	_Atomic uint64_t rlog_t0[KT_RLOG], rlog_t1[KT_RLOG];   /* counter */
+	_Atomic uint64_t rlog_n;
+	struct kt_hold *next_free;   /* the pool's list (under pool_mu) */
 	uint32_t cap;            /* words in buf */
 	uint32_t depth;          /* open[] entries */
 	struct kt_open open[KT_OPEN_MAX];
@@ -118,6 +131,12 @@ static inline KT_NOINSTR uint32_t *t_run(struct kt_hold *hs)
 	return hs->buf + hs->run_off;
 }
 
+/* Hold states of exited threads, for the next threads: never unmapped
+ * (the budget may still read a request log), so their number is bounded by
+ * the most threads that ran requests at once. */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kt_hold *pool;
+
 static KT_NOINSTR struct kt_hold *hold_state(struct kt_thread *t)
 {
 	size_t bytes;
@@ -125,16 +144,89 @@ static KT_NOINSTR struct kt_hold *hold_state(struct kt_thread *t)
 
 	if (t->hs)
 		return t->hs;
-	bytes = sizeof(*hs) + (size_t)ktrace__cfg.hold_kb * 1024;
-	hs = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-	          -1, 0);
-	if (hs == MAP_FAILED) {
-		ktrace__hold_failed();
-		return NULL;
+	pthread_mutex_lock(&pool_mu);
+	hs = pool;
+	if (hs)
+		pool = hs->next_free;
+	pthread_mutex_unlock(&pool_mu);
+	if (hs == NULL) {
+		bytes = sizeof(*hs) + (size_t)ktrace__cfg.hold_kb * 1024;
+		hs = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (hs == MAP_FAILED) {
+			ktrace__hold_failed();
+			return NULL;
+		}
+		hs->cap = ktrace__cfg.hold_kb * 256;
+	} else {
+		uint32_t cap = hs->cap;
+		/* a used one: everything but the log (the budget may be
+		 * reading it; it stays in time order, the new thread's
+		 * runs come later) and the buffer */
+		memset(&hs->next_free, 0, offsetof(struct kt_hold, buf) -
+		                              offsetof(struct kt_hold, next_free));
+		hs->cap = cap;
 	}
-	hs->cap = ktrace__cfg.hold_kb * 256;
 	t->hs = hs;
+	ktrace__thread_set_hold(t->slot, hs);
 	return hs;
+}
+
+/* The run [t0, t1] in the request log. */
+static KT_NOINSTR void rlog_add(struct kt_hold *hs, uint64_t t0, uint64_t t1)
+{
+	/* relaxed: only this thread writes the log. */
+	uint64_t n = kt_load(&hs->rlog_n, relaxed);
+
+	kt_store(&hs->rlog_t0[n % KT_RLOG], t0, relaxed);
+	kt_store(&hs->rlog_t1[n % KT_RLOG], t1, relaxed);
+	/* release: the entry before the count that shows it (the reader's
+	 * acquire load of rlog_n). */
+	kt_store(&hs->rlog_n, n + 1, release);
+}
+
+/*
+ * The budget (filter.c, writer thread): of thread hs's time in the counter
+ * interval [b, e], how much its requests took (their runs: held aside,
+ * kept or dropped).  -1 when the log does not reach back to b (unknown).
+ */
+KT_NOINSTR int64_t ktrace__hold_request_ticks(const void *h, uint64_t b, uint64_t e)
+{
+	const struct kt_hold *hs = h;
+	/* acquire: pairs with rlog_add's release. */
+	uint64_t n = kt_load(&hs->rlog_n, acquire), lo, hi, sum = 0;
+
+	if (n == 0)
+		return 0;
+	lo = n > KT_RLOG ? n - KT_RLOG : 0;
+	/* the log can be overwritten meanwhile: a few more entries than
+	 * KT_RLOG / 2 back are not trusted */
+	if (n - lo > KT_RLOG / 2)
+		lo = n - KT_RLOG / 2;
+	if (kt_load(&hs->rlog_t0[lo % KT_RLOG], relaxed) > b)
+		return n >= KT_RLOG / 2 ? -1 : 0;
+	/* the first run that ends after b (the log is in time order) */
+	hi = n;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (kt_load(&hs->rlog_t1[mid % KT_RLOG], relaxed) <= b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n; lo++) {
+		uint64_t t0 = kt_load(&hs->rlog_t0[lo % KT_RLOG], relaxed);
+		uint64_t t1 = kt_load(&hs->rlog_t1[lo % KT_RLOG], relaxed);
+		if (t0 >= e)
+			break;
+		if (t0 < b)
+			t0 = b;
+		if (t1 > e)
+			t1 = e;
+		if (t1 > t0)
+			sum += t1 - t0;
+	}
+	return (int64_t)sum;
 }
 
 static inline KT_NOINSTR uint32_t ts20_of(uint64_t c)
@@ -405,6 +497,7 @@ static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs, ui
 {
 	if (hs->depth != 0)
 		return;
+	rlog_add(hs, hs->base_tsc, now);
 	if (t->hold) {
 		if (hs->keep)
 			keep_run(t, hs);
@@ -700,6 +793,12 @@ KT_NOINSTR void ktrace__hold_thread_exit(void)
 		keep_run(t, hs);   /* requests that never ended: keep them */
 	hs->depth = 0;
 	t->hs = NULL;
-	munmap(hs, sizeof(*hs) + (size_t)hs->cap * 4);
+	ktrace__thread_set_hold(t->slot, NULL);
+	/* Its pages back to the system; the state to the pool. */
+	madvise(hs->buf, (size_t)hs->cap * 4, MADV_DONTNEED);
+	pthread_mutex_lock(&pool_mu);
+	hs->next_free = pool;
+	pool = hs;
+	pthread_mutex_unlock(&pool_mu);
 	t->nest--;
 }

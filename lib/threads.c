@@ -33,6 +33,7 @@ struct kt_tinfo {
 	char exit_name[16];          /* comm at exit, before exit_tsc is set */
 	_Atomic uint64_t mail;       /* requests begun here, ended by another
 	                                thread: highest sequence | keep << 63 */
+	void *_Atomic hold;          /* its hold state (request.c), NULL if none */
 };
 
 static struct kt_tinfo *_Atomic chunks[KT_CHUNKS];
@@ -118,6 +119,23 @@ KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
 	kt_store(&e->tid, tid, release);
 	pthread_setspecific(exit_key, (void *)(uintptr_t)slot);
 	return slot;
+}
+
+KT_NOINSTR void ktrace__thread_set_hold(uint32_t slot, void *hs)
+{
+	struct kt_tinfo *e = entry(slot, 0);
+
+	/* release: the state's fields before the pointer (the budget's
+	 * acquire load in ktrace__thread_hold). */
+	if (e)
+		kt_store(&e->hold, hs, release);
+}
+
+KT_NOINSTR void *ktrace__thread_hold(uint32_t slot)
+{
+	struct kt_tinfo *e = entry(slot, 0);
+
+	return e ? kt_load(&e->hold, acquire) : NULL;
 }
 
 /* A request that thread slot began (its sequence seq there) ended on
