@@ -772,13 +772,14 @@ KT_NOINSTR void ktrace__hold_before_snapshot(void)
 
 KT_NOINSTR void ktrace__hold_fork_child(struct kt_thread *t)
 {
-	/* The child starts clean: what the parent held is the parent's. */
+	/* The child starts clean: what the parent held is the parent's.  Its
+	 * hold state is left behind (a new one, published under the child's
+	 * thread slot, comes with the first request), and so is the pool: a
+	 * parent thread may have held its lock at the fork. */
 	run_stop(t);
-	if (t->hs) {
-		t->hs->depth = 0;
-		t->hs->npend = 0;
-		t->hs->keep = 0;
-	}
+	t->hs = NULL;
+	pool = NULL;
+	pthread_mutex_init(&pool_mu, NULL);
 }
 
 KT_NOINSTR void ktrace__hold_thread_exit(void)
