@@ -94,7 +94,8 @@ struct worker {
 	uint64_t count[NKINDS];
 	uint64_t sink;
 	int64_t cpu_ns;
-	uint32_t *hist;              /* NKINDS x HBUCKETS, ns */
+	uint32_t *hist;              /* NKINDS x HBUCKETS, ns, around begin/end */
+	uint32_t *ihist;             /* the same between begin's return and end's call */
 	uint64_t max_ns[NKINDS];
 	pthread_mutex_t *table_mu;
 };
@@ -293,7 +294,7 @@ TRACED void serve_one(struct worker *w, struct plant *p)
 {
 	struct command c;
 	ktrace_request_t q;
-	int64_t t0, t1;
+	int64_t t0, t1, ti0, ti1;
 
 	make_command(w, &c);
 	if (p)
@@ -304,13 +305,18 @@ TRACED void serve_one(struct worker *w, struct plant *p)
 	if (p)
 		p->begin_ns = ns_now(CLOCK_REALTIME);
 	q = ktrace_request_begin(kind_name[c.kind]);
+	ti0 = ns_now(CLOCK_MONOTONIC);
 	switch (c.kind) {
 	case K_GET: handle_get(w, &c); break;
 	case K_PUT: handle_put(w, &c, p); break;
 	default: handle_scan(w, &c); break;
 	}
+	ti1 = ns_now(CLOCK_MONOTONIC);
 	ktrace_request_end(q);
 	t1 = ns_now(CLOCK_MONOTONIC);
+	/* The library's own measure lies between the two: it starts inside
+	 * begin and ends inside end. */
+	w->ihist[c.kind * HBUCKETS + hbucket((uint64_t)(ti1 - ti0))]++;
 	if (p) {
 		p->end_ns = ns_now(CLOCK_REALTIME);
 		p->thread = w->id;
@@ -419,6 +425,7 @@ int main(int argc, char **argv)
 		w[i].id = i;
 		w[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
 		w[i].hist = calloc((size_t)NKINDS * HBUCKETS, sizeof(uint32_t));
+		w[i].ihist = calloc((size_t)NKINDS * HBUCKETS, sizeof(uint32_t));
 		pthread_mutex_init(&mus[i], NULL);
 		w[i].table_mu = nthreads > 1 ? &table_mu : &mus[i];
 		if (!w[i].hist)
@@ -449,11 +456,14 @@ int main(int argc, char **argv)
 	printf("busy: work_iters=%llu\n", (unsigned long long)work_iters);
 	for (int k = 0; k < NKINDS; k++) {
 		uint32_t *h = calloc(HBUCKETS, sizeof(uint32_t));
+		uint32_t *ih = calloc(HBUCKETS, sizeof(uint32_t));
 		uint64_t n = 0, mx = 0;
 
 		for (int i = 0; i < nthreads; i++) {
-			for (uint32_t b = 0; b < HBUCKETS; b++)
+			for (uint32_t b = 0; b < HBUCKETS; b++) {
 				h[b] += w[i].hist[k * HBUCKETS + b];
+				ih[b] += w[i].ihist[k * HBUCKETS + b];
+			}
 			n += w[i].count[k];
 			if (w[i].max_ns[k] > mx)
 				mx = w[i].max_ns[k];
@@ -464,7 +474,12 @@ int main(int argc, char **argv)
 			       (unsigned long long)pct(h, n, 0.10),
 			       (unsigned long long)pct(h, n, 0.50), (unsigned long long)pct(h, n, 0.90),
 			       (unsigned long long)pct(h, n, 0.99), (unsigned long long)mx);
+		if (n)
+			printf("busy: inner kind=%s p50_ns=%llu p99_ns=%llu\n", kind_name[k],
+			       (unsigned long long)pct(ih, n, 0.50),
+			       (unsigned long long)pct(ih, n, 0.99));
 		free(h);
+		free(ih);
 	}
 	printf("busy: planted=%d chunks_per_plant=%d\n", nplants, PLANT_CHUNKS);
 	for (int i = 0; i < nplants; i++)
