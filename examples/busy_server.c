@@ -498,5 +498,10 @@ int main(int argc, char **argv)
 		else
 			printf("busy: snapshot_error=%d\n", r);
 	}
+	for (int i = 0; i < nthreads; i++) {
+		free(w[i].hist);
+		free(w[i].ihist);
+	}
+	free(table);
 	return 0;
 }
