@@ -466,6 +466,10 @@ enum ktrace_sched_status {
 	KTRACE_SCHED_RECORDED = 1,     /* switch records follow */
 	KTRACE_SCHED_OFF = 2,          /* KTRACE_SCHED=off */
 	KTRACE_SCHED_REFUSED = 3,      /* the kernel refused: err, paranoid, what */
+	KTRACE_SCHED_SECCOMP = 4,      /* not tried: a seccomp filter is active
+	                                  (what = "seccomp"), or whether one is
+	                                  could not be read (what = the file,
+	                                  err = ENOENT); KTRACE_SCHED=on tries */
 };
 
 struct ktrace_sched_hdr {

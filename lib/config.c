@@ -30,7 +30,10 @@
  *   KTRACE_EXCLUDE                globs of function names never recorded
  *   KTRACE_INCLUDE                globs of function names always recorded
  *   KTRACE_SCHED                  auto (default: record context switches when
- *                                 the kernel allows it) / off
+ *                                 the kernel allows it and no seccomp filter
+ *                                 is active) / off / on (also under a filter:
+ *                                 one that kills on perf_event_open kills
+ *                                 the program)
  *
  * A relative KTRACE_DIR is made absolute here, once: a program that later
  * changes directory (daemon()) still writes where it started.
@@ -395,12 +398,12 @@ KT_NOINSTR void ktrace__config_load(void)
 	c->sched = 1;
 	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
 		int on;
-		if (strcasecmp(s, "auto") == 0 || (ktrace__parse_bool(s, &on) == 0 && on))
+		if (strcasecmp(s, "auto") == 0)
 			c->sched = 1;
 		else if (ktrace__parse_bool(s, &on) == 0)
-			c->sched = 0;
+			c->sched = on ? 2 : 0;
 		else
-			ktrace__say("KTRACE_SCHED='%s' is not auto or off; using auto", s);
+			ktrace__say("KTRACE_SCHED='%s' is not auto, on or off; using auto", s);
 	}
 }
 

@@ -268,7 +268,8 @@ struct kt_config {
 	                                function may have made, us */
 	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
 	char include[1024];          /* KTRACE_INCLUDE: comma-separated globs */
-	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
+	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off,
+	                                2 on (even under a seccomp filter) */
 };
 extern struct kt_config ktrace__cfg;
 /* A field that ktrace_setting() may change while other threads run:

@@ -153,3 +153,13 @@ ktrace_e2e_test(range PROGRAMS e2e_range)
 # Several files on one timeline (issue 8): processes talking over a pipe,
 # overlapping snapshots of one process, in text, chrome and summary.
 ktrace_e2e_test(merge PROGRAMS e2e_calls)
+# Environments production programs run in (issue 19): seccomp sandboxes,
+# small thread stacks, a stalled stderr, 8 KiB alternate signal stacks, the
+# snapshot signal taken over, RLIMIT_NPROC.  e2e_launch sets up what must
+# exist before the program starts (a filter, limits, another uid).
+ktrace_test_program(e2e_hostenv SOURCES ${KT_E2E_DIR}/hostenv_prog.c LINK ${CMAKE_DL_LIBS})
+add_executable(e2e_launch ${KT_E2E_DIR}/launch.c)
+target_compile_definitions(e2e_launch PRIVATE _GNU_SOURCE)
+ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_launch e2e_plugin LABELS faults threads)
+target_compile_definitions(test_e2e_hostenv PRIVATE
+  KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>")

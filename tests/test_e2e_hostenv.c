@@ -1,0 +1,218 @@
+/*
+ * test_e2e_hostenv.c - real traced programs (e2e/hostenv_prog.c) in the
+ * environments production programs run in, each of which broke the
+ * program or the trace before:
+ *
+ *   sandbox_kill   started under a seccomp filter that kills on
+ *                  perf_event_open: runs, forks, snapshots in both; the
+ *                  summary says scheduling was not tried and why.
+ *   sandbox_self   sandboxes itself (TSYNC) after start-up, then forks:
+ *                  the child lives (its fork handler no longer opens perf
+ *                  events) and snapshots.
+ *   sandbox_eperm  KTRACE_SCHED=on under an EPERM filter: the summary does
+ *                  not advise a sysctl value the machine already has.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kdec.h"
+#include "ktest.h"
+
+#define PROG KTRACE_TEST_BINARY_DIR "/e2e_hostenv"
+#define LAUNCH KTRACE_TEST_BINARY_DIR "/e2e_launch"
+
+/* Environment for a run: KTRACE_DIR=dir, quiet, plus extra (NULL-ended). */
+static const char *const *env_for(const char *dir, const char *const *extra)
+{
+	static char envdir[4400];
+	static const char *env[16];
+	size_t n = 0;
+
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
+	env[n++] = envdir;
+	env[n++] = "KTRACE_QUIET=1";
+	env[n++] = "KTRACE_ENABLE";
+	env[n++] = "KTRACE_SCHED";
+	env[n++] = "KTRACE_SIGNAL";
+	for (size_t i = 0; extra && extra[i] && n < 15; i++)
+		env[n++] = extra[i];
+	env[n] = NULL;
+	return env;
+}
+
+/* "<prefix> <rc> <path>" from the output: the path, or fail. */
+static void snapshot_of(const struct kt_proc *p, const char *prefix, char *path, size_t len)
+{
+	char key[64], fmt[32];
+	const char *s;
+	int rc = -1;
+
+	snprintf(key, sizeof(key), "\n%s ", prefix);
+	s = strncmp(p->out, key + 1, strlen(key + 1)) == 0 ? p->out - 1 : strstr(p->out, key);
+	snprintf(fmt, sizeof(fmt), "%%d %%%zus", len - 1);
+	if (!s || sscanf(s + strlen(key), fmt, &rc, path) != 2 || rc != 0)
+		fail_msg("no '%s 0 PATH' line; stdout:\n%s\nstderr:\n%s", prefix, p->out, p->err);
+}
+
+/* ktrace-decode's summary of path (stdout, malloc'd). */
+static char *summary(const char *path)
+{
+	char *argv[] = { (char *)KTRACE_DECODE_PATH, (char *)path, NULL };
+	struct kt_proc p;
+	char *out;
+
+	if (kt_run(argv, NULL, &p, 60000) != 0)
+		fail_msg("ktrace-decode %s failed (%#x): %s", path, p.status, p.err);
+	out = strdup(p.out);
+	kt_proc_free(&p);
+	return out;
+}
+
+/* The snapshot decodes and shows n calls of func on the thread of tid
+ * (0: on any thread). */
+static void expect_calls(const char *path, int32_t tid, const char *func, uint64_t n)
+{
+	struct kd_dec *d = kd_open(path);
+	uint32_t th = KD_NONE;
+
+	assert_non_null(d);
+	if (tid)
+		th = kd_thread_tid(d, tid);
+	if (tid && th == KD_NONE)
+		fail_msg("%s: no thread %d", path, (int)tid);
+	if (kd_count(d, th, func) != n)
+		fail_msg("%s: %llu calls of %s on thread %d, not %llu", path,
+		         (unsigned long long)kd_count(d, th, func), func, (int)tid,
+		         (unsigned long long)n);
+	kd_dec_free(d);
+}
+
+/* ---- sandboxes --------------------------------------------------------------- */
+
+/* A fork run (through argv) with both snapshots checked. */
+static void check_fork_run(char *const argv[], const char *const *extra, const char *sched_line)
+{
+	char *dir = kt_mkdtemp("sandbox");
+	char path[4400], cpath[4400];
+	struct kt_proc p;
+	char *sum;
+	int st = -1;
+	const char *s;
+
+	if (kt_run(argv, env_for(dir, extra), &p, 60000) != 0)
+		fail_msg("status %#x (signal %d); stdout:\n%s\nstderr:\n%s", p.status,
+		         WIFSIGNALED(p.status) ? WTERMSIG(p.status) : 0, p.out, p.err);
+	s = strstr(p.out, "child_status ");
+	assert_non_null(s);
+	st = atoi(s + 13);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("the fork child died: status %#x (signal %d)", st,
+		         WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	snapshot_of(&p, "child_snapshot", cpath, sizeof(cpath));
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	expect_calls(path, p.pid, "leaf_a", 10);
+	sum = summary(path);
+	if (!strstr(sum, sched_line))
+		fail_msg("the summary does not say\n  %s\n%s", sched_line, sum);
+	free(sum);
+	expect_calls(cpath, 0, "leaf_a", 20);
+	sum = summary(cpath);
+	if (!strstr(sum, sched_line))
+		fail_msg("the child's summary does not say\n  %s\n%s", sched_line, sum);
+	free(sum);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
+#define SECCOMP_LINE "scheduling: not recorded (a seccomp filter is active: perf_event_open " \
+                     "was not tried, as a filter may kill the process on it; KTRACE_SCHED=on " \
+                     "tries it)"
+
+static void test_e2e_hostenv_sandbox_kill(void **state)
+{
+	char *argv[] = { (char *)LAUNCH, (char *)"--seccomp", (char *)"kill", (char *)PROG,
+		         (char *)"fork", NULL };
+
+	(void)state;
+	check_fork_run(argv, NULL, SECCOMP_LINE);
+}
+
+static void test_e2e_hostenv_sandbox_self(void **state)
+{
+	char *argv[] = { (char *)PROG, (char *)"selfsandbox", NULL };
+	char *dir = kt_mkdtemp("selfsandbox");
+	char cpath[4400];
+	struct kt_proc p;
+	const char *s;
+	char *sum;
+	int st;
+
+	(void)state;
+	if (kt_run(argv, env_for(dir, NULL), &p, 60000) != 0)
+		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
+	s = strstr(p.out, "child_status ");
+	assert_non_null(s);
+	st = atoi(s + 13);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("the fork child died: status %#x (signal %d)", st,
+		         WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	snapshot_of(&p, "child_snapshot", cpath, sizeof(cpath));
+	expect_calls(cpath, 0, "leaf_a", 20);
+	sum = summary(cpath);
+	if (!strstr(sum, SECCOMP_LINE))
+		fail_msg("the child's summary does not say\n  %s\n%s", SECCOMP_LINE, sum);
+	free(sum);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
+static void test_e2e_hostenv_sandbox_eperm(void **state)
+{
+	static const char *const on[] = { "KTRACE_SCHED=on", NULL };
+	char *argv[] = { (char *)LAUNCH, (char *)"--seccomp", (char *)"eperm", (char *)PROG,
+		         (char *)"fork", NULL };
+	char want[512], buf[32] = "";
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int par;
+
+	(void)state;
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	par = atoi(buf);
+	if (par <= 2)
+		snprintf(want, sizeof(want), "scheduling: not recorded (perf_event_open: EPERM, "
+		         "kernel.perf_event_paranoid=%d, which allows it: a seccomp filter", par);
+	else
+		snprintf(want, sizeof(want), "scheduling: not recorded (perf_event_open: EPERM, "
+		         "kernel.perf_event_paranoid=%d; allow with sysctl", par);
+	check_fork_run(argv, on, want);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_e2e_hostenv_sandbox_kill),
+		cmocka_unit_test(test_e2e_hostenv_sandbox_self),
+		cmocka_unit_test(test_e2e_hostenv_sandbox_eperm),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
