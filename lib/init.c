@@ -225,6 +225,11 @@ static KT_NOINSTR void fork_child(void)
 
 	if (kt_load(&ktrace__g.state, acquire) != KT_READY)
 		return;
+	if (t == &ktrace__idle) {
+		/* A thread that never recorded: nothing of its own to reset. */
+		if ((t = kt_self_alloc()) == NULL)
+			return;
+	}
 	t->nest++;
 	ktrace__ring_reset();
 	ktrace__clock_reset();
@@ -267,7 +272,7 @@ KT_NOINSTR int ktrace__ensure_init(void)
 	/* acquire: pairs with the release store that ends do_init, so the
 	 * rings and tables are visible. */
 	int s = kt_load(&ktrace__g.state, acquire), expect = KT_UNINIT;
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t;
 
 	if (KT_LIKELY(s == KT_READY))
 		return 1;
@@ -275,13 +280,18 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		return 0;
 	if (kt_cas(&ktrace__g.state, &expect, KT_INITING, acq_rel)) {
 		int r;
-		t->nest++;
+		/* The nesting guard needs a struct of the thread's own (a
+		 * traced signal handler here must not wait for this init). */
+		t = kt_self_alloc();
+		if (t)
+			t->nest++;
 		r = do_init();
 		if (r && r != KTRACE_EDISABLED)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);
-		t->nest--;
+		if (t)
+			t->nest--;
 		return r == 0;
 	}
 	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING)

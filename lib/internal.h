@@ -138,22 +138,48 @@ struct kt_thread {
 	uint32_t locked_cpu;         /* core index held by this thread's lock */
 };
 
-extern __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
+/*
+ * Per-thread state lives out of static TLS: glibc takes static TLS out of
+ * every thread's stack, and 16.8 KiB of it stopped threads with small
+ * stacks from starting (PTHREAD_STACK_MIN) or overflowed them.  The
+ * thread-local word ktrace__tp points at the thread's struct kt_thread,
+ * mmapped by the slow path on the thread's first event (an async-signal-
+ * safe call: the first event can be in a signal handler).  Until then,
+ * and after the thread's exit destructor released it, it points at
+ * ktrace__idle, a shared all-zero struct whose empty function cache never
+ * matches, so the hot path needs no NULL test: it goes to the slow path,
+ * which allocates (record.c).  Nothing ever writes ktrace__idle.
+ */
+extern __thread struct kt_thread *ktrace__tp __attribute__((tls_model("initial-exec")));
+extern struct kt_thread ktrace__idle;
 
 /*
- * This thread's struct kt_thread as a plain pointer, for the slow paths.
+ * This thread's struct kt_thread as a plain pointer, for the slow paths:
+ * ktrace__idle when it has none yet (read-only then; see kt_self_alloc).
  * The empty asm keeps GCC from re-deriving it after a call as a
  * segment-relative %fs:offset(%reg) access with a zero base register,
  * which UBSan's null check then reports as a null pointer (a false
- * positive seen in executables that link the static library).  The hot
- * path uses &ktrace__self directly and keeps its %fs-relative operands.
+ * positive seen in executables that link the static library).
  */
 static inline __attribute__((always_inline, no_instrument_function)) struct kt_thread *
 kt_self(void)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = ktrace__tp;
 	__asm__("" : "+r"(t));
 	return t;
+}
+
+/* This thread's own struct kt_thread, allocated on first use; NULL when
+ * it cannot be (no memory, or the thread has exited). */
+struct kt_thread *ktrace__self_alloc(void);
+/* Thread exit (threads.c's key destructor): give the struct back. */
+void ktrace__self_release(void);
+
+static inline __attribute__((always_inline, no_instrument_function)) struct kt_thread *
+kt_self_alloc(void)
+{
+	struct kt_thread *t = kt_self();
+	return KT_LIKELY(t != &ktrace__idle) ? t : ktrace__self_alloc();
 }
 
 /* Write one record (header word built from event ev, with 'extra' payload

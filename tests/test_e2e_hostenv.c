@@ -11,6 +11,11 @@
  *                  events) and snapshots.
  *   sandbox_eperm  KTRACE_SCHED=on under an EPERM filter: the summary does
  *                  not advise a sysctl value the machine already has.
+ *   small_stacks   threads of PTHREAD_STACK_MIN, 32 and 64 KiB, the larger
+ *                  two using all but 10 KiB of their stacks in traced
+ *                  frames: they start and run, traced and with
+ *                  KTRACE_ENABLE=0 (static TLS no longer takes 16.8 KiB of
+ *                  every stack).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -206,12 +211,61 @@ static void test_e2e_hostenv_sandbox_eperm(void **state)
 	check_fork_run(argv, on, want);
 }
 
+/* ---- small thread stacks ---------------------------------------------------- */
+
+static void check_small_stacks(const char *const *extra, int traced)
+{
+	char *argv[] = { (char *)PROG, (char *)"smallstack", NULL };
+	char *dir = kt_mkdtemp("smallstack");
+	char path[4400];
+	struct kt_proc p;
+	size_t size, used;
+	int rc, n = 0;
+	const char *s;
+
+	if (kt_run(argv, env_for(dir, extra), &p, 60000) != 0)
+		fail_msg("status %#x (signal %d); stdout:\n%s\nstderr:\n%s", p.status,
+		         WIFSIGNALED(p.status) ? WTERMSIG(p.status) : 0, p.out, p.err);
+	for (s = p.out; (s = strstr(s, "thread ")) != NULL; s++) {
+		assert_int_equal(sscanf(s, "thread %zu %d %zu", &size, &rc, &used), 3);
+		if (rc != 0)
+			fail_msg("a thread with a %zu-byte stack did not start: %s", size,
+			         strerror(rc));
+		n++;
+	}
+	assert_int_equal(n, 3);
+	if (traced) {
+		struct kd_dec *d;
+
+		snapshot_of(&p, "snapshot", path, sizeof(path));
+		d = kd_open(path);
+		assert_non_null(d);
+		/* main's 3, then 5 per thread */
+		assert_int_equal(kd_count(d, KD_NONE, "leaf_a"), 18);
+		assert_true(kd_count(d, KD_NONE, "deep") > 100);
+		kd_dec_free(d);
+	}
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
+static void test_e2e_hostenv_small_stacks(void **state)
+{
+	static const char *const off[] = { "KTRACE_ENABLE=0", NULL };
+
+	(void)state;
+	check_small_stacks(NULL, 1);
+	check_small_stacks(off, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_e2e_hostenv_sandbox_kill),
 		cmocka_unit_test(test_e2e_hostenv_sandbox_self),
 		cmocka_unit_test(test_e2e_hostenv_sandbox_eperm),
+		cmocka_unit_test(test_e2e_hostenv_small_stacks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
