@@ -333,6 +333,9 @@ enum ktrace_loss_cause {
 	KTRACE_LOSS_NOT_COPIED_NO_MEMORY = 10,  /* no memory for the copy */
 	KTRACE_LOSS_SCHED = 11,        /* context-switch records lost (kernel buffer
 	                                  full, or overwritten in the window) */
+	KTRACE_LOSS_MESSAGES = 12,     /* stderr lines not printed: descriptor 2
+	                                  would have blocked (a full pipe nobody
+	                                  reads) */
 	KTRACE_LOSS_COUNT = 16
 };
 

@@ -50,6 +50,7 @@
 #include <fcntl.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
@@ -114,28 +115,40 @@ static KT_NOINSTR int stderr_is_ours(void)
  * Messages go to stderr only while descriptor 2 is still the file it was
  * when the library started: a daemon that closed it and got a file of its
  * own on that number must not find ktrace's lines in its data.
+ *
+ * And never at the cost of blocking: descriptor 2 can be a full pipe that
+ * nobody reads (a hung log collector), and the caller can be the writer
+ * thread (which must go on) or an application thread.  No stdio (its
+ * stderr lock may be held by a program thread blocked in that very
+ * write): one write() of the whole line, made only when poll() says the
+ * descriptor is writable now, which for a pipe means a free page, room
+ * for any line up to PIPE_BUF.  A line that cannot go is counted
+ * (KTRACE_LOSS_MESSAGES, in the next snapshot) instead.
  */
 KT_NOINSTR void ktrace__say(const char *fmt, ...)
 {
 	char buf[1024];
+	struct pollfd pfd = {2, POLLOUT, 0};
 	va_list ap;
 	int n;
 
 	if (!stderr_is_ours())
 		return;
-
+	memcpy(buf, "ktrace: ", 8);
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = vsnprintf(buf + 8, sizeof(buf) - 9, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
+	n += 8;
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	/* One write() per message so lines from threads do not interleave. */
-	if (fputs("ktrace: ", stderr) >= 0)
-		fwrite(buf, 1, (size_t)n, stderr);
-	fflush(stderr);
+	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLOUT) ||
+	    write(2, buf, (size_t)n) < 0) {
+		/* relaxed: a statistic (see ktrace__count_loss). */
+		kt_add(&ktrace__g.loss[KTRACE_LOSS_MESSAGES], 1, relaxed);
+	}
 }
 
 KT_NOINSTR int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)

@@ -16,6 +16,10 @@
  *                  frames: they start and run, traced and with
  *                  KTRACE_ENABLE=0 (static TLS no longer takes 16.8 KiB of
  *                  every stack).
+ *   stalled_stderr stderr is a full pipe nobody reads (a hung log
+ *                  collector): three ktrace_snapshot() calls return, each
+ *                  with its file; the "wrote" lines that could not go are
+ *                  counted in the next file's losses.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -259,6 +263,107 @@ static void test_e2e_hostenv_small_stacks(void **state)
 	check_small_stacks(off, 0);
 }
 
+/* ---- a stalled stderr ------------------------------------------------------------ */
+
+/* Run argv with stderr a full pipe nobody reads, stdout captured into out
+ * (until EOF or timeout_ms: then the child is killed).  Wait status. */
+static int run_stderr_full(char *const argv[], const char *const *env, char *out, size_t len,
+                           int timeout_ms)
+{
+	int ep[2], op[2], st = -1, fl;
+	size_t got = 0;
+	int64_t end = kt_now_ms() + timeout_ms;
+	pid_t pid;
+	char junk[4096];
+
+	memset(junk, 'x', sizeof(junk));
+	assert_int_equal(pipe2(ep, O_NONBLOCK | O_CLOEXEC), 0);
+	assert_int_equal(pipe2(op, O_CLOEXEC), 0);
+	while (write(ep[1], junk, sizeof(junk)) > 0) {
+	}
+	while (write(ep[1], junk, 1) > 0) {
+	}
+	assert_int_equal(errno, EAGAIN);
+	fl = fcntl(ep[1], F_GETFL);
+	assert_int_equal(fcntl(ep[1], F_SETFL, fl & ~O_NONBLOCK), 0);  /* a blocking pipe */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(op[1], 1);
+		dup2(ep[1], 2);
+		for (size_t i = 0; env[i]; i++) {
+			if (strchr(env[i], '=')) {
+				putenv((char *)env[i]);
+			} else {
+				unsetenv(env[i]);
+			}
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(op[1]);
+	close(ep[1]);
+	out[0] = 0;
+	for (;;) {
+		struct pollfd pfd = { op[0], POLLIN, 0 };
+		int64_t left = end - kt_now_ms();
+		ssize_t n;
+
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pfd, 1, (int)left) <= 0)
+			continue;
+		n = read(op[0], out + got, len - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		out[got] = 0;
+		if (got == len - 1)
+			break;
+	}
+	waitpid(pid, &st, 0);
+	close(op[0]);
+	close(ep[0]);   /* only now: nobody read it */
+	return st;
+}
+
+static void test_e2e_hostenv_stalled_stderr(void **state)
+{
+	char *argv[] = { (char *)PROG, (char *)"snaps", (char *)"3", NULL };
+	static const char *const loud[] = { "KTRACE_QUIET=0", NULL };
+	char *dir = kt_mkdtemp("stderr");
+	static char out[16384];
+	char path[4400];
+	struct kt_proc p;   /* only its out, for snapshot_of */
+	struct kt_file f;
+	const char *s;
+	int st, n = 0;
+
+	(void)state;
+	st = run_stderr_full(argv, env_for(dir, loud), out, sizeof(out), 30000);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("status %#x (killed after 30 s if it hung); stdout:\n%s", st, out);
+	for (s = out; (s = strstr(s, "snapshot 0 ")) != NULL; s++)
+		n++;
+	if (n != 3)
+		fail_msg("%d of 3 snapshots; stdout:\n%s", n, out);
+	/* The last file counts the lines the first two could not print. */
+	memset(&p, 0, sizeof(p));
+	p.out = out;
+	while ((s = strstr(p.out + 1, "\nsnapshot ")) != NULL)
+		p.out = (char *)s;
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	assert_int_equal(kt_file_load(path, &f), 0);
+	if (kt_file_loss(&f)->count[KTRACE_LOSS_MESSAGES] < 2)
+		fail_msg("%llu stderr lines counted as not printed, not 2 or more",
+		         (unsigned long long)kt_file_loss(&f)->count[KTRACE_LOSS_MESSAGES]);
+	kt_file_free(&f);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -266,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_sandbox_self),
 		cmocka_unit_test(test_e2e_hostenv_sandbox_eperm),
 		cmocka_unit_test(test_e2e_hostenv_small_stacks),
+		cmocka_unit_test(test_e2e_hostenv_stalled_stderr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
