@@ -50,7 +50,6 @@
  */
 #include "internal.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,6 +276,86 @@ KT_NOINSTR uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch)
 	return m != 0 && m <= epoch ? KT_FC_MUTED : 0;
 }
 
+/*
+ * One glob character class at p ("[...]", p past the '['): 1 if c is in
+ * it; *end = the char after the ']'.  fnmatch's rules: '!' or '^' first
+ * negates, a ']' first is literal, "a-z" is a range.  -1 when unclosed
+ * (the '[' is then literal).
+ */
+static KT_NOINSTR int glob_class(const char *p, unsigned char c, const char **end)
+{
+	int neg = 0, in = 0;
+	const char *q = p;
+
+	if (*q == '!' || *q == '^') {
+		neg = 1;
+		q++;
+	}
+	for (int first = 1; *q && (first || *q != ']'); first = 0) {
+		unsigned char lo = (unsigned char)*q++, hi = lo;
+		if (*q == '-' && q[1] && q[1] != ']') {
+			hi = (unsigned char)q[1];
+			q += 2;
+		}
+		if (c >= lo && c <= hi)
+			in = 1;
+	}
+	if (*q != ']')
+		return -1;
+	*end = q + 1;
+	return in != neg;
+}
+
+/*
+ * fnmatch(pat, name, 0) for '*', '?', "[...]" and '\' escapes, in a
+ * fixed, small amount of stack: it runs in the slow path (the first call
+ * of a function), on the application's stack, which can be an 8 KiB
+ * signal alternate stack (glibc's fnmatch takes 2.3 KiB).  Iterative: a
+ * '*' remembers where to resume, and a mismatch lets it take one more
+ * character.
+ */
+static KT_NOINSTR int glob_match(const char *p, const char *n)
+{
+	const char *star_p = NULL, *star_n = NULL;
+
+	for (;;) {
+		const char *next = p + 1;
+		int ok;
+
+		if (*p == '*') {
+			while (*p == '*')
+				p++;
+			star_p = p;
+			star_n = n;
+			continue;
+		}
+		if (*n == 0) {
+			if (*p == 0)
+				return 1;
+			ok = 0;
+		} else if (*p == '?') {
+			ok = 1;
+		} else if (*p == '[' && (ok = glob_class(p + 1, (unsigned char)*n, &next)) >= 0) {
+			/* ok set by the class */
+		} else if (*p == '\\' && p[1]) {
+			ok = p[1] == *n;
+			next = p + 2;
+		} else {
+			ok = *p != 0 && *p == *n;
+		}
+		if (ok) {
+			p = next;
+			n++;
+			continue;
+		}
+		if (star_p == NULL || *star_n == 0)
+			return 0;
+		p = star_p;
+		n = ++star_n;
+	}
+}
+
+/* name matches one of list's comma-separated globs. */
 static KT_NOINSTR int matches(const char *list, const char *name)
 {
 	char pat[256];
@@ -287,7 +366,7 @@ static KT_NOINSTR int matches(const char *list, const char *name)
 		if (n > 0 && n < sizeof(pat)) {
 			memcpy(pat, p, n);
 			pat[n] = 0;
-			if (fnmatch(pat, name, 0) == 0)
+			if (glob_match(pat, name))
 				return 1;
 		}
 		p += n;
