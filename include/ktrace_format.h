@@ -231,6 +231,9 @@ enum ktrace_info_flags {
 	KTRACE_INFO_SECURE = 1u << 3, /* secure-execution process (setuid, setgid,
 	                                 file capabilities): no setting was taken
 	                                 from the environment */
+	KTRACE_INFO_SIGNAL_TAKEN = 1u << 4, /* the program installed its own handler
+	                                       for the snapshot signal (signo) over
+	                                       ktrace's: that signal writes nothing */
 };
 
 struct ktrace_info_rec {
@@ -254,9 +257,14 @@ struct ktrace_info_rec {
 	                                  file was complete, 0 if none; a request that
 	                                  began before it never fires a trigger (the
 	                                  write competed with it for the cpu) */
-	uint8_t  reserved[56];         /* 0 */
+	/* Taken from reserved (older files have 0 here: unknown). */
+	int32_t  signo;                /* snapshot signal in force (KTRACE_SIGNAL),
+	                                  0 = none or unknown */
+	uint32_t reserved0;            /* 0 */
+	uint8_t  reserved[48];         /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
+_Static_assert(__builtin_offsetof(struct ktrace_info_rec, signo) == 528, "info signo offset is pinned");
 
 struct ktrace_anchor_rec {
 	uint64_t tsc;                  /* counter value */

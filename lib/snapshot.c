@@ -90,6 +90,9 @@ _Atomic uint64_t ktrace__snap_last_end;   /* counter at the last write's end */
 static uint32_t snap_seq;              /* writer thread */
 static unsigned name_seq;              /* writer thread */
 static int installed_signo;            /* signal our handler is on, 0 = none */
+/* 1 while the program's own handler is on installed_signo instead of
+ * ours (writer thread: check_signal; read by fill_info). */
+static _Atomic int signal_taken;
 
 /* Rate limit, writer thread only: tokens left (files, bytes) and when they
  * were last refilled (monotonic ns, 0 = never: full buckets). */
@@ -193,6 +196,35 @@ static KT_NOINSTR void install_signal(void)
 KT_NOINSTR void ktrace__snapshot_signal_changed(void)
 {
 	install_signal();
+	kt_store(&signal_taken, 0, relaxed);
+}
+
+/*
+ * Writer thread, about once a second: is our handler still on the
+ * snapshot signal?  A program that installs its own after ours (Redis
+ * does, for SIGUSR2) silently turns `kill -USR2` into nothing, and the
+ * user takes the missing file for tracing being off.  Said once on
+ * stderr, with the fix, and in every snapshot while it lasts
+ * (KTRACE_INFO_SIGNAL_TAKEN).  Reading a disposition changes nothing.
+ */
+static KT_NOINSTR void check_signal(void)
+{
+	struct sigaction cur;
+	int signo = installed_signo;   /* racy with ktrace_setting: checked below */
+	int taken;
+
+	if (signo == 0 || sigaction(signo, NULL, &cur) != 0 || signo != installed_signo)
+		return;
+	taken = !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_signal;
+	/* relaxed: a flag the writer itself reads for the next file. */
+	kt_store(&signal_taken, taken, relaxed);
+	if (taken)
+		ktrace__warn_once(60, "the program installed its own handler for signal %d (%s) "
+		                  "over ktrace's: that signal no longer writes a snapshot (tracing "
+		                  "goes on); set KTRACE_SIGNAL to a signal the program does not use "
+		                  "(e.g. KTRACE_SIGNAL=RTMIN+5) or call ktrace_snapshot()", signo,
+		                  signo == SIGUSR2 ? "SIGUSR2" : signo == SIGUSR1 ? "SIGUSR1"
+		                  : "a real-time signal");
 }
 
 /* ---- file output ------------------------------------------------------------ */
@@ -378,6 +410,9 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
 	if (ktrace__cfg.secure)
 		in->flags |= KTRACE_INFO_SECURE;
+	if (kt_load(&signal_taken, relaxed))
+		in->flags |= KTRACE_INFO_SIGNAL_TAKEN;
+	in->signo = installed_signo;
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
 	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
@@ -774,6 +809,7 @@ static KT_NOINSTR int take_trigger(struct ktrace_trigger_rec *out, int64_t now_n
 static KT_NOINSTR void *writer_main(void *arg)
 {
 	int64_t last_anchor = mono_ms();
+	uint32_t ticks = 0;
 
 	(void)arg;
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
@@ -808,6 +844,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 		if (mono_ms() - last_anchor >= 100) {
 			ktrace__anchor_take();
 			last_anchor = mono_ms();
+			if (++ticks % 10 == 0)   /* about once a second */
+				check_signal();
 			/* relaxed: a free-standing estimate, read by triggers. */
 			kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 		}

@@ -21,6 +21,11 @@
  *                  before: on a new thread as its first traced code, and
  *                  on main; also with KTRACE_EXCLUDE (the ELF symbol
  *                  lookup).  The handler runs, every call is in the file.
+ *   signal_taken   the program installs its own SIGUSR2 handler after
+ *                  ktrace started (Redis does): after `kill -USR2` ktrace
+ *                  says on stderr, once, that the signal was taken over and
+ *                  what to do; the next snapshot carries it and the summary
+ *                  says it.  The program's handler keeps working.
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -307,6 +312,59 @@ static void test_e2e_hostenv_alt_stack(void **state)
 	check_alt_stack(excl);
 }
 
+/* ---- the snapshot signal taken over ------------------------------------------------ */
+
+static void test_e2e_hostenv_signal_taken(void **state)
+{
+	char *argv[] = { (char *)PROG, (char *)"sigtake", NULL };
+	char *dir = kt_mkdtemp("sigtake");
+	char line[4600], path[4400];
+	struct kt_proc p;
+	struct kt_file f;
+	int64_t end;
+	char *sum, **files;
+	const char *warn = "ktrace: the program installed its own handler for signal 12 (SIGUSR2)";
+
+	(void)state;
+	assert_int_equal(kt_spawn(&p, argv, env_for(dir, NULL), NULL), 0);
+	assert_int_equal(kt_expect_line(&p, "ready", NULL, 0, 30000), 0);
+	assert_int_equal(kill(p.pid, SIGUSR2), 0);
+	/* The writer checks about once a second. */
+	end = kt_now_ms() + 20000;
+	while (!strstr(p.err, warn) && kt_now_ms() < end) {
+		assert_int_equal(kt_send(&p, "count\n"), 0);
+		assert_int_equal(kt_expect_line(&p, "usr2 ", line, sizeof(line), 30000), 0);
+		kt_sleep_ms(100);
+	}
+	if (!strstr(p.err, warn))
+		fail_msg("nothing said about the signal in 20 s; stderr:\n%s", p.err);
+	assert_int_equal(kt_count_str(p.err, "ktrace: "), 1);
+	assert_int_equal(kt_send(&p, "count\n"), 0);
+	assert_int_equal(kt_expect_line(&p, "usr2 ", line, sizeof(line), 30000), 0);
+	assert_string_equal(line, "usr2 1");   /* the program's handler ran */
+	assert_int_equal(kt_send(&p, "snap\n"), 0);
+	assert_int_equal(kt_expect_line(&p, "snapshot ", line, sizeof(line), 30000), 0);
+	assert_int_equal(sscanf(line, "snapshot 0 %4399s", path), 1);
+	kt_close_stdin(&p);
+	if (kt_wait(&p, 30000) != 0)
+		fail_msg("status %#x; stderr:\n%s", p.status, p.err);
+	assert_int_equal(kt_count_str(p.err, "ktrace: "), 1);   /* once */
+	/* SIGUSR2 wrote no file: the API's is the only one. */
+	assert_int_equal(kt_list_snapshots(dir, &files), 1);
+	kt_free_list(files);
+	assert_int_equal(kt_file_load(path, &f), 0);
+	assert_true(kt_file_info(&f)->flags & KTRACE_INFO_SIGNAL_TAKEN);
+	assert_int_equal(kt_file_info(&f)->signo, SIGUSR2);
+	kt_file_free(&f);
+	sum = summary(path);
+	if (!strstr(sum, "signal:    the program took over the snapshot signal (SIGUSR2, 12)"))
+		fail_msg("the summary does not say it:\n%s", sum);
+	free(sum);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -417,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_small_stacks),
 		cmocka_unit_test(test_e2e_hostenv_stalled_stderr),
 		cmocka_unit_test(test_e2e_hostenv_alt_stack),
+		cmocka_unit_test(test_e2e_hostenv_signal_taken),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
