@@ -447,7 +447,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_setting(const char 
 	if (name == NULL || value == NULL)
 		return KTRACE_EINVAL;
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (strcmp(name, fixed[i]) == 0) {
 			ktrace__say("ktrace_setting: %s is fixed at start-up; set it in the "

@@ -85,6 +85,20 @@ KT_NOINSTR int ktrace__funcs_init(void)
 	return ftab && ntab && mods ? 0 : KTRACE_ENOMEM;
 }
 
+/* Start-up failed: give the tables back. */
+KT_NOINSTR void ktrace__funcs_free(void)
+{
+	if (ftab)
+		munmap(ftab, sizeof(*ftab) * KT_FTAB);
+	if (ntab)
+		munmap(ntab, sizeof(*ntab) * KT_NAMES * 2);
+	if (mods)
+		munmap(mods, sizeof(*mods) * KT_MODULES);
+	ftab = NULL;
+	ntab = NULL;
+	mods = NULL;
+}
+
 static inline KT_NOINSTR uint64_t mix(uint64_t x)
 {
 	x ^= x >> 33;

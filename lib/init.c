@@ -249,6 +249,15 @@ static KT_NOINSTR void at_exit(void)
 	ktrace__snapshot_atexit();
 }
 
+static int off_reason;   /* written once by the initialising thread */
+
+/*
+ * Start-up.  When a step fails, tracing is off for the process and what
+ * was made is given back (rings, tables, perf events): a tracer that
+ * cannot work must not keep 30 MiB for nothing.  The thread table's
+ * pthread key and the atfork/atexit handlers stay (they cannot be
+ * removed; each checks the state).
+ */
 static KT_NOINSTR int do_init(void)
 {
 	int r;
@@ -259,12 +268,23 @@ static KT_NOINSTR int do_init(void)
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
 	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
-		return r;
+		goto fail;
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
-	return ktrace__snapshot_init();
+	if ((r = ktrace__snapshot_init()) == 0)
+		return 0;
+fail:
+	ktrace__sched_free();
+	ktrace__funcs_free();
+	ktrace__ring_free();
+	return r;
+}
+
+KT_NOINSTR int ktrace__off_reason(void)
+{
+	return off_reason ? off_reason : KTRACE_EDISABLED;
 }
 
 KT_NOINSTR int ktrace__ensure_init(void)
@@ -286,7 +306,8 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		if (t)
 			t->nest++;
 		r = do_init();
-		if (r && r != KTRACE_EDISABLED)
+		off_reason = r;
+		if (r && r != KTRACE_EDISABLED && r != KTRACE_ENOWRITER)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);

@@ -192,6 +192,7 @@ void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
 int ktrace__try_fast(struct kt_thread *t, uint32_t ev);
 int ktrace__ring_init(void);
 void ktrace__ring_reset(void);     /* fork child: empty every ring */
+void ktrace__ring_free(void);      /* start-up failed: unmap the rings */
 /* Snapshot side: ring_mark reads core c's state (and the counter just
  * before); a cursor then copies the blocks up to that state, oldest first,
  * in steps, so several cores can be copied in slices (ring.c, "Readers").
@@ -261,6 +262,7 @@ int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *p
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
 int ktrace__funcs_init(void);
+void ktrace__funcs_free(void);     /* start-up failed */
 void ktrace__funcs_fork_child(void);
 
 /* ---- threads (threads.c) ----------------------------------------------- */
@@ -370,6 +372,7 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 /* Open the context-switch events (before the writer thread exists). */
 int ktrace__sched_init(void);
 void ktrace__sched_fork_child(void);
+void ktrace__sched_free(void);     /* start-up failed */
 /* Writer thread: move the kernel's records into the window when due, and
  * shorten the writer's poll timeout to the next drain. */
 void ktrace__sched_drain(void);
@@ -388,6 +391,9 @@ int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */
 int ktrace__ensure_init(void);
+/* Why tracing is off: KTRACE_EDISABLED (KTRACE_ENABLE=0) or the error
+ * that stopped start-up. */
+int ktrace__off_reason(void);
 
 #pragma GCC visibility pop
 

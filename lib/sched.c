@@ -357,6 +357,26 @@ KT_NOINSTR void ktrace__sched_fork_child(void)
 		open_all(1);
 }
 
+/* Start-up failed: close the events (their mappings) and free the
+ * windows. */
+KT_NOINSTR void ktrace__sched_free(void)
+{
+	unmap_bufs();
+	for (uint32_t c = 0; S.wins && c < S.ncpus; c++)
+		if (S.wins[c].rec)
+			munmap(S.wins[c].rec, S.cap * sizeof(struct ktrace_sched_rec));
+	if (S.wins)
+		munmap(S.wins, S.ncpus * sizeof(*S.wins));
+	if (S.bufs)
+		munmap(S.bufs, S.maxbufs * sizeof(*S.bufs));
+	if (S.names)
+		munmap(S.names, KT_SCHED_NAMES * sizeof(*S.names));
+	S.wins = NULL;
+	S.bufs = NULL;
+	S.names = NULL;
+	S.status = KTRACE_SCHED_OFF;
+}
+
 KT_NOINSTR uint32_t ktrace__sched_info_flags(void)
 {
 	return S.status == KTRACE_SCHED_RECORDED ? KTRACE_INFO_SCHED : 0;

@@ -884,7 +884,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 	return NULL;
 }
 
-static KT_NOINSTR int start_writer(void)
+/* at_start: from start-up, where a failure turns tracing off; else a
+ * fork child's, where only snapshots are lost. */
+static KT_NOINSTR int start_writer(int at_start)
 {
 	sigset_t all, old;
 	pthread_attr_t at;
@@ -899,8 +901,13 @@ static KT_NOINSTR int start_writer(void)
 	r = pthread_create(&writer, &at, writer_main, NULL);
 	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0)
-		return KTRACE_ENOMEM;
+	if (r != 0) {
+		ktrace__say("cannot start the snapshot writer thread in process %d: %s%s; %s",
+		            (int)getpid(), strerror(r), r == EAGAIN ? " (RLIMIT_NPROC, or the "
+		            "system's thread limit, reached)" : "", at_start ? "tracing is off "
+		            "and its buffers are given back" : "no snapshot can be written in it");
+		return KTRACE_ENOWRITER;
+	}
 	pthread_setname_np(writer, "ktrace-writer");
 	/* release: the state above is visible to any thread that
 	 * sees writer_running == 1 with acquire. */
@@ -910,7 +917,7 @@ static KT_NOINSTR int start_writer(void)
 
 KT_NOINSTR int ktrace__snapshot_init(void)
 {
-	int r = start_writer();
+	int r = start_writer(1);
 
 	if (r)
 		return r;
@@ -936,9 +943,7 @@ KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
 	if (kt_load(&writer_wanted, acquire) != 1 ||
 	    !kt_cas(&writer_wanted, &expect, 2, acq_rel))
 		return;
-	if (start_writer() != 0)
-		ktrace__say("cannot start the snapshot writer in process %d; snapshots are "
-		            "off in it", (int)getpid());
+	start_writer(0);   /* says why when it fails */
 	kt_store(&writer_wanted, 0, release);
 }
 
@@ -1017,7 +1022,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_snapshot(const char
 	int r;
 
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	ktrace__snapshot_ensure_writer();
 	/* acquire: pairs with the release store in start_writer. */
 	if (!kt_load(&writer_running, acquire))

@@ -107,7 +107,7 @@ ktrace_trigger_set(const char *kind, uint64_t abs_us, double percentile, uint32_
 	    abs_us > UINT64_MAX / 1000)
 		return KTRACE_EINVAL;
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	id = ktrace__name_id(kind, KTRACE_NAME_REQUEST);
 	if (id == 0 || id >= KT_KINDS)
 		return KTRACE_ERANGE;

@@ -26,6 +26,12 @@
  *                  says on stderr, once, that the signal was taken over and
  *                  what to do; the next snapshot carries it and the summary
  *                  says it.  The program's handler keeps working.
+ *   no_writer      RLIMIT_NPROC reached (another uid, limit 1): the writer
+ *                  thread cannot start.  One stderr line says so and why;
+ *                  ktrace_snapshot returns KTRACE_ENOWRITER (not "disabled
+ *                  (KTRACE_ENABLE=0)"); the rings and perf mappings are
+ *                  given back (VmSize within 1 MiB of KTRACE_ENABLE=0).
+ *                  Root only (the limit does not bind root).
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -51,6 +57,7 @@
 
 #include "kdec.h"
 #include "ktest.h"
+#include "ktrace.h"
 
 #define PROG KTRACE_TEST_BINARY_DIR "/e2e_hostenv"
 #define LAUNCH KTRACE_TEST_BINARY_DIR "/e2e_launch"
@@ -365,6 +372,53 @@ static void test_e2e_hostenv_signal_taken(void **state)
 	free(dir);
 }
 
+/* ---- RLIMIT_NPROC: no writer thread ------------------------------------------------ */
+
+static long field(const char *out, const char *key)
+{
+	const char *s = strstr(out, key);
+
+	if (s == NULL)
+		fail_msg("no '%s' in:\n%s", key, out);
+	return strtol(s + strlen(key), NULL, 10);
+}
+
+static void test_e2e_hostenv_no_writer(void **state)
+{
+	char *argv[] = { (char *)LAUNCH, (char *)"--uid", (char *)"65534", (char *)"--nproc",
+		         (char *)"1", (char *)PROG, (char *)"nproc", NULL };
+	static const char *const off[] = { "KTRACE_ENABLE=0", NULL };
+	char *dir = kt_mkdtemp("nproc");
+	struct kt_proc p, q;
+	long vm, vm_off;
+
+	(void)state;
+	if (geteuid() != 0) {
+		print_message("  (skipped: RLIMIT_NPROC needs another uid, so root)\n");
+		free(dir);
+		skip();
+	}
+	chmod(dir, 0777);
+	if (kt_run(argv, env_for(dir, NULL), &p, 60000) != 0)
+		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
+	assert_int_equal(field(p.out, "enabled "), 0);
+	assert_int_equal(field(p.out, "snapshot "), KTRACE_ENOWRITER);
+	assert_int_equal(kt_count_str(p.err, "ktrace: "), 1);
+	if (!strstr(p.err, "cannot start the snapshot writer thread") ||
+	    !strstr(p.err, "RLIMIT_NPROC") || !strstr(p.err, "tracing is off"))
+		fail_msg("stderr:\n%s", p.err);
+	vm = field(p.out, "vm_kb ");
+	assert_int_equal(kt_run(argv, env_for(dir, off), &q, 60000), 0);
+	vm_off = field(q.out, "vm_kb ");
+	if (vm > vm_off + 1024)
+		fail_msg("VmSize %ld KiB with the writer refused, %ld KiB with KTRACE_ENABLE=0: "
+		         "the buffers were kept", vm, vm_off);
+	kt_proc_free(&p);
+	kt_proc_free(&q);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -476,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_stalled_stderr),
 		cmocka_unit_test(test_e2e_hostenv_alt_stack),
 		cmocka_unit_test(test_e2e_hostenv_signal_taken),
+		cmocka_unit_test(test_e2e_hostenv_no_writer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
