@@ -85,6 +85,17 @@ KT_NOINSTR int ktrace__funcs_init(void)
 	return ftab && ntab && mods ? 0 : KTRACE_ENOMEM;
 }
 
+/* mlockall() locked everything: unlock the tables (memlock.c). */
+KT_NOINSTR void ktrace__funcs_unlock(void)
+{
+	if (ftab)
+		munlock(ftab, sizeof(*ftab) * KT_FTAB);
+	if (ntab)
+		munlock(ntab, sizeof(*ntab) * KT_NAMES * 2);
+	if (mods)
+		munlock(mods, sizeof(*mods) * KT_MODULES);
+}
+
 /* Start-up failed: give the tables back. */
 KT_NOINSTR void ktrace__funcs_free(void)
 {

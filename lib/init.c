@@ -265,6 +265,8 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
+	if ((r = ktrace__memlock_check()) != 0)
+		return r;
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
 	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
@@ -307,7 +309,8 @@ KT_NOINSTR int ktrace__ensure_init(void)
 			t->nest++;
 		r = do_init();
 		off_reason = r;
-		if (r && r != KTRACE_EDISABLED && r != KTRACE_ENOWRITER)
+		/* The others said why themselves. */
+		if (r && r != KTRACE_EDISABLED && r != KTRACE_ENOWRITER && r != KTRACE_EMEMLOCK)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);

@@ -336,6 +336,10 @@ int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec *trig,
 /* Write a snapshot now (writer thread only); 0 or KTRACE_E*. */
 int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
                            char *path_out, size_t path_len);
+/* The writer thread's memory: zeroed, from mmap, never malloc (a malloc
+ * arena of its own would reserve 64 MiB of the program's address space). */
+void *ktrace__walloc(size_t bytes);
+void ktrace__wfree(void *p);
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -361,7 +365,7 @@ void ktrace__filter_new_func(uint32_t id, uintptr_t addr);
 /* Writer thread, every loop: measure, decide (every ~100 ms, 10 ms at
  * first); lowers *wait_ns to the time until the next decision. */
 void ktrace__filter_tick(int64_t *wait_ns);
-/* Snapshot: the BUDGET section (malloc'ed; caller frees), or NULL. */
+/* Snapshot: the BUDGET section (ktrace__walloc'ed; caller frees), or NULL. */
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
@@ -378,7 +382,7 @@ void ktrace__sched_free(void);     /* start-up failed */
 void ktrace__sched_drain(void);
 int64_t ktrace__sched_wait_ns(int64_t wait_ns);
 uint32_t ktrace__sched_info_flags(void);  /* KTRACE_INFO_SCHED or 0 */
-/* The SCHED section (drains first): malloc'ed, *count records. */
+/* The SCHED section (drains first): ktrace__walloc'ed, *count records. */
 void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 /* Writer thread (the window budget): of thread tid's time in the monotonic
  * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
@@ -387,6 +391,14 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
  * cpu not runnable: a sleep, a lock, I/O). */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                    uint32_t *npreempt, int64_t *blocked_ns);
+
+/* ---- mlockall (memlock.c) ---------------------------------------------- */
+/* Start-up: KTRACE_EMEMLOCK when the program calls mlockall and its
+ * RLIMIT_MEMLOCK has no room for ktrace's buffers (said on stderr). */
+int ktrace__memlock_check(void);
+extern _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
+void ktrace__funcs_unlock(void);            /* funcs.c: munlock the tables */
+void ktrace__sched_unlock(void);            /* sched.c: munlock the windows */
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -357,6 +357,14 @@ KT_NOINSTR void ktrace__sched_fork_child(void)
 		open_all(1);
 }
 
+/* mlockall() locked everything: unlock the windows (memlock.c). */
+KT_NOINSTR void ktrace__sched_unlock(void)
+{
+	for (uint32_t c = 0; S.wins && c < S.ncpus; c++)
+		if (S.wins[c].rec)
+			munlock(S.wins[c].rec, S.cap * sizeof(struct ktrace_sched_rec));
+}
+
 /* Start-up failed: close the events (their mappings) and free the
  * windows. */
 KT_NOINSTR void ktrace__sched_free(void)
@@ -601,7 +609,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 
 /* ---- the SCHED section --------------------------------------------------- */
 
-/* Serialize the section into a malloc'ed buffer (writer thread); NULL on
+/* Serialize the section into a ktrace__walloc'ed buffer (writer thread); NULL on
  * no memory.  *count = records. */
 KT_NOINSTR void *ktrace__sched_serialize(size_t *len, uint32_t *count)
 {
@@ -617,7 +625,7 @@ KT_NOINSTR void *ktrace__sched_serialize(size_t *len, uint32_t *count)
 	*len = sizeof(h) + ncores * sizeof(struct ktrace_sched_core) +
 	       nrec * sizeof(struct ktrace_sched_rec) + nnames * sizeof(struct ktrace_sched_name);
 	*count = (uint32_t)nrec;
-	buf = p = malloc(*len);
+	buf = p = ktrace__walloc(*len);   /* the writer never mallocs */
 	if (!buf)
 		return NULL;
 	memset(&h, 0, sizeof(h));

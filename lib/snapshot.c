@@ -429,13 +429,37 @@ static KT_NOINSTR void *map(size_t bytes)
 {
 	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* relaxed: a flag (memlock.c); the program's lock is not ours to hold. */
+	if (kt_load(&ktrace__mlock_future, relaxed))
+		munlock(p, bytes ? bytes : 1);
+	return p;
 }
 
 static KT_NOINSTR void unmap(void *p, size_t bytes)
 {
 	if (p)
 		munmap(p, bytes ? bytes : 1);
+}
+
+/* For the writer's other files (filter.c, sched.c): zeroed memory from
+ * map(), its size kept in the 64 bytes before it; NULL on failure. */
+KT_NOINSTR void *ktrace__walloc(size_t bytes)
+{
+	unsigned char *p = map(bytes + 64);
+
+	if (p == NULL)
+		return NULL;
+	*(size_t *)p = bytes + 64;
+	return p + 64;
+}
+
+KT_NOINSTR void ktrace__wfree(void *p)
+{
+	if (p)
+		unmap((unsigned char *)p - 64, *(size_t *)((unsigned char *)p - 64));
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -769,8 +793,8 @@ out:
 		unmap(rbuf, rmeta);
 	}
 	unmap(m.base, m.bytes);
-	free(budget);   /* malloc'ed by filter.c and sched.c */
-	free(sched);
+	ktrace__wfree(budget);   /* ktrace__walloc'ed by filter.c and sched.c */
+	ktrace__wfree(sched);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);

@@ -158,8 +158,11 @@ ktrace_e2e_test(merge PROGRAMS e2e_calls)
 # snapshot signal taken over, RLIMIT_NPROC.  e2e_launch sets up what must
 # exist before the program starts (a filter, limits, another uid).
 ktrace_test_program(e2e_hostenv SOURCES ${KT_E2E_DIR}/hostenv_prog.c LINK ${CMAKE_DL_LIBS})
+ktrace_test_program(e2e_hostenv_mlock SOURCES ${KT_E2E_DIR}/hostenv_prog.c
+  LINK ${CMAKE_DL_LIBS} OPTIONS -DHOSTENV_MLOCK)
 add_executable(e2e_launch ${KT_E2E_DIR}/launch.c)
 target_compile_definitions(e2e_launch PRIVATE _GNU_SOURCE)
-ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_launch e2e_plugin LABELS faults threads)
+ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_launch e2e_plugin
+  LABELS faults threads)
 target_compile_definitions(test_e2e_hostenv PRIVATE
   KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>")

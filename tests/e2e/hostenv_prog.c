@@ -23,6 +23,13 @@
  *                 snapshots, "count" prints "usr2 <handler runs>".
  *   nproc         "enabled <ktrace_enabled()>", a snapshot ("snapshot <rc>
  *                 -" with ktrace_strerror), "vm_kb <VmSize>".
+ *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
+ *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
+ *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
+ *                 Only in the build with HOSTENV_MLOCK (e2e_hostenv_mlock):
+ *                 a program that imports mlockall is treated apart at
+ *                 start-up (lib/memlock.c), which the other modes must not
+ *                 depend on.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -286,7 +293,7 @@ static int mode_sigtake(void)
 
 /* ---- nproc ----------------------------------------------------------------------------- */
 
-static NOI long vm_kb(void)
+static NOI long status_kb(const char *key)
 {
 	char buf[4096];
 	int fd = open("/proc/self/status", O_RDONLY);
@@ -298,8 +305,8 @@ static NOI long vm_kb(void)
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	p = strstr(buf, "VmSize:");
-	return p ? strtol(p + 7, NULL, 10) : -1;
+	p = strstr(buf, key);
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
 }
 
 static int mode_nproc(void)
@@ -310,9 +317,23 @@ static int mode_nproc(void)
 	work(5);
 	r = ktrace_snapshot("nproc");
 	printf("snapshot %d %s\n", r, ktrace_strerror(r));
-	printf("vm_kb %ld\n", vm_kb());
+	printf("vm_kb %ld\n", status_kb("VmSize:"));
 	return 0;
 }
+
+#ifdef HOSTENV_MLOCK
+static int mode_mlock(void)
+{
+	int r = mlockall(MCL_CURRENT | MCL_FUTURE);
+
+	printf("mlockall %d %d\n", r, r ? errno : 0);
+	printf("enabled %d\n", ktrace_enabled());
+	work(5);
+	printf("vm_lck_kb %ld\n", status_kb("VmLck:"));
+	snap("snapshot", "mlock");
+	return 0;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -338,7 +359,11 @@ int main(int argc, char **argv)
 		return mode_sigtake();
 	if (!strcmp(m, "nproc"))
 		return mode_nproc();
+#ifdef HOSTENV_MLOCK
+	if (!strcmp(m, "mlock"))
+		return mode_mlock();
+#endif
 	fprintf(stderr, "usage: %s fork|selfsandbox|smallstack|snaps N|altstack LIB|sigtake|"
-	        "nproc\n", argv[0]);
+	        "nproc|mlock\n", argv[0]);
 	return 2;
 }
