@@ -98,6 +98,7 @@ const char *kd_loss_name(unsigned cause)
 		[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] = "blocks not in this file: no memory for the copy",
 		[KTRACE_LOSS_SCHED] = "context-switch records",
 		[KTRACE_LOSS_MESSAGES] = "stderr lines not printed (stderr would have blocked)",
+		[KTRACE_LOSS_VFORK] = "events in vfork children before exec (not recorded)",
 	};
 	if (cause < KTRACE_LOSS_COUNT && names[cause])
 		return names[cause];

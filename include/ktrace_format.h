@@ -344,6 +344,9 @@ enum ktrace_loss_cause {
 	KTRACE_LOSS_MESSAGES = 12,     /* stderr lines not printed: descriptor 2
 	                                  would have blocked (a full pipe nobody
 	                                  reads) */
+	KTRACE_LOSS_VFORK = 13,        /* events of vfork children before exec or
+	                                  _exit: not recorded (they would be the
+	                                  parent thread's) */
 	KTRACE_LOSS_COUNT = 16
 };
 

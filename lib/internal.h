@@ -136,6 +136,11 @@ struct kt_thread {
 	int32_t tid;
 	int registered_key;          /* pthread key destructor armed */
 	uint32_t locked_cpu;         /* core index held by this thread's lock */
+	/* vfork (vfork.c): what a vfork child borrowing this thread must not
+	 * change, saved by the parent before the call, restored after */
+	int in_vfork;                /* 1 from before vfork until the parent resumes */
+	uint32_t vfork_key;          /* key */
+	uint64_t vfork_ment, vfork_mexit; /* ment, mexit */
 };
 
 /*
@@ -399,6 +404,10 @@ int ktrace__memlock_check(void);
 extern _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
 void ktrace__funcs_unlock(void);            /* funcs.c: munlock the tables */
 void ktrace__sched_unlock(void);            /* sched.c: munlock the windows */
+
+/* ---- vfork (vfork.c, x86-64) ------------------------------------------- */
+void ktrace__vfork_enter(void);          /* before the system call */
+long ktrace__vfork_parent(long r);       /* after it, in the parent: errno */
 
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */

@@ -332,6 +332,11 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		    (t = ktrace__self_alloc()) == NULL)
 			return;
 	}
+	if (KT_UNLIKELY(t->in_vfork)) {
+		/* A vfork child on its parent's memory (vfork.c). */
+		ktrace__count_loss(KTRACE_LOSS_VFORK, 1);
+		return;
+	}
 	if (t->nest) {
 		/* A traced signal handler interrupted our own slow path: the
 		 * event cannot be recorded without corrupting the one in
@@ -380,6 +385,10 @@ static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *m
 
 	if (t == NULL)
 		return;   /* counted */
+	if (KT_UNLIKELY(t->in_vfork)) {
+		ktrace__count_loss(KTRACE_LOSS_VFORK, 1);
+		return;
+	}
 	/* Requests and marks: 4 words, appended like a hot-path event. */
 	if (nmore == 2 && t->rseq &&
 	    append4(t, t->rseq, KTRACE_EXT_WORD(type, arg24), more[0], more[1]))

@@ -23,6 +23,10 @@
  *                 snapshots, "count" prints "usr2 <handler runs>".
  *   nproc         "enabled <ktrace_enabled()>", a snapshot ("snapshot <rc>
  *                 -" with ktrace_strerror), "vm_kb <VmSize>".
+ *   vfork N       N vfork()s whose child runs traced code (work(3)) before
+ *                 _exit (common, if undefined), while a second thread
+ *                 calls traced code throughout; "vforks <N> <failures>",
+ *                 then a snapshot.  main's own calls: work(2) per round.
  *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
  *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
  *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
@@ -291,6 +295,50 @@ static int mode_sigtake(void)
 	return 0;
 }
 
+/* ---- vfork ----------------------------------------------------------------------------- */
+
+static _Atomic int vfork_stop;
+
+static void *vfork_busy(void *p)
+{
+	(void)p;
+	while (!vfork_stop)
+		work(50);
+	return NULL;
+}
+
+__attribute__((noinline)) void vfork_child_work(void)
+{
+	work(3);
+}
+
+static NOI int mode_vfork(int n)
+{
+	pthread_t th;
+	volatile int fails = 0;
+
+	if (pthread_create(&th, NULL, vfork_busy, NULL) != 0)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		pid_t pid;
+		int st;
+
+		work(2);
+		pid = vfork();
+		if (pid == 0) {
+			vfork_child_work();
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || st != 0)
+			fails++;
+	}
+	vfork_stop = 1;
+	pthread_join(th, NULL);
+	printf("vforks %d %d\n", n, (int)fails);
+	snap("snapshot", "vfork");
+	return 0;
+}
+
 /* ---- nproc ----------------------------------------------------------------------------- */
 
 static NOI long status_kb(const char *key)
@@ -359,11 +407,13 @@ int main(int argc, char **argv)
 		return mode_sigtake();
 	if (!strcmp(m, "nproc"))
 		return mode_nproc();
+	if (!strcmp(m, "vfork") && argc > 2)
+		return mode_vfork(atoi(argv[2]));
 #ifdef HOSTENV_MLOCK
 	if (!strcmp(m, "mlock"))
 		return mode_mlock();
 #endif
 	fprintf(stderr, "usage: %s fork|selfsandbox|smallstack|snaps N|altstack LIB|sigtake|"
-	        "nproc|mlock\n", argv[0]);
+	        "nproc|vfork N|mlock\n", argv[0]);
 	return 2;
 }
