@@ -57,6 +57,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	           " anchors\n", (double)in->tsc_hz / 1e6, clock_name(in->clock_source),
 	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
 	        s->nanchors);
+	if (s->wall_steps) {
+		kd_fmt_wall(kd_snap_wall_ns(s, s->wall_step_max_tsc), 0, a, sizeof(a));
+		fprintf(f, "wallclock: the wall clock stepped %" PRIu32 " time%s while recording "
+		           "(largest %+.3f s, before %s UTC; %+.3f s in all): times map through "
+		           "the monotonic clock, at the wall-clock offset of the snapshot\n",
+		        s->wall_steps, s->wall_steps == 1 ? "" : "s",
+		        (double)s->wall_step_max_ns / 1e9, a, (double)s->wall_step_ns / 1e9);
+	}
 	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
 	        in->ring_bytes_per_core);
 

@@ -353,6 +353,7 @@ static int read_anchors(struct kd_snap *snap, const struct sec *x, struct kd_dec
 		snap->anchors[j++] = snap->anchors[i];
 	}
 	snap->nanchors = j;
+	kd_snap_find_steps(snap);
 	return 0;
 }
 

@@ -246,6 +246,7 @@ void ktrace__anchor_take(void);      /* bg thread: add an anchor */
 uint64_t ktrace__tsc_hz(void);       /* best frequency estimate */
 size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
 int64_t ktrace__realtime_ns(void);
+extern _Atomic int64_t ktrace__realtime_offset_ns; /* tests: a wall-clock step */
 int64_t ktrace__monotonic_ns(void);
 int64_t ktrace__counter_to_mono_ns(uint64_t c); /* via the newest anchor */
 void ktrace__clock_reset(void);      /* fork child */

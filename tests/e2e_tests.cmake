@@ -160,9 +160,13 @@ ktrace_e2e_test(merge PROGRAMS e2e_calls)
 ktrace_test_program(e2e_hostenv SOURCES ${KT_E2E_DIR}/hostenv_prog.c LINK ${CMAKE_DL_LIBS})
 ktrace_test_program(e2e_hostenv_mlock SOURCES ${KT_E2E_DIR}/hostenv_prog.c
   LINK ${CMAKE_DL_LIBS} OPTIONS -DHOSTENV_MLOCK)
+# Static: can reach the library's hidden test offset of the wall clock.
+ktrace_test_program(e2e_hostenv_static SOURCES ${KT_E2E_DIR}/hostenv_prog.c STATIC
+  LINK ${CMAKE_DL_LIBS} OPTIONS -DHOSTENV_STATIC)
 add_executable(e2e_launch ${KT_E2E_DIR}/launch.c)
 target_compile_definitions(e2e_launch PRIVATE _GNU_SOURCE)
-ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_launch e2e_plugin
+ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_hostenv_static e2e_launch
+  e2e_plugin
   LABELS faults threads)
 target_compile_definitions(test_e2e_hostenv PRIVATE
   KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>")

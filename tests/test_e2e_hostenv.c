@@ -44,6 +44,12 @@
  *                  did, as the parent thread's), each of their events is
  *                  counted as a vfork loss, no exit is lost, no block tail
  *                  cut.
+ *   clock_step     the wall clock steps back one hour mid-run (through the
+ *                  library's test offset: no test can step the machine's
+ *                  clock, and a time namespace does not move
+ *                  CLOCK_REALTIME): the summary says it stepped and by how
+ *                  much, the window lasts what it lasted (0.5 s, not
+ *                  -1 h), no Chrome slice has a negative duration.
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -73,6 +79,7 @@
 
 #define PROG KTRACE_TEST_BINARY_DIR "/e2e_hostenv"
 #define PROG_MLOCK KTRACE_TEST_BINARY_DIR "/e2e_hostenv_mlock"
+#define PROG_STATIC KTRACE_TEST_BINARY_DIR "/e2e_hostenv_static"
 #define LAUNCH KTRACE_TEST_BINARY_DIR "/e2e_launch"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -538,6 +545,54 @@ static void test_e2e_hostenv_vfork(void **state)
 	free(dir);
 }
 
+/* ---- wall-clock steps ------------------------------------------------------------- */
+
+static void test_e2e_hostenv_clock_step(void **state)
+{
+	char *argv[] = { (char *)PROG_STATIC, (char *)"clockstep", NULL };
+	char *dir = kt_mkdtemp("clockstep");
+	char path[4400];
+	struct kt_proc p, cp;
+	char *sum, *chrome_argv[] = { (char *)KTRACE_DECODE_PATH, (char *)"--format",
+		                      (char *)"chrome", path, NULL };
+	const char *w, *s;
+	double win = -1, dur, main_dur = -1;
+
+	(void)state;
+	if (kt_run(argv, env_for(dir, NULL), &p, 60000) != 0)
+		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	sum = summary(path);
+	if (!strstr(sum, "wallclock: the wall clock stepped 1 time while recording (largest "
+	            "-3600.000 s"))
+		fail_msg("the summary does not say the clock stepped:\n%s", sum);
+	w = strstr(sum, "\nwindow:");
+	assert_non_null(w);
+	w = strstr(w, "UTC (");
+	assert_non_null(w);
+	win = strtod(w + 5, NULL);
+	if (win < 0.4 || win > 60)
+		fail_msg("window of %.6f s:\n%s", win, sum);
+	free(sum);
+	assert_int_equal(kt_run(chrome_argv, NULL, &cp, 60000), 0);
+	for (s = cp.out; (s = strstr(s, "\"dur\":")) != NULL; s++) {
+		dur = strtod(s + 6, NULL);
+		if (dur < 0)
+			fail_msg("a slice of %.3f us: %.200s", dur, s - 120 > cp.out ? s - 120 : cp.out);
+	}
+	s = strstr(cp.out, "\"name\":\"step_span\"");
+	assert_non_null(s);
+	s = strstr(s, "\"dur\":");
+	assert_non_null(s);
+	main_dur = strtod(s + 6, NULL);
+	if (main_dur < 400000 || main_dur > 60e6)
+		fail_msg("step_span lasted %.3f us, not about 500 ms", main_dur);
+	kt_proc_free(&cp);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -652,6 +707,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_no_writer),
 		cmocka_unit_test(test_e2e_hostenv_mlockall),
 		cmocka_unit_test(test_e2e_hostenv_vfork),
+		cmocka_unit_test(test_e2e_hostenv_clock_step),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,11 @@
  *                 _exit (common, if undefined), while a second thread
  *                 calls traced code throughout; "vforks <N> <failures>",
  *                 then a snapshot.  main's own calls: work(2) per round.
+ *   clockstep     (static build only: e2e_hostenv_static) main calls
+ *                 before_step(), steps the library's wall clock back by
+ *                 one hour (its test offset: no test can step the
+ *                 machine's clock) in the middle of step_span(), then
+ *                 after_step(), 250 ms each, then a snapshot.
  *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
  *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
  *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
@@ -53,6 +58,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ktrace.h"
@@ -339,6 +345,40 @@ static NOI int mode_vfork(int n)
 	return 0;
 }
 
+/* ---- clockstep ------------------------------------------------------------------------ */
+
+#ifdef HOSTENV_STATIC
+extern _Atomic int64_t ktrace__realtime_offset_ns;   /* lib/clock.c, tests only */
+
+static NOI void spin_ms(int ms)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		leaf_a();
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+__attribute__((noinline)) void before_step(void) { spin_ms(250); }
+__attribute__((noinline)) void after_step(void) { spin_ms(250); }
+
+__attribute__((noinline)) void step_span(void)
+{
+	before_step();
+	ktrace__realtime_offset_ns -= 3600LL * 1000000000LL;
+	after_step();
+}
+
+static int mode_clockstep(void)
+{
+	step_span();
+	snap("snapshot", "clockstep");
+	return 0;
+}
+#endif
+
 /* ---- nproc ----------------------------------------------------------------------------- */
 
 static NOI long status_kb(const char *key)
@@ -407,6 +447,10 @@ int main(int argc, char **argv)
 		return mode_sigtake();
 	if (!strcmp(m, "nproc"))
 		return mode_nproc();
+#ifdef HOSTENV_STATIC
+	if (!strcmp(m, "clockstep"))
+		return mode_clockstep();
+#endif
 	if (!strcmp(m, "vfork") && argc > 2)
 		return mode_vfork(atoi(argv[2]));
 #ifdef HOSTENV_MLOCK
