@@ -350,13 +350,16 @@ static NOI int mode_vfork(int n)
 #ifdef HOSTENV_STATIC
 extern _Atomic int64_t ktrace__realtime_offset_ns;   /* lib/clock.c, tests only */
 
+/* About ms of calls to leaf_a, one a millisecond (the anchors come
+ * every 100 ms). */
 static NOI void spin_ms(int ms)
 {
-	struct timespec a, b;
+	struct timespec a, b, d = {0, 1000000};
 
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	do {
 		leaf_a();
+		nanosleep(&d, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
 }
