@@ -89,7 +89,10 @@ _Atomic uint64_t ktrace__snap_busy_since; /* counter at write start, 0 = idle */
 _Atomic uint64_t ktrace__snap_last_end;   /* counter at the last write's end */
 static uint32_t snap_seq;              /* writer thread */
 static unsigned name_seq;              /* writer thread */
-static int installed_signo;            /* signal our handler is on, 0 = none */
+/* Signal our handler is on, 0 = none; written by install_signal (start-up,
+ * ktrace_setting), read by the writer (check_signal, fill_info).  relaxed
+ * everywhere: a free-standing value, re-read to detect a change. */
+static _Atomic int installed_signo;
 /* 1 while the program's own handler is on installed_signo instead of
  * ours (writer thread: check_signal; read by fill_info). */
 static _Atomic int signal_taken;
@@ -167,14 +170,16 @@ static KT_NOINSTR void on_signal(int sig, siginfo_t *si, void *uc)
 static KT_NOINSTR void install_signal(void)
 {
 	struct sigaction sa;
-	int signo = kt_load_cfg(signo);
+	int signo = kt_load_cfg(signo), old = kt_load(&installed_signo, relaxed);
 
-	if (installed_signo != 0) {   /* ktrace_setting: move to another signal */
-		sigaction(installed_signo, have_prev_action ? &prev_action : NULL, NULL);
+	if (old != 0) {   /* ktrace_setting: move to another signal */
+		/* 0 first: the writer must not take the restored handler for
+		 * the program's taking the signal over (check_signal). */
+		kt_store(&installed_signo, 0, relaxed);
+		sigaction(old, have_prev_action ? &prev_action : NULL, NULL);
 		if (!have_prev_action)
-			signal(installed_signo, SIG_DFL);
+			signal(old, SIG_DFL);
 		have_prev_action = 0;
-		installed_signo = 0;
 	}
 	if (signo == 0)
 		return;
@@ -189,7 +194,7 @@ static KT_NOINSTR void install_signal(void)
 		ktrace__say("cannot install the snapshot signal handler (signal %d): %s; "
 		            "use ktrace_snapshot() or set KTRACE_SIGNAL", signo, strerror(errno));
 	else
-		installed_signo = signo;
+		kt_store(&installed_signo, signo, relaxed);
 }
 
 /* ktrace_setting("KTRACE_SIGNAL", ...): signo is already in ktrace__cfg. */
@@ -210,10 +215,11 @@ KT_NOINSTR void ktrace__snapshot_signal_changed(void)
 static KT_NOINSTR void check_signal(void)
 {
 	struct sigaction cur;
-	int signo = installed_signo;   /* racy with ktrace_setting: checked below */
+	int signo = kt_load(&installed_signo, relaxed);   /* ktrace_setting may move it */
 	int taken;
 
-	if (signo == 0 || sigaction(signo, NULL, &cur) != 0 || signo != installed_signo)
+	if (signo == 0 || sigaction(signo, NULL, &cur) != 0 ||
+	    signo != kt_load(&installed_signo, relaxed))
 		return;
 	taken = !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_signal;
 	/* relaxed: a flag the writer itself reads for the next file. */
@@ -412,7 +418,7 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 		in->flags |= KTRACE_INFO_SECURE;
 	if (kt_load(&signal_taken, relaxed))
 		in->flags |= KTRACE_INFO_SIGNAL_TAKEN;
-	in->signo = installed_signo;
+	in->signo = kt_load(&installed_signo, relaxed);
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
 	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
