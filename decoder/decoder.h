@@ -154,6 +154,14 @@ struct kd_snap {
 	struct ktrace_info_rec info;           /* strings forced NUL-terminated */
 	struct ktrace_anchor_rec *anchors;     /* sorted by tsc, duplicates removed */
 	uint32_t nanchors;
+	/* Wall-clock steps: anchor pairs whose realtime moved apart from
+	 * their monotonic time (a settimeofday, an NTP step).  When there
+	 * are any, every wall time maps through the monotonic clock plus the
+	 * newest anchor's realtime - monotonic (time.c). */
+	uint32_t wall_steps;                   /* steps found between anchors */
+	int64_t wall_step_ns;                  /* their sum: realtime minus monotonic */
+	int64_t wall_step_max_ns;              /* the largest (by size), signed */
+	uint64_t wall_step_max_tsc;            /* counter of the anchor after it */
 	uint64_t func_addr[KTRACE_FUNC_ID_COUNT]; /* compact id -> address */
 	uint8_t func_known[KTRACE_FUNC_ID_COUNT]; /* 1 if FUNCS named the id */
 	uint32_t nfuncs;                       /* FUNCS entries */
@@ -596,6 +604,8 @@ int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick);
  */
 int64_t kd_dec_event_ns(const struct kd_dec *d, uint64_t tick, uint32_t sub);
 /* Same on a snapshot alone, on a full (unshifted) counter value. */
+/* Anchors: find wall-clock steps (time.c), after they are read. */
+void kd_snap_find_steps(struct kd_snap *snap);
 int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc);
 /* "HH:MM:SS.nnnnnnnnn" (UTC) into buf[32]; "YYYY-MM-DD " prefixed if date. */
 void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len);

@@ -34,6 +34,18 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	        in->exe[0] ? in->exe : "?", in->hostname[0] ? in->hostname : "?");
 	fprintf(f, "reason:    %s  (snapshot #%" PRIu32 " of this process)\n",
 	        in->reason[0] ? in->reason : "?", in->snapshot_seq);
+	if (in->flags & KTRACE_INFO_SIGNAL_TAKEN) {
+		const char *sn = in->signo > 0 && in->signo < 65 ? sigabbrev_np(in->signo) : NULL;
+		char nm[32];
+
+		if (sn)
+			snprintf(nm, sizeof(nm), "SIG%s, %" PRId32, sn, in->signo);
+		else
+			snprintf(nm, sizeof(nm), "signal %" PRId32, in->signo);
+		fprintf(f, "signal:    the program took over the snapshot signal (%s): its own "
+		           "handler replaced ktrace's, so that signal wrote no file; set "
+		           "KTRACE_SIGNAL to a signal it does not use (e.g. RTMIN+5)\n", nm);
+	}
 	kd_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
 	fprintf(f, "snapshot:  %s UTC", a);
 	if (in->prev_write_end_tsc) {
@@ -45,6 +57,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	           " anchors\n", (double)in->tsc_hz / 1e6, clock_name(in->clock_source),
 	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
 	        s->nanchors);
+	if (s->wall_steps) {
+		kd_fmt_wall(kd_snap_wall_ns(s, s->wall_step_max_tsc), 0, a, sizeof(a));
+		fprintf(f, "wallclock: the wall clock stepped %" PRIu32 " time%s while recording "
+		           "(largest %+.3f s, before %s UTC; %+.3f s in all): times map through "
+		           "the monotonic clock, at the wall-clock offset of the snapshot\n",
+		        s->wall_steps, s->wall_steps == 1 ? "" : "s",
+		        (double)s->wall_step_max_ns / 1e9, a, (double)s->wall_step_ns / 1e9);
+	}
 	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
 	        in->ring_bytes_per_core);
 

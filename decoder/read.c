@@ -97,6 +97,8 @@ const char *kd_loss_name(unsigned cause)
 		[KTRACE_LOSS_NOT_COPIED_OVERWRITTEN] = "blocks not in this file: overwritten during the copy",
 		[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] = "blocks not in this file: no memory for the copy",
 		[KTRACE_LOSS_SCHED] = "context-switch records",
+		[KTRACE_LOSS_MESSAGES] = "stderr lines not printed (stderr would have blocked)",
+		[KTRACE_LOSS_VFORK] = "events in vfork children before exec (not recorded)",
 		[KTRACE_LOSS_TRIGGERS_PREEMPTED] = "triggers dropped: mostly preemption "
 		                                   "(KTRACE_TRIGGER_ON=run)",
 	};
@@ -353,6 +355,7 @@ static int read_anchors(struct kd_snap *snap, const struct sec *x, struct kd_dec
 		snap->anchors[j++] = snap->anchors[i];
 	}
 	snap->nanchors = j;
+	kd_snap_find_steps(snap);
 	return 0;
 }
 

@@ -339,7 +339,14 @@ void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len)
 			snprintf(num, sizeof(num), "errno %" PRId32, h->err);
 			en = num;
 		}
-		if (h->err == EACCES || h->err == EPERM)
+		if ((h->err == EACCES || h->err == EPERM) && h->paranoid != INT32_MIN &&
+		    h->paranoid <= 2)
+			/* The sysctl already allows it: something else refused. */
+			snprintf(buf, len, "scheduling: not recorded (%s: %s, %s, which allows it: a "
+			                   "seccomp filter or a security module (container profile, "
+			                   "SELinux, AppArmor) forbids the call here)",
+			         h->what[0] ? h->what : "perf_event_open", en, par);
+		else if (h->err == EACCES || h->err == EPERM)
 			snprintf(buf, len, "scheduling: not recorded (%s: %s, %s; allow with sysctl "
 			                   "kernel.perf_event_paranoid=2 or CAP_PERFMON)",
 			         h->what[0] ? h->what : "perf_event_open", en, par);
@@ -348,6 +355,16 @@ void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len)
 			         h->what[0] ? h->what : "perf_event_open", en, par);
 		break;
 	}
+	case KTRACE_SCHED_SECCOMP:
+		if (strncmp(h->what, "seccomp", sizeof(h->what)) == 0)
+			snprintf(buf, len, "scheduling: not recorded (a seccomp filter is active: "
+			                   "perf_event_open was not tried, as a filter may kill the "
+			                   "process on it; KTRACE_SCHED=on tries it)");
+		else
+			snprintf(buf, len, "scheduling: not recorded (whether a seccomp filter is "
+			                   "active could not be read from /proc/self/status: "
+			                   "perf_event_open was not tried; KTRACE_SCHED=on tries it)");
+		break;
 	default:
 		snprintf(buf, len, "scheduling: not recorded (unknown status %" PRIu32 ")", h->status);
 	}

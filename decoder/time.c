@@ -39,6 +39,60 @@ static int64_t extrapolate(uint64_t hz, uint64_t t0, int64_t r0, uint64_t tsc)
 	return clamp_i64((__int128)r0 + dt * 1000000000 / (__int128)hz);
 }
 
+/*
+ * Wall-clock steps.  Between two anchors the realtime and monotonic
+ * clocks advance together but for NTP's slew (at most 500 ppm); a step of
+ * the wall clock (settimeofday, an NTP step, a VM resumed) shows as a
+ * pair whose realtime difference is not its monotonic one.  Threshold:
+ * 1 ms plus 0.1 % of the interval, far above the slew and the anchors'
+ * own jitter (microseconds).  Anchors written without monotonic times
+ * (0), or whose monotonic times do not follow the counter, are not
+ * compared.
+ */
+void kd_snap_find_steps(struct kd_snap *snap)
+{
+	const struct ktrace_anchor_rec *a = snap->anchors;
+
+	snap->wall_steps = 0;
+	snap->wall_step_ns = snap->wall_step_max_ns = 0;
+	snap->wall_step_max_tsc = 0;
+	uint64_t hz = snap->info.tsc_hz;
+
+	for (uint32_t i = 1; i < snap->nanchors && hz; i++) {
+		__int128 dr = (__int128)a[i].realtime_ns - a[i - 1].realtime_ns;
+		__int128 dm = (__int128)a[i].monotonic_ns - a[i - 1].monotonic_ns;
+		__int128 dc = ((__int128)a[i].tsc - a[i - 1].tsc) * 1000000000 / hz;
+		__int128 step = dr - dm, mag = step < 0 ? -step : step;
+		__int128 drift = dm - dc, thr = 1000000 + dm / 1000;
+
+		/* Only where the monotonic clock agrees with the counter: a
+		 * file whose monotonic times are not (synthetic ones) keeps
+		 * its realtime mapping. */
+		if (a[i].monotonic_ns == 0 || a[i - 1].monotonic_ns == 0 || dm < 0 ||
+		    mag <= thr || drift > thr || -drift > thr)
+			continue;
+		snap->wall_steps++;
+		snap->wall_step_ns = clamp_i64((__int128)snap->wall_step_ns + step);
+		if (mag > (snap->wall_step_max_ns < 0 ? -(__int128)snap->wall_step_max_ns
+		                                       : (__int128)snap->wall_step_max_ns)) {
+			snap->wall_step_max_ns = clamp_i64(step);
+			snap->wall_step_max_tsc = a[i].tsc;
+		}
+	}
+}
+
+/* The realtime of anchor i, or with steps its monotonic time plus the
+ * newest anchor's offset: one continuous clock that reads the wall time
+ * of the snapshot's end. */
+static int64_t anchor_wall(const struct kd_snap *snap, uint32_t i)
+{
+	const struct ktrace_anchor_rec *a = snap->anchors, *z = &a[snap->nanchors - 1];
+
+	if (!snap->wall_steps)
+		return a[i].realtime_ns;
+	return clamp_i64((__int128)a[i].monotonic_ns + z->realtime_ns - z->monotonic_ns);
+}
+
 int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 {
 	const struct ktrace_anchor_rec *a = snap->anchors;
@@ -49,9 +103,9 @@ int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 	if (!n)
 		return extrapolate(hz, snap->info.snapshot_tsc, snap->info.snapshot_realtime_ns, tsc);
 	if (tsc <= a[0].tsc)
-		return extrapolate(hz, a[0].tsc, a[0].realtime_ns, tsc);
+		return extrapolate(hz, a[0].tsc, anchor_wall(snap, 0), tsc);
 	if (tsc >= a[n - 1].tsc)
-		return extrapolate(hz, a[n - 1].tsc, a[n - 1].realtime_ns, tsc);
+		return extrapolate(hz, a[n - 1].tsc, anchor_wall(snap, n - 1), tsc);
 	lo = 0;
 	hi = n - 1; /* a[lo].tsc < tsc < a[hi].tsc */
 	while (hi - lo > 1) {
@@ -63,9 +117,9 @@ int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 			hi = mid;
 	}
 	frac = (long double)(tsc - a[lo].tsc) / (long double)(a[hi].tsc - a[lo].tsc);
-	return clamp_i64((__int128)a[lo].realtime_ns +
-	                 (__int128)(frac * (long double)((__int128)a[hi].realtime_ns -
-	                                                 (__int128)a[lo].realtime_ns)));
+	return clamp_i64((__int128)anchor_wall(snap, lo) +
+	                 (__int128)(frac * (long double)((__int128)anchor_wall(snap, hi) -
+	                                                 (__int128)anchor_wall(snap, lo))));
 }
 
 int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick)

@@ -47,7 +47,11 @@ extern "C" {
 	XX(ENOTREADY, -7, "the snapshot writer is not running")                \
 	XX(ERANGE, -8, "value out of range")                                   \
 	XX(ENODIR, -9, "no snapshot directory: a setuid/setgid program must "  \
-	               "choose one with ktrace_setting(\"KTRACE_DIR\", ...)")
+	               "choose one with ktrace_setting(\"KTRACE_DIR\", ...)")    \
+	XX(ENOWRITER, -10, "tracing is off: the snapshot writer thread could " \
+	                   "not be started")                                   \
+	XX(EMEMLOCK, -11, "tracing is off: the program calls mlockall() and "  \
+	                  "RLIMIT_MEMLOCK has no room for ktrace's buffers")
 
 enum ktrace_error {
 #define KTRACE_XX(name, val, msg) KTRACE_##name = (val),

@@ -303,6 +303,9 @@ enum ktrace_info_flags {
 	KTRACE_INFO_SECURE = 1u << 3, /* secure-execution process (setuid, setgid,
 	                                 file capabilities): no setting was taken
 	                                 from the environment */
+	KTRACE_INFO_SIGNAL_TAKEN = 1u << 4, /* the program installed its own handler
+	                                       for the snapshot signal (signo) over
+	                                       ktrace's: that signal writes nothing */
 };
 
 struct ktrace_info_rec {
@@ -326,9 +329,14 @@ struct ktrace_info_rec {
 	                                  file was complete, 0 if none; a request that
 	                                  began before it never fires a trigger (the
 	                                  write competed with it for the cpu) */
-	uint8_t  reserved[56];         /* 0 */
+	/* Taken from reserved (older files have 0 here: unknown). */
+	int32_t  signo;                /* snapshot signal in force (KTRACE_SIGNAL),
+	                                  0 = none or unknown */
+	uint32_t reserved0;            /* 0 */
+	uint8_t  reserved[48];         /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
+_Static_assert(__builtin_offsetof(struct ktrace_info_rec, signo) == 528, "info signo offset is pinned");
 
 struct ktrace_anchor_rec {
 	uint64_t tsc;                  /* counter value */
@@ -405,7 +413,13 @@ enum ktrace_loss_cause {
 	KTRACE_LOSS_NOT_COPIED_NO_MEMORY = 10,  /* no memory for the copy */
 	KTRACE_LOSS_SCHED = 11,        /* context-switch records lost (kernel buffer
 	                                  full, or overwritten in the window) */
-	KTRACE_LOSS_TRIGGERS_PREEMPTED = 12, /* triggers dropped because the request
+	KTRACE_LOSS_MESSAGES = 12,     /* stderr lines not printed: descriptor 2
+	                                  would have blocked (a full pipe nobody
+	                                  reads) */
+	KTRACE_LOSS_VFORK = 13,        /* events of vfork children before exec or
+	                                  _exit: not recorded (they would be the
+	                                  parent thread's) */
+	KTRACE_LOSS_TRIGGERS_PREEMPTED = 14, /* triggers dropped because the request
 	                                        was slow only while preempted
 	                                        (KTRACE_TRIGGER_ON=run): its wall
 	                                        time minus its preempted time was
@@ -574,6 +588,10 @@ enum ktrace_sched_status {
 	KTRACE_SCHED_RECORDED = 1,     /* switch records follow */
 	KTRACE_SCHED_OFF = 2,          /* KTRACE_SCHED=off */
 	KTRACE_SCHED_REFUSED = 3,      /* the kernel refused: err, paranoid, what */
+	KTRACE_SCHED_SECCOMP = 4,      /* not tried: a seccomp filter is active
+	                                  (what = "seccomp"), or whether one is
+	                                  could not be read (what = the file,
+	                                  err = ENOENT); KTRACE_SCHED=on tries */
 };
 
 struct ktrace_sched_hdr {

@@ -40,7 +40,17 @@ static KT_NOINSTR int64_t ts_ns(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-KT_NOINSTR int64_t ktrace__realtime_ns(void) { return ts_ns(CLOCK_REALTIME); }
+/* Added to every CLOCK_REALTIME read; 0 but in tests, which step the
+ * wall clock through it (a test cannot step the machine's clock, and a
+ * time namespace does not offset CLOCK_REALTIME): test_e2e_hostenv
+ * sets it from a program linked with the static library. */
+_Atomic int64_t ktrace__realtime_offset_ns;
+
+KT_NOINSTR int64_t ktrace__realtime_ns(void)
+{
+	/* relaxed: a free-standing value. */
+	return ts_ns(CLOCK_REALTIME) + kt_load(&ktrace__realtime_offset_ns, relaxed);
+}
 KT_NOINSTR int64_t ktrace__monotonic_ns(void) { return ts_ns(CLOCK_MONOTONIC); }
 
 static KT_NOINSTR __attribute__((unused)) int has_invariant_tsc(void)

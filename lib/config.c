@@ -34,7 +34,10 @@
  *   KTRACE_EXCLUDE                globs of function names never recorded
  *   KTRACE_INCLUDE                globs of function names always recorded
  *   KTRACE_SCHED                  auto (default: record context switches when
- *                                 the kernel allows it) / off
+ *                                 the kernel allows it and no seccomp filter
+ *                                 is active) / off / on (also under a filter:
+ *                                 one that kills on perf_event_open kills
+ *                                 the program)
  *   KTRACE_KEEP                   slow (default): a request's records are held
  *                                 aside and kept only when it is slow or
  *                                 sampled; all: every request recorded
@@ -60,6 +63,7 @@
 #include <fcntl.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
@@ -124,28 +128,40 @@ static KT_NOINSTR int stderr_is_ours(void)
  * Messages go to stderr only while descriptor 2 is still the file it was
  * when the library started: a daemon that closed it and got a file of its
  * own on that number must not find ktrace's lines in its data.
+ *
+ * And never at the cost of blocking: descriptor 2 can be a full pipe that
+ * nobody reads (a hung log collector), and the caller can be the writer
+ * thread (which must go on) or an application thread.  No stdio (its
+ * stderr lock may be held by a program thread blocked in that very
+ * write): one write() of the whole line, made only when poll() says the
+ * descriptor is writable now, which for a pipe means a free page, room
+ * for any line up to PIPE_BUF.  A line that cannot go is counted
+ * (KTRACE_LOSS_MESSAGES, in the next snapshot) instead.
  */
 KT_NOINSTR void ktrace__say(const char *fmt, ...)
 {
 	char buf[1024];
+	struct pollfd pfd = {2, POLLOUT, 0};
 	va_list ap;
 	int n;
 
 	if (!stderr_is_ours())
 		return;
-
+	memcpy(buf, "ktrace: ", 8);
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = vsnprintf(buf + 8, sizeof(buf) - 9, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
+	n += 8;
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	/* One write() per message so lines from threads do not interleave. */
-	if (fputs("ktrace: ", stderr) >= 0)
-		fwrite(buf, 1, (size_t)n, stderr);
-	fflush(stderr);
+	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLOUT) ||
+	    write(2, buf, (size_t)n) < 0) {
+		/* relaxed: a statistic (see ktrace__count_loss). */
+		kt_add(&ktrace__g.loss[KTRACE_LOSS_MESSAGES], 1, relaxed);
+	}
 }
 
 KT_NOINSTR int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -454,12 +470,12 @@ KT_NOINSTR void ktrace__config_load(void)
 	c->sched = 1;
 	if ((s = getenv("KTRACE_SCHED")) != NULL && *s) {
 		int on;
-		if (strcasecmp(s, "auto") == 0 || (ktrace__parse_bool(s, &on) == 0 && on))
+		if (strcasecmp(s, "auto") == 0)
 			c->sched = 1;
 		else if (ktrace__parse_bool(s, &on) == 0)
-			c->sched = 0;
+			c->sched = on ? 2 : 0;
 		else
-			ktrace__say("KTRACE_SCHED='%s' is not auto or off; using auto", s);
+			ktrace__say("KTRACE_SCHED='%s' is not auto, on or off; using auto", s);
 	}
 }
 
@@ -490,7 +506,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_setting(const char 
 	if (name == NULL || value == NULL)
 		return KTRACE_EINVAL;
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (strcmp(name, fixed[i]) == 0) {
 			ktrace__say("ktrace_setting: %s is fixed at start-up; set it in the "

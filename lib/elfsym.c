@@ -49,7 +49,9 @@ static KT_NOINSTR const struct kt_elf *elf_get(const char *path)
 	if (nelfs == KT_ELF_CACHE)
 		return NULL;
 	e = &elfs[nelfs++];
-	snprintf(e->path, sizeof(e->path), "%s", path);
+	/* not snprintf: see funcs.c's module_of (stack); path is
+	 * NUL-terminated within KT_ELF_PATH (module_of) */
+	memcpy(e->path, path, strnlen(path, sizeof(e->path) - 1));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return e;

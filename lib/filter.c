@@ -50,7 +50,6 @@
  */
 #include "internal.h"
 
-#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,6 +142,7 @@ static struct {
 	struct cst *cs;           /* ncpus */
 	uint32_t *sample;         /* SAMPLE_BLOCKS * BW words */
 	struct tstk *stk;         /* STK_THREADS */
+	uint32_t *ids;            /* NF: decide()'s candidates */
 	uint32_t nstk;
 	int cooldown;
 	int short_window;         /* candidates ran out with the window short */
@@ -277,6 +277,86 @@ KT_NOINSTR uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch)
 	return m != 0 && m <= epoch ? KT_FC_MUTED : 0;
 }
 
+/*
+ * One glob character class at p ("[...]", p past the '['): 1 if c is in
+ * it; *end = the char after the ']'.  fnmatch's rules: '!' or '^' first
+ * negates, a ']' first is literal, "a-z" is a range.  -1 when unclosed
+ * (the '[' is then literal).
+ */
+static KT_NOINSTR int glob_class(const char *p, unsigned char c, const char **end)
+{
+	int neg = 0, in = 0;
+	const char *q = p;
+
+	if (*q == '!' || *q == '^') {
+		neg = 1;
+		q++;
+	}
+	for (int first = 1; *q && (first || *q != ']'); first = 0) {
+		unsigned char lo = (unsigned char)*q++, hi = lo;
+		if (*q == '-' && q[1] && q[1] != ']') {
+			hi = (unsigned char)q[1];
+			q += 2;
+		}
+		if (c >= lo && c <= hi)
+			in = 1;
+	}
+	if (*q != ']')
+		return -1;
+	*end = q + 1;
+	return in != neg;
+}
+
+/*
+ * fnmatch(pat, name, 0) for '*', '?', "[...]" and '\' escapes, in a
+ * fixed, small amount of stack: it runs in the slow path (the first call
+ * of a function), on the application's stack, which can be an 8 KiB
+ * signal alternate stack (glibc's fnmatch takes 2.3 KiB).  Iterative: a
+ * '*' remembers where to resume, and a mismatch lets it take one more
+ * character.
+ */
+static KT_NOINSTR int glob_match(const char *p, const char *n)
+{
+	const char *star_p = NULL, *star_n = NULL;
+
+	for (;;) {
+		const char *next = p + 1;
+		int ok;
+
+		if (*p == '*') {
+			while (*p == '*')
+				p++;
+			star_p = p;
+			star_n = n;
+			continue;
+		}
+		if (*n == 0) {
+			if (*p == 0)
+				return 1;
+			ok = 0;
+		} else if (*p == '?') {
+			ok = 1;
+		} else if (*p == '[' && (ok = glob_class(p + 1, (unsigned char)*n, &next)) >= 0) {
+			/* ok set by the class */
+		} else if (*p == '\\' && p[1]) {
+			ok = p[1] == *n;
+			next = p + 2;
+		} else {
+			ok = *p != 0 && *p == *n;
+		}
+		if (ok) {
+			p = next;
+			n++;
+			continue;
+		}
+		if (star_p == NULL || *star_n == 0)
+			return 0;
+		p = star_p;
+		n = ++star_n;
+	}
+}
+
+/* name matches one of list's comma-separated globs. */
 static KT_NOINSTR int matches(const char *list, const char *name)
 {
 	char pat[256];
@@ -287,7 +367,7 @@ static KT_NOINSTR int matches(const char *list, const char *name)
 		if (n > 0 && n < sizeof(pat)) {
 			memcpy(pat, p, n);
 			pat[n] = 0;
-			if (fnmatch(pat, name, 0) == 0)
+			if (glob_match(pat, name))
 				return 1;
 		}
 		p += n;
@@ -338,15 +418,18 @@ static KT_NOINSTR int setup(void)
 {
 	uint32_t n = ktrace__g.ncpus;
 
-	F.obs = calloc(NF, sizeof(*F.obs));
-	F.cs = calloc(n, sizeof(*F.cs));
-	F.sample = malloc(SAMPLE_BLOCKS * BW * 4);
-	F.stk = calloc(STK_THREADS, sizeof(*F.stk));
-	if (!F.obs || !F.cs || !F.sample || !F.stk)
+	/* ktrace__walloc, not calloc: the writer thread never mallocs
+	 * (snapshot.c says why). */
+	F.obs = ktrace__walloc(NF * sizeof(*F.obs));
+	F.cs = ktrace__walloc(n * sizeof(*F.cs));
+	F.sample = ktrace__walloc(SAMPLE_BLOCKS * BW * 4);
+	F.stk = ktrace__walloc(STK_THREADS * sizeof(*F.stk));
+	F.ids = ktrace__walloc(NF * sizeof(*F.ids));
+	if (!F.obs || !F.cs || !F.sample || !F.stk || !F.ids)
 		return -1;
 	for (uint32_t c = 0; c < n; c++) {
-		F.cs[c].htsc = calloc(HIST, sizeof(uint64_t));
-		F.cs[c].hpos = calloc(HIST, sizeof(uint64_t));
+		F.cs[c].htsc = ktrace__walloc(HIST * sizeof(uint64_t));
+		F.cs[c].hpos = ktrace__walloc(HIST * sizeof(uint64_t));
 		if (!F.cs[c].htsc || !F.cs[c].hpos)
 			return -1;
 	}
@@ -612,11 +695,27 @@ static KT_NOINSTR void history(struct cst *k, uint64_t now, uint64_t hz)
 
 /* ---- writer thread: decide --------------------------------------------------- */
 
-static KT_NOINSTR int by_count(const void *a, const void *b)
+/* ids[] by calls, most first, then by id (what a stable sort of the
+ * ascending ids gives).  A shell sort in place: qsort() would malloc a
+ * buffer for 2016 ids, and the writer thread never mallocs (snapshot.c). */
+static KT_NOINSTR int before(uint32_t a, uint32_t b)
 {
-	uint32_t x = F.obs[*(const uint32_t *)a].count, y = F.obs[*(const uint32_t *)b].count;
+	uint32_t x = F.obs[a].count, y = F.obs[b].count;
 
-	return x < y ? 1 : x > y ? -1 : 0;
+	return x > y || (x == y && a < b);
+}
+
+static KT_NOINSTR void sort_by_count(uint32_t *ids, uint32_t n)
+{
+	static const uint32_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+
+	for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++)
+		for (uint32_t i = gaps[g]; i < n; i++) {
+			uint32_t v = ids[i], j = i;
+			for (; j >= gaps[g] && before(v, ids[j - gaps[g]]); j -= gaps[g])
+				ids[j] = ids[j - gaps[g]];
+			ids[j] = v;
+		}
 }
 
 static KT_NOINSTR int candidate(uint32_t id)
@@ -653,19 +752,17 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 {
 	double R = (double)ktrace__g.ring_words / ktrace__cfg.window_s;
 	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
-	uint32_t *ids = malloc(NF * sizeof(uint32_t)), n = 0, epoch, muted = 0;
+	uint32_t *ids = F.ids, n = 0, epoch, muted = 0;
 	uint64_t floor = 0;
 
-	if (ids == NULL || sample_words == 0) {
-		free(ids);
+	if (sample_words == 0)
 		return;
-	}
 	for (uint32_t id = 0; id < NF; id++)
 		if (candidate(id)) {
 			ids[n++] = id;
 			all += F.obs[id].count;
 		}
-	qsort(ids, n, sizeof(*ids), by_count);
+	sort_by_count(ids, n);
 	/* When even every candidate cannot make the rate fit, mute only those
 	 * that matter, writing at least MIN_SHARE of the budget R: a function
 	 * called a few hundred times a second would lose its rare long call
@@ -712,7 +809,6 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		F.fast_until = F.decisions + FAST_AFTER_MUTE;
 		F.mute_tsc = now;
 	}
-	free(ids);
 }
 
 /* Between decisions: is a core under pressure at a rate well above the
@@ -823,7 +919,7 @@ KT_NOINSTR void *ktrace__budget_serialize(size_t *len, uint32_t *count)
 	uint32_t n = 0, nc = g->ncpus;
 	size_t cap = sizeof(struct ktrace_budget_rec) + nc * sizeof(struct ktrace_budget_core_rec) +
 	             NF * sizeof(struct ktrace_muted_rec);
-	unsigned char *buf = calloc(1, cap);
+	unsigned char *buf = ktrace__walloc(cap);
 	struct ktrace_budget_rec *b = (void *)buf;
 	struct ktrace_budget_core_rec *cr = (void *)(b + 1);
 	struct ktrace_muted_rec *m = (void *)(cr + nc);

@@ -85,6 +85,31 @@ KT_NOINSTR int ktrace__funcs_init(void)
 	return ftab && ntab && mods ? 0 : KTRACE_ENOMEM;
 }
 
+/* mlockall() locked everything: unlock the tables (memlock.c). */
+KT_NOINSTR void ktrace__funcs_unlock(void)
+{
+	if (ftab)
+		munlock(ftab, sizeof(*ftab) * KT_FTAB);
+	if (ntab)
+		munlock(ntab, sizeof(*ntab) * KT_NAMES * 2);
+	if (mods)
+		munlock(mods, sizeof(*mods) * KT_MODULES);
+}
+
+/* Start-up failed: give the tables back. */
+KT_NOINSTR void ktrace__funcs_free(void)
+{
+	if (ftab)
+		munmap(ftab, sizeof(*ftab) * KT_FTAB);
+	if (ntab)
+		munmap(ntab, sizeof(*ntab) * KT_NAMES * 2);
+	if (mods)
+		munmap(mods, sizeof(*mods) * KT_MODULES);
+	ftab = NULL;
+	ntab = NULL;
+	mods = NULL;
+}
+
 static inline KT_NOINSTR uint64_t mix(uint64_t x)
 {
 	x ^= x >> 33;
@@ -334,10 +359,15 @@ static KT_NOINSTR void maps_line(const char *l)
 }
 
 /* Read /proc/self/maps with raw syscalls: no stdio, no allocation, so it is
- * safe in the slow path even inside a signal handler. */
+ * safe in the slow path even inside a signal handler.  Its buffers are
+ * static, used under mods_lock: the slow path runs on the application's
+ * stack, which can be a small signal alternate stack. */
+static char scan_buf[4096];        /* under mods_lock */
+static char scan_line[512];        /* under mods_lock */
+
 static KT_NOINSTR void rescan(void)
 {
-	char buf[4096], line[512];
+	char *buf = scan_buf, *line = scan_line;
 	size_t ll = 0;
 	ssize_t r;
 	int fd;
@@ -346,13 +376,13 @@ static KT_NOINSTR void rescan(void)
 		return;
 	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		while ((r = read(fd, buf, sizeof(scan_buf))) > 0) {
 			for (ssize_t i = 0; i < r; i++) {
 				if (buf[i] == '\n') {
 					line[ll] = 0;
 					maps_line(line);
 					ll = 0;
-				} else if (ll < sizeof(line) - 1) {
+				} else if (ll < sizeof(scan_line) - 1) {
 					line[ll++] = buf[i];
 				}
 			}
@@ -374,7 +404,15 @@ KT_NOINSTR int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offs
 		if (addr >= mods[i].start && addr < mods[i].end) {
 			*start = mods[i].start;
 			*offset = mods[i].offset;
-			snprintf(path, len, "%s", mods[i].path);
+			/* not snprintf: printf's work buffers would take
+			 * about 1 KiB of the caller's (slow path's) stack */
+			size_t k = strnlen(mods[i].path, KT_PATH);
+			if (len == 0)
+				return -1;
+			if (k >= len)
+				k = len - 1;
+			memcpy(path, mods[i].path, k);
+			path[k] = 0;
 			return 0;
 		}
 	return -1;

@@ -225,6 +225,11 @@ static KT_NOINSTR void fork_child(void)
 
 	if (kt_load(&ktrace__g.state, acquire) != KT_READY)
 		return;
+	if (t == &ktrace__idle) {
+		/* A thread that never recorded: nothing of its own to reset. */
+		if ((t = kt_self_alloc()) == NULL)
+			return;
+	}
 	t->nest++;
 	ktrace__ring_reset();
 	ktrace__clock_reset();
@@ -245,6 +250,15 @@ static KT_NOINSTR void at_exit(void)
 	ktrace__snapshot_atexit();
 }
 
+static int off_reason;   /* written once by the initialising thread */
+
+/*
+ * Start-up.  When a step fails, tracing is off for the process and what
+ * was made is given back (rings, tables, perf events): a tracer that
+ * cannot work must not keep 30 MiB for nothing.  The thread table's
+ * pthread key and the atfork/atexit handlers stay (they cannot be
+ * removed; each checks the state).
+ */
 static KT_NOINSTR int do_init(void)
 {
 	int r;
@@ -252,15 +266,28 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
+	if ((r = ktrace__memlock_check()) != 0)
+		return r;
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
 	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
-		return r;
+		goto fail;
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
-	return ktrace__snapshot_init();
+	if ((r = ktrace__snapshot_init()) == 0)
+		return 0;
+fail:
+	ktrace__sched_free();
+	ktrace__funcs_free();
+	ktrace__ring_free();
+	return r;
+}
+
+KT_NOINSTR int ktrace__off_reason(void)
+{
+	return off_reason ? off_reason : KTRACE_EDISABLED;
 }
 
 KT_NOINSTR int ktrace__ensure_init(void)
@@ -268,7 +295,7 @@ KT_NOINSTR int ktrace__ensure_init(void)
 	/* acquire: pairs with the release store that ends do_init, so the
 	 * rings and tables are visible. */
 	int s = kt_load(&ktrace__g.state, acquire), expect = KT_UNINIT;
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t;
 
 	if (KT_LIKELY(s == KT_READY))
 		return 1;
@@ -276,13 +303,20 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		return 0;
 	if (kt_cas(&ktrace__g.state, &expect, KT_INITING, acq_rel)) {
 		int r;
-		t->nest++;
+		/* The nesting guard needs a struct of the thread's own (a
+		 * traced signal handler here must not wait for this init). */
+		t = kt_self_alloc();
+		if (t)
+			t->nest++;
 		r = do_init();
-		if (r && r != KTRACE_EDISABLED)
+		off_reason = r;
+		/* The others said why themselves. */
+		if (r && r != KTRACE_EDISABLED && r != KTRACE_ENOWRITER && r != KTRACE_EMEMLOCK)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);
-		t->nest--;
+		if (t)
+			t->nest--;
 		return r == 0;
 	}
 	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING)

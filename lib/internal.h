@@ -147,24 +147,56 @@ struct kt_thread {
 	struct kt_hold *hs;          /* requests open on this thread and the held
 	                                run (request.c); allocated at its first
 	                                request */
+	/* vfork (vfork.c): what a vfork child borrowing this thread must not
+	 * change, saved by the parent before the call, restored after */
+	int in_vfork;                /* 1 from before vfork until the parent resumes */
+	uint32_t vfork_key;          /* key */
+	uint64_t vfork_ment, vfork_mexit; /* ment, mexit */
+	uint32_t vfork_hold_lim;     /* hold_lim */
 };
 
-extern __thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
+/*
+ * Per-thread state lives out of static TLS: glibc takes static TLS out of
+ * every thread's stack, and 16.8 KiB of it stopped threads with small
+ * stacks from starting (PTHREAD_STACK_MIN) or overflowed them.  The
+ * thread-local word ktrace__tp points at the thread's struct kt_thread,
+ * mmapped by the slow path on the thread's first event (an async-signal-
+ * safe call: the first event can be in a signal handler).  Until then,
+ * and after the thread's exit destructor released it, it points at
+ * ktrace__idle, a shared all-zero struct whose empty function cache never
+ * matches, so the hot path needs no NULL test: it goes to the slow path,
+ * which allocates (record.c).  Nothing ever writes ktrace__idle.
+ */
+extern __thread struct kt_thread *ktrace__tp __attribute__((tls_model("initial-exec")));
+extern struct kt_thread ktrace__idle;
 
 /*
- * This thread's struct kt_thread as a plain pointer, for the slow paths.
+ * This thread's struct kt_thread as a plain pointer, for the slow paths:
+ * ktrace__idle when it has none yet (read-only then; see kt_self_alloc).
  * The empty asm keeps GCC from re-deriving it after a call as a
  * segment-relative %fs:offset(%reg) access with a zero base register,
  * which UBSan's null check then reports as a null pointer (a false
- * positive seen in executables that link the static library).  The hot
- * path uses &ktrace__self directly and keeps its %fs-relative operands.
+ * positive seen in executables that link the static library).
  */
 static inline __attribute__((always_inline, no_instrument_function)) struct kt_thread *
 kt_self(void)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = ktrace__tp;
 	__asm__("" : "+r"(t));
 	return t;
+}
+
+/* This thread's own struct kt_thread, allocated on first use; NULL when
+ * it cannot be (no memory, or the thread has exited). */
+struct kt_thread *ktrace__self_alloc(void);
+/* Thread exit (threads.c's key destructor): give the struct back. */
+void ktrace__self_release(void);
+
+static inline __attribute__((always_inline, no_instrument_function)) struct kt_thread *
+kt_self_alloc(void)
+{
+	struct kt_thread *t = kt_self();
+	return KT_LIKELY(t != &ktrace__idle) ? t : ktrace__self_alloc();
 }
 
 /* Write one record (header word built from event ev, with 'extra' payload
@@ -177,6 +209,7 @@ void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
 int ktrace__try_fast(struct kt_thread *t, uint32_t ev);
 int ktrace__ring_init(void);
 void ktrace__ring_reset(void);     /* fork child: empty every ring */
+void ktrace__ring_free(void);      /* start-up failed: unmap the rings */
 /* Snapshot side: ring_mark reads core c's state (and the counter just
  * before); a cursor then copies the blocks up to that state, oldest first,
  * in steps, so several cores can be copied in slices (ring.c, "Readers").
@@ -256,7 +289,7 @@ void ktrace__kind_refate(uint32_t kind);
 void ktrace__hold_failed(void);
 /* Writer thread: prepare the next histogram slice. */
 void ktrace__kinds_tick(void);
-/* The REQUESTS section (malloc'ed; caller frees), or NULL. */
+/* The REQUESTS section (ktrace__walloc'ed; caller frees), or NULL. */
 void *ktrace__requests_serialize(size_t *len, uint32_t *count);
 /* The budget: ticks of thread hold state h's requests in [b, e] (counter
  * values), -1 if unknown. */
@@ -275,6 +308,7 @@ void ktrace__anchor_take(void);      /* bg thread: add an anchor */
 uint64_t ktrace__tsc_hz(void);       /* best frequency estimate */
 size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
 int64_t ktrace__realtime_ns(void);
+extern _Atomic int64_t ktrace__realtime_offset_ns; /* tests: a wall-clock step */
 int64_t ktrace__monotonic_ns(void);
 int64_t ktrace__counter_to_mono_ns(uint64_t c); /* via the newest anchor */
 void ktrace__clock_reset(void);      /* fork child */
@@ -296,6 +330,7 @@ int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *p
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
 int ktrace__funcs_init(void);
+void ktrace__funcs_free(void);     /* start-up failed */
 void ktrace__funcs_fork_child(void);
 
 /* ---- threads (threads.c) ----------------------------------------------- */
@@ -329,7 +364,6 @@ struct kt_config {
 	                                function may have made, us */
 	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
 	char include[1024];          /* KTRACE_INCLUDE: comma-separated globs */
-	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off */
 	int keep_all;                /* KTRACE_KEEP=all: requests not held */
 	double keep_pct;             /* KTRACE_KEEP_PCT: slower is slow (0 = off) */
 	uint32_t keep_min_samples;   /* KTRACE_KEEP_MIN_SAMPLES */
@@ -337,6 +371,8 @@ struct kt_config {
 	                                about this often (0 = none) */
 	uint32_t hold_kb;            /* KTRACE_HOLD_KB: each thread's hold buffer */
 	uint32_t trigger_on;         /* KTRACE_TRIGGER_ON: enum ktrace_trigger_on */
+	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off,
+	                                2 on (even under a seccomp filter) */
 };
 extern struct kt_config ktrace__cfg;
 /* A field that ktrace_setting() may change while other threads run:
@@ -375,6 +411,10 @@ int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec *trig,
 /* Write a snapshot now (writer thread only); 0 or KTRACE_E*. */
 int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
                            char *path_out, size_t path_len);
+/* The writer thread's memory: zeroed, from mmap, never malloc (a malloc
+ * arena of its own would reserve 64 MiB of the program's address space). */
+void *ktrace__walloc(size_t bytes);
+void ktrace__wfree(void *p);
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -400,7 +440,7 @@ void ktrace__filter_new_func(uint32_t id, uintptr_t addr);
 /* Writer thread, every loop: measure, decide (every ~100 ms, 10 ms at
  * first); lowers *wait_ns to the time until the next decision. */
 void ktrace__filter_tick(int64_t *wait_ns);
-/* Snapshot: the BUDGET section (malloc'ed; caller frees), or NULL. */
+/* Snapshot: the BUDGET section (ktrace__walloc'ed; caller frees), or NULL. */
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
@@ -411,12 +451,13 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 /* Open the context-switch events (before the writer thread exists). */
 int ktrace__sched_init(void);
 void ktrace__sched_fork_child(void);
+void ktrace__sched_free(void);     /* start-up failed */
 /* Writer thread: move the kernel's records into the window when due, and
  * shorten the writer's poll timeout to the next drain. */
 void ktrace__sched_drain(void);
 int64_t ktrace__sched_wait_ns(int64_t wait_ns);
 uint32_t ktrace__sched_info_flags(void);  /* KTRACE_INFO_SCHED or 0 */
-/* The SCHED section (drains first): malloc'ed, *count records. */
+/* The SCHED section (drains first): ktrace__walloc'ed, *count records. */
 void *ktrace__sched_serialize(size_t *len, uint32_t *count);
 /* Writer thread (the window budget): of thread tid's time in the monotonic
  * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
@@ -429,9 +470,24 @@ int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
 int64_t ktrace__sched_request_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                            uint32_t *npreempt, int64_t *blocked_ns);
 
+/* ---- mlockall (memlock.c) ---------------------------------------------- */
+/* Start-up: KTRACE_EMEMLOCK when the program calls mlockall and its
+ * RLIMIT_MEMLOCK has no room for ktrace's buffers (said on stderr). */
+int ktrace__memlock_check(void);
+extern _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
+void ktrace__funcs_unlock(void);            /* funcs.c: munlock the tables */
+void ktrace__sched_unlock(void);            /* sched.c: munlock the windows */
+
+/* ---- vfork (vfork.c, x86-64) ------------------------------------------- */
+void ktrace__vfork_enter(void);          /* before the system call */
+long ktrace__vfork_parent(long r);       /* after it, in the parent: errno */
+
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */
 int ktrace__ensure_init(void);
+/* Why tracing is off: KTRACE_EDISABLED (KTRACE_ENABLE=0) or the error
+ * that stopped start-up. */
+int ktrace__off_reason(void);
 
 #pragma GCC visibility pop
 

@@ -32,6 +32,7 @@
 #include "rseq.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 _Static_assert(offsetof(struct kt_core, state) == 0, "asm reads state at 0");
@@ -40,7 +41,10 @@ _Static_assert(offsetof(struct kt_core, ring) == 16, "asm reads ring at 16");
 _Static_assert(sizeof(struct kt_core) == 128, "asm scales cpu by 128");
 _Static_assert(KTRACE_BLOCK_WORDS == 1024, "asm tests pos & 1023");
 
-__thread struct kt_thread ktrace__self __attribute__((tls_model("initial-exec")));
+/* Static TLS: one pointer (internal.h says why).  The initial value is
+ * in the TLS image, so every new thread starts on ktrace__idle. */
+struct kt_thread ktrace__idle __attribute__((aligned(KT_CACHELINE)));
+__thread struct kt_thread *ktrace__tp __attribute__((tls_model("initial-exec"))) = &ktrace__idle;
 
 #if defined(__x86_64__)
 /* Arm the section, then B1..B3 (see the file comment): r8 = &cores[cpu],
@@ -277,7 +281,7 @@ static inline __attribute__((always_inline)) KT_NOINSTR void local_add(uint64_t 
 static inline __attribute__((always_inline)) KT_NOINSTR void
 hook(void *fn, uint32_t exit_flag)
 {
-	struct kt_thread *t = &ktrace__self;
+	struct kt_thread *t = ktrace__tp;   /* ktrace__idle: every lookup misses */
 	uintptr_t a = (uintptr_t)fn;
 	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
 
@@ -331,6 +335,43 @@ __cyg_profile_func_exit(void *fn, void *site)
 
 /* ---- slow path ---------------------------------------------------------- */
 
+/*
+ * The thread's first event (or API call): map its struct kt_thread.  mmap
+ * is async-signal-safe, and the pointer is installed with a CAS on the
+ * thread's own TLS word: a traced signal handler that ran in between and
+ * installed one of its own wins, and ours is given back.
+ */
+KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
+{
+	struct kt_thread *idle = &ktrace__idle, *t;
+
+	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t == MAP_FAILED) {
+		ktrace__count_loss(KTRACE_LOSS_NO_THREAD_SLOT, 1);
+		return NULL;
+	}
+	/* relaxed: only this thread (and its signal handlers) use the word. */
+	if (!__atomic_compare_exchange_n(&ktrace__tp, &idle, t, 0, __ATOMIC_RELAXED,
+	                                 __ATOMIC_RELAXED)) {
+		munmap(t, sizeof(*t));
+		return idle;   /* the handler's */
+	}
+	return t;
+}
+
+/* Thread exit: back to ktrace__idle first, so a signal handler never sees
+ * the struct being unmapped.  An event after this (a later key destructor
+ * that is traced) maps a new one and registers the thread again. */
+KT_NOINSTR void ktrace__self_release(void)
+{
+	struct kt_thread *t = kt_self();
+
+	if (t == &ktrace__idle)
+		return;
+	__atomic_store_n(&ktrace__tp, &ktrace__idle, __ATOMIC_RELAXED);
+	munmap(t, sizeof(*t));
+}
+
 KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)
 {
 	/* relaxed: a statistic; the snapshot reads it on the writer thread and
@@ -360,6 +401,17 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 	struct kt_thread *t = kt_self();
 	uintptr_t a = (uintptr_t)fn;
 
+	if (t == &ktrace__idle) {
+		/* relaxed: a hint; a disabled library maps nothing per thread. */
+		if (kt_load(&ktrace__g.state, relaxed) == KT_OFF ||
+		    (t = ktrace__self_alloc()) == NULL)
+			return;
+	}
+	if (KT_UNLIKELY(t->in_vfork)) {
+		/* A vfork child on its parent's memory (vfork.c). */
+		ktrace__count_loss(KTRACE_LOSS_VFORK, 1);
+		return;
+	}
 	if (t->nest) {
 		/* A traced signal handler interrupted our own slow path: the
 		 * event cannot be recorded without corrupting the one in
@@ -403,9 +455,15 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 static KT_NOINSTR void emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more,
                                 uint32_t nmore)
 {
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t = kt_self_alloc();
 	uint32_t p[4];
 
+	if (t == NULL)
+		return;   /* counted */
+	if (KT_UNLIKELY(t->in_vfork)) {
+		ktrace__count_loss(KTRACE_LOSS_VFORK, 1);
+		return;
+	}
 	/* Requests and marks: 4 words, appended like a hot-path event. */
 	if (nmore == 2 && t->rseq && t->hold == NULL &&
 	    append4(t, t->rseq, KTRACE_EXT_WORD(type, arg24), more[0], more[1]))

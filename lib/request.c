@@ -593,13 +593,14 @@ static KT_NOINSTR void check_overlap(struct kt_thread *t, struct kt_hold *hs)
 static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t uid)
 {
 	ktrace_request_t r;
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t;
 	struct kt_hold *hs;
 	uint32_t id, more[3], keep;
 	uint64_t now;
 
 	memset(&r, 0, sizeof(r));
-	if (kind == NULL || !ktrace__ensure_init())
+	if (kind == NULL || !ktrace__ensure_init() || (t = kt_self_alloc()) == NULL ||
+	    t->in_vfork)   /* a vfork child: the parent's thread, not its own */
 		return r;
 	if (t->nest) {
 		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
@@ -675,13 +676,13 @@ ktrace_request_begin_id(const char *kind, uint64_t id)
 
 __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace_request_t r)
 {
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t;
 	struct kt_hold *hs;
 	struct kt_req_end e;
 	uint64_t end;
 	uint32_t i, keep, more[3];
 
-	if (r.kind_ == 0 || r.begin_tsc_ == 0)
+	if (r.kind_ == 0 || r.begin_tsc_ == 0 || (t = kt_self_alloc()) == NULL || t->in_vfork)
 		return;
 	end = ktrace__now();
 	if (t->nest) {

@@ -111,6 +111,24 @@ KT_NOINSTR int ktrace__ring_init(void)
 	return 0;
 }
 
+/* Start-up failed after the rings were made: give them back (no thread
+ * appends before the library is READY). */
+KT_NOINSTR void ktrace__ring_free(void)
+{
+	struct kt_globals *g = &ktrace__g;
+
+	if (g->cores == NULL)
+		return;
+	for (uint32_t c = 0; c < g->ncpus; c++) {
+		if (g->cores[c].ring)
+			munmap(g->cores[c].ring, (size_t)g->ring_words * 4);
+		if (g->cores[c].gen)
+			munmap((void *)g->cores[c].gen, (size_t)g->nblocks * 4);
+	}
+	munmap(g->cores, sizeof(struct kt_core) * g->ncpus);
+	g->cores = NULL;
+}
+
 /* Fork child: the child starts with empty rings; locks held by parent
  * threads that do not exist here are dropped. */
 KT_NOINSTR void ktrace__ring_reset(void)

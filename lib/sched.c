@@ -44,6 +44,17 @@
  * When the kernel refuses, nothing is printed (the tracer is silent by
  * default); the SCHED section of every snapshot says why, with errno and
  * the paranoid level read at start.
+ *
+ * Sandboxes.  A seccomp filter may kill the process on perf_event_open
+ * (SIGSYS: the default action of many allow-list sandboxes), and nothing
+ * tells beforehand what a filter does with a call.  So with a filter
+ * active (the "Seccomp:" line of /proc/self/status says 2), or when that
+ * cannot be read, perf_event_open is not called at all unless the user
+ * asked for it (KTRACE_SCHED=on); the section's status says so
+ * (KTRACE_SCHED_SECCOMP).  A fork child opens events of its own: it
+ * inherits a decision not to, and otherwise reads the line again, since
+ * the program may have sandboxed itself after start-up (filters are
+ * inherited and never removed, so a child never needs to read it twice).
  */
 #include "internal.h"
 
@@ -129,6 +140,61 @@ static KT_NOINSTR void refuse(const char *what, int err)
 	S.status = KTRACE_SCHED_REFUSED;
 	S.err = err;
 	snprintf(S.what, sizeof(S.what), "%s", what);
+}
+
+/*
+ * Seccomp mode of the calling thread from /proc/self/status: 0 none,
+ * 1 strict, 2 filter; -1 when it cannot be read (no /proc: a chroot).
+ * Read in small pieces: this runs in the fork child handler and from the
+ * first hook, on an application thread's stack (init.c).
+ */
+static KT_NOINSTR int seccomp_mode(void)
+{
+	static const char key[] = "\nSeccomp:";
+	char buf[128];
+	size_t m = 1;   /* chars of key matched; the file starts a line */
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC), mode = -1, state = 0;
+	ssize_t n;
+
+	/* state: 0 looking for the key, 1 after it (blanks), 2 done */
+	if (fd < 0)
+		return -1;
+	while (state < 2 && (n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n && state < 2; i++) {
+			char ch = buf[i];
+
+			if (state == 1) {
+				if (ch >= '0' && ch <= '9')
+					mode = ch - '0';
+				if (ch != ' ' && ch != '\t')
+					state = 2;
+			} else if (ch == key[m]) {
+				if (++m == sizeof(key) - 1)
+					state = 1;
+			} else {
+				m = ch == '\n' ? 1 : 0;
+			}
+		}
+	}
+	close(fd);
+	return mode;
+}
+
+/* Whether perf_event_open may be called here (see "Sandboxes"); sets the
+ * status to KTRACE_SCHED_SECCOMP when not. */
+static KT_NOINSTR int sandbox_allows(void)
+{
+	int mode;
+
+	if (ktrace__cfg.sched == 2)   /* KTRACE_SCHED=on: the user asked */
+		return 1;
+	mode = seccomp_mode();
+	if (mode == 0)
+		return 1;
+	S.status = KTRACE_SCHED_SECCOMP;
+	S.err = mode < 0 ? ENOENT : 0;
+	snprintf(S.what, sizeof(S.what), "%s", mode < 0 ? "/proc/self/status" : "seccomp");
+	return 0;
 }
 
 /* Open, map and close one event; 0 or the errno (*what = the failing call). */
@@ -262,14 +328,16 @@ KT_NOINSTR int ktrace__sched_init(void)
 			refuse("mmap", ENOMEM);
 			return 0;
 		}
-	open_all(0);
+	if (sandbox_allows())
+		open_all(0);
 	return 0;
 }
 
 /*
  * Fork child (one thread, before anything else runs in it): the parent's
  * buffers are not mapped here (VM_DONTCOPY) and its window is the
- * parent's history; start clean with events of the child's own.
+ * parent's history; start clean with events of the child's own, unless
+ * the process put itself in a sandbox since (file comment).  open, read,
  * perf_event_open, mmap and close are plain system calls.
  */
 KT_NOINSTR void ktrace__sched_fork_child(void)
@@ -285,7 +353,36 @@ KT_NOINSTR void ktrace__sched_fork_child(void)
 		S.wins[c].head = 0;
 		S.wins[c].complete_from_ns = 0;
 	}
-	open_all(1);
+	if (sandbox_allows())
+		open_all(1);
+}
+
+/* mlockall() locked everything: unlock the windows (memlock.c). */
+KT_NOINSTR void ktrace__sched_unlock(void)
+{
+	for (uint32_t c = 0; S.wins && c < S.ncpus; c++)
+		if (S.wins[c].rec)
+			munlock(S.wins[c].rec, S.cap * sizeof(struct ktrace_sched_rec));
+}
+
+/* Start-up failed: close the events (their mappings) and free the
+ * windows. */
+KT_NOINSTR void ktrace__sched_free(void)
+{
+	unmap_bufs();
+	for (uint32_t c = 0; S.wins && c < S.ncpus; c++)
+		if (S.wins[c].rec)
+			munmap(S.wins[c].rec, S.cap * sizeof(struct ktrace_sched_rec));
+	if (S.wins)
+		munmap(S.wins, S.ncpus * sizeof(*S.wins));
+	if (S.bufs)
+		munmap(S.bufs, S.maxbufs * sizeof(*S.bufs));
+	if (S.names)
+		munmap(S.names, KT_SCHED_NAMES * sizeof(*S.names));
+	S.wins = NULL;
+	S.bufs = NULL;
+	S.names = NULL;
+	S.status = KTRACE_SCHED_OFF;
 }
 
 KT_NOINSTR uint32_t ktrace__sched_info_flags(void)
@@ -547,7 +644,7 @@ static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_
 
 /* ---- the SCHED section --------------------------------------------------- */
 
-/* Serialize the section into a malloc'ed buffer (writer thread); NULL on
+/* Serialize the section into a ktrace__walloc'ed buffer (writer thread); NULL on
  * no memory.  *count = records. */
 KT_NOINSTR void *ktrace__sched_serialize(size_t *len, uint32_t *count)
 {
@@ -563,7 +660,7 @@ KT_NOINSTR void *ktrace__sched_serialize(size_t *len, uint32_t *count)
 	*len = sizeof(h) + ncores * sizeof(struct ktrace_sched_core) +
 	       nrec * sizeof(struct ktrace_sched_rec) + nnames * sizeof(struct ktrace_sched_name);
 	*count = (uint32_t)nrec;
-	buf = p = malloc(*len);
+	buf = p = ktrace__walloc(*len);   /* the writer never mallocs */
 	if (!buf)
 		return NULL;
 	memset(&h, 0, sizeof(h));

@@ -89,7 +89,13 @@ _Atomic uint64_t ktrace__snap_busy_since; /* counter at write start, 0 = idle */
 _Atomic uint64_t ktrace__snap_last_end;   /* counter at the last write's end */
 static uint32_t snap_seq;              /* writer thread */
 static unsigned name_seq;              /* writer thread */
-static int installed_signo;            /* signal our handler is on, 0 = none */
+/* Signal our handler is on, 0 = none; written by install_signal (start-up,
+ * ktrace_setting), read by the writer (check_signal, fill_info).  relaxed
+ * everywhere: a free-standing value, re-read to detect a change. */
+static _Atomic int installed_signo;
+/* 1 while the program's own handler is on installed_signo instead of
+ * ours (writer thread: check_signal; read by fill_info). */
+static _Atomic int signal_taken;
 
 /* Rate limit, writer thread only: tokens left (files, bytes) and when they
  * were last refilled (monotonic ns, 0 = never: full buckets). */
@@ -172,14 +178,16 @@ static KT_NOINSTR void on_signal(int sig, siginfo_t *si, void *uc)
 static KT_NOINSTR void install_signal(void)
 {
 	struct sigaction sa;
-	int signo = kt_load_cfg(signo);
+	int signo = kt_load_cfg(signo), old = kt_load(&installed_signo, relaxed);
 
-	if (installed_signo != 0) {   /* ktrace_setting: move to another signal */
-		sigaction(installed_signo, have_prev_action ? &prev_action : NULL, NULL);
+	if (old != 0) {   /* ktrace_setting: move to another signal */
+		/* 0 first: the writer must not take the restored handler for
+		 * the program's taking the signal over (check_signal). */
+		kt_store(&installed_signo, 0, relaxed);
+		sigaction(old, have_prev_action ? &prev_action : NULL, NULL);
 		if (!have_prev_action)
-			signal(installed_signo, SIG_DFL);
+			signal(old, SIG_DFL);
 		have_prev_action = 0;
-		installed_signo = 0;
 	}
 	if (signo == 0)
 		return;
@@ -194,13 +202,43 @@ static KT_NOINSTR void install_signal(void)
 		ktrace__say("cannot install the snapshot signal handler (signal %d): %s; "
 		            "use ktrace_snapshot() or set KTRACE_SIGNAL", signo, strerror(errno));
 	else
-		installed_signo = signo;
+		kt_store(&installed_signo, signo, relaxed);
 }
 
 /* ktrace_setting("KTRACE_SIGNAL", ...): signo is already in ktrace__cfg. */
 KT_NOINSTR void ktrace__snapshot_signal_changed(void)
 {
 	install_signal();
+	kt_store(&signal_taken, 0, relaxed);
+}
+
+/*
+ * Writer thread, about once a second: is our handler still on the
+ * snapshot signal?  A program that installs its own after ours (Redis
+ * does, for SIGUSR2) silently turns `kill -USR2` into nothing, and the
+ * user takes the missing file for tracing being off.  Said once on
+ * stderr, with the fix, and in every snapshot while it lasts
+ * (KTRACE_INFO_SIGNAL_TAKEN).  Reading a disposition changes nothing.
+ */
+static KT_NOINSTR void check_signal(void)
+{
+	struct sigaction cur;
+	int signo = kt_load(&installed_signo, relaxed);   /* ktrace_setting may move it */
+	int taken;
+
+	if (signo == 0 || sigaction(signo, NULL, &cur) != 0 ||
+	    signo != kt_load(&installed_signo, relaxed))
+		return;
+	taken = !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_signal;
+	/* relaxed: a flag the writer itself reads for the next file. */
+	kt_store(&signal_taken, taken, relaxed);
+	if (taken)
+		ktrace__warn_once(60, "the program installed its own handler for signal %d (%s) "
+		                  "over ktrace's: that signal no longer writes a snapshot (tracing "
+		                  "goes on); set KTRACE_SIGNAL to a signal the program does not use "
+		                  "(e.g. KTRACE_SIGNAL=RTMIN+5) or call ktrace_snapshot()", signo,
+		                  signo == SIGUSR2 ? "SIGUSR2" : signo == SIGUSR1 ? "SIGUSR1"
+		                  : "a real-time signal");
 }
 
 /* ---- file output ------------------------------------------------------------ */
@@ -386,6 +424,9 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
 	if (ktrace__cfg.secure)
 		in->flags |= KTRACE_INFO_SECURE;
+	if (kt_load(&signal_taken, relaxed))
+		in->flags |= KTRACE_INFO_SIGNAL_TAKEN;
+	in->signo = kt_load(&installed_signo, relaxed);
 	in->snapshot_seq = snap_seq;
 	in->ring_bytes_per_core = (uint64_t)ktrace__g.ring_words * 4;
 	in->prev_write_end_tsc = kt_load(&ktrace__snap_last_end, relaxed);
@@ -402,13 +443,37 @@ static KT_NOINSTR void *map(size_t bytes)
 {
 	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/* relaxed: a flag (memlock.c); the program's lock is not ours to hold. */
+	if (kt_load(&ktrace__mlock_future, relaxed))
+		munlock(p, bytes ? bytes : 1);
+	return p;
 }
 
 static KT_NOINSTR void unmap(void *p, size_t bytes)
 {
 	if (p)
 		munmap(p, bytes ? bytes : 1);
+}
+
+/* For the writer's other files (filter.c, sched.c): zeroed memory from
+ * map(), its size kept in the 64 bytes before it; NULL on failure. */
+KT_NOINSTR void *ktrace__walloc(size_t bytes)
+{
+	unsigned char *p = map(bytes + 64);
+
+	if (p == NULL)
+		return NULL;
+	*(size_t *)p = bytes + 64;
+	return p + 64;
+}
+
+KT_NOINSTR void ktrace__wfree(void *p)
+{
+	if (p)
+		unmap((unsigned char *)p - 64, *(size_t *)((unsigned char *)p - 64));
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -746,9 +811,9 @@ out:
 		unmap(rbuf, rmeta);
 	}
 	unmap(m.base, m.bytes);
-	free(budget);   /* malloc'ed by filter.c, sched.c and trigger.c */
-	free(reqs);
-	free(sched);
+	ktrace__wfree(budget);   /* ktrace__walloc'ed by filter.c, sched.c, trigger.c */
+	ktrace__wfree(sched);
+	ktrace__wfree(reqs);
 	kt_store(&ktrace__snap_last_end, ktrace__now(), relaxed);
 	kt_store(&ktrace__snap_busy_since, 0, relaxed);
 	kt_store(&writing, 0, relaxed);
@@ -909,6 +974,7 @@ static KT_NOINSTR int take_trigger(struct ktrace_trigger_rec *out, int64_t now_n
 static KT_NOINSTR void *writer_main(void *arg)
 {
 	int64_t last_anchor = mono_ms();
+	uint32_t ticks = 0;
 
 	(void)arg;
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
@@ -948,6 +1014,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 		if (mono_ms() - last_anchor >= 100) {
 			ktrace__anchor_take();
 			last_anchor = mono_ms();
+			if (++ticks % 10 == 0)   /* about once a second */
+				check_signal();
 			/* relaxed: a free-standing estimate, read by triggers. */
 			kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 		}
@@ -986,7 +1054,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 	return NULL;
 }
 
-static KT_NOINSTR int start_writer(void)
+/* at_start: from start-up, where a failure turns tracing off; else a
+ * fork child's, where only snapshots are lost. */
+static KT_NOINSTR int start_writer(int at_start)
 {
 	sigset_t all, old;
 	pthread_attr_t at;
@@ -1001,8 +1071,13 @@ static KT_NOINSTR int start_writer(void)
 	r = pthread_create(&writer, &at, writer_main, NULL);
 	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r != 0)
-		return KTRACE_ENOMEM;
+	if (r != 0) {
+		ktrace__say("cannot start the snapshot writer thread in process %d: %s%s; %s",
+		            (int)getpid(), strerror(r), r == EAGAIN ? " (RLIMIT_NPROC, or the "
+		            "system's thread limit, reached)" : "", at_start ? "tracing is off "
+		            "and its buffers are given back" : "no snapshot can be written in it");
+		return KTRACE_ENOWRITER;
+	}
 	pthread_setname_np(writer, "ktrace-writer");
 	/* release: the state above is visible to any thread that
 	 * sees writer_running == 1 with acquire. */
@@ -1012,7 +1087,7 @@ static KT_NOINSTR int start_writer(void)
 
 KT_NOINSTR int ktrace__snapshot_init(void)
 {
-	int r = start_writer();
+	int r = start_writer(1);
 
 	if (r)
 		return r;
@@ -1038,9 +1113,7 @@ KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
 	if (kt_load(&writer_wanted, acquire) != 1 ||
 	    !kt_cas(&writer_wanted, &expect, 2, acq_rel))
 		return;
-	if (start_writer() != 0)
-		ktrace__say("cannot start the snapshot writer in process %d; snapshots are "
-		            "off in it", (int)getpid());
+	start_writer(0);   /* says why when it fails */
 	kt_store(&writer_wanted, 0, release);
 }
 
@@ -1120,7 +1193,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_snapshot(const char
 	int r;
 
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	ktrace__hold_before_snapshot();   /* the caller's own request, if any */
 	ktrace__snapshot_ensure_writer();
 	/* acquire: pairs with the release store in start_writer. */

@@ -75,6 +75,7 @@ static KT_NOINSTR void on_thread_exit(void *arg)
 	prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
 	/* release: the name above is visible to a snapshot that sees exit_tsc. */
 	kt_store(&e->exit_tsc, ktrace__now() | 1, release);
+	ktrace__self_release();
 }
 
 KT_NOINSTR int ktrace__threads_init(void)

@@ -143,7 +143,7 @@ ktrace_trigger_set(const char *kind, uint64_t abs_us, double percentile, uint32_
 	    abs_us > UINT64_MAX / 1000)
 		return KTRACE_EINVAL;
 	if (!ktrace__ensure_init())
-		return KTRACE_EDISABLED;
+		return ktrace__off_reason();
 	id = ktrace__name_id(kind, KTRACE_NAME_REQUEST);
 	if (id == 0 || id >= KT_KINDS)
 		return KTRACE_ERANGE;
@@ -423,7 +423,7 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 			cap += sizeof(struct ktrace_req_kind_rec) +
 			       KT_SLICES * (sizeof(struct ktrace_req_slice_rec) +
 			                    KT_BUCKETS * sizeof(struct ktrace_req_bucket));
-	p = calloc(1, cap);
+	p = ktrace__walloc(cap);   /* zeroed; the writer thread never mallocs */
 	if (p == NULL)
 		return NULL;
 	h = (struct ktrace_req_hdr *)p;

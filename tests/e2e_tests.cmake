@@ -166,3 +166,20 @@ ktrace_e2e_test(merge PROGRAMS e2e_calls)
 # Requests held aside (lib/request.c), on the raw records.
 ktrace_test_program(e2e_request SOURCES ${KT_E2E_DIR}/request_prog.c)
 ktrace_e2e_test(requests PROGRAMS e2e_request LABELS threads)
+# Environments production programs run in (issue 19): seccomp sandboxes,
+# small thread stacks, a stalled stderr, 8 KiB alternate signal stacks, the
+# snapshot signal taken over, RLIMIT_NPROC.  e2e_launch sets up what must
+# exist before the program starts (a filter, limits, another uid).
+ktrace_test_program(e2e_hostenv SOURCES ${KT_E2E_DIR}/hostenv_prog.c LINK ${CMAKE_DL_LIBS})
+ktrace_test_program(e2e_hostenv_mlock SOURCES ${KT_E2E_DIR}/hostenv_prog.c
+  LINK ${CMAKE_DL_LIBS} OPTIONS -DHOSTENV_MLOCK)
+# Static: can reach the library's hidden test offset of the wall clock.
+ktrace_test_program(e2e_hostenv_static SOURCES ${KT_E2E_DIR}/hostenv_prog.c STATIC
+  LINK ${CMAKE_DL_LIBS} OPTIONS -DHOSTENV_STATIC)
+add_executable(e2e_launch ${KT_E2E_DIR}/launch.c)
+target_compile_definitions(e2e_launch PRIVATE _GNU_SOURCE)
+ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_hostenv_static e2e_launch
+  e2e_plugin
+  LABELS faults threads)
+target_compile_definitions(test_e2e_hostenv PRIVATE
+  KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>")

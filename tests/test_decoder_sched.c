@@ -49,6 +49,9 @@ struct sched_img {
 	struct ktrace_sched_name n[1];
 };
 
+/* kernel.perf_event_paranoid the next add_sched records. */
+static int32_t sched_paranoid = 3;
+
 static void add_sched(struct snapbuild *sb, uint32_t status, int32_t err, int bad_what,
                       size_t size_delta)
 {
@@ -58,14 +61,15 @@ static void add_sched(struct snapbuild *sb, uint32_t status, int32_t err, int ba
 	memset(&s, 0, sizeof(s));
 	s.h.status = status;
 	s.h.err = err;
-	s.h.paranoid = 3;
+	s.h.paranoid = sched_paranoid;
 	s.h.ncores = nr ? 1 : 0;
 	s.h.nnames = nr ? 1 : 0;
 	s.h.clockid = 1;
 	s.h.start_ns = 500;
 	s.h.end_ns = 9000;
 	s.h.switches = 8;
-	snprintf(s.h.what, sizeof(s.h.what), "perf_event_open");
+	snprintf(s.h.what, sizeof(s.h.what), "%s",
+	         status == KTRACE_SCHED_SECCOMP ? "seccomp" : "perf_event_open");
 	s.c[0] = (struct ktrace_sched_core){ 0, 8, 500 };
 	/* main: blocked [2500, 3500] inside g, preempted [4200, 4400] in f;
 	 * tid 555 (not in THREADS) runs on cpu 0 while main is off it. */
@@ -214,6 +218,29 @@ static void test_decoder_sched_status_lines(void **state)
 	assert_string_equal(line, "scheduling: not recorded (perf_event_open: EACCES, "
 	                          "kernel.perf_event_paranoid=3; allow with sysctl "
 	                          "kernel.perf_event_paranoid=2 or CAP_PERFMON)");
+	kd_dec_free(d);
+
+	/* Refused although the sysctl allows it: no advice to set it. */
+	sb = base();
+	sched_paranoid = 2;
+	add_sched(sb, KTRACE_SCHED_REFUSED, EPERM, 0, 0);
+	sched_paranoid = 3;
+	d = decode(sb);
+	kd_dec_sched_status(d, line, sizeof(line));
+	assert_string_equal(line, "scheduling: not recorded (perf_event_open: EPERM, "
+	                          "kernel.perf_event_paranoid=2, which allows it: a seccomp "
+	                          "filter or a security module (container profile, SELinux, "
+	                          "AppArmor) forbids the call here)");
+	kd_dec_free(d);
+
+	/* Not tried under a seccomp filter. */
+	sb = base();
+	add_sched(sb, KTRACE_SCHED_SECCOMP, 0, 0, 0);
+	d = decode(sb);
+	kd_dec_sched_status(d, line, sizeof(line));
+	assert_string_equal(line, "scheduling: not recorded (a seccomp filter is active: "
+	                          "perf_event_open was not tried, as a filter may kill the "
+	                          "process on it; KTRACE_SCHED=on tries it)");
 	kd_dec_free(d);
 
 	sb = base();

@@ -329,12 +329,13 @@ static void test_config_budget_settings(void **state)
 	free(err);
 }
 
-/* KTRACE_SCHED: auto (default) / off; anything else warns, auto. */
+/* KTRACE_SCHED: auto (default) / off / on; anything else warns, auto. */
 static void test_config_sched(void **state)
 {
 	static const char *const cases[][2] = {
 		{"KTRACE_SCHED", "sched=1\n"}, {"KTRACE_SCHED=auto", "sched=1\n"},
 		{"KTRACE_SCHED=off", "sched=0\n"}, {"KTRACE_SCHED=0", "sched=0\n"},
+		{"KTRACE_SCHED=on", "sched=2\n"},
 		{"KTRACE_SCHED=sometimes", "sched=1\n"}};
 
 	(void)state;
@@ -347,7 +348,7 @@ static void test_config_sched(void **state)
 			fail_msg("%s: want %s in %s", cases[i][0], cases[i][1], out);
 		assert_int_equal(kt_count_str(err, "ktrace: "), bad);
 		if (bad)
-			assert_non_null(strstr(err, "KTRACE_SCHED='sometimes' is not auto or off"));
+			assert_non_null(strstr(err, "KTRACE_SCHED='sometimes' is not auto, on or off"));
 		free(out);
 		free(err);
 	}

@@ -60,7 +60,7 @@ static size_t events_since(uint32_t from, uint32_t *ev, size_t max)
 	assert_true(bytes <= cap);
 	for (size_t i = 0; i < w.n; i++) {
 		const struct kt_rec *r = &w.recs[i];
-		if (r->counter < from || r->slot != ktrace__self.slot)
+		if (r->counter < from || r->slot != kt_self()->slot)
 			continue;
 		if (KTRACE_EV_IS_ENTER(r->ev) || KTRACE_EV_IS_EXIT(r->ev)) {
 			assert_true(n < max);
@@ -96,7 +96,7 @@ static uint32_t start(const uintptr_t *fns, size_t n)
 		ktrace__func_event(fns[i]);
 	E(FAKE(0));
 	X(FAKE(0));
-	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
+	assert_int_equal(kt_self()->ment, kt_self()->mexit);
 	return pos0();
 }
 
@@ -125,7 +125,7 @@ static void test_lib_filter_entered_before_mute(void **state)
 	n = events_since(from, got, 64);
 	const uint32_t want[] = {en(F), en(H), ex(H), ex(F)};
 	expect(got, n, want, 4);
-	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
+	assert_int_equal(kt_self()->ment, kt_self()->mexit);
 }
 
 /* A then B entered; B muted (and adopted); inside a skipped B, A is muted
@@ -148,12 +148,12 @@ static void test_lib_filter_two_mutes_nested(void **state)
 	E(B);           /* skipped (a muted frame is open now) */
 	ktrace__filter_mute_now(A);
 	E(H3);          /* miss: adopts with the skipped frame open */
-	assert_int_equal(ktrace__self.nmlev, 1);
+	assert_int_equal(kt_self()->nmlev, 1);
 	E(A);           /* A muted in this thread's view: skipped */
 	X(A);
 	X(H3);
 	X(B);           /* skipped: closes the skipped frame, the level ends */
-	assert_int_equal(ktrace__self.nmlev, 0);
+	assert_int_equal(kt_self()->nmlev, 0);
 	E(H4);
 	X(H4);
 	E(A);           /* skipped */
@@ -164,7 +164,7 @@ static void test_lib_filter_two_mutes_nested(void **state)
 	const uint32_t want[] = {en(A), en(B), en(H2), ex(H2), en(H3), ex(H3), en(H4), ex(H4),
 	                         ex(B), ex(A)};
 	expect(got, n, want, 10);
-	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
+	assert_int_equal(kt_self()->ment, kt_self()->mexit);
 }
 
 /* The case a plain count cannot tell: inside a skipped frame of B, a call
@@ -197,12 +197,12 @@ static void test_lib_filter_mute_inside_skipped_frame(void **state)
 	E(C);           /* skipped */
 	X(C);
 	X(B);           /* the skipped B */
-	assert_int_equal(ktrace__self.nmlev, 0);
+	assert_int_equal(kt_self()->nmlev, 0);
 	X(H1);
 	n = events_since(from, got, 64);
 	const uint32_t want[] = {en(H1), en(C), en(H2), ex(H2), ex(C), en(H3), ex(H3), ex(H1)};
 	expect(got, n, want, 8);
-	assert_int_equal(ktrace__self.ment, ktrace__self.mexit);
+	assert_int_equal(kt_self()->ment, kt_self()->mexit);
 }
 
 static int setup(void **state)

@@ -243,7 +243,7 @@ static void test_funcs_exhaustion_uses_full_address(void **state)
 		uint64_t addr = ((uint64_t)r->payload[1] << 32) | r->payload[0];
 		if (r->ext_type == KTRACE_EXT_FUNC_ENTER_ADDR && addr == a) {
 			assert_int_equal(r->ev, 3);
-			assert_int_equal(r->slot, ktrace__self.slot);
+			assert_int_equal(r->slot, kt_self()->slot);
 			enter++;
 		}
 		if (r->ext_type == KTRACE_EXT_FUNC_EXIT_ADDR && addr == a)

@@ -156,7 +156,7 @@ static void test_ring_blocks_are_well_formed(void **state)
 	walk_copy(&cp, &w);
 	/* Nothing but this thread ever wrote on cpu 0 in this process. */
 	for (size_t i = 0; i < w.n; i++)
-		assert_int_equal(w.recs[i].slot, ktrace__self.slot);
+		assert_int_equal(w.recs[i].slot, kt_self()->slot);
 	assert_int_equal(w.backward_steps, 0);
 	/* The newest record is the last exit. */
 	assert_int_equal(w.recs[w.n - 1].ev, (ev + (4999 % 7)) | KTRACE_EV_EXIT_FLAG);
@@ -380,7 +380,7 @@ static void *alternate_main(void *arg)
 		sem_wait(&wk->go);
 		for (uint32_t i = 0; i < wk->calls; i++)
 			call(wk->addr);
-		wk->slot = ktrace__self.slot;
+		wk->slot = kt_self()->slot;
 		sem_post(&wk->done);
 	}
 	return NULL;
@@ -398,7 +398,7 @@ static void *free_main(void *arg)
 		if (wk->yield_every && i % wk->yield_every == 0)
 			sched_yield();
 	}
-	wk->slot = ktrace__self.slot;
+	wk->slot = kt_self()->slot;
 	return NULL;
 }
 
@@ -531,7 +531,7 @@ static void *idle_switch_main(void *arg)
 	struct worker *wk = arg;
 	kunit_pin(0);
 	call(wk->addr);
-	wk->slot = ktrace__self.slot;
+	wk->slot = kt_self()->slot;
 	return NULL;
 }
 

@@ -59,12 +59,13 @@ struct result {
  * the main thread (cmocka's longjmp must not cross threads). */
 static void *check_thread(void *arg)
 {
-	struct kt_thread *t = kt_self();
+	struct kt_thread *t;
 	struct kt_rseq_area *a;
 	struct result *r = arg;
 
 	__cyg_profile_func_enter((void *)0x10000040, NULL);
 	__cyg_profile_func_exit((void *)0x10000040, NULL);
+	t = kt_self();   /* mapped by the first event */
 	r->use_rseq = ktrace__g.use_rseq;
 	if (!r->use_rseq || (a = t->rseq) == NULL)
 		return NULL;   /* locked path: nothing registered to check */

@@ -1,0 +1,186 @@
+/*
+ * memlock.c - programs that lock their memory with mlockall().
+ *
+ * mlockall(MCL_CURRENT) counts the process's whole address space against
+ * RLIMIT_MEMLOCK (the kernel compares total_vm with the limit, unless the
+ * caller has CAP_IPC_LOCK), and locks and faults in every page of it.
+ * ktrace's reserved rings and tables (tens of MiB of address space, mostly
+ * never touched) would make the call fail where it succeeds untraced, or,
+ * with the privilege, lock tens of MiB that the program never asked for.
+ *
+ *   - At start-up, a program that imports mlockall (a dynamic symbol
+ *     reference of any loaded object) under a finite RLIMIT_MEMLOCK
+ *     without CAP_IPC_LOCK is not traced unless the limit leaves room
+ *     for ktrace's buffers: tracing is off, said once on stderr with the
+ *     limit that would do (KTRACE_EMEMLOCK).  The buffers cannot be given
+ *     back later, while threads write into them.
+ *   - The library defines mlockall itself (it binds before libc's): the
+ *     call is made as asked, then ktrace's own buffers are unlocked again
+ *     (munlock; their pages stay as they are), and with MCL_FUTURE the
+ *     snapshot writer unlocks what it maps.  A call that fails anyway is
+ *     returned as it is, and said once if ktrace's buffers are to blame.
+ */
+#include "internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <linux/capability.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+_Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
+
+/* ---- start-up: does the program call mlockall? ---------------------------- */
+
+static KT_NOINSTR uintptr_t dptr(const struct dl_phdr_info *info, uintptr_t p)
+{
+	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
+}
+
+/* Symbols in a dynamic symbol table, from DT_HASH or DT_GNU_HASH. */
+static KT_NOINSTR uint32_t nsyms(const uint32_t *gh, const uint32_t *hash)
+{
+	uint32_t nb, off, max = 0;
+	const uint32_t *buckets, *chain;
+
+	if (hash)
+		return hash[1];
+	nb = gh[0];
+	off = gh[1];
+	buckets = (const uint32_t *)((const ElfW(Addr) *)&gh[4] + gh[2]);
+	chain = buckets + nb;
+	for (uint32_t b = 0; b < nb; b++)
+		if (buckets[b] > max)
+			max = buckets[b];
+	if (max < off)
+		return off;
+	while (!(chain[max - off] & 1))
+		max++;
+	return max + 1;
+}
+
+static KT_NOINSTR int imports_mlockall(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const ElfW(Dyn) *d = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const uint32_t *gh = NULL, *hash = NULL;
+	uint32_t n;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	for (; d && d->d_tag != DT_NULL; d++) {
+		uintptr_t p = dptr(info, d->d_un.d_ptr);
+		if (d->d_tag == DT_SYMTAB)
+			symtab = (const ElfW(Sym) *)p;
+		else if (d->d_tag == DT_STRTAB)
+			strtab = (const char *)p;
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)p;
+		else if (d->d_tag == DT_HASH)
+			hash = (const uint32_t *)p;
+	}
+	if (!symtab || !strtab || (!gh && !hash))
+		return 0;
+	n = nsyms(gh, hash);
+	for (uint32_t i = 1; i < n; i++)
+		if (symtab[i].st_shndx == SHN_UNDEF &&
+		    strcmp(strtab + symtab[i].st_name, "mlockall") == 0) {
+			*(int *)arg = 1;
+			return 1;
+		}
+	return 0;
+}
+
+static KT_NOINSTR int has_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct c[2];
+
+	memset(c, 0, sizeof(c));
+	return syscall(SYS_capget, &h, c) == 0 && (c[0].effective & (1u << CAP_IPC_LOCK));
+}
+
+/* The address space ktrace maps at start-up, in MiB (rings and their
+ * block tables, half as much again for the scheduling windows, the
+ * function/name/module tables, the writer's stack): an estimate. */
+static KT_NOINSTR uint64_t own_mib(uint32_t ncpus)
+{
+	return (uint64_t)ncpus * ktrace__cfg.buffer_mb * 3 / 2 + 8;
+}
+
+KT_NOINSTR int ktrace__memlock_check(void)
+{
+	struct rlimit rl;
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	uint64_t need;
+	int found = 0;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	need = own_mib(n > 0 ? (uint32_t)n : 1) + 64;   /* + room for the program */
+	if (rl.rlim_cur >= need << 20)
+		return 0;
+	dl_iterate_phdr(imports_mlockall, &found);
+	if (!found || has_ipc_lock())
+		return 0;
+	ktrace__say("this program calls mlockall() and RLIMIT_MEMLOCK is %llu KiB: ktrace's "
+	            "buffers (about %llu MiB of address space) would make mlockall(MCL_CURRENT) "
+	            "fail where it succeeds untraced, so tracing is off; to trace it, raise "
+	            "RLIMIT_MEMLOCK (ulimit -l) to %llu MiB or more, or lower KTRACE_BUFFER_MB",
+	            (unsigned long long)(rl.rlim_cur >> 10),
+	            (unsigned long long)own_mib(n > 0 ? (uint32_t)n : 1),
+	            (unsigned long long)need);
+	return KTRACE_EMEMLOCK;
+}
+
+/* ---- the call itself --------------------------------------------------------- */
+
+/* Unlock ktrace's own big mappings (locking never changes their content). */
+static KT_NOINSTR void unlock_own(void)
+{
+	struct kt_globals *g = &ktrace__g;
+
+	for (uint32_t c = 0; g->cores && c < g->ncpus; c++) {
+		munlock(g->cores[c].ring, (size_t)g->ring_words * 4);
+		munlock((void *)g->cores[c].gen, (size_t)g->nblocks * 4);
+	}
+	ktrace__funcs_unlock();
+	ktrace__sched_unlock();
+}
+
+__attribute__((visibility("default"))) KT_NOINSTR int mlockall(int flags)
+{
+	long r = syscall(SYS_mlockall, flags);
+	int e = errno;
+
+	/* acquire: pairs with the release store that ends start-up. */
+	if (kt_load(&ktrace__g.state, acquire) != KT_READY) {
+		errno = e;
+		return (int)r;
+	}
+	if (r == 0) {
+		if (flags & MCL_FUTURE)
+			kt_store(&ktrace__mlock_future, 1, relaxed);
+		unlock_own();
+	} else if (e == ENOMEM || e == EAGAIN || e == EPERM) {
+		ktrace__warn_once(59, "mlockall() failed (%s): ktrace's buffers count against "
+		                  "RLIMIT_MEMLOCK; raise it (ulimit -l) or lower KTRACE_BUFFER_MB",
+		                  strerror(e));
+	}
+	errno = e;
+	return (int)r;
+}
+
+/* munlockall() ends MCL_FUTURE too. */
+__attribute__((visibility("default"))) KT_NOINSTR int munlockall(void)
+{
+	kt_store(&ktrace__mlock_future, 0, relaxed);
+	return (int)syscall(SYS_munlockall);
+}
