@@ -380,16 +380,19 @@
         }
         continue;
       }
-      // Narrower than a pixel: one block for this pixel, then skip to the
-      // first item that begins in the next pixel.
+      // Narrower than a pixel: one block for this pixel, then skip the
+      // items that begin in this pixel, except the last one: items do not
+      // overlap, so only that one can reach beyond the pixel (a long call
+      // that begins in the same pixel as short ones), and it is drawn as
+      // any other item.
       var px = Math.floor(x0), c = color(k);
       if (px < LABEL_W) px = LABEL_W;
       if (crun === c && px <= x1run) { x1run = px + 1; } else { flush(); crun = c; x0run = px; x1run = px + 1; }
       var next = tickOf(f, nsAtX(px + 1));
-      if (k + 1 < hi && begin[k + 1] < next) {
+      if (k + 2 < hi && begin[k + 2] < next) {
         var lo2 = k + 1, hi2 = hi;
         while (lo2 < hi2) { var m2 = (lo2 + hi2) >>> 1; if (begin[m2] < next) lo2 = m2 + 1; else hi2 = m2; }
-        k = lo2 - 1;
+        k = lo2 - 2;   // the loop's k++ visits lo2 - 1, the last one in this pixel
       }
     }
     flush();
@@ -611,8 +614,20 @@
       return best;
     }
     if (r.kind === 'depth') {
-      var th = r.th, k = near(th.begin, th.end, th.lane[r.depth], th.lane[r.depth + 1]);
-      return k < 0 ? null : { kind: 'call', file: f, th: th, k: k, depth: r.depth };
+      var th = r.th, lo = th.lane[r.depth], hi = th.lane[r.depth + 1], k = near(th.begin, th.end, lo, hi);
+      if (k < 0) return null;
+      var hit = { kind: 'call', file: f, th: th, k: k, depth: r.depth };
+      // A call narrower than a pixel was drawn in its pixel's one block
+      // with every other such call beginning in that pixel: say so.
+      var tpp = (view.end - view.start) / trackW() / f.k;
+      if (th.end[k] - th.begin[k] < tpp) {
+        var px = Math.floor(xOf(nsOf(f, th.begin[k]))), pa = tickOf(f, nsAtX(px)), pb = tickOf(f, nsAtX(px + 1));
+        var j = lowerEnd(th.begin, lo, hi, pa), n = 0, tot = 0;
+        for (; j < hi && th.begin[j] < pb; j++)
+          if (th.end[j] - th.begin[j] < tpp) { n++; tot += th.end[j] - th.begin[j]; }
+        if (n > 1) hit.merged = { n: n, ticks: tot };
+      }
+      return hit;
     }
     if (r.kind === 'core') {
       var c = r.core, kc = near(c.begin, c.end, 0, c.n);
@@ -701,7 +716,9 @@
   function tipText(s) {
     var f = s.file, c = f.clock;
     if (s.kind === 'call')
-      return f.funcs[s.th.func[s.k]] + '  ' + fmtDur(c.durNs(s.th.end[s.k] - s.th.begin[s.k]));
+      return (s.merged ? s.merged.n + ' calls merged in this pixel, ' + fmtDur(c.durNs(s.merged.ticks)) +
+              ' in all; nearest: ' : '') +
+        f.funcs[s.th.func[s.k]] + '  ' + fmtDur(c.durNs(s.th.end[s.k] - s.th.begin[s.k]));
     if (s.kind === 'req')
       return 'request ' + nameOf(f, s.r.kind) + ' #' + s.r.id + '  ' + fmtDur(c.durNs(s.r.end - s.r.begin)) +
         (s.r.flags & 4 ? '  (the slow request)' : '');
@@ -906,7 +923,51 @@
       t.sort(function (x, y) { return x - y; });
       return t[t.length >> 1];
     },
-    pan: pan, zoomAt: function (f) { zoomAt(LABEL_W + trackW() / 2, f); }
+    pan: pan, zoomAt: function (f) { zoomAt(LABEL_W + trackW() / 2, f); },
+    // For pixel probes (tests/html/viewercheck.py): the page-ns span and the
+    // row of the nth call (time order) of the function named name, without
+    // moving the view; the canvas rectangle (CSS px) of a row; the colour
+    // of a canvas pixel after drawing the current view.
+    callSpan: function (name, nth) {
+      var all = [];
+      files.forEach(function (f) {
+        var fi = f.funcs.indexOf(name);
+        if (fi < 0) return;
+        f.threads.forEach(function (th) {
+          for (var d = 0; d <= th.maxdepth && th.n; d++)
+            for (var k = th.lane[d]; k < th.lane[d + 1]; k++)
+              if (th.func[k] === fi) all.push({ f: f, th: th, k: k, d: d });
+        });
+      });
+      all.sort(function (a, b) { return nsOf(a.f, a.th.begin[a.k]) - nsOf(b.f, b.th.begin[b.k]); });
+      var m = all[nth || 0];
+      if (!m) return null;
+      return { start: nsOf(m.f, m.th.begin[m.k]), end: nsOf(m.f, m.th.end[m.k]), tid: m.th.tid, depth: m.d };
+    },
+    rowRect: function (tid, what) {
+      var r = rows.find(function (x) {
+        if (typeof what === 'number') return x.th && x.th.tid === tid && x.kind === 'depth' && x.depth === what;
+        if (what === 'core') return x.kind === 'core' && x.core.cpu === tid;
+        return x.th && x.th.tid === tid && x.kind === what;
+      });
+      if (!r) return null;
+      if (r.y < tracks.scrollTop || r.y + r.h > tracks.scrollTop + H) { tracks.scrollTop = Math.max(0, r.y - 20); }
+      return { y: r.y - tracks.scrollTop, h: r.h };
+    },
+    xOf: function (ns) { return xOf(ns); },
+    fit: function () { fit(); },
+    // The hover text at the begin of span (from callSpan) in its row.
+    tipAt: function (sp) {
+      var r = rows.find(function (x) { return x.th && x.th.tid === sp.tid && x.kind === 'depth' && x.depth === sp.depth; });
+      if (!r) return null;
+      var s = pick(xOf(sp.start) + 0.01, r.y - tracks.scrollTop + r.h / 2);
+      return s ? tipText(s) : null;
+    },
+    pixel: function (x, y) {
+      draw();
+      var p = ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data;
+      return [p[0], p[1], p[2], p[3]];
+    }
   };
 
   // Links into the page: #search=NAME (search, go to the first call),
