@@ -853,6 +853,8 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 void kd_out_budget(FILE *f, const struct kd_dec *d);
 void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
+/* Name of snap.muted[i] (its function's, else its address in buf). */
+const char *kd_dec_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
 int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 /* One flag line for all files (NULL entries skipped), notes on stderr. */
 void kd_out_exclude(FILE *f, struct kd_dec *const *decs, int n);

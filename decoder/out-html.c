@@ -225,6 +225,89 @@ static int by_run_begin(const void *a, const void *b)
 
 /* ---- one file ----------------------------------------------------------------- */
 
+static int has_offcpu(const struct kd_dec *d, uint32_t t)
+{
+	return d->sched && d->offcpu_first && d->offcpu_first[t + 1] > d->offcpu_first[t];
+}
+
+/* ---- scheduling ------------------------------------------------------------- */
+
+/* Clamp [*b, *e) to the window; 0 if nothing is left. */
+static int in_window(const struct kd_dec *d, uint64_t *b, uint64_t *e)
+{
+	if (*b < d->window_start)
+		*b = d->window_start;
+	if (*e > d->window_end)
+		*e = d->window_end;
+	return *e > *b;
+}
+
+/* A thread's off-CPU intervals in the window, as base64 varints: why
+ * (enum kd_dec_off_why), begin delta (the first: since the window start),
+ * duration. */
+static int thread_offcpu(FILE *f, const struct kd_dec *d, uint32_t t)
+{
+	struct vbuf b = { 0 };
+	uint64_t prev = d->window_start;
+	uint32_t n = 0;
+
+	if (!has_offcpu(d, t))
+		return 0;
+	for (uint32_t i = d->offcpu_first[t]; i < d->offcpu_first[t + 1]; i++) {
+		uint64_t ob = d->offcpu[i].begin, oe = d->offcpu[i].end;
+
+		if (!in_window(d, &ob, &oe) || ob < prev)
+			continue;
+		vb_uv(&b, d->offcpu[i].why);
+		vb_uv(&b, ob - prev);
+		vb_uv(&b, oe - ob);
+		prev = ob;
+		n++;
+	}
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	fprintf(f, ",\"noff\":%" PRIu32 ",\"off\":", n);
+	b64(f, b.p, b.n);
+	free(b.p);
+	return 0;
+}
+
+/* A core's runs of the process's threads from the context switches, as
+ * base64 varints: row, begin delta, duration; between them (from "from"
+ * to "to") the core ran another process or idled. */
+static int core_oncpu(FILE *f, const struct kd_dec *d, uint32_t cpu, const uint32_t *row)
+{
+	struct vbuf b = { 0 };
+	uint64_t prev = d->window_start, sb = d->sched_from, se = d->sched_to;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		const struct kd_dec_oncpu *r = &d->oncpu[i];
+		uint64_t ob = r->begin, oe = r->end;
+
+		if (r->cpu != cpu || row[r->thread] == KD_NONE || !in_window(d, &ob, &oe) || ob < prev)
+			continue;
+		vb_uv(&b, row[r->thread]);
+		vb_uv(&b, ob - prev);
+		vb_uv(&b, oe - ob);
+		prev = ob;
+		n++;
+	}
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	if (!in_window(d, &sb, &se))
+		sb = se = d->window_start;
+	fprintf(f, ",\"sched\":[%" PRId64 ",%" PRId64 "],\"non\":%" PRIu32 ",\"on\":",
+	        rel(d, sb), rel(d, se), n);
+	b64(f, b.p, b.n);
+	free(b.p);
+	return 0;
+}
+
 /* Thread index -> row index in the page (threads with data), or NONE. */
 static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o)
 {
@@ -234,7 +317,8 @@ static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o
 	if (!row)
 		return NULL;
 	for (uint32_t t = 0; t < d->nthreads; t++)
-		row[t] = d->threads[t].events && wanted(d, t, o) ? nrow++ : KD_NONE;
+		row[t] = (d->threads[t].events || has_offcpu(d, t)) && wanted(d, t, o) ? nrow++
+		                                                                        : KD_NONE;
 	return row;
 }
 
@@ -244,7 +328,7 @@ static void header(FILE *f, const struct kd_dec *d)
 	const struct kd_snap *s = &d->snap;
 	uint64_t lo_tsc = d->window_start << d->shift, hi_tsc = d->window_end << d->shift;
 	uint32_t a0 = 0, a1 = s->nanchors;
-	char buf[64];
+	char buf[256];
 	int first = 1;
 
 	fputs("{\"file\":", f);
@@ -289,7 +373,21 @@ static void header(FILE *f, const struct kd_dec *d)
 		}
 		fprintf(f, ",%" PRIu64 "]", s->loss.count[i]);
 	}
-	fprintf(f, "],\"damaged\":%" PRIu32 ",\"warnings\":%" PRIu64 ",\"dropped\":%" PRIu64
+	fputs("],\"muted\":[", f);
+	for (uint32_t i = 0; i < s->nmuted; i++) {
+		const struct ktrace_muted_rec *m = &s->muted[i];
+
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		jstr(f, kd_dec_muted_name(d, i, buf, sizeof(buf)));
+		fprintf(f, ",\"why\":\"%s\",\"since\":%" PRId64 ",\"calls_observed\":%" PRIu64 "}",
+		        m->why == KTRACE_MUTE_EXCLUDE ? "excluded" : "muted",
+		        rel(d, m->since_tsc >> d->shift), m->calls_observed);
+	}
+	fprintf(f, "],\"muted_calls\":%" PRIu64 ",\"sched_status\":",
+	        s->have_budget ? s->budget.muted_calls : 0);
+	kd_dec_sched_status(d, buf, sizeof(buf));
+	jstr(f, buf);
+	fprintf(f, ",\"damaged\":%" PRIu32 ",\"warnings\":%" PRIu64 ",\"dropped\":%" PRIu64
 	           ",\"dropped_after\":%" PRIu64 ",\"lost_exits\":%" PRIu64
 	           ",\"unmatched_exits\":%" PRIu64,
 	        s->damaged_blocks + s->unreadable_blocks, s->warn.total, d->dropped,
@@ -365,7 +463,8 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		fprintf(f, ",\"tid\":%" PRId32 ",\"known\":%d,\"main\":%d,\"exited\":%d", th->tid,
 		        th->known, !!(th->flags & KTRACE_THREAD_MAIN),
 		        !!(th->flags & KTRACE_THREAD_EXITED));
-		if (thread_calls(f, d, ix + start[t], start[t + 1] - start[t]) != 0)
+		if (thread_calls(f, d, ix + start[t], start[t + 1] - start[t]) != 0 ||
+		    thread_offcpu(f, d, t) != 0)
 			goto out;
 		fputc('}', f);
 	}
@@ -400,6 +499,8 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		}
 		b64(f, b.p, b.n);
 		free(b.p);
+		if (d->sched && core_oncpu(f, d, d->snap.cores[c].cpu, row) != 0)
+			goto out;
 		fputc('}', f);
 	}
 

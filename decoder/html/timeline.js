@@ -118,6 +118,46 @@
     th.calls = null;
   }
 
+  // A thread's off-CPU intervals (out-html.c thread_offcpu): why, begin
+  // delta, duration; and per interval the deepest call open during it (the
+  // stack does not change while the thread is off the cpu), so the depth
+  // rows can show it under the calls that waited.
+  var COL_BLOCKED = '#ea580c', COL_PREEMPTED = '#7c3aed';
+  function unpackOff(th) {
+    var n = th.noff || 0, r = new Reader(base64Bytes(th.off || '')), b = 0;
+    th.offB = new Float64Array(n); th.offE = new Float64Array(n); th.offWhy = new Uint8Array(n);
+    for (var i = 0; i < n; i++) {
+      th.offWhy[i] = r.uv(); b += r.uv(); th.offB[i] = b; th.offE[i] = b + r.uv();
+    }
+    th.off = null;
+    var depth = new Int32Array(n).fill(-1);
+    for (var d = 0; d <= th.maxdepth && th.n; d++) {
+      var lo = th.lane[d], hi = th.lane[d + 1];
+      for (i = 0; i < n; i++) {
+        var t = (th.offB[i] + th.offE[i]) / 2, a = lo, z = hi;
+        while (a < z) { var m = (a + z) >>> 1; if (th.end[m] < t) a = m + 1; else z = m; }
+        if (a < hi && th.begin[a] <= t) depth[i] = d;
+      }
+    }
+    // Per depth row, the intervals that row's calls waited in.
+    th.offRow = [];
+    for (d = 0; d <= th.maxdepth && th.n; d++) {
+      var ix = [];
+      for (i = 0; i < n; i++) if (depth[i] >= d) ix.push(i);
+      th.offRow.push({ b: new Float64Array(ix.map(function (j) { return th.offB[j]; })),
+                       e: new Float64Array(ix.map(function (j) { return th.offE[j]; })),
+                       why: ix.map(function (j) { return th.offWhy[j]; }) });
+    }
+  }
+  // Off-CPU ticks of a thread inside [b, e): [blocked, preempted].
+  function offIn(th, b, e) {
+    var out = [0, 0], a = 0, z = th.offB.length;
+    while (a < z) { var m = (a + z) >>> 1; if (th.offE[m] <= b) a = m + 1; else z = m; }
+    for (; a < th.offB.length && th.offB[a] < e; a++)
+      out[th.offWhy[a]] += Math.min(e, th.offE[a]) - Math.max(b, th.offB[a]);
+    return out;
+  }
+
   function unpackRuns(core) {
     var r = new Reader(base64Bytes(core.runs)), n = core.n, b = core.b0;
     core.begin = new Float64Array(n); core.end = new Float64Array(n);
@@ -127,6 +167,24 @@
       core.begin[i] = b; core.end[i] = b + r.uv();
     }
     core.runs = null;
+    // Exact occupancy from the context switches replaces the runs of
+    // records: which of the process's threads ran, and (between them,
+    // inside sched) another process or idle.
+    if (core.on !== undefined) {
+      r = new Reader(base64Bytes(core.on)); n = core.non; b = 0;
+      core.begin = new Float64Array(n); core.end = new Float64Array(n);
+      core.thread = new Uint32Array(n);
+      for (i = 0; i < n; i++) {
+        core.thread[i] = r.uv(); b += r.uv();
+        core.begin[i] = b; core.end[i] = b + r.uv();
+      }
+      core.n = n; core.exact = true; core.on = null;
+      // The gaps: another process or idle.
+      var gb = [], ge = [], at = core.sched[0];
+      for (i = 0; i < n; i++) { if (core.begin[i] > at) { gb.push(at); ge.push(core.begin[i]); } at = Math.max(at, core.end[i]); }
+      if (core.sched[1] > at) { gb.push(at); ge.push(core.sched[1]); }
+      core.idleB = new Float64Array(gb); core.idleE = new Float64Array(ge);
+    }
   }
 
   // ---- time -------------------------------------------------------------
@@ -164,17 +222,20 @@
   pieces.forEach(function (e) { e.textContent = ''; });   // free the text
   phase.json = performance.now() - t_start;
   var files = data.files, origin = null, nCalls = 0;
+  var sched = false;   // some file has context switches
   files.forEach(function (f) { var w = BigInt(f.wall0); if (origin === null || w < origin) origin = w; });
   if (origin === null) origin = 0n;
   var pageEnd = 0;
   files.forEach(function (f, fi) {
     f.index = fi;
     f.clock = new Clock(f);
+    f.sched = /^scheduling: recorded/.test(f.sched_status || '');
+    if (f.sched) sched = true;
     f.off = Number(f.clock.wall0 - origin);
     f.k = f.clock.nsPerTick;
     pageEnd = Math.max(pageEnd, f.off + f.span * f.k);
     f.threads.forEach(function (th, ti) {
-      th.file = f; th.index = ti; unpackCalls(th); nCalls += th.n;
+      th.file = f; th.index = ti; unpackCalls(th); unpackOff(th); nCalls += th.n;
       th.folded = false; th.reqs = [];
       th.hue = hashStr(th.name + '/' + th.tid) % 360;
     });
@@ -236,16 +297,31 @@
       if (f.dropped_after) loss.push(f.dropped_after + ' newer records after the first core copy');
       if (f.lost_exits) loss.push('lost exits ' + f.lost_exits);
       if (f.unmatched_exits) loss.push('exits without entry ' + f.unmatched_exits);
-      h += '<div><span class="k">losses</span> ' +
-        (loss.length ? '<span class="warn">' + loss.join(', ') + '</span>' : 'none') +
+      // What the window does not hold: losses, and functions the window
+      // budget muted (their calls after muting are not recorded; their
+      // time is in their callers' self time) or KTRACE_EXCLUDE excluded.
+      var muted = (f.muted || []).filter(function (m) { return m.why !== 'excluded'; });
+      var excl = (f.muted || []).filter(function (m) { return m.why === 'excluded'; });
+      h += '<div id="losses"><span class="k">not recorded</span> ' +
+        (loss.length || muted.length || excl.length ? '' : 'nothing: no losses, nothing muted') +
+        (loss.length ? '<span class="warn">losses: ' + loss.join(', ') + '</span>' : '') +
+        (muted.length ? (loss.length ? ' <span class="k">&middot;</span> ' : '') +
+          '<span class="warn" title="' + esc(muted.map(function (m) { return m.name; }).join('\n')) + '">muted by the window budget: ' +
+          muted.length + ' function' + (muted.length > 1 ? 's' : '') +
+          (f.muted_calls ? ', ' + f.muted_calls.toLocaleString('en-US') + ' calls not recorded since' : '') + ' (' +
+          muted.slice(0, 6).map(function (m) { return esc(m.name); }).join(', ') + (muted.length > 6 ? ', &hellip;' : '') +
+          '; their time is in their callers\' self time)</span>' : '') +
+        (excl.length ? ' <span class="k">&middot;</span> <span class="warn">excluded (KTRACE_EXCLUDE): ' +
+          excl.map(function (m) { return esc(m.name); }).join(', ') + '</span>' : '') +
         (f.warnings ? ' <span class="k">&middot;</span> <span class="warn">' + f.warnings +
-          ' decoder warnings (see ktrace-decode on stderr)</span>' : '');
-      // Functions muted by the window budget (issue 7), when the file has them.
-      if (f.muted && f.muted.length)
-        h += ' <span class="k">&middot; muted functions</span> <span class="warn">' +
-          f.muted.map(function (m) { return esc(typeof m === 'string' ? m : m.name); }).join(', ') +
-          '</span>';
-      h += '</div></div>';
+          ' decoder warnings (see ktrace-decode on stderr)</span>' : '') + '</div>';
+      h += '<div><span class="k">off-CPU</span> ' + (f.sched ?
+        esc(f.sched_status.replace(/^scheduling: /, '')) + ': <span class="legend" style="background:' + COL_BLOCKED +
+        '"></span>blocked <span class="legend" style="background:' + COL_PREEMPTED + '"></span>preempted on each thread, ' +
+        'and which thread ran on each cpu' :
+        '<span class="warn">' + esc((f.sched_status || 'scheduling: not recorded').replace(/^scheduling: /, '')) + '</span>') +
+        ' <span class="k">&middot; calls narrower than a pixel are drawn merged, one block per pixel (hover: how many)</span></div>';
+      h += '</div>';
     });
     if (!files.length) h = '<div class="warn">No snapshot could be decoded.</div>';
     $('hdr').innerHTML = h;
@@ -421,17 +497,18 @@
           var s = threadLabel(f.threads[c.thread[k]]);
           return s.length * 6 < maxW ? s : null;
         });
-      // Exact occupancy from scheduling records (issue 10), when present.
-      if (c.busy) drawIntervals(f, c.busy.begin, c.busy.end, 0, c.busy.begin.length, y + h - 3, 3,
-        function () { return '#1f2937'; }, null);
+      // Context switches: another process or idle between the runs.
+      if (c.exact) drawIntervals(f, c.idleB, c.idleE, 0, c.idleB.length, y + h / 2 - 1, 2,
+        function () { return '#cbd5e1'; }, null);
       return;
     }
     var th = r.th;
     if (r.kind === 'thread') {
       ctx.fillStyle = '#eef1f6'; ctx.fillRect(0, y, W, h);
-      // Off-cpu intervals (issue 10), when present: a hatched band.
-      if (th.offcpu) drawIntervals(f, th.offcpu.begin, th.offcpu.end, 0, th.offcpu.begin.length,
-        y + h - 4, 4, function () { return '#cbd5e1'; }, null);
+      // Off the cpu: blocked or preempted, the row's full height.
+      if (th.offB.length) drawIntervals(f, th.offB, th.offE, 0, th.offB.length, y + 2, h - 4,
+        function (k) { return th.offWhy[k] ? COL_PREEMPTED : COL_BLOCKED; },
+        function (k, maxW) { var t = th.offWhy[k] ? 'preempted' : 'blocked'; return maxW > 60 ? t : null; });
       th.marks.forEach(function (m) {
         var x = xOf(nsOf(f, m.tick));
         if (x < LABEL_W - 4 || x > W + 4) return;
@@ -477,6 +554,10 @@
           ctx.strokeStyle = '#111'; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, yy + 0.5, w - 1, hh - 1);
         }
       });
+    // The time these calls spent off the cpu: a band at the row's bottom.
+    var off = th.offRow[d];
+    if (off && off.b.length) drawIntervals(f, off.b, off.e, 0, off.b.length, y + h - 5, 4,
+      function (k) { return off.why[k] ? COL_PREEMPTED : COL_BLOCKED; }, null);
   }
 
   function drawSelection() {
@@ -631,6 +712,11 @@
     }
     if (r.kind === 'core') {
       var c = r.core, kc = near(c.begin, c.end, 0, c.n);
+      if (kc >= 0 && (!c.exact || (c.begin[kc] <= t && t <= c.end[kc]))) return { kind: 'run', file: f, c: c, k: kc };
+      if (c.exact) {
+        var ki = near(c.idleB, c.idleE, 0, c.idleB.length);
+        if (ki >= 0) return { kind: 'idle', file: f, c: c, k: ki };
+      }
       return kc < 0 ? null : { kind: 'run', file: f, c: c, k: kc };
     }
     if (r.kind === 'reqs') {
@@ -644,7 +730,9 @@
     if (r.kind === 'thread') {
       var m = null, md = Infinity;
       r.th.marks.forEach(function (x) { var dd = Math.abs(x.tick - t); if (dd <= slack * 2 && dd < md) { md = dd; m = x; } });
-      return m && { kind: 'mark', file: f, m: m };
+      if (m) return { kind: 'mark', file: f, m: m };
+      var ko = near(r.th.offB, r.th.offE, 0, r.th.offB.length);
+      return ko < 0 ? null : { kind: 'off', file: f, th: r.th, k: ko };
     }
     return null;
   }
@@ -685,24 +773,37 @@
         (notes.length ? ' <span class="warn">[' + notes.join(', ') + ']</span>' : '') + '</div>' +
         table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(b), false) + '</span>'],
                ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(e - b)) + '</span>'],
-               ['self', fmtDur(c.durNs(e - b - child))],
+               ['self', fmtDur(c.durNs(e - b - child))]].concat(splitCells(f, th, b, e), [
                ['depth', d],
                ['thread', esc(threadLabel(th))],
                ['core', cpuName(f, th.core[k])],
-               ['request', q ? reqText(f, q) : '&ndash;']]);
+               ['request', q ? reqText(f, q) : '&ndash;']]));
     } else if (s.kind === 'req') {
       var r = s.r, rt = f.threads[r.row];
       el.innerHTML = '<div><span class="name">request ' + reqText(f, r) + '</span></div>' +
         table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(r.begin), false) + '</span>'],
                ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(r.end - r.begin)) + '</span>'],
-               ['thread', rt ? esc(threadLabel(rt)) : '?'],
+               ['thread', rt ? esc(threadLabel(rt)) : '?']].concat(rt ? splitCells(f, rt, r.begin, r.end) : [], [
                ['core', cpuName(f, r.core)],
-               ['cut', (r.flags & 1 ? 'began before the window ' : '') + (r.flags & 2 ? 'still open at window end' : '') || 'no']]);
+               ['cut', (r.flags & 1 ? 'began before the window ' : '') + (r.flags & 2 ? 'still open at window end' : '') || 'no']]));
     } else if (s.kind === 'run') {
       var rth = f.threads[s.c.thread[s.k]];
-      el.innerHTML = '<div><span class="name">cpu ' + s.c.cpu + ' ran ' + esc(threadLabel(rth)) + '</span></div>' +
-        table([['first record (UTC)', '<span class="mono">' + fmtWall(c.wall(s.c.begin[s.k]), false) + '</span>'],
-               ['to the last', '<span id="detail-duration">' + fmtDur(c.durNs(s.c.end[s.k] - s.c.begin[s.k])) + '</span>']]);
+      el.innerHTML = '<div><span class="name">cpu ' + s.c.cpu + ' ran ' + esc(threadLabel(rth)) + '</span>' +
+        (s.c.exact ? ' (from the context switches)' : ' (a run of its records: the first to the last)') + '</div>' +
+        table([[s.c.exact ? 'switched in (UTC)' : 'first record (UTC)', '<span class="mono">' + fmtWall(c.wall(s.c.begin[s.k]), false) + '</span>'],
+               [s.c.exact ? 'on the cpu' : 'to the last', '<span id="detail-duration">' + fmtDur(c.durNs(s.c.end[s.k] - s.c.begin[s.k])) + '</span>']]);
+    } else if (s.kind === 'idle') {
+      el.innerHTML = '<div><span class="name">cpu ' + s.c.cpu + ': another process or idle</span> (none of this process\'s threads ran)</div>' +
+        table([['from (UTC)', '<span class="mono">' + fmtWall(c.wall(s.c.idleB[s.k]), false) + '</span>'],
+               ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(s.c.idleE[s.k] - s.c.idleB[s.k])) + '</span>']]);
+    } else if (s.kind === 'off') {
+      var oth = s.th, ob = oth.offB[s.k], oe = oth.offE[s.k];
+      el.innerHTML = '<div><span class="name">' + esc(threadLabel(oth)) + ' off the cpu: ' +
+        (oth.offWhy[s.k] ? 'preempted' : 'blocked') + '</span> ' +
+        (oth.offWhy[s.k] ? '(still runnable: another thread had the cpu)' : '(waiting: a lock, sleep, I/O)') + '</div>' +
+        table([['from (UTC)', '<span class="mono">' + fmtWall(c.wall(ob), false) + '</span>'],
+               ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(oe - ob)) + '</span>'],
+               ['in', callAt(oth, (ob + oe) / 2)]]);
     } else if (s.kind === 'mark') {
       var mt = f.threads[s.m.row];
       el.innerHTML = '<div><span class="name">mark ' + esc(nameOf(f, s.m.name)) + ' = ' + esc(s.m.value) + '</span></div>' +
@@ -711,6 +812,22 @@
     }
   }
   function select(s) { sel = s; showDetails(); redraw(); }
+  // On-CPU / blocked / preempted cells for [b, e) of thread th.
+  function splitCells(f, th, b, e) {
+    if (!f.sched) return [];
+    var o = offIn(th, b, e), c = f.clock;
+    return [['on-CPU', '<span id="detail-oncpu">' + fmtDur(c.durNs(e - b - o[0] - o[1])) + '</span>'],
+            ['<span class="legend" style="background:' + COL_BLOCKED + '"></span>blocked', '<span id="detail-blocked">' + fmtDur(c.durNs(o[0])) + '</span>'],
+            ['<span class="legend" style="background:' + COL_PREEMPTED + '"></span>preempted', '<span id="detail-preempted">' + fmtDur(c.durNs(o[1])) + '</span>']];
+  }
+  // The innermost call of th open at tick t, as text.
+  function callAt(th, t) {
+    for (var d = th.maxdepth; d >= 0 && th.n; d--) {
+      var lo = th.lane[d], hi = th.lane[d + 1], a = lowerEnd(th.end, lo, hi, t);
+      if (a < hi && th.begin[a] <= t) return esc(th.file.funcs[th.func[a]]);
+    }
+    return '&ndash;';
+  }
 
   // A one-line summary of what is under the pointer.
   function tipText(s) {
@@ -722,7 +839,11 @@
     if (s.kind === 'req')
       return 'request ' + nameOf(f, s.r.kind) + ' #' + s.r.id + '  ' + fmtDur(c.durNs(s.r.end - s.r.begin)) +
         (s.r.flags & 4 ? '  (the slow request)' : '');
-    if (s.kind === 'run') return threadLabel(f.threads[s.c.thread[s.k]]) + ' on cpu ' + s.c.cpu;
+    if (s.kind === 'run') return threadLabel(f.threads[s.c.thread[s.k]]) + ' on cpu ' + s.c.cpu +
+      (s.c.exact ? '  ' + fmtDur(c.durNs(s.c.end[s.k] - s.c.begin[s.k])) : '');
+    if (s.kind === 'idle') return 'cpu ' + s.c.cpu + ': another process or idle  ' + fmtDur(c.durNs(s.c.idleE[s.k] - s.c.idleB[s.k]));
+    if (s.kind === 'off') return threadLabel(s.th) + ' off the cpu, ' + (s.th.offWhy[s.k] ? 'preempted' : 'blocked') +
+      '  ' + fmtDur(c.durNs(s.th.offE[s.k] - s.th.offB[s.k]));
     return 'mark ' + nameOf(f, s.m.name) + ' = ' + s.m.value;
   }
   function showTip(e) {
