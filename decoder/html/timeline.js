@@ -386,7 +386,8 @@
   var mini = $('minimap'), mctx = mini.getContext('2d');
   var tracks = $('tracks');
   var W = 0, H = 0, dpr = 1, sel = null, hoverX = -1, dirty = false;
-  var search = { q: '', list: [], pos: -1, set: null };
+  var search = { q: '', list: [], pos: -1, set: null, res: null, err: null, timer: null,
+                 min: null, max: null, lo: 0, hi: Infinity, ms: 0 };
 
   function trackW() { return Math.max(10, W - LABEL_W); }
   function xOf(ns) { return LABEL_W + (ns - view.start) * trackW() / (view.end - view.start); }
@@ -539,7 +540,7 @@
     drawIntervals(f, th.begin, th.end, lo, hi, y, h - 1,
       function (k) {
         var hue = f.funcColor[th.func[k]];
-        if (dim) return set[f.index][th.func[k]] ? hsl(hue, 85, 50) : hsl(hue, 10, 88);
+        if (dim) return set[f.index][th.func[k]] && inRange(f, th.end[k] - th.begin[k]) ? hsl(hue, 85, 50) : hsl(hue, 10, 88);
         return hsl(hue, 55, 68 - (d % 4) * 3);
       },
       function (k, maxW) { return fitText(f, th.func[k], maxW); },
@@ -550,7 +551,7 @@
           if (th.flags[k] & 2) { ctx.beginPath(); ctx.moveTo(x + w - 0.5, yy); ctx.lineTo(x + w - 0.5, yy + hh); ctx.stroke(); }
           ctx.setLineDash([]);
         }
-        if (dim && set[f.index][th.func[k]]) {
+        if (dim && set[f.index][th.func[k]] && inRange(f, th.end[k] - th.begin[k])) {
           ctx.strokeStyle = '#111'; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, yy + 0.5, w - 1, hh - 1);
         }
       });
@@ -558,6 +559,22 @@
     var off = th.offRow[d];
     if (off && off.b.length) drawIntervals(f, off.b, off.e, 0, off.b.length, y + h - 5, 4,
       function (k) { return off.why[k] ? COL_PREEMPTED : COL_BLOCKED; }, null);
+  }
+
+  // The selected range (shift+drag): shaded, with its length (the ruler).
+  function drawRange() {
+    if (!range) return;
+    var a = Math.min(range.a, range.b), b = Math.max(range.a, range.b);
+    var x0 = Math.max(xOf(a), LABEL_W), x1 = Math.min(xOf(b), W);
+    if (x1 < LABEL_W || x0 > W) return;
+    ctx.fillStyle = 'rgba(37,99,235,0.10)'; ctx.fillRect(x0, 0, x1 - x0, H);
+    ctx.fillStyle = '#1d4ed8'; ctx.fillRect(x0, 0, 1, H); ctx.fillRect(x1 - 1, 0, 1, H);
+    var text = '\u0394 ' + fmtDur(b - a);
+    ctx.font = FONT;
+    var tw = ctx.measureText(text).width, mid = (x0 + x1) / 2;
+    ctx.fillRect(x0, 8, x1 - x0, 1);
+    ctx.fillStyle = 'rgba(29,78,216,0.92)'; ctx.fillRect(mid - tw / 2 - 4, 1, tw + 8, 15);
+    ctx.fillStyle = '#fff'; ctx.fillText(text, mid - tw / 2, 12);
   }
 
   function drawSelection() {
@@ -606,6 +623,7 @@
       }
     });
     drawSelection();
+    drawRange();
     if (hoverX >= LABEL_W) { ctx.fillStyle = 'rgba(30,41,59,0.35)'; ctx.fillRect(hoverX, 0, 1, H); }
     drawAxis();
     drawMinimap();
@@ -622,11 +640,17 @@
     actx.fillText('UTC', 6, 23);
     // Ticks at round wall-clock times: origin + t a multiple of step.
     var rem = Number(origin % BigInt(Math.max(1, Math.round(step))));
+    // A label is left out where it would run into the previous one (deep
+    // zoom: long labels, ticks close together); its tick stays.
+    var lastEnd = -Infinity;
     for (var t = Math.ceil((view.start + rem) / step) * step - rem; t <= view.end; t += step) {
       var x = xOf(t);
       if (x < LABEL_W) continue;
       actx.fillStyle = '#94a3b8'; actx.fillRect(x, 14, 1, 12);
-      actx.fillStyle = '#334155'; actx.fillText(axisLabel(t, step), x + 3, 12);
+      var label = axisLabel(t, step), lw = actx.measureText(label).width;
+      if (x + 3 < lastEnd + 10 || x + 3 + lw > W) continue;
+      actx.fillStyle = '#334155'; actx.fillText(label, x + 3, 12);
+      lastEnd = x + 3 + lw;
     }
     files.forEach(function (f) {
       if (!f.trigger) return;
@@ -869,46 +893,353 @@
 
   // ---- search ---------------------------------------------------------------
 
-  // Exact function name: that function; otherwise every function whose name
-  // contains the text (case-insensitive).
+  // "10us", "1.5 ms", "200ns", "2s"; a bare number is us.  ns, or null.
+  function parseDur(t) {
+    var m = /^\s*([0-9]*\.?[0-9]+)\s*(ns|us|\u00b5s|ms|s)?\s*$/.exec(t || '');
+    if (!m) return null;
+    return parseFloat(m[1]) * { ns: 1, us: 1e3, '\u00b5s': 1e3, ms: 1e6, s: 1e9 }[m[2] || 'us'];
+  }
+  // The names a query matches: /regex/ (case-insensitive), an exact
+  // function name (that function alone), or a substring (any case).
+  function matcher(q) {
+    var re = /^\/(.+)\/$/.exec(q);
+    if (re) { var rx = new RegExp(re[1], 'i'); return function (name) { return rx.test(name); }; }
+    var exact = files.some(function (f) { return f.funcs.indexOf(q) >= 0; }), lq = q.toLowerCase();
+    return exact ? function (name) { return name === q; } : function (name) { return name.toLowerCase().indexOf(lq) >= 0; };
+  }
+
+  // Every call of the matching functions within [min, max] duration: count,
+  // total (a call inside another match of its thread counted once, as
+  // `stats` counts recursion), min, max, and the SEARCH_TOP longest (a
+  // heap while scanning, so a query costs one pass over the typed arrays,
+  // whatever it matches).
+  var SEARCH_TOP = 500;
   function runSearch(q) {
-    search.q = q; search.list = []; search.pos = -1; search.set = null;
-    if (q) {
-      var exact = files.some(function (f) { return f.funcs.indexOf(q) >= 0; }), lq = q.toLowerCase();
-      search.set = files.map(function (f) {
-        return f.funcs.map(function (name) { return exact ? name === q : name.toLowerCase().indexOf(lq) >= 0; });
-      });
-      var list = [];
-      files.forEach(function (f) {
-        var set = search.set[f.index];
-        f.threads.forEach(function (th) {
-          for (var d = 0; d <= th.maxdepth && th.n; d++)
-            for (var k = th.lane[d]; k < th.lane[d + 1]; k++)
-              if (set[th.func[k]]) list.push({ t: nsOf(f, th.begin[k]), f: f, th: th, k: k, d: d });
+    var t0 = performance.now();
+    clearTimeout(search.timer); search.timer = null;
+    var minNs = parseDur($('min-dur').value), maxNs = parseDur($('max-dur').value);
+    search.q = q; search.list = []; search.pos = -1; search.set = null; search.err = null; search.res = null;
+    search.min = minNs; search.max = maxNs;
+    if (q || minNs !== null || maxNs !== null) {
+      var match;
+      try { match = q ? matcher(q) : function () { return true; }; } catch (e) { search.err = 'bad regex: ' + e.message; }
+      if (match) {
+        search.set = files.map(function (f) {
+          var set = new Uint8Array(f.funcs.length);
+          f.funcs.forEach(function (name, i) { set[i] = match(name) ? 1 : 0; });
+          return set;
         });
-      });
-      list.sort(function (a, b) { return a.t - b.t; });
-      search.list = list;
+        search.res = scan(minNs === null ? 0 : minNs, maxNs === null ? Infinity : maxNs);
+        search.list = search.res.top;
+      }
     }
+    search.ms = performance.now() - t0;
     showCount();
+    if (search.q || search.res) showResults(); else if (panel === 'search') closeSide();
     redraw();
   }
+  function inRange(f, ticks) {
+    var ns = ticks * f.k;
+    return ns >= search.lo && ns <= search.hi;
+  }
+  function scan(lo, hi) {
+    var n = 0, totalNs = 0, minNs = Infinity, maxNs = -1;
+    var hd = new Float64Array(SEARCH_TOP), hr = [], hn = 0;   // min-heap by duration
+    search.lo = lo; search.hi = hi;
+    function push(dur, ref) {
+      var i;
+      if (hn < SEARCH_TOP) { i = hn++; }
+      else if (dur <= hd[0]) return;
+      else {   // replace the root, sift down
+        i = 0;
+        for (;;) {
+          var l = 2 * i + 1, r = l + 1, m = i, md = dur;
+          if (l < hn && hd[l] < md) { m = l; md = hd[l]; }
+          if (r < hn && hd[r] < md) { m = r; }
+          if (m === i) break;
+          hd[i] = hd[m]; hr[i] = hr[m]; i = m;
+        }
+        hd[i] = dur; hr[i] = ref;
+        return;
+      }
+      while (i > 0) {   // sift up
+        var p = (i - 1) >> 1;
+        if (hd[p] <= dur) break;
+        hd[i] = hd[p]; hr[i] = hr[p]; i = p;
+      }
+      hd[i] = dur; hr[i] = ref;
+    }
+    files.forEach(function (f) {
+      var set = search.set[f.index], k = f.k, loT = lo / k, hiT = hi / k, ftot = 0;
+      var fmin = Infinity, fmax = -1;
+      f.threads.forEach(function (th) {
+        var B = th.begin, E = th.end, F = th.func;
+        // Counted matches of shallower depths, sorted and disjoint.
+        var cb = [], ce = [];
+        for (var d = 0; d <= th.maxdepth && th.n; d++) {
+          var nb = [], ne = [], p = 0;
+          for (var j = th.lane[d], hj = th.lane[d + 1]; j < hj; j++) {
+            if (!set[F[j]]) continue;
+            var b = B[j], e = E[j], dur = e - b;
+            if (dur < loT || dur > hiT) continue;
+            n++;
+            if (dur < fmin) fmin = dur;
+            if (dur > fmax) fmax = dur;
+            push(dur * k, { f: f, th: th, k: j, d: d });
+            while (p < cb.length && ce[p] < b) p++;
+            if (p < cb.length && cb[p] <= b && e <= ce[p]) continue;   // inside a match
+            ftot += dur; nb.push(b); ne.push(e);
+          }
+          if (nb.length) {   // merge the new ones in
+            if (!cb.length) { cb = nb; ce = ne; }
+            else {
+              var mb = [], me = [], x = 0, y = 0;
+              while (x < cb.length || y < nb.length) {
+                if (y >= nb.length || (x < cb.length && cb[x] <= nb[y])) { mb.push(cb[x]); me.push(ce[x]); x++; }
+                else { mb.push(nb[y]); me.push(ne[y]); y++; }
+              }
+              cb = mb; ce = me;
+            }
+          }
+        }
+      });
+      totalNs += f.clock.durNs(ftot);
+      if (fmax >= 0) {
+        minNs = Math.min(minNs, f.clock.durNs(fmin));
+        maxNs = Math.max(maxNs, f.clock.durNs(fmax));
+      }
+    });
+    var top = [];
+    for (var i = 0; i < hn; i++) { hr[i].dur = hd[i]; top.push(hr[i]); }
+    top.sort(function (a, b) { return b.dur - a.dur || nsOf(a.f, a.th.begin[a.k]) - nsOf(b.f, b.th.begin[b.k]); });
+    return { count: n, totalNs: totalNs, minNs: n ? minNs : 0, maxNs: n ? maxNs : 0, top: top };
+  }
   function showCount() {
-    var el = $('search-count'), n = search.list.length;
-    el.className = search.q && !n ? 'none' : '';
-    el.textContent = !search.q ? '' : !n ? 'no calls' :
+    var el = $('search-count'), r = search.res, n = r ? r.count : 0;
+    el.className = (search.q || r) && !n ? 'none' : '';
+    el.textContent = search.err ? search.err : !r ? '' : !n ? 'no calls' :
       (search.pos >= 0 ? (search.pos + 1) + ' of ' + n : n + ' calls');
   }
+  function searchSummary(r) {
+    return r.count.toLocaleString('en-US') + ' calls &middot; total <b id="search-total">' + fmtDur(r.totalNs) +
+      '</b> &middot; min <b id="search-min">' + fmtDur(r.minNs) + '</b> &middot; max <b id="search-max">' +
+      fmtDur(r.maxNs) + '</b>';
+  }
+  function showResults() {
+    var r = search.res;
+    var h = '<div class="sum" id="search-sum">' + (r ? searchSummary(r) : esc(search.err || '')) + '</div>';
+    if (r && r.count) {
+      h += '<div class="k">' + (r.top.length < r.count ? 'the ' + r.top.length + ' longest, ' : '') +
+        'by duration (click: go there; Enter / n: the next)</div><table><tr><th class="num">duration</th><th>function</th><th>thread</th><th>start (UTC)</th></tr>';
+      r.top.forEach(function (m, i) {
+        h += '<tr class="item' + (i === search.pos ? ' cur' : '') + '" data-i="' + i + '"><td class="num">' + fmtDur(m.dur) + '</td><td>' +
+          esc(m.f.funcs[m.th.func[m.k]]) + '</td><td>' + esc(threadLabel(m.th)) + '</td><td class="mono">' +
+          fmtWall(m.f.clock.wall(m.th.begin[m.k]), false).slice(0, 15) + '</td></tr>';
+      });
+      h += '</table>';
+    }
+    openSide('search', 'Search ' + (search.q ? '"' + search.q + '"' : 'all functions') +
+      (search.min !== null ? ' \u2265 ' + fmtDur(search.min) : '') + (search.max !== null ? ' \u2264 ' + fmtDur(search.max) : ''), h);
+  }
+  function scheduleSearch() {
+    clearTimeout(search.timer);
+    search.timer = setTimeout(function () { runSearch($('search').value.trim()); }, 150);
+  }
   function step(dir) {
+    if (search.timer) runSearch($('search').value.trim());
     var n = search.list.length;
     if (!n) return;
     search.pos = search.pos < 0 ? (dir > 0 ? 0 : n - 1) : (search.pos + dir + n) % n;
-    var m = search.list[search.pos];
+    goMatch(search.list[search.pos]);
+    showCount();
+    var rows = document.querySelectorAll('#side tr.item');
+    rows.forEach(function (e) { e.classList.toggle('cur', +e.dataset.i === search.pos); });
+    if (rows[search.pos]) rows[search.pos].scrollIntoView({ block: 'nearest' });
+  }
+  function goMatch(m) {
     select({ kind: 'call', file: m.f, th: m.th, k: m.k, depth: m.d });
     if (m.th.folded) { m.th.folded = false; layout(); }
     reveal(nsOf(m.f, m.th.begin[m.k]), nsOf(m.f, m.th.end[m.k]), threadRow(m.th, m.d), false);
-    showCount();
   }
+  // Calls of the function named name in time order (links, tests).
+  function callsOf(name) {
+    var all = [];
+    files.forEach(function (f) {
+      var fi = f.funcs.indexOf(name);
+      if (fi < 0) return;
+      f.threads.forEach(function (th) {
+        for (var d = 0; d <= th.maxdepth && th.n; d++)
+          for (var k = th.lane[d]; k < th.lane[d + 1]; k++)
+            if (th.func[k] === fi) all.push({ f: f, th: th, k: k, d: d });
+      });
+    });
+    all.sort(function (a, b) { return nsOf(a.f, a.th.begin[a.k]) - nsOf(b.f, b.th.begin[b.k]); });
+    return all;
+  }
+
+  // ---- the side panel: search results, requests, a selected range ----------
+
+  var panel = null, range = null;
+
+  // ---- a selected range: per function and per thread inside it ---------------
+
+  // Per function: calls overlapping [a, b] (page ns), their time inside it
+  // (inclusive), and self time inside it (minus the callees' time inside
+  // it); per thread: on-CPU, blocked, preempted inside it.
+  function rangeStats(a, b) {
+    var funcs = {}, threads = [];
+    files.forEach(function (f) {
+      var ta = tickOf(f, a), tb = tickOf(f, b), c = f.clock;
+      var incl = new Float64Array(f.funcs.length), self = new Float64Array(f.funcs.length), n = new Float64Array(f.funcs.length);
+      f.threads.forEach(function (th) {
+        for (var d = 0; d <= th.maxdepth && th.n; d++) {
+          var lo = th.lane[d], hi = th.lane[d + 1], k = lowerEnd(th.end, lo, hi, ta);
+          for (; k < hi && th.begin[k] <= tb; k++) {
+            var ov = Math.min(tb, th.end[k]) - Math.max(ta, th.begin[k]);
+            if (ov < 0) continue;
+            var fn = th.func[k];
+            n[fn]++; incl[fn] += ov; self[fn] += ov;
+            if (d > 0) {   // the caller loses it from its self time
+              var plo = th.lane[d - 1], phi = th.lane[d], pk = lowerEnd(th.end, plo, phi, th.begin[k]);
+              if (pk < phi && th.begin[pk] <= th.begin[k]) self[th.func[pk]] -= ov;
+            }
+          }
+        }
+        if (f.sched) {
+          var o = offIn(th, Math.max(ta, 0), Math.min(tb, f.span));
+          var wall = Math.max(0, Math.min(tb, f.span) - Math.max(ta, 0));
+          threads.push({ name: threadLabel(th), onNs: c.durNs(wall - o[0] - o[1]), blockedNs: c.durNs(o[0]), preemptedNs: c.durNs(o[1]) });
+        }
+      });
+      f.funcs.forEach(function (name, i) {
+        if (!n[i]) return;
+        var x = funcs[name] || (funcs[name] = { name: name, calls: 0, totalNs: 0, selfNs: 0 });
+        x.calls += n[i]; x.totalNs += c.durNs(Math.round(incl[i])); x.selfNs += c.durNs(Math.round(Math.max(0, self[i])));
+      });
+    });
+    var list = Object.keys(funcs).map(function (k) { return funcs[k]; });
+    list.sort(function (x, y) { return y.selfNs - x.selfNs || y.totalNs - x.totalNs; });
+    return { startNs: a, endNs: b, funcs: list, threads: threads };
+  }
+  function selectRange(a, b) {
+    if (b < a) { var t = a; a = b; b = t; }
+    range = { a: a, b: b };
+    var st = rangeStats(a, b);
+    var h = '<div class="sum">' + fmtWall(origin + BigInt(Math.round(a)), false) + ' .. ' +
+      fmtWall(origin + BigInt(Math.round(b)), false) + ' UTC: <b id="range-length">' + fmtDur(b - a) + '</b></div>';
+    if (st.threads.length) {
+      h += '<h4>threads</h4><table><tr><th>thread</th><th class="num">on-CPU</th><th class="num">blocked</th><th class="num">preempted</th></tr>';
+      st.threads.forEach(function (x) {
+        h += '<tr><td>' + esc(x.name) + '</td><td class="num">' + fmtDur(x.onNs) + '</td><td class="num">' +
+          fmtDur(x.blockedNs) + '</td><td class="num">' + fmtDur(x.preemptedNs) + '</td></tr>';
+      });
+      h += '</table>';
+    }
+    h += '<h4>functions (time inside the range; click: search)</h4><table><tr><th>function</th><th class="num">calls</th><th class="num">self</th><th class="num">total</th></tr>';
+    st.funcs.slice(0, 300).forEach(function (x) {
+      h += '<tr class="item" data-func="' + esc(x.name) + '"><td>' + esc(x.name) + '</td><td class="num">' + x.calls +
+        '</td><td class="num">' + fmtDur(x.selfNs) + '</td><td class="num">' + fmtDur(x.totalNs) + '</td></tr>';
+    });
+    h += '</table>' + (st.funcs.length > 300 ? '<div class="k">' + (st.funcs.length - 300) + ' more functions</div>' : '');
+    openSide('range', 'Selected range \u0394 ' + fmtDur(b - a), h);
+    redraw();
+    return st;
+  }
+
+  // ---- requests ------------------------------------------------------------------
+
+  var reqSortKey = 'dur', reqDesc = true;
+  function reqNs(f, q) { return f.clock.durNs(q.end - q.begin); }
+  // Per file and kind: the requests, sorted by duration, with the
+  // threshold that marks the slow ones (the trigger's for its kind, else
+  // the kind's p99 when it has 100 requests or more).
+  function requestGroups() {
+    var groups = [];
+    files.forEach(function (f) {
+      var by = {};
+      f.reqs.forEach(function (q) {
+        var g = by[q.kind] || (by[q.kind] = { f: f, kind: q.kind, name: nameOf(f, q.kind), list: [] });
+        g.list.push({ f: f, q: q, ns: reqNs(f, q) });
+      });
+      Object.keys(by).forEach(function (k) {
+        var g = by[k], ns = g.list.map(function (x) { return x.ns; }).sort(function (x, y) { return x - y; });
+        var rank = function (p) { return ns[Math.max(0, Math.ceil(p * ns.length) - 1)]; };
+        g.n = ns.length; g.p50 = rank(0.5); g.p99 = rank(0.99); g.max = ns[ns.length - 1]; g.min = ns[0];
+        g.threshold = f.trigger && f.trigger.kind === g.name ? f.trigger.threshold_ns : ns.length >= 100 ? g.p99 : Infinity;
+        g.list.forEach(function (x) { x.slow = !!(x.q.flags & 4) || x.ns > g.threshold; });
+        groups.push(g);
+      });
+    });
+    return groups;
+  }
+  function toggleRequests() { if (panel === 'requests') closeSide(); else showRequests(); }
+  function reqSort(key) {
+    if (key === reqSortKey) reqDesc = !reqDesc; else { reqSortKey = key; reqDesc = key === 'dur'; }
+    showRequests();
+  }
+  function showRequests() {
+    var groups = requestGroups(), all = [], h = '';
+    if (!groups.length) h = '<div class="k">No requests in the window (ktrace_request_begin/end).</div>';
+    groups.forEach(function (g, gi) {
+      h += '<h4>' + esc(g.name) + ' &middot; ' + g.n + ' requests &middot; p50 ' + fmtDur(g.p50) + ' &middot; p99 ' +
+        fmtDur(g.p99) + ' &middot; max ' + fmtDur(g.max) +
+        (g.threshold < Infinity ? ' &middot; <span style="color:#b91c1c">slow &gt; ' + fmtDur(g.threshold) + '</span>' : '') +
+        (files.length > 1 ? ' (' + esc(g.f.file) + ')' : '') + '</h4><canvas class="hist" data-g="' + gi + '"></canvas>';
+      all = all.concat(g.list);
+    });
+    var key = reqSortKey, sgn = reqDesc ? -1 : 1;
+    all.sort(function (x, y) {
+      var d = key === 'dur' ? x.ns - y.ns : key === 'kind' ? (nameOf(x.f, x.q.kind) < nameOf(y.f, y.q.kind) ? -1 : nameOf(x.f, x.q.kind) > nameOf(y.f, y.q.kind) ? 1 : 0)
+        : nsOf(x.f, x.q.begin) - nsOf(y.f, y.q.begin);
+      return sgn * d || nsOf(x.f, x.q.begin) - nsOf(y.f, y.q.begin);
+    });
+    var arrow = function (k) { return k === reqSortKey ? (reqDesc ? ' \u25be' : ' \u25b4') : ''; };
+    if (all.length) {
+      h += '<table id="req-table"><tr><th data-sort="kind">request' + arrow('kind') + '</th><th class="num" data-sort="dur">duration' +
+        arrow('dur') + '</th><th data-sort="start">start (UTC)' + arrow('start') + '</th><th>thread</th></tr>';
+      all.slice(0, 5000).forEach(function (x) {
+        var th = x.q.row >= 0 ? x.f.threads[x.q.row] : null;
+        h += '<tr class="item' + (x.slow ? ' slow' : '') + '" data-req="' + x.f.index + ':' + x.q.index + '"><td>' +
+          esc(nameOf(x.f, x.q.kind)) + ' #' + esc(x.q.id) + (x.q.flags & 4 ? ' (trigger)' : x.slow ? ' (slow)' : '') +
+          '</td><td class="num">' + fmtDur(x.ns) + '</td><td class="mono">' + fmtWall(x.f.clock.wall(x.q.begin), false).slice(0, 15) +
+          '</td><td>' + (th ? esc(threadLabel(th)) : '?') + '</td></tr>';
+      });
+      h += '</table>' + (all.length > 5000 ? '<div class="k">the first 5000 of ' + all.length + ' in this order</div>' : '');
+    }
+    openSide('requests', 'Requests (' + all.length + ')', h);
+    document.querySelectorAll('#side canvas.hist').forEach(function (cv) { drawHist(cv, groups[+cv.dataset.g]); });
+  }
+  // A latency histogram: log-spaced bins from the fastest to the slowest.
+  function drawHist(cv, g) {
+    var w = cv.clientWidth || 400, h = 46, dp = window.devicePixelRatio || 1, c2 = cv.getContext('2d');
+    cv.width = w * dp; cv.height = h * dp; c2.setTransform(dp, 0, 0, dp, 0, 0);
+    var nb = 40, lo = Math.log(Math.max(1, g.min)), hi = Math.log(Math.max(2, g.max)) + 1e-9, bins = new Array(nb).fill(0), slow = new Array(nb).fill(0);
+    g.list.forEach(function (x) {
+      var i = Math.min(nb - 1, Math.floor((Math.log(Math.max(1, x.ns)) - lo) / (hi - lo || 1) * nb));
+      bins[i]++; if (x.slow) slow[i]++;
+    });
+    var mx = Math.max.apply(null, bins), bw = w / nb;
+    for (var i = 0; i < nb; i++) {
+      if (!bins[i]) continue;
+      var bh = Math.max(1, 32 * Math.log1p(bins[i]) / Math.log1p(mx));
+      c2.fillStyle = slow[i] ? '#dc2626' : '#64748b'; c2.fillRect(i * bw + 0.5, 34 - bh, bw - 1, bh);
+    }
+    c2.fillStyle = '#334155'; c2.font = FONT;
+    c2.fillText(fmtDur(g.min), 0, 45);
+    var t = fmtDur(g.max); c2.fillText(t, w - c2.measureText(t).width, 45);
+  }
+  function gotoRequest(f, q) {
+    var th = q.row >= 0 ? f.threads[q.row] : null;
+    select({ kind: 'req', file: f, r: q });
+    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? threadRow(th, 'reqs') : null, true);
+  }
+  function openSide(kind, title, html) {
+    panel = kind;
+    $('side-title').textContent = title;
+    $('side-body').innerHTML = html;
+    $('side').hidden = false;
+  }
+  function closeSide() { panel = null; $('side').hidden = true; }
 
   // The trigger request of the next file that has one (files in order).
   var trigPos = -1;
@@ -926,7 +1257,12 @@
   var drag = null;
   canvas.addEventListener('mousedown', function (e) {
     if (e.button !== 0) return;
-    drag = { x: e.clientX, y: e.clientY, x0: e.clientX, y0: e.clientY, moved: false, top: tracks.scrollTop };
+    drag = { x: e.clientX, y: e.clientY, x0: e.clientX, y0: e.clientY, moved: false, top: tracks.scrollTop,
+             range: e.shiftKey };
+    if (e.shiftKey) {
+      var rect = canvas.getBoundingClientRect(), t = nsAtX(Math.max(LABEL_W, e.clientX - rect.left));
+      range = { a: t, b: t, live: true };
+    }
     e.preventDefault();
   });
   window.addEventListener('mousemove', function (e) {
@@ -940,7 +1276,9 @@
       if (Math.abs(e.clientX - drag.x0) + Math.abs(e.clientY - drag.y0) > 3) {
         drag.moved = true; canvas.classList.add('dragging');
       }
-      if (drag.moved) {
+      if (drag.moved && drag.range) {
+        range.b = nsAtX(Math.max(LABEL_W, e.clientX - rect.left));
+      } else if (drag.moved) {
         pan(drag.x - e.clientX);
         tracks.scrollTop = drag.top - (e.clientY - drag.y0);
       }
@@ -951,6 +1289,10 @@
   window.addEventListener('mouseup', function (e) {
     if (!drag) return;
     var d = drag; drag = null; canvas.classList.remove('dragging');
+    if (d.range) {
+      if (d.moved) selectRange(range.a, range.b); else { range = null; redraw(); }
+      return;
+    }
     if (!d.moved) {
       var rect = canvas.getBoundingClientRect();
       select(pick(e.clientX - rect.left, e.clientY - rect.top));
@@ -983,7 +1325,23 @@
     function up() { window.removeEventListener('mousemove', go); window.removeEventListener('mouseup', up); }
     window.addEventListener('mousemove', go); window.addEventListener('mouseup', up);
   });
-  $('search').addEventListener('input', function (e) { runSearch(e.target.value.trim()); });
+  $('search').addEventListener('input', scheduleSearch);
+  $('min-dur').addEventListener('input', scheduleSearch);
+  $('max-dur').addEventListener('input', scheduleSearch);
+  $('side-close').addEventListener('click', closeSide);
+  $('side-body').addEventListener('click', function (e) {
+    var tr = e.target.closest('tr.item'), th = e.target.closest('th[data-sort]');
+    if (th) { reqSort(th.dataset.sort); return; }
+    if (!tr) return;
+    if (tr.dataset.i !== undefined && panel === 'search') {
+      search.pos = +tr.dataset.i; step(0);
+    } else if (tr.dataset.req !== undefined) {
+      var p = tr.dataset.req.split(':'), f = files[+p[0]];
+      gotoRequest(f, f.reqs[+p[1]]);
+    } else if (tr.dataset.func !== undefined && panel === 'range') {
+      $('search').value = tr.dataset.func; runSearch(tr.dataset.func);
+    }
+  });
   $('search').addEventListener('keydown', function (e) {
     if (e.key === 'Enter') { step(e.shiftKey ? -1 : 1); e.preventDefault(); }
     if (e.key === 'Escape') { e.target.blur(); }
@@ -992,6 +1350,7 @@
   $('prev').addEventListener('click', function () { step(-1); });
   $('fit').addEventListener('click', fit);
   $('goto-trigger').addEventListener('click', gotoTrigger);
+  $('show-requests').addEventListener('click', toggleRequests);
   window.addEventListener('keydown', function (e) {
     if (e.target.tagName === 'INPUT' || e.ctrlKey || e.metaKey || e.altKey) return;
     var mid = LABEL_W + trackW() / 2, k = e.key;
@@ -1004,7 +1363,8 @@
     else if (k === 'n') step(1);
     else if (k === 'N') step(-1);
     else if (k === 't') gotoTrigger();
-    else if (k === 'Escape') select(null);
+    else if (k === 'r') toggleRequests();
+    else if (k === 'Escape') { if (panel) closeSide(); else { range = null; select(null); } }
     else return;
     e.preventDefault();
   });
@@ -1015,7 +1375,17 @@
     frames: 0, lastFrameMs: 0, loadMs: 0, calls: nCalls, files: files,
     view: function () { return { start: view.start, end: view.end, top: tracks.scrollTop }; },
     setView: function (a, b) { setView(a, b); },
-    search: function (q) { $('search').value = q; runSearch(q); return search.list.length; },
+    // Search as the toolbar does (min, max: duration text or ''); the
+    // figures it shows: count, total, min, max (ns), the longest matches,
+    // and the ms the query took.
+    search: function (q, min, max) {
+      $('search').value = q; $('min-dur').value = min || ''; $('max-dur').value = max || '';
+      runSearch(q);
+      var r = search.res || { count: 0, totalNs: 0, minNs: 0, maxNs: 0, top: [] };
+      return { count: r.count, totalNs: r.totalNs, minNs: r.minNs, maxNs: r.maxNs, ms: search.ms,
+               top: r.top.slice(0, 50).map(function (m) { return { name: m.f.funcs[m.th.func[m.k]], ns: m.dur }; }),
+               text: $('search-count').textContent, panel: $('side').hidden ? '' : $('side-body').innerText };
+    },
     next: function () { step(1); },
     gotoTrigger: gotoTrigger,
     // Page ns span of a request (for tests: is it in view?).
@@ -1026,10 +1396,9 @@
     // Client coordinates of the middle of the nth call (in time order) of
     // the function named name, brought into view first; null if none.
     locateCall: function (name, nth) {
-      runSearch(name);
-      var m = search.list[nth || 0];
+      var m = callsOf(name)[nth || 0];
       if (!m) return null;
-      search.pos = (nth || 0) - 1; step(1);
+      goMatch(m);
       select(null);
       draw();
       var r = threadRow(m.th, m.d), rect = canvas.getBoundingClientRect();
@@ -1045,6 +1414,26 @@
       return t[t.length >> 1];
     },
     pan: pan, zoomAt: function (f) { zoomAt(LABEL_W + trackW() / 2, f); },
+    // The requests panel's content: per kind, then every request.
+    requests: function () {
+      showRequests();
+      return requestGroups().map(function (g) {
+        return { kind: g.name, n: g.n, p50: g.p50, p99: g.p99, max: g.max, threshold: g.threshold === Infinity ? null : g.threshold,
+                 list: g.list.map(function (x) { return { id: x.q.id, ns: x.ns, slow: x.slow, trigger: !!(x.q.flags & 4) }; }) };
+      });
+    },
+    // Click the request panel's row of request id (of kind), as a person would.
+    clickRequest: function (id) {
+      showRequests();
+      var tr = Array.prototype.find.call(document.querySelectorAll('#req-table tr.item'), function (e) {
+        return new RegExp('#' + id + '( |$)').test(e.firstChild.textContent);
+      });
+      if (tr) tr.click();
+      return !!tr;
+    },
+    selectRange: function (a, b) { return selectRange(a, b); },
+    searchPending: function () { return search.timer !== null; },
+    shown: function () { return { panel: panel, title: $('side-title').textContent, text: $('side').hidden ? '' : $('side-body').innerText, details: $('details').innerText }; },
     // For pixel probes (tests/html/viewercheck.py): the page-ns span and the
     // row of the nth call (time order) of the function named name, without
     // moving the view; the canvas rectangle (CSS px) of a row; the colour
@@ -1079,7 +1468,10 @@
     fit: function () { fit(); },
     // The hover text at the begin of span (from callSpan) in its row.
     tipAt: function (sp) {
-      var r = rows.find(function (x) { return x.th && x.th.tid === sp.tid && x.kind === 'depth' && x.depth === sp.depth; });
+      var r = rows.find(function (x) {
+        if (sp.depth === 'core') return x.kind === 'core' && x.core.cpu === sp.tid;
+        return x.th && x.th.tid === sp.tid && x.kind === 'depth' && x.depth === sp.depth;
+      });
       if (!r) return null;
       var s = pick(xOf(sp.start) + 0.01, r.y - tracks.scrollTop + r.h / 2);
       return s ? tipText(s) : null;
@@ -1091,7 +1483,7 @@
     }
   };
 
-  // Links into the page: #search=NAME (search, go to the first call),
+  // Links into the page: #search=NAME (search, go to the longest call),
   // #call=NAME:N (select the Nth call of NAME, 0-based, in time order),
   // #trigger (go to the slow request); parts joined by '&'.
   function applyHash() {
@@ -1100,9 +1492,8 @@
       if (key === 'search' && val) { $('search').value = val; runSearch(val); step(1); }
       else if (key === 'call' && val) {
         var colon = val.lastIndexOf(':'), nth = colon < 0 ? 0 : +val.slice(colon + 1) || 0;
-        runSearch(colon < 0 ? val : val.slice(0, colon));
-        if (nth < search.list.length) { search.pos = nth - 1; step(1); }
-        runSearch(''); $('search').value = '';
+        var all = callsOf(colon < 0 ? val : val.slice(0, colon));
+        if (nth < all.length) goMatch(all[nth]);
       }
       else if (key === 'trigger') gotoTrigger();
     });

@@ -63,14 +63,26 @@ def dur_ns(text):
     return round(float(m.group(1)) * {'ns': 1, 'us': 1e3, 'ms': 1e6, 's': 1e9}[m.group(2)])
 
 
+def fmt_dur(ns):
+    """As kd_fmt_dur() and the page's fmtDur(): the text stats prints."""
+    if ns < 1000:
+        return '%d ns' % round(ns)
+    if ns < 1e6:
+        return '%.3f us' % (ns / 1e3)
+    if ns < 1e9:
+        return '%.3f ms' % (ns / 1e6)
+    return '%.3f s' % (ns / 1e9)
+
+
 def stats_rows(text):
-    """Function -> (calls, total ns, max ns) from the first stats table."""
+    """Function -> (calls, total, max) from the first stats table, the
+    durations as printed."""
     out = {}
     for line in text.splitlines():
         m = re.match(r'\s*(\d+)\s+([0-9.]+ \w+)\s+([0-9.]+ \w+)\s+([0-9.]+ \w+)\s+([0-9.]+ \w+)'
                      r'\s+([0-9.]+ \w+)\s+([0-9.]+ \w+)\s+(\S+)$', line)
         if m and m.group(8) not in out:
-            out[m.group(8)] = (int(m.group(1)), dur_ns(m.group(2)), dur_ns(m.group(7)))
+            out[m.group(8)] = (int(m.group(1)), m.group(2), m.group(7))
     return out
 
 
@@ -135,6 +147,102 @@ def main(argv):
         m = re.match(r'(\d+) calls merged in this pixel, ([0-9.]+ \w+) in all', tip or '')
         check('merged-tip', m and int(m.group(1)) > 1 and dur_ns(m.group(2)) == 10 * int(m.group(1)),
               'hover on a merged block of tiny() (10 ns each): %r' % tip)
+
+        # ---- off-CPU where the snapshot says -------------------------------
+        b7 = slow['start'] - 420          # request 7's begin (page ns)
+        ev('ktrace.setView(%f, %f)' % (b7 - 1000, b7 + 601460))
+        row = js("ktrace.rowRect(100, 'thread')")
+
+        def color_at(ns, r):
+            return js('ktrace.pixel(%f, %f)' % (js('ktrace.xOf(%f)' % ns), r['y'] + r['h'] / 2))
+        blocked = color_at(b7 + 200520, row)          # blocked [+520, +400520)
+        preempted = color_at(b7 + 475520, row)        # preempted [+450520, +500520)
+        running = color_at(b7 + 425520, row)          # on the cpu in between
+        check('offcpu-blocked', blocked[3] > 0 and blocked[:3] != running[:3],
+              'main blocked at +200 us: %s (running: %s)' % (blocked, running))
+        check('offcpu-preempted', preempted[3] > 0 and preempted[:3] != blocked[:3] and
+              preempted[:3] != running[:3], 'main preempted at +475 us: %s' % preempted)
+        under = js("ktrace.rowRect(100, 1)")
+        band = js('ktrace.pixel(%f, %f)' % (js('ktrace.xOf(%f)' % (b7 + 200520)), under['y'] + under['h'] - 3))
+        check('offcpu-under-call', band[:3] == blocked[:3],
+              'the band under long() while blocked: %s' % band)
+        cpu1 = js("ktrace.rowRect(1, 'core')")
+        on1, idle1 = color_at(b7 + 200000, cpu1), color_at(b7 + 500000, cpu1)
+        check('core-thread', on1[3] > 0 and on1[:3] != idle1[:3],
+              'cpu 1 while worker ran: %s, after: %s' % (on1, idle1))
+        tip = js("ktrace.tipAt({start: %f, tid: 1, depth: 'core'})" % (b7 + 200000))
+        check('core-tip', tip is not None and tip.startswith('worker (101) on cpu 1'), 'hover: %r' % tip)
+        b.screenshot(os.path.join(shots, 'viewer-offcpu.png'))
+        m = re.search(r'the slow request: +([0-9.]+ \w+) on-CPU, ([0-9.]+ \w+) blocked, ([0-9.]+ \w+) preempted',
+                      explain)
+        ev("ktrace.clickRequest('7')")
+        det = js('ktrace.shown()')['details']
+        split = re.search(r'on-CPU\s+blocked\s+preempted.*?\n.*?([0-9.]+ \w+)\s+([0-9.]+ \w+)\s+([0-9.]+ \w+)', det, re.S)
+        want = [dur_ns(m.group(i)) for i in (1, 2, 3)] if m else None
+        got = [dur_ns(split.group(i)) for i in (1, 2, 3)] if split else None
+        check('offcpu-split', want is not None and got == want,
+              'details of request 7: %s, explain: %s' % (got, want))
+
+        # ---- search: count, total, min, max as stats -----------------------
+        for name in ('0x402000', '0x403000', '0x401000'):
+            r = js("ktrace.search(%s)" % json.dumps(name))
+            st = stats.get(name)
+            got = (r['count'], fmt_dur(r['totalNs']), fmt_dur(r['maxNs']))
+            check('search-' + name, st is not None and got == st, 'page: %s; stats: %s' % (got, st))
+        r = js("ktrace.search('/^0x40[23]000$/', '', '')")
+        check('search-regex', r['count'] == 210 and r['minNs'] == 10 and r['maxNs'] == 600000,
+              'regex: %d calls, min %d, max %d' % (r['count'], r['minNs'], r['maxNs']))
+        r = js("ktrace.search('0x403', '100us', '')")
+        check('search-min-dur', r['count'] == 1 and r['totalNs'] == 600000, 'min 100us: %s' % r)
+        r = js("ktrace.search('0x40', '', '')")
+        durs = [x['ns'] for x in r['top']]
+        check('search-list-sorted', durs == sorted(durs, reverse=True) and durs[0] == 600430 and
+              'total' in r['panel'], 'the list: %s...' % durs[:4])
+        check('search-fast', r['ms'] < 1000, '%.1f ms for a query (figures: bench/html.sh)' % r['ms'])
+        b.screenshot(os.path.join(shots, 'viewer-search.png'))
+        ev("ktrace.search('')")
+
+        # ---- header ---------------------------------------------------------
+        hdr = ev("document.getElementById('hdr').innerText")
+        check('header-not-recorded', 'no losses, nothing muted' in hdr and 'recorded, 7 switch records' in hdr,
+              repr(hdr[-300:]))
+
+        # ---- requests: every one, explain's durations ----------------------
+        groups = js('ktrace.requests()')
+        g = groups[0] if groups else {'list': []}
+        by = {x['id']: x for x in g['list']}
+        m1 = re.search(r'trigger: "get" request #7 .* took ([0-9.]+ \w+)', explain)
+        m2 = re.search(r'median "get" request in this window: #(\d+) .* took ([0-9.]+ \w+)', explain)
+        check('requests-all', len(groups) == 1 and g['kind'] == 'get' and len(g['list']) == 10, 'groups: %s' %
+              [(x['kind'], len(x['list'])) for x in groups])
+        check('requests-explain', m1 and m2 and by.get('7', {}).get('ns') == dur_ns(m1.group(1)) and
+              by.get(m2.group(1), {}).get('ns') == dur_ns(m2.group(2)),
+              'page: #7 %s; explain: %s, median %s' % (by.get('7'), m1 and m1.group(1), m2 and m2.groups()))
+        check('requests-slow', [x['id'] for x in g['list'] if x['slow']] == ['7'], 'slow: %s' %
+              [x['id'] for x in g['list'] if x['slow']])
+        ev("ktrace.fit()")
+        ev("ktrace.clickRequest('3')")
+        v = js('ktrace.view()')
+        r3 = js("ktrace.callSpan('0x401000', 3)")
+        check('requests-click', v['start'] <= r3['start'] and r3['end'] <= v['end'] and
+              (v['end'] - v['start']) < 4 * (r3['end'] - r3['start']), 'view after clicking #3: %s' % v)
+        ev("ktrace.requests()")
+        b.screenshot(os.path.join(shots, 'viewer-requests.png'))
+
+        # ---- area selection and ruler --------------------------------------
+        ev("ktrace.fit()")
+        st = js('ktrace.selectRange(-1e6, 2e7)')
+        fs = {x['name']: (x['calls'], fmt_dur(x['totalNs'])) for x in st['funcs']}
+        want = {k: v[:2] for k, v in stats.items()}
+        check('range-whole', fs == want, 'range totals: %s; stats: %s' % (fs, want))
+        st = js('ktrace.selectRange(%f, %f)' % (b7, b7 + 100000))
+        fs = {x['name']: (x['calls'], x['totalNs'], x['selfNs']) for x in st['funcs']}
+        th = {x['name']: x for x in st['threads']}
+        check('range-part', fs.get('0x403000', (0, 0, 0))[1] == 100000 - 420 and
+              th.get('main (100)', {}).get('blockedNs') == 100000 - 520 and
+              'range-length' in ev("document.getElementById('side-body').innerHTML"),
+              '[+0, +100 us] of request 7: %s %s' % (fs, th.get('main (100)')))
+        b.screenshot(os.path.join(shots, 'viewer-range.png'))
 
         print('errors: %s' % b.errors())
         return 1 if FAILED else 0
