@@ -2,12 +2,14 @@
 """check_pftrace.py - checks a Perfetto trace written by ktrace-decode
 --format perfetto, from protoc's text output:
 
-    protoc --proto_path=tests/perfetto --decode=Trace perfetto_subset.proto \
-        < trace.pftrace > trace.txt
+    protoc --proto_path=tests/perfetto/upstream \
+        --decode=perfetto.protos.Trace perfetto_trace.proto < trace.pftrace > trace.txt
     python3 check_pftrace.py trace.txt
 
 Independent of the decoder: it rebuilds what Perfetto's trace processor
 would from the packets, and fails (exit 1, "FAIL: ..." on stderr) unless
+  - every field is one Perfetto's own perfetto_trace.proto names (protoc
+    prints the others by number);
   - the first packet makes CLOCK_REALTIME (1) the trace clock;
   - every sequence opens with SEQ_INCREMENTAL_STATE_CLEARED, a clock
     snapshot of the incremental clock 64, and defaults using it;
@@ -45,12 +47,18 @@ def parse(path):
                 continue
             if s.endswith("{"):
                 name = s[:-1].strip()
+                if name.isdigit():
+                    fail("message field %s is not in the .proto" % name)
                 node = {}
                 stack[-1].setdefault(name, []).append(node)
                 stack.append(node)
                 continue
             name, _, val = s.partition(":")
             val = val.strip()
+            if name.strip().isdigit():
+                # protoc prints a field its .proto does not name by number:
+                # against Perfetto's own perfetto_trace.proto, none may be
+                fail("field %s is not in the .proto (%s)" % (name.strip(), s))
             if val.startswith('"'):
                 val = bytes(val[1:-1], "utf-8").decode("unicode_escape").encode(
                     "latin-1").decode("utf-8", "replace")
@@ -76,7 +84,7 @@ def main():
     if not packets:
         fail("no packets")
     cs = one(packets[0], "clock_snapshot")
-    if not cs or one(cs, "primary_trace_clock") != "1":
+    if not cs or one(cs, "primary_trace_clock") not in ("1", "BUILTIN_CLOCK_REALTIME"):
         fail("first packet does not make REALTIME the trace clock")
 
     seqs = {}          # id -> state
