@@ -25,6 +25,7 @@ Then prints, one per line:
     nest <pid> <tid> <parent slice or -> <slice name> <count> (thread tracks)
     process <pid> <name>
     track <parent pid> <name> <slices> <instants>           (other tracks)
+    track <pid> tid=<tid> <name> <slices> <instants>        (tracks under a thread's)
     instant <pid> <tid> <name> <value annotation or -> <ns> (thread tracks)
     events <n>
     ok
@@ -213,7 +214,12 @@ def main():
         td = tracks[track]
         if one(td, "thread") is None:
             parent = int(one(td, "parent_uuid", "0"))
-            print("track %s %s %d %d" % (pids.get(parent, "-"), one(td, "name"), ns, ni))
+            pth = one(tracks.get(parent, {}), "thread")
+            if pth:     # under a thread's track: "<pid> tid=<tid> <name>"
+                print("track %s tid=%s %s %d %d" % (one(pth, "pid"), one(pth, "tid"),
+                                                    one(td, "name"), ns, ni))
+            else:
+                print("track %s %s %d %d" % (pids.get(parent, "-"), one(td, "name"), ns, ni))
     for track, name, val, t in marks:
         th = one(tracks[track], "thread")
         if th:
