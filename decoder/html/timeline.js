@@ -1010,7 +1010,9 @@
       }
     });
     var top = [];
-    for (var i = 0; i < hn; i++) { hr[i].dur = hd[i]; top.push(hr[i]); }
+    for (var i = 0; i < hn; i++) {   // exact ns, as the decoder converts
+      var x = hr[i]; x.dur = x.f.clock.durNs(x.th.end[x.k] - x.th.begin[x.k]); top.push(x);
+    }
     top.sort(function (a, b) { return b.dur - a.dur || nsOf(a.f, a.th.begin[a.k]) - nsOf(b.f, b.th.begin[b.k]); });
     return { count: n, totalNs: totalNs, minNs: n ? minNs : 0, maxNs: n ? maxNs : 0, top: top };
   }
