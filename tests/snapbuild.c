@@ -859,7 +859,8 @@ int snapbuild_self_modules(struct snapbuild *sb)
  * trigger) 600 us, in which main is blocked [+520, +400520) and preempted
  * [+450520, +500520).  Thread worker (tid 101, cpu 1) runs hold() (0x404000)
  * while main is blocked, and is otherwise blocked.  Request 7's duration:
- * 600 us + 460 ns; the others 50 us + 460 ns.
+ * 600 us + 460 ns; the others 50 us + 460 ns.  The window budget muted
+ * 0x405000 (12345 calls not recorded).
  */
 void snapbuild_scenario_viewer(struct snapbuild *sb)
 {
@@ -869,6 +870,10 @@ void snapbuild_scenario_viewer(struct snapbuild *sb)
 		struct ktrace_sched_rec r[8];
 		struct ktrace_sched_name n;
 	} s;
+	struct {
+		struct ktrace_budget_rec b;
+		struct ktrace_muted_rec m;
+	} bud;
 	struct ktrace_trigger_rec t;
 	const uint64_t slow_b = 1000 + 7 * 1000000ull;
 
@@ -932,4 +937,16 @@ void snapbuild_scenario_viewer(struct snapbuild *sb)
 	s.h.switches = 7;
 	s.c[1].count = 3;
 	snapbuild_raw_section(sb, KTRACE_SEC_SCHED, 7, &s, sizeof(s) - sizeof(s.r[7]) - sizeof(s.n), 0);
+
+	/* The window budget muted one function (0x405000, 12345 calls not
+	 * recorded since): the page's header must say so. */
+	memset(&bud, 0, sizeof(bud));
+	bud.b.window_s = 30;
+	bud.b.ring_bytes_per_core = 1 << 20;
+	bud.b.sustainable_wps = 1000;
+	bud.b.max_us = 5;
+	bud.b.muted_calls = 12345;
+	bud.m = (struct ktrace_muted_rec){ 0x405000, 4, KTRACE_MUTE_HOT_SHORT, 5000, 100, 10,
+	                                   500000, 50, 20 };
+	snapbuild_raw_section(sb, KTRACE_SEC_BUDGET, 1, &bud, sizeof(bud), 0);
 }

@@ -21,7 +21,8 @@ file.  Then, in the page (pixel probes read the canvas):
   search    count, total, min, max of a search equal `stats` (calls,
             total, max; min: the scenario's); a regex and a min duration;
             the list of matches is sorted by duration;
-  header    says what was muted or lost;
+  header    says what was muted (the scenario's BUDGET section: one
+            function, 12345 calls) and that switches were recorded;
   requests  the requests panel lists every request with explain's
             durations, the slow one marked; clicking one zooms to it;
   area      an area selection sums per function what `stats` gives;
@@ -204,8 +205,8 @@ def main(argv):
 
         # ---- header ---------------------------------------------------------
         hdr = ev("document.getElementById('hdr').innerText")
-        check('header-not-recorded', 'no losses, nothing muted' in hdr and 'recorded, 7 switch records' in hdr,
-              repr(hdr[-300:]))
+        check('header-not-recorded', 'muted by the window budget: 1 function, 12,345 calls not recorded '
+              'since (0x405000' in hdr and 'recorded, 7 switch records' in hdr, repr(hdr[-400:]))
 
         # ---- requests: every one, explain's durations ----------------------
         groups = js('ktrace.requests()')
