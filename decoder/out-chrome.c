@@ -181,7 +181,10 @@ static void cores_from_switches(struct kd_chrome *c, const struct kd_dec *d, int
  * mapped onto the rings' ticks, and events of one tick are spread 1 ns
  * apart). */
 struct off_hit {
-	uint32_t off;             /* index in d->offcpu */
+	uint32_t off;             /* index in d->offcpu (found again after the
+	                             walk: a range cut may change them) */
+	uint32_t thread;          /* thread index */
+	uint64_t tick;            /* the event's tick */
 	int64_t ns;               /* the event's ts (ns since the trace origin) */
 };
 
@@ -227,7 +230,7 @@ static void off_hit(struct chrome_walk *w, const struct kd_dec *d, uint32_t th, 
 	if (w->nhits >= w->caphits &&
 	    kd_grow(&w->hits, &w->caphits, w->nhits, sizeof(*w->hits), "the chrome trace"))
 		kd_dec_oom("the chrome trace", SIZE_MAX);
-	w->hits[w->nhits++] = (struct off_hit){ i, ns };
+	w->hits[w->nhits++] = (struct off_hit){ i, th, tick, ns };
 }
 
 static int cmp_hit(const void *a, const void *b)
@@ -448,6 +451,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		off_hit(&hw, d, r->thread, r->begin, ev_ns(c, d, r->begin, r->begin_sub));
 		off_hit(&hw, d, r->thread, r->end, ev_ns(c, d, r->end, r->end_sub));
 	}
+	for (size_t i = 0; i < hw.nhits; i++) /* the walk may have cut d->offcpu */
+		hw.hits[i].off = off_at(d, hw.hits[i].thread, hw.hits[i].tick);
 	if (hw.nhits)
 		qsort(hw.hits, hw.nhits, sizeof(*hw.hits), cmp_hit);
 	for (uint32_t i = 0, h = 0; i < d->noffcpu; i++) {

@@ -1239,6 +1239,10 @@
     panel = kind;
     $('side-title').textContent = title;
     $('side-body').innerHTML = html;
+    // Over the tracks' right side, below the toolbar, minimap and axis.
+    var top = tracks.getBoundingClientRect().top + 4;
+    $('side').style.top = top + 'px';
+    $('side').style.maxHeight = Math.max(120, window.innerHeight - top - 70) + 'px';
     $('side').hidden = false;
   }
   function closeSide() { panel = null; $('side').hidden = true; }
