@@ -76,6 +76,12 @@ def once(page):
                 ms.append(x['ms'])
             r['search'].append((q or '(any)', mn, x['count'], statistics.median(ms)))
         b.eval('ktrace.search("")')
+        # A range over the whole window (every call clipped, its caller's
+        # self time), and the requests panel, ms.
+        r['range'] = b.eval('(function(){var v=ktrace.view(),t=performance.now();'
+                            'ktrace.selectRange(v.start,v.end);return performance.now()-t;})()')
+        r['requests'] = b.eval('(function(){var t=performance.now();ktrace.requests();'
+                               'return performance.now()-t;})()')
         errs = b.errors()
         if errs:
             r['errors'] = errs
@@ -97,6 +103,8 @@ def main():
           'machine this is the figure to compare' % med('cpu'))
     print('frame: whole window %.1f ms, zoomed in 100x %.1f ms, panning %.1f ms; JS heap %.0f MiB'
           % (med('whole'), med('zoomed'), med('pan'), med('heap')))
+    print('a range over the whole window: %.0f ms; the requests panel: %.0f ms'
+          % (med('range'), med('requests')))
     for i, (q, mn, n, _) in enumerate(rs[0]['search']):
         print('search %-24s %-5s %9d matches: %.0f ms' % (q, mn or '', n,
                                                          statistics.median(x['search'][i][3] for x in rs)))

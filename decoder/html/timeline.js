@@ -199,7 +199,7 @@
   // Ticks (a difference) -> ns, as kd_dec_ticks_ns().
   Clock.prototype.durNs = function (ticks) {
     if (this.hz === 0n || ticks <= 0) return 0;
-    return Number((BigInt(ticks) << this.shift) * 1000000000n / this.hz);
+    return Number((BigInt(Math.round(ticks)) << this.shift) * 1000000000n / this.hz);
   };
   // Tick since the window start -> BigInt wall ns, as kd_dec_wall_ns().
   Clock.prototype.wall = function (tick) {
@@ -985,7 +985,7 @@
             n++;
             if (dur < fmin) fmin = dur;
             if (dur > fmax) fmax = dur;
-            push(dur * k, { f: f, th: th, k: j, d: d });
+            if (hn < SEARCH_TOP || dur * k > hd[0]) push(dur * k, { f: f, th: th, k: j, d: d });
             while (p < cb.length && ce[p] < b) p++;
             if (p < cb.length && cb[p] <= b && e <= ce[p]) continue;   // inside a match
             ftot += dur; nb.push(b); ne.push(e);

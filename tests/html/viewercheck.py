@@ -243,6 +243,8 @@ def main(argv):
               th.get('main (100)', {}).get('blockedNs') == 100000 - 520 and
               'range-length' in ev("document.getElementById('side-body').innerHTML"),
               '[+0, +100 us] of request 7: %s %s' % (fs, th.get('main (100)')))
+        st2 = js('ktrace.selectRange(%f, %f)' % (b7 + 0.37, b7 + 100000.61))   # not on whole ns
+        check('range-fractional', len(st2['funcs']) == len(st['funcs']), 'a range not on whole ns')
         b.screenshot(os.path.join(shots, 'viewer-range.png'))
 
         print('errors: %s' % b.errors())
