@@ -130,23 +130,21 @@
       th.offWhy[i] = r.uv(); b += r.uv(); th.offB[i] = b; th.offE[i] = b + r.uv();
     }
     th.off = null;
-    var depth = new Int32Array(n).fill(-1);
-    for (var d = 0; d <= th.maxdepth && th.n; d++) {
-      var lo = th.lane[d], hi = th.lane[d + 1];
-      for (i = 0; i < n; i++) {
-        var t = (th.offB[i] + th.offE[i]) / 2, a = lo, z = hi;
-        while (a < z) { var m = (a + z) >>> 1; if (th.end[m] < t) a = m + 1; else z = m; }
-        if (a < hi && th.begin[a] <= t) depth[i] = d;
-      }
+    // The stack's depth in the middle of each interval: calls nest, so if
+    // depth d has a call there every shallower depth has one; a binary
+    // search over the depths, each a binary search over its lane.
+    th.offDepth = new Int32Array(n).fill(-1);
+    function covered(d, t) {
+      var lo = th.lane[d], hi = th.lane[d + 1], a = lo, z = hi;
+      while (a < z) { var m = (a + z) >>> 1; if (th.end[m] < t) a = m + 1; else z = m; }
+      return a < hi && th.begin[a] <= t;
     }
-    // Per depth row, the intervals that row's calls waited in.
-    th.offRow = [];
-    for (d = 0; d <= th.maxdepth && th.n; d++) {
-      var ix = [];
-      for (i = 0; i < n; i++) if (depth[i] >= d) ix.push(i);
-      th.offRow.push({ b: new Float64Array(ix.map(function (j) { return th.offB[j]; })),
-                       e: new Float64Array(ix.map(function (j) { return th.offE[j]; })),
-                       why: ix.map(function (j) { return th.offWhy[j]; }) });
+    for (i = 0; i < n && th.n; i++) {
+      var t = (th.offB[i] + th.offE[i]) / 2, lo = -1, hi = th.maxdepth;   // covered(lo), not beyond hi
+      if (!covered(0, t)) continue;
+      lo = 0;
+      while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (covered(mid, t)) lo = mid; else hi = mid - 1; }
+      th.offDepth[i] = lo;
     }
   }
   // Off-CPU ticks of a thread inside [b, e): [blocked, preempted].
@@ -428,7 +426,8 @@
   // ---- drawing ------------------------------------------------------------
 
   // Draws intervals [lo, hi) of begin/end (ticks of file f, sorted by begin,
-  // not overlapping) in a row; color(k) and label(k) describe item k.
+  // not overlapping) in a row; color(k) (null: not in this row) and
+  // label(k) describe item k.
   // Items narrower than a pixel merge into one block per pixel.
   function drawIntervals(f, begin, end, lo, hi, y, h, color, label, outline) {
     var ts = tickOf(f, view.start), te = tickOf(f, view.end);
@@ -443,12 +442,14 @@
     for (var k = a; k < hi; k++) {
       var bk = begin[k];
       if (bk > te) break;
+      var col = color(k);
+      if (col === null) continue;   // not drawn in this row
       var x0 = LABEL_W + (nsOf(f, bk) - view.start) * pxPerTick / f.k;
       var x1 = x0 + (end[k] - bk) * pxPerTick;
       if (x1 - x0 >= 1) {
         flush();
         var xa = Math.max(x0, LABEL_W), xb = Math.min(x1, W);
-        ctx.fillStyle = color(k);
+        ctx.fillStyle = col;
         ctx.fillRect(xa, y, xb - xa, h);
         if (outline) outline(k, xa, y, xb - xa, h);
         if (xb - xa > 24 && label) {
@@ -462,7 +463,7 @@
       // overlap, so only that one can reach beyond the pixel (a long call
       // that begins in the same pixel as short ones), and it is drawn as
       // any other item.
-      var px = Math.floor(x0), c = color(k);
+      var px = Math.floor(x0), c = col;
       if (px < LABEL_W) px = LABEL_W;
       if (crun === c && px <= x1run) { x1run = px + 1; } else { flush(); crun = c; x0run = px; x1run = px + 1; }
       var next = tickOf(f, nsAtX(px + 1));
@@ -555,10 +556,10 @@
           ctx.strokeStyle = '#111'; ctx.lineWidth = 1; ctx.strokeRect(x + 0.5, yy + 0.5, w - 1, hh - 1);
         }
       });
-    // The time these calls spent off the cpu: a band at the row's bottom.
-    var off = th.offRow[d];
-    if (off && off.b.length) drawIntervals(f, off.b, off.e, 0, off.b.length, y + h - 5, 4,
-      function (k) { return off.why[k] ? COL_PREEMPTED : COL_BLOCKED; }, null);
+    // The time these calls spent off the cpu: a band at the row's bottom
+    // (intervals where the stack was shallower than this row are skipped).
+    if (th.offB.length) drawIntervals(f, th.offB, th.offE, 0, th.offB.length, y + h - 5, 4,
+      function (k) { return th.offDepth[k] < d ? null : th.offWhy[k] ? COL_PREEMPTED : COL_BLOCKED; }, null);
   }
 
   // The selected range (shift+drag): shaded, with its length (the ruler).
