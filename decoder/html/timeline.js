@@ -828,7 +828,7 @@
         (oth.offWhy[s.k] ? '(still runnable: another thread had the cpu)' : '(waiting: a lock, sleep, I/O)') + '</div>' +
         table([['from (UTC)', '<span class="mono">' + fmtWall(c.wall(ob), false) + '</span>'],
                ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(oe - ob)) + '</span>'],
-               ['in', callAt(oth, (ob + oe) / 2)]]);
+               ['in', callAt(oth, (ob + oe) / 2)]].concat(meanwhile(f, oth, ob, oe)));
     } else if (s.kind === 'mark') {
       var mt = f.threads[s.m.row];
       el.innerHTML = '<div><span class="name">mark ' + esc(nameOf(f, s.m.name)) + ' = ' + esc(s.m.value) + '</span></div>' +
@@ -844,6 +844,21 @@
     return [['on-CPU', '<span id="detail-oncpu">' + fmtDur(c.durNs(e - b - o[0] - o[1])) + '</span>'],
             ['<span class="legend" style="background:' + COL_BLOCKED + '"></span>blocked', '<span id="detail-blocked">' + fmtDur(c.durNs(o[0])) + '</span>'],
             ['<span class="legend" style="background:' + COL_PREEMPTED + '"></span>preempted', '<span id="detail-preempted">' + fmtDur(c.durNs(o[1])) + '</span>']];
+  }
+  // While th was off the cpu in [b, e): what each other thread of the file
+  // was in (its innermost call in the middle) and its on-CPU time there,
+  // the busiest first: who ran while th waited.
+  function meanwhile(f, th, b, e) {
+    var out = [];
+    f.threads.forEach(function (o) {
+      if (o === th) return;
+      var off = offIn(o, b, e), on = e - b - off[0] - off[1];
+      out.push({ th: o, on: on, text: callAt(o, (b + e) / 2) });
+    });
+    out.sort(function (x, y) { return y.on - x.on; });
+    return out.slice(0, 4).map(function (x) {
+      return [esc(threadLabel(x.th)), x.text + ' <span class="k">(' + fmtDur(f.clock.durNs(x.on)) + ' on-CPU)</span>'];
+    });
   }
   // The innermost call of th open at tick t, as text.
   function callAt(th, t) {
@@ -1439,6 +1454,16 @@
       return !!tr;
     },
     selectRange: function (a, b) { return selectRange(a, b); },
+    // Click (select) what is at page ns t in a row of thread (or cpu) tid.
+    clickAt: function (t, tid, what) {
+      var r = rows.find(function (x) {
+        if (what === 'core') return x.kind === 'core' && x.core.cpu === tid;
+        return x.th && x.th.tid === tid && (typeof what === 'number' ? x.kind === 'depth' && x.depth === what : x.kind === what);
+      });
+      if (!r) return false;
+      select(pick(xOf(t), r.y - tracks.scrollTop + r.h / 2));
+      return !!sel;
+    },
     searchPending: function () { return search.timer !== null; },
     shown: function () { return { panel: panel, title: $('side-title').textContent, text: $('side').hidden ? '' : $('side-body').innerText, details: $('details').innerText }; },
     // For pixel probes (tests/html/viewercheck.py): the page-ns span and the

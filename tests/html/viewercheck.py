@@ -173,6 +173,10 @@ def main(argv):
               'cpu 1 while worker ran: %s, after: %s' % (on1, idle1))
         tip = js("ktrace.tipAt({start: %f, tid: 1, depth: 'core'})" % (b7 + 200000))
         check('core-tip', tip is not None and tip.startswith('worker (101) on cpu 1'), 'hover: %r' % tip)
+        ev("ktrace.clickAt(%f, 100, 'thread')" % (b7 + 200520))
+        det = js('ktrace.shown()')['details']
+        check('offcpu-meanwhile', 'blocked' in det and 'worker (101)' in det and '0x404000' in det and
+              '398.500 us on-CPU' in det, 'details of main blocked: %r' % det)
         b.screenshot(os.path.join(shots, 'viewer-offcpu.png'))
         m = re.search(r'the slow request: +([0-9.]+ \w+) on-CPU, ([0-9.]+ \w+) blocked, ([0-9.]+ \w+) preempted',
                       explain)
