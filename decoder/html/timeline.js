@@ -1166,7 +1166,7 @@
 
   // ---- requests ------------------------------------------------------------------
 
-  var reqSortKey = 'dur', reqDesc = true;
+  var reqSortKey = 'dur', reqDesc = true, REQ_ROWS = 1000;   // rows listed (sort to see others)
   function reqNs(f, q) { return f.clock.durNs(q.end - q.begin); }
   // Per file and kind: the requests, sorted by duration, with the
   // threshold that marks the slow ones (the trigger's for its kind, else
@@ -1215,14 +1215,14 @@
     if (all.length) {
       h += '<table id="req-table"><tr><th data-sort="kind">request' + arrow('kind') + '</th><th class="num" data-sort="dur">duration' +
         arrow('dur') + '</th><th data-sort="start">start (UTC)' + arrow('start') + '</th><th>thread</th></tr>';
-      all.slice(0, 5000).forEach(function (x) {
+      all.slice(0, REQ_ROWS).forEach(function (x) {
         var th = x.q.row >= 0 ? x.f.threads[x.q.row] : null;
         h += '<tr class="item' + (x.slow ? ' slow' : '') + '" data-req="' + x.f.index + ':' + x.q.index + '"><td>' +
           esc(nameOf(x.f, x.q.kind)) + ' #' + esc(x.q.id) + (x.q.flags & 4 ? ' (trigger)' : x.slow ? ' (slow)' : '') +
           '</td><td class="num">' + fmtDur(x.ns) + '</td><td class="mono">' + fmtWall(x.f.clock.wall(x.q.begin), false).slice(0, 15) +
           '</td><td>' + (th ? esc(threadLabel(th)) : '?') + '</td></tr>';
       });
-      h += '</table>' + (all.length > 5000 ? '<div class="k">the first 5000 of ' + all.length + ' in this order</div>' : '');
+      h += '</table>' + (all.length > REQ_ROWS ? '<div class="k">the first ' + REQ_ROWS + ' of ' + all.length + ' in this order</div>' : '');
     }
     openSide('requests', 'Requests (' + all.length + ')', h);
     document.querySelectorAll('#side canvas.hist').forEach(function (cv) { drawHist(cv, groups[+cv.dataset.g]); });
