@@ -632,6 +632,7 @@
     ktrace.frames++;
   }
 
+  var axisDrawn = [];   // [x0, x1, text] of the labels the last frame drew
   function drawAxis() {
     actx.setTransform(dpr, 0, 0, dpr, 0, 0);
     actx.clearRect(0, 0, W, 26);
@@ -644,6 +645,7 @@
     // A label is left out where it would run into the previous one (deep
     // zoom: long labels, ticks close together); its tick stays.
     var lastEnd = -Infinity;
+    axisDrawn = [];
     for (var t = Math.ceil((view.start + rem) / step) * step - rem; t <= view.end; t += step) {
       var x = xOf(t);
       if (x < LABEL_W) continue;
@@ -652,6 +654,7 @@
       if (x + 3 < lastEnd + 10 || x + 3 + lw > W) continue;
       actx.fillStyle = '#334155'; actx.fillText(label, x + 3, 12);
       lastEnd = x + 3 + lw;
+      axisDrawn.push([x + 3, lastEnd, label]);
     }
     files.forEach(function (f) {
       if (!f.trigger) return;
@@ -1465,6 +1468,7 @@
       return !!sel;
     },
     searchPending: function () { return search.timer !== null; },
+    axisLabels: function () { draw(); return axisDrawn; },
     shown: function () { return { panel: panel, title: $('side-title').textContent, text: $('side').hidden ? '' : $('side-body').innerText, details: $('details').innerText }; },
     // For pixel probes (tests/html/viewercheck.py): the page-ns span and the
     // row of the nth call (time order) of the function named name, without

@@ -118,6 +118,7 @@ def main(argv):
 
         # ---- draw: long() is painted wherever it is ----------------------
         slow = js("ktrace.callSpan('0x403000', 7)")
+        b7 = slow['start'] - 420          # request 7's begin (page ns)
         views = [('whole', None, None), ('slow request', slow['start'] - 1000, slow['end'] + 1000),
                  ('1 ms', slow['start'] - 200000, slow['start'] + 800000),
                  ('20 us', slow['start'] - 2000, slow['start'] + 18000)]
@@ -143,6 +144,17 @@ def main(argv):
             check('draw-' + name.replace(' ', '-'), not bad,
                   'long() painted across its span' + (': blank at %s' % bad if bad else ''))
             b.screenshot(os.path.join(shots, 'viewer-draw-%s.png' % name.replace(' ', '-')))
+        # ---- axis labels never overlap, down to the deepest zoom ------------
+        bad = []
+        for span in (1e7, 1e5, 3e3, 400, 120, 50):
+            ev('ktrace.setView(%f, %f)' % (b7 - span / 3, b7 + span * 2 / 3))
+            labels = js('ktrace.axisLabels()')
+            for a, c in zip(labels, labels[1:]):
+                if c[0] < a[1] + 4:
+                    bad.append((span, a[2], c[2]))
+            if len(labels) < 2:
+                bad.append((span, 'only %d labels' % len(labels)))
+        check('axis-labels', not bad, 'overlapping: %s' % bad[:3])
         ev("ktrace.fit()")
         tip = js("ktrace.tipAt(ktrace.callSpan('0x402000', 0))")
         m = re.match(r'(\d+) calls merged in this pixel, ([0-9.]+ \w+) in all', tip or '')
@@ -150,7 +162,6 @@ def main(argv):
               'hover on a merged block of tiny() (10 ns each): %r' % tip)
 
         # ---- off-CPU where the snapshot says -------------------------------
-        b7 = slow['start'] - 420          # request 7's begin (page ns)
         ev('ktrace.setView(%f, %f)' % (b7 - 1000, b7 + 601460))
         row = js("ktrace.rowRect(100, 'thread')")
 
