@@ -537,6 +537,7 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 		q->end = tick > q->begin ? tick : q->begin;
 		q->end_sub = sub16(ev->sub);
 		q->flags &= ~(uint32_t)KD_REQ_TRUNC_END;
+		q->end_thread = thread;
 		if (thread == q->thread) {
 			q->call_end = ev->at_call;
 			q->open_at_end = ev->top;
@@ -553,6 +554,7 @@ static void on_request(struct kd_build *b, const struct reqev *ev)
 	q->id = ev->id;
 	q->kind = ev->kind;
 	q->thread = thread;
+	q->end_thread = thread;
 	q->core = ev->core;
 	q->call_first = q->call_end = q->open_at_end = KD_NONE;
 	if (!ev->end) {

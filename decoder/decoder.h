@@ -340,6 +340,8 @@ struct kd_dec_request {
 	uint64_t id;              /* request id from the records */
 	uint32_t kind;            /* name id of the kind */
 	uint32_t thread;          /* thread index (of the begin; of the end if truncated) */
+	uint32_t end_thread;      /* thread index of the end record (= thread, unless the
+	                             request was handed to another thread that ended it) */
 	uint32_t flags;           /* enum kd_dec_req_flags */
 	uint32_t core;            /* core index of the begin */
 	uint16_t begin_sub;       /* recorded order within the begin's tick (kd_ev.sub) */

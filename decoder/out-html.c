@@ -504,7 +504,8 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		fputc('}', f);
 	}
 
-	/* Requests: [row, begin, end, kind, "id", flags, core] per request;
+	/* Requests: [row, begin, end, kind, "id", flags, core, end row] per
+	 * request (end row: the thread that ended it, -1 if not in the page);
 	 * "trigger.req" above is an index in d->reqs, so keep them all and
 	 * give filtered-out threads row -1. */
 	fputs("],\n\"reqs\":[", f);
@@ -512,9 +513,11 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		const struct kd_dec_request *r = &d->reqs[i];
 
 		fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",\"%" PRIu64 "\",%" PRIu32
-		           ",%" PRIu32 "]", i ? "," : "",
+		           ",%" PRIu32 ",%" PRId64 "]", i ? "," : "",
 		        row[r->thread] == KD_NONE ? -1 : (int64_t)row[r->thread],
-		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core);
+		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core,
+		        r->end_thread >= d->nthreads || row[r->end_thread] == KD_NONE
+		                ? -1 : (int64_t)row[r->end_thread]);
 	}
 	/* Marks: [row, tick, name, "value", core]. */
 	fputs("],\n\"marks\":[", f);

@@ -13,7 +13,9 @@
  *     a thread track per thread (pid, tid, name); under each thread's
  *     track, "requests" (its requests as slices, with their blocked and
  *     preempted ns when switches were recorded; a request overlapping an
- *     earlier one of the thread goes to "requests 2", ...) and "off-CPU"
+ *     earlier one of the thread goes to "requests 2", ...; a request
+ *     another thread ended is a flow to an instant on that thread's
+ *     "requests") and "off-CPU"
  *     (slices "blocked" / "preempted" from the context switches, cut to
  *     the window); and child tracks of the process: "cpu N" per core
  *     (which thread ran there: from the context switches when recorded,
@@ -83,7 +85,7 @@
 
 /* ---- protobuf writer -------------------------------------------------------- */
 
-enum { WT_VARINT = 0, WT_LEN = 2 };
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 
 struct pb {
 	uint8_t *p;
@@ -134,6 +136,16 @@ static void pb_uint(struct pb *b, uint32_t field, uint64_t v)
 {
 	pb_varint(b, (uint64_t)field << 3 | WT_VARINT);
 	pb_varint(b, v);
+}
+
+/* fixed64 fields: 8 bytes, little-endian. */
+static void pb_fixed64(struct pb *b, uint32_t field, uint64_t v)
+{
+	pb_varint(b, (uint64_t)field << 3 | WT_I64);
+	if (pb_room(b, 8))
+		return;
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
 /* int32/int64 fields: two's complement as a 64-bit varint. */
@@ -212,6 +224,8 @@ enum {
 	TE_NAME_IID = 10,
 	TE_TRACK_UUID = 11,
 	TE_NAME = 23,
+	TE_FLOW_IDS = 47,              /* repeated fixed64 */
+	TE_TERMINATING_FLOW_IDS = 48,  /* repeated fixed64 */
 	TYPE_SLICE_BEGIN = 1,
 	TYPE_SLICE_END = 2,
 	TYPE_INSTANT = 3,
@@ -1269,7 +1283,24 @@ static uint32_t gthread_of(const struct group *g, uint32_t fi, uint32_t t)
  * lane ("requests 2" ...) for a request that overlaps an earlier one of
  * the thread.  Requests of a thread without calls, on the process's
  * "requests" track.
+ *
+ * A request one thread began and another ended (handed over: the records
+ * say so) is a flow: its slice on the first thread starts it, an instant
+ * "request:KIND ended here" on the other thread's "requests" track, at the
+ * end, terminates it, and Perfetto draws the arrow between them.
  */
+#define KD_PF_HANDOFF 0x80000000u /* span.idx: the hand-off's end instant */
+
+static uint64_t flow_id(const struct group *g, uint32_t fi, uint32_t idx)
+{
+	return g->uuid << 16 | (uint64_t)fi << 32 | (idx + 1u);
+}
+
+static int handed_off(const struct kd_dec_request *r)
+{
+	return r->end_thread != r->thread && !(r->flags & (KD_REQ_TRUNC_BEGIN | KD_REQ_TRUNC_END));
+}
+
 static void write_requests(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
@@ -1298,6 +1329,15 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			k = gthread_of(g, fi, r->thread);
 			/* lane: the thread (g->nthreads: none) until lanes are assigned */
 			sp[n++] = (struct span){ r->begin, r->end, fi, i, k == KD_NONE ? g->nthreads : k };
+			k = handed_off(r) ? gthread_of(g, fi, r->end_thread) : KD_NONE;
+			if (k == KD_NONE)
+				continue;
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
+				w->oom = 1;
+				free(sp);
+				return;
+			}
+			sp[n++] = (struct span){ r->end, r->end, fi, i | KD_PF_HANDOFF, k };
 		}
 	}
 	if (!n)
@@ -1317,6 +1357,10 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 		uint32_t k = sp[i].lane, l;
 		uint64_t *le = lane_end + (size_t)k * KD_PF_REQ_LANES;
 
+		if (sp[i].idx & KD_PF_HANDOFF) { /* an instant: the thread's first lane */
+			sp[i].lane = k * KD_PF_REQ_LANES;
+			continue;
+		}
 		for (l = 0; l < nlanes[k] && le[l] >= sp[i].begin; l++)
 			;
 		if (l == nlanes[k]) {
@@ -1331,7 +1375,7 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 	qsort(sp, n, sizeof(*sp), cmp_span);
 	for (size_t i = 0; i < n && !w->oom; i++) {
 		const struct kd_dec *d = g->files[sp[i].file].d;
-		const struct kd_dec_request *r = &d->reqs[sp[i].idx];
+		const struct kd_dec_request *r = &d->reqs[sp[i].idx & ~KD_PF_HANDOFF];
 		char buf[160], nb[64];
 		size_t te;
 
@@ -1347,9 +1391,24 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
 			memset(&ck, 0, sizeof(ck));
 		}
+		if (sp[i].idx & KD_PF_HANDOFF) {
+			snprintf(buf, sizeof(buf), "request:%s ended here",
+			         kd_dec_name(d, r->kind, nb, sizeof(nb)));
+			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_INSTANT, buf, w->track);
+			pb_fixed64(&w->b, TE_TERMINATING_FLOW_IDS,
+			           flow_id(g, sp[i].file, sp[i].idx & ~KD_PF_HANDOFF));
+			ann_uint(w, "id", r->id);
+			ann_str(w, "began_on", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+			event_end(w, te);
+			continue;
+		}
 		snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
 		         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
 		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
+		if (handed_off(r) && gthread_of(g, sp[i].file, r->end_thread) != KD_NONE) {
+			pb_fixed64(&w->b, TE_FLOW_IDS, flow_id(g, sp[i].file, sp[i].idx));
+			ann_str(w, "ended_on", kd_dec_thread_label(d, r->end_thread, nb, sizeof(nb)));
+		}
 		ann_uint(w, "id", r->id);
 		ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
 		if (d->sched) {

@@ -859,8 +859,10 @@ int snapbuild_self_modules(struct snapbuild *sb)
  * trigger) 600 us, in which main is blocked [+520, +400520) and preempted
  * [+450520, +500520).  Thread worker (tid 101, cpu 1) runs hold() (0x404000)
  * while main is blocked, and is otherwise blocked.  Request 7's duration:
- * 600 us + 460 ns; the others 50 us + 460 ns.  The window budget muted
- * 0x405000 (12345 calls not recorded).
+ * 600 us + 460 ns; the others 50 us + 460 ns.  Request "job" #99 is begun
+ * by main at 6.1 ms and ended by worker at request 7's +300 us (handed
+ * over; it overlaps request 7 on main).  The window budget muted 0x405000
+ * (12345 calls not recorded).
  */
 void snapbuild_scenario_viewer(struct snapbuild *sb)
 {
@@ -884,6 +886,7 @@ void snapbuild_scenario_viewer(struct snapbuild *sb)
 	for (uint32_t f = 0; f < 4; f++)
 		snapbuild_func(sb, f, 0x401000 + 0x1000ull * f);
 	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "get");
+	snapbuild_name(sb, 2, KTRACE_NAME_REQUEST, "job");
 	for (uint64_t r = 0; r < 10; r++) {
 		uint64_t b = 1000 + r * 1000000, dur = r == 7 ? 600000 : 50000;
 
@@ -897,8 +900,11 @@ void snapbuild_scenario_viewer(struct snapbuild *sb)
 		snapbuild_exit(sb, 0, 1, b + 420 + dur, 2);
 		snapbuild_exit(sb, 0, 1, b + 430 + dur, 0);
 		snapbuild_req(sb, 0, 1, b + 460 + dur, 1, r, 1);
+		if (r == 6) /* a "job" main begins and worker ends: handed over */
+			snapbuild_req(sb, 0, 1, 6100000, 2, 99, 0);
 	}
 	snapbuild_enter(sb, 1, 2, slow_b + 2000, 3);
+	snapbuild_req(sb, 1, 2, slow_b + 300000, 2, 99, 1);
 	snapbuild_exit(sb, 1, 2, slow_b + 399000, 3);
 
 	memset(&t, 0, sizeof(t));

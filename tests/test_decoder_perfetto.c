@@ -142,8 +142,10 @@ static void test_perfetto_ties_marks_requests(void **state)
 /* Context switches (issue 18): off-CPU slices named blocked / preempted on
  * an "off-CPU" track under the thread's, the slow request on main's own
  * "requests" track with its blocked / preempted time, cores from the
- * switches; all balanced (the checker fails on an END without a BEGIN or a
- * slice left open) and decoded with Perfetto's own perfetto_trace.proto. */
+ * switches; a request one thread began and another ended as a flow
+ * between them; all balanced (the checker fails on an END without a BEGIN,
+ * a slice left open, a flow that never ends) and decoded with Perfetto's
+ * own perfetto_trace.proto. */
 static void test_perfetto_offcpu_and_requests_on_threads(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
@@ -163,8 +165,16 @@ static void test_perfetto_offcpu_and_requests_on_threads(void **state)
 	/* worker: blocked before it ran hold() and after, cut at the window end */
 	snprintf(line, sizeof(line), "track %" PRIu32 " tid=101 off-CPU 2 0\n", d->snap.info.pid);
 	has_line(out, line);
+	/* main's requests: 9 "get" and the "job" it handed over, then request 7
+	 * (which overlaps the job) on the second lane; the job's end on
+	 * worker's requests track, an instant ending the flow from main */
 	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 requests 10 0\n", d->snap.info.pid);
 	has_line(out, line);
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 requests 2 1 0\n", d->snap.info.pid);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=101 requests 0 1\n", d->snap.info.pid);
+	has_line(out, line);
+	has_line(out, "\nflow 100 request:job -> 101 request:job ended here\n");
 	/* cpu 0: main before, between and after its two off-CPU intervals;
 	 * cpu 1: worker once */
 	has_line(out, " cpu 0 3 0\n");

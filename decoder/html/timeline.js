@@ -239,9 +239,9 @@
     });
     f.cores.forEach(function (c) { c.file = f; unpackRuns(c); });
     f.reqs.forEach(function (q, qi) {
-      // [row, begin, end, kind, "id", flags, core]
+      // [row, begin, end, kind, "id", flags, core, end row]
       var r = { file: f, index: qi, row: q[0], begin: q[1], end: q[2], kind: q[3], id: q[4],
-                flags: q[5], core: q[6] };
+                flags: q[5], core: q[6], endRow: q.length > 7 ? q[7] : q[0] };
       f.reqs[qi] = r;
       if (r.row >= 0) f.threads[r.row].reqs.push(r);
     });
@@ -250,8 +250,19 @@
     });
     f.threads.forEach(function (th) {
       th.marks = [];
-      th.reqBegin = new Float64Array(th.reqs.map(function (x) { return x.begin; }));
-      th.reqEnd = new Float64Array(th.reqs.map(function (x) { return x.end; }));
+      // Requests that overlap (nested, or handed over) go to lanes: the
+      // first whose last request ended before this one begins.
+      th.reqLanes = [];
+      th.reqs.slice().sort(function (a, b) { return a.begin - b.begin; }).forEach(function (q) {
+        var l = 0;
+        while (l < th.reqLanes.length && th.reqLanes[l].last >= q.begin) l++;
+        if (l === th.reqLanes.length) th.reqLanes.push({ q: [], last: -Infinity });
+        th.reqLanes[l].q.push(q); th.reqLanes[l].last = q.end; q.lane = l;
+      });
+      th.reqLanes.forEach(function (ln) {
+        ln.b = new Float64Array(ln.q.map(function (x) { return x.begin; }));
+        ln.e = new Float64Array(ln.q.map(function (x) { return x.end; }));
+      });
     });
     f.marks.forEach(function (m) { f.threads[m.row].marks.push(m); });
     f.funcColor = f.funcs.map(function (name) { return hashStr(name) % 360; });
@@ -337,7 +348,9 @@
       f.cores.forEach(function (c) { add({ kind: 'core', file: f, core: c, label: 'cpu ' + c.cpu }, H_CORE); });
       f.threads.forEach(function (th) {
         add({ kind: 'thread', file: f, th: th }, H_THREAD);
-        if (th.reqs.length) add({ kind: 'reqs', file: f, th: th, label: 'requests' }, H_REQ);
+        th.reqLanes.forEach(function (ln, l) {
+          add({ kind: 'reqs', file: f, th: th, lane: l, label: l ? 'requests ' + (l + 1) : 'requests' }, H_REQ);
+        });
         th.depthRow0 = rows.length;
         if (!th.folded)
           for (var d = 0; d <= th.maxdepth && th.n; d++)
@@ -367,11 +380,16 @@
     while (lo < hi) { var m = (lo + hi + 1) >> 1; if (rows[m].y <= y) lo = m; else hi = m - 1; }
     return lo;
   }
+  // The requests row (lane) where request q is drawn.
+  function reqRow(f, q) {
+    var th = q.row >= 0 ? f.threads[q.row] : null;
+    return th ? rows.find(function (x) { return x.kind === 'reqs' && x.th === th && x.lane === q.lane; }) || null : null;
+  }
   function threadRow(th, depth) {
     for (var i = 0; i < rows.length; i++) {
       var r = rows[i];
       if (r.th === th && (depth === undefined ? r.kind === 'thread'
-        : depth === 'reqs' ? r.kind === 'reqs' : r.kind === 'depth' && r.depth === depth)) return r;
+        : depth === 'reqs' ? r.kind === 'reqs' && !r.lane : r.kind === 'depth' && r.depth === depth)) return r;
     }
     return null;
   }
@@ -521,8 +539,8 @@
       return;
     }
     if (r.kind === 'reqs') {
-      var q = th.reqs;
-      drawIntervals(f, th.reqBegin, th.reqEnd, 0, q.length, y + 1, h - 2,
+      var ln = th.reqLanes[r.lane], q = ln.q;
+      drawIntervals(f, ln.b, ln.e, 0, q.length, y + 1, h - 2,
         function (k) { return q[k].flags & 4 ? '#dc2626' : hsl(hashStr(nameOf(f, q[k].kind)) % 360, 35, 72); },
         function (k, maxW) {
           var s = nameOf(f, q[k].kind) + ' #' + q[k].id + (q[k].flags & 4 ? ' SLOW (trigger)' : '');
@@ -583,7 +601,10 @@
     if (!s) return;
     var f = s.file, a, b, r = null;
     if (s.kind === 'call') { a = s.th.begin[s.k]; b = s.th.end[s.k]; r = threadRow(s.th, s.depth); }
-    else if (s.kind === 'req') { a = s.r.begin; b = s.r.end; r = threadRow(f.threads[s.r.row], 'reqs'); }
+    else if (s.kind === 'req') {
+      a = s.r.begin; b = s.r.end;
+      r = rows.find(function (x) { return x.kind === 'reqs' && x.th === f.threads[s.r.row] && x.lane === s.r.lane; });
+    }
     else if (s.kind === 'run') { a = s.c.begin[s.k]; b = s.c.end[s.k]; r = rows.find(function (x) { return x.core === s.c; }); }
     else return;
     if (!r) return;
@@ -748,7 +769,7 @@
       return kc < 0 ? null : { kind: 'run', file: f, c: c, k: kc };
     }
     if (r.kind === 'reqs') {
-      var q = r.th.reqs, best = null, bd = Infinity;
+      var q = r.th.reqLanes[r.lane].q, best = null, bd = Infinity;
       q.forEach(function (x) {
         var dd = t < x.begin ? x.begin - t : t > x.end ? t - x.end : 0;
         if (dd <= slack && dd < bd) { bd = dd; best = x; }
@@ -811,7 +832,9 @@
       el.innerHTML = '<div><span class="name">request ' + reqText(f, r) + '</span></div>' +
         table([['start (UTC)', '<span class="mono">' + fmtWall(c.wall(r.begin), false) + '</span>'],
                ['duration', '<span id="detail-duration">' + fmtDur(c.durNs(r.end - r.begin)) + '</span>'],
-               ['thread', rt ? esc(threadLabel(rt)) : '?']].concat(rt ? splitCells(f, rt, r.begin, r.end) : [], [
+               ['thread', rt ? esc(threadLabel(rt)) : '?']].concat(
+               r.endRow !== r.row && r.endRow >= 0 ? [['ended by', '<span id="detail-ended-by">' + esc(threadLabel(f.threads[r.endRow])) + '</span> (handed over)']] : [],
+               rt ? splitCells(f, rt, r.begin, r.end) : [], [
                ['core', cpuName(f, r.core)],
                ['cut', (r.flags & 1 ? 'began before the window ' : '') + (r.flags & 2 ? 'still open at window end' : '') || 'no']]));
     } else if (s.kind === 'run') {
@@ -1252,7 +1275,7 @@
   function gotoRequest(f, q) {
     var th = q.row >= 0 ? f.threads[q.row] : null;
     select({ kind: 'req', file: f, r: q });
-    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? threadRow(th, 'reqs') : null, true);
+    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? reqRow(f, q) : null, true);
   }
   function openSide(kind, title, html) {
     panel = kind;
@@ -1274,7 +1297,7 @@
     trigPos = (trigPos + 1) % withTrig.length;
     var f = withTrig[trigPos], q = f.trig, th = f.threads[q.row];
     select({ kind: 'req', file: f, r: q });
-    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? threadRow(th, 'reqs') : null, true);
+    reveal(nsOf(f, q.begin), nsOf(f, q.end), th ? reqRow(f, q) : null, true);
   }
 
   // ---- input ------------------------------------------------------------------

@@ -225,12 +225,12 @@ def main(argv):
 
         # ---- requests: every one, explain's durations ----------------------
         groups = js('ktrace.requests()')
-        g = groups[0] if groups else {'list': []}
+        g = ([x for x in groups if x['kind'] == 'get'] or [{'kind': '', 'list': []}])[0]
         by = {x['id']: x for x in g['list']}
         m1 = re.search(r'trigger: "get" request #7 .* took ([0-9.]+ \w+)', explain)
         m2 = re.search(r'median "get" request in this window: #(\d+) .* took ([0-9.]+ \w+)', explain)
-        check('requests-all', len(groups) == 1 and g['kind'] == 'get' and len(g['list']) == 10, 'groups: %s' %
-              [(x['kind'], len(x['list'])) for x in groups])
+        check('requests-all', sorted((x['kind'], len(x['list'])) for x in groups) == [('get', 10), ('job', 1)],
+              'groups: %s' % [(x['kind'], len(x['list'])) for x in groups])
         check('requests-explain', m1 and m2 and by.get('7', {}).get('ns') == dur_ns(m1.group(1)) and
               by.get(m2.group(1), {}).get('ns') == dur_ns(m2.group(2)),
               'page: #7 %s; explain: %s, median %s' % (by.get('7'), m1 and m1.group(1), m2 and m2.groups()))
@@ -242,6 +242,20 @@ def main(argv):
         r3 = js("ktrace.callSpan('0x401000', 3)")
         check('requests-click', v['start'] <= r3['start'] and r3['end'] <= v['end'] and
               (v['end'] - v['start']) < 4 * (r3['end'] - r3['start']), 'view after clicking #3: %s' % v)
+        # The job main began and worker ended: on main's first requests row,
+        # request 7 (which it overlaps) on the second; its details say who
+        # ended it.
+        ev('ktrace.setView(%f, %f)' % (6.0e6, 7.7e6))
+        lane0, lane1 = js("ktrace.rowRect(100, 'reqs')"), None
+        lanes = js("(function(){var o=[];document.querySelectorAll('.row-label.requests').forEach("
+                   "function(e){o.push(e.innerText);});return o;})()")
+        job = color_at(6.5e6, lane0)
+        r7 = js("(function(){var r=null;ktrace.clickRequest('7');return ktrace.shown();})()")
+        ev("ktrace.clickRequest('99')")
+        det = js('ktrace.shown()')['details']
+        check('requests-handoff', job[3] > 0 and 'requests 2' in lanes and
+              re.search(r'ended by\s.*worker \(101\) \(handed over\)', det, re.S) is not None,
+              'job drawn %s; rows %s; details %r' % (job, lanes, det))
         ev("ktrace.requests()")
         b.screenshot(os.path.join(shots, 'viewer-requests.png'))
 

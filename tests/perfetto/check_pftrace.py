@@ -27,6 +27,8 @@ Then prints, one per line:
     track <parent pid> <name> <slices> <instants>           (other tracks)
     track <pid> tid=<tid> <name> <slices> <instants>        (tracks under a thread's)
     instant <pid> <tid> <name> <value annotation or -> <ns> (thread tracks)
+    flow <tid> <slice> -> <tid> <event>  (every flow id starts once and
+                                          ends once, not earlier)
     events <n>
     ok
 """
@@ -98,6 +100,8 @@ def main():
     nests = defaultdict(int)
     marks = []
     nevents = 0
+    flows = {}         # flow id -> (track, name) of the event that starts it
+    flow_end = {}      # flow id -> (track, name) of the event that ends it
     for i, p in enumerate(packets):
         sid = int(one(p, "trusted_packet_sequence_id", "0"))
         if sid == 0:
@@ -164,6 +168,14 @@ def main():
             if int(iid) not in st["names"]:
                 fail("packet %d: name_iid %s not interned on sequence %d" % (i, iid, sid))
             name = st["names"][int(iid)]
+        for fid in te.get("flow_ids", []):
+            if fid in flows:
+                fail("packet %d: flow %s started twice" % (i, fid))
+            flows[fid] = (track, name, t)
+        for fid in te.get("terminating_flow_ids", []):
+            if fid in flow_end:
+                fail("packet %d: flow %s ends twice" % (i, fid))
+            flow_end[fid] = (track, name, t)
         typ = one(te, "type")
         if typ == "TYPE_SLICE_BEGIN":
             if name is None:
@@ -224,6 +236,19 @@ def main():
         th = one(tracks[track], "thread")
         if th:
             print("instant %s %s %s %s %d" % (one(th, "pid"), one(th, "tid"), name, val, t))
+    for fid in flow_end:
+        if fid not in flows:
+            fail("flow %s ends but never starts" % fid)
+    for fid, (track, name, t1) in sorted(flows.items()):
+        if fid not in flow_end:
+            fail("flow %s from %s never ends" % (fid, name))
+        t2, n2, te2 = flow_end[fid]
+        if te2 < t1:
+            fail("flow %s ends (%d) before it starts (%d)" % (fid, te2, t1))
+        a, b = one(tracks[track], "thread") or {}, one(tracks[t2], "thread") or {}
+        pa = one(tracks.get(int(one(tracks[track], "parent_uuid", "0")), {}), "thread") or a
+        pb = one(tracks.get(int(one(tracks[t2], "parent_uuid", "0")), {}), "thread") or b
+        print("flow %s %s -> %s %s" % (one(pa, "tid", "-"), name, one(pb, "tid", "-"), n2))
     print("events %d" % nevents)
     print("ok")
 
