@@ -713,7 +713,19 @@
       var hh = Math.max(1, 28 * Math.log1p(density[i]) / Math.log1p(max));
       mctx.fillRect(LABEL_W + i * tw / n, 32 - hh, Math.max(1, tw / n), hh);
     }
-    mctx.fillStyle = '#334155'; mctx.font = FONT; mctx.fillText('whole window', 6, 20);
+    // Where the search's matches are: a band along the bottom.
+    if (search.res && search.res.count) {
+      var hm = 0, hb = search.res.hits;
+      for (i = 0; i < hb.length; i++) hm = Math.max(hm, hb[i]);
+      mctx.fillStyle = '#f59e0b';
+      for (i = 0; i < hb.length; i++) {
+        if (!hb[i]) continue;
+        var hh2 = Math.max(2, 12 * Math.log1p(hb[i]) / Math.log1p(hm));
+        mctx.fillRect(LABEL_W + i * tw / hb.length, 34 - hh2, Math.max(1, tw / hb.length), hh2);
+      }
+    }
+    mctx.fillStyle = '#334155'; mctx.font = FONT;
+    mctx.fillText(search.res && search.res.count ? 'whole window: matches' : 'whole window', 6, 20);
     files.forEach(function (f) {
       if (!f.trigger) return;
       mctx.fillStyle = '#dc2626';
@@ -987,6 +999,7 @@
   function scan(lo, hi) {
     var n = 0, totalNs = 0, minNs = Infinity, maxNs = -1;
     var hd = new Float64Array(SEARCH_TOP), hr = [], hn = 0;   // min-heap by duration
+    var NB = 1024, hits = new Float64Array(NB);              // matches per minimap bin
     search.lo = lo; search.hi = hi;
     function push(dur, ref) {
       var i;
@@ -1013,6 +1026,7 @@
     }
     files.forEach(function (f) {
       var set = search.set[f.index], k = f.k, loT = lo / k, hiT = hi / k, ftot = 0;
+      var binK = NB * k / pageEnd, binOff = NB * f.off / pageEnd;
       var fmin = Infinity, fmax = -1;
       f.threads.forEach(function (th) {
         var B = th.begin, E = th.end, F = th.func;
@@ -1025,6 +1039,8 @@
             var b = B[j], e = E[j], dur = e - b;
             if (dur < loT || dur > hiT) continue;
             n++;
+            var bin = Math.floor(binOff + b * binK);
+            hits[bin < 0 ? 0 : bin >= NB ? NB - 1 : bin]++;
             if (dur < fmin) fmin = dur;
             if (dur > fmax) fmax = dur;
             if (hn < SEARCH_TOP || dur * k > hd[0]) push(dur * k, { f: f, th: th, k: j, d: d });
@@ -1056,7 +1072,7 @@
       var x = hr[i]; x.dur = x.f.clock.durNs(x.th.end[x.k] - x.th.begin[x.k]); top.push(x);
     }
     top.sort(function (a, b) { return b.dur - a.dur || nsOf(a.f, a.th.begin[a.k]) - nsOf(b.f, b.th.begin[b.k]); });
-    return { count: n, totalNs: totalNs, minNs: n ? minNs : 0, maxNs: n ? maxNs : 0, top: top };
+    return { count: n, totalNs: totalNs, minNs: n ? minNs : 0, maxNs: n ? maxNs : 0, top: top, hits: hits };
   }
   function showCount() {
     var el = $('search-count'), r = search.res, n = r ? r.count : 0;
