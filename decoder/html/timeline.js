@@ -1218,6 +1218,7 @@
     files.forEach(function (f) {
       var by = {};
       f.reqs.forEach(function (q) {
+        if (q.row < 0) return;   // a thread --thread left out
         var g = by[q.kind] || (by[q.kind] = { f: f, kind: q.kind, name: nameOf(f, q.kind), list: [] });
         g.list.push({ f: f, q: q, ns: reqNs(f, q) });
       });
