@@ -26,7 +26,8 @@
  *     "lanes" counts the calls per depth.
  *   - per core, its runs (decoder.h struct kd_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
- *   - requests and marks as flat JSON arrays (they are few).
+ *   - requests and marks as flat JSON arrays (they are few); a request is
+ *     [row, begin, end, kind, "id", flags, core, end row].
  *
  * Every time is in ticks since the file's window start ("t0"); the page
  * turns ticks into ns with tsc_hz and tsc_shift exactly as
@@ -34,10 +35,15 @@
  * (the window start's wall clock) on the axis, and through the anchors
  * (as kd_snap_wall_ns() does) in a call's details.
  *
- * Room is left for data other stages add later: optional "muted"
- * (functions muted by the window budget, listed in the header), per thread
- * "offcpu" (intervals off the cpu) and per core "busy" (exact occupancy);
- * the page draws them when present.
+ *   - per file, "muted" (the window budget's muted and excluded functions:
+ *     name, why, since) and "muted_calls" (calls not recorded since), and
+ *     "sched_status" (the summary's scheduling line), for the header;
+ *   - with context switches (d->sched): per thread "noff"/"off", its
+ *     off-CPU intervals cut to the window (why, begin delta, duration), and
+ *     per core "sched" (the ticks the switches cover), "non"/"on" (which of
+ *     the page's threads ran there: row, begin delta, duration), as base64
+ *     varints; a cpu with switches but no ring has no row on the page.
+ *     Threads seen only in the switches get a row (no calls).
  *
  * A page holds at most KD_HTML_MAX_CALLS calls (or --limit N): beyond
  * that kd_out_html() writes nothing and says how to cut the window.
@@ -225,12 +231,12 @@ static int by_run_begin(const void *a, const void *b)
 
 /* ---- one file ----------------------------------------------------------------- */
 
+/* ---- scheduling ------------------------------------------------------------- */
+
 static int has_offcpu(const struct kd_dec *d, uint32_t t)
 {
 	return d->sched && d->offcpu_first && d->offcpu_first[t + 1] > d->offcpu_first[t];
 }
-
-/* ---- scheduling ------------------------------------------------------------- */
 
 /* Clamp [*b, *e) to the window; 0 if nothing is left. */
 static int in_window(const struct kd_dec *d, uint64_t *b, uint64_t *e)
