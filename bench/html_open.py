@@ -4,8 +4,10 @@ Chromium RUNS times (default 3) and print the medians: time to open
 (navigation start to the first frame drawn), of which parsing the HTML,
 JSON.parse and unpacking; the CPU time all browser processes spent
 meanwhile (less sensitive to other tenants than the wall time); and the time to draw one frame over the whole window, zoomed
-in 100x, and while panning (20 pans of a fifth of the view).  Uses the
+in 100x, and while panning (20 pans of a fifth of the view); and the time
+a search takes (exact name, substring, regex, min duration).  Uses the
 DevTools driver of tests/html/pagecheck.py; figures, never a verdict."""
+import json
 import os
 import statistics
 import sys
@@ -60,6 +62,26 @@ def once(page):
                           't.push(ktrace.frameMs(1));}t.sort(function(a,b){return a-b});'
                           'return t[t.length>>1];})()')
         r['heap'] = b.eval('performance.memory ? performance.memory.usedJSHeapSize / 1048576 : 0')
+        # Search (issue 18): what the page took per query (ktrace.search's
+        # own ms: matching names, one pass over every call, the 500 longest),
+        # for an exact name, a substring, a regex and a min duration.
+        names = b.eval('ktrace.files[0].funcs.slice(0, 50)')
+        name = max(names, key=len) if names else 'x'
+        qs = [(name, ''), (name[:3], ''), ('/^node[0-9]$/', ''), ('', '1us')]
+        r['search'] = []
+        for q, mn in qs:
+            ms = []
+            for _ in range(3):
+                x = b.eval('ktrace.search(%s, %s, "")' % (json.dumps(q), json.dumps(mn)))
+                ms.append(x['ms'])
+            r['search'].append((q or '(any)', mn, x['count'], statistics.median(ms)))
+        b.eval('ktrace.search("")')
+        # A range over the whole window (every call clipped, its caller's
+        # self time), and the requests panel, ms.
+        r['range'] = b.eval('(function(){var v=ktrace.view(),t=performance.now();'
+                            'ktrace.selectRange(v.start,v.end);return performance.now()-t;})()')
+        r['requests'] = b.eval('(function(){var t=performance.now();ktrace.requests();'
+                               'return performance.now()-t;})()')
         errs = b.errors()
         if errs:
             r['errors'] = errs
@@ -81,6 +103,11 @@ def main():
           'machine this is the figure to compare' % med('cpu'))
     print('frame: whole window %.1f ms, zoomed in 100x %.1f ms, panning %.1f ms; JS heap %.0f MiB'
           % (med('whole'), med('zoomed'), med('pan'), med('heap')))
+    print('a range over the whole window: %.0f ms; the requests panel: %.0f ms'
+          % (med('range'), med('requests')))
+    for i, (q, mn, n, _) in enumerate(rs[0]['search']):
+        print('search %-24s %-5s %9d matches: %.0f ms' % (q, mn or '', n,
+                                                         statistics.median(x['search'][i][3] for x in rs)))
     for x in rs:
         for e in x.get('errors', []):
             print('console error: ' + e)

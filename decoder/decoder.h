@@ -915,6 +915,8 @@ void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
 /* The same condensed: the first max functions, then "and N more". */
 void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
+/* Name of snap.muted[i] (its function's, else its address in buf). */
+const char *kd_dec_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
 int kd_dec_muted(const struct kd_dec *d, uint32_t func);
 /* One flag line for all files (NULL entries skipped), notes on stderr. */
 void kd_out_exclude(FILE *f, struct kd_dec *const *decs, int n);

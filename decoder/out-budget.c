@@ -38,7 +38,7 @@ static uint32_t muted_func(const struct kd_dec *d, uint32_t i)
 	return KD_NONE;
 }
 
-static const char *muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len)
+const char *kd_dec_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len)
 {
 	uint32_t f = muted_func(d, i);
 
@@ -111,11 +111,11 @@ void kd_out_budget(FILE *f, const struct kd_dec *d)
 		kd_fmt_dur(m->max_ns, mx, sizeof(mx));
 		if (m->why == KTRACE_MUTE_EXCLUDE)
 			fprintf(f, "  %-28s excluded by KTRACE_EXCLUDE (first call %s UTC)\n",
-			        muted_name(d, i, nb, sizeof(nb)), since);
+			        kd_dec_muted_name(d, i, nb, sizeof(nb)), since);
 		else
 			fprintf(f, "  %-28s %5.1f%% of events when muted at %s UTC; ~%" PRIu64
 			           " events before; %" PRIu64 " calls observed, longest %s\n",
-			        muted_name(d, i, nb, sizeof(nb)), (double)m->share_ppm / 1e4, since,
+			        kd_dec_muted_name(d, i, nb, sizeof(nb)), (double)m->share_ppm / 1e4, since,
 			        m->events_before, m->calls_observed, mx);
 	}
 }
@@ -128,7 +128,7 @@ const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len)
 	buf[0] = 0;
 	for (uint32_t i = 0; i < d->snap.nmuted && used < len; i++) {
 		int k = snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
-		                 muted_name(d, i, nb, sizeof(nb)));
+		                 kd_dec_muted_name(d, i, nb, sizeof(nb)));
 		if (k < 0)
 			break;
 		used += (size_t)k;
@@ -156,7 +156,7 @@ void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uin
 	fprintf(f, "%sself time includes muted calls of %" PRIu32 " functions: ", prefix,
 	        d->snap.nmuted);
 	for (uint32_t i = 0; i < d->snap.nmuted && i < max; i++)
-		fprintf(f, "%s%s", i ? ", " : "", muted_name(d, i, nb, sizeof(nb)));
+		fprintf(f, "%s%s", i ? ", " : "", kd_dec_muted_name(d, i, nb, sizeof(nb)));
 	if (d->snap.nmuted > max)
 		fprintf(f, ", and %" PRIu32 " more", d->snap.nmuted - max);
 	fprintf(f, " (not recorded after muting: the summary's \"muted\" lines list them all)\n");

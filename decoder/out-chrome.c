@@ -176,6 +176,18 @@ static void cores_from_switches(struct kd_chrome *c, const struct kd_dec *d, int
 	}
 }
 
+/* A call or request boundary inside one of its thread's off-CPU intervals
+ * (at the tick it went off or came back, mostly: the switch times are
+ * mapped onto the rings' ticks, and events of one tick are spread 1 ns
+ * apart). */
+struct off_hit {
+	uint32_t off;             /* index in d->offcpu (found again after the
+	                             walk: a range cut may change them) */
+	uint32_t thread;          /* thread index */
+	uint64_t tick;            /* the event's tick */
+	int64_t ns;               /* the event's ts (ns since the trace origin) */
+};
+
 /* The calls, from the stream: one "X" per call, written at its end. */
 struct chrome_walk {
 	struct kd_chrome *c;
@@ -184,7 +196,51 @@ struct chrome_walk {
 	int64_t *begin;           /* ns: open calls' begin times */
 	size_t cap;
 	uint32_t depth;
+	struct off_hit *hits;     /* boundaries inside off-CPU intervals */
+	size_t nhits, caphits;
 };
+
+/* The off-CPU interval of thread th containing tick, or KD_NONE. */
+static uint32_t off_at(const struct kd_dec *d, uint32_t th, uint64_t tick)
+{
+	uint32_t lo, hi;
+
+	if (!d->sched || !d->offcpu_first || th >= d->nthreads)
+		return KD_NONE;
+	lo = d->offcpu_first[th];
+	hi = d->offcpu_first[th + 1];
+	while (lo < hi) { /* first with end >= tick */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (d->offcpu[mid].end < tick)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < d->offcpu_first[th + 1] && d->offcpu[lo].begin <= tick ? lo : KD_NONE;
+}
+
+static void off_hit(struct chrome_walk *w, const struct kd_dec *d, uint32_t th, uint64_t tick,
+                    int64_t ns)
+{
+	uint32_t i = off_at(d, th, tick);
+
+	if (i == KD_NONE)
+		return;
+	if (w->nhits >= w->caphits &&
+	    kd_grow(&w->hits, &w->caphits, w->nhits, sizeof(*w->hits), "the chrome trace"))
+		kd_dec_oom("the chrome trace", SIZE_MAX);
+	w->hits[w->nhits++] = (struct off_hit){ i, th, tick, ns };
+}
+
+static int cmp_hit(const void *a, const void *b)
+{
+	const struct off_hit *x = a, *y = b;
+
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
 
 static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 {
@@ -204,12 +260,14 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		    kd_grow(&w->begin, &w->cap, w->depth, sizeof(*w->begin), "the chrome trace"))
 			kd_dec_oom("the chrome trace", SIZE_MAX);
 		w->begin[w->depth++] = ev_ns(c, d, e->tick, e->sub);
+		off_hit(w, d, e->thread, e->tick, w->begin[w->depth - 1]);
 		return;
 	case KD_EV_CALL_END:
 		if (!w->depth)
 			return;
 		b = w->begin[--w->depth];
 		t = ev_ns(c, d, e->tick, e->sub);
+		off_hit(w, d, e->thread, e->tick, t);
 		break;
 	default:
 		return;
@@ -247,6 +305,20 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 	fputc('}', f);
 }
 
+/* An off-CPU slice [b, e] (ns since the trace origin). */
+static void off_slice(struct kd_chrome *c, int64_t pid, int64_t tid, uint32_t why, int64_t b,
+                      int64_t e)
+{
+	sep(c);
+	fprintf(c->f, "{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"off-CPU: %s\"",
+	        why == KD_OFF_PREEMPTED ? "preempted" : "blocked");
+	fprintf(c->f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid);
+	jus(c->f, b);
+	fputs(",\"dur\":", c->f);
+	jus(c->f, span_ns(b, e));
+	fputc('}', c->f);
+}
+
 void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
                         const struct kd_out_opts *o)
 {
@@ -255,6 +327,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 	int64_t cpid = pid + KD_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
+	struct chrome_walk hw = { 0 };
 
 	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
@@ -282,7 +355,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 	}
 
 	{
-		struct chrome_walk cw = { c, o, pid, NULL, 0, 0 };
+		struct chrome_walk cw = { c, o, pid, NULL, 0, 0, NULL, 0, 0 };
 		struct kd_dec_error err;
 
 		if (!d->opts.stream) {
@@ -312,6 +385,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 			kd_dec_oom("the chrome trace", 0);
 		}
 		free(cw.begin);
+		hw = cw;
 	}
 	for (uint32_t i = 0; i < d->nmarks; i++) {
 		const struct kd_dec_mark *m = &d->marks[i];
@@ -372,23 +446,61 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		fprintf(f, ",\"args\":{\"request_id\":%" PRIu64 "}}", t->request_id);
 	}
 
-	/* Off-CPU intervals on each thread's track (they nest inside the
-	 * call that blocked). */
-	for (uint32_t i = 0; i < d->noffcpu; i++) {
-		const struct kd_dec_offcpu *q = &d->offcpu[i];
+	/* Off-CPU intervals on each thread's track: they nest inside the
+	 * call that blocked, so they are cut to the window (calls still
+	 * running at its end end there) and kept clear of every call and
+	 * request boundary of their thread (hits): one at the tick the thread
+	 * went off moves the begin after it, one at the tick it came back
+	 * moves the end before it, one in between (the switch times are
+	 * mapped onto the rings' clock) splits the interval there. */
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		const struct kd_dec_request *r = &d->reqs[i];
 
+		off_hit(&hw, d, r->thread, r->begin, ev_ns(c, d, r->begin, r->begin_sub));
+		off_hit(&hw, d, r->thread, r->end, ev_ns(c, d, r->end, r->end_sub));
+	}
+	for (size_t i = 0; i < hw.nhits; i++) /* the walk may have cut d->offcpu */
+		hw.hits[i].off = off_at(d, hw.hits[i].thread, hw.hits[i].tick);
+	if (hw.nhits)
+		qsort(hw.hits, hw.nhits, sizeof(*hw.hits), cmp_hit);
+	for (uint32_t i = 0, h = 0; i < d->noffcpu; i++) {
+		const struct kd_dec_offcpu *q = &d->offcpu[i];
+		uint64_t bt = q->begin < d->window_start ? d->window_start : q->begin;
+		uint64_t et = q->end > d->window_end ? d->window_end : q->end;
+		int64_t cur, end, bt1, et0;
+
+		while (h < hw.nhits && hw.hits[h].off < i)
+			h++;
 		if (o && o->have_tid && d->threads[q->thread].tid != o->tid)
 			continue;
-		sep(c);
-		fprintf(f, "{\"ph\":\"X\",\"cat\":\"sched\",\"name\":\"off-CPU: %s\"",
-		        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked");
-		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid,
-		        tid_of(d, q->thread));
-		jus(f, ts_ns(c, d, origin, q->begin));
-		fputs(",\"dur\":", f);
-		jus(f, span_ns(ts_ns(c, d, origin, q->begin), ts_ns(c, d, origin, q->end)));
-		fputc('}', f);
+		if (et <= bt)
+			continue;
+		cur = ts_ns(c, d, origin, bt);
+		end = ts_ns(c, d, origin, et);
+		bt1 = ts_ns(c, d, origin, bt + 1);
+		et0 = end;
+		for (; h < hw.nhits && hw.hits[h].off == i; h++) {
+			int64_t x = hw.hits[h].ns;
+
+			if (x < cur)
+				continue;
+			if (x >= et0) { /* at the tick it came back: end before it */
+				if (x - 1 < end)
+					end = x - 1;
+				break;
+			}
+			if (x < bt1) { /* at the tick it went off: begin after it */
+				cur = x + 1;
+				continue;
+			}
+			if (x - 1 > cur) /* in between: the piece before it */
+				off_slice(c, pid, tid_of(d, q->thread), q->why, cur, x - 1);
+			cur = x + 1;
+		}
+		if (end > cur)
+			off_slice(c, pid, tid_of(d, q->thread), q->why, cur, end);
 	}
+	free(hw.hits);
 
 	/* CPU cores pseudo-process. */
 	meta(c, "process_name", cpid, 0, "CPU cores");

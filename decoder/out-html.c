@@ -26,7 +26,8 @@
  *     "lanes" counts the calls per depth.
  *   - per core, its runs (decoder.h struct kd_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
- *   - requests and marks as flat JSON arrays (they are few).
+ *   - requests and marks as flat JSON arrays (they are few); a request is
+ *     [row, begin, end, kind, "id", flags, core, end row].
  *
  * Every time is in ticks since the file's window start ("t0"); the page
  * turns ticks into ns with tsc_hz and tsc_shift exactly as
@@ -34,10 +35,15 @@
  * (the window start's wall clock) on the axis, and through the anchors
  * (as kd_snap_wall_ns() does) in a call's details.
  *
- * Room is left for data other stages add later: optional "muted"
- * (functions muted by the window budget, listed in the header), per thread
- * "offcpu" (intervals off the cpu) and per core "busy" (exact occupancy);
- * the page draws them when present.
+ *   - per file, "muted" (the window budget's muted and excluded functions:
+ *     name, why, since) and "muted_calls" (calls not recorded since), and
+ *     "sched_status" (the summary's scheduling line), for the header;
+ *   - with context switches (d->sched): per thread "noff"/"off", its
+ *     off-CPU intervals cut to the window (why, begin delta, duration), and
+ *     per core "sched" (the ticks the switches cover), "non"/"on" (which of
+ *     the page's threads ran there: row, begin delta, duration), as base64
+ *     varints; a cpu with switches but no ring has no row on the page.
+ *     Threads seen only in the switches get a row (no calls).
  *
  * A page holds at most KD_HTML_MAX_CALLS calls (or --limit N): beyond
  * that kd_out_html() writes nothing and says how to cut the window.
@@ -225,6 +231,89 @@ static int by_run_begin(const void *a, const void *b)
 
 /* ---- one file ----------------------------------------------------------------- */
 
+/* ---- scheduling ------------------------------------------------------------- */
+
+static int has_offcpu(const struct kd_dec *d, uint32_t t)
+{
+	return d->sched && d->offcpu_first && d->offcpu_first[t + 1] > d->offcpu_first[t];
+}
+
+/* Clamp [*b, *e) to the window; 0 if nothing is left. */
+static int in_window(const struct kd_dec *d, uint64_t *b, uint64_t *e)
+{
+	if (*b < d->window_start)
+		*b = d->window_start;
+	if (*e > d->window_end)
+		*e = d->window_end;
+	return *e > *b;
+}
+
+/* A thread's off-CPU intervals in the window, as base64 varints: why
+ * (enum kd_dec_off_why), begin delta (the first: since the window start),
+ * duration. */
+static int thread_offcpu(FILE *f, const struct kd_dec *d, uint32_t t)
+{
+	struct vbuf b = { 0 };
+	uint64_t prev = d->window_start;
+	uint32_t n = 0;
+
+	if (!has_offcpu(d, t))
+		return 0;
+	for (uint32_t i = d->offcpu_first[t]; i < d->offcpu_first[t + 1]; i++) {
+		uint64_t ob = d->offcpu[i].begin, oe = d->offcpu[i].end;
+
+		if (!in_window(d, &ob, &oe) || ob < prev)
+			continue;
+		vb_uv(&b, d->offcpu[i].why);
+		vb_uv(&b, ob - prev);
+		vb_uv(&b, oe - ob);
+		prev = ob;
+		n++;
+	}
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	fprintf(f, ",\"noff\":%" PRIu32 ",\"off\":", n);
+	b64(f, b.p, b.n);
+	free(b.p);
+	return 0;
+}
+
+/* A core's runs of the process's threads from the context switches, as
+ * base64 varints: row, begin delta, duration; between them (from "from"
+ * to "to") the core ran another process or idled. */
+static int core_oncpu(FILE *f, const struct kd_dec *d, uint32_t cpu, const uint32_t *row)
+{
+	struct vbuf b = { 0 };
+	uint64_t prev = d->window_start, sb = d->sched_from, se = d->sched_to;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->noncpu; i++) {
+		const struct kd_dec_oncpu *r = &d->oncpu[i];
+		uint64_t ob = r->begin, oe = r->end;
+
+		if (r->cpu != cpu || row[r->thread] == KD_NONE || !in_window(d, &ob, &oe) || ob < prev)
+			continue;
+		vb_uv(&b, row[r->thread]);
+		vb_uv(&b, ob - prev);
+		vb_uv(&b, oe - ob);
+		prev = ob;
+		n++;
+	}
+	if (b.oom) {
+		free(b.p);
+		return -1;
+	}
+	if (!in_window(d, &sb, &se))
+		sb = se = d->window_start;
+	fprintf(f, ",\"sched\":[%" PRId64 ",%" PRId64 "],\"non\":%" PRIu32 ",\"on\":",
+	        rel(d, sb), rel(d, se), n);
+	b64(f, b.p, b.n);
+	free(b.p);
+	return 0;
+}
+
 /* Thread index -> row index in the page (threads with data), or NONE. */
 static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o)
 {
@@ -234,7 +323,8 @@ static uint32_t *thread_rows(const struct kd_dec *d, const struct kd_out_opts *o
 	if (!row)
 		return NULL;
 	for (uint32_t t = 0; t < d->nthreads; t++)
-		row[t] = d->threads[t].events && wanted(d, t, o) ? nrow++ : KD_NONE;
+		row[t] = (d->threads[t].events || has_offcpu(d, t)) && wanted(d, t, o) ? nrow++
+		                                                                        : KD_NONE;
 	return row;
 }
 
@@ -244,7 +334,7 @@ static void header(FILE *f, const struct kd_dec *d)
 	const struct kd_snap *s = &d->snap;
 	uint64_t lo_tsc = d->window_start << d->shift, hi_tsc = d->window_end << d->shift;
 	uint32_t a0 = 0, a1 = s->nanchors;
-	char buf[64];
+	char buf[256];
 	int first = 1;
 
 	fputs("{\"file\":", f);
@@ -289,7 +379,21 @@ static void header(FILE *f, const struct kd_dec *d)
 		}
 		fprintf(f, ",%" PRIu64 "]", s->loss.count[i]);
 	}
-	fprintf(f, "],\"damaged\":%" PRIu32 ",\"warnings\":%" PRIu64 ",\"dropped\":%" PRIu64
+	fputs("],\"muted\":[", f);
+	for (uint32_t i = 0; i < s->nmuted; i++) {
+		const struct ktrace_muted_rec *m = &s->muted[i];
+
+		fputs(i ? ",{\"name\":" : "{\"name\":", f);
+		jstr(f, kd_dec_muted_name(d, i, buf, sizeof(buf)));
+		fprintf(f, ",\"why\":\"%s\",\"since\":%" PRId64 ",\"calls_observed\":%" PRIu64 "}",
+		        m->why == KTRACE_MUTE_EXCLUDE ? "excluded" : "muted",
+		        rel(d, m->since_tsc >> d->shift), m->calls_observed);
+	}
+	fprintf(f, "],\"muted_calls\":%" PRIu64 ",\"sched_status\":",
+	        s->have_budget ? s->budget.muted_calls : 0);
+	kd_dec_sched_status(d, buf, sizeof(buf));
+	jstr(f, buf);
+	fprintf(f, ",\"damaged\":%" PRIu32 ",\"warnings\":%" PRIu64 ",\"dropped\":%" PRIu64
 	           ",\"dropped_after\":%" PRIu64 ",\"lost_exits\":%" PRIu64
 	           ",\"unmatched_exits\":%" PRIu64,
 	        s->damaged_blocks + s->unreadable_blocks, s->warn.total, d->dropped,
@@ -365,7 +469,8 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		fprintf(f, ",\"tid\":%" PRId32 ",\"known\":%d,\"main\":%d,\"exited\":%d", th->tid,
 		        th->known, !!(th->flags & KTRACE_THREAD_MAIN),
 		        !!(th->flags & KTRACE_THREAD_EXITED));
-		if (thread_calls(f, d, ix + start[t], start[t + 1] - start[t]) != 0)
+		if (thread_calls(f, d, ix + start[t], start[t + 1] - start[t]) != 0 ||
+		    thread_offcpu(f, d, t) != 0)
 			goto out;
 		fputc('}', f);
 	}
@@ -400,10 +505,13 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		}
 		b64(f, b.p, b.n);
 		free(b.p);
+		if (d->sched && core_oncpu(f, d, d->snap.cores[c].cpu, row) != 0)
+			goto out;
 		fputc('}', f);
 	}
 
-	/* Requests: [row, begin, end, kind, "id", flags, core] per request;
+	/* Requests: [row, begin, end, kind, "id", flags, core, end row] per
+	 * request (end row: the thread that ended it, -1 if not in the page);
 	 * "trigger.req" above is an index in d->reqs, so keep them all and
 	 * give filtered-out threads row -1. */
 	fputs("],\n\"reqs\":[", f);
@@ -411,9 +519,11 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		const struct kd_dec_request *r = &d->reqs[i];
 
 		fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",\"%" PRIu64 "\",%" PRIu32
-		           ",%" PRIu32 "]", i ? "," : "",
+		           ",%" PRIu32 ",%" PRId64 "]", i ? "," : "",
 		        row[r->thread] == KD_NONE ? -1 : (int64_t)row[r->thread],
-		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core);
+		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core,
+		        r->end_thread >= d->nthreads || row[r->end_thread] == KD_NONE
+		                ? -1 : (int64_t)row[r->end_thread]);
 	}
 	/* Marks: [row, tick, name, "value", core]. */
 	fputs("],\n\"marks\":[", f);

@@ -10,11 +10,17 @@
  *   - sequence 1: one ClockSnapshot naming CLOCK_REALTIME the trace clock;
  *     then every TrackDescriptor: per process group (one snapshot file, or
  *     several snapshots of one process) a process track "exe pid N @ host",
- *     a thread track per thread (pid, tid, name), and child tracks of the
- *     process: "cpu N" per core (which thread ran there: the decoded runs),
- *     "requests" lanes (requests as slices; overlapping requests go to the
- *     next lane), and "ktrace" (a note instant with the files and the tick
- *     length, and the TRIGGER instant).
+ *     a thread track per thread (pid, tid, name); under each thread's
+ *     track, "requests" (its requests as slices, with their blocked and
+ *     preempted ns when switches were recorded; a request overlapping an
+ *     earlier one of the thread goes to "requests 2", ...; a request
+ *     another thread ended is a flow to an instant on that thread's
+ *     "requests") and "off-CPU"
+ *     (slices "blocked" / "preempted" from the context switches, cut to
+ *     the window); and child tracks of the process: "cpu N" per core
+ *     (which thread ran there: from the context switches when recorded,
+ *     else the decoded runs of records), and "ktrace" (a note instant
+ *     with the files and the tick length, and the TRIGGER instant).
  *   - one sequence per thread, core and lane, each opened by a packet that
  *     clears incremental state, sets a ClockSnapshot of a sequence-scoped
  *     incremental clock (id 64, ns) against REALTIME, and TracePacketDefaults
@@ -79,7 +85,7 @@
 
 /* ---- protobuf writer -------------------------------------------------------- */
 
-enum { WT_VARINT = 0, WT_LEN = 2 };
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2 };
 
 struct pb {
 	uint8_t *p;
@@ -130,6 +136,16 @@ static void pb_uint(struct pb *b, uint32_t field, uint64_t v)
 {
 	pb_varint(b, (uint64_t)field << 3 | WT_VARINT);
 	pb_varint(b, v);
+}
+
+/* fixed64 fields: 8 bytes, little-endian. */
+static void pb_fixed64(struct pb *b, uint32_t field, uint64_t v)
+{
+	pb_varint(b, (uint64_t)field << 3 | WT_I64);
+	if (pb_room(b, 8))
+		return;
+	for (int i = 0; i < 8; i++)
+		b->p[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
 /* int32/int64 fields: two's complement as a 64-bit varint. */
@@ -208,6 +224,8 @@ enum {
 	TE_NAME_IID = 10,
 	TE_TRACK_UUID = 11,
 	TE_NAME = 23,
+	TE_FLOW_IDS = 47,              /* repeated fixed64 */
+	TE_TERMINATING_FLOW_IDS = 48,  /* repeated fixed64 */
 	TYPE_SLICE_BEGIN = 1,
 	TYPE_SLICE_END = 2,
 	TYPE_INSTANT = 3,
@@ -1027,20 +1045,26 @@ static uint64_t sub_uuid(const struct group *g, uint32_t kind, uint32_t n)
 	return g->uuid | (uint64_t)kind << 24 | (n & 0xffffffu);
 }
 
-enum { UU_THREAD = 1, UU_CORE = 2, UU_LANE = 3, UU_NOTE = 4 };
+enum { UU_THREAD = 1, UU_CORE = 2, UU_LANE = 3, UU_NOTE = 4, UU_OFF = 5 };
 
-static void child_track(struct pf *w, const struct group *g, uint64_t uuid, const char *name,
-                        int64_t ns)
+/* A track under parent (the process's, or a thread's). */
+static void sub_track(struct pf *w, uint64_t parent, uint64_t uuid, const char *name, int64_t ns)
 {
 	size_t td;
 
 	packet_abs(w, ns);
 	td = nest_begin(&w->b, TP_TRACK_DESCRIPTOR);
 	pb_uint(&w->b, TD_UUID, uuid);
-	pb_uint(&w->b, TD_PARENT_UUID, g->uuid);
+	pb_uint(&w->b, TD_PARENT_UUID, parent);
 	pb_str(&w->b, TD_NAME, name);
 	nest_end(&w->b, td);
 	packet_end(w);
+}
+
+static void child_track(struct pf *w, const struct group *g, uint64_t uuid, const char *name,
+                        int64_t ns)
+{
+	sub_track(w, g->uuid, uuid, name, ns);
 }
 
 static int64_t gtid(const struct group *g, const struct kd_dec_thread *t)
@@ -1174,7 +1198,27 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
 
-		for (uint32_t i = 0; i < d->nruns; i++) {
+		/* Context switches say exactly which thread ran: those instead
+		 * of the runs of records, cut to the window. */
+		for (uint32_t i = 0; d->sched && i < d->noncpu; i++) {
+			const struct kd_dec_oncpu *r = &d->oncpu[i];
+			uint64_t b = r->begin < d->window_start ? d->window_start : r->begin;
+			uint64_t e = r->end > d->window_end ? d->window_end : r->end;
+
+			if (e <= b || r->thread >= d->nthreads)
+				continue;
+			if (g->files[fi].overlap && e <= g->files[fi].cut)
+				continue;
+			if (!want_thread(o, d->threads[r->thread].tid))
+				continue;
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
+				w->oom = 1;
+				free(sp);
+				return;
+			}
+			sp[n++] = (struct span){ b, e, fi, i, r->cpu };
+		}
+		for (uint32_t i = 0; !d->sched && i < d->nruns; i++) {
 			const struct kd_dec_run *r = &d->runs[i];
 
 			if (r->core >= d->snap.ncores || r->thread >= d->nthreads)
@@ -1196,7 +1240,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 		qsort(sp, n, sizeof(*sp), cmp_span);
 	for (size_t i = 0; i < n && !w->oom; i++) {
 		const struct kd_dec *d = g->files[sp[i].file].d;
-		const struct kd_dec_run *r = &d->runs[sp[i].idx];
+		uint32_t thread = d->sched ? d->oncpu[sp[i].idx].thread : d->runs[sp[i].idx].thread;
 		char buf[128];
 		size_t te;
 
@@ -1208,29 +1252,68 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 			seq_open(w, uuid, kd_dec_wall_ns(g->clk, sp[i].begin));
 			memset(&ck, 0, sizeof(ck));
 		}
-		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[r->thread].name,
-		         gtid(g, &d->threads[r->thread]));
-		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
-		ann_uint(w, "records", r->events);
+		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[thread].name,
+		         gtid(g, &d->threads[thread]));
+		te = event_begin(w, clk_next(&ck, g->clk, sp[i].begin), TYPE_SLICE_BEGIN, buf, w->track);
+		if (d->sched)
+			ann_str(w, "source", "context switches");
+		else
+			ann_uint(w, "records", d->runs[sp[i].idx].events);
 		event_end(w, te);
-		te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
+		te = event_begin(w, clk_next(&ck, g->clk, sp[i].end), TYPE_SLICE_END, NULL, w->track);
 		event_end(w, te);
 	}
 	free(sp);
+}
+
+/* The group thread (index in g->threads) of file fi's thread t, or KD_NONE. */
+static uint32_t gthread_of(const struct group *g, uint32_t fi, uint32_t t)
+{
+	for (uint32_t k = 0; k < g->nthreads; k++)
+		if (g->threads[k].th[fi] == t)
+			return k;
+	return KD_NONE;
+}
+
+#define KD_PF_REQ_LANES 8 /* request lanes per thread (overlapping requests) */
+
+/*
+ * Requests as slices on their thread: a "requests" track under each
+ * thread's track (Perfetto shows it with the thread's calls), the next
+ * lane ("requests 2" ...) for a request that overlaps an earlier one of
+ * the thread.  Requests of a thread without calls, on the process's
+ * "requests" track.
+ *
+ * A request one thread began and another ended (handed over: the records
+ * say so) is a flow: its slice on the first thread starts it, an instant
+ * "request:KIND ended here" on the other thread's "requests" track, at the
+ * end, terminates it, and Perfetto draws the arrow between them.
+ */
+#define KD_PF_HANDOFF 0x80000000u /* span.idx: the hand-off's end instant */
+
+static uint64_t flow_id(const struct group *g, uint32_t fi, uint32_t idx)
+{
+	return g->uuid << 16 | (uint64_t)fi << 32 | (idx + 1u);
+}
+
+static int handed_off(const struct kd_dec_request *r)
+{
+	return r->end_thread != r->thread && !(r->flags & (KD_REQ_TRUNC_BEGIN | KD_REQ_TRUNC_END));
 }
 
 static void write_requests(struct pf *w, const struct group *g, const struct kd_out_opts *o)
 {
 	struct span *sp = NULL;
 	size_t n = 0, cap = 0;
-	uint64_t lane_end[64];
-	uint32_t nlanes = 0;
+	uint64_t *lane_end = NULL;
+	uint32_t nk = g->nthreads + 1, *nlanes = NULL;
 
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
 
 		for (uint32_t i = 0; i < d->nreqs; i++) {
 			const struct kd_dec_request *r = &d->reqs[i];
+			uint32_t k;
 
 			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
 				continue;
@@ -1243,72 +1326,166 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 				free(sp);
 				return;
 			}
-			sp[n++] = (struct span){ r->begin, r->end, fi, i, 0 };
+			k = gthread_of(g, fi, r->thread);
+			/* lane: the thread (g->nthreads: none) until lanes are assigned */
+			sp[n++] = (struct span){ r->begin, r->end, fi, i, k == KD_NONE ? g->nthreads : k };
+			k = handed_off(r) ? gthread_of(g, fi, r->end_thread) : KD_NONE;
+			if (k == KD_NONE)
+				continue;
+			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
+				w->oom = 1;
+				free(sp);
+				return;
+			}
+			sp[n++] = (struct span){ r->end, r->end, fi, i | KD_PF_HANDOFF, k };
 		}
 	}
 	if (!n)
 		return;
 	qsort(sp, n, sizeof(*sp), cmp_span);
-	/* Greedy lanes: the first whose last request ended before this begins. */
-	for (size_t i = 0; i < n; i++) {
-		uint32_t l;
+	struct clk ck = { 0 };
 
-		for (l = 0; l < nlanes && lane_end[l] >= sp[i].begin; l++)
-			;
-		if (l == nlanes) {
-			if (nlanes == 64)
-				l = 63; /* more than 64 at once: the last lane overlaps */
-			else
-				nlanes++;
-		}
-		lane_end[l] = sp[i].end;
-		sp[i].lane = l;
+	lane_end = kd_xcalloc((size_t)nk * KD_PF_REQ_LANES, sizeof(*lane_end), "the perfetto trace");
+	nlanes = kd_xcalloc(nk, sizeof(*nlanes), "the perfetto trace");
+	if (!lane_end || !nlanes) {
+		w->oom = 1;
+		goto out;
 	}
-	for (uint32_t l = 0; l < nlanes && !w->oom; l++) {
-		uint64_t uuid = sub_uuid(g, UU_LANE, l);
-		struct clk ck = { 0 };
+	/* Greedy lanes per thread: the first whose last request ended before
+	 * this one begins.  lane = thread * KD_PF_REQ_LANES + lane. */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k = sp[i].lane, l;
+		uint64_t *le = lane_end + (size_t)k * KD_PF_REQ_LANES;
+
+		if (sp[i].idx & KD_PF_HANDOFF) { /* an instant: the thread's first lane */
+			sp[i].lane = k * KD_PF_REQ_LANES;
+			continue;
+		}
+		for (l = 0; l < nlanes[k] && le[l] >= sp[i].begin; l++)
+			;
+		if (l == nlanes[k]) {
+			if (nlanes[k] == KD_PF_REQ_LANES)
+				l = KD_PF_REQ_LANES - 1; /* more at once: the last lane overlaps */
+			else
+				nlanes[k]++;
+		}
+		le[l] = sp[i].end;
+		sp[i].lane = k * KD_PF_REQ_LANES + l;
+	}
+	qsort(sp, n, sizeof(*sp), cmp_span);
+	for (size_t i = 0; i < n && !w->oom; i++) {
+		const struct kd_dec *d = g->files[sp[i].file].d;
+		const struct kd_dec_request *r = &d->reqs[sp[i].idx & ~KD_PF_HANDOFF];
 		char buf[160], nb[64];
+		size_t te;
+
+		if (i == 0 || sp[i].lane != sp[i - 1].lane) {
+			uint32_t k = sp[i].lane / KD_PF_REQ_LANES, l = sp[i].lane % KD_PF_REQ_LANES;
+			uint64_t uuid = sub_uuid(g, UU_LANE, sp[i].lane);
+
+			if (l)
+				snprintf(buf, sizeof(buf), "requests %" PRIu32, l + 1);
+			else
+				snprintf(buf, sizeof(buf), "requests");
+			sub_track(w, k < g->nthreads ? g->threads[k].uuid : g->uuid, uuid, buf, 0);
+			seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
+			memset(&ck, 0, sizeof(ck));
+		}
+		if (sp[i].idx & KD_PF_HANDOFF) {
+			snprintf(buf, sizeof(buf), "request:%s ended here",
+			         kd_dec_name(d, r->kind, nb, sizeof(nb)));
+			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_INSTANT, buf, w->track);
+			pb_fixed64(&w->b, TE_TERMINATING_FLOW_IDS,
+			           flow_id(g, sp[i].file, sp[i].idx & ~KD_PF_HANDOFF));
+			ann_uint(w, "id", r->id);
+			ann_str(w, "began_on", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+			event_end(w, te);
+			continue;
+		}
+		snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
+		         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
+		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
+		if (handed_off(r) && gthread_of(g, sp[i].file, r->end_thread) != KD_NONE) {
+			pb_fixed64(&w->b, TE_FLOW_IDS, flow_id(g, sp[i].file, sp[i].idx));
+			ann_str(w, "ended_on", kd_dec_thread_label(d, r->end_thread, nb, sizeof(nb)));
+		}
+		ann_uint(w, "id", r->id);
+		if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) {
+			char lb[128];
+
+			ann_str(w, "request", kd_req_label(d, r, lb, sizeof(lb)));
+		}
+		ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+		if (d->sched) {
+			uint64_t off[2];
+
+			kd_dec_offcpu_in(d, r->thread, r->begin, r->end, off);
+			ann_uint(w, "blocked_ns", kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED]));
+			ann_uint(w, "preempted_ns", kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]));
+		}
+		if (r->flags & KD_REQ_TRIGGER)
+			ann_bool(w, "trigger");
+		if (r->flags & KD_REQ_TRUNC_BEGIN)
+			ann_bool(w, "truncated_begin");
+		if (r->flags & KD_REQ_TRUNC_END)
+			ann_bool(w, "truncated_end");
+		event_end(w, te);
+		te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
+		event_end(w, te);
+	}
+out:
+	free(lane_end);
+	free(nlanes);
+	free(sp);
+}
+
+/*
+ * Off-CPU intervals (context switches) as slices "blocked" / "preempted"
+ * on an "off-CPU" track under each thread's track, cut to the window (and,
+ * for a later snapshot of the process, to after the earlier one's end).
+ */
+static void write_offcpu(struct pf *w, const struct group *g, const struct kd_out_opts *o)
+{
+	for (uint32_t k = 0; k < g->nthreads && !w->oom; k++) {
+		const struct gthread *gt = &g->threads[k];
+		uint64_t uuid = sub_uuid(g, UU_OFF, k);
+		struct clk ck = { 0 };
 		int opened = 0;
 
-		for (size_t i = 0; i < n && !w->oom; i++) {
-			const struct kd_dec *d = g->files[sp[i].file].d;
-			const struct kd_dec_request *r = &d->reqs[sp[i].idx];
-			size_t te;
+		if (!want_thread(o, gt->tid - (int32_t)g->tid_off))
+			continue;
+		for (uint32_t fi = 0; fi < g->nfiles && !w->oom; fi++) {
+			const struct kd_dec *d = g->files[fi].d;
+			uint32_t t = gt->th[fi];
+			uint64_t lo = d->window_start, prev_end = 0;
 
-			if (sp[i].lane != l)
+			if (t == KD_NONE || !d->sched || !d->offcpu_first)
 				continue;
-			if (!opened) {
-				if (l)
-					snprintf(buf, sizeof(buf), "requests %" PRIu32, l + 1);
-				else
-					snprintf(buf, sizeof(buf), "requests");
-				child_track(w, g, uuid, buf, 0);
-				seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
-				opened = 1;
-			}
-			snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
-			         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
-			te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN,
-			                 buf, w->track);
-			ann_uint(w, "id", r->id);
-			if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) {
-				char lb[128];
+			if (g->files[fi].overlap && g->files[fi].cut > lo)
+				lo = g->files[fi].cut;
+			for (uint32_t i = d->offcpu_first[t]; i < d->offcpu_first[t + 1] && !w->oom; i++) {
+				const struct kd_dec_offcpu *q = &d->offcpu[i];
+				uint64_t b = q->begin < lo ? lo : q->begin;
+				uint64_t e = q->end > d->window_end ? d->window_end : q->end;
+				size_t te;
 
-				ann_str(w, "request", kd_req_label(d, r, lb, sizeof(lb)));
+				if (e <= b || b < prev_end)
+					continue;
+				if (!opened) {
+					sub_track(w, gt->uuid, uuid, "off-CPU", 0);
+					seq_open(w, uuid, kd_dec_wall_ns(g->clk, b));
+					opened = 1;
+				}
+				te = event_begin(w, clk_next(&ck, g->clk, b), TYPE_SLICE_BEGIN,
+				                 q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked",
+				                 w->track);
+				event_end(w, te);
+				te = event_begin(w, clk_next(&ck, g->clk, e), TYPE_SLICE_END, NULL, w->track);
+				event_end(w, te);
+				prev_end = e;
 			}
-			ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
-			if (r->flags & KD_REQ_TRIGGER)
-				ann_bool(w, "trigger");
-			if (r->flags & KD_REQ_TRUNC_BEGIN)
-				ann_bool(w, "truncated_begin");
-			if (r->flags & KD_REQ_TRUNC_END)
-				ann_bool(w, "truncated_end");
-			event_end(w, te);
-			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_SLICE_END, NULL, w->track);
-			event_end(w, te);
 		}
 	}
-	free(sp);
 }
 
 /* The "ktrace" track: a note with the files and how time is written, and
@@ -1473,6 +1650,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		 * are known once it is walked. */
 		write_note(&w, gr);
 		write_requests(&w, gr, o);
+		write_offcpu(&w, gr, o);
 		write_cores(&w, gr, o);
 	}
 	if (w.oom)

@@ -33,6 +33,16 @@
 
 #include "decoder.h"
 
+/*
+ * A call cut by the range keeps no place within the edge's tick from its
+ * original records (their order there would be meaningless: the cut moved
+ * them): its begin comes first in the range's first tick (sub 0) and its
+ * end last in the last one (a sub kd_dec_event_ns caps just below the next
+ * tick), so calls cut at one edge nest as their depths say, and a call
+ * recorded at that tick nests inside them.
+ */
+#define CLAMPED_END_SUB 0xffffu
+
 /* ---- parsing ------------------------------------------------------------ */
 
 /* "1.5s", "200ms", "50us", "100ns" -> ns; -1 if not a duration. */
@@ -437,10 +447,12 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 		if (cb) {
 			q.flags |= KD_REQ_TRUNC_BEGIN;
 			q.call_first = KD_NONE;
+			q.begin_sub = 0; /* as a cut call's (CLAMPED_END_SUB) */
 		}
 		if (ce) {
 			q.flags |= KD_REQ_TRUNC_END;
 			q.call_end = q.open_at_end = KD_NONE;
+			q.end_sub = CLAMPED_END_SUB;
 		}
 		if (i == d->trigger_req)
 			trig = k;
@@ -501,10 +513,14 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 			d->range_calls_out++;
 			continue;
 		}
-		if (cb)
+		if (cb) {
 			c->flags |= KD_CALL_TRUNC_BEGIN;
-		if (ce)
+			c->begin_sub = 0;
+		}
+		if (ce) {
 			c->flags |= KD_CALL_TRUNC_END;
+			c->end_sub = CLAMPED_END_SUB;
+		}
 		keep[i] = 1;
 	}
 	kd_calls_keep(d, keep, 1);
@@ -618,6 +634,7 @@ static void rf_keep(struct kd_range_filter *f, struct rf_frame *fr)
 	fr->state = RF_KEPT;
 	if (fr->begin.tick < f->from) {
 		fr->begin.tick = f->from;
+		fr->begin.sub = 0; /* first in the range's first tick (above) */
 		fr->begin.flags |= KD_CALL_TRUNC_BEGIN;
 	}
 	if (fr->q != KD_NONE) {
@@ -719,8 +736,10 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		en = e->tick > f->to ? f->to : e->tick;
 		if (en < b)
 			en = b;
-		if (e->tick > f->to)
+		if (e->tick > f->to) {
 			o.flags |= KD_CALL_TRUNC_END;
+			o.sub = CLAMPED_END_SUB;
+		}
 		o.flags |= fr->begin.flags & KD_CALL_TRUNC_BEGIN;
 		o.tick = en;
 		o.begin = b;

@@ -79,3 +79,12 @@ add_cmocka_test(test_decoder_harden
   LABELS decoder)
 add_dependencies(test_decoder_harden ktrace-decode)
 add_dependencies(test_decoder_stream ktrace-decode)
+
+# The HTML timeline in headless Chromium on a synthetic snapshot (issue 18):
+# pixel probes, off-CPU, search against stats, requests against explain
+# (tests/html/viewercheck.py; skipped when chromium cannot be installed).
+add_test(NAME test_html_viewer COMMAND ${KTRACE_DEC_TESTS_DIR}/html/viewercheck.sh
+  $<TARGET_FILE:ktrace-decode> $<TARGET_FILE:ktrace-snapgen>
+  ${CMAKE_CURRENT_BINARY_DIR}/html-viewer ${CMAKE_CURRENT_BINARY_DIR}/html-shots)
+set_tests_properties(test_html_viewer PROPERTIES LABELS "decoder;html" SKIP_RETURN_CODE 77
+  TIMEOUT 300)

@@ -1040,3 +1040,111 @@ int snapbuild_self_modules(struct snapbuild *sb)
 	fclose(f);
 	return 0;
 }
+
+/*
+ * The HTML timeline's browser test (tests/html/viewercheck.py): ticks are
+ * ns (1 GHz, shift 0, monotonic == counter).  Thread main (tid 100) serves
+ * 10 "get" requests, 1 ms apart; each is serve() (0x401000) calling 20
+ * tiny() (0x402000, 10 ns each, from +10 to +400) and then one long()
+ * (0x403000) from +420, so the long call begins in the same pixel as
+ * tiny ones at most zoom levels.  long() takes 50 us, in request 7 (the
+ * trigger) 600 us, in which main is blocked [+520, +400520) and preempted
+ * [+450520, +500520).  Thread worker (tid 101, cpu 1) runs hold() (0x404000)
+ * while main is blocked, and is otherwise blocked.  Request 7's duration:
+ * 600 us + 460 ns; the others 50 us + 460 ns.  Request "job" #99 is begun
+ * by main at 6.1 ms and ended by worker at request 7's +300 us (handed
+ * over; it overlaps request 7 on main).  The window budget muted 0x405000
+ * (12345 calls not recorded).
+ */
+void snapbuild_scenario_viewer(struct snapbuild *sb)
+{
+	struct {
+		struct ktrace_sched_hdr h;
+		struct ktrace_sched_core c[2];
+		struct ktrace_sched_rec r[8];
+		struct ktrace_sched_name n;
+	} s;
+	struct {
+		struct ktrace_budget_rec b;
+		struct ktrace_muted_rec m;
+	} bud;
+	struct ktrace_trigger_rec t;
+	const uint64_t slow_b = 1000 + 7 * 1000000ull;
+
+	snapbuild_anchor(sb, 100, 1763700000000000000ll);
+	snapbuild_anchor(sb, 20000000, 1763700000019999900ll);
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_thread(sb, 2, 101, "worker", 0);
+	for (uint32_t f = 0; f < 4; f++)
+		snapbuild_func(sb, f, 0x401000 + 0x1000ull * f);
+	snapbuild_name(sb, 1, KTRACE_NAME_REQUEST, "get");
+	snapbuild_name(sb, 2, KTRACE_NAME_REQUEST, "job");
+	for (uint64_t r = 0; r < 10; r++) {
+		uint64_t b = 1000 + r * 1000000, dur = r == 7 ? 600000 : 50000;
+
+		snapbuild_req(sb, 0, 1, b, 1, r, 0);
+		snapbuild_enter(sb, 0, 1, b, 0);
+		for (uint64_t i = 0; i < 20; i++) {
+			snapbuild_enter(sb, 0, 1, b + 10 + 20 * i, 1);
+			snapbuild_exit(sb, 0, 1, b + 20 + 20 * i, 1);
+		}
+		snapbuild_enter(sb, 0, 1, b + 420, 2);
+		snapbuild_exit(sb, 0, 1, b + 420 + dur, 2);
+		snapbuild_exit(sb, 0, 1, b + 430 + dur, 0);
+		snapbuild_req(sb, 0, 1, b + 460 + dur, 1, r, 1);
+		if (r == 6) /* a "job" main begins and worker ends: handed over */
+			snapbuild_req(sb, 0, 1, 6100000, 2, 99, 0);
+	}
+	snapbuild_enter(sb, 1, 2, slow_b + 2000, 3);
+	snapbuild_req(sb, 1, 2, slow_b + 300000, 2, 99, 1);
+	snapbuild_exit(sb, 1, 2, slow_b + 399000, 3);
+
+	memset(&t, 0, sizeof(t));
+	t.request_id = 7;
+	t.kind_id = 1;
+	t.thread_slot = 1;
+	t.tid = 100;
+	t.begin_tsc = slow_b;
+	t.end_tsc = slow_b + 600460;
+	t.duration_ns = 600460;
+	t.threshold_ns = 100000;
+	t.why = KTRACE_TRIGGER_PERCENTILE;
+	t.percentile_x1000 = 99000;
+	strcpy(t.kind, "get");
+	snapbuild_trigger(sb, &t);
+
+	memset(&s, 0, sizeof(s));
+	s.h.status = KTRACE_SCHED_RECORDED;
+	s.h.paranoid = 2;
+	s.h.ncores = 2;
+	s.h.nnames = 0;
+	s.h.clockid = 1;
+	s.h.start_ns = 200;
+	s.h.end_ns = 10500000;
+	s.h.switches = 8;
+	s.c[0] = (struct ktrace_sched_core){ 0, 4, 200 };
+	s.c[1] = (struct ktrace_sched_core){ 1, 4, 200 };
+	s.r[0] = (struct ktrace_sched_rec){ (int64_t)slow_b + 520, 100, 0, KTRACE_SCHED_OUT_BLOCK, 0 };
+	s.r[1] = (struct ktrace_sched_rec){ (int64_t)slow_b + 400520, 100, 0, KTRACE_SCHED_IN, 0 };
+	s.r[2] = (struct ktrace_sched_rec){ (int64_t)slow_b + 450520, 100, 0, KTRACE_SCHED_OUT_PREEMPT, 0 };
+	s.r[3] = (struct ktrace_sched_rec){ (int64_t)slow_b + 500520, 100, 0, KTRACE_SCHED_IN, 0 };
+	s.r[4] = (struct ktrace_sched_rec){ 300, 101, 1, KTRACE_SCHED_OUT_BLOCK, 0 };
+	s.r[5] = (struct ktrace_sched_rec){ (int64_t)slow_b + 1000, 101, 1, KTRACE_SCHED_IN, 0 };
+	s.r[6] = (struct ktrace_sched_rec){ (int64_t)slow_b + 399500, 101, 1, KTRACE_SCHED_OUT_BLOCK, 0 };
+	s.r[7] = (struct ktrace_sched_rec){ (int64_t)slow_b + 399600, 101, 1, KTRACE_SCHED_OUT_BLOCK, 0 };
+	s.h.switches = 7;
+	s.c[1].count = 3;
+	snapbuild_raw_section(sb, KTRACE_SEC_SCHED, 7, &s, sizeof(s) - sizeof(s.r[7]) - sizeof(s.n), 0);
+
+	/* The window budget muted one function (0x405000, 12345 calls not
+	 * recorded since): the page's header must say so. */
+	memset(&bud, 0, sizeof(bud));
+	bud.b.window_s = 30;
+	bud.b.ring_bytes_per_core = 1 << 20;
+	bud.b.sustainable_wps = 1000;
+	bud.b.max_us = 5;
+	bud.b.muted_calls = 12345;
+	bud.m = (struct ktrace_muted_rec){ 0x405000, 4, KTRACE_MUTE_HOT_SHORT, 5000, 100, 10,
+	                                   500000, 50, 20 };
+	snapbuild_raw_section(sb, KTRACE_SEC_BUDGET, 1, &bud, sizeof(bud), 0);
+}

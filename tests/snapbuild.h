@@ -157,6 +157,10 @@ void snapbuild_fix_header_crc(uint8_t *buf);
 int snapbuild_write_file(const char *path, const uint8_t *buf, size_t len);
 uint8_t *snapbuild_read_file(const char *path, size_t *len);
 
+/* The HTML timeline's browser test and the perfetto off-CPU test: 10
+ * requests, one slow with main blocked then preempted (snapbuild.c). */
+void snapbuild_scenario_viewer(struct snapbuild *sb);
+
 #endif
 
 /* ---- canned scenarios (fixtures, fuzz seeds, benchmarks) ------------------- */

@@ -4,6 +4,7 @@
  *   snapgen golden FILE              the golden fixture scenario
  *   snapgen big FILE NCPUS NEVENTS   a large file, for decoder throughput
  *   snapgen corpus DIR               fuzz seed corpus (small valid variants)
+ *   snapgen viewer FILE              the HTML timeline's browser test (viewercheck.py)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +206,14 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/small-v2.ktrace", argv[2]);
 		return emit(small_v2(), path) ? 1 : 0;
 	}
-	fprintf(stderr, "usage: snapgen golden FILE | big FILE NCPUS NEVENTS | corpus DIR\n");
+	if (argc == 3 && !strcmp(argv[1], "viewer"))
+		{
+		struct snapbuild *sb = snapbuild_new();
+
+		snapbuild_scenario_viewer(sb);
+		return emit(sb, argv[2]) ? 1 : 0;
+	}
+	fprintf(stderr, "usage: snapgen golden FILE | big FILE NCPUS NEVENTS | corpus DIR | "
+	                "viewer FILE\n");
 	return 2;
 }

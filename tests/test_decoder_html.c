@@ -359,6 +359,103 @@ static void test_html_thread_filter(void **state)
 	kd_dec_free(d);
 }
 
+/* Context switches and the budget (issue 18): each thread's packed off-CPU
+ * intervals are the decoder's (cut to the window), each core's packed
+ * on-CPU runs the decoder's, and the header carries what was muted and the
+ * scheduling status. */
+static void test_html_offcpu_oncpu_muted(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec_error err;
+	struct kd_dec *d;
+	struct mem m;
+	char *data;
+	const char *s;
+	uint64_t noff = 0, non = 0;
+
+	(void)state;
+	snapbuild_scenario_viewer(sb);
+	d = snapbuild_decode(sb, NULL, &err);
+	if (!d)
+		fail_msg("decode: %s", err.msg);
+	assert_int_equal(page(d, NULL, &m), 0);
+	data = joined(m.p);
+	assert_non_null(strstr(data, "\"muted\":[{\"name\":\"0x405000\",\"why\":\"muted\""));
+	assert_non_null(strstr(data, "\"muted_calls\":12345,"));
+	assert_non_null(strstr(data, "\"sched_status\":\"scheduling: recorded, 7 switch records"));
+	s = strstr(data, "\"threads\":[");
+	for (uint32_t t = 0; t < d->nthreads; t++) {
+		size_t len, p = 0;
+		uint8_t *b;
+		uint64_t at = d->window_start;
+		int64_t n;
+
+		s = strstr(s, "{\"name\":");
+		assert_non_null(s);
+		n = num_after(s, "\"noff\":");
+		b = bytes_after(s, "\"off\":", &len);
+		for (int64_t i = 0; i < n; i++) {
+			uint32_t why = (uint32_t)uv(b, &p), k;
+			uint64_t ob, oe;
+
+			at += uv(b, &p);
+			ob = at;
+			oe = ob + uv(b, &p);
+			k = d->offcpu_first[t] + (uint32_t)i;
+			assert_true(k < d->offcpu_first[t + 1]);
+			assert_int_equal(why, d->offcpu[k].why);
+			assert_int_equal(ob, d->offcpu[k].begin < d->window_start ? d->window_start
+			                                                           : d->offcpu[k].begin);
+			assert_int_equal(oe, d->offcpu[k].end > d->window_end ? d->window_end
+			                                                      : d->offcpu[k].end);
+		}
+		assert_int_equal(p, len);
+		noff += (uint64_t)n;
+		free(b);
+		s++;
+	}
+	assert_int_equal(noff, d->noffcpu);
+	s = strstr(data, "\"cores\":[");
+	for (uint32_t c = 0; c < d->snap.ncores; c++) {
+		size_t len, p = 0;
+		uint8_t *b;
+		uint64_t at = d->window_start;
+		int64_t n;
+
+		s = strstr(s, "\"sched\":");
+		assert_non_null(s);
+		n = num_after(s, "\"non\":");
+		b = bytes_after(s, "\"on\":", &len);
+		for (int64_t i = 0; i < n; i++) {
+			uint64_t row = uv(b, &p), ob, oe;
+			int found = 0;
+
+			at += uv(b, &p);
+			ob = at;
+			oe = ob + uv(b, &p);
+			for (uint32_t r = 0; r < d->noncpu && !found; r++)
+				found = d->oncpu[r].cpu == d->snap.cores[c].cpu && d->oncpu[r].thread == row &&
+				        (d->oncpu[r].begin < d->window_start ? d->window_start
+				                                            : d->oncpu[r].begin) == ob;
+			if (!found)
+				fail_msg("cpu %u: on-CPU [%llu, %llu] of row %llu is not the decoder's",
+				         d->snap.cores[c].cpu, (unsigned long long)ob, (unsigned long long)oe,
+				         (unsigned long long)row);
+		}
+		assert_int_equal(p, len);
+		non += (uint64_t)n;
+		free(b);
+		s++;
+	}
+	/* every run that overlaps the window (worker's [sched_from, 300] does not) */
+	for (uint32_t r = 0; r < d->noncpu; r++)
+		non -= d->oncpu[r].end > d->window_start && d->oncpu[r].begin < d->window_end;
+	assert_int_equal(non, 0);
+	free(data);
+	free(m.p);
+	kd_dec_free(d);
+}
+
 static void test_html_over_limit_writes_nothing(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
@@ -388,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_html_names_cannot_close_the_script),
 		cmocka_unit_test(test_html_thread_filter),
 		cmocka_unit_test(test_html_over_limit_writes_nothing),
+		cmocka_unit_test(test_html_offcpu_oncpu_muted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -128,9 +128,57 @@ static void test_perfetto_ties_marks_requests(void **state)
 	/* The mark with its value; the requests on two lanes; note + trigger. */
 	snprintf(line, sizeof(line), "instant %" PRIu32 " 100 checkpoint 42 ", d->snap.info.pid);
 	has_line(out, line);
-	has_line(out, " requests 1 0\n");
-	has_line(out, " requests 2 1 0\n");
+	/* Each thread's request on a track under the thread's. */
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 requests 1 0\n", d->snap.info.pid);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=101 requests 1 0\n", d->snap.info.pid);
+	has_line(out, line);
 	has_line(out, " ktrace 0 2\n");
+	has_line(out, "\nok\n");
+	free(out);
+	kd_dec_free(d);
+}
+
+/* Context switches (issue 18): off-CPU slices named blocked / preempted on
+ * an "off-CPU" track under the thread's, the slow request on main's own
+ * "requests" track with its blocked / preempted time, cores from the
+ * switches; a request one thread began and another ended as a flow
+ * between them; all balanced (the checker fails on an END without a BEGIN,
+ * a slice left open, a flow that never ends) and decoded with Perfetto's
+ * own perfetto_trace.proto. */
+static void test_perfetto_offcpu_and_requests_on_threads(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec *d;
+	struct kd_dec_error err;
+	char *out, line[256];
+
+	(void)state;
+	snapbuild_scenario_viewer(sb);
+	d = snapbuild_decode(sb, NULL, &err);
+	if (!d)
+		fail_msg("decode: %s", err.msg);
+	out = write_check(&d, 1, NULL);
+	/* main: blocked once, preempted once (inside long() of request 7) */
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 off-CPU 2 0\n", d->snap.info.pid);
+	has_line(out, line);
+	/* worker: blocked before it ran hold() and after, cut at the window end */
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=101 off-CPU 2 0\n", d->snap.info.pid);
+	has_line(out, line);
+	/* main's requests: 9 "get" and the "job" it handed over, then request 7
+	 * (which overlaps the job) on the second lane; the job's end on
+	 * worker's requests track, an instant ending the flow from main */
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 requests 10 0\n", d->snap.info.pid);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=100 requests 2 1 0\n", d->snap.info.pid);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "track %" PRIu32 " tid=101 requests 0 1\n", d->snap.info.pid);
+	has_line(out, line);
+	has_line(out, "\nflow 100 request:job -> 101 request:job ended here\n");
+	/* cpu 0: main before, between and after its two off-CPU intervals;
+	 * cpu 1: worker once */
+	has_line(out, " cpu 0 3 0\n");
+	has_line(out, " cpu 1 1 0\n");
 	has_line(out, "\nok\n");
 	free(out);
 	kd_dec_free(d);
@@ -375,6 +423,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_perfetto_ties_marks_requests),
+		cmocka_unit_test(test_perfetto_offcpu_and_requests_on_threads),
 		cmocka_unit_test(test_perfetto_merge_same_process),
 		cmocka_unit_test(test_perfetto_merge_outer_frame_only_in_later_file),
 		cmocka_unit_test(test_perfetto_two_hosts),

@@ -276,6 +276,67 @@ static void test_range_streamed_formats_match_collected(void **state)
 	free(buf);
 }
 
+/* Calls cut by the range start nest as their depths say (issue 18): the
+ * outer call was entered after a mark in its tick (sub 1), the inner one
+ * first in a later tick (sub 0); both clamped to the range start must not
+ * put the inner one first (speedscope called such a Chrome trace badly
+ * nested).  Cut on the calls and on the walk alike. */
+static void test_range_cut_calls_nest(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_range r = { 0 };
+	struct kd_dec *d, *b;
+	uint8_t *img;
+	size_t len;
+	char *x, *y;
+	uint32_t outer = KD_NONE, inner = KD_NONE;
+
+	(void)state;
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_mark(sb, 0, 1, 100, 1, 7);
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_enter(sb, 0, 1, 200, 1);
+	snapbuild_exit(sb, 0, 1, 1000, 1);
+	snapbuild_exit(sb, 0, 1, 2000, 0);
+	snapbuild_mark(sb, 0, 1, 3000, 1, 8);
+	assert_int_equal(snapbuild_finish(sb, &img, &len), 0);
+	snapbuild_free(sb);
+	d = decode_image(img, len, 0);
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		if (d->funcs[d->calls[i].func].addr == 0xA000)
+			outer = i;
+		if (d->funcs[d->calls[i].func].addr == 0xB000)
+			inner = i;
+	}
+	assert_true(outer != KD_NONE && inner != KD_NONE);
+	assert_true(d->calls[outer].begin_sub > d->calls[inner].begin_sub); /* as recorded */
+	r.active = 1;
+	r.from_ns = kd_dec_wall_ns(d, 500);
+	r.to_ns = INT64_MAX;
+	kd_range_apply(d, &r);
+	assert_int_equal(d->ncalls, 2);
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (d->funcs[d->calls[i].func].addr == 0xA000)
+			outer = i;
+		else
+			inner = i;
+	assert_int_equal(d->calls[outer].begin, d->calls[inner].begin);
+	assert_true(d->calls[outer].begin_sub <= d->calls[inner].begin_sub);
+	/* the walk cuts the same: chrome's events are the same */
+	b = decode_image(img, len, 1);
+	b->range = &r;
+	x = out_of(d, 0);
+	y = out_of(b, 0);
+	if (strcmp(x, y))
+		fail_msg("cut on the walk:\n%s\ncut on the calls:\n%s", y, x);
+	free(x);
+	free(y);
+	kd_dec_free(d);
+	kd_dec_free(b);
+	free(img);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_range_filter_matches_collector),
 		cmocka_unit_test(test_range_min_dur_self),
 		cmocka_unit_test(test_range_streamed_formats_match_collected),
+		cmocka_unit_test(test_range_cut_calls_nest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

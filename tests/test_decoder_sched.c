@@ -7,6 +7,7 @@
  * and missing; and what every sink prints with and without it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -285,6 +286,77 @@ static void test_decoder_sched_damaged(void **state)
 	kd_dec_free(d);
 }
 
+/* The "X" event of tid with name (a prefix of its JSON name) whose ts is
+ * the latest: ts and ts + dur in ns; 0 if none. */
+static int chrome_x(const char *json, const char *name, int tid, uint64_t *b, uint64_t *e)
+{
+	char key[128], tkey[32];
+	int found = 0;
+
+	snprintf(key, sizeof(key), "\"name\":\"%s", name);
+	snprintf(tkey, sizeof(tkey), "\"tid\":%d,", tid);
+	for (const char *s = json; (s = strstr(s, key)) != NULL; s++) {
+		const char *eol = strchr(s, '\n'), *t = strstr(s, tkey), *ts = strstr(s, "\"ts\":");
+		const char *dur = strstr(s, "\"dur\":");
+		double a, d;
+
+		if (!t || !ts || !dur || (eol && (t > eol || dur > eol)))
+			continue;
+		if (sscanf(ts + 5, "%lf", &a) != 1 || sscanf(dur + 6, "%lf", &d) != 1)
+			continue;
+		if (!found || (uint64_t)(a * 1000 + 0.5) > *b) {
+			*b = (uint64_t)(a * 1000 + 0.5);
+			*e = (uint64_t)((a + d) * 1000 + 0.5);
+		}
+		found = 1;
+	}
+	return found;
+}
+
+/* Chrome JSON (issue 18): a thread blocked at the window end inside a call
+ * still running there: the off-CPU slice ends with the window, inside the
+ * call (it ran past the window end and speedscope called the trace badly
+ * nested), and one at the window start begins after the truncated calls. */
+static void test_decoder_sched_chrome_nests_at_window_ends(void **state)
+{
+	struct snapbuild *sb = base();
+	struct {
+		struct ktrace_sched_hdr h;
+		struct ktrace_sched_core c[1];
+		struct ktrace_sched_rec r[1];
+	} s;
+	struct kd_dec *d;
+	char *out;
+	uint64_t ob = 0, oe = 0, cb = 0, ce = 0;
+
+	(void)state;
+	snapbuild_thread(sb, 2, 101, "other", 0);
+	snapbuild_enter(sb, 0, 1, 5500, 1);      /* g, never left: still running */
+	snapbuild_enter(sb, 0, 2, 6500, 0);
+	snapbuild_exit(sb, 0, 2, 7000, 0);       /* the window ends here */
+	memset(&s, 0, sizeof(s));
+	s.h.status = KTRACE_SCHED_RECORDED;
+	s.h.ncores = 1;
+	s.h.clockid = 1;
+	s.h.start_ns = 500;
+	s.h.end_ns = 9000;                       /* switches known past the window */
+	s.h.switches = 1;
+	s.c[0] = (struct ktrace_sched_core){ 0, 1, 500 };
+	s.r[0] = (struct ktrace_sched_rec){ 5600, 100, 0, KTRACE_SCHED_OUT_BLOCK, 0 };
+	snapbuild_raw_section(sb, KTRACE_SEC_SCHED, 1, &s, sizeof(s), 0);
+	d = decode(sb);
+	assert_int_equal(d->noffcpu, 1);
+	assert_true(d->offcpu[0].end > d->window_end);
+	out = run_sink(d, "chrome");
+	assert_true(chrome_x(out, "off-CPU: blocked", 100, &ob, &oe));
+	assert_true(chrome_x(out, kd_dec_func_short(d, 1), 100, &cb, &ce));
+	if (!(cb <= ob && oe <= ce))
+		fail_msg("off-CPU [%" PRIu64 ", %" PRIu64 "] is not inside the truncated call [%" PRIu64
+		         ", %" PRIu64 "]:\n%s", ob, oe, cb, ce, out);
+	free(out);
+	kd_dec_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -292,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_decoder_sched_sinks),
 		cmocka_unit_test(test_decoder_sched_status_lines),
 		cmocka_unit_test(test_decoder_sched_damaged),
+		cmocka_unit_test(test_decoder_sched_chrome_nests_at_window_ends),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

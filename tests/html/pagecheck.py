@@ -215,6 +215,9 @@ def main(argv):
             b.click_element('#search')
             b.eval("document.getElementById('search').select()")
             b.send('Input.insertText', {'text': f})
+            # the page searches 150 ms after the last keystroke
+            while b.eval('!!(ktrace.searchPending && ktrace.searchPending())'):
+                time.sleep(0.05)
             typed = b.eval("document.getElementById('search-count').innerText")
             b.click_element('#next')
             nxt = b.eval("document.getElementById('search-count').innerText")

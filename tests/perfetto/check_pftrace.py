@@ -2,12 +2,14 @@
 """check_pftrace.py - checks a Perfetto trace written by ktrace-decode
 --format perfetto, from protoc's text output:
 
-    protoc --proto_path=tests/perfetto --decode=Trace perfetto_subset.proto \
-        < trace.pftrace > trace.txt
+    protoc --proto_path=tests/perfetto/upstream \
+        --decode=perfetto.protos.Trace perfetto_trace.proto < trace.pftrace > trace.txt
     python3 check_pftrace.py trace.txt
 
 Independent of the decoder: it rebuilds what Perfetto's trace processor
 would from the packets, and fails (exit 1, "FAIL: ..." on stderr) unless
+  - every field is one Perfetto's own perfetto_trace.proto names (protoc
+    prints the others by number);
   - the first packet makes CLOCK_REALTIME (1) the trace clock;
   - every sequence opens with SEQ_INCREMENTAL_STATE_CLEARED, a clock
     snapshot of the incremental clock 64, and defaults using it;
@@ -23,7 +25,10 @@ Then prints, one per line:
     nest <pid> <tid> <parent slice or -> <slice name> <count> (thread tracks)
     process <pid> <name>
     track <parent pid> <name> <slices> <instants>           (other tracks)
+    track <pid> tid=<tid> <name> <slices> <instants>        (tracks under a thread's)
     instant <pid> <tid> <name> <value annotation or -> <ns> (thread tracks)
+    flow <tid> <slice> -> <tid> <event>  (every flow id starts once and
+                                          ends once, not earlier)
     events <n>
     ok
 """
@@ -45,12 +50,18 @@ def parse(path):
                 continue
             if s.endswith("{"):
                 name = s[:-1].strip()
+                if name.isdigit():
+                    fail("message field %s is not in the .proto" % name)
                 node = {}
                 stack[-1].setdefault(name, []).append(node)
                 stack.append(node)
                 continue
             name, _, val = s.partition(":")
             val = val.strip()
+            if name.strip().isdigit():
+                # protoc prints a field its .proto does not name by number:
+                # against Perfetto's own perfetto_trace.proto, none may be
+                fail("field %s is not in the .proto (%s)" % (name.strip(), s))
             if val.startswith('"'):
                 val = bytes(val[1:-1], "utf-8").decode("unicode_escape").encode(
                     "latin-1").decode("utf-8", "replace")
@@ -76,7 +87,7 @@ def main():
     if not packets:
         fail("no packets")
     cs = one(packets[0], "clock_snapshot")
-    if not cs or one(cs, "primary_trace_clock") != "1":
+    if not cs or one(cs, "primary_trace_clock") not in ("1", "BUILTIN_CLOCK_REALTIME"):
         fail("first packet does not make REALTIME the trace clock")
 
     seqs = {}          # id -> state
@@ -89,6 +100,8 @@ def main():
     nests = defaultdict(int)
     marks = []
     nevents = 0
+    flows = {}         # flow id -> (track, name) of the event that starts it
+    flow_end = {}      # flow id -> (track, name) of the event that ends it
     for i, p in enumerate(packets):
         sid = int(one(p, "trusted_packet_sequence_id", "0"))
         if sid == 0:
@@ -155,6 +168,14 @@ def main():
             if int(iid) not in st["names"]:
                 fail("packet %d: name_iid %s not interned on sequence %d" % (i, iid, sid))
             name = st["names"][int(iid)]
+        for fid in te.get("flow_ids", []):
+            if fid in flows:
+                fail("packet %d: flow %s started twice" % (i, fid))
+            flows[fid] = (track, name, t)
+        for fid in te.get("terminating_flow_ids", []):
+            if fid in flow_end:
+                fail("packet %d: flow %s ends twice" % (i, fid))
+            flow_end[fid] = (track, name, t)
         typ = one(te, "type")
         if typ == "TYPE_SLICE_BEGIN":
             if name is None:
@@ -205,11 +226,29 @@ def main():
         td = tracks[track]
         if one(td, "thread") is None:
             parent = int(one(td, "parent_uuid", "0"))
-            print("track %s %s %d %d" % (pids.get(parent, "-"), one(td, "name"), ns, ni))
+            pth = one(tracks.get(parent, {}), "thread")
+            if pth:     # under a thread's track: "<pid> tid=<tid> <name>"
+                print("track %s tid=%s %s %d %d" % (one(pth, "pid"), one(pth, "tid"),
+                                                    one(td, "name"), ns, ni))
+            else:
+                print("track %s %s %d %d" % (pids.get(parent, "-"), one(td, "name"), ns, ni))
     for track, name, val, t in marks:
         th = one(tracks[track], "thread")
         if th:
             print("instant %s %s %s %s %d" % (one(th, "pid"), one(th, "tid"), name, val, t))
+    for fid in flow_end:
+        if fid not in flows:
+            fail("flow %s ends but never starts" % fid)
+    for fid, (track, name, t1) in sorted(flows.items()):
+        if fid not in flow_end:
+            fail("flow %s from %s never ends" % (fid, name))
+        t2, n2, te2 = flow_end[fid]
+        if te2 < t1:
+            fail("flow %s ends (%d) before it starts (%d)" % (fid, te2, t1))
+        a, b = one(tracks[track], "thread") or {}, one(tracks[t2], "thread") or {}
+        pa = one(tracks.get(int(one(tracks[track], "parent_uuid", "0")), {}), "thread") or a
+        pb = one(tracks.get(int(one(tracks[t2], "parent_uuid", "0")), {}), "thread") or b
+        print("flow %s %s -> %s %s" % (one(pa, "tid", "-"), name, one(pb, "tid", "-"), n2))
     print("events %d" % nevents)
     print("ok")
 

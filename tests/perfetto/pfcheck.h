@@ -1,7 +1,8 @@
 /*
  * pfcheck.h - run a Perfetto trace written by ktrace-decode through protoc
- * (Debian's protobuf-compiler) against tests/perfetto/perfetto_subset.proto
- * and the independent checker check_pftrace.py; for the tests that need it
+ * (Debian's protobuf-compiler) against Perfetto's own perfetto_trace.proto
+ * (tests/perfetto/upstream/, with its licence: every field must be one it
+ * names) and the independent checker check_pftrace.py; for the tests that need it
  * (.ci/deps.sh CALLER --perfetto installs both tools).
  */
 #ifndef PFCHECK_H
@@ -30,7 +31,8 @@ static inline char *pf_check(const char *pftrace, char *why, size_t whylen)
 		return NULL;
 	}
 	snprintf(cmd, sizeof(cmd),
-	         "set -e; protoc --proto_path='%s' --decode=Trace perfetto_subset.proto < '%s' > '%s.txt';"
+	         "set -e; protoc --proto_path='%s/upstream' --decode=perfetto.protos.Trace "
+	         "perfetto_trace.proto < '%s' > '%s.txt';"
 	         " python3 '%s/check_pftrace.py' '%s.txt'; rm -f '%s.txt'",
 	         PF_DIR, pftrace, pftrace, PF_DIR, pftrace, pftrace);
 	p = popen(cmd, "r");
