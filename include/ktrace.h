@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define KTRACE_VERSION_MAJOR 0
-#define KTRACE_VERSION_MINOR 1
+#define KTRACE_VERSION_MINOR 2
 #define KTRACE_VERSION_PATCH 0
 
 #if defined(__GNUC__) && defined(KTRACE_BUILDING)
