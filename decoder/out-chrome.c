@@ -228,9 +228,13 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		const char *full = kd_dec_func_name(d, e->func);
 		int trunc = (e->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
 		int longname = full != kd_dec_func_short(d, e->func);
+		int held = (e->flags & KD_CALL_HELD) != 0;
 
-		if (trunc || longname)
+		if (trunc || longname || held)
 			fputs(",\"args\":{", f);
+		/* entered in a kept request's held run: the cpu it was written to */
+		if (held)
+			fprintf(f, "\"held\":true%s", trunc || longname ? "," : "");
 		if (longname) {
 			fputs("\"full_name\":", f);
 			jstr(f, full);
@@ -241,7 +245,7 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			        (e->flags & KD_CALL_TRUNC_BEGIN) ? "true" : "false",
 			        (e->flags & KD_CALL_TRUNC_END) ? "true" : "false",
 			        (e->flags & KD_CALL_EXIT_LOST) ? "true" : "false");
-		if (trunc || longname)
+		if (trunc || longname || held)
 			fputc('}', f);
 	}
 	fputc('}', f);

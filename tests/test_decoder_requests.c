@@ -162,6 +162,16 @@ static void test_requests_held_split_at_p(void **state)
 	assert_int_equal(q->end, 1080);
 	assert_int_equal(q->keep, KTRACE_REQ_SLOW);
 	assert_int_equal(q->flags & (KD_REQ_TRUNC_BEGIN | KD_REQ_TRUNC_END), 0);
+	{
+		char *out = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&out, &n);
+
+		kd_out_text(f, d, &(struct kd_out_opts){ 0 });
+		fclose(f);
+		assert_non_null(strstr(out, "0x1300  30 ns  [held]")); /* D: f3 */
+		free(out);
+	}
 	/* the held run is not the core's occupancy: 6 ring records only */
 	assert_int_equal(d->core_stats[0].events, 6);
 	assert_int_equal(d->core_stats[0].held, 6);
