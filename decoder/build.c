@@ -1230,7 +1230,8 @@ static void thread_items(struct kd_build *b)
 					break; /* at or after the next piece of the segment */
 				off = wrapdiff(p, sp0);
 				if (off > 0 && (uint32_t)off > cur) {
-					add_item(b, i, cur, (uint32_t)off); /* the records before P */
+					/* the records before P */
+					add_item(b, i, cur, (uint32_t)off);
 					cur = (uint32_t)off;
 				}
 				add_item(b, j++, 0, UINT32_MAX);
@@ -1446,7 +1447,8 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			 * only kind that reads aux and value2. */
 			ev.aux = bt->aux0;
 			ev.value2 = bt->value2_0;
-			if (__builtin_expect(cut, 0) && cut_batch(snap, bt, &it, itm, sp0, &k0, &k1))
+			if (__builtin_expect(cut, 0) &&
+			    cut_batch(snap, bt, &it, itm, sp0, &k0, &k1))
 				left = 0; /* at hi: the rest of the piece is another item's */
 			for (size_t k = k0; k < k1 && !b->oom; k++)
 				feed(b, bt, &ev, k, th, pre, held);
@@ -1683,7 +1685,8 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		progress(b, 1);
 	if (!b->oom && b->nreqevs) {
 		free(b->req_top);
-		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top), "the requests");
+		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top),
+		                        "the requests");
 		if (!b->req_top)
 			b->oom = 1;
 		else

@@ -342,7 +342,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		jus(f, ev_ns(c, d, r->begin, r->begin_sub));
 		fputs(",\"dur\":", f);
 		jus(f, span_ns(ev_ns(c, d, r->begin, r->begin_sub), ev_ns(c, d, r->end, r->end_sub)));
-		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s",
+		fprintf(f, ",\"args\":{\"id\":%" PRIu64
+		           ",\"truncated_begin\":%s,\"truncated_end\":%s%s",
 		        r->id, (r->flags & KD_REQ_TRUNC_BEGIN) ? "true" : "false",
 		        (r->flags & KD_REQ_TRUNC_END) ? "true" : "false",
 		        (r->flags & KD_REQ_TRIGGER) ? ",\"trigger\":true" : "");
