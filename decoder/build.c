@@ -1471,10 +1471,37 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 			d->trigger_req = i;
 			return;
 		}
+	/* Format 2: a REQ_CLOSE whose REQ_OPEN is not in the file (begun before
+	 * the window) ended a request of unknown kind and number; if it is on
+	 * the trigger's thread and ended when the trigger says (within 1 ms),
+	 * it is the trigger's request. */
+	th = kd_umap_get(&b->thread_map, tr->thread_slot);
+	if (th != KD_NONE && tr->end_tsc >= tr->begin_tsc) {
+		uint64_t end = tr->end_tsc >> d->shift, best = UINT64_MAX;
+		uint64_t tol = (uint64_t)(((unsigned __int128)d->tsc_hz / 1000) >> d->shift);
+		uint32_t pick = KD_NONE;
+
+		for (uint32_t i = 0; i < d->nreqs; i++) {
+			const struct kd_dec_request *u = &d->reqs[i];
+			uint64_t dist = u->end > end ? u->end - end : end - u->end;
+
+			if ((u->flags & KD_REQ_UNKNOWN) && u->thread == th && dist <= tol && dist < best) {
+				best = dist;
+				pick = i;
+			}
+		}
+		if (pick != KD_NONE) {
+			q = &d->reqs[pick];
+			q->kind = tr->kind_id;
+			q->id = tr->request_id;
+			q->flags = (q->flags & ~(uint32_t)KD_REQ_UNKNOWN) | KD_REQ_TRIGGER;
+			d->trigger_req = pick;
+			return;
+		}
+	}
 	/* Not in the decoded window: rebuild it from the trigger record. */
 	if (tr->end_tsc < tr->begin_tsc)
 		return;
-	th = kd_umap_get(&b->thread_map, tr->thread_slot);
 	if (th == KD_NONE ||
 	    kd_grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs), "the requests"))
 		return;
