@@ -200,7 +200,6 @@ struct kd_build {
 	size_t capitems;
 	uint32_t *thread_item;   /* [nthreads + 1]: thread t's items; KD_NONE: a
 	                            thread without held pieces walks its pieces */
-	uint32_t cur_held;       /* the walk is in a held piece: calls get KD_CALL_HELD */
 	uint32_t *req_below;     /* matching: per request, the one open below it on
 	                            its thread (format 2), KD_NONE */
 	size_t capbelow;
@@ -802,8 +801,10 @@ static int prescanned(const struct kd_build *b, uint32_t th)
 	return th < b->capprescan && b->prescan[th].valid;
 }
 
-/* One record of thread th, in the thread's program order. */
-static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th)
+/* One record of thread th, in the thread's program order; held:
+ * KD_CALL_HELD if it comes from a held run, else 0. */
+static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                     uint32_t held)
 {
 	struct kd_dec *d = b->d;
 	struct kd_dec_thread *t = &d->threads[th];
@@ -832,7 +833,7 @@ static void on_event(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 	case KD_DK_ENTER_ADDR:
 	case KD_DK_SPAN_BEGIN:
 		f = func_of(b, ev, &span);
-		push(b, th, f, tick, ev->core, span | b->cur_held);
+		push(b, th, f, tick, ev->core, span | held);
 		break;
 	case KD_DK_EXIT:
 	case KD_DK_EXIT_ADDR:
@@ -909,7 +910,8 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	struct kd_dec_event ev;
 	struct prescan *ps;
 	uint32_t th;
-	uint64_t kept = 0, last = 0, held = 0;
+	uint64_t kept = 0, last = 0;
+	const int is_held = !!bt->held; /* a local: the stores below may alias bt */
 
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
@@ -980,11 +982,9 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			d->dropped_after++;
 			continue;
 		}
-		if (!bt->held) {
-			kept++;
-			if (ev.tick > last)
-				last = ev.tick;
-		}
+		kept++;
+		if (ev.tick > last)
+			last = ev.tick;
 		/* Every function gets its index here, so names are known before
 		 * any walk (streamed sinks print them as they go): the pre-pass
 		 * looks up (and so indexes) the function of every enter, exit and
@@ -998,10 +998,8 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		}
 		/* A held run ran on some core, not necessarily this one: it is
 		 * not this core's occupancy (runs, per-core counts). */
-		if (bt->held) {
-			held++;
+		if (is_held)
 			continue;
-		}
 		if (run->events && (run->thread != th || ev.tick > run->end + b->run_gap)) {
 			if (kd_grow(&d->runs, &b->capruns, d->nruns, sizeof(*d->runs),
 			            "the core runs")) {
@@ -1021,9 +1019,12 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			run->end = ev.tick;
 		run->events++;
 	}
+	d->threads[th].events += kept;
+	if (is_held) {
+		cs->held += kept;
+		return;
+	}
 	cs->events += kept;
-	cs->held += held;
-	d->threads[th].events += kept + held;
 	if (last > cs->last_tick)
 		cs->last_tick = last;
 }
@@ -1229,7 +1230,8 @@ static void thread_items(struct kd_build *b)
 					break; /* at or after the next piece of the segment */
 				off = wrapdiff(p, sp0);
 				if (off > 0 && (uint32_t)off > cur) {
-					add_item(b, i, cur, (uint32_t)off); /* the records before P */
+					/* the records before P */
+					add_item(b, i, cur, (uint32_t)off);
 					cur = (uint32_t)off;
 				}
 				add_item(b, j++, 0, UINT32_MAX);
@@ -1344,6 +1346,48 @@ static void progress(struct kd_build *b, int end)
 	        d->file, 100.0 * (double)b->done / (double)b->total, rate / 1e6, left);
 }
 
+/* The events [*k0, *k1) of batch bt whose stream positions, as offsets
+ * from sp0, are in [itm->lo, itm->hi) (they rise: the first event at
+ * bt->pos, the rest one word each up to it->pos).  1 if the batch reached
+ * hi (the piece's records after it are another item's). */
+static __attribute__((noinline)) int cut_batch(const struct kd_snap *snap,
+                                               const struct kd_batch *bt,
+                                               const struct kd_core_iter *it,
+                                               const struct item *itm, uint32_t sp0,
+                                               uint32_t *k0, uint32_t *k1)
+{
+	uint32_t s0 = snap->blocks[bt->blk].start, n = bt->n;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t off = s0 + (k ? it->pos - (n - k) : bt->pos) - sp0;
+
+		if (off < itm->lo)
+			*k0 = k + 1;
+		if (off >= itm->hi) {
+			*k1 = k;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Record k of a batch to the pre-pass (pre) or the builder. */
+static inline __attribute__((always_inline)) void
+feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, size_t k,
+     uint32_t th, int pre, uint32_t held)
+{
+	ev->tick = bt->tick[k];
+	ev->id = bt->id[k];
+	ev->kind = bt->kind[k];
+	ev->value = bt->value[k];
+	if (outside(b, ev->tick, bt->blk_tick))
+		return;
+	if (pre)
+		pre_step(b, &b->ts, th, ev);
+	else
+		on_event(b, ev, th, held);
+}
+
 /* Feed thread th's records, in order, to the pre-pass (pre) or the builder. */
 static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 {
@@ -1351,8 +1395,7 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 	struct kd_batch *bt = b->batch;
 	struct kd_core_iter it;
 	struct kd_dec_event ev;
-
-	uint32_t x0, x1;
+	uint32_t x0, x1, held;
 	int by_item = b->thread_item[th] != KD_NONE;
 
 	memset(&ev, 0, sizeof(ev));
@@ -1372,7 +1415,7 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 		const struct item *itm = by_item ? &b->items[x] : &whole;
 		const struct piece *p = &b->pieces[itm->piece];
 		uint64_t left = p->nrec;
-		int cut = itm->lo != 0 || itm->hi != UINT32_MAX, stop = 0;
+		int cut = itm->lo != 0 || itm->hi != UINT32_MAX;
 		uint32_t sp0 = snap->blocks[p->blk].start + p->pos;
 
 		kd_core_iter_init(&it, snap, p->core, NULL);
@@ -1385,13 +1428,13 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			it.held_hc = h->hc;
 			it.held_tick = h->tick;
 		}
-		b->cur_held = p->held ? KD_CALL_HELD : 0;
+		held = p->held ? KD_CALL_HELD : 0;
 		ev.slot = p->slot;
 		ev.seg = p->seg;
 		ev.core = p->core;
-		while (left && !b->oom && !stop) {
+		while (left && !b->oom) {
 			uint32_t n = kd_iter_batch(&it, bt, left < KD_BATCH ? (uint32_t)left : KD_BATCH);
-			uint32_t s0 = 0;
+			uint32_t k0 = 0, k1 = n;
 
 			if (!n)
 				break;
@@ -1400,37 +1443,17 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			if (__builtin_expect((b->done >> 20) != ((b->done - n) >> 20), 0) &&
 			    b->d->opts.progress)
 				progress(b, 0);
-			if (cut)
-				s0 = snap->blocks[bt->blk].start;
-			for (uint32_t k = 0; k < n && !b->oom; k++) {
-				if (cut) {
-					/* The record's stream position: the first at bt->pos,
-					 * the rest one word each up to the iterator's pos. */
-					uint32_t off = s0 + (k ? it.pos - (n - k) : bt->pos) - sp0;
-
-					if (off >= itm->hi) {
-						stop = 1;
-						break;
-					}
-					if (off < itm->lo)
-						continue;
-				}
-				ev.tick = bt->tick[k];
-				ev.id = bt->id[k];
-				ev.kind = bt->kind[k];
-				ev.value = bt->value[k];
-				ev.aux = k ? 0 : bt->aux0;
-				ev.value2 = k ? 0 : bt->value2_0;
-				if (outside(b, ev.tick, bt->blk_tick))
-					continue;
-				if (pre)
-					pre_step(b, &b->ts, th, &ev);
-				else
-					on_event(b, &ev, th);
-			}
+			/* Only a batch's first event can be an extended record, the
+			 * only kind that reads aux and value2. */
+			ev.aux = bt->aux0;
+			ev.value2 = bt->value2_0;
+			if (__builtin_expect(cut, 0) &&
+			    cut_batch(snap, bt, &it, itm, sp0, &k0, &k1))
+				left = 0; /* at hi: the rest of the piece is another item's */
+			for (size_t k = k0; k < k1 && !b->oom; k++)
+				feed(b, bt, &ev, k, th, pre, held);
 		}
 	}
-	b->cur_held = 0;
 }
 
 static void find_trigger(struct kd_dec *d, struct kd_build *b)
@@ -1448,10 +1471,37 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 			d->trigger_req = i;
 			return;
 		}
+	/* Format 2: a REQ_CLOSE whose REQ_OPEN is not in the file (begun before
+	 * the window) ended a request of unknown kind and number; if it is on
+	 * the trigger's thread and ended when the trigger says (within 1 ms),
+	 * it is the trigger's request. */
+	th = kd_umap_get(&b->thread_map, tr->thread_slot);
+	if (th != KD_NONE && tr->end_tsc >= tr->begin_tsc) {
+		uint64_t end = tr->end_tsc >> d->shift, best = UINT64_MAX;
+		uint64_t tol = (uint64_t)(((unsigned __int128)d->tsc_hz / 1000) >> d->shift);
+		uint32_t pick = KD_NONE;
+
+		for (uint32_t i = 0; i < d->nreqs; i++) {
+			const struct kd_dec_request *u = &d->reqs[i];
+			uint64_t dist = u->end > end ? u->end - end : end - u->end;
+
+			if ((u->flags & KD_REQ_UNKNOWN) && u->thread == th && dist <= tol && dist < best) {
+				best = dist;
+				pick = i;
+			}
+		}
+		if (pick != KD_NONE) {
+			q = &d->reqs[pick];
+			q->kind = tr->kind_id;
+			q->id = tr->request_id;
+			q->flags = (q->flags & ~(uint32_t)KD_REQ_UNKNOWN) | KD_REQ_TRIGGER;
+			d->trigger_req = pick;
+			return;
+		}
+	}
 	/* Not in the decoded window: rebuild it from the trigger record. */
 	if (tr->end_tsc < tr->begin_tsc)
 		return;
-	th = kd_umap_get(&b->thread_map, tr->thread_slot);
 	if (th == KD_NONE ||
 	    kd_grow(&d->reqs, &b->capreqs, d->nreqs, sizeof(*d->reqs), "the requests"))
 		return;
@@ -1662,7 +1712,8 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 		progress(b, 1);
 	if (!b->oom && b->nreqevs) {
 		free(b->req_top);
-		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top), "the requests");
+		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top),
+		                        "the requests");
 		if (!b->req_top)
 			b->oom = 1;
 		else

@@ -54,7 +54,8 @@ const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
 	else if (q->flags & KD_REQ_NUMBERED)
 		snprintf(buf, len, "#%" PRIu64, q->id);
 	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
-		snprintf(buf, len, "#%" PRIu32 ".%" PRIu32, (uint32_t)(q->id >> 32), (uint32_t)q->id);
+		snprintf(buf, len, "#%" PRIu32 ".%" PRIu32, (uint32_t)(q->id >> 32),
+		         (uint32_t)q->id);
 	else /* format 1 with a small id (a program's own) */
 		snprintf(buf, len, "#%" PRIu64, q->id);
 	return buf;

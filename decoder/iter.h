@@ -119,7 +119,8 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 			it->held = 1;
 			it->held_p = kd_le32(p + 12);
 			it->held_hc = kd_le32(p + 16);
-			it->tick = (kd_le32(p + 20) | (uint64_t)kd_le32(p + 24) << 32) >> it->snap->info.tsc_shift;
+			it->tick = (kd_le32(p + 20) | (uint64_t)kd_le32(p + 24) << 32) >>
+			           it->snap->info.tsc_shift;
 			it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
 			it->held_tick = it->tick;
 			it->pos += 1 + n;
@@ -129,7 +130,8 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 		case KTRACE_EXT_REQ_CLOSE:
 		case KTRACE_EXT_REQ_CLOSE_ANY: {
 			uint32_t ty = KTRACE_EXT_TYPE(t);
-			uint32_t need = ty == KTRACE_EXT_REQ_OPEN ? 2 : ty == KTRACE_EXT_REQ_CLOSE ? 1 : 4;
+			uint32_t need = ty == KTRACE_EXT_REQ_OPEN ? 2 :
+			                ty == KTRACE_EXT_REQ_CLOSE ? 1 : 4;
 
 			if (n < need) {
 				kd_iter_damaged_tail(it, "extended record too short for its type");
@@ -143,7 +145,8 @@ static inline __attribute__((always_inline)) int kd_iter_next(struct kd_core_ite
 				ev->kind = KD_DK_REQ_OPEN;
 				ev->value = kd_le32(p + 8);
 				if (ty == KTRACE_EXT_REQ_OPEN_ID) {
-					ev->value2 = kd_le32(p + 12) | (uint64_t)kd_le32(p + 16) << 32;
+					ev->value2 = kd_le32(p + 12) |
+					             (uint64_t)kd_le32(p + 16) << 32;
 					ev->aux = 1;
 				}
 			} else if (ty == KTRACE_EXT_REQ_CLOSE) {

@@ -286,9 +286,13 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		const char *full = kd_dec_func_name(d, e->func);
 		int trunc = (e->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
 		int longname = full != kd_dec_func_short(d, e->func);
+		int held = (e->flags & KD_CALL_HELD) != 0;
 
-		if (trunc || longname)
+		if (trunc || longname || held)
 			fputs(",\"args\":{", f);
+		/* entered in a kept request's held run: the cpu it was written to */
+		if (held)
+			fprintf(f, "\"held\":true%s", trunc || longname ? "," : "");
 		if (longname) {
 			fputs("\"full_name\":", f);
 			jstr(f, full);
@@ -299,7 +303,7 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			        (e->flags & KD_CALL_TRUNC_BEGIN) ? "true" : "false",
 			        (e->flags & KD_CALL_TRUNC_END) ? "true" : "false",
 			        (e->flags & KD_CALL_EXIT_LOST) ? "true" : "false");
-		if (trunc || longname)
+		if (trunc || longname || held)
 			fputc('}', f);
 	}
 	fputc('}', f);
@@ -412,7 +416,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		jus(f, ev_ns(c, d, r->begin, r->begin_sub));
 		fputs(",\"dur\":", f);
 		jus(f, span_ns(ev_ns(c, d, r->begin, r->begin_sub), ev_ns(c, d, r->end, r->end_sub)));
-		fprintf(f, ",\"args\":{\"id\":%" PRIu64 ",\"truncated_begin\":%s,\"truncated_end\":%s%s",
+		fprintf(f, ",\"args\":{\"id\":%" PRIu64
+		           ",\"truncated_begin\":%s,\"truncated_end\":%s%s",
 		        r->id, (r->flags & KD_REQ_TRUNC_BEGIN) ? "true" : "false",
 		        (r->flags & KD_REQ_TRUNC_END) ? "true" : "false",
 		        (r->flags & KD_REQ_TRIGGER) ? ",\"trigger\":true" : "");

@@ -550,8 +550,8 @@ static void call_path(const struct kd_dec *d, const struct kd_ctree *t, uint32_t
 	if (n == 64)
 		used += (size_t)snprintf(buf, len, "... > ");
 	while (n-- > 0 && used < len)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", kd_dec_func_name(d, t->n[chain[n]].func),
-		                         n ? " > " : "");
+		used += (size_t)snprintf(buf + used, len - used, "%s%s",
+		                         kd_dec_func_name(d, t->n[chain[n]].func), n ? " > " : "");
 }
 
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)

@@ -431,12 +431,21 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		const struct ktrace_trigger_rec *t = &d->snap.trigger;
 		uint32_t r = d->trigger_req;
 
+		char ib[48];
+		const char *id = NULL;
+
+		if (r != KD_NONE)
+			id = kd_req_id_str(&d->reqs[r], ib, sizeof(ib));
+		else
+			snprintf(ib, sizeof(ib), "%" PRIu64, t->request_id);
 		fputs(",\"trigger\":{\"kind\":", f);
 		jstr(f, t->kind);
-		fprintf(f, ",\"id\":\"%" PRIu64 "\",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64
+		fputs(",\"id\":", f);
+		jstr(f, !id ? ib : id[0] == '#' ? id + 1 : id);
+		fprintf(f, ",\"duration_ns\":%" PRIu64 ",\"threshold_ns\":%" PRIu64
 		           ",\"tid\":%" PRId32 ",\"suppressed\":%" PRIu64 ",\"end\":%" PRId64
 		           ",\"req\":%" PRId64 "}",
-		        t->request_id, t->duration_ns, t->threshold_ns, t->tid, t->suppressed,
+		        t->duration_ns, t->threshold_ns, t->tid, t->suppressed,
 		        rel(d, r != KD_NONE ? d->reqs[r].end : t->end_tsc >> d->shift),
 		        r != KD_NONE && wanted(d, d->reqs[r].thread, o) ? (int64_t)r : -1);
 	}
@@ -518,10 +527,16 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 	for (uint32_t i = 0; i < d->nreqs; i++) {
 		const struct kd_dec_request *r = &d->reqs[i];
 
-		fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",\"%" PRIu64 "\",%" PRIu32
-		           ",%" PRIu32 ",%" PRId64 "]", i ? "," : "",
+		char ib[48];
+		const char *id = kd_req_id_str(r, ib, sizeof(ib));
+
+		/* [row, begin, end, kind, "id", flags, core, end row]: the page
+		 * prints "kind #" + id: "1234", "3.17" (format 1), "id=987654" */
+		fprintf(f, "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",", i ? "," : "",
 		        row[r->thread] == KD_NONE ? -1 : (int64_t)row[r->thread],
-		        rel(d, r->begin), rel(d, r->end), r->kind, r->id, r->flags, r->core,
+		        rel(d, r->begin), rel(d, r->end), r->kind);
+		jstr(f, id[0] == '#' ? id + 1 : id);
+		fprintf(f, ",%" PRIu32 ",%" PRIu32 ",%" PRId64 "]", r->flags, r->core,
 		        r->end_thread >= d->nthreads || row[r->end_thread] == KD_NONE
 		                ? -1 : (int64_t)row[r->end_thread]);
 	}

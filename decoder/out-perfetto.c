@@ -836,6 +836,8 @@ static void th_begin(struct pf *w, struct clk *ck, const struct kd_dec *clk, uin
 
 	if (flags & KD_CALL_TRUNC_BEGIN)
 		ann_bool(w, "truncated_begin");
+	if (flags & KD_CALL_HELD)
+		ann_bool(w, "held"); /* a kept request's: on the cpu it was written to */
 	event_end(w, te);
 }
 

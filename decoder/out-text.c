@@ -342,7 +342,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 		th = c->thread;
 		core = c->core;
 		kd_fmt_dur(kd_dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
-		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s\n", w,
+		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s%s\n", w,
 		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
 		        (c->flags & KD_CALL_SPAN) ? "span " : "",
@@ -350,7 +350,9 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 		        (c->flags & KD_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
 		        (c->flags & KD_CALL_EXIT_LOST) ? "  [exit lost]" :
 		        (c->flags & KD_CALL_TRUNC_END) ? "  [still running at window end]" : "",
-		        c->depth > 60 ? "  [deep]" : "");
+		        c->depth > 60 ? "  [deep]" : "",
+		        /* its cpu is the one the held run was written to */
+		        (c->flags & KD_CALL_HELD) ? "  [held]" : "");
 	} else if (x->type == KD_TEXT_OFF) {
 		const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
 

@@ -117,13 +117,15 @@ static struct snapbuild *small(int variant)
 }
 
 /* Format 2: a held run placed inside a ring segment (cut at P, nesting
- * across it), compact requests (one ended on another thread), and a
- * REQUESTS section with two kinds and three slices. */
+ * across it), compact requests (one ended on another thread, the trigger
+ * named by its number), and a REQUESTS section with two kinds and three
+ * slices. */
 static struct snapbuild *small_v2(void)
 {
 	struct snapbuild *sb = snapbuild_new();
 	struct ktrace_req_hdr h;
 	struct ktrace_req_kind_rec k;
+	struct ktrace_trigger_rec t;
 	static const uint64_t d0[] = { 3, 40, 41, 900, 70000 }, d1[] = { 17, 5000 };
 	uint32_t p, seg;
 
@@ -151,6 +153,18 @@ static struct snapbuild *small_v2(void)
 	snapbuild_held_end(sb, 1);
 	snapbuild_exit(sb, 1, 2, 1060, 1);
 	snapbuild_req_close_any(sb, 0, 1, 1125, KTRACE_REQ_DIRECT, 2, 1, 2);
+	memset(&t, 0, sizeof(t));
+	t.request_id = 44; /* format 2: the kind's number */
+	t.kind_id = 1;
+	t.thread_slot = 1;
+	t.tid = 100;
+	t.begin_tsc = 1030;
+	t.end_tsc = 1050;
+	t.duration_ns = 20;
+	t.threshold_ns = 10;
+	t.why = KTRACE_TRIGGER_ABSOLUTE;
+	strcpy(t.kind, "get");
+	snapbuild_trigger(sb, &t);
 	memset(&h, 0, sizeof(h));
 	h.slice_ticks = 500;
 	h.slice_count = 8;

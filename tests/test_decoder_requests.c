@@ -162,6 +162,16 @@ static void test_requests_held_split_at_p(void **state)
 	assert_int_equal(q->end, 1080);
 	assert_int_equal(q->keep, KTRACE_REQ_SLOW);
 	assert_int_equal(q->flags & (KD_REQ_TRUNC_BEGIN | KD_REQ_TRUNC_END), 0);
+	{
+		char *out = NULL;
+		size_t n = 0;
+		FILE *f = open_memstream(&out, &n);
+
+		kd_out_text(f, d, &(struct kd_out_opts){ 0 });
+		fclose(f);
+		assert_non_null(strstr(out, "0x1300  30 ns  [held]")); /* D: f3 */
+		free(out);
+	}
 	/* the held run is not the core's occupancy: 6 ring records only */
 	assert_int_equal(d->core_stats[0].events, 6);
 	assert_int_equal(d->core_stats[0].held, 6);
@@ -381,6 +391,55 @@ static void test_requests_across_threads_and_nested(void **state)
 	free(out);
 	(void)buf;
 	kd_dec_free(d);
+}
+
+/*
+ * A REQ_CLOSE whose REQ_OPEN is not in the file (the request began before
+ * the window) ends a request of unknown kind and number; when the trigger
+ * names that thread and that end, it is the trigger's request (one
+ * request, not two).  Without a trigger it stays "begun before the window".
+ */
+static void test_requests_close_without_open(void **state)
+{
+	struct ktrace_trigger_rec tr;
+	struct kd_dec *d;
+	const struct kd_dec_request *q;
+	char buf[128];
+
+	(void)state;
+	for (int with_trigger = 0; with_trigger < 2; with_trigger++) {
+		struct snapbuild *sb = new_sb();
+
+		if (with_trigger) {
+			memset(&tr, 0, sizeof(tr));
+			tr.request_id = 4321;
+			tr.kind_id = KIND_GET;
+			tr.thread_slot = 1;
+			tr.tid = 101;
+			tr.begin_tsc = 500;
+			tr.end_tsc = 1502;
+			tr.why = KTRACE_TRIGGER_ABSOLUTE;
+			strcpy(tr.kind, "get");
+			snapbuild_trigger(sb, &tr);
+		}
+		snapbuild_enter(sb, 0, 1, 1000, 0);
+		snapbuild_exit(sb, 0, 1, 1400, 0);
+		snapbuild_req_close(sb, 0, 1, 1500, KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER);
+		d = decode(sb);
+		assert_int_equal(d->nreqs, 1);
+		q = &d->reqs[0];
+		assert_int_equal(q->end, 1500);
+		assert_true(q->flags & KD_REQ_TRUNC_BEGIN);
+		if (with_trigger) {
+			assert_int_equal(d->trigger_req, 0);
+			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)), "get #4321");
+		} else {
+			assert_int_equal(d->trigger_req, KD_NONE);
+			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)),
+			                    "request (begun before the window)");
+		}
+		kd_dec_free(d);
+	}
 }
 
 /* Format 1 ids are the thread's slot and sequence: "get #3.17". */
@@ -749,6 +808,7 @@ int main(void)
 		cmocka_unit_test(test_requests_held_first_before_window),
 		cmocka_unit_test(test_requests_held_order_and_chunks),
 		cmocka_unit_test(test_requests_across_threads_and_nested),
+		cmocka_unit_test(test_requests_close_without_open),
 		cmocka_unit_test(test_requests_format1_label),
 		cmocka_unit_test(test_requests_explain_answer_first),
 		cmocka_unit_test(test_requests_histogram),

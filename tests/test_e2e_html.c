@@ -385,8 +385,13 @@ static void test_e2e_html_goto_slow_request(void **state)
 	if (atof(field(s, 1, buf, sizeof(buf))) < 0.5)
 		fail_msg("the slow request takes only %s of the view", buf);
 	field(s, 2, buf, sizeof(buf));
-	snprintf(want, sizeof(want), "request get #%llu (the slow request: trigger)",
-	         (unsigned long long)q->id);
+	{
+		char ib[48];
+
+		/* the id as every format prints it (format 1: slot.seq) */
+		snprintf(want, sizeof(want), "request get %s (the slow request: trigger)",
+		         kd_req_id_str(q, ib, sizeof(ib)));
+	}
 	if (!strstr(buf, want))
 		fail_msg("details: %s; expected %s", buf, want);
 	kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), want, sizeof(want));
@@ -435,8 +440,12 @@ static void test_e2e_html_links_search_and_trigger(void **state)
 	snprintf(url, sizeof(url), "file://%s#trigger", fx.trig.html);
 	dom = dump_dom(url);
 	assert_non_null(dom);
-	snprintf(want, sizeof(want), "get #%llu (the slow request: trigger)",
-	         (unsigned long long)fx.trig.d->reqs[fx.trig.d->trigger_req].id);
+	{
+		char ib[48];
+
+		snprintf(want, sizeof(want), "get %s (the slow request: trigger)",
+		         kd_req_id_str(&fx.trig.d->reqs[fx.trig.d->trigger_req], ib, sizeof(ib)));
+	}
 	if (!strstr(dom, want))
 		fail_msg("#trigger: the details do not show %s", want);
 	free(dom);
