@@ -220,7 +220,7 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
  * most c (a suffix of them, since lw grows along the levels); a level at
  * lw 0 has no frame left from before it and is dropped (a prefix), and
  * two neighbours with the same lw answer alike forever, so they merge.
- * A longjmp out of skipped frames leaves c too high for good (README,
+ * A longjmp out of skipped frames leaves c too high for good (docs/security-and-limits.md,
  * limits): levels then keep marks above it and merging bounds their
  * number; with KT_MUTE_LEVELS of them a thread adopts at the next c = 0.
  */
