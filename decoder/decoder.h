@@ -752,6 +752,9 @@ struct kd_out_opts {
 	int32_t tid;              /* --thread TID */
 	uint64_t limit;           /* --limit N (0 = no limit) */
 	int quiet;                /* -q */
+	int verbose;              /* -v: the summary on stderr too, for formats
+	                             whose output is not text (chrome, perfetto,
+	                             html, folded) */
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);
