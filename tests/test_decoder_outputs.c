@@ -585,6 +585,47 @@ static int run(const char *args, char *out, size_t outlen)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* The muted list is never cut inside a name: the note lists every name,
+ * and a bounded list (chrome's process label) ends with "and N more". */
+static void test_outputs_muted_list_whole(void **state)
+{
+	struct kd_dec *d = golden();
+	struct ktrace_muted_rec *m = calloc(60, sizeof(*m));
+	char buf[100], name[32];
+	struct mem out;
+
+	(void)state;
+	assert_non_null(m);
+	for (uint32_t i = 0; i < 60; i++) {
+		m[i].addr = 0x7f0000001000ull + i * 0x100;   /* unnamed: 0x7f00000010.. */
+		m[i].why = KTRACE_MUTE_HOT_SHORT;
+	}
+	free(d->snap.muted);
+	d->snap.muted = m;
+	d->snap.nmuted = 60;
+
+	kd_dec_muted_list(d, buf, sizeof(buf));
+	assert_true(strlen(buf) < sizeof(buf));
+	assert_non_null(strstr(buf, " more"));
+	/* every name before "and N more" is whole: 14 hex digits each */
+	for (char *p = buf; *p && strncmp(p, " and ", 5); p++)
+		if (p == buf || p[-1] == ' ') {
+			assert_int_equal(strncmp(p, "0x7f", 4), 0);
+			assert_true(strspn(p + 2, "0123456789abcdef") == 12);
+		}
+
+	mem_open(&out);
+	kd_out_muted_note(out.f, d, "");
+	mem_close(&out);
+	for (uint32_t i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "0x%llx", 0x7f0000001000ull + i * 0x100);
+		if (!strstr(out.p, name))
+			fail_msg("%s missing from the note: %.300s", name, out.p);
+	}
+	free(out.p);
+	kd_dec_free(d);
+}
+
 /* Runs the decoder with args; its stderr alone in err (stdout dropped). */
 static int run_err(const char *args, char *err, size_t errlen)
 {
@@ -775,6 +816,7 @@ int main(void)
 		cmocka_unit_test(test_outputs_text_filters),
 		cmocka_unit_test(test_outputs_cli),
 		cmocka_unit_test(test_outputs_stderr),
+		cmocka_unit_test(test_outputs_muted_list_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
