@@ -446,7 +446,9 @@ struct ktrace_muted_rec {
 	                                  before muting: sampled share x words written */
 	uint64_t sampled_events;       /* events of it the filter saw in its samples */
 	uint32_t share_ppm;            /* its share of sampled events when muted, ppm */
-	uint32_t max_ns;               /* longest complete call observed, ns */
+	uint32_t max_ns;               /* longest call observed (complete, or still open
+	                                  while its thread kept recording on that core),
+	                                  ns, time its thread was preempted not counted */
 	uint64_t calls_observed;       /* complete calls whose duration was observed */
 };
 _Static_assert(sizeof(struct ktrace_muted_rec) == 56, "muted record size is pinned");
