@@ -251,15 +251,22 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
+	/* The snapshot signal first: a SIGUSR2 sent right after the program
+	 * started must not meet its default action (snapshot.c). */
+	ktrace__snapshot_signal_early();
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
-	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
+	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init())) {
+		ktrace__snapshot_signal_undo();
 		return r;
+	}
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
-	return ktrace__snapshot_init();
+	if ((r = ktrace__snapshot_init()))
+		ktrace__snapshot_signal_undo();
+	return r;
 }
 
 KT_NOINSTR int ktrace__ensure_init(void)

@@ -299,6 +299,8 @@ void ktrace__snapshot_ensure_writer(void);
 void ktrace__snapshot_atexit(void);
 /* ktrace_setting changed KTRACE_SIGNAL: move the handler. */
 void ktrace__snapshot_signal_changed(void);
+void ktrace__snapshot_signal_early(void);   /* start-up, right after the settings */
+void ktrace__snapshot_signal_undo(void);    /* start-up failed after it */
 struct kt_trigger_info;
 /* Ask the writer thread for a snapshot after delay_ms; async-safe with
  * respect to application threads (no blocking). */
