@@ -8,6 +8,10 @@ Markers, on the line before a fenced block:
 
     <!-- file: NAME -->   the block is the file NAME (written, not run)
     <!-- run -->          the block is a shell script: run with bash -e
+    <!-- run: repo -->    the same, "from the top of this repository" after
+                          a build into build/: run in a directory that
+                          links to SOURCE_DIR's files and has build ->
+                          BUILD_DIR (what it writes stays there)
 
 README.md comes first, then docs/*.md in name order; all of them share one
 temporary directory, so a page may use a file an earlier one made (the
@@ -26,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-MARK = re.compile(r"^<!--\s*(run|file:\s*(\S+))\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*(run: repo|run|file:\s*(\S+))\s*-->\s*$")
 FENCE = re.compile(r"^```")
 LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
 
@@ -43,7 +47,7 @@ def blocks(path):
             while j < len(lines) and not FENCE.match(lines[j]):
                 j += 1
             text = "\n".join(lines[i + 2:j]) + "\n"
-            kind = "run" if m.group(1) == "run" else "file"
+            kind = {"run": "run", "run: repo": "repo"}.get(m.group(1), "file")
             out.append((kind, m.group(2), text, i + 2))
             i = j
         elif m:
@@ -101,6 +105,12 @@ def main():
     add("CMAKE_PREFIX_PATH", prefix)
     run_dir = os.path.join(work, "run")
     os.mkdir(run_dir)
+    repo_dir = os.path.join(work, "repo")   # the source tree's files, build -> BUILD_DIR
+    os.mkdir(repo_dir)
+    for e in os.listdir(src):
+        if e not in ("build", ".git") and not e.startswith("build-"):
+            os.symlink(os.path.join(src, e), os.path.join(repo_dir, e))
+    os.symlink(os.path.abspath(a.build), os.path.join(repo_dir, "build"))
 
     nrun = nfile = 0
     for p in pages:
@@ -116,7 +126,8 @@ def main():
             else:
                 nrun += 1
                 try:
-                    r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text], cwd=run_dir,
+                    r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", text],
+                                       cwd=repo_dir if kind == "repo" else run_dir,
                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True, timeout=120)
                     rc, out = r.returncode, r.stdout
