@@ -160,9 +160,11 @@ if [ "$QUICK" = 0 ]; then
     wait "${fuzz_pids[@]}"
     fz_pass=0 fz_fail=0
     for name in read elf; do
-      if ls "$dir/$name"-crash-* "$dir/$name"-leak-* "$dir/$name"-timeout-* >/dev/null 2>&1; then
-        echo "fuzz: ktrace-fuzz-$name found a failing input: $(ls "$dir/$name"-crash-* \
-          "$dir/$name"-leak-* "$dir/$name"-timeout-* 2>/dev/null)" >&2
+      # (ls of the three patterns fails when any one is missing: list them)
+      found=$(ls "$dir/$name"-crash-* "$dir/$name"-leak-* "$dir/$name"-timeout-* 2>/dev/null ||
+        true)
+      if [ -n "$found" ]; then
+        echo "fuzz: ktrace-fuzz-$name found a failing input: $found" >&2
         fz_fail=$((fz_fail + 1))
       else
         fz_pass=$((fz_pass + 1))
