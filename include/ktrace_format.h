@@ -403,8 +403,9 @@ struct ktrace_budget_rec {
 	uint32_t flags;                /* enum ktrace_budget_flags */
 	uint64_t ring_bytes_per_core;  /* bytes */
 	uint64_t sustainable_wps;      /* words per second per core: ring words / window_s */
-	uint32_t max_us;               /* us: KTRACE_FILTER_MAX_US, longest call a muted
-	                                  function may have been seen making */
+	uint32_t max_us;               /* us: KTRACE_FILTER_MAX_US, what a long call is
+	                                  (a muted function's long calls were under
+	                                  1 in 100 of those observed, see filter.c) */
 	uint32_t ncores;               /* ktrace_budget_core_rec entries that follow */
 	uint64_t muted_calls;          /* calls skipped because their function was muted
 	                                  (automatically, after muting): counted per thread,
