@@ -112,7 +112,10 @@ void kd_out_budget(FILE *f, const struct kd_dec *d)
 		char since[64], mx[32];
 
 		kd_fmt_wall(kd_snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
-		kd_fmt_dur(m->max_ns, mx, sizeof(mx));
+		if (m->max_ns >= 4000000000u)   /* the library's cap (filter.c) */
+			snprintf(mx, sizeof(mx), "4 s or more");
+		else
+			kd_fmt_dur(m->max_ns, mx, sizeof(mx));
 		if (m->why == KTRACE_MUTE_EXCLUDE)
 			fprintf(f, "  %-28s excluded by KTRACE_EXCLUDE (first call %s UTC)\n",
 			        muted_name(d, i, nb, sizeof(nb)), since);
