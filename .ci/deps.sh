@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# .ci/deps.sh CALLER [--fuzz] [--browser] [--perfetto] [--aarch64] - make
+# .ci/deps.sh CALLER [--no-tests] [--fuzz] [--browser] [--perfetto] [--aarch64] - make
 # sure the build's Debian packages are here: cmake, a C compiler, make,
 # libcmocka-dev, g++ and pkg-config (the C++ example's and installed-use
 # tests).  With --fuzz, clang and its libFuzzer runtime; with --browser,
 # chromium and python3 for the HTML timeline's browser tests; with
 # --perfetto, protobuf-compiler and python3, which the --format perfetto
 # tests use to decode and check traces; with --aarch64, the cross compiler,
-# qemu-user and arm64 cmocka.  Installs what is missing when run as root
+# qemu-user and arm64 cmocka.  With --no-tests (the demo), only what the
+# library, the decoder and the examples need: no cmocka, g++ or pkg-config.  Installs what is missing when run as root
 # with apt-get; otherwise prints the install line and exits 2.
 # Used by examples/demo.sh, tests/run.sh and test_e2e_html.
 set -euo pipefail
 caller=${1:?usage: .ci/deps.sh CALLER [--fuzz] [--browser] [--perfetto] [--aarch64]}
-fuzz=0 browser=0 perfetto=0 aarch64=0
+fuzz=0 browser=0 perfetto=0 aarch64=0 tests=1
 for a in "${@:2}"; do
   case $a in
   --fuzz) fuzz=1 ;;
   --browser) browser=1 ;;
   --perfetto) perfetto=1 ;;
   --aarch64) aarch64=1 ;;
+  --no-tests) tests=0 ;;
   *) echo ".ci/deps.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -25,10 +27,12 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v cc >/dev/null || command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
-[ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
-# optional for the build, needed by the C++ example's and installed-use tests
-command -v c++ >/dev/null || need+=(g++)
-command -v pkg-config >/dev/null || need+=(pkg-config)
+if [ $tests = 1 ]; then
+  [ -f /usr/include/cmocka.h ] || need+=(libcmocka-dev)
+  # optional for the build, needed by the C++ example's and installed-use tests
+  command -v c++ >/dev/null || need+=(g++)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+fi
 if [ $browser = 1 ]; then
   command -v chromium >/dev/null || need+=(chromium)
   command -v python3 >/dev/null || need+=(python3)

@@ -35,6 +35,13 @@ const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
 	return d->funcs[func].name;
 }
 
+const char *kd_dec_func_sym(const struct kd_dec *d, uint32_t func)
+{
+	if (func >= d->nfuncs || !d->funcs[func].sym)
+		return kd_dec_func_name(d, func);
+	return d->funcs[func].sym;
+}
+
 const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
 {
 	const char *s = kd_snap_name(&d->snap, id);

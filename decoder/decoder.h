@@ -343,7 +343,10 @@ struct kd_dec_func {
 	uint64_t addr;            /* code address (KD_FUNC_ADDR) */
 	uint32_t id;              /* span name id, or the unknown compact id */
 	uint32_t kind;            /* enum kd_dec_func_kind */
-	const char *name;         /* resolved name (never NULL after decode) */
+	const char *name;         /* resolved name (never NULL after decode); a
+	                             name several functions share has a label,
+	                             "sdslen [t_string.c]" (symbols.c) */
+	const char *sym;          /* the name without that label */
 	const char *short_name;   /* name for timelines: long C++ names
 	                             shortened (names.c); == name if short */
 };
@@ -626,6 +629,8 @@ int kd_elf_parse(const void *buf, size_t len, struct kd_elf **out,
                       struct kd_dec_error *err);
 /* Function symbol containing the ELF virtual address, or NULL. */
 const char *kd_elf_lookup(const struct kd_elf *elf, uint64_t vaddr, uint64_t *sym_start);
+/* Source file (STT_FILE) of the local function symbol at vaddr, or NULL. */
+const char *kd_elf_lookup_file(const struct kd_elf *elf, uint64_t vaddr);
 /* File offset -> ELF virtual address via PT_LOAD; 0 on success. */
 int kd_elf_offset_to_vaddr(const struct kd_elf *elf, uint64_t off, uint64_t *vaddr);
 /* Function symbol i (in address order), or NULL past the last one. */
@@ -635,6 +640,8 @@ void kd_elf_free(struct kd_elf *elf);
 /* ---- helpers shared by the sinks ---------------------------------------- */
 
 const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func);
+/* The function's symbol name, without the label a repeated name gets. */
+const char *kd_dec_func_sym(const struct kd_dec *d, uint32_t func);
 /* The timeline form of a function's name (names.c). */
 const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func);
 
@@ -812,6 +819,9 @@ struct kd_out_opts {
 	int32_t tid;              /* --thread TID */
 	uint64_t limit;           /* --limit N (0 = no limit) */
 	int quiet;                /* -q */
+	int verbose;              /* -v: the summary on stderr too, for formats
+	                             whose output is not text (chrome, perfetto,
+	                             html, folded) */
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);

@@ -34,13 +34,12 @@ static const char usage_text[] =
 	"                   call path first; then its call tree next to the median\n"
 	"                   (typical) request, ranked causes, what other threads ran\n"
 	"                   meanwhile; then the summary;\n"
-	"                   chrome: Chrome/Perfetto trace JSON (summary to stderr);\n"
+	"                   chrome: Chrome/Perfetto trace JSON;\n"
 	"                   perfetto: Perfetto protobuf trace (.pftrace) for\n"
-	"                   ui.perfetto.dev, about a quarter of chrome's size\n"
-	"                   (summary to stderr); snapshots of one process merge;\n"
+	"                   ui.perfetto.dev, about a quarter of chrome's size;\n"
+	"                   snapshots of one process merge;\n"
 	"                   html: one self-contained HTML timeline page to open in\n"
-	"                   any browser (summary to stderr; at most 20 M calls, or\n"
-	"                   --limit N);\n"
+	"                   any browser (at most 20 M calls, or --limit N);\n"
 	"                   folded: folded stacks of self ns for flamegraph.pl;\n"
 	"                   exclude: the -finstrument-functions-exclude-function-list\n"
 	"                   flag that removes the muted (or hottest short) functions\n"
@@ -60,10 +59,13 @@ static const char usage_text[] =
 	"                   demangler, when installed), and text and chrome\n"
 	"                   timelines shorten names longer than 80 bytes\n"
 	"                   (template arguments become <...>)\n"
-	"  -q, --quiet      no summary on stderr (chrome, perfetto, html, folded); one\n"
-	"                   line per file instead of each warning; no progress line\n"
-	"                   (shown on a terminal when a decode takes over a second:\n"
-	"                   percent, records/s, time left)\n"
+	"  -q, --quiet      one line per file instead of each warning, no \"wrote\n"
+	"                   OUT\" line, no progress line (shown on a terminal when\n"
+	"                   a decode takes over a second: percent, records/s, time\n"
+	"                   left)\n"
+	"  -v, --verbose    the summary on stderr too (chrome, perfetto, html,\n"
+	"                   folded: their output holds none); stderr otherwise has\n"
+	"                   warnings and, with -o, one \"wrote OUT\" line\n"
 	"  --from T, --to T keep only this time range (every format): T is a UTC\n"
 	"                   time HH:MM:SS[.frac] as the text timeline prints it,\n"
 	"                   YYYY-MM-DDTHH:MM:SS[.frac], or an offset into the window\n"
@@ -148,6 +150,24 @@ static void print_warnings(const struct kd_dec *d, int quiet)
 		        quiet ? " (run without -q to see them)" : "");
 }
 
+/* The one line a decode to a file prints: what it wrote, how big. */
+static void say_wrote(const char *path, const char *format)
+{
+	struct stat st;
+	char size[32] = "";
+
+	if (stat(path, &st) == 0) {
+		double b = (double)st.st_size;
+		if (b >= 1e6)
+			snprintf(size, sizeof(size), ", %.1f MB", b / 1e6);
+		else if (b >= 1e3)
+			snprintf(size, sizeof(size), ", %.1f KB", b / 1e3);
+		else
+			snprintf(size, sizeof(size), ", %lld bytes", (long long)st.st_size);
+	}
+	fprintf(stderr, "ktrace-decode: wrote %s (%s%s)\n", path, format, size);
+}
+
 /* ---- the sinks ---------------------------------------------------------- */
 
 /* What a format needs from the decoder. */
@@ -166,7 +186,7 @@ struct sink {
 	int header;        /* "==> FILE <==" and the summary first, on the output;
 	                      2: the summary after the output (explain: its
 	                      answer on the first screen) */
-	int summary_err;   /* the summary on stderr (unless -q), after the output */
+	int summary_err;   /* the summary on stderr with -v, after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
 	 * nonzero: the output failed. */
 	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
@@ -303,13 +323,13 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 				pid += 10000000ll * (i + 1); /* same process, two snapshots */
 		pids[i] = pid;
 		kd_out_chrome_file(&ch, decs[i], pid, o);
-		/* Each file's summary right after its events, as before. */
-		if (!o->quiet)
+		/* -v: each file's summary right after its events. */
+		if (o->verbose)
 			kd_out_summary(stderr, decs[i]);
 	}
 	kd_out_chrome_end(&ch);
 	free(pids);
-	if (n > 1 && !o->quiet)
+	if (n > 1 && o->verbose)
 		kd_out_merge_summary(stderr, decs, (uint32_t)n);
 	return 0;
 }
@@ -365,14 +385,14 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				fprintf(out, "\n");
 				kd_out_summary(out, d);
 			}
-			if (k->summary_err && !o->quiet)
+			if (k->summary_err && o->verbose)
 				kd_out_summary(stderr, d);
 		}
 		if (printed && n > 1 && k->merged)
 			err |= k->merged(out, decs, n, o);
 		return err;
 	}
-	for (int i = 0; i < n && k->summary_err && !o->quiet; i++)
+	for (int i = 0; i < n && k->summary_err && o->verbose; i++)
 		if (decs[i])
 			kd_out_summary(stderr, decs[i]);
 	return err;
@@ -388,6 +408,7 @@ int main(int argc, char **argv)
 		{ "thread", required_argument, NULL, 't' },
 		{ "limit", required_argument, NULL, 'n' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "no-demangle", no_argument, NULL, 'r' },
 		{ "raw-names", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
@@ -410,7 +431,7 @@ int main(int argc, char **argv)
 	struct kd_range range = { 0 };
 	char rmsg[400];
 
-	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qrh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qvrh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			sink = find_sink(optarg);
@@ -441,6 +462,7 @@ int main(int argc, char **argv)
 			oopts.limit = v;
 			break;
 		case 'q': oopts.quiet = 1; break;
+		case 'v': oopts.verbose = 1; break;
 		case OPT_FROM:
 		case OPT_TO:
 			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
@@ -601,6 +623,8 @@ int main(int argc, char **argv)
 		if (!write_err && c < nfiles) {
 			if (rename(tmp_path, out_path) == 0) {
 				tmp_out = NULL;
+				if (!oopts.quiet)
+					say_wrote(out_path, sink->name);
 			} else {
 				fprintf(stderr, "ktrace-decode: %s: cannot rename into place: %s\n", out_path,
 				        strerror(errno));

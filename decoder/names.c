@@ -8,7 +8,7 @@
  * mangled, one warning says why), and the names match what c++filt and gdb
  * print, for every construct the compiler emits (a demangler of our own
  * would be a few thousand lines to reach that).  Measured on the C++
- * example's names: see README.md (C++ programs).
+ * example's names: see docs/building.md (C++ programs).
  *
  * A timeline line or a chrome slice has room for "ns::Cls<...>::fn(...)",
  * not for three lines of template arguments: kd_name_shorten() keeps a

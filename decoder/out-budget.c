@@ -70,8 +70,12 @@ void kd_out_budget(FILE *f, const struct kd_dec *d)
 	           "sustainable %" PRIu64 " events/s per core; filter %s",
 	        b->window_s, b->ring_bytes_per_core >> 20, b->sustainable_wps,
 	        (b->flags & KTRACE_BUDGET_FILTER_ON) ? "auto" : "off");
-	if (b->flags & KTRACE_BUDGET_FILTER_ON)
-		fprintf(f, " (a function with a call >= %" PRIu32 " us is never muted)", b->max_us);
+	if (b->flags & KTRACE_BUDGET_FILTER_ON)   /* the rule of lib/filter.c candidate() */
+		fprintf(f, " (not muted: a function that blocked >= %" PRIu32 " us in a call, nor "
+		           "one while 1 in 100 or more of its observed calls took >= %" PRIu32
+		           " us, or 1 in 100,000 or more >= %" PRIu32 " us; preempted time not "
+		           "counted)",
+		        b->max_us, b->max_us, b->max_us * 100);
 	fprintf(f, "\n           rate per core (last second):");
 	for (uint32_t c = 0; c < b->ncores; c++) {
 		const struct ktrace_budget_core_rec *cr = &s->budget_cores[c];
@@ -108,7 +112,10 @@ void kd_out_budget(FILE *f, const struct kd_dec *d)
 		char since[64], mx[32];
 
 		kd_fmt_wall(kd_snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
-		kd_fmt_dur(m->max_ns, mx, sizeof(mx));
+		if (m->max_ns >= 4000000000u)   /* the library's cap (filter.c) */
+			snprintf(mx, sizeof(mx), "4 s or more");
+		else
+			kd_fmt_dur(m->max_ns, mx, sizeof(mx));
 		if (m->why == KTRACE_MUTE_EXCLUDE)
 			fprintf(f, "  %-28s excluded by KTRACE_EXCLUDE (first call %s UTC)\n",
 			        kd_dec_muted_name(d, i, nb, sizeof(nb)), since);
@@ -123,28 +130,40 @@ void kd_out_budget(FILE *f, const struct kd_dec *d)
 const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len)
 {
 	size_t used = 0;
-	char nb[64];
+	char nb[64], more[48];
 
+	if (!len)
+		return buf;
 	buf[0] = 0;
-	for (uint32_t i = 0; i < d->snap.nmuted && used < len; i++) {
-		int k = snprintf(buf + used, len - used, "%s%s", i ? ", " : "",
-		                 kd_dec_muted_name(d, i, nb, sizeof(nb)));
-		if (k < 0)
+	for (uint32_t i = 0; i < d->snap.nmuted; i++) {
+		const char *name = kd_dec_muted_name(d, i, nb, sizeof(nb));
+		size_t need = (i ? 2 : 0) + strlen(name);
+		/* room for the names left, or for saying how many they are */
+		size_t tail = i + 1 < d->snap.nmuted
+		              ? (size_t)snprintf(more, sizeof(more), " and %" PRIu32 " more",
+		                                 d->snap.nmuted - i - 1) : 0;
+
+		if (used + need + tail >= len) {   /* never cut a name */
+			snprintf(buf + used, len - used, "%s%s", used ? " and " : "",
+			         (snprintf(more, sizeof(more), "%" PRIu32 " more",
+			                   d->snap.nmuted - i), more));
 			break;
-		used += (size_t)k;
+		}
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name);
 	}
 	return buf;
 }
 
 void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix)
 {
-	char list[1024];
+	char nb[64];
 
 	if (!d->snap.nmuted)
 		return;
-	fprintf(f, "%sself time includes muted calls: %s (not recorded after muting: see the "
-	           "summary's \"muted\" lines)\n", prefix ? prefix : "",
-	        kd_dec_muted_list(d, list, sizeof(list)));
+	fprintf(f, "%sself time includes muted calls: ", prefix ? prefix : "");
+	for (uint32_t i = 0; i < d->snap.nmuted; i++)   /* every name, whole */
+		fprintf(f, "%s%s", i ? ", " : "", kd_dec_muted_name(d, i, nb, sizeof(nb)));
+	fprintf(f, " (not recorded after muting: see the summary's \"muted\" lines)\n");
 }
 
 void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max)
@@ -435,7 +454,7 @@ static struct xname *xaddr(const struct kd_dec *d, const struct xmods *m, struct
 
 	for (uint32_t i = 0; !n && i < d->nfuncs; i++)
 		if (d->funcs[i].kind == KD_FUNC_ADDR && d->funcs[i].addr == addr)
-			n = kd_dec_func_name(d, i);
+			n = kd_dec_func_sym(d, i);
 	return n ? xget(xs, n) : NULL;
 }
 
@@ -450,7 +469,7 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
 
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (d->funcs[i].kind == KD_FUNC_ADDR)
-			fx[i] = xget(xs, kd_dec_func_name(d, i));
+			fx[i] = xget(xs, kd_dec_func_sym(d, i));
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 		struct xname *x = fx[c->func];

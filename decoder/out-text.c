@@ -22,6 +22,40 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len)
 	snprintf(buf, len, "%.6f s", (double)ns / 1e9);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The function table's use: compact ids the snapshot's FUNCS section gave
+ * out, and the functions in the window recorded past them, by address. */
+static void func_table(FILE *f, const struct kd_dec *d)
+{
+	const struct kd_snap *s = &d->snap;
+	uint64_t *known = kd_xmalloc(KTRACE_FUNC_ID_COUNT * sizeof(*known), "the function table");
+	uint32_t n = 0, past = 0;
+
+	for (uint32_t i = 0; i < KTRACE_FUNC_ID_COUNT; i++)
+		if (s->func_known[i])
+			known[n++] = s->func_addr[i];
+	qsort(known, n, sizeof(*known), cmp_u64);
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (d->funcs[i].kind == KD_FUNC_ADDR &&
+		    !bsearch(&d->funcs[i].addr, known, n, sizeof(*known), cmp_u64))
+			past++;
+	fprintf(f, "functions: %" PRIu32 " of %u compact ids used", n, KTRACE_FUNC_ID_COUNT);
+	if (past)
+		fprintf(f, "; %" PRIu32 " functions in the window came past them, recorded by "
+		           "address (4 words per event instead of 1, never muted or excluded)", past);
+	else
+		fprintf(f, " (past them, functions are recorded by address: 4 words per event "
+		           "instead of 1, never muted or excluded)");
+	fprintf(f, "\n");
+	free(known);
+}
+
 void kd_out_summary(FILE *f, const struct kd_dec *d)
 {
 	const struct kd_snap *s = &d->snap;
@@ -154,6 +188,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		        nel);
 	fprintf(f, "), %" PRIu32 " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
 	        d->nreqs, d->nmarks, d->nfuncs);
+	func_table(f, d);
 
 	fprintf(f, "losses:   ");
 	if (s->have_loss) {

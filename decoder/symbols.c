@@ -30,6 +30,8 @@ struct elf_sym {
 	uint64_t addr;       /* ELF virtual address */
 	uint64_t size;       /* bytes, 0 if unknown */
 	const char *name;    /* NUL-terminated, inside the strtab (checked) */
+	const char *file;    /* a local symbol's source file (the STT_FILE symbol
+	                        before it in .symtab), or NULL */
 };
 
 struct elf_load {
@@ -105,6 +107,8 @@ static int load_symtab(struct kd_elf *e, const Elf64_Ehdr *eh, uint32_t want,
 		{
 			uint64_t ent = sh.sh_entsize ? sh.sh_entsize : sizeof(Elf64_Sym);
 
+			const char *file = NULL;
+
 			n = sh.sh_size / ent;
 			e->syms = kd_xmalloc((size_t)(n ? n : 1) * sizeof(*e->syms),
 			                          "ELF symbols");
@@ -113,6 +117,17 @@ static int load_symtab(struct kd_elf *e, const Elf64_Ehdr *eh, uint32_t want,
 				const char *name;
 
 				memcpy(&s, e->buf + sh.sh_offset + j * ent, sizeof(s));
+				/* The local symbols of one source file follow its
+				 * STT_FILE symbol (the ELF spec's order for .symtab). */
+				if (ELF64_ST_TYPE(s.st_info) == STT_FILE) {
+					file = NULL;
+					if (s.st_name && s.st_name < st.sh_size) {
+						name = (const char *)e->buf + st.sh_offset + s.st_name;
+						if (memchr(name, '\0', st.sh_size - s.st_name) && name[0])
+							file = name;
+					}
+					continue;
+				}
 				if (ELF64_ST_TYPE(s.st_info) != STT_FUNC &&
 				    ELF64_ST_TYPE(s.st_info) != STT_GNU_IFUNC)
 					continue;
@@ -126,6 +141,7 @@ static int load_symtab(struct kd_elf *e, const Elf64_Ehdr *eh, uint32_t want,
 				e->syms[k].addr = s.st_value;
 				e->syms[k].size = s.st_size;
 				e->syms[k].name = name;
+				e->syms[k].file = ELF64_ST_BIND(s.st_info) == STB_LOCAL ? file : NULL;
 				k++;
 			}
 		}
@@ -328,7 +344,7 @@ int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err)
 	return 0;
 }
 
-const char *kd_elf_lookup(const struct kd_elf *e, uint64_t vaddr, uint64_t *sym_start)
+static const struct elf_sym *lookup(const struct kd_elf *e, uint64_t vaddr)
 {
 	uint32_t lo = 0, hi = e->nsyms;
 
@@ -349,13 +365,26 @@ const char *kd_elf_lookup(const struct kd_elf *e, uint64_t vaddr, uint64_t *sym_
 	{
 		const struct elf_sym *s = &e->syms[lo];
 
-		if (vaddr == s->addr || (s->size && vaddr - s->addr < s->size)) {
-			if (sym_start)
-				*sym_start = s->addr;
-			return s->name;
-		}
+		if (vaddr == s->addr || (s->size && vaddr - s->addr < s->size))
+			return s;
 	}
 	return NULL;
+}
+
+const char *kd_elf_lookup(const struct kd_elf *e, uint64_t vaddr, uint64_t *sym_start)
+{
+	const struct elf_sym *s = lookup(e, vaddr);
+
+	if (s && sym_start)
+		*sym_start = s->addr;
+	return s ? s->name : NULL;
+}
+
+const char *kd_elf_lookup_file(const struct kd_elf *e, uint64_t vaddr)
+{
+	const struct elf_sym *s = lookup(e, vaddr);
+
+	return s ? s->file : NULL;
 }
 
 /* Name of function symbol i, in address order; NULL past the last. */
@@ -527,6 +556,89 @@ static void set_short(struct kd_dec *d, struct kd_dec_func *f)
 	f->short_name = s == f->name ? f->name : kd_dec_strdup(d, s);
 }
 
+/* The source file of the local symbol at addr (base name), or NULL. */
+static const char *file_of(struct kd_dec *d, struct symcache *c, uint64_t addr)
+{
+	const struct kd_snap_module *m = find_module(&d->snap, addr);
+	struct kd_elf *e;
+	uint64_t vaddr;
+	const char *file;
+
+	if (!m || !c || d->opts.no_symbols || !(e = cached_elf(d, c, m->path)) ||
+	    kd_elf_offset_to_vaddr(e, addr - m->start + m->file_offset, &vaddr) != 0 ||
+	    !(file = kd_elf_lookup_file(e, vaddr)))
+		return NULL;
+	return base_name(file);
+}
+
+static const struct kd_dec_func *sort_funcs; /* cmp_func_sym's table */
+
+static int cmp_func_sym(const void *a, const void *b)
+{
+	const struct kd_dec_func *f = sort_funcs;
+	const struct kd_dec_func *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
+	int r = strcmp(x->sym, y->sym);
+
+	if (r)
+		return r;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/*
+ * Names that repeat say which copy they are.  Static functions of the same
+ * name in several files (a static inline of a header, copied into every
+ * file that calls it) are different functions at different addresses: each
+ * gets a label, "sdslen [t_string.c]", the source file from the symbol
+ * table's STT_FILE entry; where that does not tell them apart (no .symtab,
+ * or two copies in one file), the module and offset, "sdslen
+ * [redis-server+0x4a1f0]".  f->sym keeps the symbol's own name (what
+ * --format exclude gives GCC).
+ */
+static void label_repeats(struct kd_dec *d, struct symcache *c)
+{
+	uint32_t *ix = kd_xmalloc((size_t)(d->nfuncs ? d->nfuncs : 1) * sizeof(*ix),
+	                          "the repeated names");
+	uint32_t n = 0;
+	char buf[4200];
+
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (d->funcs[i].kind == KD_FUNC_ADDR)
+			ix[n++] = i;
+	sort_funcs = d->funcs;
+	qsort(ix, n, sizeof(*ix), cmp_func_sym);
+	for (uint32_t a = 0, b; a < n; a = b) {
+		int by_file = 1;
+
+		for (b = a + 1; b < n && !strcmp(d->funcs[ix[b]].sym, d->funcs[ix[a]].sym); b++)
+			;
+		if (b - a < 2)
+			continue;
+		/* by file when every copy has one and no two share it */
+		for (uint32_t i = a; i < b && by_file; i++) {
+			const char *fi = file_of(d, c, d->funcs[ix[i]].addr);
+
+			by_file = fi != NULL;
+			for (uint32_t j = a; j < i && by_file; j++)
+				by_file = strcmp(fi, file_of(d, c, d->funcs[ix[j]].addr)) != 0;
+		}
+		for (uint32_t i = a; i < b; i++) {
+			struct kd_dec_func *f = &d->funcs[ix[i]];
+			const struct kd_snap_module *m = find_module(&d->snap, f->addr);
+
+			if (by_file)
+				snprintf(buf, sizeof(buf), "%s [%s]", f->sym, file_of(d, c, f->addr));
+			else if (m)
+				snprintf(buf, sizeof(buf), "%s [%s+0x%" PRIx64 "]", f->sym,
+				         base_name(m->path), f->addr - m->start + m->file_offset);
+			else
+				snprintf(buf, sizeof(buf), "%s [0x%" PRIx64 "]", f->sym, f->addr);
+			f->name = kd_dec_strdup(d, buf);
+			set_short(d, f);
+		}
+	}
+	free(ix);
+}
+
 void kd_dec_symbolize(struct kd_dec *d)
 {
 	struct symcache *c = NULL;
@@ -560,6 +672,8 @@ void kd_dec_symbolize(struct kd_dec *d)
 			f->name = demangled(d, symbolize_addr(d, c, f->addr));
 			break;
 		}
+		f->sym = f->name;
 		set_short(d, f);
 	}
+	label_repeats(d, c);
 }

@@ -216,7 +216,9 @@ void kd_strpool_free(struct kd_strpool *p)
 /* ---- CRC-32C ------------------------------------------------------------------ */
 
 static uint32_t crc_table[8][256];
+#if defined(__x86_64__)
 static int crc_sse42; /* set once, before main(): later calls only read */
+#endif
 
 __attribute__((constructor)) static void crc_init(void)
 {

@@ -522,8 +522,9 @@ struct ktrace_budget_rec {
 	uint32_t flags;                /* enum ktrace_budget_flags */
 	uint64_t ring_bytes_per_core;  /* bytes */
 	uint64_t sustainable_wps;      /* words per second per core: ring words / window_s */
-	uint32_t max_us;               /* us: KTRACE_FILTER_MAX_US, longest call a muted
-	                                  function may have been seen making */
+	uint32_t max_us;               /* us: KTRACE_FILTER_MAX_US, what a long call is
+	                                  (a muted function's long calls were under
+	                                  1 in 100 of those observed, see filter.c) */
 	uint32_t ncores;               /* ktrace_budget_core_rec entries that follow */
 	uint64_t muted_calls;          /* calls skipped because their function was muted
 	                                  (automatically, after muting): counted per thread,
@@ -565,10 +566,10 @@ struct ktrace_muted_rec {
 	                                  before muting: sampled share x words written */
 	uint64_t sampled_events;       /* events of it the filter saw in its samples */
 	uint32_t share_ppm;            /* its share of sampled events when muted, ppm */
-	uint32_t max_ns;               /* longest complete call observed, ns, not
-	                                  counting time the thread was preempted
-	                                  or ran requests nested in the call
-	                                  (format 2) */
+	uint32_t max_ns;               /* longest call observed (complete, or still open
+	                                  while its thread kept recording on that core),
+	                                  ns, time its thread was preempted not counted,
+	                                  nor (format 2) time in requests nested in it */
 	uint64_t calls_observed;       /* complete calls whose duration was observed */
 };
 _Static_assert(sizeof(struct ktrace_muted_rec) == 56, "muted record size is pinned");

@@ -29,8 +29,10 @@
  *   KTRACE_WINDOW_S               seconds the ring must hold (default 30)
  *   KTRACE_FILTER                 auto (default): mute hot short functions
  *                                 when the window is at risk; off: record all
- *   KTRACE_FILTER_MAX_US          a function with any call this long is
- *                                 never muted automatically (default 5)
+ *   KTRACE_FILTER_MAX_US          a call this long is long (default 5): a
+ *                                 function that blocked that long in a call,
+ *                                 or whose long calls are 1 in 100 (100x as
+ *                                 long: 1 in 100,000), is not muted (filter.c)
  *   KTRACE_EXCLUDE                globs of function names never recorded
  *   KTRACE_INCLUDE                globs of function names always recorded
  *   KTRACE_SCHED                  auto (default: record context switches when

@@ -13,7 +13,9 @@
 #include "ktrace_crc32c.h" /* the portable fallback, shared with the decoder */
 
 static uint32_t table[8][256];
+#if defined(__x86_64__)
 static int use_sse42;   /* set once by the constructor */
+#endif
 
 __attribute__((constructor, no_instrument_function)) static void build_tables(void)
 {

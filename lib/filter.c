@@ -26,7 +26,9 @@
  *      long call in which the thread blocked (for max_us or more) makes a
  *      function ineligible for good, and long calls at least 1 in 100 of the observed ones
  *      (very long ones, 100 times that, 1 in 100,000) keep it from being
- *      a candidate (candidate() says why a ratio);
+ *      a candidate (candidate() says why a ratio).  A thread's stack
+ *      restarts where it comes back from writing on another core
+ *      (on_segment), so no measured call spans two calls;
  *   3. when a core is under pressure and still above R, mute the hottest
  *      eligible functions of its sample, by share of events, until the
  *      projected rate is under 0.7 R (room for the bucket to refill); then
@@ -130,6 +132,8 @@ struct cst {
 
 struct tstk {
 	uint32_t slot, depth;
+	uint32_t seq;             /* its last THREAD record's segment number */
+	int have_seq;
 	uint64_t last_tick;
 	uint16_t id[STK_DEPTH];
 	uint64_t tick[STK_DEPTH];
@@ -220,7 +224,7 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
  * most c (a suffix of them, since lw grows along the levels); a level at
  * lw 0 has no frame left from before it and is dropped (a prefix), and
  * two neighbours with the same lw answer alike forever, so they merge.
- * A longjmp out of skipped frames leaves c too high for good (README,
+ * A longjmp out of skipped frames leaves c too high for good (docs/security-and-limits.md,
  * limits): levels then keep marks above it and merging bounds their
  * number; with KT_MUTE_LEVELS of them a thread adopts at the next c = 0.
  */
@@ -446,7 +450,30 @@ static KT_NOINSTR struct tstk *stk_of(uint32_t slot)
 		return NULL;
 	F.stk[F.nstk].slot = slot;
 	F.stk[F.nstk].depth = 0;
+	F.stk[F.nstk].have_seq = 0;
 	return &F.stk[F.nstk++];
+}
+
+/*
+ * A THREAD record: slot writes on this core from here, as its segment seq.
+ * seq grows by one each time the thread starts writing on a core; a jump
+ * of more than one since its last segment here means it wrote on another
+ * core meanwhile (it migrated and came back).  Its open entries here may
+ * then have exited over there, and an exit here may close an entry made
+ * over there: matching them would measure from one call's entry to
+ * another call's exit, longer than any call that happened.  So its stack
+ * restarts, as at the start of a sample.
+ */
+static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
+{
+	struct tstk *s = stk_of(slot);
+
+	if (s == NULL)
+		return;
+	if (s->have_seq && seq != s->seq && seq != s->seq + 1)
+		s->depth = 0;
+	s->seq = seq;
+	s->have_seq = 1;
 }
 
 /*
@@ -552,6 +579,28 @@ static KT_NOINSTR void close_sample(void)
 }
 
 /* Walk one sampled block; returns the words walked. */
+static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n);
+
+/* Tests: walk nblocks blocks of one core's stream as a sample, with
+ * KTRACE_FILTER_MAX_US as max_ticks; the longest call of compact id that
+ * the sample measured, and its complete calls.  -1 if the filter cannot
+ * be set up. */
+KT_NOINSTR int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t id,
+                                          uint64_t max_ticks, uint64_t *longest, uint64_t *calls)
+{
+	if (!F.ready && setup() != 0)
+		return -1;
+	memset(&F.obs[id], 0, sizeof(F.obs[id]));
+	F.max_ticks = max_ticks;
+	F.nstk = 0;
+	for (uint32_t b = 0; b < nblocks; b++)
+		walk(words + (size_t)b * BW, BW);
+	close_sample();
+	*longest = F.obs[id].max_ticks;
+	*calls = F.obs[id].calls;
+	return 0;
+}
+
 static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
 {
 	uint32_t shift = ktrace__g.tsc_shift, slot = KTRACE_EXT_ARG(w[1]), i = 5;
@@ -571,8 +620,11 @@ static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
 			if (i + ev >= n)
 				break;
 			type = KTRACE_EXT_TYPE(w[i + 1]);
-			if (type == KTRACE_EXT_THREAD)
+			if (type == KTRACE_EXT_THREAD) {
 				slot = KTRACE_EXT_ARG(w[i + 1]);
+				if (ev >= 2)
+					on_segment(slot, w[i + 2]);
+			}
 			else if (type == KTRACE_EXT_TSC && ev >= 3) {
 				tick = ((uint64_t)w[i + 2] | (uint64_t)w[i + 3] << 32) >> shift;
 				ts20 = (uint32_t)tick & KTRACE_TS_MASK;

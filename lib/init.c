@@ -266,8 +266,11 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
+	/* The snapshot signal first: a SIGUSR2 sent right after the program
+	 * started must not meet its default action (snapshot.c). */
+	ktrace__snapshot_signal_early();
 	if ((r = ktrace__memlock_check()) != 0)
-		return r;
+		goto fail;
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
 	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
@@ -279,6 +282,7 @@ static KT_NOINSTR int do_init(void)
 	if ((r = ktrace__snapshot_init()) == 0)
 		return 0;
 fail:
+	ktrace__snapshot_signal_undo();
 	ktrace__sched_free();
 	ktrace__funcs_free();
 	ktrace__ring_free();

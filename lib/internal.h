@@ -403,6 +403,8 @@ void ktrace__snapshot_ensure_writer(void);
 void ktrace__snapshot_atexit(void);
 /* ktrace_setting changed KTRACE_SIGNAL: move the handler. */
 void ktrace__snapshot_signal_changed(void);
+void ktrace__snapshot_signal_early(void);   /* start-up, right after the settings */
+void ktrace__snapshot_signal_undo(void);    /* start-up failed after it */
 struct kt_trigger_info;
 /* Ask the writer thread for a snapshot after delay_ms; async-safe with
  * respect to application threads (no blocking). */
@@ -444,6 +446,8 @@ void ktrace__filter_tick(int64_t *wait_ns);
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
+int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t id,
+                               uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
 /* Name of the function at addr from its module's ELF symbol tables. */
 int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 

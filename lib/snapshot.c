@@ -205,6 +205,31 @@ static KT_NOINSTR void install_signal(void)
 		kt_store(&installed_signo, signo, relaxed);
 }
 
+/*
+ * Start-up installs the handler as soon as the settings are read, before
+ * the rings, clocks and context-switch events: until then the snapshot
+ * signal has its default action, which ends the process, so the sooner
+ * the better.  A signal taken before the writer thread runs waits in
+ * sig_pending; the writer's first turn writes its snapshot.  If start-up
+ * then fails, ktrace__snapshot_signal_undo() gives the signal back.
+ */
+KT_NOINSTR void ktrace__snapshot_signal_early(void)
+{
+	install_signal();
+}
+
+KT_NOINSTR void ktrace__snapshot_signal_undo(void)
+{
+	if (installed_signo == 0)
+		return;
+	sigaction(installed_signo, have_prev_action ? &prev_action : NULL, NULL);
+	if (!have_prev_action)
+		signal(installed_signo, SIG_DFL);
+	have_prev_action = 0;
+	installed_signo = 0;
+	kt_store(&sig_pending, 0, relaxed);
+}
+
 /* ktrace_setting("KTRACE_SIGNAL", ...): signo is already in ktrace__cfg. */
 KT_NOINSTR void ktrace__snapshot_signal_changed(void)
 {
@@ -1091,7 +1116,8 @@ KT_NOINSTR int ktrace__snapshot_init(void)
 
 	if (r)
 		return r;
-	install_signal();
+	if (installed_signo == 0)   /* not yet by ktrace__snapshot_signal_early */
+		install_signal();
 	return 0;
 }
 

@@ -52,7 +52,7 @@ done < <(versions "$lib" | while read -r v s; do echo "$(vnum "$v") $v $s"; done
   sort -k1,1nr -k3 | cut -d' ' -f2-)
 if [ "$bad" = 1 ]; then
   echo "$(basename "$lib") needs glibc symbols newer than $max (above): look them up at run time" >&2
-  echo "or use an older interface; see README.md, Limits." >&2
+  echo "or use an older interface; see docs/security-and-limits.md." >&2
   exit 1
 fi
 echo "ok: $(basename "$lib") loads on $max and later (as far as symbol versions go)"

@@ -20,7 +20,10 @@ foreach(t read timeline symbols outputs golden html perfetto sched stream range 
     LINK ktrace_snapbuild ktrace_decoder
     LABELS decoder)
 endforeach()
-# The symbols test looks up its own static functions: keep them in .symtab.
+# The symbols test looks up its own static functions: keep them in .symtab;
+# two more files hold a static function each of the same name.
+target_sources(test_decoder_symbols PRIVATE ${KTRACE_DEC_TESTS_DIR}/symbols_twin_a.c
+  ${KTRACE_DEC_TESTS_DIR}/symbols_twin_b.c)
 target_compile_options(test_decoder_symbols PRIVATE -O0 -fno-inline)
 target_compile_options(test_decoder_exclude PRIVATE -O0 -fno-inline)
 

@@ -68,6 +68,7 @@ add_test(NAME test_lib_link_plain
     KTRACE_DIR=/nonexistent ${CMAKE_CURRENT_BINARY_DIR}/link_plain_static")
 set_tests_properties(test_lib_link_plain PROPERTIES LABELS unit TIMEOUT 120)
 ktrace_unit_test(filter)
+ktrace_unit_test(filter_sample)
 
 # The glibc symbol versions libktrace.so needs: nothing newer than 2.28
 # (symbols glibc 2.34 moved into libc pass when libc also has their old

@@ -15,7 +15,18 @@
 # Installs what it needs on Debian when run as root (cmake, gcc, make,
 # libcmocka-dev, protobuf-compiler and python3 for the perfetto tests, clang
 # and libclang-rt-14-dev for the fuzz run); otherwise
-# says exactly what to install.  Build trees go to build-tests/<config>.
+# says exactly what to install.  Build trees go to build-tests/<config>,
+# logs to build-tests/logs/.
+#
+# A failing step does not stop the others.  The run ends with one line per
+# step and a count of the tests of all steps, and exits 1 if any failed:
+#
+#   plain: passed (115 s, 74 tests)
+#   asan: passed (301 s, 72 tests)
+#   tsan: passed (250 s, 70 tests)
+#   fuzz: passed (61 s, 2 tests)
+#   aarch64: FAILED (1012 s, 1 of 60 tests failed)
+#   277 passed, 1 failed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -32,34 +43,72 @@ else
   "$ROOT/.ci/deps.sh" tests/run.sh --browser --perfetto
 fi
 
+. "$ROOT/tests/run_summary.sh"
+LOGS=$ROOT/build-tests/logs
+mkdir -p "$LOGS"
+STEPS=$(mktemp)
+trap 'rm -f "$STEPS"' EXIT
+# step NAME STATUS T0 PASSED FAILED [WHY]: one line for the summary
+step() {
+  echo "$1 $2 $(($(date +%s) - $3)) $4 $5 ${6:-}" >>"$STEPS"
+  echo "== [$1] $2 in $(($(date +%s) - $3)) s"
+}
+
+# A failing step does not stop the others: the closing lines say which
+# failed.  Each step's ctest output is also in build-tests/logs/NAME.log.
 run_config() { # name, cmake args...
-  local name=$1; shift
+  local name=$1 t0 counts; shift
   local dir=$ROOT/build-tests/$name
+  t0=$(date +%s)
   echo "== [$name] configure + build"
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-  cmake --build "$dir" -j"$JOBS" >/dev/null
+  if ! cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$LOGS/$name.build.log" 2>&1 ||
+     ! cmake --build "$dir" -j"$JOBS" >>"$LOGS/$name.build.log" 2>&1; then
+    tail -30 "$LOGS/$name.build.log"
+    step "$name" failed "$t0" 0 1 "the build, see build-tests/logs/$name.build.log"
+    return
+  fi
   echo "== [$name] ctest"
-  (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600)
+  (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600) 2>&1 | tee "$LOGS/$name.log" ||
+    true   # counted below
+  counts=$(ctest_counts "$LOGS/$name.log")
+  # shellcheck disable=SC2086 # two numbers
+  step "$name" "$( [ "${counts#* }" = 0 ] && echo passed || echo failed)" "$t0" $counts
 }
 
 run_aarch64() {
-  local dir=$ROOT/build-tests/aarch64 t0
-  "$ROOT/.ci/deps.sh" tests/run.sh --aarch64
+  local dir=$ROOT/build-tests/aarch64 t0 counts
   t0=$(date +%s)
+  if ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64; then
+    step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64)"
+    return
+  fi
   echo "== [aarch64] configure + build (cross, gcc-aarch64-linux-gnu)"
-  cmake -S "$ROOT" -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTRACE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$dir" -j"$JOBS" >/dev/null
+  if ! cmake -S "$ROOT" -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
+       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTRACE_BUILD_BENCH=OFF >"$LOGS/aarch64.build.log" 2>&1 ||
+     ! cmake --build "$dir" -j"$JOBS" >>"$LOGS/aarch64.build.log" 2>&1; then
+    tail -30 "$LOGS/aarch64.build.log"
+    step aarch64 failed "$t0" 0 1 "the build, see build-tests/logs/aarch64.build.log"
+    return
+  fi
   echo "== [aarch64] ctest under qemu-aarch64 (limit ${KTRACE_AARCH64_SECONDS:-600}s)"
   (cd "$dir" && timeout "${KTRACE_AARCH64_SECONDS:-600}" \
-    ctest --output-on-failure -j"$JOBS" --timeout 300)
-  echo "== [aarch64] done in $(( $(date +%s) - t0 ))s"
+    ctest --output-on-failure -j"$JOBS" --timeout 300) 2>&1 | tee "$LOGS/aarch64.log" ||
+    true   # counted below
+  counts=$(ctest_counts "$LOGS/aarch64.log")
+  # shellcheck disable=SC2086 # two numbers
+  step aarch64 "$( [ "${counts#* }" = 0 ] && echo passed || echo failed)" "$t0" $counts
+}
+
+finish() {
+  echo
+  echo "== tests/run.sh: $(( $(date +%s) - start )) s"
+  if run_summary <"$STEPS"; then exit 0; else exit 1; fi
 }
 
 start=$(date +%s)
 if [ "$ONLY_ARM" = 1 ]; then
   run_aarch64
-  exit 0
+  finish
 fi
 run_config plain
 if [ "$QUICK" = 0 ]; then
@@ -81,38 +130,50 @@ if [ "$QUICK" = 0 ]; then
   # real and synthetic snapshots (and ELF files); a crash fails the run and
   # leaves its input in build-tests/fuzz/ to add to tests/fuzz/regressions.
   dir=$ROOT/build-tests/fuzz
+  t0=$(date +%s)
   echo "== [fuzz] configure + build (clang, libFuzzer + ASan + UBSan)"
-  CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
-    -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read ktrace-fuzz-elf >/dev/null
-  rm -f "$dir"/*crash-* "$dir"/*leak-* "$dir"/*timeout-*   # from an earlier run
-  # The two fuzzers run side by side, one core each (as each had when they
-  # ran one after the other), so the step takes the longer one's time.
-  fuzz_pids=()
-  for t in read:corpus:$FUZZ_SECONDS elf:corpus-elf:$(( FUZZ_SECONDS / 2 )); do
-    IFS=: read -r name corpus secs <<<"$t"
-    (
-      work=$(mktemp -d)
-      trap 'rm -rf "$work"' EXIT
-      cp "$ROOT/tests/fuzz/$corpus"/* "$work"/
-      echo "== [fuzz] ktrace-fuzz-$name, ${secs}s"
-      "$dir/tests/ktrace-fuzz-$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$dir/$name-" -print_final_stats=1 "$work" 2>&1 |
-        grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" |
-        sed "s/^/[fuzz-$name] /" || true
-    ) &
-    fuzz_pids+=($!)
-  done
-  wait "${fuzz_pids[@]}"
-  for name in read elf; do
-    if ls "$dir/$name"-crash-* "$dir/$name"-leak-* "$dir/$name"-timeout-* >/dev/null 2>&1; then
-      echo "fuzz: ktrace-fuzz-$name found a failing input: $(ls "$dir/$name"-crash-* \
-        "$dir/$name"-leak-* "$dir/$name"-timeout-* 2>/dev/null)" >&2
-      exit 1
-    fi
-  done
+  if ! CC=clang cmake -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
+       -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$LOGS/fuzz.build.log" 2>&1 ||
+     ! cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read ktrace-fuzz-elf \
+       >>"$LOGS/fuzz.build.log" 2>&1; then
+    tail -30 "$LOGS/fuzz.build.log"
+    step fuzz failed "$t0" 0 1 "the build, see build-tests/logs/fuzz.build.log"
+  else
+    rm -f "$dir"/*crash-* "$dir"/*leak-* "$dir"/*timeout-*   # from an earlier run
+    # The two fuzzers run side by side, one core each (as each had when they
+    # ran one after the other), so the step takes the longer one's time.
+    fuzz_pids=()
+    for t in read:corpus:$FUZZ_SECONDS elf:corpus-elf:$(( FUZZ_SECONDS / 2 )); do
+      IFS=: read -r name corpus secs <<<"$t"
+      (
+        work=$(mktemp -d)
+        trap 'rm -rf "$work"' EXIT
+        cp "$ROOT/tests/fuzz/$corpus"/* "$work"/
+        echo "== [fuzz] ktrace-fuzz-$name, ${secs}s"
+        "$dir/tests/ktrace-fuzz-$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+          -artifact_prefix="$dir/$name-" -print_final_stats=1 "$work" 2>&1 |
+          grep -E "^(stat::number_of_executed_units|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY)" |
+          sed "s/^/[fuzz-$name] /" || true
+      ) &
+      fuzz_pids+=($!)
+    done
+    wait "${fuzz_pids[@]}"
+    fz_pass=0 fz_fail=0
+    for name in read elf; do
+      # (ls of the three patterns fails when any one is missing: list them)
+      found=$(ls "$dir/$name"-crash-* "$dir/$name"-leak-* "$dir/$name"-timeout-* 2>/dev/null ||
+        true)
+      if [ -n "$found" ]; then
+        echo "fuzz: ktrace-fuzz-$name found a failing input: $found" >&2
+        fz_fail=$((fz_fail + 1))
+      else
+        fz_pass=$((fz_pass + 1))
+      fi
+    done
+    step fuzz "$( [ $fz_fail = 0 ] && echo passed || echo failed)" "$t0" $fz_pass $fz_fail
+  fi
 fi
 if [ "$QUICK" = 0 ] && [ "${KTRACE_AARCH64:-1}" != 0 ]; then
   run_aarch64
 fi
-echo "== all test configurations passed in $(( $(date +%s) - start ))s"
+finish

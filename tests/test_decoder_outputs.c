@@ -585,6 +585,122 @@ static int run(const char *args, char *out, size_t outlen)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* The muted list is never cut inside a name: the note lists every name,
+ * and a bounded list (chrome's process label) ends with "and N more". */
+static void test_outputs_muted_list_whole(void **state)
+{
+	struct kd_dec *d = golden();
+	struct ktrace_muted_rec *m = calloc(60, sizeof(*m));
+	char buf[100], name[32];
+	struct mem out;
+
+	(void)state;
+	assert_non_null(m);
+	for (uint32_t i = 0; i < 60; i++) {
+		m[i].addr = 0x7f0000001000ull + i * 0x100;   /* unnamed: 0x7f00000010.. */
+		m[i].why = KTRACE_MUTE_HOT_SHORT;
+	}
+	free(d->snap.muted);
+	d->snap.muted = m;
+	d->snap.nmuted = 60;
+
+	kd_dec_muted_list(d, buf, sizeof(buf));
+	assert_true(strlen(buf) < sizeof(buf));
+	assert_non_null(strstr(buf, " more"));
+	/* every name before "and N more" is whole: 14 hex digits each */
+	for (char *p = buf; *p && strncmp(p, " and ", 5); p++)
+		if (p == buf || p[-1] == ' ') {
+			assert_int_equal(strncmp(p, "0x7f", 4), 0);
+			assert_true(strspn(p + 2, "0123456789abcdef") == 12);
+		}
+
+	mem_open(&out);
+	kd_out_muted_note(out.f, d, "");
+	mem_close(&out);
+	for (uint32_t i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "0x%llx", 0x7f0000001000ull + i * 0x100);
+		if (!strstr(out.p, name))
+			fail_msg("%s missing from the note: %.300s", name, out.p);
+	}
+	free(out.p);
+	kd_dec_free(d);
+}
+
+/* Runs the decoder with args; its stderr alone in err (stdout dropped). */
+static int run_err(const char *args, char *err, size_t errlen)
+{
+	char cmd[4096];
+	const char *emu = getenv("KTRACE_TEST_EMULATOR");
+	FILE *p;
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1 >/dev/null", emu ? emu : "", KTRACE_DECODE_PATH,
+	         args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(err, 1, errlen - 1, p);
+	err[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/*
+ * What each format says on stderr: the formats whose output is not text
+ * (chrome, perfetto, html, folded) print no summary there unless -v; with
+ * -o, every format says in one line what it wrote; -q silences that line.
+ */
+static void test_outputs_stderr(void **state)
+{
+	static const char *const fmts[] = { "chrome", "perfetto", "html", "folded", "summary",
+	                                    "text", "stats", "explain" };
+	char dir[] = "/tmp/ktrace-dec-errXXXXXX", path[512], outp[600], args[2048], want[800];
+	static char err[1 << 16];
+	struct snapbuild *sb;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/g.ktrace", dir);
+	sb = snapbuild_new();
+	snapbuild_scenario_golden(sb);
+	snapbuild_finish(sb, &buf, &len);
+	snapbuild_free(sb);
+	assert_int_equal(snapbuild_write_file(path, buf, len), 0);
+	free(buf);
+
+	for (size_t k = 0; k < sizeof(fmts) / sizeof(fmts[0]); k++) {
+		/* to stdout: nothing on stderr */
+		snprintf(args, sizeof(args), "--format %s %s", fmts[k], path);
+		assert_int_equal(run_err(args, err, sizeof(err)), 0);
+		if (err[0])
+			fail_msg("--format %s: stderr not empty:\n%s", fmts[k], err);
+		/* to a file: one line, "wrote OUT (FORMAT, SIZE)" */
+		snprintf(outp, sizeof(outp), "%s/out.%s", dir, fmts[k]);
+		snprintf(args, sizeof(args), "--format %s -o %s %s", fmts[k], outp, path);
+		assert_int_equal(run_err(args, err, sizeof(err)), 0);
+		snprintf(want, sizeof(want), "ktrace-decode: wrote %s (%s, ", outp, fmts[k]);
+		if (strncmp(err, want, strlen(want)) != 0 || strchr(err, '\n') != err + strlen(err) - 1)
+			fail_msg("--format %s -o: stderr is not one 'wrote' line:\n%s", fmts[k], err);
+		/* -q: nothing */
+		snprintf(args, sizeof(args), "--format %s -q -o %s %s", fmts[k], outp, path);
+		assert_int_equal(run_err(args, err, sizeof(err)), 0);
+		if (err[0])
+			fail_msg("--format %s -q: stderr not empty:\n%s", fmts[k], err);
+		/* -v: the summary too, for the formats that hold none */
+		if (k < 4) {
+			snprintf(args, sizeof(args), "--format %s -v -o %s %s", fmts[k], outp, path);
+			assert_int_equal(run_err(args, err, sizeof(err)), 0);
+			if (!strstr(err, "window:") || !strstr(err, "ktrace-decode: wrote "))
+				fail_msg("--format %s -v: no summary on stderr:\n%s", fmts[k], err);
+		}
+		unlink(outp);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_outputs_cli(void **state)
 {
 	char dir[] = "/tmp/ktrace-dec-cliXXXXXX", path[512], path2[512], args[2048], json[600];
@@ -699,6 +815,8 @@ int main(void)
 		cmocka_unit_test(test_outputs_folded_adds_up),
 		cmocka_unit_test(test_outputs_text_filters),
 		cmocka_unit_test(test_outputs_cli),
+		cmocka_unit_test(test_outputs_stderr),
+		cmocka_unit_test(test_outputs_muted_list_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,35 @@ static void test_symbols_own_functions(void **state)
 	kd_dec_free(d);
 }
 
+uintptr_t ktrace_test_twin_a(void);
+uintptr_t ktrace_test_twin_b(void);
+
+/* Two static functions named twin (symbols_twin_a.c, symbols_twin_b.c):
+ * each name says which copy it is, by source file; the symbol stays. */
+static void test_symbols_repeated_names(void **state)
+{
+	struct snapbuild *sb = snapbuild_new();
+	struct kd_dec *d;
+	uint64_t a = ktrace_test_twin_a(), b = ktrace_test_twin_b();
+
+	(void)state;
+	assert_true(a != b);
+	add_modules(sb);
+	snapbuild_func(sb, 0, a);
+	snapbuild_func(sb, 1, b);
+	snapbuild_enter(sb, 0, 1, 100, 0);
+	snapbuild_exit(sb, 0, 1, 200, 0);
+	snapbuild_enter(sb, 0, 1, 300, 1);
+	snapbuild_exit(sb, 0, 1, 400, 1);
+	d = decode(sb, NULL);
+	assert_string_equal(name_of(d, a), "twin [symbols_twin_a.c]");
+	assert_string_equal(name_of(d, b), "twin [symbols_twin_b.c]");
+	for (uint32_t i = 0; i < d->nfuncs; i++)
+		if (d->funcs[i].addr == a || d->funcs[i].addr == b)
+			assert_string_equal(kd_dec_func_sym(d, i), "twin");
+	kd_dec_free(d);
+}
+
 static void test_symbols_unresolved_formats(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
@@ -197,6 +226,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_symbols_own_functions),
+		cmocka_unit_test(test_symbols_repeated_names),
 		cmocka_unit_test(test_symbols_unresolved_formats),
 		cmocka_unit_test(test_symbols_sysroot),
 		cmocka_unit_test(test_symbols_garbage_elf),

@@ -492,6 +492,53 @@ static void test_e2e_lifecycle_own_sigusr2_with_ktrace_signal_usr1(void **state)
 	finish(&r, 1);
 }
 
+/* Does pid catch sig (SigCgt in /proc/pid/status)?  -1 once it is gone. */
+static int catches(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	FILE *f;
+	int r = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SigCgt:", 7)) {
+			r = (int)((strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1);
+			break;
+		}
+	fclose(f);
+	return r;
+}
+
+/* The snapshot signal sent the moment the handler is there (the library
+ * installs it first thing in its constructor, before the writer thread
+ * exists): the program lives on, and the signal's snapshot is written. */
+static void test_e2e_lifecycle_sigusr2_at_startup(void **state)
+{
+	struct run r;
+	char **files;
+	int n, c = 0, by_signal = 0;
+
+	(void)state;
+	start(&r, PROG, "early", NULL, NULL, NULL);
+	for (int i = 0; i < 200000 && (c = catches(r.p.pid, SIGUSR2)) == 0; i++)
+		usleep(50);
+	if (c != 1)
+		fail_msg("the program never caught SIGUSR2 (%d); stderr:\n%s", c, r.p.err);
+	assert_int_equal(kill(r.p.pid, SIGUSR2), 0);
+	assert_int_equal(kt_wait(&r.p, 60000), 0);   /* not killed by the signal */
+	n = kt_list_snapshots(r.dir, &files);
+	for (int i = 0; i < n; i++) {
+		struct kd_dec *d = open_clean(files[i]);
+		by_signal += !strcmp(d->snap.info.reason, "signal SIGUSR2");
+		kd_dec_free(d);
+	}
+	kt_free_list(files);
+	assert_int_equal(by_signal, 1);
+	finish(&r, 1);
+}
+
 /* Static library: the program's handler is installed by a constructor that
  * runs before libktrace's (priority 100 < 101, not instrumented); the
  * library keeps it and chains to it: both run on every SIGUSR2. */
@@ -633,6 +680,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lifecycle_dlopen_dlclose),
 		cmocka_unit_test(test_e2e_lifecycle_exit_during_snapshot),
 		cmocka_unit_test(test_e2e_lifecycle__exit_during_snapshot),
+		cmocka_unit_test(test_e2e_lifecycle_sigusr2_at_startup),
 		cmocka_unit_test(test_e2e_lifecycle_own_sigusr2_with_ktrace_signal_usr1),
 		cmocka_unit_test(test_e2e_lifecycle_own_sigusr2_installed_first_is_chained),
 		cmocka_unit_test(test_e2e_lifecycle_traced_signal_handler),

@@ -285,7 +285,11 @@ static void test_e2e_range_min_dur(void **state)
 	kt_proc_free(&p);
 	assert_int_equal(decode(&p, f1), 0);
 	cut = folded_total(p.out);
-	assert_null(strstr(p.out, ";work "));
+	/* work() stays only where a call of it took 3 ms or more, which a
+	 * loaded machine can make happen: the bound is what the snapshot
+	 * itself measured (work, above), never an assumption about load. */
+	if (work == 0)
+		assert_null(strstr(p.out, ";work "));
 	kt_proc_free(&p);
 	assert_true(all > 0);
 	/* Each line is its node's ticks converted to ns (rounded down): the
