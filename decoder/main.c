@@ -15,11 +15,11 @@
 #include "decoder.h"
 
 /* Long-only options (time-range selection, range.c). */
-enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR };
+enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR, OPT_DEBUG_DIR };
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
-	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
+	"                     [-o OUT] [--all] [--sysroot DIR] [--debug-dir DIR] [--thread TID] [--limit N]\n"
 	"                     [--no-demangle] [-q] [--from T] [--to T]\n"
 	"                     [--around-trigger DUR] [--min-dur DUR] FILE...\n"
 	"\n"
@@ -51,6 +51,8 @@ static const char usage_text[] =
 	"  -a, --all        keep data older than the complete window (where a wrapped\n"
 	"                   core lost older records, stacks may be incomplete)\n"
 	"  -s, --sysroot D  prefix module paths with D when reading ELF symbols\n"
+	"  --debug-dir D    look for each module by its build-id as\n"
+	"                   D/.build-id/xx/rest.debug first (as gdb, debuginfod)\n"
 	"  -t, --thread TID only this kernel thread id (text, stats, chrome, perfetto,\n"
 	"                   html, folded)\n"
 	"  -n, --limit N    at most N timeline lines / N functions / N calls (html)\n"
@@ -387,6 +389,7 @@ int main(int argc, char **argv)
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "around-trigger", required_argument, NULL, OPT_AROUND },
 		{ "min-dur", required_argument, NULL, OPT_MIN_DUR },
+		{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
@@ -415,6 +418,7 @@ int main(int argc, char **argv)
 		case 'o': out_path = optarg; break;
 		case 'a': dopts.all = 1; break;
 		case 's': dopts.sysroot = optarg; break;
+		case OPT_DEBUG_DIR: dopts.debug_dir = optarg; break;
 		case 'r': dopts.raw_names = 1; break;
 		case 't':
 			if (parse_u64(optarg, &v) || v > INT32_MAX) {

@@ -267,6 +267,8 @@ void ktrace__module_note(uintptr_t addr);
 int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *path,
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
+/* Writer thread: the BUILDIDS records of the first count modules. */
+size_t ktrace__modules_buildids(struct ktrace_buildid_rec *dst, size_t max, uint32_t count);
 int ktrace__funcs_init(void);
 void ktrace__funcs_free(void);     /* start-up failed */
 void ktrace__funcs_fork_child(void);

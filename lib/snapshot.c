@@ -521,33 +521,36 @@ struct meta_bufs {
 	struct ktrace_anchor_rec *anchors;
 	void *names, *mods;
 	struct sec_list *secs;
+	struct ktrace_buildid_rec *bids;   /* KT_MODS_MAX */
 };
 
 #define KT_ANCHORS_MAX 4096
 #define KT_NAMES_CAP (4096 * 72)
 #define KT_MODS_CAP (1024 * 296)
+#define KT_MODS_MAX 1024   /* funcs.c's KT_MODULES */
 
 static KT_NOINSTR int meta_alloc(struct meta_bufs *m, uint32_t ncpus, size_t nf, size_t nt)
 {
-	size_t sz[10] = {
+	size_t sz[11] = {
 		ncpus * sizeof(*m->cur), ncpus * sizeof(*m->cores), ncpus * sizeof(*m->states),
 		sizeof(*m->w), nf * sizeof(*m->funcs), nt * sizeof(*m->threads),
 		KT_ANCHORS_MAX * sizeof(*m->anchors), KT_NAMES_CAP, KT_MODS_CAP,
-		sizeof(*m->secs)};
-	void **dst[10] = {(void **)&m->cur, (void **)&m->cores, (void **)&m->states,
+		sizeof(*m->secs), KT_MODS_MAX * sizeof(*m->bids)};
+	void **dst[11] = {(void **)&m->cur, (void **)&m->cores, (void **)&m->states,
 	                  (void **)&m->w, (void **)&m->funcs, (void **)&m->threads,
-	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs};
+	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs,
+	                  (void **)&m->bids};
 	size_t off = 0;
 	unsigned char *p;
 
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 11; i++)
 		off += (sz[i] + 63) & ~(size_t)63;
 	p = map(off);
 	if (p == NULL)
 		return -1;
 	m->base = p;
 	m->bytes = off;
-	for (int i = 0; i < 10; i++) {
+	for (int i = 0; i < 11; i++) {
 		*dst[i] = p;
 		p += (sz[i] + 63) & ~(size_t)63;
 	}
@@ -696,6 +699,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	nt = ktrace__threads_copy(m.threads, nt);
 	size_t names_len = ktrace__names_serialize(m.names, KT_NAMES_CAP, &nnames);
 	size_t mods_len = ktrace__modules_serialize(m.mods, KT_MODS_CAP, &nmods);
+	size_t nbids = ktrace__modules_buildids(m.bids, KT_MODS_MAX, nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
 	info.flags |= ktrace__sched_info_flags();
 	sched = ktrace__sched_serialize(&sched_len, &nsched);
@@ -733,6 +737,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	sec(w, secs, KTRACE_SEC_THREADS, m.threads, nt * sizeof(*m.threads), (uint32_t)nt);
 	sec(w, secs, KTRACE_SEC_NAMES, m.names, names_len, nnames);
 	sec(w, secs, KTRACE_SEC_MODULES, m.mods, mods_len, nmods);
+	sec(w, secs, KTRACE_SEC_BUILDIDS, m.bids, nbids * sizeof(*m.bids), (uint32_t)nbids);
 	sec(w, secs, KTRACE_SEC_LOSS, &loss, sizeof(loss), 1);
 	sec(w, secs, KTRACE_SEC_CORES, m.cores, ncpus * sizeof(*m.cores), ncpus);
 	if (trig)

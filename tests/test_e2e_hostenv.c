@@ -50,6 +50,12 @@
  *                  CLOCK_REALTIME): the summary says it stepped and by how
  *                  much, the window lasts what it lasted (0.5 s, not
  *                  -1 h), no Chrome slice has a negative duration.
+ *   build_ids      the executable and a shared library are replaced by other
+ *                  builds after the snapshot (a deploy): the decoder warns
+ *                  per module and leaves their addresses numeric instead of
+ *                  printing the new files' names; with --debug-dir holding
+ *                  the old files as .build-id/xx/rest.debug, it finds them
+ *                  by build-id and every name is right again.
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -100,7 +106,7 @@
 /* Environment for a run: KTRACE_DIR=dir, quiet, plus extra (NULL-ended). */
 static const char *const *env_for(const char *dir, const char *const *extra)
 {
-	static char envdir[4400];
+	static char envdir[4500];
 	static const char *env[16];
 	size_t n = 0;
 
@@ -607,6 +613,136 @@ static void test_e2e_hostenv_clock_step(void **state)
 	free(dir);
 }
 
+/* ---- build-ids ---------------------------------------------------------------------- */
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[18600];
+
+	snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\" && cp '%s' '%s'", to, from, to);
+	assert_int_equal(system(cmd), 0);
+}
+
+static char *decode_stats(const char *path, const char *debug_dir, char **err)
+{
+	char *argv[] = { (char *)KTRACE_DECODE_PATH, (char *)"--format", (char *)"stats",
+		         (char *)path, NULL, NULL, NULL };
+	struct kt_proc p;
+	char *out;
+
+	if (debug_dir) {
+		argv[3] = (char *)"--debug-dir";
+		argv[4] = (char *)debug_dir;
+		argv[5] = (char *)path;
+	}
+	if (kt_run(argv, NULL, &p, 60000) != 0)
+		fail_msg("ktrace-decode failed (%#x): %s", p.status, p.err);
+	out = strdup(p.out);
+	*err = strdup(p.err);
+	kt_proc_free(&p);
+	return out;
+}
+
+static void test_e2e_hostenv_build_ids(void **state)
+{
+	char *dir = kt_mkdtemp("buildid");
+	char prog[4400], lib[4400], snapdir[4400], dbg[4400], path[4400], dst[9000], hex[65];
+	char *argv[] = { prog, (char *)"altstack", lib, NULL };
+	const struct ktrace_buildid_rec *b;
+	const void *mods;
+	struct kt_proc p;
+	struct kt_file f;
+	uint32_t n, nm, ids = 0;
+	uint64_t msize;
+	char *out, *err;
+
+	(void)state;
+	if (UNDER_SANITIZER) {
+		print_message("  (skipped under a sanitizer: the altstack program)\n");
+		free(dir);
+		skip();
+	}
+	snprintf(prog, sizeof(prog), "%s/bin/prog", dir);
+	snprintf(lib, sizeof(lib), "%s/bin/plugin.so", dir);
+	snprintf(snapdir, sizeof(snapdir), "%s/snaps", dir);
+	snprintf(dbg, sizeof(dbg), "%s/debug", dir);
+	copy_file(PROG, prog);
+	copy_file(KT_PLUGIN_PATH, lib);
+	assert_int_equal(mkdir(snapdir, 0700), 0);
+	if (kt_run(argv, env_for(snapdir, NULL), &p, 60000) != 0)
+		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	kt_proc_free(&p);
+
+	/* As run: right names, no warning. */
+	out = decode_stats(path, NULL, &err);
+	assert_non_null(strstr(out, "on_usr1"));
+	assert_non_null(strstr(out, "plugin_entry"));
+	assert_null(strstr(err, "not the file that ran"));
+	free(out);
+	free(err);
+
+	/* The old files by build-id, as gdb and debuginfod lay them out. */
+	assert_int_equal(kt_file_load(path, &f), 0);
+	b = kt_file_section(&f, KTRACE_SEC_BUILDIDS, &n, NULL);
+	mods = kt_file_section(&f, KTRACE_SEC_MODULES, &nm, &msize);
+	assert_non_null(b);
+	assert_non_null(mods);
+	for (uint32_t i = 0; i < n; i++) {
+		const unsigned char *q = mods;
+		const char *src = NULL;
+		struct ktrace_module_rec r;
+
+		/* MODULES record b[i].module: its path says which file it is */
+		for (uint32_t k = 0; k <= b[i].module && k < nm; k++) {
+			memcpy(&r, q, sizeof(r));
+			if (k == b[i].module) {
+				if (r.path_len >= 5 && !memcmp(q + sizeof(r) + r.path_len - 5, "/prog", 5))
+					src = PROG;
+				else if (r.path_len >= 10 &&
+				         !memcmp(q + sizeof(r) + r.path_len - 10, "/plugin.so", 10))
+					src = KT_PLUGIN_PATH;
+			}
+			q += sizeof(r) + ((r.path_len + 7) & ~7u);
+		}
+		if (!src || b[i].id_len != 20)
+			continue;
+		for (int k = 0; k < 20; k++)
+			sprintf(hex + 2 * k, "%02x", b[i].id[k]);
+		snprintf(dst, sizeof(dst), "%s/.build-id/%.2s/%s.debug", dbg, hex, hex + 2);
+		copy_file(src, dst);
+		ids++;
+	}
+	(void)msize;
+	kt_file_free(&f);
+	assert_int_equal(ids, 2);
+
+	/* A deploy: other builds at the same paths. */
+	copy_file(PROG_MLOCK, prog);
+	copy_file(KT_OTHER_LIB_PATH, lib);
+	out = decode_stats(path, NULL, &err);
+	if (kt_count_str(err, "not the file that ran") != 2)
+		fail_msg("want a warning for each replaced module; stderr:\n%s", err);
+	/* No name from the wrong files: numeric instead. */
+	assert_null(strstr(out, "on_usr1"));
+	assert_null(strstr(out, "plugin_entry"));
+	assert_null(strstr(out, "lib_leaf"));
+	assert_null(strstr(out, "mode_mlock"));
+	assert_non_null(strstr(out, "(prog+0x"));
+	assert_non_null(strstr(out, "(plugin.so+0x"));
+	free(out);
+	free(err);
+
+	out = decode_stats(path, dbg, &err);
+	assert_non_null(strstr(out, "on_usr1"));
+	assert_non_null(strstr(out, "plugin_entry"));
+	assert_null(strstr(err, "not the file that ran"));
+	free(out);
+	free(err);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -722,6 +858,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_mlockall),
 		cmocka_unit_test(test_e2e_hostenv_vfork),
 		cmocka_unit_test(test_e2e_hostenv_clock_step),
+		cmocka_unit_test(test_e2e_hostenv_build_ids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
