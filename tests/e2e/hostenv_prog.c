@@ -65,7 +65,7 @@
 
 #define NOI __attribute__((no_instrument_function))
 
-static volatile unsigned long sink;
+static __thread volatile unsigned long sink;   /* per thread: no race */
 
 __attribute__((noinline)) void leaf_a(void) { sink++; }
 __attribute__((noinline)) void leaf_b(void) { sink += 2; }
