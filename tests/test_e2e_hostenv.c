@@ -56,6 +56,8 @@
  *                  printing the new files' names; with --debug-dir holding
  *                  the old files as .build-id/xx/rest.debug, it finds them
  *                  by build-id and every name is right again.
+ *   dir_4032       a KTRACE_DIR of exactly 4032 bytes (the documented
+ *                  maximum) is used, not refused as "longer than 4032".
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -743,6 +745,55 @@ static void test_e2e_hostenv_build_ids(void **state)
 	free(dir);
 }
 
+/* ---- KTRACE_DIR at its maximum ------------------------------------------------------ */
+
+static void test_e2e_hostenv_dir_4032(void **state)
+{
+	char *dir = kt_mkdtemp("dir4032");
+	char *argv[] = { (char *)PROG, (char *)"snaps", (char *)"1", NULL };
+	static char big[4100], path[4400];
+	const char *extra[] = { NULL, NULL };
+	static char envdir[4200];
+	struct kt_proc p;
+	size_t n;
+
+	(void)state;
+	/* dir/aaa.../aaa... in components of at most 200 bytes, 4032 in all */
+	n = (size_t)snprintf(big, sizeof(big), "%s", dir);
+	while (n < 4032) {
+		size_t k = 4032 - n - 1 < 200 ? 4032 - n - 1 : 200;
+		big[n++] = '/';
+		memset(big + n, 'a', k);
+		n += k;
+		big[n] = 0;
+		if (k == 0) {   /* a trailing '/' would do nothing: one more 'a' */
+			big[n - 1] = 'a';
+			big[n] = 0;
+		}
+		assert_true(mkdir(big, 0700) == 0 || errno == EEXIST);
+	}
+	assert_int_equal(strlen(big), 4032);
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", big);
+	extra[0] = envdir;
+	{
+		/* env_for puts its own KTRACE_DIR first; the later one wins */
+		if (kt_run(argv, env_for(dir, extra), &p, 60000) != 0)
+			fail_msg("status %#x; stderr:\n%s", p.status, p.err);
+	}
+	if (strstr(p.err, "longer than"))
+		fail_msg("a 4032-byte KTRACE_DIR was refused: %s", p.err);
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	assert_int_equal(strncmp(path, big, 4032), 0);
+	assert_int_equal(access(path, R_OK), 0);
+	kt_proc_free(&p);
+	{
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -859,6 +910,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_vfork),
 		cmocka_unit_test(test_e2e_hostenv_clock_step),
 		cmocka_unit_test(test_e2e_hostenv_build_ids),
+		cmocka_unit_test(test_e2e_hostenv_dir_4032),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
