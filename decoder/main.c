@@ -328,6 +328,27 @@ static const struct sink sinks[] = {
 	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
 };
 
+/* The text outputs' filter (main): every byte below 0x20 but newline and
+ * tab, and DEL, is written as '?'. */
+static ssize_t tty_safe_write(void *cookie, const char *buf, size_t n)
+{
+	FILE *f = cookie;
+	char tmp[4096];
+
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(tmp) ? n - done : sizeof(tmp);
+
+		for (size_t i = 0; i < k; i++) {
+			unsigned char ch = (unsigned char)buf[done + i];
+			tmp[i] = (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f ? '?' : (char)ch;
+		}
+		if (fwrite(tmp, 1, k, f) != k)
+			return done ? (ssize_t)done : -1;
+		done += k;
+	}
+	return (ssize_t)n;
+}
+
 static const struct sink *find_sink(const char *name)
 {
 	for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++)
@@ -558,8 +579,25 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (run_sink(sink, out, decs, nfiles, &oopts))
+	if (sink->file) {
+		/* Text (summary, text, stats, explain, folded): names come from
+		 * the snapshot and from ELF files, both hostile; control bytes
+		 * other than newline and tab would drive the terminal. */
+		static const cookie_io_functions_t io = { NULL, tty_safe_write, NULL, NULL };
+		FILE *safe = fopencookie(out, "w", io);
+
+		if (safe) {
+			if (run_sink(sink, safe, decs, nfiles, &oopts))
+				write_err = 1;
+			if (fflush(safe) != 0 || ferror(safe))
+				write_err = 1;
+			fclose(safe);
+		} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
+			write_err = 1;
+		}
+	} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
 		write_err = 1;
+	}
 	/* Files are read again for each pass: one that changed meanwhile gave
 	 * an output that may mix old and new data, which is not kept. */
 	for (int i = 0; i < nfiles; i++)

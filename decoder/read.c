@@ -1216,8 +1216,13 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
  */
 int kd_dec_open_path(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+	int fd, fl;
 
+	/* "-" is standard input (a pipe is read whole, a file in windows). */
+	if (strcmp(path, "-") == 0)
+		fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+	else
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, st) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||

@@ -58,6 +58,10 @@
  *                  by build-id and every name is right again.
  *   dir_4032       a KTRACE_DIR of exactly 4032 bytes (the documented
  *                  maximum) is used, not refused as "longer than 4032".
+ *   text_escapes   a thread name and a mark name with terminal escapes (ESC,
+ *                  BEL): the text, summary and stats outputs carry no
+ *                  control byte but newline and tab; the decoder reads the
+ *                  snapshot from standard input as "-", pipe or file.
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -794,6 +798,61 @@ static void test_e2e_hostenv_dir_4032(void **state)
 	free(dir);
 }
 
+/* ---- text outputs and standard input ------------------------------------------------- */
+
+/* 1 if s has a byte below 0x20 other than newline and tab, or DEL. */
+static int has_control(const char *s)
+{
+	for (; *s; s++)
+		if (((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+static void test_e2e_hostenv_text_escapes(void **state)
+{
+	char *argv[] = { (char *)PROG, (char *)"escnames", NULL };
+	static const char *const fmts[] = { "text", "summary", "stats" };
+	char *dir = kt_mkdtemp("escnames");
+	char path[4400], cmd[18000];
+	struct kt_proc p;
+
+	(void)state;
+	if (kt_run(argv, env_for(dir, NULL), &p, 60000) != 0)
+		fail_msg("status %#x; stderr:\n%s", p.status, p.err);
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	kt_proc_free(&p);
+	for (size_t i = 0; i < 3; i++) {
+		char *dargv[] = { (char *)KTRACE_DECODE_PATH, (char *)"--format", (char *)fmts[i],
+			          path, NULL };
+		struct kt_proc d;
+
+		assert_int_equal(kt_run(dargv, NULL, &d, 60000), 0);
+		if (has_control(d.out))
+			fail_msg("--format %s wrote a control byte to the terminal", fmts[i]);
+		kt_proc_free(&d);
+	}
+	/* The mark is there, made harmless: "?]0;pwn?". */
+	{
+		char *dargv[] = { (char *)KTRACE_DECODE_PATH, (char *)"--format", (char *)"text",
+			          path, NULL };
+		struct kt_proc d;
+
+		assert_int_equal(kt_run(dargv, NULL, &d, 60000), 0);
+		assert_non_null(strstr(d.out, "?]0;pwn?"));
+		kt_proc_free(&d);
+	}
+	/* "-": standard input, a pipe and a file. */
+	snprintf(cmd, sizeof(cmd), "cat '%s' | '%s' - | grep -q '^file:      -$'", path,
+	         KTRACE_DECODE_PATH);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "'%s' --format stats - < '%s' | grep -q leaf_a",
+	         KTRACE_DECODE_PATH, path);
+	assert_int_equal(system(cmd), 0);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -911,6 +970,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_clock_step),
 		cmocka_unit_test(test_e2e_hostenv_build_ids),
 		cmocka_unit_test(test_e2e_hostenv_dir_4032),
+		cmocka_unit_test(test_e2e_hostenv_text_escapes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

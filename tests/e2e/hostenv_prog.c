@@ -32,6 +32,9 @@
  *                 one hour (its test offset: no test can step the
  *                 machine's clock) in the middle of step_span(), then
  *                 after_step(), 250 ms each, then a snapshot.
+ *   escnames      names with terminal escapes: the thread's name
+ *                 ("\033[2Jx" by prctl) and a mark's ("\033]0;pwn\007"), then
+ *                 a snapshot.
  *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
  *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
  *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
@@ -382,6 +385,17 @@ static int mode_clockstep(void)
 }
 #endif
 
+/* ---- escnames ---------------------------------------------------------------------- */
+
+static int mode_escnames(void)
+{
+	prctl(PR_SET_NAME, "\033[2Jx", 0, 0, 0);
+	work(3);
+	ktrace_mark("\033]0;pwn\007", 7);
+	snap("snapshot", "escnames");
+	return 0;
+}
+
 /* ---- nproc ----------------------------------------------------------------------------- */
 
 static NOI long status_kb(const char *key)
@@ -454,6 +468,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "clockstep"))
 		return mode_clockstep();
 #endif
+	if (!strcmp(m, "escnames"))
+		return mode_escnames();
 	if (!strcmp(m, "vfork") && argc > 2)
 		return mode_vfork(atoi(argv[2]));
 #ifdef HOSTENV_MLOCK
