@@ -562,9 +562,12 @@ static void test_e2e_hostenv_vfork(void **state)
 	assert_int_equal(d->lost_exits, 0);
 	assert_int_equal(tails, 0);
 	kd_dec_free(d);
-	/* vfork_child_work, work and 3 x leaf_a: 10 events per child */
+	/* vfork_child_work, work and 3 x leaf_a: 10 events per child.  (Not
+	 * under TSan: its runtime replaces vfork with fork.) */
 	assert_int_equal(kt_file_load(path, &f), 0);
+#if !defined(__SANITIZE_THREAD__)
 	assert_int_equal(kt_file_loss(&f)->count[KTRACE_LOSS_VFORK], 10000);
+#endif
 	kt_file_free(&f);
 	kt_proc_free(&p);
 	kt_rmtree(dir);
