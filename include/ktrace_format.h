@@ -264,11 +264,14 @@ struct ktrace_info_rec {
 	/* Taken from reserved (older files have 0 here: unknown). */
 	int32_t  signo;                /* snapshot signal in force (KTRACE_SIGNAL),
 	                                  0 = none or unknown */
-	uint32_t reserved0;            /* 0 */
+	uint32_t threads_omitted;      /* threads left out of THREADS: they exited
+	                                  before the oldest block in the file */
 	uint8_t  reserved[48];         /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
 _Static_assert(__builtin_offsetof(struct ktrace_info_rec, signo) == 528, "info signo offset is pinned");
+_Static_assert(__builtin_offsetof(struct ktrace_info_rec, threads_omitted) == 532,
+               "info threads_omitted offset is pinned");
 
 struct ktrace_anchor_rec {
 	uint64_t tsc;                  /* counter value */

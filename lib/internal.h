@@ -276,7 +276,10 @@ void ktrace__funcs_fork_child(void);
 /* ---- threads (threads.c) ----------------------------------------------- */
 int ktrace__threads_init(void);
 uint32_t ktrace__thread_register(int32_t tid, uint64_t now);
-size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max);
+/* Threads that exited before since (counter, 0 = none left out) are left
+ * out and counted in *omitted. */
+size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max, uint64_t since,
+                            uint32_t *omitted);
 size_t ktrace__threads_count(void);
 int32_t ktrace__thread_tid(uint32_t slot);   /* 0 if unknown */
 void ktrace__threads_fork_child(int32_t tid);

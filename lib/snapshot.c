@@ -602,7 +602,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	struct ktrace_loss_rec loss;
 	struct ktrace_file_header hdr;
 	char tmp[4352] = "", path[4352], dir[sizeof(ktrace__cfg.dir)];
-	uint64_t snap_tsc, blocks_bytes = 0;
+	uint64_t snap_tsc, blocks_bytes = 0, win_tsc = 0;
+	uint32_t nt_omitted = 0;   /* threads exited before the window */
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
 	size_t budget_len = 0;
@@ -692,16 +693,32 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		loss.count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] += m.cur[c].no_room;
 	}
 
+	/* The window's start: the oldest copied block's BLOCK_START time over
+	 * all cores (format: header, type word, S, tsc lo, tsc hi). */
+	for (uint32_t c = 0; c < ncpus; c++) {
+		const struct ktrace_block_rec *b = (const void *)rbuf[c];
+		const uint32_t *wd = (const uint32_t *)(b + 1);
+		uint64_t t;
+
+		if (m.cur[c].bytes < sizeof(*b) + 5 * 4 || b->nwords < 5 ||
+		    KTRACE_REC_EV(wd[0]) != 4 || KTRACE_EXT_TYPE(wd[1]) != KTRACE_EXT_BLOCK_START)
+			continue;
+		t = wd[3] | (uint64_t)wd[4] << 32;
+		if (win_tsc == 0 || t < win_tsc)
+			win_tsc = t;
+	}
+
 	/* 2. Metadata, which now covers everything the copied blocks name. */
 	ktrace__anchor_take();
 	nanch = ktrace__anchors_copy(m.anchors, KT_ANCHORS_MAX);
 	nf = ktrace__funcs_copy(m.funcs, nf);
-	nt = ktrace__threads_copy(m.threads, nt);
+	nt = ktrace__threads_copy(m.threads, nt, win_tsc, &nt_omitted);
 	size_t names_len = ktrace__names_serialize(m.names, KT_NAMES_CAP, &nnames);
 	size_t mods_len = ktrace__modules_serialize(m.mods, KT_MODS_CAP, &nmods);
 	size_t nbids = ktrace__modules_buildids(m.bids, KT_MODS_MAX, nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
 	info.flags |= ktrace__sched_info_flags();
+	info.threads_omitted = nt_omitted;
 	sched = ktrace__sched_serialize(&sched_len, &nsched);
 
 	/* The byte budget, now that the size is known (within the small

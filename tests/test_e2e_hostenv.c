@@ -62,6 +62,11 @@
  *                  BEL): the text, summary and stats outputs carry no
  *                  control byte but newline and tab; the decoder reads the
  *                  snapshot from standard input as "-", pipe or file.
+ *   many_threads   2000 short threads, then enough calls on main (pinned to
+ *                  one cpu, 1 MiB ring) that the window starts after they
+ *                  all exited: they are left out of the file (counted in
+ *                  INFO) and the summary lists a handful of threads, not
+ *                  2000 lines of threads with no events.
  *   stalled_stderr stderr is a full pipe nobody reads (a hung log
  *                  collector): three ktrace_snapshot() calls return, each
  *                  with its file; the "wrote" lines that could not go are
@@ -856,6 +861,41 @@ static void test_e2e_hostenv_text_escapes(void **state)
 	free(dir);
 }
 
+/* ---- many threads over time --------------------------------------------------------- */
+
+static void test_e2e_hostenv_many_threads(void **state)
+{
+	char *argv[] = { (char *)PROG, (char *)"manythreads", (char *)"2000", NULL };
+	static const char *const small[] = { "KTRACE_BUFFER_MB=1", "KTRACE_FILTER=off", NULL };
+	struct kt_spawn_opts o = { 0, NULL, 0, 1 };   /* all on cpu 0: one ring wraps */
+	char *dir = kt_mkdtemp("manythreads");
+	char path[4400], *sum;
+	struct kt_proc p;
+	struct kt_file f;
+	uint32_t nthr = 0;
+
+	(void)state;
+	assert_int_equal(kt_spawn(&p, argv, env_for(dir, small), &o), 0);
+	if (kt_wait(&p, 120000) != 0)
+		fail_msg("status %#x; stderr:\n%s", p.status, p.err);
+	snapshot_of(&p, "snapshot", path, sizeof(path));
+	assert_int_equal(kt_file_load(path, &f), 0);
+	assert_non_null(kt_file_section(&f, KTRACE_SEC_THREADS, &nthr, NULL));
+	if (nthr > 100 || kt_file_info(&f)->threads_omitted < 1900)
+		fail_msg("%u threads in the file, %u left out", nthr,
+		         kt_file_info(&f)->threads_omitted);
+	kt_file_free(&f);
+	sum = summary(path);
+	if (kt_count_str(sum, "\n") > 200 || !strstr(sum, "threads that exited before the window "
+	                                                 "are not in the file)"))
+		fail_msg("summary of %d lines:\n%.3000s", kt_count_str(sum, "\n"), sum);
+	assert_null(strstr(sum, "not in THREADS"));
+	free(sum);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+}
+
 /* ---- a stalled stderr ------------------------------------------------------------ */
 
 /* Run argv with stderr a full pipe nobody reads, stdout captured into out
@@ -974,6 +1014,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostenv_build_ids),
 		cmocka_unit_test(test_e2e_hostenv_dir_4032),
 		cmocka_unit_test(test_e2e_hostenv_text_escapes),
+		cmocka_unit_test(test_e2e_hostenv_many_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,6 +35,9 @@
  *   escnames      names with terminal escapes: the thread's name
  *                 ("\033[2Jx" by prctl) and a mark's ("\033]0;pwn\007"), then
  *                 a snapshot.
+ *   manythreads N N short threads one after another (each calls work(1)),
+ *                 then main calls work(400000): with a small ring the
+ *                 window starts long after they exited.  A snapshot.
  *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
  *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
  *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
@@ -396,6 +399,29 @@ static int mode_escnames(void)
 	return 0;
 }
 
+/* ---- manythreads ----------------------------------------------------------------------- */
+
+static void *short_thread(void *p)
+{
+	(void)p;
+	work(1);
+	return NULL;
+}
+
+static int mode_manythreads(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, short_thread, NULL) != 0)
+			return 1;
+		pthread_join(th, NULL);
+	}
+	work(400000);
+	snap("snapshot", "manythreads");
+	return 0;
+}
+
 /* ---- nproc ----------------------------------------------------------------------------- */
 
 static NOI long status_kb(const char *key)
@@ -468,6 +494,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "clockstep"))
 		return mode_clockstep();
 #endif
+	if (!strcmp(m, "manythreads") && argc > 2)
+		return mode_manythreads(atoi(argv[2]));
 	if (!strcmp(m, "escnames"))
 		return mode_escnames();
 	if (!strcmp(m, "vfork") && argc > 2)
