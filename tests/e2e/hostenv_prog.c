@@ -505,6 +505,6 @@ int main(int argc, char **argv)
 		return mode_mlock();
 #endif
 	fprintf(stderr, "usage: %s fork|selfsandbox|smallstack|snaps N|altstack LIB|sigtake|"
-	        "nproc|vfork N|mlock\n", argv[0]);
+	        "nproc|vfork N|escnames|manythreads N|clockstep|mlock\n", argv[0]);
 	return 2;
 }
