@@ -133,6 +133,7 @@ struct kd_snap_module {
 	uint64_t end;           /* one past the last */
 	uint64_t file_offset;   /* bytes: offset in the file of start */
 	char *path;             /* NUL-terminated copy */
+	uint32_t rec;           /* its index in the MODULES section (BUILDIDS) */
 };
 
 /* REQUESTS section (format 2), as read: kinds, each kind's slices, each
@@ -171,6 +172,8 @@ struct kd_snap {
 	uint32_t nnames;
 	struct kd_snap_module *modules;    /* sorted by start */
 	uint32_t nmodules;
+	struct ktrace_buildid_rec *buildids; /* BUILDIDS as in the file, or NULL */
+	uint32_t nbuildids;
 	int have_loss;
 	struct ktrace_loss_rec loss;
 	struct ktrace_core_rec *core_recs;
@@ -446,6 +449,7 @@ struct kd_dec_opts {
 	int all;                  /* keep data before the complete window */
 	int no_symbols;           /* never open ELF files (fuzzing) */
 	const char *sysroot;      /* prefix for module paths, or NULL */
+	const char *debug_dir;    /* --debug-dir: DIR/.build-id/xx/rest.debug, or NULL */
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
 	int stream;               /* open without the collector: no d->calls; the
 	                             caller walks (kd_dec_walk) with its sink */

@@ -15,11 +15,11 @@
 #include "decoder.h"
 
 /* Long-only options (time-range selection, range.c). */
-enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR };
+enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR, OPT_DEBUG_DIR };
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
-	"                     [-o OUT] [--all] [--sysroot DIR] [--thread TID] [--limit N]\n"
+	"                     [-o OUT] [--all] [--sysroot DIR] [--debug-dir DIR] [--thread TID] [--limit N]\n"
 	"                     [--no-demangle] [-q] [--from T] [--to T]\n"
 	"                     [--around-trigger DUR] [--min-dur DUR] FILE...\n"
 	"\n"
@@ -51,6 +51,8 @@ static const char usage_text[] =
 	"  -a, --all        keep data older than the complete window (where a wrapped\n"
 	"                   core lost older records, stacks may be incomplete)\n"
 	"  -s, --sysroot D  prefix module paths with D when reading ELF symbols\n"
+	"  --debug-dir D    look for each module by its build-id as\n"
+	"                   D/.build-id/xx/rest.debug first (as gdb, debuginfod)\n"
 	"  -t, --thread TID only this kernel thread id (text, stats, chrome, perfetto,\n"
 	"                   html, folded)\n"
 	"  -n, --limit N    at most N timeline lines / N functions / N calls (html)\n"
@@ -349,6 +351,27 @@ static const struct sink sinks[] = {
 	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
 };
 
+/* The text outputs' filter (main): every byte below 0x20 but newline and
+ * tab, and DEL, is written as '?'. */
+static ssize_t tty_safe_write(void *cookie, const char *buf, size_t n)
+{
+	FILE *f = cookie;
+	char tmp[4096];
+
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(tmp) ? n - done : sizeof(tmp);
+
+		for (size_t i = 0; i < k; i++) {
+			unsigned char ch = (unsigned char)buf[done + i];
+			tmp[i] = (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f ? '?' : (char)ch;
+		}
+		if (fwrite(tmp, 1, k, f) != k)
+			return done ? (ssize_t)done : -1;
+		done += k;
+	}
+	return (ssize_t)n;
+}
+
 static const struct sink *find_sink(const char *name)
 {
 	for (size_t i = 0; i < sizeof(sinks) / sizeof(sinks[0]); i++)
@@ -416,6 +439,7 @@ int main(int argc, char **argv)
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "around-trigger", required_argument, NULL, OPT_AROUND },
 		{ "min-dur", required_argument, NULL, OPT_MIN_DUR },
+		{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kd_dec_opts dopts = { 0 };
@@ -444,6 +468,7 @@ int main(int argc, char **argv)
 		case 'o': out_path = optarg; break;
 		case 'a': dopts.all = 1; break;
 		case 's': dopts.sysroot = optarg; break;
+		case OPT_DEBUG_DIR: dopts.debug_dir = optarg; break;
 		case 'r': dopts.raw_names = 1; break;
 		case 't':
 			if (parse_u64(optarg, &v) || v > INT32_MAX) {
@@ -584,8 +609,25 @@ int main(int argc, char **argv)
 		}
 	}
 
-	if (run_sink(sink, out, decs, nfiles, &oopts))
+	if (sink->file) {
+		/* Text (summary, text, stats, explain, folded): names come from
+		 * the snapshot and from ELF files, both hostile; control bytes
+		 * other than newline and tab would drive the terminal. */
+		static const cookie_io_functions_t io = { NULL, tty_safe_write, NULL, NULL };
+		FILE *safe = fopencookie(out, "w", io);
+
+		if (safe) {
+			if (run_sink(sink, safe, decs, nfiles, &oopts))
+				write_err = 1;
+			if (fflush(safe) != 0 || ferror(safe))
+				write_err = 1;
+			fclose(safe);
+		} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
+			write_err = 1;
+		}
+	} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
 		write_err = 1;
+	}
 	/* Files are read again for each pass: one that changed meanwhile gave
 	 * an output that may mix old and new data, which is not kept. */
 	for (int i = 0; i < nfiles; i++)

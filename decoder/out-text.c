@@ -62,6 +62,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	const struct ktrace_info_rec *in = &s->info;
 	char a[64], b[64], c[64], lbl[64];
 	uint64_t ntb = 0, nte = 0, nel = 0;
+	uint32_t quiet_exited = 0;   /* exited threads without events in the window */
 
 	fprintf(f, "file:      %s\n", d->file);
 	fprintf(f, "process:   pid %" PRIu32 "  exe %s  host %s\n", in->pid,
@@ -164,6 +165,13 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 
 		if (!t->known && !t->events)
 			continue; /* only seen outside the window */
+		/* Exited, or only seen in context switches (slot 0: not in
+		 * THREADS, e.g. left out of the file as exited before the
+		 * window), with no events: one line for all of them, below. */
+		if (!t->events && ((t->flags & KTRACE_THREAD_EXITED) || t->slot == 0)) {
+			quiet_exited++;
+			continue;
+		}
 		if (t->known)
 			fprintf(f, "  %8" PRId32 "  %-16s  %10" PRIu64 "  %s%s\n", t->tid,
 			        t->name[0] ? t->name : "?", t->events,
@@ -173,6 +181,12 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			fprintf(f, "  %8s  %-16s  %10" PRIu64 "  %s\n", "?", t->name, t->events,
 			        "not in THREADS");
 	}
+	if (quiet_exited)
+		fprintf(f, "  (%" PRIu32 " threads with no events in the window not listed: "
+		           "exited, or seen only in context switches)\n", quiet_exited);
+	if (in->threads_omitted)
+		fprintf(f, "  (%" PRIu32 " threads that exited before the window are not in the "
+		           "file)\n", in->threads_omitted);
 
 	/* A frame closed by an outer frame's exit (longjmp, or an exit record
 	 * lost) is not "at the end": it is counted apart.  Counted by the walk

@@ -76,6 +76,7 @@ const char *kd_section_name(uint32_t type)
 		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
 		[KTRACE_SEC_BUDGET] = "BUDGET",
 		[KTRACE_SEC_SCHED] = "SCHED",     [KTRACE_SEC_REQUESTS] = "REQUESTS",
+		[KTRACE_SEC_BUILDIDS] = "BUILDIDS",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];
@@ -359,6 +360,21 @@ static int read_anchors(struct kd_snap *snap, const struct sec *x, struct kd_dec
 	return 0;
 }
 
+static int read_buildids(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
+{
+	int rc = check_array(x, sizeof(struct ktrace_buildid_rec), err);
+
+	if (rc || !x->s.count)
+		return rc;
+	snap->buildids = kd_xmalloc((size_t)x->s.count * sizeof(*snap->buildids), "BUILDIDS");
+	memcpy(snap->buildids, x->p, (size_t)x->s.count * sizeof(*snap->buildids));
+	for (uint32_t i = 0; i < x->s.count; i++)
+		if (snap->buildids[i].id_len > sizeof(snap->buildids[i].id))
+			snap->buildids[i].id_len = 0;   /* hostile: unknown */
+	snap->nbuildids = x->s.count;
+	return 0;
+}
+
 static int read_funcs(struct kd_snap *snap, const struct sec *x, struct kd_dec_error *err)
 {
 	int rc = check_array(x, sizeof(struct ktrace_func_rec), err);
@@ -504,6 +520,7 @@ static int read_modules(struct kd_snap *snap, const struct sec *x, struct kd_dec
 			m->start = r.start;
 			m->end = r.end;
 			m->file_offset = r.file_offset;
+			m->rec = i;
 			m->path = kd_xmalloc((size_t)r.path_len + 1, "MODULES");
 			memcpy(m->path, x->p + pos + sizeof(r), r.path_len);
 			m->path[r.path_len] = '\0';
@@ -1146,7 +1163,7 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		/* BLOCKS' CRC is checked in its one walk (read_blocks). */
 		if (((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
 		     x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED ||
-		     x->s.type == KTRACE_SEC_REQUESTS) &&
+		     x->s.type == KTRACE_SEC_REQUESTS || x->s.type == KTRACE_SEC_BUILDIDS) &&
 		    x->s.type != KTRACE_SEC_BLOCKS) {
 			crc = 0;
 			if (src_crc(&snap->src, &w, x->s.offset, x->s.size, &crc)) {
@@ -1212,7 +1229,7 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 			continue;
 		}
 		if ((type < KTRACE_SEC_INFO || type > KTRACE_SEC_TRIGGER || type == KTRACE_SEC_INFO) &&
-		    type != KTRACE_SEC_BUDGET)
+		    type != KTRACE_SEC_BUDGET && type != KTRACE_SEC_BUILDIDS)
 			continue; /* unknown types are skipped: the format is append-only */
 		if (type != KTRACE_SEC_BLOCKS) {
 			if (seen & (1u << type)) {
@@ -1238,6 +1255,7 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		case KTRACE_SEC_THREADS: rc = read_threads(snap, x, err); break;
 		case KTRACE_SEC_NAMES: rc = read_names(snap, x, err); break;
 		case KTRACE_SEC_MODULES: rc = read_modules(snap, x, err); break;
+		case KTRACE_SEC_BUILDIDS: rc = read_buildids(snap, x, err); break;
 		case KTRACE_SEC_LOSS:
 			rc = read_small(snap, x, &snap->loss, sizeof(snap->loss), &snap->have_loss, err);
 			break;
@@ -1301,6 +1319,7 @@ void kd_snap_free(struct kd_snap *snap)
 	free(snap->src.path);
 	snap->src.path = NULL;
 	free(snap->anchors);
+	free(snap->buildids);
 	free(snap->threads);
 	for (uint32_t i = 0; i < snap->nnames; i++)
 		free(snap->names[i].str);
@@ -1335,6 +1354,8 @@ void kd_snap_free(struct kd_snap *snap)
 	snap->nreq_slices = snap->nreq_buckets = 0;
 	kd_warnings_free(&snap->warn);
 	snap->anchors = NULL;
+	snap->buildids = NULL;
+	snap->nbuildids = 0;
 	snap->threads = NULL;
 	snap->names = NULL;
 	snap->modules = NULL;
@@ -1390,8 +1411,13 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
  */
 int kd_dec_open_path(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), fl;
+	int fd, fl;
 
+	/* "-" is standard input (a pipe is read whole, a file in windows). */
+	if (strcmp(path, "-") == 0)
+		fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+	else
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, st) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||

@@ -48,7 +48,42 @@ struct kd_elf {
 	uint32_t nloads;
 	struct elf_sym *syms; /* sorted by addr */
 	uint32_t nsyms;
+	uint8_t id[32];       /* GNU build-id (.note.gnu.build-id), id_len bytes */
+	uint8_t id_len;       /* 0 = the file has none */
+	int64_t mtime_ns;     /* of the file opened, 0 = unknown (in memory) */
 };
+
+static int in_file(const struct kd_elf *e, uint64_t off, uint64_t size);
+
+/* The GNU build-id from the file's SHT_NOTE sections, if any. */
+static void find_build_id(struct kd_elf *e, const Elf64_Ehdr *eh)
+{
+	for (uint32_t i = 0; i < eh->e_shnum && !e->id_len; i++) {
+		Elf64_Shdr sh;
+		uint64_t p, end;
+
+		memcpy(&sh, e->buf + eh->e_shoff + (uint64_t)i * eh->e_shentsize, sizeof(sh));
+		if (sh.sh_type != SHT_NOTE || !in_file(e, sh.sh_offset, sh.sh_size))
+			continue;
+		for (p = sh.sh_offset, end = sh.sh_offset + sh.sh_size; end - p >= 12;) {
+			uint32_t nh[3];
+			uint64_t nsz, dsz;
+
+			memcpy(nh, e->buf + p, sizeof(nh));
+			nsz = ((uint64_t)nh[0] + 3) & ~3ull;
+			dsz = ((uint64_t)nh[1] + 3) & ~3ull;
+			if (nsz > end - p - 12 || dsz > end - p - 12 - nsz)
+				break;
+			if (nh[2] == NT_GNU_BUILD_ID && nh[0] == 4 &&
+			    memcmp(e->buf + p + 12, "GNU", 4) == 0 && nh[1] > 0 && nh[1] <= 32) {
+				memcpy(e->id, e->buf + p + 12 + nsz, nh[1]);
+				e->id_len = (uint8_t)nh[1];
+				break;
+			}
+			p += 12 + nsz + dsz;
+		}
+	}
+}
 
 static int efail(struct kd_dec_error *err, uint64_t off, const char *fmt, const char *a,
                  uint64_t v)
@@ -190,6 +225,7 @@ static int parse(struct kd_elf *e, struct kd_dec_error *err)
 		return efail(err, offsetof(Elf64_Ehdr, e_shoff),
 		             "%ssection headers run past the end of the file (%" PRIu64 " bytes)", "",
 		             e->len);
+	find_build_id(e, &eh);
 	rc = load_symtab(e, &eh, SHT_SYMTAB, err);
 	if (rc == 1)
 		rc = load_symtab(e, &eh, SHT_DYNSYM, err);
@@ -275,6 +311,17 @@ static int read_needed(int fd, struct kd_elf *e, const char *path)
 	if (eh.e_shentsize < sizeof(Elf64_Shdr) ||
 	    !in_file(e, eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize))
 		return 0;
+	/* Small note sections (the build-id's): at most 16 of 4 KiB. */
+	for (uint32_t i = 0, notes = 0; i < eh.e_shnum && notes < 16; i++) {
+		Elf64_Shdr sh;
+
+		memcpy(&sh, e->buf + eh.e_shoff + (uint64_t)i * eh.e_shentsize, sizeof(sh));
+		if (sh.sh_type != SHT_NOTE || sh.sh_size > 4096)
+			continue;
+		notes++;
+		if (read_range(fd, e, path, sh.sh_offset, sh.sh_size))
+			return -1;
+	}
 	/* load_symtab() uses the first table of each type: read no other (a
 	 * hostile file could list 65535 tables that each span the file). */
 	for (uint32_t i = 0, seen = 0; i < eh.e_shnum && seen != 3; i++) {
@@ -319,6 +366,7 @@ int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err)
 	}
 	e = kd_xcalloc(1, sizeof(*e), "an ELF file");
 	e->len = (size_t)st.st_size;
+	e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	/* Address space for the whole file (untouched pages cost nothing).  If
 	 * even that is refused, this file's names are lost, not the decode. */
 	e->buf = calloc(1, e->len);
@@ -430,10 +478,57 @@ void kd_symcache_free(void *p)
 	free(c);
 }
 
-static struct kd_elf *cached_elf(struct kd_dec *d, struct symcache *c, const char *path)
+/* The BUILDIDS record of module m, or NULL. */
+static const struct ktrace_buildid_rec *bid_of(const struct kd_snap *s,
+                                               const struct kd_snap_module *m)
 {
-	char full[4096];
+	for (uint32_t i = 0; i < s->nbuildids; i++)
+		if (s->buildids[i].module == m->rec)
+			return &s->buildids[i];
+	return NULL;
+}
+
+static void hex(const uint8_t *id, uint32_t n, char *out)
+{
+	for (uint32_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", id[i]);
+	out[2 * n] = 0;
+}
+
+/* Open path as an ELF file; NULL (and a warning) when it cannot be used. */
+static struct kd_elf *try_open(struct kd_dec *d, const char *full, int quiet_missing)
+{
 	struct kd_dec_error err;
+	struct kd_elf *e = NULL;
+
+	memset(&err, 0, sizeof(err));
+	if (kd_elf_open(full, &e, &err) == 0)
+		return e;
+	if (quiet_missing && access(full, F_OK) != 0)
+		return NULL;
+	if (err.has_offset)
+		kd_warn(&d->snap.warn, 0, "symbols: %s: offset 0x%" PRIx64 ": %s; addresses in it "
+		        "stay numeric", full, err.offset, err.msg);
+	else
+		kd_warn(&d->snap.warn, 0, "symbols: %s; addresses in it stay numeric", err.msg);
+	return NULL;
+}
+
+/*
+ * The ELF file for module m.  The snapshot records what the running code
+ * was (BUILDIDS: its GNU build-id, else the file's size and mtime); a file
+ * that is not it (the program was rebuilt or redeployed since) would give
+ * plausible, wrong names, so it is refused with a warning and the
+ * addresses stay numeric.  With a build-id the file is looked for first
+ * where gdb and debuginfod put it, by build-id: --debug-dir DIR and
+ * SYSROOT/usr/lib/debug, as .build-id/xx/rest.debug, then at the path.
+ */
+static struct kd_elf *cached_elf(struct kd_dec *d, struct symcache *c,
+                                 const struct kd_snap_module *m)
+{
+	const char *path = m->path, *root = d->opts.sysroot ? d->opts.sysroot : "";
+	const struct ktrace_buildid_rec *b = bid_of(&d->snap, m);
+	char full[4600], want[65], got[65];
 	struct kd_elf *e = NULL;
 	void *p;
 
@@ -442,18 +537,45 @@ static struct kd_elf *cached_elf(struct kd_dec *d, struct symcache *c, const cha
 			return c->ent[i].elf;
 	p = kd_xrealloc(c->ent, ((size_t)c->n + 1) * sizeof(*c->ent), "the symbol cache");
 	c->ent = p;
-	if (path[0] == '/') {
-		snprintf(full, sizeof(full), "%s%s", d->opts.sysroot ? d->opts.sysroot : "", path);
-		memset(&err, 0, sizeof(err));
-		if (kd_elf_open(full, &e, &err) != 0) {
-			if (err.has_offset)
-				kd_warn(&d->snap.warn, 0,
-				             "symbols: %s: offset 0x%" PRIx64 ": %s; addresses in it stay numeric",
-				             full, err.offset, err.msg);
-			else
-				kd_warn(&d->snap.warn, 0, "symbols: %s; addresses in it stay numeric",
-				             err.msg);
+	if (b && b->id_len) {
+		hex(b->id, b->id_len, want);
+		for (int k = 0; k < 2 && !e; k++) {
+			const char *dir = k == 0 ? d->opts.debug_dir : d->opts.sysroot;
+
+			if (!dir)
+				continue;
+			snprintf(full, sizeof(full), "%s%s/.build-id/%.2s/%s.debug", dir,
+			         k == 0 ? "" : "/usr/lib/debug", want, want + 2);
+			e = try_open(d, full, 1);
+			if (e && (e->id_len != b->id_len || memcmp(e->id, b->id, b->id_len))) {
+				kd_elf_free(e);   /* a wrong file under its build-id: skip it */
+				e = NULL;
+			}
+		}
+	}
+	if (!e && path[0] == '/') {
+		snprintf(full, sizeof(full), "%s%s", root, path);
+		e = try_open(d, full, 0);
+		if (e && b && b->id_len && e->id_len &&
+		    (e->id_len != b->id_len || memcmp(e->id, b->id, b->id_len))) {
+			hex(e->id, e->id_len, got);
+			kd_warn(&d->snap.warn, 0, "symbols: %s: not the file that ran (build-id "
+			        "%.12s..., the snapshot's %s): its addresses stay numeric; "
+			        "--debug-dir D finds D/.build-id/%.2s/%s.debug", full, got, want,
+			        want, want + 2);
+			kd_elf_free(e);
 			e = NULL;
+		} else if (e && b && (!b->id_len || !e->id_len) && b->file_size &&
+		           b->file_size != e->len) {
+			kd_warn(&d->snap.warn, 0, "symbols: %s: not the file that ran (%zu bytes, "
+			        "it had %" PRIu64 "; no build-id to compare): its addresses stay "
+			        "numeric", full, e->len, b->file_size);
+			kd_elf_free(e);
+			e = NULL;
+		} else if (e && b && (!b->id_len || !e->id_len) && b->mtime_ns && !d->opts.sysroot &&
+		           b->mtime_ns != e->mtime_ns) {
+			kd_warn(&d->snap.warn, 0, "symbols: %s: modified since the program mapped it "
+			        "(same size, no build-id to compare): names may be wrong", full);
 		}
 	}
 	c->ent[c->n].path = kd_xstrdup(path, "the symbol cache");
@@ -498,7 +620,7 @@ static const char *symbolize_addr(struct kd_dec *d, struct symcache *c, uint64_t
 	}
 	{
 		uint64_t off = addr - m->start + m->file_offset, vaddr, start = 0;
-		struct kd_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m->path) : NULL;
+		struct kd_elf *e = (c && !d->opts.no_symbols) ? cached_elf(d, c, m) : NULL;
 		const char *name = NULL;
 
 		if (e && kd_elf_offset_to_vaddr(e, off, &vaddr) == 0)
@@ -564,7 +686,7 @@ static const char *file_of(struct kd_dec *d, struct symcache *c, uint64_t addr)
 	uint64_t vaddr;
 	const char *file;
 
-	if (!m || !c || d->opts.no_symbols || !(e = cached_elf(d, c, m->path)) ||
+	if (!m || !c || d->opts.no_symbols || !(e = cached_elf(d, c, m)) ||
 	    kd_elf_offset_to_vaddr(e, addr - m->start + m->file_offset, &vaddr) != 0 ||
 	    !(file = kd_elf_lookup_file(e, vaddr)))
 		return NULL;

@@ -288,6 +288,10 @@ enum ktrace_section_type {
 	 * then kind.nslices x (struct ktrace_req_slice_rec, then
 	 * slice.nbuckets x struct ktrace_req_bucket)).  Format 2. */
 	KTRACE_SEC_REQUESTS = 13,
+	/* count x struct ktrace_buildid_rec: what identifies the file of
+	 * MODULES records (a reader compares it with the file it opens).
+	 * Absent in older files. */
+	KTRACE_SEC_BUILDIDS = 14,
 };
 
 enum ktrace_clock_source {
@@ -332,11 +336,14 @@ struct ktrace_info_rec {
 	/* Taken from reserved (older files have 0 here: unknown). */
 	int32_t  signo;                /* snapshot signal in force (KTRACE_SIGNAL),
 	                                  0 = none or unknown */
-	uint32_t reserved0;            /* 0 */
+	uint32_t threads_omitted;      /* threads left out of THREADS: they exited
+	                                  before the oldest block in the file */
 	uint8_t  reserved[48];         /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_info_rec) == 584, "info record size is pinned");
 _Static_assert(__builtin_offsetof(struct ktrace_info_rec, signo) == 528, "info signo offset is pinned");
+_Static_assert(__builtin_offsetof(struct ktrace_info_rec, threads_omitted) == 532,
+               "info threads_omitted offset is pinned");
 
 struct ktrace_anchor_rec {
 	uint64_t tsc;                  /* counter value */
@@ -390,6 +397,31 @@ struct ktrace_module_rec {
 	uint32_t flags;                /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_module_rec) == 32, "module record size is pinned");
+
+/*
+ * Build-ids (BUILDIDS section): for MODULES record number 'module' (its
+ * index in that section), the GNU build-id of the object mapped there
+ * (NT_GNU_BUILD_ID, read from the process's memory, so it is the running
+ * code's even when the file on disk was replaced), and, as a fallback for
+ * files built without one, the size and mtime of the file mapped (0 when
+ * the path named another file by the time of the snapshot: flag
+ * KTRACE_BUILDID_REPLACED).
+ */
+enum ktrace_buildid_flags {
+	KTRACE_BUILDID_REPLACED = 1u << 0, /* the path names another file now (its
+	                                      inode is not the one mapped) */
+};
+
+struct ktrace_buildid_rec {
+	uint32_t module;               /* index of the MODULES record */
+	uint32_t flags;                /* enum ktrace_buildid_flags */
+	uint8_t  id_len;               /* bytes of id, 0 = no build-id known */
+	uint8_t  reserved[7];          /* 0 */
+	uint8_t  id[32];               /* the build-id (20 bytes for SHA-1) */
+	uint64_t file_size;            /* bytes of the file mapped, 0 = unknown */
+	int64_t  mtime_ns;             /* its mtime, ns since the epoch, 0 = unknown */
+};
+_Static_assert(sizeof(struct ktrace_buildid_rec) == 64, "build-id record size is pinned");
 
 enum ktrace_loss_cause {
 	KTRACE_LOSS_OVERWRITTEN_BLOCKS = 0, /* blocks the ring reused (oldest data) */

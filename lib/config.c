@@ -261,7 +261,9 @@ static KT_NOINSTR int resolve_dir(const char *var, const char *in, char *out, si
 	char cwd[sizeof(ktrace__cfg.dir)];
 	size_t n = strlen(in);
 
-	if (n >= len - 64) {
+	/* At most len - 64 bytes: room for the file name in the path
+	 * buffers (snapshot.c: 4352 bytes). */
+	if (n > len - 64) {
 		ktrace__say("%s is longer than %zu bytes; not used", var, len - 64);
 		return -1;
 	}
@@ -279,7 +281,7 @@ static KT_NOINSTR int resolve_dir(const char *var, const char *in, char *out, si
 		n = (size_t)snprintf(out, len, "%s", cwd);
 	else
 		n = (size_t)snprintf(out, len, "%s%s%s", cwd, cwd[1] ? "/" : "", in);
-	if (n >= len - 64) {
+	if (n > len - 64) {
 		ktrace__say("%s='%s' is longer than %zu bytes once made absolute; not used",
 		            var, in, len - 64);
 		return -1;

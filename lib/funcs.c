@@ -20,11 +20,14 @@
  */
 #include "internal.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define KT_FTAB (1u << 18)         /* function slots, power of two */
@@ -64,7 +67,13 @@ static _Atomic uint32_t next_name = 1;
 #define KT_PATH 256
 struct kt_module {
 	uint64_t start, end, offset;
+	uint64_t dev, ino;             /* of the file mapped (maps line) */
+	uint64_t size;                 /* bytes of the file at first sight, 0 = unknown */
+	int64_t mtime_ns;              /* its mtime then, 0 = unknown */
 	char path[KT_PATH];
+	/* writer thread only (ktrace__modules_buildids) */
+	uint8_t id_len;                /* build-id bytes, 0 = none found yet */
+	uint8_t id[32];
 };
 static struct kt_module *mods;      /* KT_MODULES entries */
 static _Atomic uint32_t nmods;      /* published count */
@@ -324,11 +333,13 @@ static KT_NOINSTR uint64_t hexnum(const char **pp)
 	return v;
 }
 
+static struct statx scan_stx;      /* under mods_lock (maps_line) */
+
 /* One /proc/self/maps line: "start-end perms offset dev inode   path". */
 static KT_NOINSTR void maps_line(const char *l)
 {
 	const char *p = l, *path;
-	uint64_t start, end, off;
+	uint64_t start, end, off, maj = 0, min = 0, ino = 0;
 	uint32_t n;
 
 	start = hexnum(&p);
@@ -339,6 +350,18 @@ static KT_NOINSTR void maps_line(const char *l)
 		return;
 	p += 5;
 	off = hexnum(&p);
+	if (*p == ' ') {   /* "dev inode": major:minor in hex, inode in decimal */
+		p++;
+		maj = hexnum(&p);
+		if (*p == ':') {
+			p++;
+			min = hexnum(&p);
+		}
+		while (*p == ' ')
+			p++;
+		while (*p >= '0' && *p <= '9')
+			ino = ino * 10 + (uint64_t)(*p++ - '0');
+	}
 	path = strchr(p, '/');
 	if (path == NULL)
 		return;
@@ -352,8 +375,20 @@ static KT_NOINSTR void maps_line(const char *l)
 	mods[n].start = start;
 	mods[n].end = end;
 	mods[n].offset = off;
+	mods[n].dev = (maj << 32) | min;
+	mods[n].ino = ino;
 	strncpy(mods[n].path, path, KT_PATH - 1);
 	mods[n].path[KT_PATH - 1] = 0;
+	/* The file's size and mtime now, for files without a build-id (a
+	 * system call: fine in a signal handler; scan_stx is static, under
+	 * mods_lock like the scan buffers). */
+	mods[n].size = 0;
+	mods[n].mtime_ns = 0;
+	if (statx(AT_FDCWD, mods[n].path, 0, STATX_SIZE | STATX_MTIME, &scan_stx) == 0) {
+		mods[n].size = scan_stx.stx_size;
+		mods[n].mtime_ns = (int64_t)scan_stx.stx_mtime.tv_sec * 1000000000 +
+		                   scan_stx.stx_mtime.tv_nsec;
+	}
 	/* release: the entry above is complete before readers count it. */
 	kt_store(&nmods, n + 1, release);
 }
@@ -422,6 +457,102 @@ KT_NOINSTR void ktrace__module_note(uintptr_t addr)
 {
 	if (!known(addr))
 		rescan();
+}
+
+/* ---- build-ids (writer thread) --------------------------------------------- */
+
+/* The NT_GNU_BUILD_ID of a loaded object, from its PT_NOTE segments in
+ * memory: the running code's, whatever the file on disk is now. */
+static KT_NOINSTR void note_ids(struct dl_phdr_info *info, uint8_t *id, uint8_t *len)
+{
+	for (int i = 0; i < info->dlpi_phnum && *len == 0; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+		size_t left = ph->p_memsz;
+
+		if (ph->p_type != PT_NOTE)
+			continue;
+		while (left >= sizeof(ElfW(Nhdr))) {
+			ElfW(Nhdr) nh;
+			size_t nsz, dsz;
+
+			memcpy(&nh, p, sizeof(nh));
+			nsz = (nh.n_namesz + 3) & ~(size_t)3;
+			dsz = (nh.n_descsz + 3) & ~(size_t)3;
+			if (nsz > left - sizeof(nh) || dsz > left - sizeof(nh) - nsz)
+				break;
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    memcmp(p + sizeof(nh), "GNU", 4) == 0 && nh.n_descsz > 0 &&
+			    nh.n_descsz <= 32) {
+				memcpy(id, p + sizeof(nh) + nsz, nh.n_descsz);
+				*len = (uint8_t)nh.n_descsz;
+				return;
+			}
+			p += sizeof(nh) + nsz + dsz;
+			left -= sizeof(nh) + nsz + dsz;
+		}
+	}
+}
+
+static KT_NOINSTR int object_ids(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uint32_t n = *(const uint32_t *)arg;
+	uint8_t id[32], len = 0;
+	int looked = 0;
+
+	(void)size;
+	for (uint32_t m = 0; m < n; m++) {
+		if (mods[m].id_len)
+			continue;
+		for (int i = 0; i < info->dlpi_phnum; i++) {
+			const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+			uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+			if (ph->p_type != PT_LOAD || mods[m].start < lo ||
+			    mods[m].start >= lo + ph->p_memsz)
+				continue;
+			if (!looked) {
+				note_ids(info, id, &len);
+				looked = 1;
+			}
+			if (len) {
+				memcpy(mods[m].id, id, len);
+				mods[m].id_len = len;
+			}
+			break;
+		}
+	}
+	return 0;
+}
+
+/* The BUILDIDS section for the first 'count' modules (as serialized). */
+KT_NOINSTR size_t ktrace__modules_buildids(struct ktrace_buildid_rec *dst, size_t max,
+                                           uint32_t count)
+{
+	uint32_t n = kt_load(&nmods, acquire);
+	struct statx sx;
+	size_t k = 0;
+
+	if (count < n)
+		n = count;
+	dl_iterate_phdr(object_ids, &n);
+	for (uint32_t m = 0; m < n && k < max; m++) {
+		struct ktrace_buildid_rec *r = &dst[k++];
+
+		memset(r, 0, sizeof(*r));
+		r->module = m;
+		r->id_len = mods[m].id_len;
+		memcpy(r->id, mods[m].id, sizeof(r->id));
+		r->file_size = mods[m].size;
+		r->mtime_ns = mods[m].mtime_ns;
+		/* The path names another file now (a deploy replaced it)? */
+		if (mods[m].size && (statx(AT_FDCWD, mods[m].path, 0, STATX_SIZE | STATX_MTIME,
+		                           &sx) != 0 || sx.stx_size != mods[m].size ||
+		                     (int64_t)sx.stx_mtime.tv_sec * 1000000000 +
+		                     sx.stx_mtime.tv_nsec != mods[m].mtime_ns))
+			r->flags |= KTRACE_BUILDID_REPLACED;
+	}
+	return k;
 }
 
 KT_NOINSTR size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count)

@@ -329,6 +329,8 @@ void ktrace__module_note(uintptr_t addr);
 int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *path,
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
+/* Writer thread: the BUILDIDS records of the first count modules. */
+size_t ktrace__modules_buildids(struct ktrace_buildid_rec *dst, size_t max, uint32_t count);
 int ktrace__funcs_init(void);
 void ktrace__funcs_free(void);     /* start-up failed */
 void ktrace__funcs_fork_child(void);
@@ -336,7 +338,10 @@ void ktrace__funcs_fork_child(void);
 /* ---- threads (threads.c) ----------------------------------------------- */
 int ktrace__threads_init(void);
 uint32_t ktrace__thread_register(int32_t tid, uint64_t now);
-size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max);
+/* Threads that exited before since (counter, 0 = none left out) are left
+ * out and counted in *omitted. */
+size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max, uint64_t since,
+                            uint32_t *omitted);
 size_t ktrace__threads_count(void);
 int32_t ktrace__thread_tid(uint32_t slot);   /* 0 if unknown */
 void ktrace__threads_fork_child(int32_t tid);

@@ -554,33 +554,36 @@ struct meta_bufs {
 	struct ktrace_anchor_rec *anchors;
 	void *names, *mods;
 	struct sec_list *secs;
+	struct ktrace_buildid_rec *bids;   /* KT_MODS_MAX */
 };
 
 #define KT_ANCHORS_MAX 4096
 #define KT_NAMES_CAP (4096 * 72)
 #define KT_MODS_CAP (1024 * 296)
+#define KT_MODS_MAX 1024   /* funcs.c's KT_MODULES */
 
 static KT_NOINSTR int meta_alloc(struct meta_bufs *m, uint32_t ncpus, size_t nf, size_t nt)
 {
-	size_t sz[10] = {
+	size_t sz[11] = {
 		ncpus * sizeof(*m->cur), ncpus * sizeof(*m->cores), ncpus * sizeof(*m->states),
 		sizeof(*m->w), nf * sizeof(*m->funcs), nt * sizeof(*m->threads),
 		KT_ANCHORS_MAX * sizeof(*m->anchors), KT_NAMES_CAP, KT_MODS_CAP,
-		sizeof(*m->secs)};
-	void **dst[10] = {(void **)&m->cur, (void **)&m->cores, (void **)&m->states,
+		sizeof(*m->secs), KT_MODS_MAX * sizeof(*m->bids)};
+	void **dst[11] = {(void **)&m->cur, (void **)&m->cores, (void **)&m->states,
 	                  (void **)&m->w, (void **)&m->funcs, (void **)&m->threads,
-	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs};
+	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs,
+	                  (void **)&m->bids};
 	size_t off = 0;
 	unsigned char *p;
 
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 11; i++)
 		off += (sz[i] + 63) & ~(size_t)63;
 	p = map(off);
 	if (p == NULL)
 		return -1;
 	m->base = p;
 	m->bytes = off;
-	for (int i = 0; i < 10; i++) {
+	for (int i = 0; i < 11; i++) {
 		*dst[i] = p;
 		p += (sz[i] + 63) & ~(size_t)63;
 	}
@@ -632,7 +635,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	struct ktrace_loss_rec loss;
 	struct ktrace_file_header hdr;
 	char tmp[4352] = "", path[4352], dir[sizeof(ktrace__cfg.dir)];
-	uint64_t snap_tsc, blocks_bytes = 0;
+	uint64_t snap_tsc, blocks_bytes = 0, win_tsc = 0;
+	uint32_t nt_omitted = 0;   /* threads exited before the window */
 	int64_t snap_rt;
 	int fd = -1, rv = KTRACE_ENOMEM;
 	size_t budget_len = 0, reqs_len = 0;
@@ -724,15 +728,32 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		loss.count[KTRACE_LOSS_NOT_COPIED_NO_MEMORY] += m.cur[c].no_room;
 	}
 
+	/* The window's start: the oldest copied block's BLOCK_START time over
+	 * all cores (format: header, type word, S, tsc lo, tsc hi). */
+	for (uint32_t c = 0; c < ncpus; c++) {
+		const struct ktrace_block_rec *b = (const void *)rbuf[c];
+		const uint32_t *wd = (const uint32_t *)(b + 1);
+		uint64_t t;
+
+		if (m.cur[c].bytes < sizeof(*b) + 5 * 4 || b->nwords < 5 ||
+		    KTRACE_REC_EV(wd[0]) != 4 || KTRACE_EXT_TYPE(wd[1]) != KTRACE_EXT_BLOCK_START)
+			continue;
+		t = wd[3] | (uint64_t)wd[4] << 32;
+		if (win_tsc == 0 || t < win_tsc)
+			win_tsc = t;
+	}
+
 	/* 2. Metadata, which now covers everything the copied blocks name. */
 	ktrace__anchor_take();
 	nanch = ktrace__anchors_copy(m.anchors, KT_ANCHORS_MAX);
 	nf = ktrace__funcs_copy(m.funcs, nf);
-	nt = ktrace__threads_copy(m.threads, nt);
+	nt = ktrace__threads_copy(m.threads, nt, win_tsc, &nt_omitted);
 	size_t names_len = ktrace__names_serialize(m.names, KT_NAMES_CAP, &nnames);
 	size_t mods_len = ktrace__modules_serialize(m.mods, KT_MODS_CAP, &nmods);
+	size_t nbids = ktrace__modules_buildids(m.bids, KT_MODS_MAX, nmods);
 	fill_info(&info, reason, snap_tsc, snap_rt);
 	info.flags |= ktrace__sched_info_flags();
+	info.threads_omitted = nt_omitted;
 	sched = ktrace__sched_serialize(&sched_len, &nsched);
 
 	/* The byte budget, now that the size is known (within the small
@@ -768,6 +789,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	sec(w, secs, KTRACE_SEC_THREADS, m.threads, nt * sizeof(*m.threads), (uint32_t)nt);
 	sec(w, secs, KTRACE_SEC_NAMES, m.names, names_len, nnames);
 	sec(w, secs, KTRACE_SEC_MODULES, m.mods, mods_len, nmods);
+	sec(w, secs, KTRACE_SEC_BUILDIDS, m.bids, nbids * sizeof(*m.bids), (uint32_t)nbids);
 	sec(w, secs, KTRACE_SEC_LOSS, &loss, sizeof(loss), 1);
 	sec(w, secs, KTRACE_SEC_CORES, m.cores, ncpus * sizeof(*m.cores), ncpus);
 	if (trig)

@@ -207,11 +207,17 @@ static KT_NOINSTR void comm_of(int32_t tid, char name[16])
 	name[n] = 0;
 }
 
-KT_NOINSTR size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max)
+/* Threads that exited before 'since' (counter; 0 = keep all) are left
+ * out: nothing of theirs can be in a window that starts after their exit,
+ * and a process that ran 200k short threads would otherwise carry every
+ * one of them in every file (*omitted counts them). */
+KT_NOINSTR size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max, uint64_t since,
+                                       uint32_t *omitted)
 {
 	uint32_t n = kt_load(&next_slot, relaxed);
 	size_t k = 0;
 
+	*omitted = 0;
 	for (uint32_t slot = 1; slot < n && k < max; slot++) {
 		struct kt_tinfo *e = entry(slot, 0);
 		struct ktrace_thread_rec *r = &dst[k];
@@ -221,6 +227,12 @@ KT_NOINSTR size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max
 		/* acquire: pairs with the release store in register. */
 		if (e == NULL || (tid = kt_load(&e->tid, acquire)) == 0)
 			continue;
+		/* relaxed: a thread that exits meanwhile is simply kept. */
+		ex = kt_load(&e->exit_tsc, relaxed);
+		if (since && ex != 0 && ex < since) {
+			(*omitted)++;
+			continue;
+		}
 		memset(r, 0, sizeof(*r));
 		r->slot = slot;
 		r->tid = tid;

@@ -181,5 +181,6 @@ target_compile_definitions(e2e_launch PRIVATE _GNU_SOURCE)
 ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_hostenv_static e2e_launch
   e2e_plugin
   LABELS faults threads)
+add_dependencies(test_e2e_hostenv e2e_budget_lib)
 target_compile_definitions(test_e2e_hostenv PRIVATE
-  KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>")
+  KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>" KT_OTHER_LIB_PATH="$<TARGET_FILE:e2e_budget_lib>")

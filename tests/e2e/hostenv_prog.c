@@ -32,6 +32,12 @@
  *                 one hour (its test offset: no test can step the
  *                 machine's clock) in the middle of step_span(), then
  *                 after_step(), 250 ms each, then a snapshot.
+ *   escnames      names with terminal escapes: the thread's name
+ *                 ("\033[2Jx" by prctl) and a mark's ("\033]0;pwn\007"), then
+ *                 a snapshot.
+ *   manythreads N N short threads one after another (each calls work(1)),
+ *                 then main calls work(400000): with a small ring the
+ *                 window starts long after they exited.  A snapshot.
  *   mlock         mlockall(MCL_CURRENT | MCL_FUTURE): "mlockall <rc>
  *                 <errno>", "enabled <ktrace_enabled()>", "vm_lck_kb
  *                 <VmLck>", then a snapshot ("snapshot <rc> <path>").
@@ -65,7 +71,7 @@
 
 #define NOI __attribute__((no_instrument_function))
 
-static volatile unsigned long sink;
+static __thread volatile unsigned long sink;   /* per thread: no race */
 
 __attribute__((noinline)) void leaf_a(void) { sink++; }
 __attribute__((noinline)) void leaf_b(void) { sink += 2; }
@@ -382,6 +388,40 @@ static int mode_clockstep(void)
 }
 #endif
 
+/* ---- escnames ---------------------------------------------------------------------- */
+
+static int mode_escnames(void)
+{
+	prctl(PR_SET_NAME, "\033[2Jx", 0, 0, 0);
+	work(3);
+	ktrace_mark("\033]0;pwn\007", 7);
+	snap("snapshot", "escnames");
+	return 0;
+}
+
+/* ---- manythreads ----------------------------------------------------------------------- */
+
+static void *short_thread(void *p)
+{
+	(void)p;
+	work(1);
+	return NULL;
+}
+
+static int mode_manythreads(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, short_thread, NULL) != 0)
+			return 1;
+		pthread_join(th, NULL);
+	}
+	work(400000);
+	snap("snapshot", "manythreads");
+	return 0;
+}
+
 /* ---- nproc ----------------------------------------------------------------------------- */
 
 static NOI long status_kb(const char *key)
@@ -454,6 +494,10 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "clockstep"))
 		return mode_clockstep();
 #endif
+	if (!strcmp(m, "manythreads") && argc > 2)
+		return mode_manythreads(atoi(argv[2]));
+	if (!strcmp(m, "escnames"))
+		return mode_escnames();
 	if (!strcmp(m, "vfork") && argc > 2)
 		return mode_vfork(atoi(argv[2]));
 #ifdef HOSTENV_MLOCK
@@ -461,6 +505,6 @@ int main(int argc, char **argv)
 		return mode_mlock();
 #endif
 	fprintf(stderr, "usage: %s fork|selfsandbox|smallstack|snaps N|altstack LIB|sigtake|"
-	        "nproc|vfork N|mlock\n", argv[0]);
+	        "nproc|vfork N|escnames|manythreads N|clockstep|mlock\n", argv[0]);
 	return 2;
 }
