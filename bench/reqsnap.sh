@@ -61,7 +61,7 @@ while read -r t kind fn label; do
 			# FUNCTION within a few calls.
 			function done_one() { if (line && found && !got) got = line }
 			$0 ~ (">> request " k " ") { done_one(); if (got) exit; line = $0; th = $2; n = 0; found = 0; next }
-			line && $2 == th && n < 6 { n++; if (index($0, " " f " ")) found = 1 }
+			line && $2 == th && n < 12 { n++; if (index($0, " " f " ")) found = 1 }
 			END {
 				done_one()
 				if (!got) { print "absent"; exit }
