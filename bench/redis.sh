@@ -14,6 +14,10 @@
 #           the command's proc in ktrace_request_begin/end, kind = the
 #           command's full name ("get", "config|get"), by a small edit of
 #           src/server.c made here
+#   ktraceloop  (only if named in FLAVOURS) as ktrace, and each event-loop
+#           iteration (aeMain's aeProcessEvents call) a request of kind
+#           "loop" with the commands nested in it: every traced call but
+#           aeMain is then inside a request (see patch_loop)
 # Then, for each flavour in turn: redis-server pinned to one cpu, Debian's
 # redis-benchmark pinned to another, for REDIS_BENCH_SECONDS (150: longer
 # than the 120 s window target, KTRACE_WINDOW_S), slow commands planted by
@@ -105,6 +109,30 @@ patch_call() {
 	grep -q 'ktrace_request_end(kt_req)' "$f" || die "could not patch $f"
 }
 
+# ktraceloop: also each event-loop iteration (aeMain's aeProcessEvents call)
+# as a request of kind "loop", so every traced call of the server but
+# aeMain's own is inside a request (the commands are nested in it).  With
+# call() alone, the frames around each command (readQueryFromClient,
+# writeToClient, beforeSleep...) are outside every request: a held-request
+# library still writes them all to the ring.
+patch_loop() {
+	local f=$1/src/ae.c
+	grep -q 'ktrace_request_begin' "$f" && return
+	awk '
+		/^#include "ae.h"$/ && !inc { print; print "#include <ktrace.h>"; inc = 1; next }
+		/^void aeMain\(aeEventLoop \*eventLoop\) \{$/ { inmain = 1 }
+		inmain && /^        aeProcessEvents\(eventLoop, AE_ALL_EVENTS\|$/ {
+			print "        ktrace_request_t kt_loop = ktrace_request_begin(\"loop\");"
+			print; getline; print; getline; print
+			print "        ktrace_request_end(kt_loop);"
+			inmain = 0
+			next
+		}
+		{ print }' "$f" > "$f.new"
+	mv "$f.new" "$f"
+	grep -q 'ktrace_request_end(kt_loop)' "$f" || die "could not patch $f"
+}
+
 build_flavour() {
 	local fl=$1 d=$out/$1 cflags ldflags
 	if [ -x "$d/src/redis-server" ] && [ -f "$d/.built-ok" ]; then
@@ -119,7 +147,8 @@ build_flavour() {
 	empty) hook_lib
 	       cflags="-finstrument-functions"
 	       ldflags="-L$out/hook -Wl,-rpath,$out/hook -lkthook" ;;
-	ktrace) patch_call "$d"
+	ktrace|ktraceloop) patch_call "$d"
+	       [ "$fl" = ktraceloop ] && patch_loop "$d"
 	       cflags="-finstrument-functions -I$root/include"
 	       ldflags="-L$kbuild/lib -Wl,-rpath,$kbuild/lib -Wl,--no-as-needed -lktrace -Wl,--as-needed -lpthread" ;;
 	esac
@@ -178,7 +207,7 @@ run_flavour() {
 	local fl=$1 port=$2 d=$out/$1 dir=$work/$1
 	mkdir -p "$dir/snap"
 	local env=(env)
-	if [ "$fl" = ktrace ]; then
+	if [[ $fl == ktrace* ]]; then
 		env+=(KTRACE_DIR="$dir/snap" KTRACE_BUFFER_MB="$buffer_mb" KTRACE_WINDOW_S="$window_s"
 		      KTRACE_QUIET=1 KTRACE_TRIGGER_US=0 KTRACE_TRIGGER_PCT=0
 		      KTRACE_SIGNAL=RTMIN+2)   # Redis 7.4 takes SIGUSR2 (threads_mngr.c)
@@ -206,7 +235,7 @@ run_flavour() {
 	wait "$ppid" || true
 	local c1 n1 t1
 	c1=$(cpu_s "$spid"); n1=$(cmds_done "$port"); t1=$(now_s)
-	if [ "$fl" = ktrace ]; then
+	if [[ $fl == ktrace* ]]; then
 		kill -s RTMIN+2 "$spid"
 		for _ in $(seq 300); do ls "$dir"/snap/*.ktrace >/dev/null 2>&1 && break; sleep 0.1; done
 	fi
@@ -231,18 +260,21 @@ for fl in $flavours; do
 	printf '%-8s %10s %12s %14s\n' "$fl" "${R_CPU[$fl]}" "${R_RPS[$fl]}" "${R_CPR[$fl]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }'; }
-if [[ " $flavours " == *" ktrace "* ]]; then
-	[ -n "${R_CPR[plain]:-}" ] && echo "cpu per request, ktrace / plain:      $(ratio "${R_CPR[ktrace]}" "${R_CPR[plain]}")"
-	[ -n "${R_CPR[empty]:-}" ] && echo "cpu per request, ktrace / empty-hook: $(ratio "${R_CPR[ktrace]}" "${R_CPR[empty]}")"
+for kfl in $flavours; do
+	[[ $kfl == ktrace* ]] || continue
+	echo
+	echo "== $kfl"
+	[ -n "${R_CPR[plain]:-}" ] && echo "cpu per request, $kfl / plain:      $(ratio "${R_CPR[$kfl]}" "${R_CPR[plain]}")"
+	[ -n "${R_CPR[empty]:-}" ] && echo "cpu per request, $kfl / empty-hook: $(ratio "${R_CPR[$kfl]}" "${R_CPR[empty]}")"
 	[ -n "${R_CPR[plain]:-}" ] && [ -n "${R_CPR[empty]:-}" ] &&
 		echo "cpu per request, empty-hook / plain:  $(ratio "${R_CPR[empty]}" "${R_CPR[plain]}")"
-	[ -n "${R_RPS[plain]:-}" ] && echo "requests/s, ktrace / plain:           $(ratio "${R_RPS[ktrace]}" "${R_RPS[plain]}")"
-	snap=$(ls "$work"/ktrace/snap/*.ktrace 2>/dev/null | tail -1 || true)
+	[ -n "${R_RPS[plain]:-}" ] && echo "requests/s, $kfl / plain:           $(ratio "${R_RPS[$kfl]}" "${R_RPS[plain]}")"
+	snap=$(ls "$work/$kfl"/snap/*.ktrace 2>/dev/null | tail -1 || true)
 	if [ -z "$snap" ]; then
-		echo "ktrace: no snapshot was written"
+		echo "$kfl: no snapshot was written"
 		exit 1
 	fi
-	"$decode" "$snap" > "$work/ktrace/summary.txt" 2>&1 || true
-	"$decode" --format stats "$snap" > "$work/ktrace/stats.txt" 2>&1 || true
-	"$here/reqsnap.sh" "$decode" "$snap" "$work/ktrace/plants.log" "${R_RPS[ktrace]}" "$buffer_mb" "$window_s"
-fi
+	"$decode" "$snap" > "$work/$kfl/summary.txt" 2>&1 || true
+	"$decode" --format stats "$snap" > "$work/$kfl/stats.txt" 2>&1 || true
+	"$here/reqsnap.sh" "$decode" "$snap" "$work/$kfl/plants.log" "${R_RPS[$kfl]}"
+done

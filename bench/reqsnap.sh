@@ -22,19 +22,25 @@ win=$(sed -n 's/^window:.*(\([0-9.]*\) s).*/\1/p' "$tmp/summary" | head -1)
 held=$(grep -m1 'window held:' "$tmp/summary" | sed 's/^ *//')
 recs=$(awk '/^decoded:/ { print $2; exit }' "$tmp/summary")
 reqs=$(sed -n 's/^decoded:.* \([0-9][0-9]*\) requests,.*/\1/p' "$tmp/summary" | head -1)
-ring=$(awk '/^rings:/ { print $2 * $4; exit }' "$tmp/summary")   # bytes, all cores
+percore=$(awk '/^rings:/ { print $4; exit }' "$tmp/summary")   # bytes per core
 wrapped=$(awk '/^cores:/ { c = 1; next } c && /^ *[0-9]+ / { n++; if ($0 !~ /not wrapped/) w++ }
 	/^threads:/ { c = 0 } END { printf "%d %d", w, n }' "$tmp/summary")
+# Words in the window: a wrapped core's whole ring, else its events (one
+# word each, extended records count as one: a lower bound).
+words=$(awk -v b="$percore" '/^cores:/ { c = 1; next } /^threads:/ { c = 0 }
+	c && /^ *[0-9]+ / { if ($0 ~ /not wrapped/) { if ($(NF - 3) ~ /^[0-9]+$/) w += $(NF - 3) } else w += b / 4 }
+	END { printf "%.0f", w }' "$tmp/summary")
 echo "snapshot: $(basename "$snap")"
 echo "  window: ${win:-?} s (decoder's window line; cores wrapped: ${wrapped% *} of ${wrapped#* })"
 echo "  ${held:-window held: (no budget line)}"
 grep -m1 '^requests:' "$tmp/summary" | sed 's/^/  /'   # format 2 decoders: the REQUESTS section
 if [ -n "$reqs" ] && [ "$reqs" -gt 0 ]; then
-	awk -v e="$recs" -v r="$reqs" -v b="$ring" -v w="$win" -v rps="$rps" 'BEGIN {
-		printf "  kept requests: %d in the window; events per kept request: %.1f; words per kept request: %.1f (ring words of every core / kept requests)\n",
-			r, e / r, b / 4 / r
-		if (rps != "" && w > 0)
-			printf "  requests served in the window (at %s/s): about %.0f; kept: %.2f %%\n", rps, rps * w, 100 * r / (rps * w)
+	awk -v e="$recs" -v r="$reqs" -v wd="$words" -v w="$win" -v rps="$rps" 'BEGIN {
+		printf "  kept requests: %d in the window (%.0f per second of window", r, (w > 0 ? r / w : 0)
+		if (rps != "")
+			printf "; the program averaged %s requests/s", rps
+		printf ")\n  events per kept request: %.1f; words per kept request: %.1f (%.0f words in the window)\n",
+			e / r, wd / r, wd
 	}'
 else
 	echo "  kept requests: none in the window"
@@ -55,7 +61,7 @@ while read -r t kind fn label; do
 			# FUNCTION within a few calls.
 			function done_one() { if (line && found && !got) got = line }
 			$0 ~ (">> request " k " ") { done_one(); if (got) exit; line = $0; th = $2; n = 0; found = 0; next }
-			line && $2 == th && n < 6 { n++; if (index($0, " " f " ")) found = 1 }
+			line && $2 == th && n < 12 { n++; if (index($0, " " f " ")) found = 1 }
 			END {
 				done_one()
 				if (!got) { print "absent"; exit }

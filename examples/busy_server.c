@@ -6,9 +6,12 @@
  * No network: each worker thread makes its own commands from a seeded
  * random stream and serves them at full speed from an in-memory table of
  * NKEYS keys: get (80 %), put (18 %), scan of 16 keys (2 %), each marked as
- * a request of its kind (ktrace_request_begin/end) and running a short path
- * of traced functions (make_command, parse_command, hash_key, table_find,
- * value_sum, handle_*, write_reply): a few microseconds each.
+ * a request of its kind (ktrace_request_begin/end) around serve_one, a
+ * short path of traced functions (make_command, parse_command, hash_key,
+ * table_find, value_sum, handle_*, write_reply, render_reply): about
+ * --work-us each.  The loop around requests is not traced, so every
+ * traced call is inside a request: one that is not kept (format 2) leaves
+ * nothing in the ring, and what the ring holds is the kept requests.
  *
  * Planted slow requests: every --plant-ms (default 1000) worker 0 makes its
  * next put a slow one: handle_put calls compact_segment(), which calls
@@ -160,12 +163,11 @@ struct command {
 	uint32_t value[VALUE_WORDS];
 };
 
-TRACED void make_command(struct worker *w, struct command *c)
+TRACED void make_command(struct worker *w, int kind, struct command *c)
 {
 	uint64_t r = rnd(&w->rng);
-	uint32_t p = (uint32_t)(r % 100);
 
-	c->kind = p < 80 ? K_GET : p < 98 ? K_PUT : K_SCAN;
+	c->kind = kind;
 	c->key = rnd(&w->rng) % (NKEYS * 2);
 	for (uint32_t i = 0; i < VALUE_WORDS; i++)
 		c->value[i] = (uint32_t)(r >> (i % 32)) + i;
@@ -290,45 +292,63 @@ TRACED void handle_scan(struct worker *w, const struct command *c)
 	write_reply(w, s);
 }
 
-TRACED void serve_one(struct worker *w, struct plant *p)
+/* One request, every traced call of it inside it (the request is marked
+ * around this call): a request that is not kept leaves nothing in the
+ * ring. */
+TRACED void serve_one(struct worker *w, int kind, struct plant *p)
 {
 	struct command c;
-	ktrace_request_t q;
-	int64_t t0, t1, ti0, ti1;
 
-	make_command(w, &c);
-	if (p)
-		c.kind = K_PUT;
+	make_command(w, kind, &c);
 	if (!parse_command(&c))
 		return;
-	t0 = ns_now(CLOCK_MONOTONIC);
-	if (p)
-		p->begin_ns = ns_now(CLOCK_REALTIME);
-	q = ktrace_request_begin(kind_name[c.kind]);
-	ti0 = ns_now(CLOCK_MONOTONIC);
 	switch (c.kind) {
 	case K_GET: handle_get(w, &c); break;
 	case K_PUT: handle_put(w, &c, p); break;
 	default: handle_scan(w, &c); break;
 	}
+}
+
+/* Untraced: the kind is chosen before the request begins. */
+static __attribute__((no_instrument_function)) int pick_kind(struct worker *w)
+{
+	uint32_t p = (uint32_t)(rnd(&w->rng) % 100);
+
+	return p < 80 ? K_GET : p < 98 ? K_PUT : K_SCAN;
+}
+
+static __attribute__((no_instrument_function)) void request(struct worker *w, struct plant *p)
+{
+	int kind = p ? K_PUT : pick_kind(w);
+	ktrace_request_t q;
+	int64_t t0, t1, ti0, ti1;
+
+	if (p)
+		p->begin_ns = ns_now(CLOCK_REALTIME);
+	t0 = ns_now(CLOCK_MONOTONIC);
+	q = ktrace_request_begin(kind_name[kind]);
+	ti0 = ns_now(CLOCK_MONOTONIC);
+	serve_one(w, kind, p);
 	ti1 = ns_now(CLOCK_MONOTONIC);
 	ktrace_request_end(q);
 	t1 = ns_now(CLOCK_MONOTONIC);
 	/* The library's own measure lies between the two: it starts inside
 	 * begin and ends inside end. */
-	w->ihist[c.kind * HBUCKETS + hbucket((uint64_t)(ti1 - ti0))]++;
+	w->ihist[kind * HBUCKETS + hbucket((uint64_t)(ti1 - ti0))]++;
 	if (p) {
 		p->end_ns = ns_now(CLOCK_REALTIME);
 		p->thread = w->id;
-		p->number = w->count[c.kind] + 1;
+		p->number = w->count[kind] + 1;
 	}
-	w->count[c.kind]++;
-	w->hist[c.kind * HBUCKETS + hbucket((uint64_t)(t1 - t0))]++;
-	if ((uint64_t)(t1 - t0) > w->max_ns[c.kind])
-		w->max_ns[c.kind] = (uint64_t)(t1 - t0);
+	w->count[kind]++;
+	w->hist[kind * HBUCKETS + hbucket((uint64_t)(t1 - t0))]++;
+	if ((uint64_t)(t1 - t0) > w->max_ns[kind])
+		w->max_ns[kind] = (uint64_t)(t1 - t0);
 }
 
-static void *worker_main(void *arg)
+/* Untraced, like request(): the worker's loop leaves no record between
+ * requests. */
+static __attribute__((no_instrument_function)) void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	int64_t c0 = ns_now(CLOCK_THREAD_CPUTIME_ID);
@@ -344,7 +364,7 @@ static void *worker_main(void *arg)
 				memset(p, 0, sizeof(*p));
 				next_plant += (int64_t)plant_ms * 1000000;
 			}
-			serve_one(w, p);
+			request(w, p);
 			if (p)
 				nplants++;
 		}

@@ -493,7 +493,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int ktrace_setting(const char 
 	static const char *const fixed[] = {"KTRACE_ENABLE", "KTRACE_BUFFER_MB", "KTRACE_CLOCK",
 	                                    "KTRACE_RSEQ", "KTRACE_TRIGGER_US",
 	                                    "KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES",
-	                                    "KTRACE_TRIGGER_DELAY_MS"};
+	                                    "KTRACE_TRIGGER_DELAY_MS", "KTRACE_TRIGGER_ON"};
 	static const struct {
 		const char *name;
 		uint64_t lo, hi;

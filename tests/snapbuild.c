@@ -210,6 +210,15 @@ void snapbuild_trigger(struct snapbuild *sb, const struct ktrace_trigger_rec *t)
 	sb->have_trigger = 1;
 }
 
+/* The record as first written (KTRACE_TRIGGER_REC_SIZE_V1 bytes, before
+ * preempted_ns), as files of older writers carry it. */
+void snapbuild_trigger_v1(struct snapbuild *sb, const struct ktrace_trigger_rec *t)
+{
+	sb->trigger.n = 0;
+	put(&sb->trigger, t, KTRACE_TRIGGER_REC_SIZE_V1);
+	sb->have_trigger = 1;
+}
+
 void snapbuild_core(struct snapbuild *sb, uint32_t cpu, uint32_t nblocks, uint64_t blocks_used)
 {
 	if (cpu >= MAX_CPUS)
@@ -953,7 +962,7 @@ void snapbuild_scenario_golden(struct snapbuild *sb)
 	tr.why = KTRACE_TRIGGER_ABSOLUTE;
 	tr.samples = SNAPBUILD_GOLDEN_SLOW_REQ - 1;
 	strcpy(tr.kind, "get");
-	snapbuild_trigger(sb, &tr);
+	snapbuild_trigger_v1(sb, &tr);   /* the fixture predates the grown record */
 }
 
 void snapbuild_scenario_big(struct snapbuild *sb, uint32_t ncpus, uint64_t nevents)

@@ -43,6 +43,7 @@ void snapbuild_module(struct snapbuild *sb, uint64_t start, uint64_t end, uint64
 int snapbuild_self_modules(struct snapbuild *sb);
 void snapbuild_loss(struct snapbuild *sb, unsigned cause, uint64_t count);
 void snapbuild_trigger(struct snapbuild *sb, const struct ktrace_trigger_rec *t);
+void snapbuild_trigger_v1(struct snapbuild *sb, const struct ktrace_trigger_rec *t);
 /* CORES entry for cpu (default: nblocks = blocks_used = blocks written). */
 void snapbuild_core(struct snapbuild *sb, uint32_t cpu, uint32_t nblocks, uint64_t blocks_used);
 /* CORES copy_tsc of cpu: its records up to this counter are all in the file. */

@@ -450,6 +450,58 @@ static void test_read_unknown_section_skipped(void **state)
 	free(m.buf);
 }
 
+/* The trigger record as first written (104 bytes) and grown (136): both
+ * read, the missing fields as 0; shorter than the first is corrupt. */
+static void test_read_trigger_sizes(void **state)
+{
+	struct ktrace_trigger_rec t;
+	struct kd_snap snap;
+	struct kd_dec_error err;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	t.request_id = 7;
+	t.duration_ns = 5000000;
+	snprintf(t.kind, sizeof(t.kind), "op");
+	t.preempted_ns = 4000000;
+	t.npreempt = 3;
+	t.trigger_on = KTRACE_TRIGGER_ON_RUN;
+	t.flags = KTRACE_TRIGGER_SCHED_KNOWN;
+	for (int v1 = 0; v1 < 2; v1++) {
+		struct snapbuild *sb = small_builder();
+		struct img m;
+
+		if (v1)
+			snapbuild_trigger_v1(sb, &t);
+		else
+			snapbuild_trigger(sb, &t);
+		snapbuild_finish(sb, &m.buf, &m.len);
+		snapbuild_free(sb);
+		memset(&err, 0, sizeof(err));
+		if (kd_snap_read(m.buf, m.len, &snap, &err) != 0)
+			fail_msg("%s", err.msg);
+		assert_true(snap.have_trigger);
+		assert_int_equal(snap.trigger.request_id, 7);
+		assert_string_equal(snap.trigger.kind, "op");
+		assert_int_equal(snap.trigger.preempted_ns, v1 ? 0 : 4000000);
+		assert_int_equal(snap.trigger.npreempt, v1 ? 0 : 3);
+		assert_int_equal(snap.trigger.flags, v1 ? 0 : KTRACE_TRIGGER_SCHED_KNOWN);
+		kd_snap_free(&snap);
+		free(m.buf);
+	}
+	{
+		struct snapbuild *sb = small_builder();
+		struct img m;
+
+		snapbuild_raw_section(sb, KTRACE_SEC_TRIGGER, 1, &t, KTRACE_TRIGGER_REC_SIZE_V1 - 8, 0);
+		snapbuild_finish(sb, &m.buf, &m.len);
+		snapbuild_free(sb);
+		assert_int_not_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
+		assert_non_null(strstr(err.msg, "smaller than the 104-byte record"));
+		free(m.buf);
+	}
+}
+
 static void test_read_empty_blocks(void **state)
 {
 	struct snapbuild *sb = snapbuild_new();
@@ -530,6 +582,7 @@ int main(void)
 		cmocka_unit_test(test_read_optional_section_crc_warns),
 		cmocka_unit_test(test_read_name_length_overrun),
 		cmocka_unit_test(test_read_unknown_section_skipped),
+		cmocka_unit_test(test_read_trigger_sizes),
 		cmocka_unit_test(test_read_empty_blocks),
 		cmocka_unit_test(test_read_error_format),
 		cmocka_unit_test(test_read_every_byte_flip),

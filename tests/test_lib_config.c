@@ -149,6 +149,7 @@ static void dump_config(void)
 	printf("window_s=%u filter=%d max_us=%u exclude=%s include=%s\n", c->window_s, c->filter,
 	       c->filter_max_us, c->exclude, c->include);
 	printf("sched=%d\n", c->sched);
+	printf("trigger_on=%u\n", c->trigger_on);
 }
 
 /* Run the child with env; returns its stdout; stderr in *err (malloc'd). */
@@ -170,7 +171,7 @@ static const char *const clean_env[] = {
 	"KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES", "KTRACE_TRIGGER_DELAY_MS",
 	"KTRACE_MAX_SNAPSHOTS_PER_MIN", "KTRACE_QUIET", "KTRACE_CLOCK", "KTRACE_RSEQ",
 	"KTRACE_WINDOW_S", "KTRACE_FILTER", "KTRACE_FILTER_MAX_US", "KTRACE_EXCLUDE",
-	"KTRACE_INCLUDE", "KTRACE_SCHED",
+	"KTRACE_INCLUDE", "KTRACE_SCHED", "KTRACE_TRIGGER_ON",
 	"KTRACE_MAX_FILES_PER_MIN", "KTRACE_MAX_MB_PER_MIN", NULL};
 
 /* "dir=<the current directory>\n": a relative KTRACE_DIR is made absolute. */
@@ -354,6 +355,30 @@ static void test_config_sched(void **state)
 	}
 }
 
+/* KTRACE_TRIGGER_ON: wall (default) / run; anything else warns, wall. */
+static void test_config_trigger_on(void **state)
+{
+	static const char *const cases[][2] = {
+		{"KTRACE_TRIGGER_ON", "trigger_on=1\n"}, {"KTRACE_TRIGGER_ON=wall", "trigger_on=1\n"},
+		{"KTRACE_TRIGGER_ON=run", "trigger_on=2\n"}, {"KTRACE_TRIGGER_ON=RUN", "trigger_on=2\n"},
+		{"KTRACE_TRIGGER_ON=cpu", "trigger_on=1\n"}};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *extra[] = {cases[i][0], NULL};
+		char *err, *out = child(env_with(extra), &err);
+		int bad = strstr(cases[i][0], "cpu") != NULL;
+
+		if (!strstr(out, cases[i][1]))
+			fail_msg("%s: want %s in %s", cases[i][0], cases[i][1], out);
+		assert_int_equal(kt_count_str(err, "ktrace: "), bad);
+		if (bad)
+			assert_non_null(strstr(err, "KTRACE_TRIGGER_ON='cpu' is not wall or run"));
+		free(out);
+		free(err);
+	}
+}
+
 /* A relative KTRACE_DIR is resolved once, at start-up, against the
  * directory the program started in (issue 11, item 4). */
 static void test_config_relative_dir_is_made_absolute(void **state)
@@ -404,6 +429,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_dir_too_long),
 		cmocka_unit_test(test_config_budget_settings),
 		cmocka_unit_test(test_config_sched),
+		cmocka_unit_test(test_config_trigger_on),
 		cmocka_unit_test(test_config_relative_dir_is_made_absolute),
 	};
 	ssize_t n;

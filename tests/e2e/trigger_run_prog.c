@@ -13,7 +13,8 @@
  *   oncpu      alone on its cpu, runs until it used 40 ms of cpu time.
  *   blocked    sleeps 40 ms (waiting is what the program did).
  *
- * Between requests it waits for the trigger's delay to pass, then after the
+ * oncpu follows preempted at once (during its trigger's delay); before
+ * blocked it waits for the trigger's delay to pass, then after the
  * last one it takes ktrace_snapshot("final").  Prints per request
  * "req <name> wall_us <n> cpu_us <n>", then "tid <tid>", "done"; then
  * waits for stdin to close.
@@ -157,8 +158,9 @@ int main(void)
 	pthread_join(th, NULL);
 	if (!fifo)
 		setpriority(PRIO_PROCESS, (id_t)tid, 0);
-	wait_ms(400);   /* the trigger's delay (100 ms) and its check */
-
+	/* At once, inside the preempted one's trigger delay (100 ms): a
+	 * trigger that turns out to be preemption must not hide it (run),
+	 * while one pending trigger does (wall: it is suppressed). */
 	request("oncpu", 40000, 0);
 	wait_ms(400);
 	request("blocked", 0, 40);
