@@ -711,7 +711,12 @@ struct ktrace_req_hdr {
 	                                  running percentile of its kind is slow */
 	uint32_t keep_min_samples;     /* requests of a kind before it arms */
 	uint64_t hold_failed;          /* threads that got no hold buffer (memory) */
-	uint8_t  reserved[16];         /* 0 */
+	uint64_t slow_over_budget;     /* requests slower than their kind's running
+	                                  KTRACE_KEEP_PCT percentile (and under every
+	                                  trigger threshold) not kept because such
+	                                  requests already used their share of the
+	                                  ring (half the window budget) */
+	uint8_t  reserved[8];          /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_req_hdr) == 72, "req header size is pinned");
 

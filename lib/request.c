@@ -699,6 +699,12 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	}
 	ktrace__kind_end(r.kind_, r.number_, r.slot_, r.begin_tsc_, end, &e);
 	keep = e.keep;
+	/* Slow only by the running percentile: kept while such requests stay
+	 * within their share of the ring (trigger.c), or when its run is kept
+	 * anyway. */
+	if (e.pct_only && t->hold && hs && !hs->keep &&
+	    !ktrace__kind_slow_budget((uint64_t)t->hold_pos + 12, end))
+		keep &= ~(uint32_t)KTRACE_REQ_SLOW;
 	if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER))
 		publish_slow(r.slot_ ? r.slot_ : t->slot, r.begin_tsc_, end);
 	i = hs && r.slot_ == t->slot ? hs->depth : 0;

@@ -306,6 +306,47 @@ KT_NOINSTR void ktrace__kind_refate(uint32_t id)
 	kt_add(&k->kept_other, 1, relaxed);
 }
 
+/*
+ * The share of the ring that requests slow only by the running percentile
+ * may take: half the window budget of every core (ring words / window_s
+ * each), a token bucket of a second's worth.  On a service of 100k requests
+ * a second, p99.9 is 100 a second: kept whole they would outgrow the ring,
+ * so past this share such requests count as slow but are not kept (a
+ * request over a trigger threshold always is).  Updated without a lock: two
+ * threads that race may both take the same tokens, a small overdraft.
+ */
+static _Atomic int64_t slow_tokens;
+static _Atomic uint64_t slow_last;
+static _Atomic uint64_t slow_refused;
+
+KT_NOINSTR int ktrace__kind_slow_budget(uint64_t words, uint64_t now)
+{
+	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
+	uint64_t rate = (uint64_t)ktrace__g.ring_words * ktrace__g.ncpus /
+	                (ktrace__cfg.window_s ? ktrace__cfg.window_s : 1) / 2;
+	/* relaxed: an approximate bucket (see above). */
+	uint64_t last = kt_load(&slow_last, relaxed);
+	int64_t tok = kt_load(&slow_tokens, relaxed);
+
+	if (hz == 0)
+		return 1;
+	if (last == 0 || now < last) {
+		tok = (int64_t)rate;
+	} else {
+		tok += (int64_t)((unsigned __int128)(now - last) * rate / hz);
+		if (tok > (int64_t)rate)
+			tok = (int64_t)rate;
+	}
+	kt_store(&slow_last, now, relaxed);
+	if (tok < (int64_t)words) {
+		kt_store(&slow_tokens, tok, relaxed);
+		kt_add(&slow_refused, 1, relaxed);
+		return 0;
+	}
+	kt_store(&slow_tokens, tok - (int64_t)words, relaxed);
+	return 1;
+}
+
 KT_NOINSTR void ktrace__hold_failed(void)
 {
 	kt_add(&hold_failed, 1, relaxed);
@@ -356,8 +397,11 @@ KT_NOINSTR void ktrace__kind_end(uint32_t kid, uint32_t number, uint32_t begin_s
 	if (why)
 		out->keep |= KTRACE_REQ_SLOW;
 	kt = k ? kt_load(&k->keep_ticks, relaxed) : 0;
-	if (kt != 0 && ticks > kt)
+	out->pct_only = 0;
+	if (kt != 0 && ticks > kt && !why) {
 		out->keep |= KTRACE_REQ_SLOW;
+		out->pct_only = 1;
+	}
 	/* No threshold to judge by yet: keep it (a program with few requests
 	 * keeps them all; a busy one, its first KTRACE_KEEP_MIN_SAMPLES). */
 	if (abs_ns == 0 && kt == 0 && !(k && pct && kt_load(&k->pct_ticks, relaxed) &&
@@ -436,6 +480,7 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 	h->keep_pct_x1000 = (uint32_t)pct_x1000(ktrace__cfg.keep_pct);
 	h->keep_min_samples = ktrace__cfg.keep_min_samples;
 	h->hold_failed = kt_load(&hold_failed, relaxed);
+	h->slow_over_budget = kt_load(&slow_refused, relaxed);
 	off = sizeof(*h);
 	hz = kt_load(&ktrace__g.hz_cached, relaxed);
 	for (uint32_t id = 1; id < n && id < KT_KINDS; id++) {

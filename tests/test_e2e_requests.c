@@ -462,6 +462,40 @@ static void test_requests_warmup_keeps_until_a_threshold(void **state)
 	free_run(&r);
 }
 
+/* A function that encloses each request (Redis's call(), processCommand)
+ * is long only because of the request inside: the budget counts a call's
+ * time without its requests', so it mutes the loop like any hot short
+ * function, and the window holds its target.  Before, such a function was
+ * never muted: two events a request for the ring. */
+static void test_requests_budget_mutes_the_serving_loop(void **state)
+{
+	static const char *env[] = {"KTRACE_TRIGGER_US=100000", "KTRACE_BUFFER_MB=1",
+	                            "KTRACE_WINDOW_S=30", "KTRACE_FILTER=auto", NULL};
+	struct run r;
+	uint32_t cnt;
+	uint64_t size;
+	const unsigned char *p;
+	const struct ktrace_budget_rec *b;
+	const struct ktrace_muted_rec *m;
+	int serve, muted = 0;
+
+	(void)state;
+	run_prog(&r, "loop", "1500", "snapshot ", env);
+	serve = fn_index(&r, "serve");
+	p = kt_file_section(&r.f, KTRACE_SEC_BUDGET, &cnt, &size);
+	assert_non_null(p);
+	b = (const struct ktrace_budget_rec *)p;
+	m = (const struct ktrace_muted_rec *)(p + sizeof(*b) +
+	                                      b->ncores * sizeof(struct ktrace_budget_core_rec));
+	for (uint32_t i = 0; i < cnt; i++)
+		if (m[i].addr == r.fn_addr[serve] && m[i].why == KTRACE_MUTE_HOT_SHORT)
+			muted = 1;
+	if (!muted)
+		fail_msg("serve(), which only encloses requests, was not muted (%u muted)", cnt);
+	assert_false(b->flags & KTRACE_BUDGET_SHORT);
+	free_run(&r);
+}
+
 static void test_requests_meanwhile_the_lock_holder_is_kept(void **state)
 {
 	static const char *env[] = {"KTRACE_TRIGGER_US=60000", "KTRACE_SAMPLE_MS=0",
@@ -499,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_requests_larger_than_the_hold_buffer),
 		cmocka_unit_test(test_requests_thread_exit_signals_fork),
 		cmocka_unit_test(test_requests_warmup_keeps_until_a_threshold),
+		cmocka_unit_test(test_requests_budget_mutes_the_serving_loop),
 		cmocka_unit_test(test_requests_meanwhile_the_lock_holder_is_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,6 +24,9 @@
  *             slow: under KTRACE_TRIGGER_US=60000); a "wait" request on
  *             another waits for it and is slow; the holder then runs N
  *             short requests.  The holder's request must be kept.
+ *   loop      for N ms, a traced serve() that begins and ends one request
+ *             around handle() (as Redis's call() does): serve()'s calls are
+ *             long only because of the request inside.
  *   fork      N requests, a fork in the middle of one; the child runs N
  *             requests and takes its own snapshot (prints "child PATH").
  *
@@ -266,6 +269,28 @@ static void forked(int n)
 	}
 }
 
+__attribute__((noinline)) void serve(uint32_t k)
+{
+	ktrace_request_t r = ktrace_request_begin("get");
+	handle(k, 0);
+	work(40);   /* a request of several microseconds */
+	ktrace_request_end(r);
+}
+
+static void loop(int ms)
+{
+	struct timespec t0, t1;
+	uint32_t k = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++)
+			serve(++k);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+	printf("served %u\n", k);
+}
+
 static void *exiter(void *arg)
 {
 	(void)arg;
@@ -286,8 +311,9 @@ int main(int argc, char **argv)
 	 * (WARMUP).  The tests are about what comes after. */
 	usleep(60 * 1000);
 	printf("fn leaf %p\nfn slow_io %p\nfn opener %p\nfn closer %p\nfn hold_lock %p\n"
-	       "fn on_alarm %p\nfn work %p\n", (void *)leaf, (void *)slow_io, (void *)opener,
-	       (void *)closer, (void *)hold_lock, (void *)on_alarm, (void *)work);
+	       "fn on_alarm %p\nfn work %p\nfn serve %p\n", (void *)leaf, (void *)slow_io,
+	       (void *)opener, (void *)closer, (void *)hold_lock, (void *)on_alarm, (void *)work,
+	       (void *)serve);
 	if (strcmp(mode, "basic") == 0)
 		basic(n);
 	else if (strcmp(mode, "unbalanced") == 0)
@@ -302,6 +328,8 @@ int main(int argc, char **argv)
 		signals(n);
 	else if (strcmp(mode, "meanwhile") == 0)
 		meanwhile(n);
+	else if (strcmp(mode, "loop") == 0)
+		loop(n);
 	else if (strcmp(mode, "fork") == 0)
 		forked(n);
 	else if (strcmp(mode, "exit") == 0) {
