@@ -278,18 +278,26 @@ static void test_requests_slow_ones_whole_typical_ones_counted(void **state)
 	free_run(&r);
 }
 
+/* Entries and exits of a function in the window. */
+static void count_calls(const struct run *r, const char *name, uint32_t *en, uint32_t *ex)
+{
+	int fi = fn_index(r, name);
+
+	*en = *ex = 0;
+	for (size_t i = 0; i < r->w.n; i++) {
+		int c = is_call(r, &r->w.recs[i], fi);
+		*en += c == 1;
+		*ex += c == 2;
+	}
+}
+
 /* Every function's entries and exits balance over the window, but for the
  * ones open while the snapshot was taken (main and the mode's function). */
 static void check_balanced(const struct run *r, const char *name, uint32_t want)
 {
-	int fi = fn_index(r, name);
-	uint32_t en = 0, ex = 0;
+	uint32_t en, ex;
 
-	for (size_t i = 0; i < r->w.n; i++) {
-		int c = is_call(r, &r->w.recs[i], fi);
-		en += c == 1;
-		ex += c == 2;
-	}
+	count_calls(r, name, &en, &ex);
 	if (en != want || ex != want)
 		fail_msg("%s: %u entries, %u exits in the window, the program made %u calls", name,
 		         en, ex, want);
@@ -298,14 +306,9 @@ static void check_balanced(const struct run *r, const char *name, uint32_t want)
 /* Entries and exits balance, however many. */
 static void check_pairs(const struct run *r, const char *name)
 {
-	int fi = fn_index(r, name);
-	uint32_t en = 0, ex = 0;
+	uint32_t en, ex;
 
-	for (size_t i = 0; i < r->w.n; i++) {
-		int c = is_call(r, &r->w.recs[i], fi);
-		en += c == 1;
-		ex += c == 2;
-	}
+	count_calls(r, name, &en, &ex);
 	if (en != ex)
 		fail_msg("%s: %u entries, %u exits in the window", name, en, ex);
 }
