@@ -234,6 +234,11 @@ def main(argv):
                 continue
             b.eval("document.getElementById('search').value='';"
                    "document.getElementById('search').dispatchEvent(new Event('input'))")
+            # the cleared search runs 150 ms later and redraws: click after it,
+            # or on a loaded machine it can land after the click and reset
+            # the details
+            while b.eval('!!(ktrace.searchPending && ktrace.searchPending())'):
+                time.sleep(0.05)
             b.click(loc['x'], loc['y'])
             details = b.eval("document.getElementById('details').innerText")
             out('click', f, n, loc['durationNs'], details)
