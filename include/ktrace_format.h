@@ -714,8 +714,9 @@ struct ktrace_req_hdr {
 	uint64_t slow_over_budget;     /* requests slower than their kind's running
 	                                  KTRACE_KEEP_PCT percentile (and under every
 	                                  trigger threshold) not kept because such
-	                                  requests already used their share of the
-	                                  ring (half the window budget) */
+	                                  requests of that thread already used
+	                                  their share of the ring (half of a
+	                                  core's window budget) */
 	uint8_t  reserved[8];          /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_req_hdr) == 72, "req header size is pinned");

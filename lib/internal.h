@@ -276,8 +276,9 @@ struct kt_req_end {
 	uint32_t pct_only;           /* SLOW only by the running keep percentile */
 };
 /* A request slow only by the keep percentile, of about words words: 1 if
- * it may be kept (within the budget such requests share), 0 if not. */
-int ktrace__kind_slow_budget(uint64_t words, uint64_t now);
+ * it may be kept (within its thread's share of the ring: the bucket
+ * *tokens, refilled since *last), 0 if not. */
+int ktrace__kind_slow_budget(int64_t *tokens, uint64_t *last, uint64_t words, uint64_t now);
 /* Number the kind's next request (1-based). */
 uint32_t ktrace__kind_number(uint32_t kind);
 /* Whether a request of kind beginning now is a typical sample. */

@@ -114,6 +114,9 @@ struct kt_hold {
 	uint32_t next_off;       /* where the next run starts */
 	uint32_t nret;           /* ret[] entries, oldest first */
 	uint64_t seen_slow;      /* slow_seq last checked against ret[] */
+	int64_t slow_tokens;     /* words: this thread's share for requests slow
+	                            only by the percentile (trigger.c) */
+	uint64_t slow_last;      /* counter when the share was last refilled */
 	uint32_t last_close;     /* the run's outermost REQ_CLOSE type word */
 	uint32_t last_kind;      /* and its kind */
 	struct kt_ret ret[KT_RET_MAX];
@@ -703,7 +706,8 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	 * within their share of the ring (trigger.c), or when its run is kept
 	 * anyway. */
 	if (e.pct_only && t->hold && hs && !hs->keep &&
-	    !ktrace__kind_slow_budget((uint64_t)t->hold_pos + 12, end))
+	    !ktrace__kind_slow_budget(&hs->slow_tokens, &hs->slow_last,
+	                              (uint64_t)t->hold_pos + 12, end))
 		keep &= ~(uint32_t)KTRACE_REQ_SLOW;
 	if (keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER))
 		publish_slow(r.slot_ ? r.slot_ : t->slot, r.begin_tsc_, end);

@@ -308,42 +308,40 @@ KT_NOINSTR void ktrace__kind_refate(uint32_t id)
 
 /*
  * The share of the ring that requests slow only by the running percentile
- * may take: half the window budget of every core (ring words / window_s
- * each), a token bucket of a second's worth.  On a service of 100k requests
- * a second, p99.9 is 100 a second: kept whole they would outgrow the ring,
- * so past this share such requests count as slow but are not kept (a
- * request over a trigger threshold always is).  Updated without a lock: two
- * threads that race may both take the same tokens, a small overdraft.
+ * may take: half the window budget of a core (ring words / window_s), per
+ * thread (a thread writes mostly to the core it runs on), as a token bucket
+ * of a second's worth in the thread's hold state.  On a service of 100k
+ * requests a second, p99.9 is 100 a second: kept whole they would outgrow
+ * the ring, so past this share such requests count as slow but are not
+ * kept (a request over a trigger threshold always is).
  */
-static _Atomic int64_t slow_tokens;
-static _Atomic uint64_t slow_last;
 static _Atomic uint64_t slow_refused;
 
-KT_NOINSTR int ktrace__kind_slow_budget(uint64_t words, uint64_t now)
+KT_NOINSTR int ktrace__kind_slow_budget(int64_t *tokens, uint64_t *last, uint64_t words,
+                                        uint64_t now)
 {
 	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
-	uint64_t rate = (uint64_t)ktrace__g.ring_words * ktrace__g.ncpus /
+	uint64_t rate = (uint64_t)ktrace__g.ring_words /
 	                (ktrace__cfg.window_s ? ktrace__cfg.window_s : 1) / 2;
-	/* relaxed: an approximate bucket (see above). */
-	uint64_t last = kt_load(&slow_last, relaxed);
-	int64_t tok = kt_load(&slow_tokens, relaxed);
+	int64_t tok = *tokens;
 
 	if (hz == 0)
 		return 1;
-	if (last == 0 || now < last) {
+	if (*last == 0 || now < *last) {
 		tok = (int64_t)rate;
 	} else {
-		tok += (int64_t)((unsigned __int128)(now - last) * rate / hz);
+		tok += (int64_t)((unsigned __int128)(now - *last) * rate / hz);
 		if (tok > (int64_t)rate)
 			tok = (int64_t)rate;
 	}
-	kt_store(&slow_last, now, relaxed);
+	*last = now;
 	if (tok < (int64_t)words) {
-		kt_store(&slow_tokens, tok, relaxed);
+		*tokens = tok;
+		/* relaxed: a statistic for the snapshot */
 		kt_add(&slow_refused, 1, relaxed);
 		return 0;
 	}
-	kt_store(&slow_tokens, tok - (int64_t)words, relaxed);
+	*tokens = tok - (int64_t)words;
 	return 1;
 }
 
