@@ -107,6 +107,7 @@ struct tstate {
 struct prescan {
 	struct tstate s;     /* seen, fstack, fdepth, pre, npre: as the pre-pass's */
 	int valid;           /* 1: s.pre is the thread's pre-pass result */
+	uint32_t last;       /* piece the scan last fed to it (KD_NONE: none) */
 };
 
 /*
@@ -119,7 +120,10 @@ struct piece {
 	uint64_t nrec;           /* records in it (before window filtering) */
 	uint64_t ref_tick;       /* iterator state before its first record: */
 	uint32_t ref_ts20 : 24;  /*   reference tick and ts20, */
-	uint32_t held : 8;       /* 1: a HELD chunk (struct heldpiece has its place) */
+	uint32_t held : 1;       /* 1: a HELD chunk (struct heldpiece has its place) */
+	uint32_t left : 1;       /* the scan fed its thread's pre-pass another piece
+	                            after this one (struct prescan) */
+	uint32_t spare : 6;
 	uint32_t blk;            /*   block index in snap->blocks, */
 	uint32_t pos;            /*   word position in the block */
 	uint32_t core;           /* core index */
@@ -885,6 +889,7 @@ static struct prescan *prescan_of(struct kd_build *b, uint32_t th)
 		for (size_t i = old; i < b->capprescan; i++) {
 			memset(&b->prescan[i], 0, sizeof(b->prescan[i]));
 			b->prescan[i].valid = 1;
+			b->prescan[i].last = KD_NONE;
 		}
 	}
 	return &b->prescan[th];
@@ -947,6 +952,8 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		p->thread = cc->cthread;
 		p->idx = b->npieces;   /* the scan's order: see struct prescan */
 		p->held = !!bt->held;
+		p->left = 0;
+		p->spare = 0;
 		if (bt->held) {
 			if (kd_grow(&b->helds, &b->caphelds, b->nhelds, sizeof(*b->helds),
 			            "the timeline")) {
@@ -963,6 +970,17 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	if (!(ps = prescan_of(b, th))) {
 		b->oom = 1;
 		return;
+	}
+	/* The scan's pre-pass matches a thread's records in its walk order
+	 * only if it gets each piece whole before the next: pieces of one
+	 * thread on two cores that overlap in time (clock skew, a writer
+	 * without segments, a forged file) come in interleaved batches. */
+	if (ps->last != cc->cur) {
+		if (ps->last != KD_NONE)
+			b->pieces[ps->last].left = 1;
+		if (b->pieces[cc->cur].left)
+			ps->valid = 0;
+		ps->last = cc->cur;
 	}
 	for (uint32_t i = 0; i < bt->n; i++) {
 		int w;
