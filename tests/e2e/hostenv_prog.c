@@ -292,6 +292,9 @@ static int mode_sigtake(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = own_usr2;
 	sigemptyset(&sa.sa_mask);
+	/* SA_RESTART: a signal that lands while fgets waits must not end the
+	 * loop (EINTR read as end of input: the test's next line then failed) */
+	sa.sa_flags = SA_RESTART;
 	sigaction(SIGUSR2, &sa, NULL);
 	printf("ready\n");
 	fflush(stdout);
