@@ -387,7 +387,9 @@ static KT_NOINSTR void keep_settings(struct kt_config *c)
 	}
 	num32("KTRACE_KEEP_MIN_SAMPLES", 1, 100000000, &c->keep_min_samples, "requests");
 	num32("KTRACE_SAMPLE_MS", 0, 3600000, &c->sample_ms, "milliseconds");
-	num32("KTRACE_HOLD_KB", 4, 1048576, &c->hold_kb, "KiB per thread");
+	/* at most 960 KiB: a held run is at most the buffer, written in chunks
+	 * of a block's room (1017 words), and HELD numbers chunks in 8 bits */
+	num32("KTRACE_HOLD_KB", 4, 960, &c->hold_kb, "KiB per thread");
 }
 
 KT_NOINSTR void ktrace__config_load(void)
