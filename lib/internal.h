@@ -257,8 +257,6 @@ void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more, uint3
  * held run to the ring when the buffer is full. */
 void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                        uint32_t npayload);
-/* Fast append of a one-word event to the hold buffer: 1 done, 0 = slow. */
-int ktrace__hold_try_fast(struct kt_thread *t, uint32_t ev);
 void ktrace__hold_fork_child(struct kt_thread *t);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);

@@ -244,11 +244,6 @@ KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
 	return rs != NULL && append1(t, rs, ev);
 }
 
-KT_NOINSTR int ktrace__hold_try_fast(struct kt_thread *t, uint32_t ev)
-{
-	void *rs = t->rseq;
-	return rs != NULL && t->hold != NULL && append_hold(t, rs, ev);
-}
 
 /*
  * A cache hit whose entry carries KT_FC_SKIP is a function this thread
