@@ -52,9 +52,7 @@ __thread struct kt_thread *ktrace__tp __attribute__((tls_model("initial-exec")))
  * slow.  Comparing the cpu with last_cpu (only ever a core the slow path
  * locked) also bounds it: the -1/-2 "not registered" ids never match. */
 #define KT_RSEQ_ENTER                                                          \
-	"leaq 3b(%%rip), %%rax\n\t"                                          \
-	"movq %%rax, 8(%[rs])\n\t"          /* rseq->rseq_cs = &desc */        \
-	"1:\n\t"                                                             \
+	KT_RSEQ_ARM                                                            \
 	"movl 4(%[rs]), %%r8d\n\t"          /* B1 cpu */                       \
 	"cmpl %[lastcpu], %%r8d\n\t"        /* migrated: new segment */        \
 	"jne %l[slow]\n\t"                                                   \
@@ -196,9 +194,7 @@ append_hold(struct kt_thread *t, void *rs, uint32_t ev)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 "leaq 3b(%%rip), %%rax\n\t"
-		 "movq %%rax, 8(%[rs])\n\t"    /* rseq->rseq_cs = &desc */
-		 "1:\n\t"
+		 KT_RSEQ_ARM
 		 "movl %[pos], %%r9d\n\t"      /* H1 */
 		 "cmpl %[lim], %%r9d\n\t"
 		 "jae %l[slow]\n\t"

@@ -159,9 +159,7 @@ static KT_NOINSTR int lock_rseq(void *rs, uint32_t *cpu_out)
 {
 again:
 	asm goto(KT_RSEQ_TABLE
-		 "leaq 3b(%%rip), %%rax\n\t"
-		 "movq %%rax, 8(%[rs])\n\t"
-		 "1:\n\t"
+		 KT_RSEQ_ARM
 		 "movl 4(%[rs]), %%r8d\n\t"
 		 "cmpl %[ncpus], %%r8d\n\t"
 		 "jae %l[nocpu]\n\t"

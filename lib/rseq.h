@@ -10,8 +10,8 @@
  * A critical section in asm is written as
  *
  *   KT_RSEQ_TABLE            descriptor 3: start 1f, length 2f - 1f, abort 4f
- *   <store &3b into rseq_cs of the thread's area>
- *   1: ... body, the last instruction commits ...
+ *   KT_RSEQ_ARM              store &3b into rseq_cs of the thread's area, 1:
+ *   ... body, the last instruction commits ...
  *   2:
  *   KT_RSEQ_ABORT(label)     signature, then 4: jump to label
  *
@@ -50,6 +50,14 @@ struct kt_rseq_area {
 	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
 	".quad 3b\n\t"                                                         \
 	".popsection\n\t"
+
+/* Arm the section of this asm block (store &descriptor 3 into rseq_cs of
+ * the area at operand rs, clobbering rax) and open it (label 1): the body
+ * follows. */
+#define KT_RSEQ_ARM                                                            \
+	"leaq 3b(%%rip), %%rax\n\t"                                          \
+	"movq %%rax, 8(%[rs])\n\t"        /* rseq->rseq_cs = &desc */        \
+	"1:\n\t"
 
 /* The abort handler (label 4), preceded by the signature the kernel checks
  * (the 4 bytes before the handler, here inside a ud1 instruction). */
