@@ -98,7 +98,22 @@ static KT_NOINSTR void *thread_rseq(void)
 	return NULL;
 }
 
-/* ---- a loaded object's dynamic tables (also memlock.c) ------------------ */
+#ifdef KT_RSEQ_POSSIBLE
+/* ---- glibc's rseq symbols, found without linking against them ---------- */
+
+struct sym_query {
+	const char *name;
+	const void *addr;     /* out: the definition, NULL if none */
+};
+
+static KT_NOINSTR uint32_t gnu_hash(const char *s)
+{
+	uint32_t h = 5381;
+
+	for (; *s; s++)
+		h = h * 33 + (unsigned char)*s;
+	return h;
+}
 
 /* A dynamic-section pointer: glibc relocates them in place on most
  * architectures, not in read-only ones (vDSO; RISC-V, MIPS). */
@@ -129,23 +144,6 @@ KT_NOINSTR int ktrace__dyn_tables(const struct dl_phdr_info *info, struct kt_dyn
 			t->hash = (const uint32_t *)p;
 	}
 	return t->symtab && t->strtab && (t->gh || t->hash);
-}
-
-#ifdef KT_RSEQ_POSSIBLE
-/* ---- glibc's rseq symbols, found without linking against them ---------- */
-
-struct sym_query {
-	const char *name;
-	const void *addr;     /* out: the definition, NULL if none */
-};
-
-static KT_NOINSTR uint32_t gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
 }
 
 static KT_NOINSTR const ElfW(Sym) *gnu_lookup(const uint32_t *gh, const ElfW(Sym) *symtab,
