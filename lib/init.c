@@ -122,30 +122,6 @@ static KT_NOINSTR uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t p
 	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
 }
 
-/* The dynamic symbol and string tables of a loaded object, and its hash
- * tables (GNU and/or SysV): 1 if it has a symbol table with one of them. */
-KT_NOINSTR int ktrace__dyn_tables(const struct dl_phdr_info *info, struct kt_dyn *t)
-{
-	const ElfW(Dyn) *d = NULL;
-
-	memset(t, 0, sizeof(*t));
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	for (; d && d->d_tag != DT_NULL; d++) {
-		uintptr_t p = dyn_ptr(info, d->d_un.d_ptr);
-		if (d->d_tag == DT_SYMTAB)
-			t->symtab = (const ElfW(Sym) *)p;
-		else if (d->d_tag == DT_STRTAB)
-			t->strtab = (const char *)p;
-		else if (d->d_tag == DT_GNU_HASH)
-			t->gh = (const uint32_t *)p;
-		else if (d->d_tag == DT_HASH)
-			t->hash = (const uint32_t *)p;
-	}
-	return t->symtab && t->strtab && (t->gh || t->hash);
-}
-
 static KT_NOINSTR const ElfW(Sym) *gnu_lookup(const uint32_t *gh, const ElfW(Sym) *symtab,
                                               const char *strtab, const char *name)
 {
@@ -180,14 +156,29 @@ static KT_NOINSTR const ElfW(Sym) *sysv_lookup(const uint32_t *hash, const ElfW(
 static KT_NOINSTR int find_symbol(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct sym_query *q = arg;
-	const ElfW(Sym) *s;
-	struct kt_dyn t;
+	const ElfW(Dyn) *d = NULL;
+	const ElfW(Sym) *symtab = NULL, *s;
+	const char *strtab = NULL;
+	const uint32_t *gh = NULL, *hash = NULL;
 
 	(void)size;
-	if (!ktrace__dyn_tables(info, &t))
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	for (; d && d->d_tag != DT_NULL; d++) {
+		uintptr_t p = dyn_ptr(info, d->d_un.d_ptr);
+		if (d->d_tag == DT_SYMTAB)
+			symtab = (const ElfW(Sym) *)p;
+		else if (d->d_tag == DT_STRTAB)
+			strtab = (const char *)p;
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)p;
+		else if (d->d_tag == DT_HASH)
+			hash = (const uint32_t *)p;
+	}
+	if (!symtab || !strtab || (!gh && !hash))
 		return 0;
-	s = t.gh ? gnu_lookup(t.gh, t.symtab, t.strtab, q->name)
-	         : sysv_lookup(t.hash, t.symtab, t.strtab, q->name);
+	s = gh ? gnu_lookup(gh, symtab, strtab, q->name) : sysv_lookup(hash, symtab, strtab, q->name);
 	if (s == NULL || s->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s->st_info) != STT_OBJECT)
 		return 0;
 	q->addr = (const void *)(info->dlpi_addr + s->st_value);

@@ -495,16 +495,6 @@ void ktrace__vfork_enter(void);          /* before the system call */
 long ktrace__vfork_parent(long r);       /* after it, in the parent: errno */
 
 /* ---- init (init.c) ----------------------------------------------------- */
-/* A loaded object's dynamic tables (dl_iterate_phdr): 1 if it has a
- * symbol table with a GNU or SysV hash table. */
-struct dl_phdr_info;
-struct kt_dyn {
-	const void *symtab;          /* ElfW(Sym)[] */
-	const char *strtab;
-	const uint32_t *gh;          /* DT_GNU_HASH, or NULL */
-	const uint32_t *hash;        /* DT_HASH, or NULL */
-};
-int ktrace__dyn_tables(const struct dl_phdr_info *info, struct kt_dyn *t);
 /* Initialise the library if not done; returns 1 if tracing is on. */
 int ktrace__ensure_init(void);
 /* Why tracing is off: KTRACE_EDISABLED (KTRACE_ENABLE=0) or the error

@@ -36,6 +36,11 @@ _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
 
 /* ---- start-up: does the program call mlockall? ---------------------------- */
 
+static KT_NOINSTR uintptr_t dptr(const struct dl_phdr_info *info, uintptr_t p)
+{
+	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
+}
+
 /* Symbols in a dynamic symbol table, from DT_HASH or DT_GNU_HASH. */
 static KT_NOINSTR uint32_t nsyms(const uint32_t *gh, const uint32_t *hash)
 {
@@ -60,17 +65,30 @@ static KT_NOINSTR uint32_t nsyms(const uint32_t *gh, const uint32_t *hash)
 
 static KT_NOINSTR int imports_mlockall(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct kt_dyn t;
-	const ElfW(Sym) *symtab;
-	const char *strtab;
+	const ElfW(Dyn) *d = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const uint32_t *gh = NULL, *hash = NULL;
 	uint32_t n;
 
 	(void)size;
-	if (!ktrace__dyn_tables(info, &t))
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	for (; d && d->d_tag != DT_NULL; d++) {
+		uintptr_t p = dptr(info, d->d_un.d_ptr);
+		if (d->d_tag == DT_SYMTAB)
+			symtab = (const ElfW(Sym) *)p;
+		else if (d->d_tag == DT_STRTAB)
+			strtab = (const char *)p;
+		else if (d->d_tag == DT_GNU_HASH)
+			gh = (const uint32_t *)p;
+		else if (d->d_tag == DT_HASH)
+			hash = (const uint32_t *)p;
+	}
+	if (!symtab || !strtab || (!gh && !hash))
 		return 0;
-	symtab = t.symtab;
-	strtab = t.strtab;
-	n = nsyms(t.gh, t.hash);
+	n = nsyms(gh, hash);
 	for (uint32_t i = 1; i < n; i++)
 		if (symtab[i].st_shndx == SHN_UNDEF &&
 		    strcmp(strtab + symtab[i].st_name, "mlockall") == 0) {
