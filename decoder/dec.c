@@ -80,8 +80,9 @@ const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q,
 
 const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len)
 {
+	/* enum ktrace_req_keep, bit by bit */
 	static const char *const names[] = { "slow", "sampled", "nested", "spilled", "direct",
-	                                     "trigger" };
+	                                     "trigger", "overlap", "warmup", "after" };
 	size_t n = 0;
 
 	buf[0] = 0;

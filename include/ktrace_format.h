@@ -228,6 +228,10 @@ enum ktrace_req_keep {
 	KTRACE_REQ_WARMUP = 1u << 7,    /* kept because its kind had no threshold yet
 	                                   (no absolute one, and fewer requests than
 	                                   a percentile needs): nothing to judge by */
+	KTRACE_REQ_AFTER = 1u << 8,     /* kept because it ended between a trigger
+	                                   and the copy of its window (the
+	                                   aftermath the post-trigger delay waits
+	                                   for) */
 };
 
 /* Words in a block (4 KiB).  Blocks are aligned in the ring to this size. */

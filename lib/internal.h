@@ -87,6 +87,9 @@ struct kt_globals {
 	_Atomic int state;           /* enum kt_init_state */
 	_Atomic uint64_t hz_cached;  /* counter Hz estimate for triggers; writer
 	                                thread updates it every anchor, 0 = none */
+	_Atomic uint64_t after_until; /* counter: a trigger's window is copied
+	                                 about then; requests ending before it
+	                                 are kept (KTRACE_REQ_AFTER) */
 	_Atomic uint64_t loss[KTRACE_LOSS_COUNT]; /* by enum ktrace_loss_cause */
 };
 
@@ -290,6 +293,9 @@ void ktrace__kind_fate(uint32_t kind, uint32_t keep);
 void ktrace__kind_refate(uint32_t kind);
 /* A thread got no hold buffer (counted in the REQUESTS section). */
 void ktrace__hold_failed(void);
+/* trigger.c: keep a request that ended at end, of about words, as part of
+ * a trigger's aftermath (KTRACE_REQ_AFTER)? */
+int ktrace__after_keep(uint64_t end, uint64_t words);
 /* Writer thread: prepare the next histogram slice. */
 void ktrace__kinds_tick(void);
 /* The REQUESTS section (ktrace__walloc'ed; caller frees), or NULL. */

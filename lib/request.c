@@ -52,7 +52,7 @@
 #define KT_HOLD_DEPTH 4u     /* ... of which held: past it, recorded directly */
 /* A request with one of these is kept whole, and so is its run. */
 #define KT_KEEP_WHOLE (KTRACE_REQ_SLOW | KTRACE_REQ_SAMPLED | KTRACE_REQ_TRIGGER | \
-                       KTRACE_REQ_WARMUP)
+                       KTRACE_REQ_WARMUP | KTRACE_REQ_AFTER)
 #define KT_PEND_MAX 256u     /* requests ended in a run before it resolves */
 #define KT_FRAMES 256u       /* frames tracked when a run is dropped */
 #define KT_KEEPS 128u        /* records a dropped run may have to keep */
@@ -702,6 +702,10 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	}
 	ktrace__kind_end(r.kind_, r.number_, r.slot_, r.begin_tsc_, end, &e);
 	keep = e.keep;
+	/* The aftermath of a trigger: until its window is copied, requests
+	 * are kept, within a bound (trigger.c). */
+	if (ktrace__after_keep(end, (t->hold && hs ? (uint64_t)t->hold_pos : 0) + 12))
+		keep |= KTRACE_REQ_AFTER;
 	/* Slow only by the running percentile: kept while such requests stay
 	 * within their share of the ring (trigger.c), or when its run is kept
 	 * anyway. */

@@ -1044,6 +1044,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 			trigger_sched_fill(&trig);   /* informational in wall mode */
 		else
 			have_trig = take_run_trigger(&trig, now, &wait_ns);
+		if (have_trig)   /* the aftermath ends with the copy (trigger.c) */
+			kt_store(&ktrace__g.after_until, ktrace__now(), relaxed);
 		if (!have_trig && !kt_load(&sig_pending, relaxed)) {
 			pthread_mutex_lock(&api_mu);
 			int idle = api_asked == api_done;

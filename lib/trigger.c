@@ -350,6 +350,44 @@ KT_NOINSTR void ktrace__hold_failed(void)
 	kt_add(&hold_failed, 1, relaxed);
 }
 
+/*
+ * The aftermath.  A trigger was accepted for a request that ended at end:
+ * its window is copied KTRACE_TRIGGER_DELAY_MS later so that what followed
+ * is in it, so requests that end meanwhile are kept (request.c), on every
+ * thread, or the aftermath would hold only the calls outside requests.
+ * Until: the writer lowers the mark to the counter when it takes the
+ * trigger (snapshot.c), just before it copies the window; set here to
+ * four times the delay and a second more, for a writer that never comes.
+ * Bounded: at most an eighth of one
+ * core's ring per trigger (after_words), so that a busy service's
+ * aftermath cannot push the slow request itself, or the window before it,
+ * out of the ring.
+ */
+static _Atomic uint64_t after_words;
+
+static KT_NOINSTR void after_until(uint64_t end)
+{
+	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
+	uint64_t ms = ktrace__cfg.trigger_delay_ms, until, old;
+
+	if (hz == 0)
+		hz = ktrace__tsc_hz();
+	until = end + (uint64_t)((long double)(4 * ms + 1000) * (long double)hz / 1e3L);
+	kt_store(&after_words, 0, relaxed);
+	old = kt_load(&ktrace__g.after_until, relaxed);
+	while (old < until && !kt_cas(&ktrace__g.after_until, &old, until, relaxed)) {
+	}
+}
+
+KT_NOINSTR int ktrace__after_keep(uint64_t end, uint64_t words)
+{
+	/* relaxed: a request that sees a new trigger late is one dropped at
+	 * the aftermath's edge, never a wrong record. */
+	if (end > kt_load(&ktrace__g.after_until, relaxed))
+		return 0;
+	return kt_add(&after_words, words, relaxed) + words <= ktrace__g.ring_words / 8;
+}
+
 KT_NOINSTR void ktrace__kind_end(uint32_t kid, uint32_t number, uint32_t begin_slot,
                                  uint64_t begin, uint64_t end, struct kt_req_end *out)
 {
@@ -432,7 +470,8 @@ KT_NOINSTR void ktrace__kind_end(uint32_t kid, uint32_t number, uint32_t begin_s
 		tr.percentile_x1000 = why == KTRACE_TRIGGER_PERCENTILE ? (uint32_t)pct : 0;
 		tr.samples = k ? (uint32_t)kt_load(&k->count, relaxed) : 0;
 		strncpy(tr.kind, name, sizeof(tr.kind) - 1);
-		ktrace__snapshot_request_trigger(&tr, ktrace__cfg.trigger_delay_ms);
+		if (ktrace__snapshot_request_trigger(&tr, ktrace__cfg.trigger_delay_ms) == 0)
+			after_until(end);
 	}
 record:
 	if (k) {
