@@ -145,6 +145,13 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 	        (s->req_hdr.flags & KTRACE_REQS_HOLD) ?
 	        "held aside while running, kept whole only if slow or sampled" :
 	        "recorded as they ran (not held aside)");
+	if ((s->req_hdr.flags & KTRACE_REQS_HOLD) && s->req_hdr.gap_us) {
+		kd_fmt_dur((uint64_t)s->req_hdr.gap_us * 1000, a, sizeof(a));
+		fprintf(f, "%s  between requests: held aside too; %" PRIu32 " gaps kept whole "
+		           "since start (%s or longer, sampled, with a mark or after a "
+		           "trigger), the rest reduced to the calls the nesting needs\n",
+		        indent, s->req_hdr.gaps_kept, a);
+	}
 	if (s->req_hdr.hold_failed)
 		fprintf(f, "%s  %" PRIu64 " threads got no hold buffer (memory): their requests "
 		           "were recorded as they ran\n", indent, s->req_hdr.hold_failed);

@@ -721,7 +721,14 @@ struct ktrace_req_hdr {
 	                                  requests of that thread already used
 	                                  their share of the ring (half of a
 	                                  core's window budget) */
-	uint8_t  reserved[8];          /* 0 */
+	/* Were reserved (0) in the first format 2 files: 0 reads as "gaps
+	 * not held". */
+	uint32_t gap_us;               /* KTRACE_GAP_US: a thread's time between
+	                                  its requests is held, and kept whole when
+	                                  at least this long (0 = not held) */
+	uint32_t gaps_kept;            /* such gaps kept whole since start (long,
+	                                  sampled, with a mark, or a trigger's
+	                                  aftermath; saturates) */
 };
 _Static_assert(sizeof(struct ktrace_req_hdr) == 72, "req header size is pinned");
 

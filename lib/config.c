@@ -369,6 +369,7 @@ static KT_NOINSTR void keep_settings(struct kt_config *c)
 	c->keep_min_samples = 1000;
 	c->sample_ms = 1000;
 	c->hold_kb = 256;
+	c->gap_us = 1000;
 	if ((s = env("KTRACE_KEEP")) != NULL && *s) {
 		if (strcasecmp(s, "all") == 0)
 			c->keep_all = 1;
@@ -390,6 +391,7 @@ static KT_NOINSTR void keep_settings(struct kt_config *c)
 	/* at most 960 KiB: a held run is at most the buffer, written in chunks
 	 * of a block's room (1017 words), and HELD numbers chunks in 8 bits */
 	num32("KTRACE_HOLD_KB", 4, 960, &c->hold_kb, "KiB per thread");
+	num32("KTRACE_GAP_US", 0, 60000000, &c->gap_us, "microseconds");
 }
 
 KT_NOINSTR void ktrace__config_load(void)

@@ -263,6 +263,7 @@ void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload
 void ktrace__hold_fork_child(struct kt_thread *t);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);
+uint64_t ktrace__hold_gaps_kept(void);   /* gaps kept whole since start */
 /* ring.c: write n held words (whole records, starting at time base_tsc)
  * into the ring of the core t runs on as HELD chunks keyed (seg, P, h). */
 void ktrace__ring_write_held(struct kt_thread *t, const uint32_t *w, uint32_t n,
@@ -384,6 +385,9 @@ struct kt_config {
 	uint32_t sample_ms;          /* KTRACE_SAMPLE_MS: a typical sample per kind
 	                                about this often (0 = none) */
 	uint32_t hold_kb;            /* KTRACE_HOLD_KB: each thread's hold buffer */
+	uint32_t gap_us;             /* KTRACE_GAP_US: a thread's time between its
+	                                requests is held too, and kept when at
+	                                least this long (0 = not held) */
 	uint32_t trigger_on;         /* KTRACE_TRIGGER_ON: enum ktrace_trigger_on */
 	int sched;                   /* KTRACE_SCHED: 1 auto (default), 0 off,
 	                                2 on (even under a seccomp filter) */

@@ -119,6 +119,10 @@ struct kt_hold {
 	uint64_t slow_last;      /* counter when the share was last refilled */
 	uint32_t last_close;     /* the run's outermost REQ_CLOSE type word */
 	uint32_t last_kind;      /* and its kind */
+	uint32_t gap;            /* the run is a gap (between requests) */
+	uint32_t gap_sampled;    /* ... chosen at its start as a typical sample */
+	uint64_t gap_ticks;      /* KTRACE_GAP_US in counter ticks (0: not yet) */
+	uint64_t gap_next_sample;/* counter: the next gap sample from here */
 	struct kt_ret ret[KT_RET_MAX];
 	struct kt_frame frames[KT_FRAMES];   /* scratch for drop_run */
 	uint32_t keeps[KT_KEEPS];            /* scratch: records drop_run keeps */
@@ -239,6 +243,10 @@ static inline KT_NOINSTR uint32_t ts20_of(uint64_t c)
 
 static KT_NOINSTR void run_start(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
+	/* A thread that runs requests back to back may never reach the
+	 * hooks' slow path (each run starts a new buffer, TSC deadline and
+	 * all), where a new mute is adopted: adopt it here. */
+	ktrace__filter_adopt(t);
 	hs->base_tsc = now;
 	hs->seg = t->seg;
 	hs->P = ktrace__ring_pos(t->last_cpu);
@@ -331,14 +339,33 @@ static inline KT_NOINSTR uint32_t words_of(uint32_t w)
 /*
  * Drop the run, keeping only what the thread's nesting needs: exits of
  * frames entered before the run, and entries of frames still open at its
- * end.  Each kept record goes behind a TSC record of its own time.  A run
- * too deep or with too many such records to track is kept whole.
+ * end.  The first kept record's time is the chunk's (HELD carries it); a
+ * later one goes behind a TSC record of its own time only when more than
+ * KTRACE_TS_FORWARD_MAX ticks passed since the one before it, so a kept
+ * edge costs one word, not five.  A run too deep or with too many such
+ * records to track is kept whole.
  */
+static KT_NOINSTR uint32_t keep_rec(struct kt_hold *hs, uint32_t no, const uint32_t *w,
+                                    uint64_t tick, uint64_t *prev, uint32_t nk)
+{
+	uint32_t shift = ktrace__g.tsc_shift;
+
+	if (nk > 1 && tick - *prev > KTRACE_TS_FORWARD_MAX) {
+		hs->out[no++] = KTRACE_REC((uint32_t)tick, 3);
+		hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+		hs->out[no++] = (uint32_t)(tick << shift);
+		hs->out[no++] = (uint32_t)((tick << shift) >> 32);
+	}
+	*prev = tick;
+	for (uint32_t y = 0; y < words_of(w[0]); y++)   /* its ts20 is tick's */
+		hs->out[no++] = w[y];
+	return no;
+}
 static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	const uint32_t *w = t_run(hs);
 	uint32_t n = t->hold_pos, nf = 0, nk = 0, no = 0, shift = ktrace__g.tsc_shift;
-	uint64_t tick = hs->base_tsc >> shift, first = 0;
+	uint64_t tick = hs->base_tsc >> shift, first = 0, prev = 0;
 
 	t->hold_lim = 0;
 	for (uint32_t x = 0; x < n; x += words_of(w[x])) {
@@ -375,12 +402,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 					goto whole;
 				if (nk == 1)
 					first = tick;
-				hs->out[no++] = KTRACE_REC((uint32_t)tick, 3);
-				hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
-				hs->out[no++] = (uint32_t)(tick << shift);
-				hs->out[no++] = (uint32_t)((tick << shift) >> 32);
-				for (uint32_t y = 0; y < words_of(w[x]); y++)
-					hs->out[no++] = w[x + y];
+				no = keep_rec(hs, no, &w[x], tick, &prev, nk);
 			}
 		}
 	}
@@ -392,12 +414,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 			goto whole;
 		if (nk++ == 0)
 			first = hs->frames[i].tick;
-		hs->out[no++] = KTRACE_REC((uint32_t)hs->frames[i].tick, 3);
-		hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
-		hs->out[no++] = (uint32_t)(hs->frames[i].tick << shift);
-		hs->out[no++] = (uint32_t)((hs->frames[i].tick << shift) >> 32);
-		for (uint32_t y = 0; y < words_of(w[x]); y++)
-			hs->out[no++] = w[x + y];
+		no = keep_rec(hs, no, &w[x], hs->frames[i].tick, &prev, nk);
 	}
 	settle(hs, 0);
 	if (no) {
@@ -471,6 +488,11 @@ static KT_NOINSTR uint32_t hold_put(struct kt_thread *t, uint32_t ev, const uint
 KT_NOINSTR void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                                   uint32_t npayload)
 {
+	/* The program's own marks between requests are kept, as ever: the
+	 * gap that has one is kept whole. */
+	if (t->hs && t->hs->gap && KTRACE_EV_IS_EXT(ev) && npayload &&
+	    KTRACE_EXT_TYPE(payload[0]) == KTRACE_EXT_MARK)
+		t->hs->keep = 1;
 	hold_put(t, ev, payload, npayload, ktrace__now());
 }
 
@@ -495,7 +517,84 @@ static KT_NOINSTR uint32_t put_rec(struct kt_thread *t, uint32_t type, uint32_t 
 	return at;
 }
 
-/* End the run if no request of it is open any more. */
+/*
+ * Gaps.  On a busy service the calls between requests (the event loop:
+ * poll, read and parse, write the reply) outnumber the requests' own, and
+ * recorded as they run they fill the ring in seconds whatever is kept of
+ * the requests.  So a thread that has run a request holds its time until
+ * its next request begins the same way, as a run with no request open (a
+ * gap).  When the next request begins, or a snapshot is taken on the
+ * thread, the gap is
+ *   - kept whole if it lasted KTRACE_GAP_US or more (a busy loop turn, a
+ *     stall that delayed the requests waiting behind it; within the
+ *     thread's share for slow keeps, trigger.c), if it was chosen at its
+ *     start as a typical sample (one per thread about every
+ *     KTRACE_SAMPLE_MS), or if it ended in a trigger's aftermath;
+ *   - else dropped like a request's run: only the records the nesting
+ *     needs are kept, and it is retained for a while in case another
+ *     thread's slow request overlapped it (meanwhile).
+ * A gap larger than the buffer is copied when the buffer fills and the
+ * rest of it is recorded as it runs (a thread that has left requests
+ * behind, e.g. a worker that made one at start-up, costs one buffer).
+ * Gaps are not requests: they are not in the request log (the budget
+ * counts their time as the functions'), nor in the REQUESTS counts but
+ * for gaps_kept.
+ */
+static _Atomic uint64_t gaps_kept;
+
+KT_NOINSTR uint64_t ktrace__hold_gaps_kept(void)
+{
+	return kt_load(&gaps_kept, relaxed);
+}
+
+static KT_NOINSTR void gap_start(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
+{
+	uint64_t hz;
+
+	if (ktrace__cfg.gap_us == 0 || ktrace__cfg.keep_all || t->hold != NULL || hs->depth)
+		return;
+	hz = kt_load(&ktrace__g.hz_cached, relaxed);
+	if (hs->gap_ticks == 0 && hz != 0)
+		hs->gap_ticks = (uint64_t)((unsigned __int128)hz * ktrace__cfg.gap_us / 1000000);
+	hs->gap_sampled = 0;
+	if (ktrace__cfg.sample_ms && hz && now >= hs->gap_next_sample) {
+		/* the next one after half to one and a half the period, so that
+		 * loops in step with it are not always sampled at one phase */
+		uint64_t step = (uint64_t)((unsigned __int128)hz * ktrace__cfg.sample_ms / 1000);
+		hs->gap_sampled = hs->gap_next_sample != 0;
+		hs->gap_next_sample = now + step / 2 +
+		                      ((now * 0x9e3779b97f4a7c15ull) >> 24) % (step + 1);
+	}
+	run_start(t, hs, now);
+	hs->gap = 1;
+	hs->last_close = ~0u;
+	hs->last_kind = 0;
+}
+
+/* The gap ends (nest held): keep it or drop it (above). */
+static KT_NOINSTR void gap_end(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
+{
+	uint64_t len;
+
+	if (!hs->gap)
+		return;
+	hs->gap = 0;
+	if (t->hold == NULL)
+		return;   /* spilled: its records are in the ring */
+	len = now - hs->base_tsc;
+	if (hs->keep || hs->gap_sampled ||
+	    ktrace__after_keep(now, (uint64_t)t->hold_pos + 8) ||
+	    (hs->gap_ticks && len >= hs->gap_ticks &&
+	     ktrace__kind_slow_budget(&hs->slow_tokens, &hs->slow_last,
+	                              (uint64_t)t->hold_pos + 8, now))) {
+		kt_add(&gaps_kept, 1, relaxed);   /* relaxed: a statistic */
+		keep_run(t, hs);
+	} else {
+		drop_run(t, hs, now);
+	}
+}
+
+/* End the run if no request of it is open any more; a gap follows. */
 static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	if (hs->depth != 0)
@@ -507,6 +606,7 @@ static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs, ui
 		else
 			drop_run(t, hs, now);
 	}
+	gap_start(t, hs, now);
 }
 
 /* Requests of this thread that other threads ended (the mailbox). */
@@ -623,6 +723,8 @@ static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t 
 		check_overlap(t, hs);
 	}
 	now = ktrace__now();
+	if (hs && hs->depth == 0)
+		gap_end(t, hs, now);   /* the time since the last request */
 	keep = ktrace__kind_sample(id, now) ? KTRACE_REQ_SAMPLED : 0;
 	r.kind_ = id;
 	r.number_ = ktrace__kind_number(id);
@@ -699,6 +801,11 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 	if (hs) {
 		take_mail(t, hs);
 		check_overlap(t, hs);
+		/* None open here: begun on another thread.  Its end record goes
+		 * to the ring between two gaps (a dropped gap keeps no such
+		 * record). */
+		if (hs->depth == 0)
+			gap_end(t, hs, end);
 	}
 	ktrace__kind_end(r.kind_, r.number_, r.slot_, r.begin_tsc_, end, &e);
 	keep = e.keep;
@@ -729,6 +836,8 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			ktrace__thread_mail_post(r.slot_, r.seq_,
 			                         (e.keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER)) != 0);
 		ktrace__kind_fate(r.kind_, keep);
+		if (hs)
+			gap_start(t, hs, ktrace__now());
 		goto out;
 	}
 	{

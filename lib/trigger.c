@@ -518,6 +518,11 @@ KT_NOINSTR void *ktrace__requests_serialize(size_t *len, uint32_t *count)
 	h->keep_min_samples = ktrace__cfg.keep_min_samples;
 	h->hold_failed = kt_load(&hold_failed, relaxed);
 	h->slow_over_budget = kt_load(&slow_refused, relaxed);
+	h->gap_us = ktrace__cfg.keep_all ? 0 : ktrace__cfg.gap_us;
+	{
+		uint64_t g = ktrace__hold_gaps_kept();
+		h->gaps_kept = g > UINT32_MAX ? UINT32_MAX : (uint32_t)g;
+	}
 	off = sizeof(*h);
 	hz = kt_load(&ktrace__g.hz_cached, relaxed);
 	for (uint32_t id = 1; id < n && id < KT_KINDS; id++) {

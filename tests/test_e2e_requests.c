@@ -512,6 +512,77 @@ static void test_requests_budget_mutes_the_serving_loop(void **state)
 	free_run(&r);
 }
 
+/* Records of extended type type (MARK, ...) in the window. */
+static uint32_t count_ext(const struct run *r, uint32_t type)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < r->w.n; i++)
+		n += r->w.recs[i].ext_type == type;
+	return n;
+}
+
+/*
+ * Between requests (lib/request.c, "Gaps"): an event loop's time between
+ * its requests is held like a request's and kept only when slow (a 3 ms
+ * stall, over KTRACE_GAP_US=1000), marked, or sampled; the rest costs the
+ * ring only the records the nesting needs, so turn(), which spans each
+ * gap and request, still has every entry and exit.  With KTRACE_GAP_US=0
+ * every gap is recorded as it runs.
+ */
+static void test_requests_gaps_between_requests_held(void **state)
+{
+	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
+	                            "KTRACE_TRIGGER_US=10000000", NULL};
+	static const char *env_off[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
+	                                "KTRACE_TRIGGER_US=10000000", "KTRACE_GAP_US=0", NULL};
+	struct run r;
+	uint32_t en, ex, stalls_en, stalls_ex, bet_en, bet_ex, marks;
+	int stalls = 0, nmarks = 0, either = 0, n = 2000;
+	const struct ktrace_req_hdr *h;
+	uint64_t size;
+	const char *s;
+
+	(void)state;
+	run_prog(&r, "gaps", "2000", "snapshot ", env);
+	s = strstr(r.p.out, "stalls ");
+	assert_non_null(s);
+	assert_int_equal(sscanf(s, "stalls %d marks %d either %d", &stalls, &nmarks, &either), 3);
+	assert_int_equal(stalls, 20);
+	/* every slow gap whole: its stall(), and the between() around it */
+	count_calls(&r, "stall", &stalls_en, &stalls_ex);
+	if (stalls_en != (uint32_t)stalls || stalls_ex != (uint32_t)stalls)
+		fail_msg("stall(): %u entries, %u exits; the program stalled %d gaps", stalls_en,
+		         stalls_ex, stalls);
+	marks = count_ext(&r, KTRACE_EXT_MARK);
+	assert_int_equal(marks, nmarks);
+	/* ... and the other gaps dropped: between() only in the kept ones
+	 * (plus any the machine stretched past 1 ms) */
+	count_calls(&r, "between", &bet_en, &bet_ex);
+	assert_int_equal(bet_en, bet_ex);
+	if (bet_en < (uint32_t)either || bet_en > (uint32_t)(either + n / 20))
+		fail_msg("between(): %u calls in the window; %d gaps were slow or marked of %d",
+		         bet_en, either, n);
+	/* turn() spans a gap and a request: nesting kept for every one */
+	check_balanced(&r, "turn", (uint32_t)n);
+	h = kt_file_section(&r.f, KTRACE_SEC_REQUESTS, NULL, &size);
+	assert_non_null(h);
+	assert_int_equal(h->gap_us, 1000);
+	assert_true(h->gaps_kept >= (uint32_t)either);
+	assert_true(h->gaps_kept <= bet_en + 1);
+	free_run(&r);
+
+	/* Not held: every gap recorded as it ran. */
+	run_prog(&r, "gaps", "2000", "snapshot ", env_off);
+	count_calls(&r, "between", &en, &ex);
+	assert_int_equal(en, (uint32_t)n);
+	assert_int_equal(ex, (uint32_t)n);
+	check_balanced(&r, "turn", (uint32_t)n);
+	h = kt_file_section(&r.f, KTRACE_SEC_REQUESTS, NULL, &size);
+	assert_int_equal(h->gap_us, 0);
+	free_run(&r);
+}
+
 static void test_requests_meanwhile_the_lock_holder_is_kept(void **state)
 {
 	static const char *env[] = {"KTRACE_TRIGGER_US=60000", "KTRACE_SAMPLE_MS=0",
@@ -551,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_requests_warmup_keeps_until_a_threshold),
 		cmocka_unit_test(test_requests_budget_mutes_the_serving_loop),
 		cmocka_unit_test(test_requests_meanwhile_the_lock_holder_is_kept),
+		cmocka_unit_test(test_requests_gaps_between_requests_held),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,12 @@
  *             long only because of the request inside.
  *   fork      N requests, a fork in the middle of one; the child runs N
  *             requests and takes its own snapshot (prints "child PATH").
+ *   gaps      N turns of an event loop: turn() calls between() (work(2))
+ *             then a "get" request (work(3)); the time between requests is
+ *             held too.  Every 100th between() (k % 100 == 50) also calls
+ *             stall(), 3 ms on the cpu (a slow gap), and every 250th makes
+ *             the mark "gapmark".  Prints "stalls S marks M either E" (E:
+ *             gaps with a stall, a mark or both).
  *
  * Then it takes a snapshot (ktrace_snapshot) and prints "snapshot PATH".
  */
@@ -74,6 +80,46 @@ static void basic(int n)
 		if (i % 100 == 0)
 			printf("planted %d\n", i);
 	}
+}
+
+__attribute__((no_instrument_function)) static long long mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+__attribute__((noinline)) void stall(void)
+{
+	long long end = mono_ns() + 3000000;
+	while (mono_ns() < end)
+		atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
+}
+__attribute__((noinline)) void between(int k)
+{
+	work(2);
+	if (k % 100 == 50)
+		stall();
+	if (k % 250 == 0)
+		ktrace_mark("gapmark", (uint64_t)k);
+}
+__attribute__((noinline)) void turn(int k)
+{
+	between(k);
+	ktrace_request_t r = ktrace_request_begin("get");
+	work(3);
+	ktrace_request_end(r);
+}
+static void gaps(int n)
+{
+	int stalls = 0, marks = 0, either = 0;
+
+	for (int k = 1; k <= n; k++) {
+		turn(k);
+		stalls += k % 100 == 50;
+		marks += k % 250 == 0;
+		either += k % 100 == 50 || k % 250 == 0;
+	}
+	printf("stalls %d marks %d either %d\n", stalls, marks, either);
 }
 
 static ktrace_request_t pending;
@@ -311,9 +357,10 @@ int main(int argc, char **argv)
 	 * (WARMUP).  The tests are about what comes after. */
 	usleep(60 * 1000);
 	printf("fn leaf %p\nfn slow_io %p\nfn opener %p\nfn closer %p\nfn hold_lock %p\n"
-	       "fn on_alarm %p\nfn work %p\nfn serve %p\n", (void *)leaf, (void *)slow_io,
+	       "fn on_alarm %p\nfn work %p\nfn serve %p\nfn stall %p\nfn between %p\n"
+	       "fn turn %p\n", (void *)leaf, (void *)slow_io,
 	       (void *)opener, (void *)closer, (void *)hold_lock, (void *)on_alarm, (void *)work,
-	       (void *)serve);
+	       (void *)serve, (void *)stall, (void *)between, (void *)turn);
 	if (strcmp(mode, "basic") == 0)
 		basic(n);
 	else if (strcmp(mode, "unbalanced") == 0)
@@ -330,6 +377,8 @@ int main(int argc, char **argv)
 		meanwhile(n);
 	else if (strcmp(mode, "loop") == 0)
 		loop(n);
+	else if (strcmp(mode, "gaps") == 0)
+		gaps(n);
 	else if (strcmp(mode, "fork") == 0)
 		forked(n);
 	else if (strcmp(mode, "exit") == 0) {
