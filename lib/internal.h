@@ -268,6 +268,11 @@ uint64_t ktrace__hold_gaps_kept(void);   /* gaps kept whole since start */
  * into the ring of the core t runs on as HELD chunks keyed (seg, P, h). */
 void ktrace__ring_write_held(struct kt_thread *t, const uint32_t *w, uint32_t n,
                              uint64_t base_tsc, uint32_t seg, uint32_t P, uint32_t h);
+/* ... with chunks numbered from chunk (they sort after lower ones of the
+ * same key: request.c's deferred entries). */
+void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t n,
+                                uint64_t base_tsc, uint32_t seg, uint32_t P, uint32_t h,
+                                uint32_t chunk);
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
 

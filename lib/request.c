@@ -89,6 +89,17 @@ struct kt_ret {
 
 #define KT_RET_MAX 512u      /* dropped runs retained per thread */
 
+/* An entry a dropped run left open, not written yet (see drop_run). */
+#define KT_DEFER 64u
+#define KT_DEFER_CHUNK 128u  /* its HELD chunk number: after the run's own */
+struct kt_defer {
+	uint64_t key;            /* frame_key() */
+	uint64_t tick;           /* when */
+	uint32_t seg, P, h;      /* its run's place */
+	uint32_t nw;             /* words */
+	uint32_t w[4];           /* the record */
+};
+
 #define KT_RLOG 1024u        /* runs in the request log (power of two) */
 
 struct kt_hold {
@@ -123,6 +134,9 @@ struct kt_hold {
 	uint32_t gap_sampled;    /* ... chosen at its start as a typical sample */
 	uint64_t gap_ticks;      /* KTRACE_GAP_US in counter ticks (0: not yet) */
 	uint64_t gap_next_sample;/* counter: the next gap sample from here */
+	uint32_t ndefer;         /* defer[] entries, outermost first */
+	struct kt_defer defer[KT_DEFER];
+	uint32_t dout[KT_DEFER * 8];         /* scratch: flush_defer's words */
 	struct kt_ret ret[KT_RET_MAX];
 	struct kt_frame frames[KT_FRAMES];   /* scratch for drop_run */
 	uint32_t keeps[KT_KEEPS];            /* scratch: records drop_run keeps */
@@ -289,6 +303,8 @@ static KT_NOINSTR void settle(struct kt_hold *hs, int kept)
 	hs->npend = 0;
 }
 
+static KT_NOINSTR void flush_defer(struct kt_thread *t, struct kt_hold *hs);
+
 /* Copy the run into the ring. */
 static KT_NOINSTR void keep_run(struct kt_thread *t, struct kt_hold *hs)
 {
@@ -296,6 +312,7 @@ static KT_NOINSTR void keep_run(struct kt_thread *t, struct kt_hold *hs)
 
 	t->hold_lim = 0;   /* a signal handler's events go to the slow path */
 	settle(hs, 1);
+	flush_defer(t, hs);   /* frames the run may exit */
 	ktrace__ring_write_held(t, t_run(hs), n, hs->base_tsc, hs->seg, hs->P, hs->h);
 	hs->next_off = hs->run_off;
 	run_stop(t);
@@ -342,29 +359,62 @@ static inline KT_NOINSTR uint32_t words_of(uint32_t w)
  * end.  The first kept record's time is the chunk's (HELD carries it); a
  * later one goes behind a TSC record of its own time only when more than
  * KTRACE_TS_FORWARD_MAX ticks passed since the one before it, so a kept
- * edge costs one word, not five.  A run too deep or with too many such
- * records to track is kept whole.
+ * edge costs one word, not five.
+ *
+ * Entries still open are not written at once but deferred (defer[], with
+ * their run's place): an event loop enters aeProcessEvents in one dropped
+ * gap and leaves it in a later one, and when every run in between is
+ * dropped too, neither record is needed.  An exit of a deferred frame in a
+ * later dropped run cancels both; anything else that may show the frame
+ * (a kept run, records written as they run, a snapshot on the thread,
+ * thread exit) first writes the deferred entries, as HELD chunks of their
+ * own run numbered from KT_DEFER_CHUNK, which sort after that run's own
+ * chunk: every record still lands at its place in the thread's order.
+ * A dropped run that touched no frame outside itself is retained (see
+ * "Meanwhile"); a run too deep or with too many such records to track is
+ * kept whole.
  */
-static KT_NOINSTR uint32_t keep_rec(struct kt_hold *hs, uint32_t no, const uint32_t *w,
+static KT_NOINSTR uint32_t keep_rec(uint32_t *out, uint32_t no, const uint32_t *w,
                                     uint64_t tick, uint64_t *prev, uint32_t nk)
 {
 	uint32_t shift = ktrace__g.tsc_shift;
 
 	if (nk > 1 && tick - *prev > KTRACE_TS_FORWARD_MAX) {
-		hs->out[no++] = KTRACE_REC((uint32_t)tick, 3);
-		hs->out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
-		hs->out[no++] = (uint32_t)(tick << shift);
-		hs->out[no++] = (uint32_t)((tick << shift) >> 32);
+		out[no++] = KTRACE_REC((uint32_t)tick, 3);
+		out[no++] = KTRACE_EXT_WORD(KTRACE_EXT_TSC, 0);
+		out[no++] = (uint32_t)(tick << shift);
+		out[no++] = (uint32_t)((tick << shift) >> 32);
 	}
 	*prev = tick;
 	for (uint32_t y = 0; y < words_of(w[0]); y++)   /* its ts20 is tick's */
-		hs->out[no++] = w[y];
+		out[no++] = w[y];
 	return no;
 }
+
+/* Write the deferred entries (nest held), one group per run. */
+static KT_NOINSTR void flush_defer(struct kt_thread *t, struct kt_hold *hs)
+{
+	uint32_t i = 0, shift = ktrace__g.tsc_shift;
+
+	while (i < hs->ndefer) {
+		const struct kt_defer *g = &hs->defer[i];
+		uint32_t no = 0, nk = 0;
+		uint64_t prev = 0;
+
+		for (; i < hs->ndefer && hs->defer[i].h == g->h && hs->defer[i].seg == g->seg &&
+		       hs->defer[i].P == g->P; i++)
+			no = keep_rec(hs->dout, no, hs->defer[i].w, hs->defer[i].tick, &prev, ++nk);
+		ktrace__ring_write_held_at(t, hs->dout, no, g->tick << shift, g->seg, g->P, g->h,
+		                           KT_DEFER_CHUNK);
+	}
+	hs->ndefer = 0;
+}
+
 static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	const uint32_t *w = t_run(hs);
 	uint32_t n = t->hold_pos, nf = 0, nk = 0, no = 0, shift = ktrace__g.tsc_shift;
+	uint32_t nd = hs->ndefer, edges = 0;
 	uint64_t tick = hs->base_tsc >> shift, first = 0, prev = 0;
 
 	t->hold_lim = 0;
@@ -393,32 +443,64 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 				i--;
 			if (i > 0) {
 				nf = i - 1;   /* frames above it lost their exits: gone too */
-			} else {
-				/* entered before the run: keep the exit */
-				if (nk == KT_KEEPS)
-					goto whole;
-				hs->keeps[nk++] = x;
-				if (no + 4 + words_of(w[x]) > KT_KEEPS * 8)
-					goto whole;
-				if (nk == 1)
-					first = tick;
-				no = keep_rec(hs, no, &w[x], tick, &prev, nk);
+				continue;
 			}
+			/* entered before the run */
+			edges++;
+			i = nd;
+			while (i > 0 && hs->defer[i - 1].key != key)
+				i--;
+			if (i > 0) {
+				nd = i - 1;   /* entered in a dropped run: neither is written */
+				continue;
+			}
+			/* Entered before any deferred frame, which so lost its
+			 * exit (longjmp): those are gone.  Keep this exit. */
+			nd = 0;
+			if (nk == KT_KEEPS)
+				goto whole;
+			hs->keeps[nk++] = x;
+			if (no + 4 + words_of(w[x]) > KT_KEEPS * 8)
+				goto whole;
+			if (nk == 1)
+				first = tick;
+			no = keep_rec(hs->out, no, &w[x], tick, &prev, nk);
 		}
 	}
-	/* Entries still open: in order, after the kept exits (an exit of an
-	 * earlier frame can only come while no frame of the run is open). */
-	for (uint32_t i = 0; i < nf; i++) {
-		uint32_t x = hs->frames[i].at;
-		if (nk == KT_KEEPS || no + 4 + words_of(w[x]) > KT_KEEPS * 8)
-			goto whole;
-		if (nk++ == 0)
-			first = hs->frames[i].tick;
-		no = keep_rec(hs, no, &w[x], hs->frames[i].tick, &prev, nk);
+	/* Entries still open: deferred, outermost first (an exit of an
+	 * earlier frame can only come while no frame of the run is open).
+	 * No room: the deferred ones are written, and these at once. */
+	if (nd + nf > KT_DEFER) {
+		for (uint32_t i = 0; i < nf; i++) {
+			uint32_t x = hs->frames[i].at;
+			if (nk == KT_KEEPS || no + 4 + words_of(w[x]) > KT_KEEPS * 8)
+				goto whole;
+			if (nk++ == 0)
+				first = hs->frames[i].tick;
+			no = keep_rec(hs->out, no, &w[x], hs->frames[i].tick, &prev, nk);
+		}
+		hs->ndefer = nd;   /* from here on the run is dropped */
+		flush_defer(t, hs);
+	} else {
+		hs->ndefer = nd;
+		for (uint32_t i = 0; i < nf; i++) {
+			struct kt_defer *f = &hs->defer[hs->ndefer++];
+			uint32_t x = hs->frames[i].at;
+			f->key = 0;
+			frame_key(&w[x], &f->key);
+			f->tick = hs->frames[i].tick;
+			f->seg = hs->seg;
+			f->P = hs->P;
+			f->h = hs->h;
+			f->nw = words_of(w[x]);
+			for (uint32_t y = 0; y < f->nw; y++)
+				f->w[y] = w[x + y];
+		}
 	}
 	settle(hs, 0);
-	if (no) {
+	if (no)
 		ktrace__ring_write_held(t, hs->out, no, first << shift, hs->seg, hs->P, hs->h);
+	if (no || edges || nf) {
 		hs->next_off = hs->run_off;
 	} else {
 		/* Retained: another thread's slow request may yet want it. */
@@ -437,7 +519,8 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 	run_stop(t);
 	return;
 whole:
-	/* Too much to sort out: keep it all; its requests count as kept. */
+	/* Too much to sort out: keep it all (the deferred entries first); its
+	 * requests count as kept. */
 	keep_run(t, hs);
 }
 
@@ -571,6 +654,14 @@ static KT_NOINSTR void gap_start(struct kt_thread *t, struct kt_hold *hs, uint64
 	hs->last_kind = 0;
 }
 
+/* Records go to the ring as they run from here (no run held): the
+ * deferred entries first. */
+static inline KT_NOINSTR void unheld(struct kt_thread *t, struct kt_hold *hs)
+{
+	if (t->hold == NULL && hs->ndefer)
+		flush_defer(t, hs);
+}
+
 /* The gap ends (nest held): keep it or drop it (above). */
 static KT_NOINSTR void gap_end(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
@@ -607,6 +698,7 @@ static KT_NOINSTR void maybe_resolve(struct kt_thread *t, struct kt_hold *hs, ui
 			drop_run(t, hs, now);
 	}
 	gap_start(t, hs, now);
+	unheld(t, hs);
 }
 
 /* Requests of this thread that other threads ended (the mailbox). */
@@ -753,6 +845,8 @@ static KT_NOINSTR ktrace_request_t begin(const char *kind, int has_id, uint64_t 
 		if (keep)
 			hs->keep = 1;
 	}
+	if (hs)
+		unheld(t, hs);
 	more[0] = r.number_;
 	more[1] = (uint32_t)uid;
 	more[2] = (uint32_t)(uid >> 32);
@@ -836,8 +930,10 @@ __attribute__((visibility("default"))) KT_NOINSTR void ktrace_request_end(ktrace
 			ktrace__thread_mail_post(r.slot_, r.seq_,
 			                         (e.keep & (KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER)) != 0);
 		ktrace__kind_fate(r.kind_, keep);
-		if (hs)
+		if (hs) {
 			gap_start(t, hs, ktrace__now());
+			unheld(t, hs);
+		}
 		goto out;
 	}
 	{
@@ -887,10 +983,12 @@ KT_NOINSTR void ktrace__hold_before_snapshot(void)
 {
 	struct kt_thread *t = kt_self();
 
-	if (t->hs == NULL || t->hold == NULL || t->nest)
+	if (t->hs == NULL || t->nest)
 		return;
 	t->nest++;
-	spill(t, t->hs);
+	if (t->hold)
+		spill(t, t->hs);
+	flush_defer(t, t->hs);
 	t->nest--;
 }
 
@@ -916,6 +1014,7 @@ KT_NOINSTR void ktrace__hold_thread_exit(void)
 	t->nest++;
 	if (t->hold)
 		keep_run(t, hs);   /* requests that never ended: keep them */
+	flush_defer(t, hs);
 	hs->depth = 0;
 	t->hs = NULL;
 	ktrace__thread_set_hold(t->slot, NULL);

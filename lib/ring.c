@@ -415,7 +415,14 @@ KT_NOINSTR void ktrace__ring_write_held(struct kt_thread *t, const uint32_t *w, 
                                         uint64_t base_tsc, uint32_t seg, uint32_t P,
                                         uint32_t h)
 {
-	uint32_t shift = ktrace__g.tsc_shift, chunk = 0, i = 0;
+	ktrace__ring_write_held_at(t, w, n, base_tsc, seg, P, h, 0);
+}
+
+KT_NOINSTR void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t n,
+                                           uint64_t base_tsc, uint32_t seg, uint32_t P,
+                                           uint32_t h, uint32_t chunk)
+{
+	uint32_t shift = ktrace__g.tsc_shift, i = 0;
 	uint64_t tick = base_tsc >> shift;
 
 	while (i < n) {

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "ktrace_format.h"
+#include "kdec.h"
 #include "ktest.h"
 
 #define PROG KTRACE_TEST_BINARY_DIR "/e2e_request"
@@ -326,17 +327,27 @@ static void test_requests_dropped_edges_keep_nesting(void **state)
 	 * none is slow. */
 	static const char *env[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
 	                            "KTRACE_TRIGGER_US=10000000", NULL};
+	static const char *env_nogap[] = {"KTRACE_SAMPLE_MS=0", "KTRACE_KEEP_PCT=0",
+	                                  "KTRACE_TRIGGER_US=10000000", "KTRACE_GAP_US=0", NULL};
 	struct run r;
 	uint64_t hc, hm;
 
 	(void)state;
-	run_prog(&r, "unbalanced", "300", "snapshot ", env);
-	/* opener() returns inside its request, closer() is entered inside
-	 * one: both dropped, their edges kept. */
+	/* Gaps recorded as they run: opener() returns inside its request,
+	 * closer() is entered inside one; both requests dropped, their edges
+	 * kept, so every call is there. */
+	run_prog(&r, "unbalanced", "300", "snapshot ", env_nogap);
 	check_balanced(&r, "opener", 300);
 	check_balanced(&r, "closer", 300);
 	assert_int_equal(kind_rec(&r, "open", &hc, &hm)->dropped, 300);
 	assert_int_equal(kind_rec(&r, "close", &hc, &hm)->dropped, 300);
+	free_run(&r);
+	/* Gaps held and dropped too: each call lies in dropped runs only, so
+	 * its entry (deferred) and exit cancel; whatever is left balances. */
+	run_prog(&r, "unbalanced", "300", "snapshot ", env);
+	check_pairs(&r, "opener");
+	check_pairs(&r, "closer");
+	assert_int_equal(kind_rec(&r, "open", &hc, &hm)->dropped, 300);
 	free_run(&r);
 }
 
@@ -483,8 +494,11 @@ static void test_requests_warmup_keeps_until_a_threshold(void **state)
  * never muted: two events a request for the ring. */
 static void test_requests_budget_mutes_the_serving_loop(void **state)
 {
+	/* Gaps recorded as they run (held, serve()'s records would not reach
+	 * the ring at all: see the gaps test). */
 	static const char *env[] = {"KTRACE_TRIGGER_US=100000", "KTRACE_BUFFER_MB=1",
-	                            "KTRACE_WINDOW_S=30", "KTRACE_FILTER=auto", NULL};
+	                            "KTRACE_WINDOW_S=30", "KTRACE_FILTER=auto", "KTRACE_GAP_US=0",
+	                            NULL};
 	struct run r;
 	uint32_t cnt;
 	uint64_t size;
@@ -510,6 +524,34 @@ static void test_requests_budget_mutes_the_serving_loop(void **state)
 		fail_msg("serve(), which only encloses requests, was not muted (%u muted)", cnt);
 	assert_false(b->flags & KTRACE_BUDGET_SHORT);
 	free_run(&r);
+}
+
+/* Decoded: between() is called by turn(), stall() and work() by between()
+ * or turn(), each within its caller's time, and nothing is damaged. */
+static void check_nesting(const char *path)
+{
+	struct kd_dec *d = kd_open(path);
+	uint32_t nbetween = 0;
+
+	assert_non_null(d);
+	assert_int_equal(d->snap.damaged_blocks, 0);
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct kd_dec_call *c = &d->calls[i], *p;
+		const char *want = kd_is(d, c, "between") ? "turn"
+		                   : kd_is(d, c, "stall") ? "between" : NULL;
+		if (!want)
+			continue;
+		nbetween += kd_is(d, c, "between");
+		if (c->parent == KD_NONE)
+			fail_msg("%s() at tick %" PRIu64 " has no caller; %s() expected",
+			         kd_func(d, c), c->begin, want);
+		p = &d->calls[c->parent];
+		if (!kd_is(d, p, want) || c->begin < p->begin || c->end > p->end)
+			fail_msg("%s() [%" PRIu64 ", %" PRIu64 "] in %s() [%" PRIu64 ", %" PRIu64 "]",
+			         kd_func(d, c), c->begin, c->end, kd_func(d, p), p->begin, p->end);
+	}
+	assert_true(nbetween > 0);
+	kd_dec_free(d);
 }
 
 /* Records of extended type type (MARK, ...) in the window. */
@@ -563,8 +605,12 @@ static void test_requests_gaps_between_requests_held(void **state)
 	if (bet_en < (uint32_t)either || bet_en > (uint32_t)(either + n / 20))
 		fail_msg("between(): %u calls in the window; %d gaps were slow or marked of %d",
 		         bet_en, either, n);
-	/* turn() spans a gap and a request: nesting kept for every one */
-	check_balanced(&r, "turn", (uint32_t)n);
+	/* turn() spans a gap and a request: where both are dropped, its entry
+	 * and exit cancel; around a kept gap both are there. */
+	check_pairs(&r, "turn");
+	count_calls(&r, "turn", &en, &ex);
+	assert_true(en >= (uint32_t)either);
+	check_nesting(r.snap);
 	h = kt_file_section(&r.f, KTRACE_SEC_REQUESTS, NULL, &size);
 	assert_non_null(h);
 	assert_int_equal(h->gap_us, 1000);
@@ -578,6 +624,7 @@ static void test_requests_gaps_between_requests_held(void **state)
 	assert_int_equal(en, (uint32_t)n);
 	assert_int_equal(ex, (uint32_t)n);
 	check_balanced(&r, "turn", (uint32_t)n);
+	check_nesting(r.snap);
 	h = kt_file_section(&r.f, KTRACE_SEC_REQUESTS, NULL, &size);
 	assert_int_equal(h->gap_us, 0);
 	free_run(&r);
