@@ -25,11 +25,13 @@ reqs=$(sed -n 's/^decoded:.* \([0-9][0-9]*\) requests,.*/\1/p' "$tmp/summary" | 
 percore=$(awk '/^rings:/ { print $4; exit }' "$tmp/summary")   # bytes per core
 wrapped=$(awk '/^cores:/ { c = 1; next } c && /^ *[0-9]+ / { n++; if ($0 !~ /not wrapped/) w++ }
 	/^threads:/ { c = 0 } END { printf "%d %d", w, n }' "$tmp/summary")
-# Words in the window: a wrapped core's whole ring, else its events (one
-# word each, extended records count as one: a lower bound).
+# Words in the window: a wrapped core's whole ring, else its events and
+# the held records written into it (one word each, extended records count
+# as one: a lower bound).
 words=$(awk -v b="$percore" '/^cores:/ { c = 1; next } /^threads:/ { c = 0 }
-	c && /^ *[0-9]+ / { if ($0 ~ /not wrapped/) { if ($(NF - 3) ~ /^[0-9]+$/) w += $(NF - 3) } else w += b / 4 }
-	END { printf "%.0f", w }' "$tmp/summary")
+	c && /^ *[0-9]+ / { if ($0 ~ /not wrapped/) { nw++; if ($(NF - 3) ~ /^[0-9]+$/) w += $(NF - 3) } else w += b / 4 }
+	/^held:/ { held = $2 }
+	END { if (nw) w += held; printf "%.0f", w }' "$tmp/summary")
 echo "snapshot: $(basename "$snap")"
 echo "  window: ${win:-?} s (decoder's window line; cores wrapped: ${wrapped% *} of ${wrapped#* })"
 echo "  ${held:-window held: (no budget line)}"
