@@ -100,6 +100,23 @@ struct kt_defer {
 	uint32_t w[4];           /* the record */
 };
 
+/* HELD chunk numbers of a dropped run's edges: the exits of cancelled
+ * pairs written late (KT_LATE_CHUNK) sort before its other edges. */
+#define KT_LATE_CHUNK 1u
+#define KT_EDGE_CHUNK 2u
+
+/* A deferred entry and the exit that cancelled it, kept for a while in
+ * case a retained run inside that frame is written after all (see
+ * check_overlap). */
+#define KT_CANCELS 256u
+struct kt_cancel {
+	struct kt_defer in;      /* the entry, with its run's place */
+	uint64_t tick_out;       /* the exit: when, */
+	uint32_t seg_out, P_out, h_out;   /* its run's place, */
+	uint32_t nw_out, w_out[4];        /* the record */
+	uint32_t written;        /* bit 2: the entry is in the ring, bit 1: the exit */
+};
+
 #define KT_RLOG 1024u        /* runs in the request log (power of two) */
 
 struct kt_hold {
@@ -135,6 +152,13 @@ struct kt_hold {
 	uint64_t gap_ticks;      /* KTRACE_GAP_US in counter ticks (0: not yet) */
 	uint64_t gap_next_sample;/* counter: the next gap sample from here */
 	uint32_t ndefer;         /* defer[] entries, outermost first */
+	uint32_t ncancel;        /* cancel[] entries written, oldest at
+	                            ncancel % KT_CANCELS once it wrapped */
+	uint32_t ncscratch;      /* cscratch[]: a drop_run's, until it commits */
+	uint32_t evicted;        /* an unwritten pair left cancel[] ... */
+	uint32_t evicted_h;      /* ... ending at most in this run (max h_out) */
+	struct kt_cancel cancel[KT_CANCELS];
+	struct kt_cancel cscratch[KT_DEFER];
 	struct kt_defer defer[KT_DEFER];
 	uint32_t dout[KT_DEFER * 8];         /* scratch: flush_defer's words */
 	struct kt_ret ret[KT_RET_MAX];
@@ -255,12 +279,18 @@ static inline KT_NOINSTR uint32_t ts20_of(uint64_t c)
 	return (uint32_t)(c >> ktrace__g.tsc_shift) & KTRACE_TS_MASK;
 }
 
+static KT_NOINSTR void flush_defer(struct kt_thread *t, struct kt_hold *hs);
+
 static KT_NOINSTR void run_start(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	/* A thread that runs requests back to back may never reach the
 	 * hooks' slow path (each run starts a new buffer, TSC deadline and
 	 * all), where a new mute is adopted: adopt it here. */
 	ktrace__filter_adopt(t);
+	/* A deferred entry waits at most 2^22 runs: run numbers compare
+	 * modulo 2^24 where the decoder places them. */
+	if (hs->ndefer && ((hs->h - hs->defer[0].h) & 0xFFFFFFu) > (1u << 22))
+		flush_defer(t, hs);
 	hs->base_tsc = now;
 	hs->seg = t->seg;
 	hs->P = ktrace__ring_pos(t->last_cpu);
@@ -302,8 +332,6 @@ static KT_NOINSTR void settle(struct kt_hold *hs, int kept)
 	}
 	hs->npend = 0;
 }
-
-static KT_NOINSTR void flush_defer(struct kt_thread *t, struct kt_hold *hs);
 
 /* Copy the run into the ring. */
 static KT_NOINSTR void keep_run(struct kt_thread *t, struct kt_hold *hs)
@@ -410,6 +438,97 @@ static KT_NOINSTR void flush_defer(struct kt_thread *t, struct kt_hold *hs)
 	hs->ndefer = 0;
 }
 
+/* 24-bit run numbers, compared modulo 2^24 (a before b). */
+static inline KT_NOINSTR int h_before(uint32_t a, uint32_t b)
+{
+	return (int32_t)((a - b) << 8) < 0;
+}
+
+/* The run dropped: its cancelled pairs into the log. */
+static KT_NOINSTR void cancels_commit(struct kt_hold *hs)
+{
+	for (uint32_t i = 0; i < hs->ncscratch; i++) {
+		struct kt_cancel *c = &hs->cancel[hs->ncancel++ % KT_CANCELS];
+		if (hs->ncancel > KT_CANCELS && c->written != 3u) {
+			/* forgotten unwritten: a retained run before its end can
+			 * no longer be written (check_overlap) */
+			if (!hs->evicted || h_before(hs->evicted_h, c->h_out))
+				hs->evicted_h = c->h_out;
+			hs->evicted = 1;
+		}
+		*c = hs->cscratch[i];
+	}
+	hs->ncscratch = 0;
+}
+
+/*
+ * A retained run is about to be written (meanwhile): the frames around it
+ * must be in the ring too.  The deferred entries are written (they can no
+ * longer cancel), and so is every logged pair not written yet (entries as
+ * deferred ones, in entry order per run; exits at KT_LATE_CHUNK of their
+ * run, in exit order, before its other edges).  All of them at once:
+ * pairs of one run written at different times could come out of order.
+ * 0 when a pair that may have enclosed run h was forgotten: then the run
+ * is not written.
+ */
+static KT_NOINSTR int frames_for(struct kt_thread *t, struct kt_hold *hs, uint32_t h)
+{
+	uint32_t n = hs->ncancel < KT_CANCELS ? hs->ncancel : KT_CANCELS;
+	uint32_t lo = hs->ncancel - n, shift = ktrace__g.tsc_shift;
+
+	if (hs->evicted && h_before(h, hs->evicted_h))
+		return 0;
+	flush_defer(t, hs);
+	/* entries: per run, by time */
+	for (uint32_t i = lo; i < hs->ncancel; i++) {
+		struct kt_cancel *c = &hs->cancel[i % KT_CANCELS];
+		uint32_t no = 0, nk = 0;
+		uint64_t prev = 0, first = ~0ull;
+
+		if (c->written & 2u)
+			continue;
+		/* this pair's run: its unwritten entries, earliest first */
+		for (;;) {
+			struct kt_cancel *m = NULL;
+			for (uint32_t j = lo; j < hs->ncancel; j++) {
+				struct kt_cancel *d = &hs->cancel[j % KT_CANCELS];
+				if (!(d->written & 2u) && d->in.h == c->in.h && d->in.seg == c->in.seg &&
+				    d->in.P == c->in.P && (m == NULL || d->in.tick < m->in.tick))
+					m = d;
+			}
+			if (m == NULL || no + 4 + m->in.nw > KT_DEFER * 8)
+				break;
+			if (first == ~0ull)
+				first = m->in.tick;
+			no = keep_rec(hs->dout, no, m->in.w, m->in.tick, &prev, ++nk);
+			m->written |= 2u;
+		}
+		if (no)
+			ktrace__ring_write_held_at(t, hs->dout, no, first << shift, c->in.seg, c->in.P,
+			                           c->in.h, KT_DEFER_CHUNK);
+	}
+	/* exits: per run, in the log's order (the order they were made) */
+	for (uint32_t i = lo; i < hs->ncancel; i++) {
+		struct kt_cancel *c = &hs->cancel[i % KT_CANCELS];
+		uint32_t no = 0, nk = 0;
+		uint64_t prev = 0, first = c->tick_out;
+
+		if (c->written & 1u)
+			continue;
+		for (uint32_t j = i; j < hs->ncancel && no + 4 + 4 <= KT_DEFER * 8; j++) {
+			struct kt_cancel *d = &hs->cancel[j % KT_CANCELS];
+			if ((d->written & 1u) || d->h_out != c->h_out || d->seg_out != c->seg_out ||
+			    d->P_out != c->P_out)
+				continue;
+			no = keep_rec(hs->dout, no, d->w_out, d->tick_out, &prev, ++nk);
+			d->written |= 1u;
+		}
+		ktrace__ring_write_held_at(t, hs->dout, no, first << shift, c->seg_out, c->P_out,
+		                           c->h_out, KT_LATE_CHUNK);
+	}
+	return 1;
+}
+
 static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_t now)
 {
 	const uint32_t *w = t_run(hs);
@@ -418,6 +537,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 	uint64_t tick = hs->base_tsc >> shift, first = 0, prev = 0;
 
 	t->hold_lim = 0;
+	hs->ncscratch = 0;
 	for (uint32_t x = 0; x < n; x += words_of(w[x])) {
 		uint32_t ev = KTRACE_REC_EV(w[x]);
 		uint64_t key;
@@ -451,12 +571,26 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 			while (i > 0 && hs->defer[i - 1].key != key)
 				i--;
 			if (i > 0) {
-				nd = i - 1;   /* entered in a dropped run: neither is written */
+				/* entered in a dropped run: neither is written (but
+				 * logged: check_overlap) */
+				struct kt_cancel *c = &hs->cscratch[hs->ncscratch++];
+				nd = i - 1;
+				c->in = hs->defer[nd];
+				c->tick_out = tick;
+				c->seg_out = hs->seg;
+				c->P_out = hs->P;
+				c->h_out = hs->h;
+				c->nw_out = words_of(w[x]);
+				for (uint32_t y = 0; y < c->nw_out; y++)
+					c->w_out[y] = w[x + y];
+				c->written = 0;
 				continue;
 			}
 			/* Entered before any deferred frame, which so lost its
-			 * exit (longjmp): those are gone.  Keep this exit. */
+			 * exit (longjmp): those are gone, and so are the frames
+			 * of this run still open (entered after those). */
 			nd = 0;
+			nf = 0;
 			if (nk == KT_KEEPS)
 				goto whole;
 			hs->keeps[nk++] = x;
@@ -498,8 +632,10 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 		}
 	}
 	settle(hs, 0);
+	cancels_commit(hs);
 	if (no)
-		ktrace__ring_write_held(t, hs->out, no, first << shift, hs->seg, hs->P, hs->h);
+		ktrace__ring_write_held_at(t, hs->out, no, first << shift, hs->seg, hs->P, hs->h,
+		                           KT_EDGE_CHUNK);
 	if (no || edges || nf) {
 		hs->next_off = hs->run_off;
 	} else {
@@ -521,6 +657,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 whole:
 	/* Too much to sort out: keep it all (the deferred entries first); its
 	 * requests count as kept. */
+	hs->ncscratch = 0;
 	keep_run(t, hs);
 }
 
@@ -672,7 +809,8 @@ static KT_NOINSTR void gap_end(struct kt_thread *t, struct kt_hold *hs, uint64_t
 	hs->gap = 0;
 	if (t->hold == NULL)
 		return;   /* spilled: its records are in the ring */
-	len = now - hs->base_tsc;
+	len = now > hs->base_tsc ? now - hs->base_tsc : 0;   /* a clock read before
+	                                                       the gap began */
 	if (hs->keep || hs->gap_sampled ||
 	    ktrace__after_keep(now, (uint64_t)t->hold_pos + 8) ||
 	    (hs->gap_ticks && len >= hs->gap_ticks &&
@@ -771,6 +909,8 @@ static KT_NOINSTR void check_overlap(struct kt_thread *t, struct kt_hold *hs)
 			uint64_t t1 = kt_load(&slow_win[j].t1, relaxed);
 			if (slot == 0 || slot == t->slot || r->t0 >= t1 || t0 >= r->t1)
 				continue;
+			if (!frames_for(t, hs, r->h))
+				break;   /* its frames may be gone: not written */
 			if (r->close_at != ~0u)
 				hs->buf[r->off + r->close_at] |= KTRACE_REQ_OVERLAP << 8;
 			ktrace__ring_write_held(t, hs->buf + r->off, r->len, r->t0, r->seg, r->P,
@@ -986,6 +1126,8 @@ KT_NOINSTR void ktrace__hold_before_snapshot(void)
 	if (t->hs == NULL || t->nest)
 		return;
 	t->nest++;
+	if (t->hold && t->hs->gap)
+		kt_add(&gaps_kept, 1, relaxed);   /* kept so far: the snapshot's lead-up */
 	if (t->hold)
 		spill(t, t->hs);
 	flush_defer(t, t->hs);
@@ -1012,7 +1154,9 @@ KT_NOINSTR void ktrace__hold_thread_exit(void)
 	if (hs == NULL || t->nest)
 		return;
 	t->nest++;
-	if (t->hold)
+	if (t->hold && hs->gap)
+		gap_end(t, hs, ktrace__now());   /* after its last request */
+	else if (t->hold)
 		keep_run(t, hs);   /* requests that never ended: keep them */
 	flush_defer(t, hs);
 	hs->depth = 0;

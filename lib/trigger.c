@@ -371,7 +371,7 @@ static KT_NOINSTR void after_until(uint64_t end)
 	uint64_t ms = ktrace__cfg.trigger_delay_ms, until, old;
 
 	if (hz == 0)
-		hz = ktrace__tsc_hz();
+		return;   /* no estimate yet (and no trigger fires without one) */
 	until = end + (uint64_t)((long double)(4 * ms + 1000) * (long double)hz / 1e3L);
 	kt_store(&after_words, 0, relaxed);
 	old = kt_load(&ktrace__g.after_until, relaxed);

@@ -55,7 +55,7 @@ static void run(struct run *r, const char *trigger_on)
 	char envdir[300], on[64];
 	const char *env[] = {envdir, "KTRACE_QUIET=1", "KTRACE_ENABLE", "KTRACE_SIGNAL",
 	                     "KTRACE_TRIGGER_US=20000", "KTRACE_TRIGGER_PCT",
-	                     "KTRACE_TRIGGER_DELAY_MS=100", "KTRACE_MAX_SNAPSHOTS_PER_MIN",
+	                     "KTRACE_TRIGGER_DELAY_MS=1000", "KTRACE_MAX_SNAPSHOTS_PER_MIN",
 	                     "KTRACE_MAX_FILES_PER_MIN", "KTRACE_SCHED", "KTRACE_BUFFER_MB=2",
 	                     on, NULL};
 	char *argv[] = {(char *)PROG, NULL};

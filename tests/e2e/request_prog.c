@@ -254,6 +254,8 @@ __attribute__((noinline)) void wait_lock(void)
 	nanosleep(&ts, NULL);   /* then 30 ms more: slow past 60 ms in all */
 }
 
+static _Atomic int waited;
+
 static void *holder(void *arg)
 {
 	int n = *(int *)arg;
@@ -262,7 +264,11 @@ static void *holder(void *arg)
 
 	hold_lock();
 	ktrace_request_end(r);
-	for (int i = 0; i < n; i++) {
+	/* n quick ones, and on until the waiter's slow request ended (its
+	 * span is published then, and read at a request call of this thread:
+	 * on a loaded machine n ms may not be enough) */
+	for (int i = 0, last = 0; !last; i++) {
+		last = i + 1 >= n && atomic_load(&waited);   /* this one sees it */
 		ktrace_request_t q = ktrace_request_begin("quick");
 		work(1);
 		ktrace_request_end(q);
@@ -282,6 +288,7 @@ static void meanwhile(int n)
 	ktrace_request_t r = ktrace_request_begin("wait");
 	wait_lock();
 	ktrace_request_end(r);
+	atomic_store(&waited, 1);
 	pthread_join(th, NULL);
 }
 
@@ -355,7 +362,7 @@ int main(int argc, char **argv)
 	/* The library measures the counter's frequency in its first ~20 ms;
 	 * until then no threshold can be applied and every request is kept
 	 * (WARMUP).  The tests are about what comes after. */
-	usleep(60 * 1000);
+	usleep(200 * 1000);   /* 60 ms was too short on a loaded machine */
 	printf("fn leaf %p\nfn slow_io %p\nfn opener %p\nfn closer %p\nfn hold_lock %p\n"
 	       "fn on_alarm %p\nfn work %p\nfn serve %p\nfn stall %p\nfn between %p\n"
 	       "fn turn %p\n", (void *)leaf, (void *)slow_io,
