@@ -657,6 +657,39 @@ static void test_requests_meanwhile_the_lock_holder_is_kept(void **state)
 	free_run(&r);
 }
 
+/* A retained run written for another thread's slow request (meanwhile)
+ * brings the frame it ran in, even when that frame's entry and exit were
+ * both in dropped gaps (and so cancelled). */
+static void test_requests_meanwhile_inside_a_dropped_frame(void **state)
+{
+	static const char *env[] = {"KTRACE_TRIGGER_US=20000", "KTRACE_SAMPLE_MS=0",
+	                            "KTRACE_KEEP_PCT=0", "KTRACE_GAP_US=1000000",
+	                            "KTRACE_MAX_SNAPSHOTS_PER_MIN=1", NULL};
+	struct run r;
+	struct kd_dec *d;
+	uint32_t nquick = 0, nouter = 0;
+
+	(void)state;
+	run_prog(&r, "framed", "0", "snapshot ", env);
+	d = kd_open(r.snap);
+	assert_non_null(d);
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct kd_dec_call *c = &d->calls[i];
+		nouter += kd_is(d, c, "outer");
+		if (!kd_is(d, c, "quickwork"))
+			continue;
+		nquick++;
+		if (c->parent == KD_NONE || !kd_is(d, &d->calls[c->parent], "outer"))
+			fail_msg("quickwork() at tick %" PRIu64 " (kept for meanwhile) is not inside "
+			         "outer()", c->begin);
+	}
+	if (nquick == 0)
+		fail_msg("no quick request kept for the slow one (meanwhile)");
+	assert_int_equal(nouter, 1);
+	kd_dec_free(d);
+	free_run(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -670,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_requests_budget_mutes_the_serving_loop),
 		cmocka_unit_test(test_requests_meanwhile_the_lock_holder_is_kept),
 		cmocka_unit_test(test_requests_gaps_between_requests_held),
+		cmocka_unit_test(test_requests_meanwhile_inside_a_dropped_frame),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

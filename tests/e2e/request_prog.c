@@ -29,6 +29,12 @@
  *             long only because of the request inside.
  *   fork      N requests, a fork in the middle of one; the child runs N
  *             requests and takes its own snapshot (prints "child PATH").
+ *   framed    meanwhile inside a frame: a thread enters outer() between
+ *             two requests (a held gap), runs "quick" requests (quickwork())
+ *             in it until another thread's slow "wait" request (30 ms)
+ *             has ended, and returns from outer() in a later gap; its
+ *             retained quick requests are written for that slow request
+ *             (OVERLAP) and must be inside outer().
  *   gaps      N turns of an event loop: turn() calls between() (work(2))
  *             then a "get" request (work(3)); the time between requests is
  *             held too.  Every 100th between() (k % 100 == 50) also calls
@@ -94,6 +100,7 @@ __attribute__((noinline)) void stall(void)
 	while (mono_ns() < end)
 		atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
 }
+__attribute__((noinline)) void slow_wait(const struct timespec *w) { nanosleep(w, NULL); }
 __attribute__((noinline)) void between(int k)
 {
 	work(2);
@@ -277,6 +284,60 @@ static void *holder(void *arg)
 	return NULL;
 }
 
+static _Atomic int framed_go, framed_done;
+__attribute__((noinline)) void quickwork(void) { work(2); }
+__attribute__((noinline)) void outer(void)
+{
+	struct timespec ts = {0, 300 * 1000};
+
+	while (!atomic_load(&framed_done)) {
+		ktrace_request_t q = ktrace_request_begin("quick");
+		quickwork();
+		ktrace_request_end(q);
+		nanosleep(&ts, NULL);
+	}
+}
+static void *framed_runner(void *arg)
+{
+	ktrace_request_t q = ktrace_request_begin("quick");
+
+	(void)arg;
+	work(1);
+	ktrace_request_end(q);
+	atomic_store(&framed_go, 1);
+	outer();
+	for (int i = 0; i < 2; i++) {
+		q = ktrace_request_begin("quick");
+		work(1);
+		ktrace_request_end(q);
+	}
+	return NULL;
+}
+static void framed(void)
+{
+	struct timespec ts = {0, 5 * 1000 * 1000}, w = {0, 30 * 1000 * 1000};
+	struct timespec after = {0, 400 * 1000 * 1000};
+	pthread_t th;
+
+	/* A slow request first: its trigger takes the test's one snapshot a
+	 * minute, so the slow "wait" fires none, and no aftermath keeps the
+	 * quick requests (they must be kept for meanwhile alone). */
+	ktrace_request_t r0 = ktrace_request_begin("warm");
+	slow_wait(&w);
+	ktrace_request_end(r0);
+	nanosleep(&after, NULL);
+	pthread_create(&th, NULL, framed_runner, NULL);
+	while (!atomic_load(&framed_go))
+		nanosleep(&ts, NULL);
+	nanosleep(&ts, NULL);
+	ktrace_request_t r = ktrace_request_begin("wait");
+	slow_wait(&w);
+	ktrace_request_end(r);
+	nanosleep(&ts, NULL);
+	atomic_store(&framed_done, 1);
+	pthread_join(th, NULL);
+}
+
 static void meanwhile(int n)
 {
 	pthread_t th;
@@ -386,6 +447,8 @@ int main(int argc, char **argv)
 		loop(n);
 	else if (strcmp(mode, "gaps") == 0)
 		gaps(n);
+	else if (strcmp(mode, "framed") == 0)
+		framed();
 	else if (strcmp(mode, "fork") == 0)
 		forked(n);
 	else if (strcmp(mode, "exit") == 0) {
