@@ -517,6 +517,8 @@ struct kd_dec {
 	uint64_t min_dur_ns;      /* --min-dur, ns */
 	uint64_t min_dur_ticks;   /* ... in ticks */
 	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+	int trigger_clipped;      /* the trigger request crosses the range's edge
+	                             (still marked; explain does not name it) */
 	const struct kd_range *range; /* streamed: cut while walking (kd_dec_walk_cut,
 	                             set by main.c); NULL: kd_range_apply cut the calls */
 	int range_walked;         /* kd_dec_walk_cut has cut d once */
@@ -985,7 +987,8 @@ uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id);
 /* The summary's requests lines (nothing without a REQUESTS section). */
 void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent);
 
-/* Explain: the chosen request (trigger, else slowest) or KD_NONE. */
+/* Explain: the chosen request (the trigger if it is wholly in the range,
+ * else the slowest complete one) or KD_NONE. */
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);
 
 #endif /* KD_DECODER_H */

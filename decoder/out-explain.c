@@ -53,7 +53,7 @@ static int cmp_ridx(const void *a, const void *b)
 
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 {
-	uint32_t pick = d->trigger_req, n = 0;
+	uint32_t pick = d->trigger_clipped ? KD_NONE : d->trigger_req, n = 0;
 	struct ridx *v;
 
 	*median = KD_NONE;
@@ -565,13 +565,18 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	char a[32], b[32], lbl[64], nb[96], w[48], kb[64], path[512];
 	uint64_t covered[2] = { 0, 0 };
 	struct kd_req_hist h;
-	int have_hist = 0, sampled;
+	int have_hist = 0, sampled, is_trigger;
 
 	(void)o;
 	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
 	if (pick == KD_NONE) {
-		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
+		if (d->snap.have_trigger && d->range_cut)
+			fprintf(f, "  the trigger request is not wholly in the range, and no other "
+			           "complete request is: nothing to explain\n");
+		else
+			fprintf(f, "  no trigger and no complete request in this snapshot: nothing "
+			           "to explain\n");
 		kd_out_muted_short(f, d, "  ", 10);
 		return;
 	}
@@ -630,11 +635,17 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	/* 1. The answer. */
 	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
 	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	/* Under a range that clips the trigger request or leaves it out, the
+	 * slowest complete request in the range is explained, never named the
+	 * trigger (nor given the trigger's clipped duration). */
+	is_trigger = d->snap.have_trigger && (pick == d->trigger_req || !d->range_cut);
 	fprintf(f, "  %s \"%s\" request %s on %s at %s UTC took %s",
-	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+	        is_trigger ? "trigger:" : d->snap.have_trigger ?
+	        "the trigger request is not wholly in the range; slowest request in it:" :
+	        "no trigger; slowest request:",
 	        kd_dec_name(d, r->kind, nb, sizeof(nb)), kd_req_id_str(r, kb, sizeof(kb)),
 	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
-	if (d->snap.have_trigger) {
+	if (is_trigger) {
 		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
 		fprintf(f, " (threshold %s)", b);
 	}

@@ -439,6 +439,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 	uint32_t k = 0, trig = KD_NONE;
 	int cb, ce;
 
+	d->trigger_clipped = 0;
 	for (uint32_t i = 0; i < d->nreqs; i++) {
 		struct kd_dec_request q = d->reqs[i];
 
@@ -454,8 +455,11 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 			q.call_end = q.open_at_end = KD_NONE;
 			q.end_sub = CLAMPED_END_SUB;
 		}
-		if (i == d->trigger_req)
+		if (i == d->trigger_req) {
 			trig = k;
+			/* explain names it only if it is wholly in the range */
+			d->trigger_clipped = cb || ce;
+		}
 		d->reqs[k++] = q;
 	}
 	d->nreqs = k;
