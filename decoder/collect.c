@@ -81,7 +81,10 @@ int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
 	int rc;
 
 	kd_collector_init(&c, d);
-	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+	if (d->range)
+		rc = kd_range_collect(d, &c, err);  /* cut on the way (range.c) */
+	else
+		rc = kd_dec_walk(d, kd_collector_sink(&c), err);
 	kd_collector_free(&c);
 	if (!rc)
 		d->opts.stream = 0;

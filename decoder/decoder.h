@@ -705,7 +705,9 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
  * window (from UINT64_MAX, to 0: nothing passes). */
 int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
                    uint64_t *to, uint64_t *min);
-/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
+/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c):
+ * d's calls are collected again through the range filter (kd_dec_collect
+ * with d->range set), the one cut every format goes through. */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
 /* Keep the calls with keep[i] set: parents become the nearest kept caller,
  * requests' call positions are remapped; recompute_self: self times from
@@ -730,6 +732,15 @@ struct kd_range_filter {
 	uint32_t qhead, qn;
 	uint64_t calls_out;       /* calls dropped: outside the range */
 	uint64_t min_dropped;     /* calls dropped: shorter than --min-dur */
+	/* With `track` (set before the walk, for the collector behind it):
+	 * per input call (the builder's call position), its caller's position
+	 * and whether it was kept, so that requests' call positions can be
+	 * remapped to the kept calls (kd_dec_collect).  Per call: 5 bytes. */
+	int track;
+	uint32_t npos;            /* CALL_BEGINs seen */
+	uint32_t *in_parent;      /* [npos]: the caller's position, KD_NONE */
+	uint8_t *in_kept;         /* [npos]: 1 kept */
+	size_t cap_parent, cap_kept;
 };
 struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
                                struct kd_sink next);

@@ -449,7 +449,7 @@ int main(int argc, char **argv)
 	char *tmp_path = NULL;
 	struct kd_dec **decs;
 	FILE *out = stdout;
-	int c, nfiles, status = 0, write_err = 0, direct = 0;
+	int c, nfiles, status = 0, write_err = 0, direct = 0, ranged;
 	struct stat st;
 	uint64_t v;
 	struct kd_range range = { 0 };
@@ -533,10 +533,13 @@ int main(int argc, char **argv)
 	 * walk (d->range, kd_dec_walk_cut), collected ones cut by
 	 * kd_range_apply; text (merge == 2: it merges its files' streams
 	 * itself) walks without the filter, so under a range it collects. */
-	dopts.stream = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1) &&
-	               !(sink->merge == 2 && (range.from.kind || range.to.kind ||
-	                                      range.around_set || range.min_dur_ns));
-	streamed = dopts.stream;
+	ranged = range.from.kind || range.to.kind || range.around_set || range.min_dur_ns;
+	streamed = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1) &&
+	           !(sink->merge == 2 && ranged);
+	/* Under a range every file is opened for the stream: the range is
+	 * resolved on all the files' windows, then each is cut on its walk,
+	 * by a streamed sink or by the collector behind the range filter. */
+	dopts.stream = streamed || ranged;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	dopts.progress = !oopts.quiet && isatty(2);
 	{
@@ -555,9 +558,22 @@ int main(int argc, char **argv)
 			status = 1;
 			continue;
 		}
-		print_warnings(decs[i], oopts.quiet);
+		if (!ranged || streamed)
+			print_warnings(decs[i], oopts.quiet);
 	}
-	/* The range: cut on the collected calls, or while walking. */
+	/* --around-trigger: the trigger request as decoded (its records), not
+	 * the TRIGGER record's times, which may end a little before it: one
+	 * walk of the first file with a trigger finds it. */
+	for (int i = 0; i < nfiles && range.around_set; i++)
+		if (decs[i] && decs[i]->snap.have_trigger) {
+			struct kd_dec_error err;
+
+			if (decs[i]->opts.stream)
+				kd_dec_walk(decs[i], (struct kd_sink){ 0 }, &err);
+			break;
+		}
+	/* The range, resolved on every file's window; each file is cut while
+	 * it is walked (by its sink, or by the collector below). */
 	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
 		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 		for (int i = 0; i < nfiles; i++)
@@ -565,11 +581,24 @@ int main(int argc, char **argv)
 		free(decs);
 		return 2;
 	}
-	for (int i = 0; i < nfiles; i++) {
-		if (decs[i] && streamed)
-			decs[i]->range = &range;
-		else if (decs[i])
-			kd_range_apply(decs[i], &range);
+	for (int i = 0; i < nfiles && ranged; i++) {
+		struct kd_dec_error err;
+		char msg[512];
+
+		if (!decs[i])
+			continue;
+		decs[i]->range = &range;
+		if (streamed)
+			continue;
+		if (kd_dec_collect(decs[i], &err) != 0) {  /* cut on the walk */
+			kd_dec_error_format(&err, decs[i]->file, msg, sizeof(msg));
+			fprintf(stderr, "%s\n", msg);
+			status = 1;
+			kd_dec_free(decs[i]);
+			decs[i] = NULL;
+			continue;
+		}
+		print_warnings(decs[i], oopts.quiet);
 	}
 	several_files = nfiles > 1;
 	if (nfiles > 1 && sink->merge)

@@ -1,17 +1,17 @@
 /*
  * range.c - time-range selection: --from / --to / --around-trigger /
- * --min-dur, applied to a decoded snapshot before any sink sees it: on
- * the collected calls (kd_range_apply), or, for a file opened for the
- * stream, as a filter on its walk (kd_dec_walk_cut, at the end of this
- * file), which gives the same cut without keeping the calls.
+ * --min-dur, one cut for every format: a filter on the event stream
+ * (kd_range_filter, below), in front of a streamed sink (kd_dec_walk_cut)
+ * or of the collector for the formats that need every call in memory
+ * (kd_dec_collect with d->range set: kd_range_collect).
  *
  * A range is held in CLOCK_REALTIME ns, so one range cuts every file of a
  * merged view at the same moment; each file converts it to its own ticks
- * (kd_range_apply).  Offsets (+1.5s) count from the earliest window start
+ * (kd_range_ticks).  Offsets (+1.5s) count from the earliest window start
  * of all files (the origin of the chrome/perfetto time axis; with one file,
  * its window start).
  *
- * The cut, per file, on the collector:
+ * The cut, per file:
  *   - calls, requests, runs and off/on-CPU intervals wholly outside
  *     [from, to] go; those that straddle a cut are clamped to it and
  *     flagged TRUNC_BEGIN / TRUNC_END, as at the window's edges;
@@ -22,9 +22,10 @@
  *     cut); a dropped call's callees are shorter still and go with it, and
  *     its time stays in its caller's self time (self is recomputed from
  *     the callees that remain, exactly as the builder computes it).
- * Indices into calls (parent, a request's call_first/call_end/open_at_end)
- * and the trigger's request index are remapped.  Everything but the calls
- * is cut by cut_rest(), the same for both ways.
+ * Collected, requests' call positions (call_first, call_end, open_at_end)
+ * are remapped to the kept calls; the trigger's request index follows its
+ * request, and d->trigger_clipped says when the range clips it (explain
+ * then does not name it).  Everything but the calls is cut by cut_rest().
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -496,43 +497,6 @@ static int range_begin(struct kd_dec *d, const struct kd_range *r, uint64_t *fro
 	return d->range_cut || *min;
 }
 
-void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
-{
-	uint64_t from, to, min;
-	uint8_t *keep;
-	int cb, ce;
-
-	if (!range_begin(d, r, &from, &to, &min))
-		return;
-
-	keep = kd_xcalloc((size_t)d->ncalls + 1, 1, "the range cut");
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		struct kd_dec_call *c = &d->calls[i];
-
-		if (min && c->end - c->begin < min) {
-			d->min_dur_dropped++;
-			continue;
-		}
-		if (!clamp_iv(&c->begin, &c->end, from, to, &cb, &ce)) {
-			d->range_calls_out++;
-			continue;
-		}
-		if (cb) {
-			c->flags |= KD_CALL_TRUNC_BEGIN;
-			c->begin_sub = 0;
-		}
-		if (ce) {
-			c->flags |= KD_CALL_TRUNC_END;
-			c->end_sub = CLAMPED_END_SUB;
-		}
-		keep[i] = 1;
-	}
-	kd_calls_keep(d, keep, 1);
-	free(keep);
-	if (d->range_cut)
-		cut_rest(d, from, to);
-}
-
 void kd_out_range_note(FILE *f, const struct kd_dec *d)
 {
 	char a[48], b[48], c[32];
@@ -586,6 +550,7 @@ struct rf_frame {
 	uint64_t kids;            /* ticks: kept children's clamped durations */
 	uint32_t q;               /* queue index of its BEGIN placeholder, or KD_NONE */
 	uint32_t state;
+	uint32_t pos;             /* the builder's call position (with track) */
 };
 
 struct rf_item {
@@ -636,6 +601,8 @@ static void rf_keep(struct kd_range_filter *f, struct rf_frame *fr)
 	struct rf_item *q = f->q;
 
 	fr->state = RF_KEPT;
+	if (f->track)
+		f->in_kept[fr->pos] = 1;
 	if (fr->begin.tick < f->from) {
 		fr->begin.tick = f->from;
 		fr->begin.sub = 0; /* first in the range's first tick (above) */
@@ -690,11 +657,22 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		fr->begin = *e;
 		fr->kids = 0;
 		fr->q = KD_NONE;
+		if (f->track) {
+			if (kd_grow(&f->in_parent, &f->cap_parent, f->npos, sizeof(*f->in_parent),
+			            "the range filter") ||
+			    kd_grow(&f->in_kept, &f->cap_kept, f->npos, 1, "the range filter"))
+				kd_dec_oom("the range filter", SIZE_MAX);
+			fr->pos = f->npos++;
+			f->in_parent[fr->pos] = f->depth > 1 ? fr[-1].pos : KD_NONE;
+			f->in_kept[fr->pos] = 0;
+		}
 		if (e->tick > f->to ||
 		    (f->depth > 1 && fr[-1].state == RF_DROPPED)) {
 			fr->state = RF_DROPPED;
 		} else if (e->tick >= f->from && !f->min) {
 			fr->state = RF_KEPT;
+			if (f->track)
+				f->in_kept[fr->pos] = 1;
 			rf_flush(f, d); /* what rf_decide just released goes first */
 			rf_put(f, d, e, 0);
 		} else {
@@ -780,7 +758,38 @@ void kd_range_filter_free(struct kd_range_filter *f)
 {
 	free(f->stack);
 	free(f->q);
+	free(f->in_parent);
+	free(f->in_kept);
 	f->stack = f->q = NULL;
+	f->in_parent = NULL;
+	f->in_kept = NULL;
+}
+
+/* Requests' call positions (the builder's, counted before the filter) ->
+ * positions among the kept calls, as the collector behind the filter
+ * numbers them: call_first/call_end the first kept call at or after it,
+ * open_at_end its nearest kept caller. */
+static void rf_remap_reqs(struct kd_dec *d, const struct kd_range_filter *f)
+{
+	uint32_t n = f->npos, k = 0;
+	uint32_t *map = kd_xmalloc(((size_t)n + 1) * sizeof(*map), "the range cut");
+
+	for (uint32_t i = 0; i < n; i++) {
+		map[i] = k;
+		k += f->in_kept[i];
+	}
+	map[n] = k;
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *q = &d->reqs[i];
+		uint32_t p = q->open_at_end;
+
+		q->call_first = q->call_first == KD_NONE ? KD_NONE : map[q->call_first < n ? q->call_first : n];
+		q->call_end = q->call_end == KD_NONE ? KD_NONE : map[q->call_end < n ? q->call_end : n];
+		for (uint32_t s = 0; p < n && !f->in_kept[p] && s <= n; s++)
+			p = f->in_parent[p];
+		q->open_at_end = p < n ? map[p] : KD_NONE;
+	}
+	free(map);
 }
 
 uint64_t kd_range_start(const struct kd_dec *d)
@@ -804,7 +813,7 @@ uint64_t kd_range_start(const struct kd_dec *d)
  * before the filter, so they are cleared.  A second walk starts again from
  * the snapshot's window.
  */
-int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_dec_error *err)
 {
 	const struct kd_range *r = d->range;
 	struct kd_range_filter f;
@@ -818,16 +827,54 @@ int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *
 		d->window_end = d->range_full_end;
 	}
 	range_begin(d, r, &from, &to, &min);
-	rc = kd_dec_walk(d, kd_range_filter(&f, r, sink), err);
+	d->range_calls_out = d->min_dur_dropped = 0;
+	sink = kd_range_filter(&f, r, sink);
+	f.track = track;
+	rc = kd_dec_walk(d, sink, err);
 	d->range_calls_out = f.calls_out;
 	d->min_dur_dropped = f.min_dropped;
+	if (!rc && track)
+		rf_remap_reqs(d, &f);
 	kd_range_filter_free(&f);
 	if (rc)
 		return rc;
-	for (uint32_t i = 0; i < d->nreqs; i++)
-		d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
+	if (!track)
+		for (uint32_t i = 0; i < d->nreqs; i++)
+			d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
 	if (d->range_cut)
 		cut_rest(d, from, to);
 	d->range_walked = 1;
 	return 0;
+}
+
+int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+{
+	return walk_cut(d, sink, 0, err);
+}
+
+/*
+ * The collector behind the range filter (kd_dec_collect when d->range is
+ * set): d->calls are the cut calls, requests' call positions remapped to
+ * them.  Afterwards d is a collected file cut once: d->range is cleared
+ * (no later walk cuts it again).
+ */
+int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err)
+{
+	int rc = walk_cut(d, kd_collector_sink(c), 1, err);
+
+	d->range = NULL;
+	return rc;
+}
+
+void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
+{
+	struct kd_dec_error err;
+
+	d->range = r;
+	if (kd_dec_collect(d, &err) != 0) {
+		char msg[512];
+
+		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+	}
 }

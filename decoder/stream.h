@@ -102,10 +102,12 @@ struct kd_collector {
 void kd_collector_init(struct kd_collector *c, struct kd_dec *d);
 struct kd_sink kd_collector_sink(struct kd_collector *c);
 void kd_collector_free(struct kd_collector *c);
-/* Walk d (opened with opts.stream) with the collector: d->calls filled,
- * opts.stream cleared.  0, or an error from kd_dec_walk. */
+/* Walk d (opened with opts.stream, or again) with the collector: d->calls
+ * filled, opts.stream cleared; with d->range set, through the range
+ * filter (kd_range_collect, range.c).  0, or an error from kd_dec_walk. */
 struct kd_dec_error;
 int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err);
+int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err);
 
 /* The identity filter: forwards everything to next. */
 struct kd_filter_pass {
