@@ -900,10 +900,9 @@ int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
-/* The same from the event stream (out-folded.c): memory per distinct stack,
- * not per call; walks d (which may be opened with opts.stream).  0, or -1
- * (out of memory building the timeline). */
+/* Folded stacks from the event stream (out-folded.c): memory per distinct
+ * stack, not per call; walks d (through its range, kd_dec_walk_cut).  0, or
+ * -1 (out of memory building the timeline). */
 int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */

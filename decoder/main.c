@@ -213,8 +213,6 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 /* Several files decoded: text's per-file part leaves the timeline to the
  * merged one. */
 static int several_files;
-/* Opened for the stream (a NEED_STREAM format, unless merged in main). */
-static int streamed;
 
 static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
@@ -266,10 +264,6 @@ static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	if (!streamed) {
-		kd_out_folded(out, d, o);   /* the cut calls of a range or a merge */
-		return 0;
-	}
 	if (kd_out_folded_stream(out, d, o)) {
 		fprintf(stderr, "ktrace-decode: %s: out of memory building the stacks\n", d->file);
 		return 1;
@@ -449,7 +443,7 @@ int main(int argc, char **argv)
 	char *tmp_path = NULL;
 	struct kd_dec **decs;
 	FILE *out = stdout;
-	int c, nfiles, status = 0, write_err = 0, direct = 0, ranged;
+	int c, nfiles, status = 0, write_err = 0, direct = 0, ranged, streamed;
 	struct stat st;
 	uint64_t v;
 	struct kd_range range = { 0 };

@@ -855,15 +855,12 @@ int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *
 /*
  * The collector behind the range filter (kd_dec_collect when d->range is
  * set): d->calls are the cut calls, requests' call positions remapped to
- * them.  Afterwards d is a collected file cut once: d->range is cleared
- * (no later walk cuts it again).
+ * them.  d->range stays: a later walk (a streamed sink on a collected
+ * file) is cut the same way.
  */
 int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err)
 {
-	int rc = walk_cut(d, kd_collector_sink(c), 1, err);
-
-	d->range = NULL;
-	return rc;
+	return walk_cut(d, kd_collector_sink(c), 1, err);
 }
 
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)

@@ -517,7 +517,7 @@ static void test_outputs_folded_adds_up(void **state)
 
 	(void)state;
 	mem_open(&m);
-	kd_out_folded(m.f, d, NULL);
+	assert_int_equal(kd_out_folded_stream(m.f, d, NULL), 0);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "main/1001;commit;0x402000 2133\n"));
 	for (line = m.p; line && *line;) {

@@ -229,10 +229,8 @@ static char *out_of(struct kd_dec *d, int fmt)
 		kd_out_chrome_begin(&ch, f, 0);
 		kd_out_chrome_file(&ch, d, 1, &o);
 		kd_out_chrome_end(&ch);
-	} else if (fmt == 1 && d->opts.stream) {
-		assert_int_equal(kd_out_folded_stream(f, d, &o), 0);
 	} else if (fmt == 1) {
-		kd_out_folded(f, d, &o);
+		assert_int_equal(kd_out_folded_stream(f, d, &o), 0);
 	} else {
 		struct kd_dec_error err;
 
