@@ -10,16 +10,6 @@
 
 #include "decoder.h"
 
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
-{
-	if (err) {
-		err->code = code;
-		err->has_offset = 0;
-		err->offset = 0;
-		snprintf(err->msg, sizeof(err->msg), "%s", msg);
-	}
-	return code;
-}
 
 /* ---- helpers and the one-call pipeline -------------------------------------- */
 

@@ -50,23 +50,7 @@
 #include "stream.h"
 #include "util.h"
 
-enum {
-	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
-	KD_ECORRUPT = -2, /* a ktrace file, but damaged beyond use */
-	KD_ENOMEM = -3,
-	KD_EIO = -4, /* could not open or read the file */
-};
-
-struct kd_dec_error {
-	uint64_t offset; /* bytes from file start; meaningful if has_offset */
-	int has_offset;
-	int code;        /* KD_E* */
-	char msg[320];   /* what is wrong, no file name, no newline */
-};
-
-/* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
-void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
-                              char *buf, size_t len);
+/* Errors (struct kd_dec_error, KD_E*, kd_dec_fail): util.h. */
 
 /*
  * Test hook (NULL in normal use): called before each chunk of a snapshot or
@@ -552,8 +536,6 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
  * kd_snap_read_fd; anything else is refused).  *buf is malloc'ed. */
 int kd_dec_read_fd(int fd, const struct stat *st, char **buf, size_t *len,
                         struct kd_dec_error *err);
-/* Fill err (no offset); returns code. */
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
 
 /* Stage 3 on a read + ordered snapshot already in d->snap: prepare, then
  * walk with the collector (d->calls). */
