@@ -691,10 +691,6 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
  * d's calls are collected again through the range filter (kd_dec_collect
  * with d->range set), the one cut every format goes through. */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
-/* Keep the calls with keep[i] set: parents become the nearest kept caller,
- * requests' call positions are remapped; recompute_self: self times from
- * the callees that stay (a dropped callee's time stays in its caller). */
-void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
 /* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
  * to it (or go). */
 void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);

@@ -40,6 +40,62 @@ int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
 	       !strcmp(a->snap.info.hostname, b->snap.info.hostname);
 }
 
+/* ---- compaction of the call list ------------------------------------------ */
+
+/* Keep the calls with keep[i] set: parents become the nearest kept caller,
+ * requests' call positions are remapped (self times stay: a dropped call
+ * here is one the other file holds, not time of its caller). */
+/* New index of old call i: the first kept call at or after it (map[] holds
+ * kept-before counts), or the nearest kept caller for a dropped call. */
+static uint32_t remap_ge(const uint32_t *map, uint32_t ncalls, uint32_t i)
+{
+	return i == KD_NONE ? KD_NONE : map[i < ncalls ? i : ncalls];
+}
+
+static uint32_t remap_up(const struct kd_dec *d, const uint8_t *keep, const uint32_t *map,
+                         uint32_t i)
+{
+	for (uint32_t k = 0; i < d->ncalls && k <= d->ncalls; k++) {
+		if (keep[i])
+			return map[i];
+		i = d->calls[i].parent;
+	}
+	return KD_NONE;
+}
+
+static void calls_keep(struct kd_dec *d, const uint8_t *keep)
+{
+	uint32_t *map = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*map), "the call list");
+	uint32_t *parent = kd_xcalloc((size_t)d->ncalls + 1, sizeof(*parent), "the call list");
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		map[i] = n;
+		n += keep[i] != 0;
+	}
+	map[d->ncalls] = n;
+	/* Requests' recorded-order positions, on the old indices. */
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *q = &d->reqs[i];
+
+		q->open_at_end = remap_up(d, keep, map, q->open_at_end);
+		q->call_first = remap_ge(map, d->ncalls, q->call_first);
+		q->call_end = remap_ge(map, d->ncalls, q->call_end);
+	}
+	/* New parents: the nearest kept caller (parent[] holds them for now). */
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (keep[i])
+			parent[i] = remap_up(d, keep, map, d->calls[i].parent);
+	for (uint32_t i = 0, k = 0; i < d->ncalls; i++)
+		if (keep[i]) {
+			d->calls[k] = d->calls[i];
+			d->calls[k++].parent = parent[i];
+		}
+	d->ncalls = n;
+	free(map);
+	free(parent);
+}
+
 static int is_open(const struct kd_dec_call *c)
 {
 	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
@@ -158,8 +214,8 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			if (a->calls[sa[i]].end < b->window_end)
 				a->calls[sa[i]].end = b->window_end;
 	}
-	kd_calls_keep(a, keep_a, 0);
-	kd_calls_keep(b, keep_b, 0);
+	calls_keep(a, keep_a);
+	calls_keep(b, keep_b);
 
 	/* Requests: b's ended by the cut go; a's still open there go, and b's
 	 * copy takes a's begin. */
