@@ -911,18 +911,19 @@ uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
                          const struct kd_out_opts *o);
 
-/* The window budget (out-budget.c): the summary's lines, the note the
- * other sinks print ("self time includes muted calls: ..."), whether a
- * function is muted (index in snap.muted, or -1), and --format exclude. */
-void kd_out_budget(FILE *f, const struct kd_dec *d);
-void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
+/* The window budget (budget.c, a helper of the sinks): the summary's
+ * lines, the note the sinks print ("self time includes muted calls: ..."),
+ * whether a function is muted (index in snap.muted, or -1). */
+void kd_budget_lines(FILE *f, const struct kd_dec *d);
+void kd_budget_note(FILE *f, const struct kd_dec *d, const char *prefix);
 /* The same condensed: the first max functions, then "and N more". */
-void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
-const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
+void kd_budget_note_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
+const char *kd_budget_muted_list(const struct kd_dec *d, char *buf, size_t len);
 /* Name of snap.muted[i] (its function's, else its address in buf). */
-const char *kd_dec_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
-int kd_dec_muted(const struct kd_dec *d, uint32_t func);
-/* One flag line for all files (NULL entries skipped), notes on stderr. */
+const char *kd_budget_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
+int kd_budget_muted(const struct kd_dec *d, uint32_t func);
+/* --format exclude (out-exclude.c): one flag line for all files (NULL
+ * entries skipped), notes on stderr. */
 void kd_out_exclude(FILE *f, struct kd_dec *const *decs, int n);
 
 /* Statistics per function (shared by stats and explain). */

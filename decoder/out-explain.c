@@ -577,7 +577,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 		else
 			fprintf(f, "  no trigger and no complete request in this snapshot: nothing "
 			           "to explain\n");
-		kd_out_muted_short(f, d, "  ", 10);
+		kd_budget_note_short(f, d, "  ", 10);
 		return;
 	}
 	r = &d->reqs[pick];
@@ -731,7 +731,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 out:
 	if (d->snap.nmuted) {
 		fprintf(f, "\n");
-		kd_out_muted_short(f, d, "  ", 10);
+		kd_budget_note_short(f, d, "  ", 10);
 	}
 	free(fd);
 	free(node_of);

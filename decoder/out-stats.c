@@ -259,7 +259,7 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 		return;
 	}
 	fprintf(f, "\nper function (sorted by self time; times inclusive unless \"self\"):\n");
-	kd_out_muted_note(f, d, "");
+	kd_budget_note(f, d, "");
 	fprintf(f, "%10s %12s %12s %12s %12s %12s %12s  %s\n", "calls", "total", "self", "mean",
 	        "p50", "p99", "max", "function");
 	for (uint32_t i = 0; i < n; i++) {
@@ -276,7 +276,7 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 		kd_fmt_dur(st[i].max, mx, sizeof(mx));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s%s\n", st[i].calls, t, s,
 		        m, p50, p99, mx, kd_dec_func_name(d, st[i].func),
-		        kd_dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
+		        kd_budget_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);
 	stats_sched(f, d, o);

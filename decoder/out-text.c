@@ -285,7 +285,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			           "events above)\n", held);
 	}
 	kd_out_requests(f, d, "");
-	kd_out_budget(f, d);
+	kd_budget_lines(f, d);
 }
 
 /* ---- text timeline -------------------------------------------------------- */
@@ -448,7 +448,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 void kd_text_header(FILE *f, const struct kd_dec *d)
 {
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
-	kd_out_muted_note(f, d, "");
+	kd_budget_note(f, d, "");
 }
 
 /* The collected form: every call of d->calls sorted with the rest (range
