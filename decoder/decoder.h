@@ -728,6 +728,10 @@ void kd_range_filter_free(struct kd_range_filter *f);
  * them; the summary's range lines count as on the collector.  Every
  * streamed sink walks through this. */
 int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+/* The same for a sink that collects calls and reads requests' call
+ * positions (call_first ...): they are remapped to the calls the range
+ * keeps, not cleared (5 bytes a call while walking). */
+int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
 /* Ticks: d's window start once kd_dec_walk_cut has cut it (for a sink that
  * writes its time origin before the walk). */
 uint64_t kd_range_start(const struct kd_dec *d);
@@ -820,13 +824,11 @@ struct kd_out_opts {
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
 void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 
-/* The text timeline's pieces (out-text.c), shared by its collected form
- * (kd_out_text: d->calls) and its streamed form (out-text-stream.c). */
+/* The text timeline's pieces (out-text.c): its lines and their order. */
 enum kd_text_type { KD_TEXT_CALL, KD_TEXT_MARK, KD_TEXT_REQ, KD_TEXT_OFF };
 struct kd_text_item {
 	uint64_t tick;            /* ticks: the line's time (a call's begin) */
@@ -850,13 +852,14 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c);
 
 /*
- * The text timeline from the event stream (out-text-stream.c): memory
+ * The text timeline (out-text-stream.c), from the event stream: memory
  * bounded by threads x stack depth + marks, requests, off-CPU intervals +
- * buffers, not by calls.  d must be opened with opts.stream (no d->calls).
- * Each thread's calls go to a spool in begin order (32 bytes a call, in
- * memory up to 1 MiB, then in an unlinked temporary file in $TMPDIR or
- * /tmp), then a k-way merge over the threads prints the lines in
- * kd_out_text's order.  --limit N spools at most N calls per thread.
+ * buffers, not by calls.  Each thread's calls go to a spool in begin order
+ * (32 bytes a call, in memory up to 1 MiB, then in an unlinked temporary
+ * file in $TMPDIR or /tmp), then a k-way merge over the threads prints the
+ * lines in kd_text_item_cmp order.  --limit N spools at most N calls per
+ * thread.  A collected file (not opened with opts.stream: the merge cut its
+ * calls) is printed from d->calls in the same order.
  */
 struct kd_text_stream;
 /* Walk d into a spool (0), or -1 (a message on stderr: the walk or the
@@ -868,11 +871,12 @@ int kd_text_stream_next(struct kd_text_stream *t, FILE *f);
 /* Lines not printed yet (calls counted even where --limit did not spool them). */
 uint64_t kd_text_stream_left(const struct kd_text_stream *t);
 void kd_text_stream_free(struct kd_text_stream *t);
-/* The whole timeline of one file, as kd_out_text prints it: 0 or -1. */
-int kd_out_text_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
-/* explain of a file opened with opts.stream, collecting only the calls that
- * overlap the explained request and the median one (a walk of its own; the
- * calls are freed after): 0 or -1 (message on stderr). */
+/* The whole timeline of one file: 0 or -1. */
+int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
+/* explain of a file opened with opts.stream (out-explain.c), collecting
+ * only the calls that overlap the explained request and the median one (a
+ * walk of its own, through the range; the calls are freed after): 0 or -1
+ * (message on stderr). */
 int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);

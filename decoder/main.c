@@ -222,18 +222,16 @@ static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 
 static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	if (d->opts.stream) {
-		/* explain collects only the calls of its two requests' intervals;
-		 * the timeline spools (out-text-stream.c) */
-		if (d->snap.have_trigger && kd_out_explain_stream(out, d, o))
+	/* With a trigger, its explanation first: it collects only the calls
+	 * of its two requests' intervals (or has them: a file the merge cut);
+	 * the timeline spools (out-text-stream.c). */
+	if (d->snap.have_trigger) {
+		if (!d->opts.stream)
+			kd_out_explain(out, d, o);
+		else if (kd_out_explain_stream(out, d, o))
 			return 1;
-		return !several_files && kd_out_text_stream(out, d, o) ? 1 : 0;
 	}
-	if (d->snap.have_trigger)
-		kd_out_explain(out, d, o);
-	if (!several_files)
-		kd_out_text(out, d, o);
-	return 0;
+	return !several_files && kd_out_text(out, d, o) ? 1 : 0;
 }
 
 static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
@@ -522,14 +520,12 @@ int main(int argc, char **argv)
 	}
 	/* The rule: a NEED_STREAM format is opened for the stream unless it
 	 * merges several files in main (sink->merge == 1: merge.c cuts
-	 * collected calls; chrome and summary then read those).  A range does
-	 * not matter, except to text: streamed files get it as a filter on the
-	 * walk (d->range, kd_dec_walk_cut), collected ones cut by
-	 * kd_range_apply; text (merge == 2: it merges its files' streams
-	 * itself) walks without the filter, so under a range it collects. */
+	 * collected calls; chrome and summary then read those; text, merge ==
+	 * 2, merges its files' streams itself and collects only the files the
+	 * merge cuts).  A range is a filter on every walk (d->range,
+	 * kd_dec_walk_cut), collected or streamed. */
 	ranged = range.from.kind || range.to.kind || range.around_set || range.min_dur_ns;
-	streamed = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1) &&
-	           !(sink->merge == 2 && ranged);
+	streamed = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1);
 	/* Under a range every file is opened for the stream: the range is
 	 * resolved on all the files' windows, then each is cut on its walk,
 	 * by a streamed sink or by the collector behind the range filter. */

@@ -393,17 +393,16 @@ void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
  * wall-clock time.  Every timeline line begins with "HH:MM:SS.nnnnnnnnn";
  * a line that does not (the header, notes) is left out.  Lines of one file
  * are in time order already; equal times keep file order.  Each line gets
- * "[N] " naming its file.  A file opened for the stream gives its lines one
- * at a time (kd_text_stream: bounded memory); a collected one (cut by a
- * range or the merge) is rendered whole by kd_out_text first.
+ * "[N] " naming its file.  Each file gives its lines one at a time
+ * (kd_text_stream: bounded memory for a streamed file; a collected one, cut
+ * by the merge, from its calls).
  */
 struct tl {
-	char *buf;                /* the rendered text still to merge (collected:
-	                             all of it; streamed: the per-core lines) */
+	char *buf;                /* the per-core lines still to merge */
 	size_t len;
 	char *p;                  /* next line in buf */
-	struct kd_text_stream *ts; /* streamed: its timeline lines, until done */
-	FILE *lf;                 /* streamed: the current line, rendered */
+	struct kd_text_stream *ts; /* its timeline lines, until done */
+	FILE *lf;                 /* the current line, rendered */
 	char *lbuf;
 	size_t llen;
 	const char *cur;          /* the current line (NULL: none left) */
@@ -481,23 +480,18 @@ int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
 			continue;
 		/* A stream spools each thread's first --limit calls only: the
 		 * merged first N lines take at most N of each file. */
-		if (decs[i]->opts.stream) {
-			if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
-				rc = -1; /* said on stderr; the other files still merge */
-				continue;
-			}
-			t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
-			if (!t[i].lf)
-				kd_dec_oom("the merged timeline", 0);
+		if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
+			rc = -1; /* said on stderr; the other files still merge */
+			continue;
 		}
+		t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
+		if (!t[i].lf)
+			kd_dec_oom("the merged timeline", 0);
 		m = open_memstream(&t[i].buf, &t[i].len);
 		if (!m)
 			kd_dec_oom("the merged timeline", 0);
 		one.limit = 0;
-		if (t[i].ts)
-			kd_out_text_cores(m, decs[i], &one);
-		else
-			kd_out_text(m, decs[i], &one);
+		kd_out_text_cores(m, decs[i], &one);
 		one.limit = o ? o->limit : 0;
 		if (fclose(m) != 0 || !t[i].buf)
 			kd_dec_oom("the merged timeline", t[i].len);

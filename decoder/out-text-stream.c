@@ -1,26 +1,31 @@
 /*
- * out-text-stream.c - the text timeline from the event stream (issue 8):
- * the lines of kd_out_text, in its order, with memory bounded by threads x
- * stack depth + marks, requests, off-CPU intervals + buffers, not by calls.
+ * out-text-stream.c - --format text: the timeline, one line per call, mark,
+ * request and off-CPU interval in time order, from the event stream, with
+ * memory bounded by threads x stack depth + marks, requests, off-CPU
+ * intervals + buffers, not by calls.  The line format and the order
+ * (kd_text_line, kd_text_item_cmp) are out-text.c's, with the summary.
  *
  * The builder emits one thread after another; the timeline interleaves
  * them by time.  An external merge:
  *
- *   1. spool: the walk writes each thread's calls, in begin (recorded)
- *      order, as fixed 32-byte records into one spool; a thread's records
- *      are contiguous.  A call's record is reserved at CALL_BEGIN and
- *      filled at CALL_END from the open-frame stack (which holds the
- *      record and its place): in the write buffer if it is still there,
- *      else by one pwrite() at its offset.  The spool lives in a 1 MiB
- *      buffer; past that, in an unlinked temporary file ($TMPDIR or /tmp).
+ *   1. spool: the walk (through the range, kd_dec_walk_cut) writes each
+ *      thread's calls, in begin (recorded) order, as fixed 32-byte records
+ *      into one spool; a thread's records are contiguous.  A call's record
+ *      is reserved at CALL_BEGIN and filled at CALL_END from the open-frame
+ *      stack (which holds the record and its place): in the write buffer if
+ *      it is still there, else by one pwrite() at its offset.  The spool
+ *      lives in a 1 MiB buffer; past that, in an unlinked temporary file
+ *      ($TMPDIR or /tmp).
  *   2. merge: a heap over the threads' cursors (each reading 128 records at
  *      a time) plus the sorted marks, requests and off-CPU intervals (kept
  *      by the builder and sched.c anyway: not per call) yields the lines in
- *      kd_text_item_cmp order, the order kd_out_text sorts into.  A thread's
- *      begin order is that order already (ticks never go back within a
- *      thread, stream.h; `sub` numbers a tick's events), which the spool
- *      checks; were it ever not, the stream falls back to the collected
- *      calls for that file (same output, memory per call).
+ *      kd_text_item_cmp order.  A thread's begin order is that order
+ *      already (ticks never go back within a thread, stream.h; `sub`
+ *      numbers a tick's events), which the spool checks; were it ever not,
+ *      the stream falls back to the collected calls for that file (same
+ *      output, memory per call).
+ * A file whose calls are collected already (the merge of overlapping
+ * snapshots cut them, merge.c) is printed from them, sorted the same way.
  *
  * Why a spool and not a resumable walk (one cursor per thread in the
  * builder): the builder's per-thread walk (pre-pass, pieces across cores,
@@ -100,7 +105,9 @@ struct kd_text_stream {
 	struct hent *heap;
 	uint32_t nheap;
 	uint64_t left;            /* lines not printed yet */
-	int collected;            /* fallback: d->calls, items in `other` */
+	int collected;            /* d->calls, items in `other`: a collected file
+	                             (the merge cut it), or the fallback */
+	int owns_calls;           /* the fallback collected them: freed with t */
 };
 
 static const char *spool_dir(void)
@@ -322,6 +329,7 @@ static int collect_instead(struct kd_text_stream *t)
 		return -1;
 	}
 	t->d->opts.stream = 1; /* its calls go with the stream (kd_text_stream_free) */
+	t->owns_calls = 1;
 	free(t->other);
 	t->nother = kd_text_items(t->d, &t->o, 1, &t->other);
 	t->left = t->nother;
@@ -343,8 +351,17 @@ int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
 	t->fd = -1;
 	t->nth = d->nthreads;
 	t->th = kd_xcalloc((size_t)t->nth + 1, sizeof(*t->th), "the text timeline");
+	if (!d->opts.stream) {
+		/* A collected file (the merge of overlapping snapshots cut its
+		 * calls): its calls, sorted with the rest. */
+		t->nother = kd_text_items(d, &t->o, 1, &t->other);
+		t->left = t->nother;
+		t->collected = 1;
+		*out = t;
+		return 0;
+	}
 	t->w = kd_xmalloc(WBUF_RECS * sizeof(*t->w), "the text timeline");
-	if (kd_dec_walk(d, (struct kd_sink){ spool_ev, t }, &err)) {
+	if (kd_dec_walk_cut(d, (struct kd_sink){ spool_ev, t }, &err)) {
 		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		kd_text_stream_free(t);
@@ -439,7 +456,7 @@ void kd_text_stream_free(struct kd_text_stream *t)
 		close(t->fd);
 	for (uint32_t i = 0; t->th && i < t->nth; i++)
 		free(t->th[i].buf);
-	if (t->collected) {
+	if (t->owns_calls) {
 		free(t->d->calls);
 		t->d->calls = NULL;
 		t->d->ncalls = 0;
@@ -452,7 +469,7 @@ void kd_text_stream_free(struct kd_text_stream *t)
 	free(t);
 }
 
-int kd_out_text_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
+int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	struct kd_text_stream *t;
 	uint64_t lines = 0;
@@ -479,167 +496,4 @@ int kd_out_text_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 	kd_out_text_cores(f, d, o);
 	kd_text_stream_free(t);
 	return rc;
-}
-
-/* ---- explain on a streamed file ------------------------------------------ */
-
-/*
- * A filter in front of the collector that keeps the calls overlapping one
- * of two intervals (the explained request and the median one): what
- * kd_out_explain reads (the requests' calls and their callers, and every
- * call inside the request's interval for "meanwhile").  A call [b, e]
- * overlaps interval i when b <= hi[i] and e >= lo[i]; at its BEGIN only b
- * is known, so it waits on the stack (pending, at most stack depth of
- * them) until its END, or until the thread's time reaches the smallest lo
- * it can still meet (then it surely ends there or later).  Callers of a
- * kept call overlap too: the kept set is closed upwards, so depths and
- * parents stay right.  The builder's call positions (requests' call_first,
- * call_end, open_at_end) are remapped to the kept calls afterwards.
- */
-enum { XF_PENDING, XF_KEPT, XF_DROPPED };
-
-struct xf_frame {
-	struct kd_ev ev;          /* its CALL_BEGIN */
-	uint64_t lmin;            /* ticks: kept once the thread's time reaches it */
-	uint32_t pos;             /* the builder's call position */
-	uint32_t state;
-};
-
-struct xfilter {
-	struct kd_sink next;
-	uint64_t lo[2], hi[2];    /* ticks */
-	uint32_t nint;
-	struct xf_frame *st;
-	size_t cap;
-	uint32_t depth, nkept_depth; /* frames [0, nkept_depth) are kept */
-	uint32_t npos;            /* CALL_BEGINs seen */
-	uint32_t *kept;           /* positions of the kept calls, rising */
-	size_t capkept;
-	uint32_t nkept;
-};
-
-static void xf_keep_until(struct xfilter *x, const struct kd_dec *d, uint64_t tick)
-{
-	while (x->nkept_depth < x->depth && x->st[x->nkept_depth].state == XF_PENDING &&
-	       tick >= x->st[x->nkept_depth].lmin) {
-		struct xf_frame *fr = &x->st[x->nkept_depth++];
-
-		fr->state = XF_KEPT;
-		if (x->nkept >= x->capkept &&
-		    kd_grow(&x->kept, &x->capkept, x->nkept, sizeof(*x->kept), "explain"))
-			kd_dec_oom("explain", SIZE_MAX);
-		x->kept[x->nkept++] = fr->pos;
-		x->next.ev(x->next.ctx, d, &fr->ev);
-	}
-}
-
-static void xf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
-{
-	struct xfilter *x = ctx;
-	struct xf_frame *fr;
-
-	switch (e->kind) {
-	case KD_EV_THREAD_BEGIN:
-		x->depth = x->nkept_depth = 0;
-		break;
-	case KD_EV_CALL_BEGIN:
-		if (x->depth >= x->cap && kd_grow(&x->st, &x->cap, x->depth, sizeof(*x->st), "explain"))
-			kd_dec_oom("explain", SIZE_MAX);
-		fr = &x->st[x->depth];
-		fr->ev = *e;
-		fr->pos = x->npos++;
-		fr->lmin = UINT64_MAX;
-		for (uint32_t i = 0; i < x->nint; i++)
-			if (e->tick <= x->hi[i] && x->lo[i] < fr->lmin)
-				fr->lmin = x->lo[i];
-		fr->state = fr->lmin == UINT64_MAX ||
-		            (x->depth && x->st[x->depth - 1].state == XF_DROPPED) ? XF_DROPPED
-		                                                                 : XF_PENDING;
-		x->depth++;
-		xf_keep_until(x, d, e->tick);
-		return;
-	case KD_EV_CALL_END:
-		if (!x->depth)
-			return;
-		xf_keep_until(x, d, e->tick);
-		fr = &x->st[--x->depth];
-		if (fr->state == XF_KEPT) {
-			x->nkept_depth--;
-			break;
-		}
-		return; /* pending still: it ended before it met an interval */
-	default:
-		xf_keep_until(x, d, e->tick);
-		break;
-	}
-	x->next.ev(x->next.ctx, d, e);
-}
-
-/* The first kept call at or after builder position p (KD_NONE stays). */
-static uint32_t remap_pos(const struct xfilter *x, uint32_t p, int exact)
-{
-	uint32_t lo = 0, hi = x->nkept;
-
-	if (p == KD_NONE)
-		return KD_NONE;
-	while (lo < hi) {
-		uint32_t m = lo + (hi - lo) / 2;
-
-		if (x->kept[m] < p)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	if (exact && (lo >= x->nkept || x->kept[lo] != p))
-		return KD_NONE;
-	return lo;
-}
-
-int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
-{
-	struct xfilter x = { 0 };
-	struct kd_collector c;
-	struct kd_dec_error err;
-	uint32_t pick, med;
-	char msg[512];
-	int rc;
-
-	/* The requests first (a walk without a sink is the cheap one). */
-	rc = kd_dec_walk(d, (struct kd_sink){ 0 }, &err);
-	if (!rc) {
-		pick = kd_explain_pick(d, &med);
-		if (pick != KD_NONE) {
-			x.lo[x.nint] = d->reqs[pick].begin;
-			x.hi[x.nint++] = d->reqs[pick].end;
-		}
-		if (med != KD_NONE) {
-			x.lo[x.nint] = d->reqs[med].begin;
-			x.hi[x.nint++] = d->reqs[med].end;
-		}
-		kd_collector_init(&c, d);
-		x.next = kd_collector_sink(&c);
-		rc = kd_dec_walk(d, (struct kd_sink){ xf_ev, &x }, &err);
-		kd_collector_free(&c);
-	}
-	if (rc) {
-		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
-		fprintf(stderr, "%s\n", msg);
-		free(x.st);
-		free(x.kept);
-		return -1;
-	}
-	for (uint32_t i = 0; i < d->nreqs; i++) {
-		struct kd_dec_request *r = &d->reqs[i];
-
-		r->call_first = remap_pos(&x, r->call_first, 0);
-		r->call_end = remap_pos(&x, r->call_end, 0);
-		r->open_at_end = remap_pos(&x, r->open_at_end, 1);
-	}
-	kd_out_explain(f, d, o);
-	free(d->calls);
-	d->calls = NULL;
-	d->ncalls = 0;
-	free(x.st);
-	free(x.kept);
-	return 0;
 }

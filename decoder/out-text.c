@@ -451,29 +451,6 @@ void kd_text_header(FILE *f, const struct kd_dec *d)
 	kd_budget_note(f, d, "");
 }
 
-/* The collected form: every call of d->calls sorted with the rest (range
- * and merge cut the collected calls; the stream's form is out-text-stream.c). */
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
-{
-	struct kd_text_item *it;
-	size_t n = kd_text_items(d, o, 1, &it);
-	uint64_t lines = 0;
-
-	kd_text_header(f, d);
-	for (size_t k = 0; k < n; k++) {
-		const struct kd_text_item *x = &it[k];
-
-		if (o && o->limit && lines >= o->limit) {
-			fprintf(f, "... %zu more lines (--limit %" PRIu64 ")\n", n - k, o->limit);
-			break;
-		}
-		lines++;
-		kd_text_line(f, d, x, x->type == KD_TEXT_CALL ? &d->calls[x->idx] : NULL);
-	}
-	free(it);
-	kd_out_text_cores(f, d, o);
-}
-
 /* Per-core tracks from the context switches: which of the process's
  * threads ran on each core, and when the core ran something else. */
 void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)

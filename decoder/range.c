@@ -788,6 +788,11 @@ int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *
 	return walk_cut(d, sink, 0, err);
 }
 
+int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+{
+	return walk_cut(d, sink, 1, err);
+}
+
 /*
  * The collector behind the range filter (kd_dec_collect when d->range is
  * set): d->calls are the cut calls, requests' call positions remapped to

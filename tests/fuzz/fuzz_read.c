@@ -209,7 +209,7 @@ static void same_text(struct kd_dec *ds, const uint8_t *data, size_t size,
 		two_open(&t);
 		kd_out_explain(t.fx, dc, &oo);
 		kd_out_text(t.fx, dc, &oo);
-		if (kd_out_explain_stream(t.fy, ds, &oo) || kd_out_text_stream(t.fy, ds, &oo))
+		if (kd_out_explain_stream(t.fy, ds, &oo) || kd_out_text(t.fy, ds, &oo))
 			abort();
 		two_same(&t);
 	}
