@@ -747,12 +747,12 @@ int kd_same_process(const struct kd_dec *a, const struct kd_dec *b);
 void kd_merge_files(struct kd_dec *const *decs, uint32_t n);
 /* ns since the epoch: the earliest window start of the files. */
 int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
-/* "merged timeline of N files": each file's process, window, offset on the
- * merged timeline and the clock offset used. */
+/* "merged timeline of N files" (out-summary.c): each file's process,
+ * window, offset on the merged timeline and the clock offset used. */
 void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
-/* One text timeline of all files, lines tagged "[N]" by file: files opened
- * with opts.stream from their streams (bounded), the others from their
- * collected calls.  0, or -1 (a stream failed; said on stderr). */
+/* One text timeline of all files (out-text.c), lines tagged "[N]" by file:
+ * files opened with opts.stream from their streams (bounded), the others
+ * from their collected calls.  0, or -1 (a stream failed; said on stderr). */
 struct kd_out_opts;
 int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
                        const struct kd_out_opts *o);
@@ -852,7 +852,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c);
 
 /*
- * The text timeline (out-text-stream.c), from the event stream: memory
+ * The text timeline (out-text.c), from the event stream: memory
  * bounded by threads x stack depth + marks, requests, off-CPU intervals +
  * buffers, not by calls.  Each thread's calls go to a spool in begin order
  * (32 bytes a call, in memory up to 1 MiB, then in an unlinked temporary

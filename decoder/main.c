@@ -224,7 +224,7 @@ static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	/* With a trigger, its explanation first: it collects only the calls
 	 * of its two requests' intervals (or has them: a file the merge cut);
-	 * the timeline spools (out-text-stream.c). */
+	 * the timeline spools (out-text.c). */
 	if (d->snap.have_trigger) {
 		if (!d->opts.stream)
 			kd_out_explain(out, d, o);
