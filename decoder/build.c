@@ -1779,16 +1779,3 @@ void kd_build_free(struct kd_build *b)
 	kd_umap_free(&b->req_map);
 	free(b);
 }
-
-int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
-{
-	struct kd_collector c;
-	int rc = kd_dec_prepare(d, err);
-
-	if (rc)
-		return rc;
-	kd_collector_init(&c, d);
-	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
-	kd_collector_free(&c);
-	return rc;
-}

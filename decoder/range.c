@@ -807,9 +807,16 @@ int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_err
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 {
 	struct kd_dec_error err;
+	struct kd_collector c;
+	int rc;
 
 	d->range = r;
-	if (kd_dec_collect(d, &err) != 0) {
+	kd_collector_init(&c, d);
+	rc = kd_range_collect(d, &c, &err);
+	kd_collector_free(&c);
+	if (!rc)
+		d->opts.stream = 0;
+	if (rc) {
 		char msg[512];
 
 		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
