@@ -99,3 +99,9 @@ add_test(NAME test_decoder_corpus COMMAND ${CMAKE_COMMAND}
   -DDECODE=$<TARGET_FILE:ktrace-decode> -DSRC=${KTRACE_DEC_TESTS_DIR}/golden
   -DOUT=${CMAKE_CURRENT_BINARY_DIR}/golden-corpus -P ${KTRACE_DEC_TESTS_DIR}/golden/golden.cmake)
 set_tests_properties(test_decoder_corpus PROPERTIES LABELS decoder TIMEOUT 300)
+
+# The decoder's files call each other without circles, and no output
+# format's file calls another's (nm on the library; skipped without nm).
+add_test(NAME test_decoder_layers COMMAND python3 ${KTRACE_DEC_TESTS_DIR}/decoder_layers.py
+  $<TARGET_FILE:ktrace_decoder>)
+set_tests_properties(test_decoder_layers PROPERTIES LABELS decoder SKIP_RETURN_CODE 77)
