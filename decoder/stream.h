@@ -38,12 +38,13 @@
  * parent's `self` (self is "time in no kept child"), so it must add the
  * dropped call's duration to the parent's self when forwarding the parent's
  * END.  kd_filter_pass() is the identity filter to start from.
- * kd_range_filter (range.c) is the time range and --min-dur; a streamed
- * sink walks with kd_dec_walk_cut(), which puts it in front of the sink
- * when d->range is set.
+ * kd_range_filter (range.c) is the time range and --min-dur; every walk
+ * goes through kd_dec_walk_cut(), which puts it in front of the sink when
+ * d->range is set: a streamed sink's walk and the collector's alike.
  *
  * In-memory sinks (stats, explain, html, the tests' kd_dec_open_*) get
- * d->calls from kd_collector, a sink that appends every call.
+ * d->calls from kd_collector, a sink that appends every call
+ * (kd_dec_collect: behind the range filter when d->range is set).
  */
 #ifndef KD_STREAM_H
 #define KD_STREAM_H
