@@ -32,7 +32,7 @@ int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
 	int rc;
 
 	kd_collector_init(&c, d);
-	if (d->range)
+	if (d->cut.range)
 		rc = kd_range_collect(d, &c, err);  /* cut on the way (range.c) */
 	else
 		rc = kd_dec_walk(d, kd_collector_sink(&c), err);
@@ -135,7 +135,7 @@ void kd_dec_free(struct kd_dec *d)
 	if (!d)
 		return;
 	kd_snap_free(&d->snap);
-	kd_symcache_free(d->symcache);
+	kd_symcache_free(d->pass.symcache);
 	free(d->funcs);
 	free(d->threads);
 	free(d->calls);
@@ -147,7 +147,7 @@ void kd_dec_free(struct kd_dec *d)
 	free(d->offcpu_first);
 	free(d->oncpu);
 	kd_strpool_free(&d->strs);
-	kd_build_free(d->build);
+	kd_build_free(d->pass.build);
 	if (d->map) {
 		if (d->map_is_mmap)
 			munmap(d->map, d->map_len);

@@ -443,6 +443,12 @@ struct kd_dec_opts {
 
 struct kd_range;
 
+/*
+ * One decoded file.  The decoded result (what the stages made of the
+ * snapshot: window, functions, threads, calls, requests, marks, runs,
+ * scheduling), then, apart, what a pass over it keeps: how a range and a
+ * merge cut it (cut, merge) and the stages' own state (pass).
+ */
 struct kd_dec {
 	char *file;               /* name for messages */
 	void *map;                /* owned file mapping or copy, or NULL */
@@ -450,9 +456,12 @@ struct kd_dec {
 	int map_is_mmap;
 	struct kd_snap snap;
 	struct kd_dec_opts opts;
+	/* ---- the decoded result ---- */
 	uint32_t shift;           /* info.tsc_shift */
 	uint64_t tsc_hz;          /* info.tsc_hz */
-	uint64_t window_start;    /* ticks: complete window start (or data start, --all) */
+	uint64_t window_start;    /* ticks: complete window start (or data start, --all);
+	                             the range's start once cut (cut.full_start: the
+	                             snapshot's) */
 	uint64_t window_end;      /* ticks */
 	uint64_t data_start;      /* ticks: oldest record of any core */
 	int window_limited;       /* some core wrapped: window_start > data_start */
@@ -484,34 +493,41 @@ struct kd_dec {
 	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
 	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
 	struct kd_strpool strs;   /* strings made up by the decoder (owned) */
-	struct kd_build *build;   /* stage 3's state between prepare and walks */
 	struct {                  /* calls the last walk saw (summary, any format) */
 		uint64_t calls;
 		uint64_t trunc_begin; /* entered before the window */
 		uint64_t trunc_end;   /* still running at its end */
 		uint64_t exit_lost;   /* closed by an outer frame's exit (longjmp) */
 	} counts;
-	void *symcache;           /* symbols.c */
-	int warned_demangle;      /* symbols.c: "names stay mangled" said */
-	/* Time-range selection (range.c; zero without one). */
-	int range_cut;            /* 1: window_start/end are the range now; 2: the
-	                             range misses this file (nothing left) */
-	uint64_t range_full_start, range_full_end; /* ticks: the snapshot's window */
-	uint64_t range_calls_out; /* calls left out: wholly outside the range */
-	uint64_t min_dur_ns;      /* --min-dur, ns */
-	uint64_t min_dur_ticks;   /* ... in ticks */
-	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
-	int trigger_clipped;      /* the trigger request crosses the range's edge
-	                             (still marked; explain does not name it) */
-	const struct kd_range *range; /* streamed: cut while walking (kd_dec_walk_cut,
-	                             set by main.c); NULL: kd_range_apply cut the calls */
-	int range_walked;         /* kd_dec_walk_cut has cut d once */
-	/* Several files on one timeline (merge.c; zero for one file). */
-	uint32_t merge_group;     /* 1-based process group among the files */
-	uint64_t merge_cut;       /* ticks: an earlier snapshot of the process ends here
-	                             (0: no overlap) */
-	uint64_t merge_dropped;   /* calls left out: the earlier snapshot has them */
-	uint64_t merge_joined;    /* frames open across the cut made one call */
+	/* ---- the time range on this file (range.c; zero without one) ---- */
+	struct kd_dec_cut {
+		const struct kd_range *range; /* cut on every walk (kd_dec_walk_cut),
+		                             set by main.c; NULL: no range */
+		int walked;           /* a walk has cut d once (the window is the range's) */
+		int state;            /* 1: window_start/end are the range now; 2: the
+		                         range misses this file (nothing left) */
+		uint64_t full_start, full_end; /* ticks: the snapshot's window */
+		uint64_t calls_out;   /* calls left out: wholly outside the range */
+		uint64_t min_dur_ns;  /* --min-dur, ns */
+		uint64_t min_dur_ticks; /* ... in ticks */
+		uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+		int trigger_clipped;  /* the trigger request crosses the range's edge
+		                         (still marked; explain does not name it) */
+	} cut;
+	/* ---- several files on one timeline (merge.c; zero for one file) ---- */
+	struct kd_dec_merge {
+		uint32_t group;       /* 1-based process group among the files */
+		uint64_t cut;         /* ticks: an earlier snapshot of the process ends
+		                         here (0: no overlap) */
+		uint64_t dropped;     /* calls left out: the earlier snapshot has them */
+		uint64_t joined;      /* frames open across the cut made one call */
+	} merge;
+	/* ---- the stages' own state between passes ---- */
+	struct {
+		struct kd_build *build; /* stage 3's, between prepare and walks (build.c) */
+		void *symcache;       /* symbols.c's ELF files */
+		int warned_demangle;  /* symbols.c: "names stay mangled" said */
+	} pass;
 };
 
 /* Run stages 1-5 on a file (a regular file read in bounded windows, a pipe
@@ -540,7 +556,7 @@ int kd_dec_read_fd(int fd, const struct stat *st, char **buf, size_t *len,
 /* Stage 3 on a read + ordered snapshot already in d->snap: prepare, then
  * walk with the collector (d->calls). */
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
-/* Stage 3's first pass: window, pieces, threads, core runs (d->build). */
+/* Stage 3's first pass: window, pieces, threads, core runs (d->pass.build). */
 int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err);
 /* Walk every thread, emitting the stream (stream.h) to sink; fills
  * d->reqs, d->marks, d->counts, per-thread counts.  May run again. */
@@ -689,7 +705,7 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
                    uint64_t *to, uint64_t *min);
 /* Cut d to the range and drop calls shorter than min_dur_ns (see range.c):
  * d's calls are collected again through the range filter (kd_dec_collect
- * with d->range set), the one cut every format goes through. */
+ * with d->cut.range set), the one cut every format goes through. */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
 /* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
  * to it (or go). */
@@ -723,7 +739,7 @@ struct kd_range_filter {
 struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
                                struct kd_sink next);
 void kd_range_filter_free(struct kd_range_filter *f);
-/* kd_dec_walk with d->range (if set) cut on the stream: the filter, then
+/* kd_dec_walk with d->cut.range (if set) cut on the stream: the filter, then
  * requests, marks, runs, intervals and the window as kd_range_apply cuts
  * them; the summary's range lines count as on the collector.  Every
  * streamed sink walks through this. */

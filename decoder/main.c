@@ -623,7 +623,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 
 		if (!decs[i])
 			continue;
-		decs[i]->range = &a->range;
+		decs[i]->cut.range = &a->range;
 		if (streamed)
 			continue;
 		if (kd_dec_collect(decs[i], &err) != 0) {  /* cut on the walk */

@@ -154,7 +154,7 @@ static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint
 }
 
 /* Cut b at a's window end (see the file comment).  Counts what was left
- * out into b->merge_dropped. */
+ * out into b->merge.dropped. */
 static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 {
 	uint64_t cut = a->window_end;
@@ -167,11 +167,11 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 
 	memset(keep_a, 1, (size_t)a->ncalls + 1);
 	memset(keep_b, 1, (size_t)b->ncalls + 1);
-	b->merge_cut = cut;
+	b->merge.cut = cut;
 	for (uint32_t i = 0; i < b->ncalls; i++)
 		if (b->calls[i].end <= cut) {
 			keep_b[i] = 0;
-			b->merge_dropped++;
+			b->merge.dropped++;
 		}
 	for (uint32_t t = 0; t < b->nthreads; t++)
 		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
@@ -207,7 +207,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
 			           (x->flags & KD_CALL_TRUNC_BEGIN);
 			keep_a[sa[na - 1 - i]] = 0;
-			b->merge_joined++;
+			b->merge.joined++;
 		}
 		/* a's unmatched outer frames stay open to b's end */
 		for (uint32_t i = 0; i + q < na; i++)
@@ -304,7 +304,7 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 				gid[i] = gid[j];
 		if (gid[i] == KD_NONE)
 			gid[i] = ng++;
-		decs[i]->merge_group = gid[i] + 1;
+		decs[i]->merge.group = gid[i] + 1;
 	}
 	for (uint32_t g = 0; g < ng; g++) {
 		uint32_t m = 0;
@@ -333,7 +333,7 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
 	int64_t base = INT64_MAX;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (decs[i] && decs[i]->range_cut != 2) { /* 2: nothing of it in the range */
+		if (decs[i] && decs[i]->cut.state != 2) { /* 2: nothing of it in the range */
 			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
 
 			if (w < base)

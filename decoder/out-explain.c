@@ -53,7 +53,7 @@ static int cmp_ridx(const void *a, const void *b)
 
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 {
-	uint32_t pick = d->trigger_clipped ? KD_NONE : d->trigger_req, n = 0;
+	uint32_t pick = d->cut.trigger_clipped ? KD_NONE : d->trigger_req, n = 0;
 	struct ridx *v;
 
 	*median = KD_NONE;
@@ -571,7 +571,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
 	if (pick == KD_NONE) {
-		if (d->snap.have_trigger && d->range_cut)
+		if (d->snap.have_trigger && d->cut.state)
 			fprintf(f, "  the trigger request is not wholly in the range, and no other "
 			           "complete request is: nothing to explain\n");
 		else
@@ -638,7 +638,7 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	/* Under a range that clips the trigger request or leaves it out, the
 	 * slowest complete request in the range is explained, never named the
 	 * trigger (nor given the trigger's clipped duration). */
-	is_trigger = d->snap.have_trigger && (pick == d->trigger_req || !d->range_cut);
+	is_trigger = d->snap.have_trigger && (pick == d->trigger_req || !d->cut.state);
 	fprintf(f, "  %s \"%s\" request %s on %s at %s UTC took %s",
 	        is_trigger ? "trigger:" : d->snap.have_trigger ?
 	        "the trigger request is not wholly in the range; slowest request in it:" :

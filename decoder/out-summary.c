@@ -326,12 +326,12 @@ void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
 		fprintf(f, "  [%" PRIu32 "] %s: %s, window %s .. %s UTC (+%s), clock offset used "
 		           "+0 ns (%" PRIu32 " anchors)\n",
 		        i + 1, d->file, proc_label(d, lbl, sizeof(lbl)), a, b, o, d->snap.nanchors);
-		if (d->merge_cut) {
-			kd_fmt_wall(kd_dec_wall_ns(d, d->merge_cut), 0, cut, sizeof(cut));
+		if (d->merge.cut) {
+			kd_fmt_wall(kd_dec_wall_ns(d, d->merge.cut), 0, cut, sizeof(cut));
 			fprintf(f, "      overlaps an earlier snapshot of process group %" PRIu32
 			           " up to %s: %" PRIu64 " calls it holds left out here, %" PRIu64
 			           " frames open across the cut joined\n",
-			        d->merge_group, cut, d->merge_dropped, d->merge_joined);
+			        d->merge.group, cut, d->merge.dropped, d->merge.joined);
 		}
 	}
 	fprintf(f, "  (hosts' clocks are taken as they are: a skew between hosts shows in the "

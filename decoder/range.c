@@ -3,7 +3,7 @@
  * --min-dur, one cut for every format: a filter on the event stream
  * (kd_range_filter, below), in front of a streamed sink (kd_dec_walk_cut)
  * or of the collector for the formats that need every call in memory
- * (kd_dec_collect with d->range set: kd_range_collect).
+ * (kd_dec_collect with d->cut.range set: kd_range_collect).
  *
  * A range is held in CLOCK_REALTIME ns, so one range cuts every file of a
  * merged view at the same moment; each file converts it to its own ticks
@@ -17,14 +17,14 @@
  *     flagged TRUNC_BEGIN / TRUNC_END, as at the window's edges;
  *   - marks outside go;
  *   - the window becomes [from, to] (sinks draw and count from it); the
- *     snapshot's own window is kept in range_full_* for the summary;
+ *     snapshot's own window is kept in d->cut.full_* for the summary;
  *   - --min-dur drops calls shorter than the duration (measured before the
  *     cut); a dropped call's callees are shorter still and go with it, and
  *     its time stays in its caller's self time (self is recomputed from
  *     the callees that remain, exactly as the builder computes it).
  * Collected, requests' call positions (call_first, call_end, open_at_end)
  * are remapped to the kept calls; the trigger's request index follows its
- * request, and d->trigger_clipped says when the range clips it (explain
+ * request, and d->cut.trigger_clipped says when the range clips it (explain
  * then does not name it).  Everything but the calls is cut by cut_rest().
  */
 #include <inttypes.h>
@@ -376,7 +376,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 	uint32_t k = 0, trig = KD_NONE;
 	int cb, ce;
 
-	d->trigger_clipped = 0;
+	d->cut.trigger_clipped = 0;
 	for (uint32_t i = 0; i < d->nreqs; i++) {
 		struct kd_dec_request q = d->reqs[i];
 
@@ -395,7 +395,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 		if (i == d->trigger_req) {
 			trig = k;
 			/* explain names it only if it is wholly in the range */
-			d->trigger_clipped = cb || ce;
+			d->cut.trigger_clipped = cb || ce;
 		}
 		d->reqs[k++] = q;
 	}
@@ -410,7 +410,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 		if (d->sched_to < d->sched_from)
 			d->sched_to = d->sched_from;
 	}
-	if (d->range_cut == 2) {
+	if (d->cut.state == 2) {
 		d->window_start = d->window_end; /* empty */
 		d->sched_from = d->sched_to = d->window_end;
 	} else {
@@ -423,36 +423,36 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 static int range_begin(struct kd_dec *d, const struct kd_range *r, uint64_t *from,
                        uint64_t *to, uint64_t *min)
 {
-	d->range_full_start = d->window_start;
-	d->range_full_end = d->window_end;
-	d->range_cut = kd_range_ticks(d, r, from, to, min);
+	d->cut.full_start = d->window_start;
+	d->cut.full_end = d->window_end;
+	d->cut.state = kd_range_ticks(d, r, from, to, min);
 	if (r->min_dur_ns) {
-		d->min_dur_ns = r->min_dur_ns;
-		d->min_dur_ticks = *min;
+		d->cut.min_dur_ns = r->min_dur_ns;
+		d->cut.min_dur_ticks = *min;
 	}
-	return d->range_cut || *min;
+	return d->cut.state || *min;
 }
 
 void kd_out_range_note(FILE *f, const struct kd_dec *d)
 {
 	char a[48], b[48], c[32];
 
-	if (d->range_cut) {
-		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_start), 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_end), 0, b, sizeof(b));
-		if (d->range_cut == 2)
+	if (d->cut.state) {
+		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_start), 0, a, sizeof(a));
+		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_end), 0, b, sizeof(b));
+		if (d->cut.state == 2)
 			fprintf(f, "range:     misses the snapshot's window %s .. %s UTC: all %" PRIu64
-			           " calls left out\n", a, b, d->range_calls_out);
+			           " calls left out\n", a, b, d->cut.calls_out);
 		else
 			fprintf(f, "range:     cut from the snapshot's window %s .. %s UTC: everything "
 			           "below is inside the range; %" PRIu64 " calls outside it left out, "
 			           "calls and requests across its edges cut there and flagged\n",
-			        a, b, d->range_calls_out);
+			        a, b, d->cut.calls_out);
 	}
-	if (d->min_dur_ns) {
-		kd_fmt_dur(d->min_dur_ns, c, sizeof(c));
+	if (d->cut.min_dur_ns) {
+		kd_fmt_dur(d->cut.min_dur_ns, c, sizeof(c));
 		fprintf(f, "min-dur:   %" PRIu64 " calls shorter than %s left out of the timeline; "
-		           "their time stays in their callers' self time\n", d->min_dur_dropped, c);
+		           "their time stays in their callers' self time\n", d->cut.min_dur_dropped, c);
 	}
 }
 
@@ -732,9 +732,9 @@ uint64_t kd_range_start(const struct kd_dec *d)
 {
 	uint64_t from, to, min;
 
-	if (!d->range || d->range_walked)
+	if (!d->cut.range || d->cut.walked)
 		return d->window_start;
-	switch (kd_range_ticks(d, d->range, &from, &to, &min)) {
+	switch (kd_range_ticks(d, d->cut.range, &from, &to, &min)) {
 	case 1: return from;
 	case 2: return d->window_end;
 	default: return d->window_start;
@@ -742,7 +742,7 @@ uint64_t kd_range_start(const struct kd_dec *d)
 }
 
 /*
- * A walk with d->range applied on the stream (main.c sets it for the
+ * A walk with d->cut.range applied on the stream (main.c sets it for the
  * streamed formats): the filter above cuts the calls, then the rest is cut
  * as kd_range_apply cuts it (requests, marks, runs, intervals, window).
  * Requests' recorded-order positions (call_first ...) count the calls
@@ -751,24 +751,24 @@ uint64_t kd_range_start(const struct kd_dec *d)
  */
 static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_dec_error *err)
 {
-	const struct kd_range *r = d->range;
+	const struct kd_range *r = d->cut.range;
 	struct kd_range_filter f;
 	uint64_t from, to, min;
 	int rc;
 
 	if (!r || !(r->active || r->min_dur_ns))
 		return kd_dec_walk(d, sink, err);
-	if (d->range_walked) {
-		d->window_start = d->range_full_start;
-		d->window_end = d->range_full_end;
+	if (d->cut.walked) {
+		d->window_start = d->cut.full_start;
+		d->window_end = d->cut.full_end;
 	}
 	range_begin(d, r, &from, &to, &min);
-	d->range_calls_out = d->min_dur_dropped = 0;
+	d->cut.calls_out = d->cut.min_dur_dropped = 0;
 	sink = kd_range_filter(&f, r, sink);
 	f.track = track;
 	rc = kd_dec_walk(d, sink, err);
-	d->range_calls_out = f.calls_out;
-	d->min_dur_dropped = f.min_dropped;
+	d->cut.calls_out = f.calls_out;
+	d->cut.min_dur_dropped = f.min_dropped;
 	if (!rc && track)
 		rf_remap_reqs(d, &f);
 	kd_range_filter_free(&f);
@@ -777,9 +777,9 @@ static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_
 	if (!track)
 		for (uint32_t i = 0; i < d->nreqs; i++)
 			d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
-	if (d->range_cut)
+	if (d->cut.state)
 		cut_rest(d, from, to);
-	d->range_walked = 1;
+	d->cut.walked = 1;
 	return 0;
 }
 
@@ -794,9 +794,9 @@ int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_err
 }
 
 /*
- * The collector behind the range filter (kd_dec_collect when d->range is
+ * The collector behind the range filter (kd_dec_collect when d->cut.range is
  * set): d->calls are the cut calls, requests' call positions remapped to
- * them.  d->range stays: a later walk (a streamed sink on a collected
+ * them.  d->cut.range stays: a later walk (a streamed sink on a collected
  * file) is cut the same way.
  */
 int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err)
@@ -810,7 +810,7 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 	struct kd_collector c;
 	int rc;
 
-	d->range = r;
+	d->cut.range = r;
 	kd_collector_init(&c, d);
 	rc = kd_range_collect(d, &c, &err);
 	kd_collector_free(&c);

@@ -177,7 +177,7 @@ static void test_range_min_dur_self(void **state)
 	r.min_dur_ns = 50;
 	kd_range_apply(d, &r);
 	assert_int_equal(d->ncalls, 2);
-	assert_int_equal(d->min_dur_dropped, 1);
+	assert_int_equal(d->cut.min_dur_dropped, 1);
 	assert_int_equal(d->calls[0].self, 500);
 	assert_int_equal(d->calls[1].end - d->calls[1].begin, 500);
 	assert_int_equal(d->calls[1].parent, 0);
@@ -212,7 +212,7 @@ static char *sorted_lines(char *text)
 	return out;
 }
 
-/* chrome, folded and the summary of a range cut on the walk (d->range) are
+/* chrome, folded and the summary of a range cut on the walk (d->cut.range) are
  * those of the collected calls cut by kd_range_apply (up to the order of
  * chrome's events and folded's lines), the process labels and the
  * summary's range lines included. */
@@ -260,7 +260,7 @@ static void test_range_streamed_formats_match_collected(void **state)
 			r.to_ns = i == 1 ? w0 + (w1 - w0) / 2 : INT64_MAX;
 			r.min_dur_ns = i >= 2 ? 2000 : 0;
 			kd_range_apply(a, &r);
-			b->range = &r;
+			b->cut.range = &r;
 			x = out_of(a, fmt);
 			y = out_of(b, fmt);
 			if (strcmp(x, y))
@@ -323,7 +323,7 @@ static void test_range_cut_calls_nest(void **state)
 	assert_true(d->calls[outer].begin_sub <= d->calls[inner].begin_sub);
 	/* the walk cuts the same: chrome's events are the same */
 	b = decode_image(img, len, 1);
-	b->range = &r;
+	b->cut.range = &r;
 	x = out_of(d, 0);
 	y = out_of(b, 0);
 	if (strcmp(x, y))
