@@ -88,7 +88,8 @@ static const char usage_text[] =
 	"the slow and the median request (56 bytes each), no others; text of\n"
 	"snapshots of one process that overlap keeps every call of those files.\n"
 	"stats, explain, html and exclude keep every call (about 56 bytes per\n"
-	"call, more for html).  The\n"
+	"call, more for html); under --from/--to/--around-trigger/--min-dur,\n"
+	"these and text keep only the calls in the range.  The\n"
 	"file itself is read in pieces of a few hundred KB, again for each pass\n"
 	"(a pipe: whole).\n"
 	"Times: one conversion (the snapshot's ANCHORS) in every format; chrome\n"
@@ -454,6 +455,21 @@ struct args {
 	int nfiles;
 };
 
+/*
+ * Whether the sink reads the files' streams, or their collected calls.  A
+ * NEED_STREAM format streams unless it merges several files in main
+ * (sink->merge == 1: merge.c cuts collected calls; chrome and summary then
+ * read those).  text (merge == 2) merges its files' streams itself and
+ * collects only the files the merge cuts; under a range it collects the
+ * calls the range keeps: its explanation and timeline then read them
+ * instead of walking each file three more times.
+ */
+static int streams(const struct args *a)
+{
+	return a->sink->need == NEED_STREAM && !(a->nfiles > 1 && a->sink->merge == 1) &&
+	       !(a->sink->merge == 2 && a->ranged);
+}
+
 /* Parse argv into a; -1 to go on, else the exit status (help, bad usage). */
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -553,16 +569,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 		return 2;
 	}
 	a->ranged = range->from.kind || range->to.kind || range->around_set || range->min_dur_ns;
-	/* The rule: a NEED_STREAM format is opened for the stream unless it
-	 * merges several files in main (sink->merge == 1: merge.c cuts
-	 * collected calls; chrome and summary then read those; text, merge ==
-	 * 2, merges its files' streams itself and collects only the files the
-	 * merge cuts).  Under a range every file is opened for the stream: the
-	 * range is resolved on all the files' windows, then each is cut on its
-	 * walk, by a streamed sink or by the collector behind the range filter
+	/* Under a range every file is opened for the stream: the range is
+	 * resolved on all the files' windows, then each is cut on its walk, by
+	 * a streamed sink or by the collector behind the range filter
 	 * (open_files). */
-	a->dopts.stream = (a->sink->need == NEED_STREAM &&
-	                   !(a->nfiles > 1 && a->sink->merge == 1)) || a->ranged;
+	a->dopts.stream = streams(a) || a->ranged;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	a->dopts.progress = !a->oopts.quiet && isatty(2);
 	{
@@ -584,7 +595,7 @@ static int parse_args(int argc, char **argv, struct args *a)
  */
 static int open_files(struct args *a, struct kd_dec **decs, int *status)
 {
-	int streamed = a->sink->need == NEED_STREAM && !(a->nfiles > 1 && a->sink->merge == 1);
+	int streamed = streams(a);
 	char rmsg[400];
 
 	for (int i = 0; i < a->nfiles; i++) {
