@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmocka.h>
@@ -40,8 +41,8 @@
 
 static struct fixture {
 	char *dir;
-	char trig[1024], final[1024];
-	char full[1100];             /* the final file's whole text timeline */
+	char trig[2100], final[2100];
+	char full[2200];             /* the final file's whole text timeline */
 	char pts[NPOINTS * 2][32];   /* cut points: HH:MM:SS.nnnnnnnnn */
 	int npts;
 	int tools;                   /* python3 and protoc found */
@@ -101,6 +102,39 @@ static int is_call_line(const char *line)
 	       !strstr(line, ">> request") && !strstr(line, "* mark");
 }
 
+/* Cut points of a text timeline: begin times of npts calls spread over it
+ * (exact ticks, where one call often ends as the next begins), each also
+ * 1 ns later (inside the tick or between ticks).  Returns how many. */
+static int cut_points(const char *full, char (*pts)[32], int npts)
+{
+	char line[2048];
+	long ncalls = 0;
+	int n = 0;
+	FILE *f = fopen(full, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f) && strncmp(line, "cores (UTC", 10))
+		if (is_call_line(line))
+			ncalls++;
+	rewind(f);
+	for (long k = 0; fgets(line, sizeof(line), f) && n < npts * 2;) {
+		long long ns;
+
+		if (!strncmp(line, "cores (UTC", 10))
+			break;
+		if (!is_call_line(line))
+			continue;
+		if (k++ % (ncalls / npts + 1) != ncalls / npts / 2)
+			continue;
+		ns = atoll(line + 9);
+		snprintf(pts[n++], 32, "%.8s.%09lld", line, ns);
+		snprintf(pts[n++], 32, "%.8s.%09lld", line, ns + 1);
+	}
+	fclose(f);
+	return n;
+}
+
 static int setup(void **state)
 {
 	char envdir[300], line[2048];
@@ -112,8 +146,7 @@ static int setup(void **state)
 	const char *args[] = { "--format", "text", fx.final, NULL };
 	struct kt_proc p;
 	char **files;
-	int n, ncalls = 0;
-	FILE *f;
+	int n;
 
 	(void)state;
 	fx.tools = system("command -v protoc >/dev/null && command -v python3 >/dev/null") == 0;
@@ -136,29 +169,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(fx.full, sizeof(fx.full), "%s/full.txt", fx.dir);
 	decode_to(fx.full, args);
-	/* Cut points: begin times of calls spread over the timeline (exact
-	 * ticks, where one call often ends as the next begins), each also
-	 * 1 ns later (inside the tick or between ticks). */
-	f = fopen(fx.full, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f) && strncmp(line, "cores (UTC", 10))
-		if (is_call_line(line))
-			ncalls++;
-	rewind(f);
-	for (int k = 0; fgets(line, sizeof(line), f) && fx.npts < NPOINTS * 2;) {
-		if (!strncmp(line, "cores (UTC", 10))
-			break;
-		if (!is_call_line(line))
-			continue;
-		if (k++ % (ncalls / NPOINTS + 1) != ncalls / NPOINTS / 2)
-			continue;
-		long long ns = atoll(line + 9);
-
-		snprintf(fx.pts[fx.npts++], 32, "%.8s.%09lld", line, ns);
-		snprintf(fx.pts[fx.npts++], 32, "%.8s.%09lld", line, ns + 1);
-	}
-	fclose(f);
+	fx.npts = cut_points(fx.full, fx.pts, NPOINTS);
 	return fx.npts >= 8 ? 0 : -1;
 }
 
@@ -170,11 +181,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* text cut by args: nests, and is the whole timeline cut exactly. */
-static void check_text(const char *const *range)
+/* text of file cut by range: nests, and is its whole timeline (full) cut
+ * exactly. */
+static void check_text(const char *file, const char *full, const char *const *range)
 {
 	const char *a[16];
-	char out[1100], cmd[5000];
+	char out[2200], cmd[9000];
 	int n = 0;
 
 	snprintf(out, sizeof(out), "%s/cut.txt", fx.dir);
@@ -182,19 +194,19 @@ static void check_text(const char *const *range)
 	a[n++] = "text";
 	for (; *range; range++)
 		a[n++] = *range;
-	a[n++] = fx.final;
+	a[n++] = file;
 	a[n] = NULL;
 	decode_to(out, a);
 	snprintf(cmd, sizeof(cmd), "python3 '%s/text/check_nesting.py' '%s' 2>&1 && "
 	         "python3 '%s/text/check_cut.py' '%s' '%s' 2>&1", KTRACE_TEST_SOURCE_DIR, out,
-	         KTRACE_TEST_SOURCE_DIR, fx.full, out);
+	         KTRACE_TEST_SOURCE_DIR, full, out);
 	check("text", cmd);
 }
 
-static void check_chrome_perfetto(const char *const *range)
+static void check_chrome_perfetto(const char *file, const char *const *range)
 {
 	const char *a[16];
-	char out[1100], cmd[5000], why[256], *res;
+	char out[1024], cmd[3000], why[256], *res;
 	int n = 0;
 
 	snprintf(out, sizeof(out), "%s/cut.json", fx.dir);
@@ -202,7 +214,7 @@ static void check_chrome_perfetto(const char *const *range)
 	a[n++] = "chrome";
 	for (const char *const *r = range; *r; r++)
 		a[n++] = *r;
-	a[n++] = fx.final;
+	a[n++] = file;
 	a[n] = NULL;
 	decode_to(out, a);
 	snprintf(cmd, sizeof(cmd), "python3 '%s/chrome/check_nesting.py' '%s' 2>&1",
@@ -226,8 +238,8 @@ static void test_e2e_cut_from(void **state)
 	for (int i = 0; i < fx.npts; i++) {
 		const char *r[] = { "--from", fx.pts[i], NULL };
 
-		check_text(r);
-		check_chrome_perfetto(r);
+		check_text(fx.final, fx.full, r);
+		check_chrome_perfetto(fx.final, r);
 	}
 }
 
@@ -239,8 +251,8 @@ static void test_e2e_cut_to(void **state)
 	for (int i = 0; i < fx.npts; i++) {
 		const char *r[] = { "--to", fx.pts[i], NULL };
 
-		check_text(r);
-		check_chrome_perfetto(r);
+		check_text(fx.final, fx.full, r);
+		check_chrome_perfetto(fx.final, r);
 	}
 }
 
@@ -254,8 +266,8 @@ static void test_e2e_cut_from_to(void **state)
 		int j = i % 2 ? i + 1 : (i + 5 < fx.npts ? i + 5 : fx.npts - 1);
 		const char *r[] = { "--from", fx.pts[i], "--to", fx.pts[j], NULL };
 
-		check_text(r);
-		check_chrome_perfetto(r);
+		check_text(fx.final, fx.full, r);
+		check_chrome_perfetto(fx.final, r);
 	}
 }
 
@@ -343,6 +355,64 @@ static void test_e2e_cut_explain_trigger(void **state)
 	assert_non_null(strstr(got, "not wholly in the range"));
 }
 
+#ifdef KTRACE_EXAMPLE_SERVER_PATH
+/*
+ * The demo server (examples/server.c: five threads, requests held aside,
+ * handle_request > handle_put > log_append > compact_log, context
+ * switches): its trigger snapshot cut at points of its own timeline, a
+ * 300 us range after each, in text, chrome and perfetto.
+ */
+static void test_e2e_cut_demo_server(void **state)
+{
+	char dir[2300], full[2300], pts[6][32], line[2300], snap[2300] = "";
+	const char *env[] = { dir, "KTRACE_QUIET=1", "KTRACE_ENABLE", "KTRACE_TRIGGER_US",
+		              "KTRACE_TRIGGER_PCT", "KTRACE_TRIGGER_MIN_SAMPLES",
+		              "KTRACE_TRIGGER_DELAY_MS", "KTRACE_MAX_SNAPSHOTS_PER_MIN",
+		              "KTRACE_BUFFER_MB", NULL };
+	char *argv[] = { (char *)KTRACE_EXAMPLE_SERVER_PATH, NULL };
+	const char *a[] = { "--format", "text", snap, NULL };
+	struct kt_proc p;
+	char **files;
+	int n, np;
+
+	(void)state;
+	if (!fx.tools)
+		skip();
+	snprintf(dir, sizeof(dir), "KTRACE_DIR=%s/demo", fx.dir);
+	snprintf(line, sizeof(line), "%s/demo", fx.dir);
+	assert_int_equal(mkdir(line, 0700), 0);
+	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
+	if (kt_wait(&p, 120000) != 0)
+		fail_msg("the demo server failed (%#x): %s", p.status, p.err);
+	kt_proc_free(&p);
+	n = kt_list_snapshots(line, &files);
+	if (n > 0)
+		snprintf(snap, sizeof(snap), "%s", files[0]);
+	kt_free_list(files);
+	assert_true(n > 0);
+	snprintf(full, sizeof(full), "%s/demo/full.txt", fx.dir);
+	decode_to(full, a);
+	np = cut_points(full, pts, 3);
+	assert_true(np >= 4);
+	for (int i = 0; i < np; i++) {
+		int h, m, s;
+		long long ns;
+		char to[32];
+		const char *r[] = { "--from", pts[i], "--to", to, NULL };
+
+		assert_int_equal(sscanf(pts[i], "%d:%d:%d.%lld", &h, &m, &s, &ns), 4);
+		ns += 300000;
+		if (ns >= 1000000000) {
+			ns -= 1000000000;
+			s++;
+		}
+		snprintf(to, sizeof(to), "%02d:%02d:%02d.%09lld", h, m, s, ns);
+		check_text(snap, full, r);
+		check_chrome_perfetto(snap, r);
+	}
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +420,9 @@ int main(void)
 		cmocka_unit_test(test_e2e_cut_to),
 		cmocka_unit_test(test_e2e_cut_from_to),
 		cmocka_unit_test(test_e2e_cut_explain_trigger),
+#ifdef KTRACE_EXAMPLE_SERVER_PATH
+		cmocka_unit_test(test_e2e_cut_demo_server),
+#endif
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
