@@ -21,12 +21,21 @@
  *   4. time.c      the one clock conversion (ticks -> ns, wall clock via
  *                  ANCHORS), used by every format.
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
- *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded ...
- *                  (main.c's table says which consume the stream and which
- *                  need the collector's arrays).
- *   dec.c          the decoder's lifecycle: kd_dec_open_*, kd_dec_free.
+ *   6. out-*.c     sinks, one file per format: summary, text, stats,
+ *                  chrome, explain, folded ... (main.c's table says which
+ *                  consume the stream and which need the collector's
+ *                  arrays); a sink calls no other sink.
+ *   range.c        the time range: one filter on the stream, in front of
+ *                  every walk (kd_dec_walk_cut); merge.c: overlapping
+ *                  snapshots of one process cut once.
+ *   dec.c          the decoder's lifecycle, composing the stages:
+ *                  kd_dec_open_*, kd_dec_collect, kd_dec_free.
+ *   names.c time.c budget.c calltree.c requests.c: helpers the sinks
+ *                  share (names, the clock, the muted functions, call
+ *                  trees, request histograms).
  *   util.c         x-alloc, the growable array, hash map, string pool,
- *                  warnings, CRC-32C (util.h).
+ *                  warnings, errors, CRC-32C (util.h).
+ * No file calls another in a circle (test_decoder_layers).
  *
  * symbols.c and build.c never call each other: the build names functions
  * by index, symbols.c fills their names afterwards.
