@@ -7,7 +7,10 @@
  *
  *   decode_formats DECODER SNAPSHOT [RUNS [BASELINE_DECODER]]
  *
- * DECODE_FORMATS="summary folded" limits the formats.
+ * DECODE_FORMATS="summary folded" limits the formats (default: summary
+ * folded chrome text stats perfetto; explain and html on request).
+ * DECODE_ARGS="--from +1s --to +2s" adds arguments to every decode (a
+ * range: the cut path), split on spaces.
  * Each decode is a child (fork + exec, -q, output to a temporary file);
  * its CPU time and peak RSS come from wait4()'s rusage.  Make a snapshot of
  * two 64 MiB rings with
@@ -28,7 +31,8 @@
 #include "bench_util.h"
 
 static const char *const fmts[] = { "summary", "folded", "chrome", "text", "stats",
-	                            "perfetto" };
+	                            "perfetto", "explain", "html" };
+#define NDEFAULT 6               /* explain and html only if DECODE_FORMATS names them */
 #define NFMT (sizeof(fmts) / sizeof(fmts[0]))
 #define MAXRUNS 15
 
@@ -65,7 +69,23 @@ static int run(const char *dec, const char *fmt, const char *snap, const char *o
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		execl(dec, dec, "--format", fmt, "-q", "-o", out, snap, (char *)NULL);
+		char *argv[40], *extra = getenv("DECODE_ARGS");
+		int n = 0;
+
+		argv[n++] = (char *)dec;
+		argv[n++] = (char *)"--format";
+		argv[n++] = (char *)fmt;
+		argv[n++] = (char *)"-q";
+		argv[n++] = (char *)"-o";
+		argv[n++] = (char *)out;
+		if (extra && *extra) {
+			extra = strdup(extra);
+			for (char *t = strtok(extra, " "); t && n < 36; t = strtok(NULL, " "))
+				argv[n++] = t;
+		}
+		argv[n++] = (char *)snap;
+		argv[n] = NULL;
+		execv(dec, argv);
 		_exit(127);
 	}
 	if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
@@ -124,8 +144,12 @@ static int wanted(const char *fmt)
 	const char *l = getenv("DECODE_FORMATS");
 	size_t n = strlen(fmt);
 
-	if (!l || !*l)
-		return 1;
+	if (!l || !*l) {
+		for (size_t k = 0; k < NDEFAULT; k++)
+			if (!strcmp(fmts[k], fmt))
+				return 1;
+		return 0;
+	}
 	for (const char *p = l; (p = strstr(p, fmt)) != NULL; p += n)
 		if ((p == l || p[-1] == ' ' || p[-1] == ',') && (!p[n] || p[n] == ' ' || p[n] == ','))
 			return 1;
@@ -155,8 +179,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	snprintf(out, sizeof(out), "/tmp/decode_formats.%d", (int)getpid());
-	printf("snapshot %s: %.0f records, %.0f calls; medians of %d runs\n", snap, records, calls,
-	       runs);
+	printf("snapshot %s: %.0f records, %.0f calls; medians of %d runs%s%s\n", snap, records,
+	       calls, runs, getenv("DECODE_ARGS") ? "; arguments " : "",
+	       getenv("DECODE_ARGS") ? getenv("DECODE_ARGS") : "");
 	for (int r = 0; r < runs; r++)
 		for (size_t k = 0; k < NFMT; k++) {
 			if (!wanted(fmts[k]))

@@ -1552,7 +1552,7 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	d->trigger_req = KD_NONE;
 	b = kd_xcalloc(1, sizeof(*b), "the timeline");
 	b->batch = kd_xcalloc(1, sizeof(*b->batch), "the timeline");
-	d->build = b;
+	d->pass.build = b;
 	d->core_stats = kd_xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	b->d = d;
 	memset(b->id_func, 0xff, sizeof(b->id_func));
@@ -1653,7 +1653,7 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 
 int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
-	struct kd_build *b = d->build;
+	struct kd_build *b = d->pass.build;
 	struct tstate *s;
 	uint32_t nthreads;
 
@@ -1778,17 +1778,4 @@ void kd_build_free(struct kd_build *b)
 	kd_umap_free(&b->span_map);
 	kd_umap_free(&b->req_map);
 	free(b);
-}
-
-int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
-{
-	struct kd_collector c;
-	int rc = kd_dec_prepare(d, err);
-
-	if (rc)
-		return rc;
-	kd_collector_init(&c, d);
-	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
-	kd_collector_free(&c);
-	return rc;
 }

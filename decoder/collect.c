@@ -1,7 +1,8 @@
 /*
  * collect.c - the collector (stream.h): the sink that keeps every call in
- * d->calls for the in-memory sinks (stats, explain, html, budget) and for
- * programs and tests (kd_dec_open_*), and the identity filter.
+ * d->calls for the in-memory sinks (stats, explain, html, exclude) and for
+ * programs and tests (kd_dec_open_*), and the identity filter.  A stage on
+ * the stream: it calls nothing but the utilities (dec.c walks with it).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -73,19 +74,6 @@ void kd_collector_free(struct kd_collector *c)
 {
 	free(c->stack);
 	c->stack = NULL;
-}
-
-int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
-{
-	struct kd_collector c;
-	int rc;
-
-	kd_collector_init(&c, d);
-	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
-	kd_collector_free(&c);
-	if (!rc)
-		d->opts.stream = 0;
-	return rc;
 }
 
 static void pass_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)

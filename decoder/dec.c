@@ -1,6 +1,7 @@
 /*
  * dec.c - the decoder's lifecycle: kd_dec_open_file/_buffer run stages
- * 1-5 (decoder.h), kd_dec_free; and the small lookups every sink uses.
+ * 1-5 (decoder.h), kd_dec_collect (a walk with the collector, through the
+ * range if any), kd_dec_free.  It composes the stages; none calls it.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -10,103 +11,35 @@
 
 #include "decoder.h"
 
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
+/* Stage 3 on a read and ordered snapshot: prepare, then walk with the
+ * collector. */
+int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
 {
-	if (err) {
-		err->code = code;
-		err->has_offset = 0;
-		err->offset = 0;
-		snprintf(err->msg, sizeof(err->msg), "%s", msg);
-	}
-	return code;
+	struct kd_collector c;
+	int rc = kd_dec_prepare(d, err);
+
+	if (rc)
+		return rc;
+	kd_collector_init(&c, d);
+	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+	kd_collector_free(&c);
+	return rc;
 }
 
-/* ---- helpers and the one-call pipeline -------------------------------------- */
-
-const char *kd_dec_strdup(struct kd_dec *d, const char *s)
+int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
 {
-	return kd_strpool_add(&d->strs, s);
-}
+	struct kd_collector c;
+	int rc;
 
-const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
-{
-	if (func >= d->nfuncs || !d->funcs[func].name)
-		return "?";
-	return d->funcs[func].name;
-}
-
-const char *kd_dec_func_sym(const struct kd_dec *d, uint32_t func)
-{
-	if (func >= d->nfuncs || !d->funcs[func].sym)
-		return kd_dec_func_name(d, func);
-	return d->funcs[func].sym;
-}
-
-const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
-{
-	const char *s = kd_snap_name(&d->snap, id);
-
-	if (s)
-		return s;
-	snprintf(buf, len, "name#%" PRIu32, id);
-	return buf;
-}
-
-const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
-{
-	if (q->flags & KD_REQ_UNKNOWN)
-		snprintf(buf, len, "(begun before the window)");
-	else if (q->flags & KD_REQ_USER_ID)
-		snprintf(buf, len, "id=%" PRIu64, q->user_id);
-	else if (q->flags & KD_REQ_NUMBERED)
-		snprintf(buf, len, "#%" PRIu64, q->id);
-	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
-		snprintf(buf, len, "#%" PRIu32 ".%" PRIu32, (uint32_t)(q->id >> 32),
-		         (uint32_t)q->id);
-	else /* format 1 with a small id (a program's own) */
-		snprintf(buf, len, "#%" PRIu64, q->id);
-	return buf;
-}
-
-const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
-                         size_t len)
-{
-	char nb[64], ib[48];
-	const char *kind = q->kind == KD_NONE ? "request" : kd_dec_name(d, q->kind, nb, sizeof(nb));
-
-	snprintf(buf, len, "%s %s", kind, kd_req_id_str(q, ib, sizeof(ib)));
-	return buf;
-}
-
-const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len)
-{
-	/* enum ktrace_req_keep, bit by bit */
-	static const char *const names[] = { "slow", "sampled", "nested", "spilled", "direct",
-	                                     "trigger", "overlap", "warmup", "after" };
-	size_t n = 0;
-
-	buf[0] = 0;
-	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]) && n < len; i++)
-		if (keep & (1u << i))
-			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", names[i]);
-	return buf;
-}
-
-const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
-                                     char *buf, size_t len)
-{
-	const struct kd_dec_thread *t;
-
-	if (thread >= d->nthreads) {
-		snprintf(buf, len, "?");
-		return buf;
-	}
-	t = &d->threads[thread];
-	if (t->known)
-		snprintf(buf, len, "%s/%" PRId32, t->name[0] ? t->name : "?", t->tid);
+	kd_collector_init(&c, d);
+	if (d->cut.range)
+		rc = kd_range_collect(d, &c, err);  /* cut on the way (range.c) */
 	else
-		snprintf(buf, len, "%s", t->name);
-	return buf;
+		rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+	kd_collector_free(&c);
+	if (!rc)
+		d->opts.stream = 0;
+	return rc;
 }
 
 /* Stages 2-5 on d->snap, read by the caller (stage 1).  Frees d on error. */
@@ -202,7 +135,7 @@ void kd_dec_free(struct kd_dec *d)
 	if (!d)
 		return;
 	kd_snap_free(&d->snap);
-	kd_symcache_free(d->symcache);
+	kd_symcache_free(d->pass.symcache);
 	free(d->funcs);
 	free(d->threads);
 	free(d->calls);
@@ -214,7 +147,7 @@ void kd_dec_free(struct kd_dec *d)
 	free(d->offcpu_first);
 	free(d->oncpu);
 	kd_strpool_free(&d->strs);
-	kd_build_free(d->build);
+	kd_build_free(d->pass.build);
 	if (d->map) {
 		if (d->map_is_mmap)
 			munmap(d->map, d->map_len);

@@ -21,12 +21,21 @@
  *   4. time.c      the one clock conversion (ticks -> ns, wall clock via
  *                  ANCHORS), used by every format.
  *   5. symbols.c   function addresses -> names (ELF .symtab/.dynsym).
- *   6. out-*.c     sinks: summary, text, stats, chrome, explain, folded ...
- *                  (main.c's table says which consume the stream and which
- *                  need the collector's arrays).
- *   dec.c          the decoder's lifecycle: kd_dec_open_*, kd_dec_free.
+ *   6. out-*.c     sinks, one file per format: summary, text, stats,
+ *                  chrome, explain, folded ... (main.c's table says which
+ *                  consume the stream and which need the collector's
+ *                  arrays); a sink calls no other sink.
+ *   range.c        the time range: one filter on the stream, in front of
+ *                  every walk (kd_dec_walk_cut); merge.c: overlapping
+ *                  snapshots of one process cut once.
+ *   dec.c          the decoder's lifecycle, composing the stages:
+ *                  kd_dec_open_*, kd_dec_collect, kd_dec_free.
+ *   names.c time.c budget.c calltree.c requests.c: helpers the sinks
+ *                  share (names, the clock, the muted functions, call
+ *                  trees, request histograms).
  *   util.c         x-alloc, the growable array, hash map, string pool,
- *                  warnings, CRC-32C (util.h).
+ *                  warnings, errors, CRC-32C (util.h).
+ * No file calls another in a circle (test_decoder_layers).
  *
  * symbols.c and build.c never call each other: the build names functions
  * by index, symbols.c fills their names afterwards.
@@ -50,23 +59,7 @@
 #include "stream.h"
 #include "util.h"
 
-enum {
-	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
-	KD_ECORRUPT = -2, /* a ktrace file, but damaged beyond use */
-	KD_ENOMEM = -3,
-	KD_EIO = -4, /* could not open or read the file */
-};
-
-struct kd_dec_error {
-	uint64_t offset; /* bytes from file start; meaningful if has_offset */
-	int has_offset;
-	int code;        /* KD_E* */
-	char msg[320];   /* what is wrong, no file name, no newline */
-};
-
-/* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
-void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
-                              char *buf, size_t len);
+/* Errors (struct kd_dec_error, KD_E*, kd_dec_fail): util.h. */
 
 /*
  * Test hook (NULL in normal use): called before each chunk of a snapshot or
@@ -459,6 +452,12 @@ struct kd_dec_opts {
 
 struct kd_range;
 
+/*
+ * One decoded file.  The decoded result (what the stages made of the
+ * snapshot: window, functions, threads, calls, requests, marks, runs,
+ * scheduling), then, apart, what a pass over it keeps: how a range and a
+ * merge cut it (cut, merge) and the stages' own state (pass).
+ */
 struct kd_dec {
 	char *file;               /* name for messages */
 	void *map;                /* owned file mapping or copy, or NULL */
@@ -466,9 +465,12 @@ struct kd_dec {
 	int map_is_mmap;
 	struct kd_snap snap;
 	struct kd_dec_opts opts;
+	/* ---- the decoded result ---- */
 	uint32_t shift;           /* info.tsc_shift */
 	uint64_t tsc_hz;          /* info.tsc_hz */
-	uint64_t window_start;    /* ticks: complete window start (or data start, --all) */
+	uint64_t window_start;    /* ticks: complete window start (or data start, --all);
+	                             the range's start once cut (cut.full_start: the
+	                             snapshot's) */
 	uint64_t window_end;      /* ticks */
 	uint64_t data_start;      /* ticks: oldest record of any core */
 	int window_limited;       /* some core wrapped: window_start > data_start */
@@ -500,32 +502,41 @@ struct kd_dec {
 	uint64_t sched_from;      /* ticks: switch data complete on every core from here */
 	uint64_t sched_to;        /* ticks: ... up to here (the last drain) */
 	struct kd_strpool strs;   /* strings made up by the decoder (owned) */
-	struct kd_build *build;   /* stage 3's state between prepare and walks */
 	struct {                  /* calls the last walk saw (summary, any format) */
 		uint64_t calls;
 		uint64_t trunc_begin; /* entered before the window */
 		uint64_t trunc_end;   /* still running at its end */
 		uint64_t exit_lost;   /* closed by an outer frame's exit (longjmp) */
 	} counts;
-	void *symcache;           /* symbols.c */
-	int warned_demangle;      /* symbols.c: "names stay mangled" said */
-	/* Time-range selection (range.c; zero without one). */
-	int range_cut;            /* 1: window_start/end are the range now; 2: the
-	                             range misses this file (nothing left) */
-	uint64_t range_full_start, range_full_end; /* ticks: the snapshot's window */
-	uint64_t range_calls_out; /* calls left out: wholly outside the range */
-	uint64_t min_dur_ns;      /* --min-dur, ns */
-	uint64_t min_dur_ticks;   /* ... in ticks */
-	uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
-	const struct kd_range *range; /* streamed: cut while walking (kd_dec_walk_cut,
-	                             set by main.c); NULL: kd_range_apply cut the calls */
-	int range_walked;         /* kd_dec_walk_cut has cut d once */
-	/* Several files on one timeline (merge.c; zero for one file). */
-	uint32_t merge_group;     /* 1-based process group among the files */
-	uint64_t merge_cut;       /* ticks: an earlier snapshot of the process ends here
-	                             (0: no overlap) */
-	uint64_t merge_dropped;   /* calls left out: the earlier snapshot has them */
-	uint64_t merge_joined;    /* frames open across the cut made one call */
+	/* ---- the time range on this file (range.c; zero without one) ---- */
+	struct kd_dec_cut {
+		const struct kd_range *range; /* cut on every walk (kd_dec_walk_cut),
+		                             set by main.c; NULL: no range */
+		int walked;           /* a walk has cut d once (the window is the range's) */
+		int state;            /* 1: window_start/end are the range now; 2: the
+		                         range misses this file (nothing left) */
+		uint64_t full_start, full_end; /* ticks: the snapshot's window */
+		uint64_t calls_out;   /* calls left out: wholly outside the range */
+		uint64_t min_dur_ns;  /* --min-dur, ns */
+		uint64_t min_dur_ticks; /* ... in ticks */
+		uint64_t min_dur_dropped; /* calls left out: shorter than min_dur */
+		int trigger_clipped;  /* the trigger request crosses the range's edge
+		                         (still marked; explain does not name it) */
+	} cut;
+	/* ---- several files on one timeline (merge.c; zero for one file) ---- */
+	struct kd_dec_merge {
+		uint32_t group;       /* 1-based process group among the files */
+		uint64_t cut;         /* ticks: an earlier snapshot of the process ends
+		                         here (0: no overlap) */
+		uint64_t dropped;     /* calls left out: the earlier snapshot has them */
+		uint64_t joined;      /* frames open across the cut made one call */
+	} merge;
+	/* ---- the stages' own state between passes ---- */
+	struct {
+		struct kd_build *build; /* stage 3's, between prepare and walks (build.c) */
+		void *symcache;       /* symbols.c's ELF files */
+		int warned_demangle;  /* symbols.c: "names stay mangled" said */
+	} pass;
 };
 
 /* Run stages 1-5 on a file (a regular file read in bounded windows, a pipe
@@ -550,13 +561,11 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
  * kd_snap_read_fd; anything else is refused).  *buf is malloc'ed. */
 int kd_dec_read_fd(int fd, const struct stat *st, char **buf, size_t *len,
                         struct kd_dec_error *err);
-/* Fill err (no offset); returns code. */
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
 
 /* Stage 3 on a read + ordered snapshot already in d->snap: prepare, then
  * walk with the collector (d->calls). */
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
-/* Stage 3's first pass: window, pieces, threads, core runs (d->build). */
+/* Stage 3's first pass: window, pieces, threads, core runs (d->pass.build). */
 int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err);
 /* Walk every thread, emitting the stream (stream.h) to sink; fills
  * d->reqs, d->marks, d->counts, per-thread counts.  May run again. */
@@ -703,12 +712,10 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
  * window (from UINT64_MAX, to 0: nothing passes). */
 int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *from,
                    uint64_t *to, uint64_t *min);
-/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c). */
+/* Cut d to the range and drop calls shorter than min_dur_ns (see range.c):
+ * d's calls are collected again through the range filter (kd_dec_collect
+ * with d->cut.range set), the one cut every format goes through. */
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
-/* Keep the calls with keep[i] set: parents become the nearest kept caller,
- * requests' call positions are remapped; recompute_self: self times from
- * the callees that stay (a dropped callee's time stays in its caller). */
-void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self);
 /* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
  * to it (or go). */
 void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
@@ -728,15 +735,28 @@ struct kd_range_filter {
 	uint32_t qhead, qn;
 	uint64_t calls_out;       /* calls dropped: outside the range */
 	uint64_t min_dropped;     /* calls dropped: shorter than --min-dur */
+	/* With `track` (set before the walk, for the collector behind it):
+	 * per input call (the builder's call position), its caller's position
+	 * and whether it was kept, so that requests' call positions can be
+	 * remapped to the kept calls (kd_dec_collect).  Per call: 5 bytes. */
+	int track;
+	uint32_t npos;            /* CALL_BEGINs seen */
+	uint32_t *in_parent;      /* [npos]: the caller's position, KD_NONE */
+	uint8_t *in_kept;         /* [npos]: 1 kept */
+	size_t cap_parent, cap_kept;
 };
 struct kd_sink kd_range_filter(struct kd_range_filter *f, const struct kd_range *r,
                                struct kd_sink next);
 void kd_range_filter_free(struct kd_range_filter *f);
-/* kd_dec_walk with d->range (if set) cut on the stream: the filter, then
+/* kd_dec_walk with d->cut.range (if set) cut on the stream: the filter, then
  * requests, marks, runs, intervals and the window as kd_range_apply cuts
  * them; the summary's range lines count as on the collector.  Every
  * streamed sink walks through this. */
 int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+/* The same for a sink that collects calls and reads requests' call
+ * positions (call_first ...): they are remapped to the calls the range
+ * keeps, not cleared (5 bytes a call while walking). */
+int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
 /* Ticks: d's window start once kd_dec_walk_cut has cut it (for a sink that
  * writes its time origin before the walk). */
 uint64_t kd_range_start(const struct kd_dec *d);
@@ -752,12 +772,12 @@ int kd_same_process(const struct kd_dec *a, const struct kd_dec *b);
 void kd_merge_files(struct kd_dec *const *decs, uint32_t n);
 /* ns since the epoch: the earliest window start of the files. */
 int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n);
-/* "merged timeline of N files": each file's process, window, offset on the
- * merged timeline and the clock offset used. */
+/* "merged timeline of N files" (out-summary.c): each file's process,
+ * window, offset on the merged timeline and the clock offset used. */
 void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
-/* One text timeline of all files, lines tagged "[N]" by file: files opened
- * with opts.stream from their streams (bounded), the others from their
- * collected calls.  0, or -1 (a stream failed; said on stderr). */
+/* One text timeline of all files (out-text.c), lines tagged "[N]" by file:
+ * files opened with opts.stream from their streams (bounded), the others
+ * from their collected calls.  0, or -1 (a stream failed; said on stderr). */
 struct kd_out_opts;
 int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
                        const struct kd_out_opts *o);
@@ -829,13 +849,11 @@ struct kd_out_opts {
 };
 
 void kd_out_summary(FILE *f, const struct kd_dec *d);
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Per-core occupancy from the context switches (part of text). */
 void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 
-/* The text timeline's pieces (out-text.c), shared by its collected form
- * (kd_out_text: d->calls) and its streamed form (out-text-stream.c). */
+/* The text timeline's pieces (out-text.c): its lines and their order. */
 enum kd_text_type { KD_TEXT_CALL, KD_TEXT_MARK, KD_TEXT_REQ, KD_TEXT_OFF };
 struct kd_text_item {
 	uint64_t tick;            /* ticks: the line's time (a call's begin) */
@@ -859,13 +877,14 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c);
 
 /*
- * The text timeline from the event stream (out-text-stream.c): memory
+ * The text timeline (out-text.c), from the event stream: memory
  * bounded by threads x stack depth + marks, requests, off-CPU intervals +
- * buffers, not by calls.  d must be opened with opts.stream (no d->calls).
- * Each thread's calls go to a spool in begin order (32 bytes a call, in
- * memory up to 1 MiB, then in an unlinked temporary file in $TMPDIR or
- * /tmp), then a k-way merge over the threads prints the lines in
- * kd_out_text's order.  --limit N spools at most N calls per thread.
+ * buffers, not by calls.  Each thread's calls go to a spool in begin order
+ * (32 bytes a call, in memory up to 1 MiB, then in an unlinked temporary
+ * file in $TMPDIR or /tmp), then a k-way merge over the threads prints the
+ * lines in kd_text_item_cmp order.  --limit N spools at most N calls per
+ * thread.  A collected file (not opened with opts.stream: the merge cut its
+ * calls) is printed from d->calls in the same order.
  */
 struct kd_text_stream;
 /* Walk d into a spool (0), or -1 (a message on stderr: the walk or the
@@ -877,20 +896,20 @@ int kd_text_stream_next(struct kd_text_stream *t, FILE *f);
 /* Lines not printed yet (calls counted even where --limit did not spool them). */
 uint64_t kd_text_stream_left(const struct kd_text_stream *t);
 void kd_text_stream_free(struct kd_text_stream *t);
-/* The whole timeline of one file, as kd_out_text prints it: 0 or -1. */
-int kd_out_text_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
-/* explain of a file opened with opts.stream, collecting only the calls that
- * overlap the explained request and the median one (a walk of its own; the
- * calls are freed after): 0 or -1 (message on stderr). */
+/* The whole timeline of one file: 0 or -1. */
+int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
+/* explain of a file opened with opts.stream (out-explain.c), collecting
+ * only the calls that overlap the explained request and the median one (a
+ * walk of its own, through the range; the calls are freed after): 0 or -1
+ * (message on stderr). */
 int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
 /* Folded stacks: frames deeper than this are cut, "[up_to_N_frames_cut]". */
 #define KD_FOLD_DEPTH 512u
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o);
-/* The same from the event stream (out-folded.c): memory per distinct stack,
- * not per call; walks d (which may be opened with opts.stream).  0, or -1
- * (out of memory building the timeline). */
+/* Folded stacks from the event stream (out-folded.c): memory per distinct
+ * stack, not per call; walks d (through its range, kd_dec_walk_cut).  0, or
+ * -1 (out of memory building the timeline). */
 int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 
 /* Chrome JSON: begin, one call per decoded file (distinct pid_base each), end. */
@@ -921,18 +940,19 @@ uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
 int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
                          const struct kd_out_opts *o);
 
-/* The window budget (out-budget.c): the summary's lines, the note the
- * other sinks print ("self time includes muted calls: ..."), whether a
- * function is muted (index in snap.muted, or -1), and --format exclude. */
-void kd_out_budget(FILE *f, const struct kd_dec *d);
-void kd_out_muted_note(FILE *f, const struct kd_dec *d, const char *prefix);
+/* The window budget (budget.c, a helper of the sinks): the summary's
+ * lines, the note the sinks print ("self time includes muted calls: ..."),
+ * whether a function is muted (index in snap.muted, or -1). */
+void kd_budget_lines(FILE *f, const struct kd_dec *d);
+void kd_budget_note(FILE *f, const struct kd_dec *d, const char *prefix);
 /* The same condensed: the first max functions, then "and N more". */
-void kd_out_muted_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
-const char *kd_dec_muted_list(const struct kd_dec *d, char *buf, size_t len);
+void kd_budget_note_short(FILE *f, const struct kd_dec *d, const char *prefix, uint32_t max);
+const char *kd_budget_muted_list(const struct kd_dec *d, char *buf, size_t len);
 /* Name of snap.muted[i] (its function's, else its address in buf). */
-const char *kd_dec_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
-int kd_dec_muted(const struct kd_dec *d, uint32_t func);
-/* One flag line for all files (NULL entries skipped), notes on stderr. */
+const char *kd_budget_muted_name(const struct kd_dec *d, uint32_t i, char *buf, size_t len);
+int kd_budget_muted(const struct kd_dec *d, uint32_t func);
+/* --format exclude (out-exclude.c): one flag line for all files (NULL
+ * entries skipped), notes on stderr. */
 void kd_out_exclude(FILE *f, struct kd_dec *const *decs, int n);
 
 /* Statistics per function (shared by stats and explain). */
@@ -985,7 +1005,8 @@ uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id);
 /* The summary's requests lines (nothing without a REQUESTS section). */
 void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent);
 
-/* Explain: the chosen request (trigger, else slowest) or KD_NONE. */
+/* Explain: the chosen request (the trigger if it is wholly in the range,
+ * else the slowest complete one) or KD_NONE. */
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);
 
 #endif /* KD_DECODER_H */

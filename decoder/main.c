@@ -14,9 +14,6 @@
 
 #include "decoder.h"
 
-/* Long-only options (time-range selection, range.c). */
-enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR, OPT_DEBUG_DIR };
-
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
 	"                     [-o OUT] [--all] [--sysroot DIR] [--debug-dir DIR] [--thread TID] [--limit N]\n"
@@ -88,10 +85,11 @@ static const char usage_text[] =
 	"32 bytes a call to a temporary file in $TMPDIR (or /tmp; none with\n"
 	"--limit N, which spools N calls a thread at most) and keeps per thread a\n"
 	"4 KiB buffer; with a trigger, its explanation keeps the calls overlapping\n"
-	"the slow and the median request (56 bytes each), no others; text with\n"
-	"--from/--to/--around-trigger/--min-dur, or of snapshots of one process\n"
-	"that overlap, keeps every call of those files.  stats, explain, html and\n"
-	"exclude keep every call (about 56 bytes per call, more for html).  The\n"
+	"the slow and the median request (56 bytes each), no others; text of\n"
+	"snapshots of one process that overlap keeps every call of those files.\n"
+	"stats, explain, html and exclude keep every call (about 56 bytes per\n"
+	"call, more for html); under --from/--to/--around-trigger/--min-dur,\n"
+	"these and text keep only the calls in the range.  The\n"
 	"file itself is read in pieces of a few hundred KB, again for each pass\n"
 	"(a pipe: whole).\n"
 	"Times: one conversion (the snapshot's ANCHORS) in every format; chrome\n"
@@ -110,7 +108,8 @@ static const char usage_text[] =
 	"table or INFO section) or the output could not be written; 2 bad usage.\n";
 
 /* The temporary output file while it is not renamed into place: removed by
- * an exit from anywhere (out of memory exits at once, decoder.h). */
+ * an exit from anywhere (out of memory exits at once, util.h).  The one
+ * global: atexit() handlers take no argument. */
 static char *tmp_out;
 
 static void remove_tmp_out(void)
@@ -172,6 +171,13 @@ static void say_wrote(const char *path, const char *format)
 
 /* ---- the sinks ---------------------------------------------------------- */
 
+/* What a sink is told besides the output options. */
+struct run {
+	const struct kd_out_opts *o;
+	int nfiles;               /* files decoded (several: text leaves the
+	                             timeline to the merged one) */
+};
+
 /* What a format needs from the decoder. */
 enum need {
 	NEED_CALLS,   /* the collector's d->calls (kd_dec_open_* as is) */
@@ -191,10 +197,10 @@ struct sink {
 	int summary_err;   /* the summary on stderr with -v, after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
 	 * nonzero: the output failed. */
-	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
-	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+	int (*file)(FILE *out, struct kd_dec *d, const struct run *r);
+	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct run *r);
 	/* After the per-file output when there are several files, or NULL. */
-	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
+	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct run *r);
 };
 
 /* Walk d's stream into sink (the streamed formats). */
@@ -210,97 +216,86 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 	return 1;
 }
 
-/* Several files decoded: text's per-file part leaves the timeline to the
- * merged one. */
-static int several_files;
-/* Opened for the stream (a NEED_STREAM format, unless merged in main). */
-static int streamed;
-
-static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_none(FILE *out, struct kd_dec *d, const struct run *r)
 {
-	(void)out; (void)d; (void)o;
+	(void)out; (void)d; (void)r;
 	return 0;
 }
 
-static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_text(FILE *out, struct kd_dec *d, const struct run *r)
 {
-	if (d->opts.stream) {
-		/* explain collects only the calls of its two requests' intervals;
-		 * the timeline spools (out-text-stream.c) */
-		if (d->snap.have_trigger && kd_out_explain_stream(out, d, o))
+	/* With a trigger, its explanation first: it collects only the calls
+	 * of its two requests' intervals (or has them: a file the merge cut);
+	 * the timeline spools (out-text.c). */
+	if (d->snap.have_trigger) {
+		if (!d->opts.stream)
+			kd_out_explain(out, d, r->o);
+		else if (kd_out_explain_stream(out, d, r->o))
 			return 1;
-		return !several_files && kd_out_text_stream(out, d, o) ? 1 : 0;
 	}
-	if (d->snap.have_trigger)
-		kd_out_explain(out, d, o);
-	if (!several_files)
-		kd_out_text(out, d, o);
-	return 0;
+	return r->nfiles == 1 && kd_out_text(out, d, r->o) ? 1 : 0;
 }
 
-static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
-	(void)o;
+	(void)r;
 	fprintf(out, "\n==> all files <==\n");
 	kd_out_merge_summary(out, decs, (uint32_t)n);
 	return 0;
 }
 
-static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
-	merged_summary(out, decs, n, o);
-	return kd_out_text_merged(out, decs, (uint32_t)n, o) ? 1 : 0;
+	merged_summary(out, decs, n, r);
+	return kd_out_text_merged(out, decs, (uint32_t)n, r->o) ? 1 : 0;
 }
 
-static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_stats(FILE *out, struct kd_dec *d, const struct run *r)
 {
-	kd_out_stats(out, d, o);
+	kd_out_stats(out, d, r->o);
 	return 0;
 }
 
-static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_explain(FILE *out, struct kd_dec *d, const struct run *r)
 {
-	kd_out_explain(out, d, o);
+	kd_out_explain(out, d, r->o);
 	return 0;
 }
 
-static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
+static int out_folded(FILE *out, struct kd_dec *d, const struct run *r)
 {
-	if (!streamed) {
-		kd_out_folded(out, d, o);   /* the cut calls of a range or a merge */
-		return 0;
-	}
-	if (kd_out_folded_stream(out, d, o)) {
+	if (kd_out_folded_stream(out, d, r->o)) {
 		fprintf(stderr, "ktrace-decode: %s: out of memory building the stacks\n", d->file);
 		return 1;
 	}
 	return 0;
 }
 
-static int out_exclude(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int out_exclude(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
-	(void)o;
+	(void)r;
 	kd_out_exclude(out, decs, n);   /* one flag line for all the files */
 	return 0;
 }
 
-static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
-	if (kd_out_perfetto(out, decs, (uint32_t)n, o) != 0) {
+	if (kd_out_perfetto(out, decs, (uint32_t)n, r->o) != 0) {
 		fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
 		return 1;
 	}
 	return 0;
 }
 
-static int out_html(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int out_html(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
 	/* All files in one page; over the page's limit, no page at all. */
-	return kd_out_html(out, decs, n, o) != 0;
+	return kd_out_html(out, decs, n, r->o) != 0;
 }
 
-static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
+static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct run *r)
 {
+	const struct kd_out_opts *o = r->o;
 	struct kd_chrome ch;
 	int64_t base = INT64_MAX;
 	int64_t *pids = kd_xcalloc((size_t)n, sizeof(*pids), "chrome output");
@@ -336,10 +331,14 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_ou
 	return 0;
 }
 
-/* perfetto merges snapshots of one process itself, on its event sequences
- * (same rule; such files it collects itself, a file alone it streams);
- * stats, explain and folded report each file on its own. */
+/*
+ * The formats: a new one is one row here and one out-*.c file.  perfetto
+ * merges snapshots of one process itself, on its event sequences (same
+ * rule; such files it collects itself, a file alone it streams); stats,
+ * explain and folded report each file on its own.
+ */
 static const struct sink sinks[] = {
+	/* name       need         merge header summary_err file  files  merged */
 	{ "summary",  NEED_STREAM, 1, 1, 0, out_none, NULL, merged_summary },
 	{ "text",     NEED_STREAM, 2, 1, 0, out_text, NULL, merged_text },
 	{ "stats",    NEED_CALLS, 0, 1, 0, out_stats, NULL, NULL },
@@ -382,12 +381,13 @@ static const struct sink *find_sink(const char *name)
 
 /* Run the chosen sink over the decoded files; nonzero: output failed. */
 static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
-                    const struct kd_out_opts *o)
+                    const struct run *r)
 {
+	const struct kd_out_opts *o = r->o;
 	int err = 0, printed = 0;
 
 	if (k->files) {
-		err = k->files(out, decs, n, o);
+		err = k->files(out, decs, n, r);
 	} else {
 		for (int i = 0; i < n; i++) {
 			struct kd_dec *d = decs[i];
@@ -403,7 +403,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				if (k->header == 1)
 					kd_out_summary(out, d);
 			}
-			err |= k->file(out, d, o);
+			err |= k->file(out, d, r);
 			if (k->header == 2) {
 				fprintf(out, "\n");
 				kd_out_summary(out, d);
@@ -412,7 +412,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				kd_out_summary(stderr, d);
 		}
 		if (printed && n > 1 && k->merged)
-			err |= k->merged(out, decs, n, o);
+			err |= k->merged(out, decs, n, r);
 		return err;
 	}
 	for (int i = 0; i < n && k->summary_err && o->verbose; i++)
@@ -421,8 +421,60 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 	return err;
 }
 
-int main(int argc, char **argv)
+/* The sink over the files, text formats through the control-byte filter;
+ * nonzero: the output failed. */
+static int run_output(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
+                      const struct run *r)
 {
+	/* Text (summary, text, stats, explain, folded): names come from the
+	 * snapshot and from ELF files, both hostile; control bytes other than
+	 * newline and tab would drive the terminal. */
+	static const cookie_io_functions_t io = { NULL, tty_safe_write, NULL, NULL };
+	FILE *safe = k->file ? fopencookie(out, "w", io) : NULL;
+	int err;
+
+	if (!safe)
+		return run_sink(k, out, decs, n, r);
+	err = run_sink(k, safe, decs, n, r);
+	if (fflush(safe) != 0 || ferror(safe))
+		err = 1;
+	fclose(safe);
+	return err;
+}
+
+/* ---- the command line ----------------------------------------------------- */
+
+struct args {
+	const struct sink *sink;
+	const char *out_path;     /* -o, or NULL: stdout */
+	struct kd_dec_opts dopts;
+	struct kd_out_opts oopts;
+	struct kd_range range;
+	int ranged;               /* --from/--to/--around-trigger/--min-dur given */
+	char **files;
+	int nfiles;
+};
+
+/*
+ * Whether the sink reads the files' streams, or their collected calls.  A
+ * NEED_STREAM format streams unless it merges several files in main
+ * (sink->merge == 1: merge.c cuts collected calls; chrome and summary then
+ * read those).  text (merge == 2) merges its files' streams itself and
+ * collects only the files the merge cuts; under a range it collects the
+ * calls the range keeps: its explanation and timeline then read them
+ * instead of walking each file three more times.
+ */
+static int streams(const struct args *a)
+{
+	return a->sink->need == NEED_STREAM && !(a->nfiles > 1 && a->sink->merge == 1) &&
+	       !(a->sink->merge == 2 && a->ranged);
+}
+
+/* Parse argv into a; -1 to go on, else the exit status (help, bad usage). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	/* Long-only options (time-range selection, range.c). */
+	enum { OPT_FROM = 256, OPT_TO, OPT_AROUND, OPT_MIN_DUR, OPT_DEBUG_DIR };
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -442,41 +494,35 @@ int main(int argc, char **argv)
 		{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct kd_dec_opts dopts = { 0 };
-	struct kd_out_opts oopts = { 0 };
-	const struct sink *sink = find_sink("summary");
-	const char *out_path = NULL;
-	char *tmp_path = NULL;
-	struct kd_dec **decs;
-	FILE *out = stdout;
-	int c, nfiles, status = 0, write_err = 0, direct = 0;
-	struct stat st;
-	uint64_t v;
-	struct kd_range range = { 0 };
+	struct kd_range *range = &a->range;
 	char rmsg[400];
+	uint64_t v;
+	int c;
 
+	memset(a, 0, sizeof(*a));
+	a->sink = find_sink("summary");
 	while ((c = getopt_long(argc, argv, "f:o:as:t:n:qvrh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
-			sink = find_sink(optarg);
-			if (!sink) {
+			a->sink = find_sink(optarg);
+			if (!a->sink) {
 				fprintf(stderr, "ktrace-decode: unknown format '%s'\n", optarg);
 				usage(stderr);
 				return 2;
 			}
 			break;
-		case 'o': out_path = optarg; break;
-		case 'a': dopts.all = 1; break;
-		case 's': dopts.sysroot = optarg; break;
-		case OPT_DEBUG_DIR: dopts.debug_dir = optarg; break;
-		case 'r': dopts.raw_names = 1; break;
+		case 'o': a->out_path = optarg; break;
+		case 'a': a->dopts.all = 1; break;
+		case 's': a->dopts.sysroot = optarg; break;
+		case OPT_DEBUG_DIR: a->dopts.debug_dir = optarg; break;
+		case 'r': a->dopts.raw_names = 1; break;
 		case 't':
 			if (parse_u64(optarg, &v) || v > INT32_MAX) {
 				fprintf(stderr, "ktrace-decode: --thread needs a thread id, not '%s'\n", optarg);
 				return 2;
 			}
-			oopts.have_tid = 1;
-			oopts.tid = (int32_t)v;
+			a->oopts.have_tid = 1;
+			a->oopts.tid = (int32_t)v;
 			break;
 		case 'n':
 			if (parse_u64(optarg, &v) || v == 0) {
@@ -484,14 +530,14 @@ int main(int argc, char **argv)
 				        optarg);
 				return 2;
 			}
-			oopts.limit = v;
+			a->oopts.limit = v;
 			break;
-		case 'q': oopts.quiet = 1; break;
-		case 'v': oopts.verbose = 1; break;
+		case 'q': a->oopts.quiet = 1; break;
+		case 'v': a->oopts.verbose = 1; break;
 		case OPT_FROM:
 		case OPT_TO:
 			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
-			                  c == OPT_FROM ? &range.from : &range.to, rmsg, sizeof(rmsg))) {
+			                  c == OPT_FROM ? &range->from : &range->to, rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 				return 2;
 			}
@@ -499,189 +545,256 @@ int main(int argc, char **argv)
 		case OPT_AROUND:
 		case OPT_MIN_DUR:
 			if (kd_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
-			                      c == OPT_AROUND ? &range.around_ns : &range.min_dur_ns, rmsg,
-			                      sizeof(rmsg))) {
+			                      c == OPT_AROUND ? &range->around_ns : &range->min_dur_ns,
+			                      rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 				return 2;
 			}
-			range.around_set |= c == OPT_AROUND;
+			range->around_set |= c == OPT_AROUND;
 			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (range.around_set && (range.from.kind || range.to.kind)) {
+	if (range->around_set && (range->from.kind || range->to.kind)) {
 		fprintf(stderr, "ktrace-decode: --around-trigger chooses the range itself; give it "
 		        "alone, or --from/--to without it\n");
 		return 2;
 	}
-	nfiles = argc - optind;
-	if (nfiles <= 0) {
+	a->files = argv + optind;
+	a->nfiles = argc - optind;
+	if (a->nfiles <= 0) {
 		fprintf(stderr, "ktrace-decode: no snapshot file given\n");
 		usage(stderr);
 		return 2;
 	}
-	decs = kd_xcalloc((size_t)nfiles, sizeof(*decs), "the file list");
-	if (!decs) {
-		fprintf(stderr, "ktrace-decode: out of memory\n");
-		return 1;
-	}
-	/* The rule: a NEED_STREAM format is opened for the stream unless it
-	 * merges several files in main (sink->merge == 1: merge.c cuts
-	 * collected calls; chrome and summary then read those).  A range does
-	 * not matter, except to text: streamed files get it as a filter on the
-	 * walk (d->range, kd_dec_walk_cut), collected ones cut by
-	 * kd_range_apply; text (merge == 2: it merges its files' streams
-	 * itself) walks without the filter, so under a range it collects. */
-	dopts.stream = sink->need == NEED_STREAM && !(nfiles > 1 && sink->merge == 1) &&
-	               !(sink->merge == 2 && (range.from.kind || range.to.kind ||
-	                                      range.around_set || range.min_dur_ns));
-	streamed = dopts.stream;
+	a->ranged = range->from.kind || range->to.kind || range->around_set || range->min_dur_ns;
+	/* Under a range every file is opened for the stream: the range is
+	 * resolved on all the files' windows, then each is cut on its walk, by
+	 * a streamed sink or by the collector behind the range filter
+	 * (open_files). */
+	a->dopts.stream = streams(a) || a->ranged;
 	/* The progress line: only for a person watching (stderr a terminal). */
-	dopts.progress = !oopts.quiet && isatty(2);
+	a->dopts.progress = !a->oopts.quiet && isatty(2);
 	{
 		struct timespec ts;
 
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		dopts.progress_t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		a->dopts.progress_t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 	}
-	for (int i = 0; i < nfiles; i++) {
+	return -1;
+}
+
+/* ---- the files ------------------------------------------------------------ */
+
+/*
+ * Open every file (decs[i] NULL for one that failed: *status 1), resolve
+ * the range on all of them, collect the files that need their calls
+ * through it, and merge several files of one process.  0, or 2: the range
+ * is unusable (said on stderr).
+ */
+static int open_files(struct args *a, struct kd_dec **decs, int *status)
+{
+	int streamed = streams(a);
+	char rmsg[400];
+
+	for (int i = 0; i < a->nfiles; i++) {
 		struct kd_dec_error err;
 		char msg[512];
 
-		if (kd_dec_open_file(argv[optind + i], &dopts, &decs[i], &err) != 0) {
-			kd_dec_error_format(&err, argv[optind + i], msg, sizeof(msg));
+		if (kd_dec_open_file(a->files[i], &a->dopts, &decs[i], &err) != 0) {
+			kd_dec_error_format(&err, a->files[i], msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
-			status = 1;
+			*status = 1;
 			continue;
 		}
-		print_warnings(decs[i], oopts.quiet);
+		if (!a->ranged || streamed)
+			print_warnings(decs[i], a->oopts.quiet);
 	}
-	/* The range: cut on the collected calls, or while walking. */
-	if (kd_range_resolve(&range, decs, (uint32_t)nfiles, rmsg, sizeof(rmsg))) {
+	/* --around-trigger: the trigger request as decoded (its records), not
+	 * the TRIGGER record's times, which may end a little before it: one
+	 * walk of the first file with a trigger finds it. */
+	for (int i = 0; i < a->nfiles && a->range.around_set; i++)
+		if (decs[i] && decs[i]->snap.have_trigger) {
+			struct kd_dec_error err;
+
+			if (decs[i]->opts.stream)
+				kd_dec_walk(decs[i], (struct kd_sink){ 0 }, &err);
+			break;
+		}
+	/* The range, resolved on every file's window; each file is cut while
+	 * it is walked (by its sink, or by the collector below). */
+	if (kd_range_resolve(&a->range, decs, (uint32_t)a->nfiles, rmsg, sizeof(rmsg))) {
 		fprintf(stderr, "ktrace-decode: %s\n", rmsg);
-		for (int i = 0; i < nfiles; i++)
-			kd_dec_free(decs[i]);
-		free(decs);
 		return 2;
 	}
-	for (int i = 0; i < nfiles; i++) {
-		if (decs[i] && streamed)
-			decs[i]->range = &range;
-		else if (decs[i])
-			kd_range_apply(decs[i], &range);
+	for (int i = 0; i < a->nfiles && a->ranged; i++) {
+		struct kd_dec_error err;
+		char msg[512];
+
+		if (!decs[i])
+			continue;
+		decs[i]->cut.range = &a->range;
+		if (streamed)
+			continue;
+		if (kd_dec_collect(decs[i], &err) != 0) {  /* cut on the walk */
+			kd_dec_error_format(&err, decs[i]->file, msg, sizeof(msg));
+			fprintf(stderr, "%s\n", msg);
+			*status = 1;
+			kd_dec_free(decs[i]);
+			decs[i] = NULL;
+			continue;
+		}
+		print_warnings(decs[i], a->oopts.quiet);
 	}
-	several_files = nfiles > 1;
-	if (nfiles > 1 && sink->merge)
-		kd_merge_files(decs, (uint32_t)nfiles);
+	if (a->nfiles > 1 && a->sink->merge)
+		kd_merge_files(decs, (uint32_t)a->nfiles);
+	return 0;
+}
 
-	if (out_path && stat(out_path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		/* /dev/null, a FIFO, a terminal: write in place, never replace. */
-		out = fopen(out_path, "w");
-		if (!out) {
-			fprintf(stderr, "ktrace-decode: %s: cannot open: %s\n", out_path, strerror(errno));
+/* ---- the output ----------------------------------------------------------- */
+
+struct output {
+	FILE *f;
+	const char *path;         /* -o, or NULL: stdout */
+	char *tmp;                /* the temporary file renamed into place */
+	int direct;               /* -o names no regular file: written in place */
+};
+
+/* stdout, OUT in place (/dev/null, a FIFO, a terminal), or a temporary file
+ * beside OUT.  0, or 1 (said on stderr). */
+static int output_open(struct output *w, const char *path)
+{
+	struct stat st;
+	size_t n;
+	int fd;
+
+	memset(w, 0, sizeof(*w));
+	w->f = stdout;
+	w->path = path;
+	if (!path)
+		return 0;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		w->f = fopen(path, "w");
+		if (!w->f) {
+			fprintf(stderr, "ktrace-decode: %s: cannot open: %s\n", path, strerror(errno));
 			return 1;
 		}
-		direct = 1;
-	} else if (out_path) {
-		size_t n = strlen(out_path) + 16;
-		int fd;
-
-		tmp_path = kd_xmalloc(n, "the output path");
-		if (!tmp_path) {
-			fprintf(stderr, "ktrace-decode: out of memory\n");
-			return 1;
-		}
-		snprintf(tmp_path, n, "%s.XXXXXX", out_path);
-		fd = mkstemp(tmp_path);
+		w->direct = 1;
+		return 0;
+	}
+	n = strlen(path) + 16;
+	w->tmp = kd_xmalloc(n, "the output path");
+	snprintf(w->tmp, n, "%s.XXXXXX", path);
+	fd = mkstemp(w->tmp);
+	if (fd >= 0) {
+		tmp_out = w->tmp;
+		atexit(remove_tmp_out);
+	}
+	if (fd < 0 || !(w->f = fdopen(fd, "w"))) {
+		fprintf(stderr, "ktrace-decode: %s: cannot create: %s\n", path, strerror(errno));
 		if (fd >= 0) {
-			tmp_out = tmp_path;
-			atexit(remove_tmp_out);
+			close(fd);
+			unlink(w->tmp);
 		}
-		if (fd < 0 || !(out = fdopen(fd, "w"))) {
-			fprintf(stderr, "ktrace-decode: %s: cannot create: %s\n", out_path,
-			        strerror(errno));
-			if (fd >= 0) {
-				close(fd);
-				unlink(tmp_path);
-			}
-			return 1;
-		}
+		tmp_out = NULL;
+		return 1;
 	}
+	return 0;
+}
 
-	if (sink->file) {
-		/* Text (summary, text, stats, explain, folded): names come from
-		 * the snapshot and from ELF files, both hostile; control bytes
-		 * other than newline and tab would drive the terminal. */
-		static const cookie_io_functions_t io = { NULL, tty_safe_write, NULL, NULL };
-		FILE *safe = fopencookie(out, "w", io);
+/* Flush and close; a temporary file replaces OUT only if everything was
+ * written (write_err 0) and some file decoded (any).  Returns the exit
+ * status it adds: 0 or 1. */
+static int output_commit(struct output *w, int write_err, int any, const char *format,
+                         int quiet)
+{
+	int status = 0;
 
-		if (safe) {
-			if (run_sink(sink, safe, decs, nfiles, &oopts))
-				write_err = 1;
-			if (fflush(safe) != 0 || ferror(safe))
-				write_err = 1;
-			fclose(safe);
-		} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
-			write_err = 1;
-		}
-	} else if (run_sink(sink, out, decs, nfiles, &oopts)) {
-		write_err = 1;
-	}
-	/* Files are read again for each pass: one that changed meanwhile gave
-	 * an output that may mix old and new data, which is not kept. */
-	for (int i = 0; i < nfiles; i++)
-		if (decs[i] && kd_snap_changed(&decs[i]->snap)) {
-			fprintf(stderr, "ktrace-decode: %s: the file changed while it was decoded, so "
-			        "the output may mix old and new data%s; decode a copy that nothing "
-			        "writes to\n", decs[i]->file,
-			        out_path && !direct ? " and was not kept" : "");
-			write_err = 1;
-		}
-
-	if (fflush(out) != 0 || ferror(out)) {
-		fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path ? out_path : "stdout",
+	if (fflush(w->f) != 0 || ferror(w->f)) {
+		fprintf(stderr, "ktrace-decode: %s: write error: %s\n", w->path ? w->path : "stdout",
 		        strerror(errno));
 		write_err = 1;
 	}
-	if (out_path && direct) {
-		if (fclose(out) != 0) {
-			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path, strerror(errno));
+	if (w->path && w->direct) {
+		if (fclose(w->f) != 0) {
+			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", w->path, strerror(errno));
 			write_err = 1;
 		}
-	} else if (out_path) {
-		if (!write_err && fsync(fileno(out)) != 0 && errno != EINVAL) {
-			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path, strerror(errno));
+	} else if (w->path) {
+		if (!write_err && fsync(fileno(w->f)) != 0 && errno != EINVAL) {
+			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", w->path, strerror(errno));
 			write_err = 1;
 		}
-		if (fclose(out) != 0) {
-			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", out_path, strerror(errno));
+		if (fclose(w->f) != 0) {
+			fprintf(stderr, "ktrace-decode: %s: write error: %s\n", w->path, strerror(errno));
 			write_err = 1;
 		}
 		/* A partial output never replaces OUT; output of the files that
 		 * did decode does, even if another file failed. */
-		for (c = 0; c < nfiles && !decs[c]; c++)
-			;
-		if (!write_err && c < nfiles) {
-			if (rename(tmp_path, out_path) == 0) {
+		if (!write_err && any) {
+			if (rename(w->tmp, w->path) == 0) {
 				tmp_out = NULL;
-				if (!oopts.quiet)
-					say_wrote(out_path, sink->name);
+				if (!quiet)
+					say_wrote(w->path, format);
 			} else {
-				fprintf(stderr, "ktrace-decode: %s: cannot rename into place: %s\n", out_path,
+				fprintf(stderr, "ktrace-decode: %s: cannot rename into place: %s\n", w->path,
 				        strerror(errno));
-				unlink(tmp_path);
+				unlink(w->tmp);
 				status = 1;
 			}
 		} else {
-			unlink(tmp_path);
+			unlink(w->tmp);
 		}
 		tmp_out = NULL;
-		free(tmp_path);
+		free(w->tmp);
 	}
-	if (write_err)
-		status = 1;
-	for (int i = 0; i < nfiles; i++)
+	return write_err ? 1 : status;
+}
+
+/* Files are read again for each pass: one that changed meanwhile gave an
+ * output that may mix old and new data, which is not kept.  1 if any did. */
+static int files_changed(struct kd_dec **decs, int n, int replaced)
+{
+	int changed = 0;
+
+	for (int i = 0; i < n; i++)
+		if (decs[i] && kd_snap_changed(&decs[i]->snap)) {
+			fprintf(stderr, "ktrace-decode: %s: the file changed while it was decoded, so "
+			        "the output may mix old and new data%s; decode a copy that nothing "
+			        "writes to\n", decs[i]->file, replaced ? " and was not kept" : "");
+			changed = 1;
+		}
+	return changed;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct output w;
+	struct kd_dec **decs;
+	struct run r;
+	int status = 0, write_err, any = 0, rc = parse_args(argc, argv, &a);
+
+	if (rc >= 0)
+		return rc;
+	decs = kd_xcalloc((size_t)a.nfiles, sizeof(*decs), "the file list");
+	rc = open_files(&a, decs, &status);
+	if (rc == 0 && output_open(&w, a.out_path))
+		rc = 1;
+	if (rc) {
+		for (int i = 0; i < a.nfiles; i++)
+			kd_dec_free(decs[i]);
+		free(decs);
+		return rc;
+	}
+	r = (struct run){ &a.oopts, a.nfiles };
+	write_err = run_output(a.sink, w.f, decs, a.nfiles, &r);
+	write_err |= files_changed(decs, a.nfiles, a.out_path && !w.direct);
+	for (int i = 0; i < a.nfiles; i++)
+		any |= decs[i] != NULL;
+	status |= output_commit(&w, write_err, any, a.sink->name, a.oopts.quiet);
+	for (int i = 0; i < a.nfiles; i++)
 		kd_dec_free(decs[i]);
 	free(decs);
 	return status;

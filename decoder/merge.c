@@ -40,6 +40,62 @@ int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
 	       !strcmp(a->snap.info.hostname, b->snap.info.hostname);
 }
 
+/* ---- compaction of the call list ------------------------------------------ */
+
+/* Keep the calls with keep[i] set: parents become the nearest kept caller,
+ * requests' call positions are remapped (self times stay: a dropped call
+ * here is one the other file holds, not time of its caller). */
+/* New index of old call i: the first kept call at or after it (map[] holds
+ * kept-before counts), or the nearest kept caller for a dropped call. */
+static uint32_t remap_ge(const uint32_t *map, uint32_t ncalls, uint32_t i)
+{
+	return i == KD_NONE ? KD_NONE : map[i < ncalls ? i : ncalls];
+}
+
+static uint32_t remap_up(const struct kd_dec *d, const uint8_t *keep, const uint32_t *map,
+                         uint32_t i)
+{
+	for (uint32_t k = 0; i < d->ncalls && k <= d->ncalls; k++) {
+		if (keep[i])
+			return map[i];
+		i = d->calls[i].parent;
+	}
+	return KD_NONE;
+}
+
+static void calls_keep(struct kd_dec *d, const uint8_t *keep)
+{
+	uint32_t *map = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*map), "the call list");
+	uint32_t *parent = kd_xcalloc((size_t)d->ncalls + 1, sizeof(*parent), "the call list");
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		map[i] = n;
+		n += keep[i] != 0;
+	}
+	map[d->ncalls] = n;
+	/* Requests' recorded-order positions, on the old indices. */
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *q = &d->reqs[i];
+
+		q->open_at_end = remap_up(d, keep, map, q->open_at_end);
+		q->call_first = remap_ge(map, d->ncalls, q->call_first);
+		q->call_end = remap_ge(map, d->ncalls, q->call_end);
+	}
+	/* New parents: the nearest kept caller (parent[] holds them for now). */
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (keep[i])
+			parent[i] = remap_up(d, keep, map, d->calls[i].parent);
+	for (uint32_t i = 0, k = 0; i < d->ncalls; i++)
+		if (keep[i]) {
+			d->calls[k] = d->calls[i];
+			d->calls[k++].parent = parent[i];
+		}
+	d->ncalls = n;
+	free(map);
+	free(parent);
+}
+
 static int is_open(const struct kd_dec_call *c)
 {
 	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
@@ -98,7 +154,7 @@ static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint
 }
 
 /* Cut b at a's window end (see the file comment).  Counts what was left
- * out into b->merge_dropped. */
+ * out into b->merge.dropped. */
 static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 {
 	uint64_t cut = a->window_end;
@@ -111,11 +167,11 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 
 	memset(keep_a, 1, (size_t)a->ncalls + 1);
 	memset(keep_b, 1, (size_t)b->ncalls + 1);
-	b->merge_cut = cut;
+	b->merge.cut = cut;
 	for (uint32_t i = 0; i < b->ncalls; i++)
 		if (b->calls[i].end <= cut) {
 			keep_b[i] = 0;
-			b->merge_dropped++;
+			b->merge.dropped++;
 		}
 	for (uint32_t t = 0; t < b->nthreads; t++)
 		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
@@ -151,15 +207,15 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
 			           (x->flags & KD_CALL_TRUNC_BEGIN);
 			keep_a[sa[na - 1 - i]] = 0;
-			b->merge_joined++;
+			b->merge.joined++;
 		}
 		/* a's unmatched outer frames stay open to b's end */
 		for (uint32_t i = 0; i + q < na; i++)
 			if (a->calls[sa[i]].end < b->window_end)
 				a->calls[sa[i]].end = b->window_end;
 	}
-	kd_calls_keep(a, keep_a, 0);
-	kd_calls_keep(b, keep_b, 0);
+	calls_keep(a, keep_a);
+	calls_keep(b, keep_b);
 
 	/* Requests: b's ended by the cut go; a's still open there go, and b's
 	 * copy takes a's begin. */
@@ -248,7 +304,7 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 				gid[i] = gid[j];
 		if (gid[i] == KD_NONE)
 			gid[i] = ng++;
-		decs[i]->merge_group = gid[i] + 1;
+		decs[i]->merge.group = gid[i] + 1;
 	}
 	for (uint32_t g = 0; g < ng; g++) {
 		uint32_t m = 0;
@@ -272,210 +328,16 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 	free(gid);
 }
 
-/* "exe pid N @ host" of a file. */
-static const char *proc_label(const struct kd_dec *d, char *buf, size_t len)
-{
-	const char *exe = strrchr(d->snap.info.exe, '/');
-
-	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
-	snprintf(buf, len, "%s pid %" PRIu32 " @ %s", exe, d->snap.info.pid,
-	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?");
-	return buf;
-}
-
 int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
 {
 	int64_t base = INT64_MAX;
 
 	for (uint32_t i = 0; i < n; i++)
-		if (decs[i] && decs[i]->range_cut != 2) { /* 2: nothing of it in the range */
+		if (decs[i] && decs[i]->cut.state != 2) { /* 2: nothing of it in the range */
 			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
 
 			if (w < base)
 				base = w;
 		}
 	return base == INT64_MAX ? 0 : base;
-}
-
-void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
-{
-	int64_t base = kd_merge_origin(decs, n);
-	char a[48], b[48], o[32], lbl[400], cut[48];
-
-	kd_fmt_wall(base, 1, a, sizeof(a));
-	fprintf(f, "\nmerged timeline of %" PRIu32 " files, on CLOCK_REALTIME from each file's "
-	           "anchors, starting %s UTC:\n", n, a);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct kd_dec *d = decs[i];
-		int64_t s;
-
-		if (!d)
-			continue;
-		s = kd_dec_wall_ns(d, d->window_start);
-		kd_fmt_wall(s, 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-		kd_fmt_dur(s > base ? (uint64_t)(s - base) : 0, o, sizeof(o));
-		fprintf(f, "  [%" PRIu32 "] %s: %s, window %s .. %s UTC (+%s), clock offset used "
-		           "+0 ns (%" PRIu32 " anchors)\n",
-		        i + 1, d->file, proc_label(d, lbl, sizeof(lbl)), a, b, o, d->snap.nanchors);
-		if (d->merge_cut) {
-			kd_fmt_wall(kd_dec_wall_ns(d, d->merge_cut), 0, cut, sizeof(cut));
-			fprintf(f, "      overlaps an earlier snapshot of process group %" PRIu32
-			           " up to %s: %" PRIu64 " calls it holds left out here, %" PRIu64
-			           " frames open across the cut joined\n",
-			        d->merge_group, cut, d->merge_dropped, d->merge_joined);
-		}
-	}
-	fprintf(f, "  (hosts' clocks are taken as they are: a skew between hosts shows in the "
-	           "timeline)\n");
-}
-
-/* ---- one text timeline for several files --------------------------------- */
-
-/*
- * Each file's timeline lines, then its per-core lines, are merged by their
- * wall-clock time.  Every timeline line begins with "HH:MM:SS.nnnnnnnnn";
- * a line that does not (the header, notes) is left out.  Lines of one file
- * are in time order already; equal times keep file order.  Each line gets
- * "[N] " naming its file.  A file opened for the stream gives its lines one
- * at a time (kd_text_stream: bounded memory); a collected one (cut by a
- * range or the merge) is rendered whole by kd_out_text first.
- */
-struct tl {
-	char *buf;                /* the rendered text still to merge (collected:
-	                             all of it; streamed: the per-core lines) */
-	size_t len;
-	char *p;                  /* next line in buf */
-	struct kd_text_stream *ts; /* streamed: its timeline lines, until done */
-	FILE *lf;                 /* streamed: the current line, rendered */
-	char *lbuf;
-	size_t llen;
-	const char *cur;          /* the current line (NULL: none left) */
-	size_t curlen;
-	int64_t day;              /* ns: midnight of the current line's day */
-	int64_t last;             /* ns: the previous line's time */
-	int64_t key;              /* ns: time of the current line */
-};
-
-/* Time of day of a line, or -1. */
-static int64_t line_tod(const char *l)
-{
-	int h, m, s, n = 0;
-	long long frac;
-
-	if (sscanf(l, "%2d:%2d:%2d.%9lld%n", &h, &m, &s, &frac, &n) != 4 || n != 18)
-		return -1;
-	return ((int64_t)h * 3600 + m * 60 + s) * 1000000000ll + frac;
-}
-
-/* The next timed line of t into cur and key (key INT64_MAX: none left). */
-static void tl_next(struct tl *t)
-{
-	int64_t tod;
-
-	t->cur = NULL;
-	if (t->ts) {
-		rewind(t->lf);
-		if (kd_text_stream_next(t->ts, t->lf)) {
-			if (fflush(t->lf) != 0 || !t->lbuf)
-				kd_dec_oom("the merged timeline", 0);
-			t->cur = t->lbuf;
-			t->curlen = (size_t)ftello(t->lf);
-			if (t->curlen && t->cur[t->curlen - 1] == '\n')
-				t->curlen--;
-		} else {
-			kd_text_stream_free(t->ts);
-			t->ts = NULL;
-		}
-	}
-	while (!t->cur && t->p && *t->p) {
-		char *e = strchr(t->p, '\n');
-		size_t n = e ? (size_t)(e - t->p) : strlen(t->p);
-
-		if (line_tod(t->p) >= 0) {
-			t->cur = t->p;
-			t->curlen = n;
-		}
-		t->p += n + (e != NULL);
-	}
-	if (!t->cur) {
-		t->key = INT64_MAX;
-		return;
-	}
-	tod = line_tod(t->cur);
-	if (t->day + tod < t->last - 43200000000000ll)
-		t->day += 86400000000000ll; /* past midnight */
-	t->key = t->day + tod;
-	t->last = t->key;
-}
-
-int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
-                       const struct kd_out_opts *o)
-{
-	struct tl *t = kd_xcalloc((size_t)n + 1, sizeof(*t), "the merged timeline");
-	struct kd_out_opts one = o ? *o : (struct kd_out_opts){ 0 };
-	uint64_t lines = 0;
-	int rc = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		FILE *m;
-		int64_t w;
-
-		if (!decs[i])
-			continue;
-		/* A stream spools each thread's first --limit calls only: the
-		 * merged first N lines take at most N of each file. */
-		if (decs[i]->opts.stream) {
-			if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
-				rc = -1; /* said on stderr; the other files still merge */
-				continue;
-			}
-			t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
-			if (!t[i].lf)
-				kd_dec_oom("the merged timeline", 0);
-		}
-		m = open_memstream(&t[i].buf, &t[i].len);
-		if (!m)
-			kd_dec_oom("the merged timeline", 0);
-		one.limit = 0;
-		if (t[i].ts)
-			kd_out_text_cores(m, decs[i], &one);
-		else
-			kd_out_text(m, decs[i], &one);
-		one.limit = o ? o->limit : 0;
-		if (fclose(m) != 0 || !t[i].buf)
-			kd_dec_oom("the merged timeline", t[i].len);
-		t[i].p = t[i].buf;
-		w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
-		t[i].day = w - ((w % 86400000000000ll) + 86400000000000ll) % 86400000000000ll;
-		t[i].last = w;
-		tl_next(&t[i]);
-	}
-	fprintf(f, "\ntimeline (UTC, one line per call at its entry; [N] is the file):\n");
-	for (;;) {
-		uint32_t best = KD_NONE;
-
-		for (uint32_t i = 0; i < n; i++)
-			if (t[i].key != INT64_MAX && t[i].cur &&
-			    (best == KD_NONE || t[i].key < t[best].key))
-				best = i;
-		if (best == KD_NONE)
-			break;
-		if (o && o->limit && lines >= o->limit) {
-			fprintf(f, "... more lines (--limit %" PRIu64 ")\n", o->limit);
-			break;
-		}
-		fprintf(f, "[%" PRIu32 "] %.*s\n", best + 1, (int)t[best].curlen, t[best].cur);
-		lines++;
-		tl_next(&t[best]);
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		kd_text_stream_free(t[i].ts);
-		if (t[i].lf)
-			fclose(t[i].lf);
-		free(t[i].lbuf);
-		free(t[i].buf);
-	}
-	free(t);
-	return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * names.c - C++ names: demangling and short forms for timelines.
+ * names.c - names: C++ demangling and short forms for timelines; and the
+ * names every sink prints of functions, threads and requests (below).
  *
  * Demangling uses the C++ runtime's own demangler, __cxa_demangle from
  * libstdc++.so.6, loaded with dlopen the first time a mangled (Itanium
@@ -19,6 +20,8 @@
 #include "decoder.h"
 
 #include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,4 +152,92 @@ const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func)
 	if (func >= d->nfuncs || !d->funcs[func].short_name)
 		return kd_dec_func_name(d, func);
 	return d->funcs[func].short_name;
+}
+
+/* ---- names of functions, threads and requests ------------------------------- */
+
+const char *kd_dec_strdup(struct kd_dec *d, const char *s)
+{
+	return kd_strpool_add(&d->strs, s);
+}
+
+const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
+{
+	if (func >= d->nfuncs || !d->funcs[func].name)
+		return "?";
+	return d->funcs[func].name;
+}
+
+const char *kd_dec_func_sym(const struct kd_dec *d, uint32_t func)
+{
+	if (func >= d->nfuncs || !d->funcs[func].sym)
+		return kd_dec_func_name(d, func);
+	return d->funcs[func].sym;
+}
+
+const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
+{
+	const char *s = kd_snap_name(&d->snap, id);
+
+	if (s)
+		return s;
+	snprintf(buf, len, "name#%" PRIu32, id);
+	return buf;
+}
+
+const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
+{
+	if (q->flags & KD_REQ_UNKNOWN)
+		snprintf(buf, len, "(begun before the window)");
+	else if (q->flags & KD_REQ_USER_ID)
+		snprintf(buf, len, "id=%" PRIu64, q->user_id);
+	else if (q->flags & KD_REQ_NUMBERED)
+		snprintf(buf, len, "#%" PRIu64, q->id);
+	else if (q->id >> 32) /* format 1: the thread's slot (from 1) and its sequence */
+		snprintf(buf, len, "#%" PRIu32 ".%" PRIu32, (uint32_t)(q->id >> 32),
+		         (uint32_t)q->id);
+	else /* format 1 with a small id (a program's own) */
+		snprintf(buf, len, "#%" PRIu64, q->id);
+	return buf;
+}
+
+const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
+                         size_t len)
+{
+	char nb[64], ib[48];
+	const char *kind = q->kind == KD_NONE ? "request" : kd_dec_name(d, q->kind, nb, sizeof(nb));
+
+	snprintf(buf, len, "%s %s", kind, kd_req_id_str(q, ib, sizeof(ib)));
+	return buf;
+}
+
+const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len)
+{
+	/* enum ktrace_req_keep, bit by bit */
+	static const char *const names[] = { "slow", "sampled", "nested", "spilled", "direct",
+	                                     "trigger", "overlap", "warmup", "after" };
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]) && n < len; i++)
+		if (keep & (1u << i))
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", names[i]);
+	return buf;
+}
+
+const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
+                                     char *buf, size_t len)
+{
+	const struct kd_dec_thread *t;
+
+	if (thread >= d->nthreads) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	t = &d->threads[thread];
+	if (t->known)
+		snprintf(buf, len, "%s/%" PRId32, t->name[0] ? t->name : "?", t->tid);
+	else
+		snprintf(buf, len, "%s", t->name);
+	return buf;
 }

@@ -344,7 +344,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		size_t k = strlen(buf);
 		snprintf(buf + k, sizeof(buf) - k, "; self time includes muted calls: ");
 		k = strlen(buf);
-		kd_dec_muted_list(d, buf + k, sizeof(buf) - k);
+		kd_budget_muted_list(d, buf + k, sizeof(buf) - k);
 	}
 	meta(c, "process_labels", pid, 0, buf);
 	sep(c);

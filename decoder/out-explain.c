@@ -53,7 +53,7 @@ static int cmp_ridx(const void *a, const void *b)
 
 uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
 {
-	uint32_t pick = d->trigger_req, n = 0;
+	uint32_t pick = d->cut.trigger_clipped ? KD_NONE : d->trigger_req, n = 0;
 	struct ridx *v;
 
 	*median = KD_NONE;
@@ -565,14 +565,19 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	char a[32], b[32], lbl[64], nb[96], w[48], kb[64], path[512];
 	uint64_t covered[2] = { 0, 0 };
 	struct kd_req_hist h;
-	int have_hist = 0, sampled;
+	int have_hist = 0, sampled, is_trigger;
 
 	(void)o;
 	kd_ctree_init(&t, sizeof(struct tnode), 0, 0);
 	fprintf(f, "\nexplain:\n");
 	if (pick == KD_NONE) {
-		fprintf(f, "  no trigger and no complete request in this snapshot: nothing to explain\n");
-		kd_out_muted_short(f, d, "  ", 10);
+		if (d->snap.have_trigger && d->cut.state)
+			fprintf(f, "  the trigger request is not wholly in the range, and no other "
+			           "complete request is: nothing to explain\n");
+		else
+			fprintf(f, "  no trigger and no complete request in this snapshot: nothing "
+			           "to explain\n");
+		kd_budget_note_short(f, d, "  ", 10);
 		return;
 	}
 	r = &d->reqs[pick];
@@ -630,11 +635,17 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	/* 1. The answer. */
 	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
 	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	/* Under a range that clips the trigger request or leaves it out, the
+	 * slowest complete request in the range is explained, never named the
+	 * trigger (nor given the trigger's clipped duration). */
+	is_trigger = d->snap.have_trigger && (pick == d->trigger_req || !d->cut.state);
 	fprintf(f, "  %s \"%s\" request %s on %s at %s UTC took %s",
-	        d->snap.have_trigger ? "trigger:" : "no trigger; slowest request:",
+	        is_trigger ? "trigger:" : d->snap.have_trigger ?
+	        "the trigger request is not wholly in the range; slowest request in it:" :
+	        "no trigger; slowest request:",
 	        kd_dec_name(d, r->kind, nb, sizeof(nb)), kd_req_id_str(r, kb, sizeof(kb)),
 	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
-	if (d->snap.have_trigger) {
+	if (is_trigger) {
 		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
 		fprintf(f, " (threshold %s)", b);
 	}
@@ -720,9 +731,174 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 out:
 	if (d->snap.nmuted) {
 		fprintf(f, "\n");
-		kd_out_muted_short(f, d, "  ", 10);
+		kd_budget_note_short(f, d, "  ", 10);
 	}
 	free(fd);
 	free(node_of);
 	kd_ctree_free(&t);
+}
+
+/* ---- explain on a streamed file -------------------------------------------- */
+
+/*
+ * A filter in front of the collector that keeps the calls overlapping one
+ * of two intervals (the explained request and the median one): what
+ * kd_out_explain reads (the requests' calls and their callers, and every
+ * call inside the request's interval for "meanwhile").  A call [b, e]
+ * overlaps interval i when b <= hi[i] and e >= lo[i]; at its BEGIN only b
+ * is known, so it waits on the stack (pending, at most stack depth of
+ * them) until its END, or until the thread's time reaches the smallest lo
+ * it can still meet (then it surely ends there or later).  Callers of a
+ * kept call overlap too: the kept set is closed upwards, so depths and
+ * parents stay right.  The builder's call positions (requests' call_first,
+ * call_end, open_at_end) are remapped to the kept calls afterwards.
+ */
+enum { XF_PENDING, XF_KEPT, XF_DROPPED };
+
+struct xf_frame {
+	struct kd_ev ev;          /* its CALL_BEGIN */
+	uint64_t lmin;            /* ticks: kept once the thread's time reaches it */
+	uint32_t pos;             /* the builder's call position */
+	uint32_t state;
+};
+
+struct xfilter {
+	struct kd_sink next;
+	uint64_t lo[2], hi[2];    /* ticks */
+	uint32_t nint;
+	struct xf_frame *st;
+	size_t cap;
+	uint32_t depth, nkept_depth; /* frames [0, nkept_depth) are kept */
+	uint32_t npos;            /* CALL_BEGINs seen */
+	uint32_t *kept;           /* positions of the kept calls, rising */
+	size_t capkept;
+	uint32_t nkept;
+};
+
+static void xf_keep_until(struct xfilter *x, const struct kd_dec *d, uint64_t tick)
+{
+	while (x->nkept_depth < x->depth && x->st[x->nkept_depth].state == XF_PENDING &&
+	       tick >= x->st[x->nkept_depth].lmin) {
+		struct xf_frame *fr = &x->st[x->nkept_depth++];
+
+		fr->state = XF_KEPT;
+		if (x->nkept >= x->capkept &&
+		    kd_grow(&x->kept, &x->capkept, x->nkept, sizeof(*x->kept), "explain"))
+			kd_dec_oom("explain", SIZE_MAX);
+		x->kept[x->nkept++] = fr->pos;
+		x->next.ev(x->next.ctx, d, &fr->ev);
+	}
+}
+
+static void xf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
+{
+	struct xfilter *x = ctx;
+	struct xf_frame *fr;
+
+	switch (e->kind) {
+	case KD_EV_THREAD_BEGIN:
+		x->depth = x->nkept_depth = 0;
+		break;
+	case KD_EV_CALL_BEGIN:
+		if (x->depth >= x->cap && kd_grow(&x->st, &x->cap, x->depth, sizeof(*x->st), "explain"))
+			kd_dec_oom("explain", SIZE_MAX);
+		fr = &x->st[x->depth];
+		fr->ev = *e;
+		fr->pos = x->npos++;
+		fr->lmin = UINT64_MAX;
+		for (uint32_t i = 0; i < x->nint; i++)
+			if (e->tick <= x->hi[i] && x->lo[i] < fr->lmin)
+				fr->lmin = x->lo[i];
+		fr->state = fr->lmin == UINT64_MAX ||
+		            (x->depth && x->st[x->depth - 1].state == XF_DROPPED) ? XF_DROPPED
+		                                                                 : XF_PENDING;
+		x->depth++;
+		xf_keep_until(x, d, e->tick);
+		return;
+	case KD_EV_CALL_END:
+		if (!x->depth)
+			return;
+		xf_keep_until(x, d, e->tick);
+		fr = &x->st[--x->depth];
+		if (fr->state == XF_KEPT) {
+			x->nkept_depth--;
+			break;
+		}
+		return; /* pending still: it ended before it met an interval */
+	default:
+		xf_keep_until(x, d, e->tick);
+		break;
+	}
+	x->next.ev(x->next.ctx, d, e);
+}
+
+/* The first kept call at or after builder position p (KD_NONE stays). */
+static uint32_t remap_pos(const struct xfilter *x, uint32_t p, int exact)
+{
+	uint32_t lo = 0, hi = x->nkept;
+
+	if (p == KD_NONE)
+		return KD_NONE;
+	while (lo < hi) {
+		uint32_t m = lo + (hi - lo) / 2;
+
+		if (x->kept[m] < p)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	if (exact && (lo >= x->nkept || x->kept[lo] != p))
+		return KD_NONE;
+	return lo;
+}
+
+int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	struct xfilter x = { 0 };
+	struct kd_collector c;
+	struct kd_dec_error err;
+	uint32_t pick, med;
+	char msg[512];
+	int rc;
+
+	/* The requests first (a walk without a sink is the cheap one), cut
+	 * by the range like everything below. */
+	rc = kd_dec_walk_cut(d, (struct kd_sink){ 0 }, &err);
+	if (!rc) {
+		pick = kd_explain_pick(d, &med);
+		if (pick != KD_NONE) {
+			x.lo[x.nint] = d->reqs[pick].begin;
+			x.hi[x.nint++] = d->reqs[pick].end;
+		}
+		if (med != KD_NONE) {
+			x.lo[x.nint] = d->reqs[med].begin;
+			x.hi[x.nint++] = d->reqs[med].end;
+		}
+		kd_collector_init(&c, d);
+		x.next = kd_collector_sink(&c);
+		/* through the range, its call positions remapped (then ours) */
+		rc = kd_dec_walk_cut_pos(d, (struct kd_sink){ xf_ev, &x }, &err);
+		kd_collector_free(&c);
+	}
+	if (rc) {
+		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+		free(x.st);
+		free(x.kept);
+		return -1;
+	}
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *r = &d->reqs[i];
+
+		r->call_first = remap_pos(&x, r->call_first, 0);
+		r->call_end = remap_pos(&x, r->call_end, 0);
+		r->open_at_end = remap_pos(&x, r->open_at_end, 1);
+	}
+	kd_out_explain(f, d, o);
+	free(d->calls);
+	d->calls = NULL;
+	d->ncalls = 0;
+	free(x.st);
+	free(x.kept);
+	return 0;
 }

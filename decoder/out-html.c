@@ -384,7 +384,7 @@ static void header(FILE *f, const struct kd_dec *d)
 		const struct ktrace_muted_rec *m = &s->muted[i];
 
 		fputs(i ? ",{\"name\":" : "{\"name\":", f);
-		jstr(f, kd_dec_muted_name(d, i, buf, sizeof(buf)));
+		jstr(f, kd_budget_muted_name(d, i, buf, sizeof(buf)));
 		fprintf(f, ",\"why\":\"%s\",\"since\":%" PRId64 ",\"calls_observed\":%" PRIu64 "}",
 		        m->why == KTRACE_MUTE_EXCLUDE ? "excluded" : "muted",
 		        rel(d, m->since_tsc >> d->shift), m->calls_observed);

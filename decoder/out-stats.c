@@ -259,7 +259,7 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 		return;
 	}
 	fprintf(f, "\nper function (sorted by self time; times inclusive unless \"self\"):\n");
-	kd_out_muted_note(f, d, "");
+	kd_budget_note(f, d, "");
 	fprintf(f, "%10s %12s %12s %12s %12s %12s %12s  %s\n", "calls", "total", "self", "mean",
 	        "p50", "p99", "max", "function");
 	for (uint32_t i = 0; i < n; i++) {
@@ -276,95 +276,8 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 		kd_fmt_dur(st[i].max, mx, sizeof(mx));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s%s\n", st[i].calls, t, s,
 		        m, p50, p99, mx, kd_dec_func_name(d, st[i].func),
-		        kd_dec_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
+		        kd_budget_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);
 	stats_sched(f, d, o);
-}
-
-/* ---- folded stacks ---------------------------------------------------------- */
-
-/*
- * One line per distinct stack: its length is the stack's depth, so a deep
- * recursion made output quadratic in depth (a 100,000-deep one, gigabytes).
- * Frames deeper than KD_FOLD_DEPTH are cut: under the frame at that
- * depth, one marker frame "[up to N frames cut]" takes the self time of
- * everything deeper (N: the most frames cut there), so the output stays
- * linear in the number of calls.
- */
-
-/* Folded stacks keep self ticks per node of the shared call tree
- * (calltree.c), with a root per thread and a cut at KD_FOLD_DEPTH. */
-static int folded_keep(const struct kd_dec *d, uint32_t call, void *arg)
-{
-	const struct kd_out_opts *o = arg;
-
-	return !o || !o->have_tid || d->threads[d->calls[call].thread].tid == o->tid;
-}
-
-void kd_out_folded(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
-{
-	struct kd_ctree t;
-	uint32_t *node_of, *frames, *path = NULL, caps = 0;
-	char lbl[64];
-
-	kd_ctree_init(&t, sizeof(uint64_t), 1, KD_FOLD_DEPTH);
-	node_of = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*node_of), "folded stacks");
-	frames = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*frames), "folded stacks");
-	memset(node_of, 0xff, ((size_t)d->ncalls + 1) * sizeof(*node_of));
-
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		uint32_t node;
-
-		if (!folded_keep(d, i, (void *)o))
-			continue;
-		node = kd_ctree_place(&t, d, node_of, frames, i, NULL, NULL);
-		if (node == KD_NONE)
-			goto oom;
-		*(uint64_t *)kd_ctree_data(&t, node) += d->calls[i].self;
-	}
-	/* One line per node with self time: root first. */
-	for (uint32_t i = 0; i < t.nn; i++) {
-		uint32_t n = 0;
-
-		if (t.n[i].parent == KD_NONE || !*(uint64_t *)kd_ctree_data(&t, i))
-			continue;
-		for (uint32_t c = i; c != KD_NONE; c = t.n[c].parent) {
-			if (n >= caps) {
-				caps = caps ? caps * 2 : 256;
-				path = kd_xrealloc(path, (size_t)caps * sizeof(*path), "folded stacks");
-			}
-			path[n++] = c;
-		}
-		while (n--) {
-			const struct kd_ctree_node *x = &t.n[path[n]];
-
-			if (x->kind == KD_CTREE_THREAD) {
-				/* flamegraph.pl splits on ';' and the last ' ': keep names clean */
-				for (char *p = (char *)kd_dec_thread_label(d, x->func, lbl, sizeof(lbl));
-				     *p; p++)
-					if (*p == ';' || *p == ' ')
-						*p = '_';
-				fputs(lbl, f);
-			} else if (x->kind == KD_CTREE_CUT) {
-				fprintf(f, ";[up_to_%" PRIu32 "_frames_cut]", x->cut);
-			} else {
-				const char *s = kd_dec_func_name(d, x->func);
-
-				fputc(';', f);
-				for (; *s; s++)
-					fputc(*s == ';' || *s == ' ' ? '_' : *s, f);
-			}
-		}
-		fprintf(f, " %" PRIu64 "\n",
-		        kd_dec_ticks_ns(d, *(uint64_t *)kd_ctree_data(&t, i)));
-	}
-	goto out;
-oom:
-	fprintf(f, "(out of memory)\n");
-out:
-	kd_ctree_free(&t);
-	free(node_of);
-	free(frames);
-	free(path);
 }

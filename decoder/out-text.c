@@ -1,292 +1,49 @@
 /*
- * out-text.c - the summary (every format) and the text timeline sink.
+ * out-text.c - --format text: the timeline, one line per call, mark,
+ * request and off-CPU interval in time order, from the event stream, with
+ * memory bounded by threads x stack depth + marks, requests, off-CPU
+ * intervals + buffers, not by calls.   Its pieces (the line, the
+ * order: kd_text_line, kd_text_item_cmp) first, then the spool, then the
+ * timeline of several files (kd_out_text_merged).
+ *
+ * The builder emits one thread after another; the timeline interleaves
+ * them by time.  An external merge:
+ *
+ *   1. spool: the walk (through the range, kd_dec_walk_cut) writes each
+ *      thread's calls, in begin (recorded) order, as fixed 32-byte records
+ *      into one spool; a thread's records are contiguous.  A call's record
+ *      is reserved at CALL_BEGIN and filled at CALL_END from the open-frame
+ *      stack (which holds the record and its place): in the write buffer if
+ *      it is still there, else by one pwrite() at its offset.  The spool
+ *      lives in a 1 MiB buffer; past that, in an unlinked temporary file
+ *      ($TMPDIR or /tmp).
+ *   2. merge: a heap over the threads' cursors (each reading 128 records at
+ *      a time) plus the sorted marks, requests and off-CPU intervals (kept
+ *      by the builder and sched.c anyway: not per call) yields the lines in
+ *      kd_text_item_cmp order.  A thread's begin order is that order
+ *      already (ticks never go back within a thread, stream.h; `sub`
+ *      numbers a tick's events), which the spool checks; were it ever not,
+ *      the stream falls back to the collected calls for that file (same
+ *      output, memory per call).
+ * A file whose calls are collected already (the merge of overlapping
+ * snapshots cut them, merge.c) is printed from them, sorted the same way.
+ *
+ * Why a spool and not a resumable walk (one cursor per thread in the
+ * builder): the builder's per-thread walk (pre-pass, pieces across cores,
+ * lost-exit repair) is build.c's, being reworked for bounded block reads;
+ * a spool needs nothing from it but the stream every sink gets, costs one
+ * sequential write and read of 32 bytes a call, and keeps the walk's
+ * speed.  --limit N spools at most N calls per thread (the first N lines
+ * cannot need more), so a limited timeline writes no file at all.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decoder.h"
-
-static const char *clock_name(uint32_t c)
-{
-	switch (c) {
-	case KTRACE_CLOCK_TSC: return "invariant TSC";
-	case KTRACE_CLOCK_CNTVCT: return "aarch64 virtual counter";
-	case KTRACE_CLOCK_MONOTONIC: return "CLOCK_MONOTONIC fallback";
-	default: return "unknown clock";
-	}
-}
-
-static void fmt_secs(uint64_t ns, char *buf, size_t len)
-{
-	snprintf(buf, len, "%.6f s", (double)ns / 1e9);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The function table's use: compact ids the snapshot's FUNCS section gave
- * out, and the functions in the window recorded past them, by address. */
-static void func_table(FILE *f, const struct kd_dec *d)
-{
-	const struct kd_snap *s = &d->snap;
-	uint64_t *known = kd_xmalloc(KTRACE_FUNC_ID_COUNT * sizeof(*known), "the function table");
-	uint32_t n = 0, past = 0;
-
-	for (uint32_t i = 0; i < KTRACE_FUNC_ID_COUNT; i++)
-		if (s->func_known[i])
-			known[n++] = s->func_addr[i];
-	qsort(known, n, sizeof(*known), cmp_u64);
-	for (uint32_t i = 0; i < d->nfuncs; i++)
-		if (d->funcs[i].kind == KD_FUNC_ADDR &&
-		    !bsearch(&d->funcs[i].addr, known, n, sizeof(*known), cmp_u64))
-			past++;
-	fprintf(f, "functions: %" PRIu32 " of %u compact ids used", n, KTRACE_FUNC_ID_COUNT);
-	if (past)
-		fprintf(f, "; %" PRIu32 " functions in the window came past them, recorded by "
-		           "address (4 words per event instead of 1, never muted or excluded)", past);
-	else
-		fprintf(f, " (past them, functions are recorded by address: 4 words per event "
-		           "instead of 1, never muted or excluded)");
-	fprintf(f, "\n");
-	free(known);
-}
-
-void kd_out_summary(FILE *f, const struct kd_dec *d)
-{
-	const struct kd_snap *s = &d->snap;
-	const struct ktrace_info_rec *in = &s->info;
-	char a[64], b[64], c[64], lbl[64];
-	uint64_t ntb = 0, nte = 0, nel = 0;
-	uint32_t quiet_exited = 0;   /* exited threads without events in the window */
-
-	fprintf(f, "file:      %s\n", d->file);
-	fprintf(f, "process:   pid %" PRIu32 "  exe %s  host %s\n", in->pid,
-	        in->exe[0] ? in->exe : "?", in->hostname[0] ? in->hostname : "?");
-	fprintf(f, "reason:    %s  (snapshot #%" PRIu32 " of this process)\n",
-	        in->reason[0] ? in->reason : "?", in->snapshot_seq);
-	if (in->flags & KTRACE_INFO_SIGNAL_TAKEN) {
-		const char *sn = in->signo > 0 && in->signo < 65 ? sigabbrev_np(in->signo) : NULL;
-		char nm[32];
-
-		if (sn)
-			snprintf(nm, sizeof(nm), "SIG%s, %" PRId32, sn, in->signo);
-		else
-			snprintf(nm, sizeof(nm), "signal %" PRId32, in->signo);
-		fprintf(f, "signal:    the program took over the snapshot signal (%s): its own "
-		           "handler replaced ktrace's, so that signal wrote no file; set "
-		           "KTRACE_SIGNAL to a signal it does not use (e.g. RTMIN+5)\n", nm);
-	}
-	kd_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
-	fprintf(f, "snapshot:  %s UTC", a);
-	if (in->prev_write_end_tsc) {
-		kd_fmt_wall(kd_snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
-		fprintf(f, " (previous file done %s: requests begun before it cannot trigger)", b);
-	}
-	fprintf(f, "\n");
-	fprintf(f, "clock:     %.6f MHz %s, tsc_shift %" PRIu32 " (%.1f ns per tick), %" PRIu32
-	           " anchors\n", (double)in->tsc_hz / 1e6, clock_name(in->clock_source),
-	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
-	        s->nanchors);
-	if (s->wall_steps) {
-		kd_fmt_wall(kd_snap_wall_ns(s, s->wall_step_max_tsc), 0, a, sizeof(a));
-		fprintf(f, "wallclock: the wall clock stepped %" PRIu32 " time%s while recording "
-		           "(largest %+.3f s, before %s UTC; %+.3f s in all): times map through "
-		           "the monotonic clock, at the wall-clock offset of the snapshot\n",
-		        s->wall_steps, s->wall_steps == 1 ? "" : "s",
-		        (double)s->wall_step_max_ns / 1e9, a, (double)s->wall_step_ns / 1e9);
-	}
-	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
-	        in->ring_bytes_per_core);
-
-	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 0, a, sizeof(a));
-	kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-	fmt_secs(kd_dec_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
-	fprintf(f, "window:    %s .. %s UTC (%s)%s\n", a, b, c,
-	        d->opts.all ? ", --all: includes partial data" :
-	        d->window_limited ? ", complete window (wrapped rings lost older data)" : "");
-	kd_out_range_note(f, d);
-	if (d->dropped) {
-		fprintf(f, "dropped:   %" PRIu64 " older records before the complete window "
-		           "(stacks there may be incomplete; --all keeps them):", d->dropped);
-		for (uint32_t i = 0; i < s->ncores; i++)
-			if (d->core_stats[i].dropped)
-				fprintf(f, " cpu%" PRIu32 " %" PRIu64, s->cores[i].cpu,
-				        d->core_stats[i].dropped);
-		fprintf(f, "\n");
-	}
-
-	if (d->dropped_after) {
-		fprintf(f, "cut:       %" PRIu64 " newer records after the first core's copy "
-		           "(another core may lack its records of that time; --all keeps them):",
-		        d->dropped_after);
-		for (uint32_t i = 0; i < s->ncores; i++)
-			if (d->core_stats[i].dropped_after)
-				fprintf(f, " cpu%" PRIu32 " %" PRIu64, s->cores[i].cpu,
-				        d->core_stats[i].dropped_after);
-		fprintf(f, "\n");
-	}
-
-	fprintf(f, "cores:\n  %5s  %-18s  %-18s  %12s  %10s  %12s  %s\n", "cpu", "first (UTC)",
-	        "last (UTC)", "span", "events", "events/s", "ring");
-	for (uint32_t i = 0; i < s->ncores; i++) {
-		const struct kd_dec_core_stats *cs = &d->core_stats[i];
-		const struct kd_snap_core *co = &s->cores[i];
-		uint64_t span, rate;
-
-		if (!cs->has_data) {
-			fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10s  %12s  %s\n", co->cpu, "-",
-			        "-", "-", "0", "-", co->wrapped ? "wrapped" : "not wrapped");
-			continue;
-		}
-		span = kd_dec_ticks_ns(d, cs->last_tick - cs->first_tick);
-		/* the rate is over the part of the span inside the window */
-		rate = cs->last_tick > d->window_start ?
-		       kd_dec_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
-		                                                cs->first_tick : d->window_start)) : 0;
-		kd_fmt_wall(kd_dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
-		fmt_secs(span, c, sizeof(c));
-		fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10" PRIu64 "  %12.0f  %s", co->cpu, a,
-		        b, c, cs->events, rate ? (double)cs->events * 1e9 / (double)rate : 0.0,
-		        co->wrapped ? "wrapped" : "not wrapped");
-		if (cs->damaged_tails)
-			fprintf(f, ", %" PRIu32 " damaged block tails", cs->damaged_tails);
-		fprintf(f, "\n");
-	}
-
-	fprintf(f, "threads:\n  %8s  %-16s  %10s  %s\n", "tid", "name", "events", "state");
-	for (uint32_t i = 0; i < d->nthreads; i++) {
-		const struct kd_dec_thread *t = &d->threads[i];
-
-		if (!t->known && !t->events)
-			continue; /* only seen outside the window */
-		/* Exited, or only seen in context switches (slot 0: not in
-		 * THREADS, e.g. left out of the file as exited before the
-		 * window), with no events: one line for all of them, below. */
-		if (!t->events && ((t->flags & KTRACE_THREAD_EXITED) || t->slot == 0)) {
-			quiet_exited++;
-			continue;
-		}
-		if (t->known)
-			fprintf(f, "  %8" PRId32 "  %-16s  %10" PRIu64 "  %s%s\n", t->tid,
-			        t->name[0] ? t->name : "?", t->events,
-			        (t->flags & KTRACE_THREAD_EXITED) ? "exited" : "alive",
-			        (t->flags & KTRACE_THREAD_MAIN) ? ", main" : "");
-		else
-			fprintf(f, "  %8s  %-16s  %10" PRIu64 "  %s\n", "?", t->name, t->events,
-			        "not in THREADS");
-	}
-	if (quiet_exited)
-		fprintf(f, "  (%" PRIu32 " threads with no events in the window not listed: "
-		           "exited, or seen only in context switches)\n", quiet_exited);
-	if (in->threads_omitted)
-		fprintf(f, "  (%" PRIu32 " threads that exited before the window are not in the "
-		           "file)\n", in->threads_omitted);
-
-	/* A frame closed by an outer frame's exit (longjmp, or an exit record
-	 * lost) is not "at the end": it is counted apart.  Counted by the walk
-	 * (build.c), so streamed formats have them too. */
-	ntb = d->counts.trunc_begin;
-	nte = d->counts.trunc_end;
-	nel = d->counts.exit_lost;
-	fprintf(f, "decoded:   %" PRIu64 " records, %" PRIu64 " calls (%" PRIu64
-	           " truncated at the window start, %" PRIu64 " at the end", d->events,
-	        d->counts.calls, ntb, nte);
-	if (nel)
-		fprintf(f, ", %" PRIu64 " exits lost: closed by an outer frame's exit (longjmp?)",
-		        nel);
-	fprintf(f, "), %" PRIu32 " requests, %" PRIu32 " marks, %" PRIu32 " functions\n",
-	        d->nreqs, d->nmarks, d->nfuncs);
-	func_table(f, d);
-
-	fprintf(f, "losses:   ");
-	if (s->have_loss) {
-		int any = 0;
-
-		for (unsigned i = 0; i < KTRACE_LOSS_COUNT; i++) {
-			const char *n = kd_loss_name(i);
-
-			if (!s->loss.count[i])
-				continue;
-			if (n)
-				fprintf(f, "%s %s %" PRIu64, any ? "," : "", n, s->loss.count[i]);
-			else
-				fprintf(f, "%s cause %u %" PRIu64, any ? "," : "", i, s->loss.count[i]);
-			any = 1;
-		}
-		fprintf(f, "%s\n", any ? "" : " none");
-	} else {
-		fprintf(f, " unknown (no LOSS section)\n");
-	}
-	{
-		uint32_t tails = 0;
-
-		for (uint32_t i = 0; i < s->ncores; i++)
-			tails += d->core_stats[i].damaged_tails;
-		fprintf(f, "damage:    %" PRIu32 " blocks skipped, %" PRIu32 " unreadable, %" PRIu32
-		           " block tails cut, %" PRIu64 " lost exits, %" PRIu64 " warnings\n",
-		        s->damaged_blocks, s->unreadable_blocks, tails, d->lost_exits, s->warn.total);
-	}
-	{
-		char sl[512];
-
-		kd_dec_sched_status(d, sl, sizeof(sl));
-		fprintf(f, "%s\n", sl);
-	}
-	if (s->have_trigger) {
-		const struct ktrace_trigger_rec *t = &s->trigger;
-
-		kd_fmt_dur(t->duration_ns, a, sizeof(a));
-		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
-		if (t->why == KTRACE_TRIGGER_PERCENTILE)
-			snprintf(c, sizeof(c), "p%.3g of %" PRIu32 " earlier",
-			         t->percentile_x1000 / 1000.0, t->samples);
-		else
-			snprintf(c, sizeof(c), "absolute");
-		if (d->trigger_req != KD_NONE &&
-		    (s->hdr.version >= 2 || (d->reqs[d->trigger_req].id >> 32)))
-			fprintf(f, "trigger:   slow \"%s\" request %s on tid %" PRId32 ": %s > %s (%s)",
-			        t->kind, kd_req_id_str(&d->reqs[d->trigger_req], lbl, sizeof(lbl)),
-			        t->tid, a, b, c);
-		else /* format 1 with a small id (written before ids were slot.seq) */
-			fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
-			           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
-		if (d->trigger_req != KD_NONE)
-			fprintf(f, ", on thread %s",
-			        kd_dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
-			                                 sizeof(lbl)));
-		if (t->suppressed)
-			fprintf(f, ", %" PRIu64 " triggers suppressed", t->suppressed);
-		if (t->flags & KTRACE_TRIGGER_SCHED_KNOWN) {
-			kd_fmt_dur(t->preempted_ns, a, sizeof(a));
-			kd_fmt_dur(t->blocked_ns, b, sizeof(b));
-			fprintf(f, "; preempted %s (%" PRIu32 " times), blocked %s", a, t->npreempt, b);
-		}
-		if (t->trigger_on == KTRACE_TRIGGER_ON_RUN)
-			fprintf(f, "; compared %s", t->flags & KTRACE_TRIGGER_RUN_FELL_BACK
-			        ? "wall time (preempted time unknown)" : "run time (wall - preempted)");
-		fprintf(f, "\n");
-	} else {
-		fprintf(f, "trigger:   none\n");
-	}
-	{
-		uint64_t held = 0;
-
-		for (uint32_t i = 0; i < s->ncores; i++)
-			held += d->core_stats[i].held;
-		if (held)
-			fprintf(f, "held:      %" PRIu64 " records of kept requests, held aside while "
-			           "they ran and written when they ended (not counted as the cores' "
-			           "events above)\n", held);
-	}
-	kd_out_requests(f, d, "");
-	kd_out_budget(f, d);
-}
 
 /* ---- text timeline -------------------------------------------------------- */
 
@@ -448,30 +205,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 void kd_text_header(FILE *f, const struct kd_dec *d)
 {
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
-	kd_out_muted_note(f, d, "");
-}
-
-/* The collected form: every call of d->calls sorted with the rest (range
- * and merge cut the collected calls; the stream's form is out-text-stream.c). */
-void kd_out_text(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
-{
-	struct kd_text_item *it;
-	size_t n = kd_text_items(d, o, 1, &it);
-	uint64_t lines = 0;
-
-	kd_text_header(f, d);
-	for (size_t k = 0; k < n; k++) {
-		const struct kd_text_item *x = &it[k];
-
-		if (o && o->limit && lines >= o->limit) {
-			fprintf(f, "... %zu more lines (--limit %" PRIu64 ")\n", n - k, o->limit);
-			break;
-		}
-		lines++;
-		kd_text_line(f, d, x, x->type == KD_TEXT_CALL ? &d->calls[x->idx] : NULL);
-	}
-	free(it);
-	kd_out_text_cores(f, d, o);
+	kd_budget_note(f, d, "");
 }
 
 /* Per-core tracks from the context switches: which of the process's
@@ -510,4 +244,604 @@ void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts
 		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), dur);
 		lines++;
 	}
+}
+
+/* ---- the spool --------------------------------------------------------------- */
+
+/* One call in the spool. */
+struct rec {
+	uint64_t begin;           /* ticks */
+	uint64_t end;             /* ticks (== begin until CALL_END) */
+	uint32_t func;            /* function index */
+	uint32_t depth;
+	uint32_t core;            /* core index of the entry */
+	uint16_t flags;           /* enum kd_dec_call_flags */
+	uint16_t sub;             /* place in the begin's tick, capped (as d->calls) */
+};
+_Static_assert(sizeof(struct rec) == 32, "spool records are 32 bytes");
+
+#define WBUF_RECS 32768u      /* 1 MiB write buffer */
+#define RBUF_RECS 128u        /* 4 KiB read buffer per thread */
+#define NOT_SPOOLED UINT64_MAX
+#define OTHER UINT32_MAX      /* heap entry of the marks/requests/off-CPU list */
+
+struct frame {
+	uint64_t at;              /* record index, or NOT_SPOOLED (--limit) */
+	struct rec r;
+};
+
+struct tthread {
+	uint64_t first;           /* record index of its first call */
+	uint64_t n;               /* records spooled */
+	uint64_t total;           /* calls (spooled or not) */
+	uint64_t next;            /* read side: next record index to read */
+	struct rec *buf;          /* read buffer */
+	uint32_t bn, bi;          /* records in buf, next one */
+};
+
+struct hent {
+	uint32_t src;             /* thread index, or OTHER */
+	struct kd_text_item key;
+	struct rec r;             /* the call, for a thread's entry */
+};
+
+struct kd_text_stream {
+	struct kd_dec *d;
+	struct kd_out_opts o;
+	/* spool */
+	int fd;                   /* -1 until the write buffer first overflows */
+	struct rec *w;            /* records wfirst .. wfirst + wn - 1 */
+	uint32_t wn;
+	uint64_t wfirst, nrec;
+	struct frame *stack;      /* the current thread's open frames */
+	size_t capstack;
+	uint32_t depth;
+	struct tthread *th;       /* [nth] */
+	uint32_t nth, cur;
+	uint64_t last_tick;       /* the current thread's last spooled begin ... */
+	uint32_t last_sub;        /* ... and its sub */
+	int unsorted;             /* a thread's begin order was not time order */
+	int werr;                 /* errno of a failed write or read, 0 */
+	/* merge */
+	struct kd_text_item *other; /* marks, requests, off-CPU; all calls too
+	                             when collected (the fallback) */
+	size_t nother, oi;
+	struct hent *heap;
+	uint32_t nheap;
+	uint64_t left;            /* lines not printed yet */
+	int collected;            /* d->calls, items in `other`: a collected file
+	                             (the merge cut it), or the fallback */
+	int owns_calls;           /* the fallback collected them: freed with t */
+};
+
+static const char *spool_dir(void)
+{
+	const char *t = getenv("TMPDIR");
+
+	return t && *t ? t : "/tmp";
+}
+
+static void flush_w(struct kd_text_stream *t)
+{
+	const char *p = (const char *)t->w;
+	size_t len = (size_t)t->wn * sizeof(struct rec);
+	uint64_t off = t->wfirst * sizeof(struct rec);
+
+	if (!t->wn)
+		return;
+	if (t->fd < 0 && !t->werr) {
+		size_t n = strlen(spool_dir()) + 40;
+		char *path = kd_xmalloc(n, "the text timeline");
+
+		snprintf(path, n, "%s/ktrace-decode-text-XXXXXX", spool_dir());
+		t->fd = mkstemp(path);
+		if (t->fd < 0) {
+			t->werr = errno;
+		} else {
+			unlink(path); /* gone with the descriptor, whatever happens */
+			fcntl(t->fd, F_SETFD, FD_CLOEXEC);
+		}
+		free(path);
+	}
+	while (len && !t->werr) {
+		ssize_t k = pwrite(t->fd, p, len, (off_t)off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			t->werr = k < 0 ? errno : ENOSPC;
+			break;
+		}
+		p += k;
+		len -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	t->wfirst += t->wn;
+	t->wn = 0;
+}
+
+/* Write a finished record back to its place. */
+static void put_rec(struct kd_text_stream *t, uint64_t at, const struct rec *r)
+{
+	if (at >= t->wfirst) {
+		t->w[at - t->wfirst] = *r;
+		return;
+	}
+	for (;;) {
+		ssize_t k = t->werr ? 0 : pwrite(t->fd, r, sizeof(*r), (off_t)(at * sizeof(*r)));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k != (ssize_t)sizeof(*r) && !t->werr)
+			t->werr = k < 0 ? errno : ENOSPC;
+		return;
+	}
+}
+
+static void spool_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
+{
+	struct kd_text_stream *t = ctx;
+	struct tthread *th;
+	struct frame *fr;
+
+	switch (e->kind) {
+	case KD_EV_THREAD_BEGIN:
+		t->cur = e->thread;
+		t->depth = 0;
+		t->last_tick = 0;
+		t->last_sub = 0;
+		if (t->cur < t->nth)
+			t->th[t->cur].first = t->nrec;
+		return;
+	case KD_EV_CALL_BEGIN:
+		if (e->thread >= t->nth || !kd_text_want_thread(d, e->thread, &t->o))
+			return;
+		th = &t->th[e->thread];
+		if (t->depth >= t->capstack &&
+		    kd_grow(&t->stack, &t->capstack, t->depth, sizeof(*t->stack), "the text timeline"))
+			kd_dec_oom("the text timeline", SIZE_MAX);
+		fr = &t->stack[t->depth++];
+		fr->r = (struct rec){ e->tick, e->tick, e->func, e->depth, e->core,
+		                      (uint16_t)e->flags,
+		                      e->sub > UINT16_MAX ? UINT16_MAX : (uint16_t)e->sub };
+		th->total++;
+		if (t->o.limit && th->n >= t->o.limit) {
+			fr->at = NOT_SPOOLED; /* the first N lines cannot reach it */
+			return;
+		}
+		if (e->tick < t->last_tick || (e->tick == t->last_tick && fr->r.sub < t->last_sub))
+			t->unsorted = 1;
+		t->last_tick = e->tick;
+		t->last_sub = fr->r.sub;
+		if (t->wn == WBUF_RECS)
+			flush_w(t);
+		fr->at = t->nrec++;
+		t->w[t->wn++] = fr->r;
+		th->n++;
+		return;
+	case KD_EV_CALL_END:
+		if (e->thread >= t->nth || !kd_text_want_thread(d, e->thread, &t->o) || !t->depth)
+			return;
+		fr = &t->stack[--t->depth];
+		if (fr->at == NOT_SPOOLED)
+			return;
+		fr->r.end = e->tick;
+		fr->r.flags = (uint16_t)e->flags;
+		put_rec(t, fr->at, &fr->r);
+		return;
+	default:
+		return;
+	}
+}
+
+/* Fill thread th's read buffer; 0, or -1 when it has no record left. */
+static int fill(struct kd_text_stream *t, struct tthread *th)
+{
+	uint64_t end = th->first + th->n, k;
+	uint32_t n;
+
+	if (th->next >= end)
+		return -1;
+	if (!th->buf)
+		th->buf = kd_xmalloc(RBUF_RECS * sizeof(*th->buf), "the text timeline");
+	n = end - th->next < RBUF_RECS ? (uint32_t)(end - th->next) : RBUF_RECS;
+	for (k = 0; k < n; ) {
+		uint64_t at = th->next + k;
+
+		if (at >= t->wfirst) {
+			uint64_t m = n - k;
+
+			memcpy(&th->buf[k], &t->w[at - t->wfirst], (size_t)m * sizeof(struct rec));
+			k += m;
+		} else {
+			uint64_t m = t->wfirst - at < n - k ? t->wfirst - at : n - k;
+			ssize_t got = t->werr ? -1 : pread(t->fd, &th->buf[k], (size_t)m * sizeof(struct rec),
+			                                   (off_t)(at * sizeof(struct rec)));
+
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0 || got % (ssize_t)sizeof(struct rec)) {
+				if (!t->werr)
+					t->werr = got < 0 ? errno : EIO;
+				return -1;
+			}
+			k += (uint64_t)got / sizeof(struct rec);
+		}
+	}
+	th->next += n;
+	th->bn = n;
+	th->bi = 0;
+	return 0;
+}
+
+/* The next entry of source src into *h; 0, or -1 when it is exhausted. */
+static int advance(struct kd_text_stream *t, uint32_t src, struct hent *h)
+{
+	struct tthread *th;
+
+	h->src = src;
+	if (src == OTHER) {
+		if (t->oi >= t->nother)
+			return -1;
+		h->key = t->other[t->oi++];
+		return 0;
+	}
+	th = &t->th[src];
+	if (th->bi >= th->bn && fill(t, th))
+		return -1;
+	h->r = th->buf[th->bi++];
+	h->key = (struct kd_text_item){ h->r.begin, src, h->r.sub, KD_TEXT_CALL,
+	                                (uint32_t)(th->next - th->bn + th->bi - 1 - th->first) };
+	return 0;
+}
+
+static int hless(const struct hent *a, const struct hent *b)
+{
+	return kd_text_item_cmp(&a->key, &b->key) < 0;
+}
+
+static void sift_down(struct kd_text_stream *t, uint32_t i)
+{
+	struct hent *h = t->heap;
+
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = i;
+		struct hent x;
+
+		if (l < t->nheap && hless(&h[l], &h[m]))
+			m = l;
+		if (l + 1 < t->nheap && hless(&h[l + 1], &h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		x = h[i];
+		h[i] = h[m];
+		h[m] = x;
+		i = m;
+	}
+}
+
+/* The fallback: the walk's begin order was not time order somewhere. */
+static int collect_instead(struct kd_text_stream *t)
+{
+	struct kd_dec_error err;
+	char msg[512];
+
+	if (kd_dec_collect(t->d, &err)) {
+		kd_dec_error_format(&err, t->d->file, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+		return -1;
+	}
+	t->d->opts.stream = 1; /* its calls go with the stream (kd_text_stream_free) */
+	t->owns_calls = 1;
+	free(t->other);
+	t->nother = kd_text_items(t->d, &t->o, 1, &t->other);
+	t->left = t->nother;
+	t->collected = 1;
+	return 0;
+}
+
+int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
+                        const struct kd_out_opts *o)
+{
+	struct kd_text_stream *t = kd_xcalloc(1, sizeof(*t), "the text timeline");
+	struct kd_dec_error err;
+	char msg[512];
+
+	*out = NULL;
+	t->d = d;
+	if (o)
+		t->o = *o;
+	t->fd = -1;
+	t->nth = d->nthreads;
+	t->th = kd_xcalloc((size_t)t->nth + 1, sizeof(*t->th), "the text timeline");
+	if (!d->opts.stream) {
+		/* A collected file (the merge of overlapping snapshots cut its
+		 * calls): its calls, sorted with the rest. */
+		t->nother = kd_text_items(d, &t->o, 1, &t->other);
+		t->left = t->nother;
+		t->collected = 1;
+		*out = t;
+		return 0;
+	}
+	t->w = kd_xmalloc(WBUF_RECS * sizeof(*t->w), "the text timeline");
+	if (kd_dec_walk_cut(d, (struct kd_sink){ spool_ev, t }, &err)) {
+		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+		kd_text_stream_free(t);
+		return -1;
+	}
+	if (t->werr) {
+		fprintf(stderr, "ktrace-decode: %s: the text timeline's temporary file in %s: %s "
+		        "(it holds 32 bytes per call: set TMPDIR to a directory with room, or cut "
+		        "the window with --from/--to, --thread or --limit)\n",
+		        d->file, spool_dir(), strerror(t->werr));
+		kd_text_stream_free(t);
+		return -1;
+	}
+	free(t->stack);
+	t->stack = NULL;
+	t->capstack = 0;
+	if (t->unsorted) {
+		/* Never seen (stream.h: ticks never go back within a thread), but
+		 * the output must be kd_out_text's whatever the stream does. */
+		free(t->w);
+		t->w = NULL;
+		if (collect_instead(t)) {
+			kd_text_stream_free(t);
+			return -1;
+		}
+	} else {
+		t->nother = kd_text_items(d, &t->o, 0, &t->other);
+		t->left = t->nother;
+		for (uint32_t i = 0; i < t->nth; i++)
+			t->left += t->th[i].total;
+		t->heap = kd_xcalloc((size_t)t->nth + 2, sizeof(*t->heap), "the text timeline");
+		for (uint32_t i = 0; i < t->nth; i++)
+			if (t->th[i].n) {
+				t->th[i].next = t->th[i].first;
+				if (!advance(t, i, &t->heap[t->nheap]))
+					t->nheap++;
+			}
+		if (!advance(t, OTHER, &t->heap[t->nheap]))
+			t->nheap++;
+		for (uint32_t i = t->nheap / 2; i-- > 0;)
+			sift_down(t, i);
+	}
+	*out = t;
+	return 0;
+}
+
+int kd_text_stream_next(struct kd_text_stream *t, FILE *f)
+{
+	struct hent *h;
+
+	if (t->collected) {
+		const struct kd_text_item *x;
+
+		if (t->oi >= t->nother)
+			return 0;
+		x = &t->other[t->oi++];
+		kd_text_line(f, t->d, x, x->type == KD_TEXT_CALL ? &t->d->calls[x->idx] : NULL);
+		t->left--;
+		return 1;
+	}
+	if (!t->nheap)
+		return 0;
+	h = &t->heap[0];
+	if (h->src == OTHER) {
+		kd_text_line(f, t->d, &h->key, NULL);
+	} else {
+		struct kd_dec_call c = { .begin = h->r.begin, .end = h->r.end, .func = h->r.func,
+			                 .thread = h->src, .parent = KD_NONE, .depth = h->r.depth,
+			                 .core = h->r.core, .flags = h->r.flags,
+			                 .begin_sub = h->r.sub };
+
+		kd_text_line(f, t->d, &h->key, &c);
+	}
+	if (t->left)
+		t->left--;
+	if (advance(t, h->src, h))
+		*h = t->heap[--t->nheap];
+	sift_down(t, 0);
+	return 1;
+}
+
+uint64_t kd_text_stream_left(const struct kd_text_stream *t)
+{
+	return t->left;
+}
+
+void kd_text_stream_free(struct kd_text_stream *t)
+{
+	if (!t)
+		return;
+	if (t->fd >= 0)
+		close(t->fd);
+	for (uint32_t i = 0; t->th && i < t->nth; i++)
+		free(t->th[i].buf);
+	if (t->owns_calls) {
+		free(t->d->calls);
+		t->d->calls = NULL;
+		t->d->ncalls = 0;
+	}
+	free(t->th);
+	free(t->w);
+	free(t->stack);
+	free(t->other);
+	free(t->heap);
+	free(t);
+}
+
+int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
+{
+	struct kd_text_stream *t;
+	uint64_t lines = 0;
+	int rc = 0;
+
+	if (kd_text_stream_open(&t, d, o))
+		return -1;
+	kd_text_header(f, d);
+	for (;;) {
+		if (o && o->limit && lines >= o->limit && t->left) {
+			fprintf(f, "... %" PRIu64 " more lines (--limit %" PRIu64 ")\n", t->left,
+			        o->limit);
+			break;
+		}
+		if (!kd_text_stream_next(t, f))
+			break;
+		lines++;
+	}
+	if (t->werr) {
+		fprintf(stderr, "ktrace-decode: %s: reading the text timeline's temporary file: %s\n",
+		        d->file, strerror(t->werr));
+		rc = -1;
+	}
+	kd_out_text_cores(f, d, o);
+	kd_text_stream_free(t);
+	return rc;
+}
+
+/* ---- one text timeline for several files --------------------------------- */
+
+/*
+ * Each file's timeline lines, then its per-core lines, are merged by their
+ * wall-clock time.  Every timeline line begins with "HH:MM:SS.nnnnnnnnn";
+ * a line that does not (the header, notes) is left out.  Lines of one file
+ * are in time order already; equal times keep file order.  Each line gets
+ * "[N] " naming its file.  Each file gives its lines one at a time
+ * (kd_text_stream: bounded memory for a streamed file; a collected one, cut
+ * by the merge, from its calls).
+ */
+struct tl {
+	char *buf;                /* the per-core lines still to merge */
+	size_t len;
+	char *p;                  /* next line in buf */
+	struct kd_text_stream *ts; /* its timeline lines, until done */
+	FILE *lf;                 /* the current line, rendered */
+	char *lbuf;
+	size_t llen;
+	const char *cur;          /* the current line (NULL: none left) */
+	size_t curlen;
+	int64_t day;              /* ns: midnight of the current line's day */
+	int64_t last;             /* ns: the previous line's time */
+	int64_t key;              /* ns: time of the current line */
+};
+
+/* Time of day of a line, or -1. */
+static int64_t line_tod(const char *l)
+{
+	int h, m, s, n = 0;
+	long long frac;
+
+	if (sscanf(l, "%2d:%2d:%2d.%9lld%n", &h, &m, &s, &frac, &n) != 4 || n != 18)
+		return -1;
+	return ((int64_t)h * 3600 + m * 60 + s) * 1000000000ll + frac;
+}
+
+/* The next timed line of t into cur and key (key INT64_MAX: none left). */
+static void tl_next(struct tl *t)
+{
+	int64_t tod;
+
+	t->cur = NULL;
+	if (t->ts) {
+		rewind(t->lf);
+		if (kd_text_stream_next(t->ts, t->lf)) {
+			if (fflush(t->lf) != 0 || !t->lbuf)
+				kd_dec_oom("the merged timeline", 0);
+			t->cur = t->lbuf;
+			t->curlen = (size_t)ftello(t->lf);
+			if (t->curlen && t->cur[t->curlen - 1] == '\n')
+				t->curlen--;
+		} else {
+			kd_text_stream_free(t->ts);
+			t->ts = NULL;
+		}
+	}
+	while (!t->cur && t->p && *t->p) {
+		char *e = strchr(t->p, '\n');
+		size_t n = e ? (size_t)(e - t->p) : strlen(t->p);
+
+		if (line_tod(t->p) >= 0) {
+			t->cur = t->p;
+			t->curlen = n;
+		}
+		t->p += n + (e != NULL);
+	}
+	if (!t->cur) {
+		t->key = INT64_MAX;
+		return;
+	}
+	tod = line_tod(t->cur);
+	if (t->day + tod < t->last - 43200000000000ll)
+		t->day += 86400000000000ll; /* past midnight */
+	t->key = t->day + tod;
+	t->last = t->key;
+}
+
+int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
+                       const struct kd_out_opts *o)
+{
+	struct tl *t = kd_xcalloc((size_t)n + 1, sizeof(*t), "the merged timeline");
+	struct kd_out_opts one = o ? *o : (struct kd_out_opts){ 0 };
+	uint64_t lines = 0;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		FILE *m;
+		int64_t w;
+
+		if (!decs[i])
+			continue;
+		/* A stream spools each thread's first --limit calls only: the
+		 * merged first N lines take at most N of each file. */
+		if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
+			rc = -1; /* said on stderr; the other files still merge */
+			continue;
+		}
+		t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
+		if (!t[i].lf)
+			kd_dec_oom("the merged timeline", 0);
+		m = open_memstream(&t[i].buf, &t[i].len);
+		if (!m)
+			kd_dec_oom("the merged timeline", 0);
+		one.limit = 0;
+		kd_out_text_cores(m, decs[i], &one);
+		one.limit = o ? o->limit : 0;
+		if (fclose(m) != 0 || !t[i].buf)
+			kd_dec_oom("the merged timeline", t[i].len);
+		t[i].p = t[i].buf;
+		w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+		t[i].day = w - ((w % 86400000000000ll) + 86400000000000ll) % 86400000000000ll;
+		t[i].last = w;
+		tl_next(&t[i]);
+	}
+	fprintf(f, "\ntimeline (UTC, one line per call at its entry; [N] is the file):\n");
+	for (;;) {
+		uint32_t best = KD_NONE;
+
+		for (uint32_t i = 0; i < n; i++)
+			if (t[i].key != INT64_MAX && t[i].cur &&
+			    (best == KD_NONE || t[i].key < t[best].key))
+				best = i;
+		if (best == KD_NONE)
+			break;
+		if (o && o->limit && lines >= o->limit) {
+			fprintf(f, "... more lines (--limit %" PRIu64 ")\n", o->limit);
+			break;
+		}
+		fprintf(f, "[%" PRIu32 "] %.*s\n", best + 1, (int)t[best].curlen, t[best].cur);
+		lines++;
+		tl_next(&t[best]);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		kd_text_stream_free(t[i].ts);
+		if (t[i].lf)
+			fclose(t[i].lf);
+		free(t[i].lbuf);
+		free(t[i].buf);
+	}
+	free(t);
+	return rc;
 }

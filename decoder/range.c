@@ -1,30 +1,31 @@
 /*
  * range.c - time-range selection: --from / --to / --around-trigger /
- * --min-dur, applied to a decoded snapshot before any sink sees it: on
- * the collected calls (kd_range_apply), or, for a file opened for the
- * stream, as a filter on its walk (kd_dec_walk_cut, at the end of this
- * file), which gives the same cut without keeping the calls.
+ * --min-dur, one cut for every format: a filter on the event stream
+ * (kd_range_filter, below), in front of a streamed sink (kd_dec_walk_cut)
+ * or of the collector for the formats that need every call in memory
+ * (kd_dec_collect with d->cut.range set: kd_range_collect).
  *
  * A range is held in CLOCK_REALTIME ns, so one range cuts every file of a
  * merged view at the same moment; each file converts it to its own ticks
- * (kd_range_apply).  Offsets (+1.5s) count from the earliest window start
+ * (kd_range_ticks).  Offsets (+1.5s) count from the earliest window start
  * of all files (the origin of the chrome/perfetto time axis; with one file,
  * its window start).
  *
- * The cut, per file, on the collector:
+ * The cut, per file:
  *   - calls, requests, runs and off/on-CPU intervals wholly outside
  *     [from, to] go; those that straddle a cut are clamped to it and
  *     flagged TRUNC_BEGIN / TRUNC_END, as at the window's edges;
  *   - marks outside go;
  *   - the window becomes [from, to] (sinks draw and count from it); the
- *     snapshot's own window is kept in range_full_* for the summary;
+ *     snapshot's own window is kept in d->cut.full_* for the summary;
  *   - --min-dur drops calls shorter than the duration (measured before the
  *     cut); a dropped call's callees are shorter still and go with it, and
  *     its time stays in its caller's self time (self is recomputed from
  *     the callees that remain, exactly as the builder computes it).
- * Indices into calls (parent, a request's call_first/call_end/open_at_end)
- * and the trigger's request index are remapped.  Everything but the calls
- * is cut by cut_rest(), the same for both ways.
+ * Collected, requests' call positions (call_first, call_end, open_at_end)
+ * are remapped to the kept calls; the trigger's request index follows its
+ * request, and d->cut.trigger_clipped says when the range clips it (explain
+ * then does not name it).  Everything but the calls is cut by cut_rest().
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -294,70 +295,6 @@ static int clamp_iv(uint64_t *b, uint64_t *e, uint64_t from, uint64_t to, int *c
 	return 1;
 }
 
-/* New index of old call i: the first kept call at or after it (map[] holds
- * kept-before counts), or the nearest kept caller for a dropped call. */
-static uint32_t remap_ge(const uint32_t *map, uint32_t ncalls, uint32_t i)
-{
-	return i == KD_NONE ? KD_NONE : map[i < ncalls ? i : ncalls];
-}
-
-static uint32_t remap_up(const struct kd_dec *d, const uint8_t *keep, const uint32_t *map,
-                         uint32_t i)
-{
-	for (uint32_t k = 0; i < d->ncalls && k <= d->ncalls; k++) {
-		if (keep[i])
-			return map[i];
-		i = d->calls[i].parent;
-	}
-	return KD_NONE;
-}
-
-void kd_calls_keep(struct kd_dec *d, const uint8_t *keep, int recompute_self)
-{
-	uint32_t *map = kd_xmalloc(((size_t)d->ncalls + 1) * sizeof(*map), "the call list");
-	uint64_t *kids = kd_xcalloc((size_t)d->ncalls + 1, sizeof(*kids), "the call list");
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		map[i] = n;
-		n += keep[i] != 0;
-	}
-	map[d->ncalls] = n;
-	/* Requests' recorded-order positions, on the old indices. */
-	for (uint32_t i = 0; i < d->nreqs; i++) {
-		struct kd_dec_request *q = &d->reqs[i];
-
-		q->open_at_end = remap_up(d, keep, map, q->open_at_end);
-		q->call_first = remap_ge(map, d->ncalls, q->call_first);
-		q->call_end = remap_ge(map, d->ncalls, q->call_end);
-	}
-	/* New parents: the nearest kept caller (kids[] holds them for now). */
-	for (uint32_t i = 0; i < d->ncalls; i++)
-		if (keep[i])
-			kids[i] = remap_up(d, keep, map, d->calls[i].parent);
-	for (uint32_t i = 0, k = 0; i < d->ncalls; i++)
-		if (keep[i]) {
-			d->calls[k] = d->calls[i];
-			d->calls[k++].parent = (uint32_t)kids[i];
-		}
-	d->ncalls = n;
-	/* Self time from the callees that stay (a dropped one's time stays). */
-	if (!recompute_self)
-		goto out;
-	memset(kids, 0, ((size_t)n + 1) * sizeof(*kids));
-	for (uint32_t i = 0; i < n; i++)
-		if (d->calls[i].parent < n)
-			kids[d->calls[i].parent] += d->calls[i].end - d->calls[i].begin;
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t dur = d->calls[i].end - d->calls[i].begin;
-
-		d->calls[i].self = dur > kids[i] ? dur - kids[i] : 0;
-	}
-out:
-	free(map);
-	free(kids);
-}
-
 void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to)
 {
 	uint32_t k = 0;
@@ -439,6 +376,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 	uint32_t k = 0, trig = KD_NONE;
 	int cb, ce;
 
+	d->cut.trigger_clipped = 0;
 	for (uint32_t i = 0; i < d->nreqs; i++) {
 		struct kd_dec_request q = d->reqs[i];
 
@@ -454,8 +392,11 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 			q.call_end = q.open_at_end = KD_NONE;
 			q.end_sub = CLAMPED_END_SUB;
 		}
-		if (i == d->trigger_req)
+		if (i == d->trigger_req) {
 			trig = k;
+			/* explain names it only if it is wholly in the range */
+			d->cut.trigger_clipped = cb || ce;
+		}
 		d->reqs[k++] = q;
 	}
 	d->nreqs = k;
@@ -469,7 +410,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 		if (d->sched_to < d->sched_from)
 			d->sched_to = d->sched_from;
 	}
-	if (d->range_cut == 2) {
+	if (d->cut.state == 2) {
 		d->window_start = d->window_end; /* empty */
 		d->sched_from = d->sched_to = d->window_end;
 	} else {
@@ -482,73 +423,36 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 static int range_begin(struct kd_dec *d, const struct kd_range *r, uint64_t *from,
                        uint64_t *to, uint64_t *min)
 {
-	d->range_full_start = d->window_start;
-	d->range_full_end = d->window_end;
-	d->range_cut = kd_range_ticks(d, r, from, to, min);
+	d->cut.full_start = d->window_start;
+	d->cut.full_end = d->window_end;
+	d->cut.state = kd_range_ticks(d, r, from, to, min);
 	if (r->min_dur_ns) {
-		d->min_dur_ns = r->min_dur_ns;
-		d->min_dur_ticks = *min;
+		d->cut.min_dur_ns = r->min_dur_ns;
+		d->cut.min_dur_ticks = *min;
 	}
-	return d->range_cut || *min;
-}
-
-void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
-{
-	uint64_t from, to, min;
-	uint8_t *keep;
-	int cb, ce;
-
-	if (!range_begin(d, r, &from, &to, &min))
-		return;
-
-	keep = kd_xcalloc((size_t)d->ncalls + 1, 1, "the range cut");
-	for (uint32_t i = 0; i < d->ncalls; i++) {
-		struct kd_dec_call *c = &d->calls[i];
-
-		if (min && c->end - c->begin < min) {
-			d->min_dur_dropped++;
-			continue;
-		}
-		if (!clamp_iv(&c->begin, &c->end, from, to, &cb, &ce)) {
-			d->range_calls_out++;
-			continue;
-		}
-		if (cb) {
-			c->flags |= KD_CALL_TRUNC_BEGIN;
-			c->begin_sub = 0;
-		}
-		if (ce) {
-			c->flags |= KD_CALL_TRUNC_END;
-			c->end_sub = CLAMPED_END_SUB;
-		}
-		keep[i] = 1;
-	}
-	kd_calls_keep(d, keep, 1);
-	free(keep);
-	if (d->range_cut)
-		cut_rest(d, from, to);
+	return d->cut.state || *min;
 }
 
 void kd_out_range_note(FILE *f, const struct kd_dec *d)
 {
 	char a[48], b[48], c[32];
 
-	if (d->range_cut) {
-		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_start), 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->range_full_end), 0, b, sizeof(b));
-		if (d->range_cut == 2)
+	if (d->cut.state) {
+		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_start), 0, a, sizeof(a));
+		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_end), 0, b, sizeof(b));
+		if (d->cut.state == 2)
 			fprintf(f, "range:     misses the snapshot's window %s .. %s UTC: all %" PRIu64
-			           " calls left out\n", a, b, d->range_calls_out);
+			           " calls left out\n", a, b, d->cut.calls_out);
 		else
 			fprintf(f, "range:     cut from the snapshot's window %s .. %s UTC: everything "
 			           "below is inside the range; %" PRIu64 " calls outside it left out, "
 			           "calls and requests across its edges cut there and flagged\n",
-			        a, b, d->range_calls_out);
+			        a, b, d->cut.calls_out);
 	}
-	if (d->min_dur_ns) {
-		kd_fmt_dur(d->min_dur_ns, c, sizeof(c));
+	if (d->cut.min_dur_ns) {
+		kd_fmt_dur(d->cut.min_dur_ns, c, sizeof(c));
 		fprintf(f, "min-dur:   %" PRIu64 " calls shorter than %s left out of the timeline; "
-		           "their time stays in their callers' self time\n", d->min_dur_dropped, c);
+		           "their time stays in their callers' self time\n", d->cut.min_dur_dropped, c);
 	}
 }
 
@@ -582,6 +486,7 @@ struct rf_frame {
 	uint64_t kids;            /* ticks: kept children's clamped durations */
 	uint32_t q;               /* queue index of its BEGIN placeholder, or KD_NONE */
 	uint32_t state;
+	uint32_t pos;             /* the builder's call position (with track) */
 };
 
 struct rf_item {
@@ -632,6 +537,8 @@ static void rf_keep(struct kd_range_filter *f, struct rf_frame *fr)
 	struct rf_item *q = f->q;
 
 	fr->state = RF_KEPT;
+	if (f->track)
+		f->in_kept[fr->pos] = 1;
 	if (fr->begin.tick < f->from) {
 		fr->begin.tick = f->from;
 		fr->begin.sub = 0; /* first in the range's first tick (above) */
@@ -686,11 +593,22 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		fr->begin = *e;
 		fr->kids = 0;
 		fr->q = KD_NONE;
+		if (f->track) {
+			if (kd_grow(&f->in_parent, &f->cap_parent, f->npos, sizeof(*f->in_parent),
+			            "the range filter") ||
+			    kd_grow(&f->in_kept, &f->cap_kept, f->npos, 1, "the range filter"))
+				kd_dec_oom("the range filter", SIZE_MAX);
+			fr->pos = f->npos++;
+			f->in_parent[fr->pos] = f->depth > 1 ? fr[-1].pos : KD_NONE;
+			f->in_kept[fr->pos] = 0;
+		}
 		if (e->tick > f->to ||
 		    (f->depth > 1 && fr[-1].state == RF_DROPPED)) {
 			fr->state = RF_DROPPED;
 		} else if (e->tick >= f->from && !f->min) {
 			fr->state = RF_KEPT;
+			if (f->track)
+				f->in_kept[fr->pos] = 1;
 			rf_flush(f, d); /* what rf_decide just released goes first */
 			rf_put(f, d, e, 0);
 		} else {
@@ -776,16 +694,47 @@ void kd_range_filter_free(struct kd_range_filter *f)
 {
 	free(f->stack);
 	free(f->q);
+	free(f->in_parent);
+	free(f->in_kept);
 	f->stack = f->q = NULL;
+	f->in_parent = NULL;
+	f->in_kept = NULL;
+}
+
+/* Requests' call positions (the builder's, counted before the filter) ->
+ * positions among the kept calls, as the collector behind the filter
+ * numbers them: call_first/call_end the first kept call at or after it,
+ * open_at_end its nearest kept caller. */
+static void rf_remap_reqs(struct kd_dec *d, const struct kd_range_filter *f)
+{
+	uint32_t n = f->npos, k = 0;
+	uint32_t *map = kd_xmalloc(((size_t)n + 1) * sizeof(*map), "the range cut");
+
+	for (uint32_t i = 0; i < n; i++) {
+		map[i] = k;
+		k += f->in_kept[i];
+	}
+	map[n] = k;
+	for (uint32_t i = 0; i < d->nreqs; i++) {
+		struct kd_dec_request *q = &d->reqs[i];
+		uint32_t p = q->open_at_end;
+
+		q->call_first = q->call_first == KD_NONE ? KD_NONE : map[q->call_first < n ? q->call_first : n];
+		q->call_end = q->call_end == KD_NONE ? KD_NONE : map[q->call_end < n ? q->call_end : n];
+		for (uint32_t s = 0; p < n && !f->in_kept[p] && s <= n; s++)
+			p = f->in_parent[p];
+		q->open_at_end = p < n ? map[p] : KD_NONE;
+	}
+	free(map);
 }
 
 uint64_t kd_range_start(const struct kd_dec *d)
 {
 	uint64_t from, to, min;
 
-	if (!d->range || d->range_walked)
+	if (!d->cut.range || d->cut.walked)
 		return d->window_start;
-	switch (kd_range_ticks(d, d->range, &from, &to, &min)) {
+	switch (kd_range_ticks(d, d->cut.range, &from, &to, &min)) {
 	case 1: return from;
 	case 2: return d->window_end;
 	default: return d->window_start;
@@ -793,37 +742,84 @@ uint64_t kd_range_start(const struct kd_dec *d)
 }
 
 /*
- * A walk with d->range applied on the stream (main.c sets it for the
+ * A walk with d->cut.range applied on the stream (main.c sets it for the
  * streamed formats): the filter above cuts the calls, then the rest is cut
  * as kd_range_apply cuts it (requests, marks, runs, intervals, window).
  * Requests' recorded-order positions (call_first ...) count the calls
  * before the filter, so they are cleared.  A second walk starts again from
  * the snapshot's window.
  */
-int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_dec_error *err)
 {
-	const struct kd_range *r = d->range;
+	const struct kd_range *r = d->cut.range;
 	struct kd_range_filter f;
 	uint64_t from, to, min;
 	int rc;
 
 	if (!r || !(r->active || r->min_dur_ns))
 		return kd_dec_walk(d, sink, err);
-	if (d->range_walked) {
-		d->window_start = d->range_full_start;
-		d->window_end = d->range_full_end;
+	if (d->cut.walked) {
+		d->window_start = d->cut.full_start;
+		d->window_end = d->cut.full_end;
 	}
 	range_begin(d, r, &from, &to, &min);
-	rc = kd_dec_walk(d, kd_range_filter(&f, r, sink), err);
-	d->range_calls_out = f.calls_out;
-	d->min_dur_dropped = f.min_dropped;
+	d->cut.calls_out = d->cut.min_dur_dropped = 0;
+	sink = kd_range_filter(&f, r, sink);
+	f.track = track;
+	rc = kd_dec_walk(d, sink, err);
+	d->cut.calls_out = f.calls_out;
+	d->cut.min_dur_dropped = f.min_dropped;
+	if (!rc && track)
+		rf_remap_reqs(d, &f);
 	kd_range_filter_free(&f);
 	if (rc)
 		return rc;
-	for (uint32_t i = 0; i < d->nreqs; i++)
-		d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
-	if (d->range_cut)
+	if (!track)
+		for (uint32_t i = 0; i < d->nreqs; i++)
+			d->reqs[i].call_first = d->reqs[i].call_end = d->reqs[i].open_at_end = KD_NONE;
+	if (d->cut.state)
 		cut_rest(d, from, to);
-	d->range_walked = 1;
+	d->cut.walked = 1;
 	return 0;
+}
+
+int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+{
+	return walk_cut(d, sink, 0, err);
+}
+
+int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+{
+	return walk_cut(d, sink, 1, err);
+}
+
+/*
+ * The collector behind the range filter (kd_dec_collect when d->cut.range is
+ * set): d->calls are the cut calls, requests' call positions remapped to
+ * them.  d->cut.range stays: a later walk (a streamed sink on a collected
+ * file) is cut the same way.
+ */
+int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err)
+{
+	return walk_cut(d, kd_collector_sink(c), 1, err);
+}
+
+void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
+{
+	struct kd_dec_error err;
+	struct kd_collector c;
+	int rc;
+
+	d->cut.range = r;
+	kd_collector_init(&c, d);
+	rc = kd_range_collect(d, &c, &err);
+	kd_collector_free(&c);
+	if (!rc)
+		d->opts.stream = 0;
+	if (rc) {
+		char msg[512];
+
+		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		fprintf(stderr, "%s\n", msg);
+	}
 }

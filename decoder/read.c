@@ -50,16 +50,6 @@ static int fail(struct kd_dec_error *err, int code, int has_off, uint64_t off,
 	return code;
 }
 
-void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
-                              char *buf, size_t len)
-{
-	if (err->has_offset)
-		snprintf(buf, len, "ktrace-decode: %s: offset 0x%" PRIx64 ": %s", file,
-		         err->offset, err->msg);
-	else
-		snprintf(buf, len, "ktrace-decode: %s: %s", file, err->msg);
-}
-
 /* ---- the test hook (decoder.h) --------------------------------------------- */
 
 void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);

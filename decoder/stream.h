@@ -38,12 +38,13 @@
  * parent's `self` (self is "time in no kept child"), so it must add the
  * dropped call's duration to the parent's self when forwarding the parent's
  * END.  kd_filter_pass() is the identity filter to start from.
- * kd_range_filter (range.c) is the time range and --min-dur; a streamed
- * sink walks with kd_dec_walk_cut(), which puts it in front of the sink
- * when d->range is set.
+ * kd_range_filter (range.c) is the time range and --min-dur; every walk
+ * goes through kd_dec_walk_cut(), which puts it in front of the sink when
+ * d->cut.range is set: a streamed sink's walk and the collector's alike.
  *
  * In-memory sinks (stats, explain, html, the tests' kd_dec_open_*) get
- * d->calls from kd_collector, a sink that appends every call.
+ * d->calls from kd_collector, a sink that appends every call
+ * (kd_dec_collect: behind the range filter when d->cut.range is set).
  */
 #ifndef KD_STREAM_H
 #define KD_STREAM_H
@@ -102,10 +103,12 @@ struct kd_collector {
 void kd_collector_init(struct kd_collector *c, struct kd_dec *d);
 struct kd_sink kd_collector_sink(struct kd_collector *c);
 void kd_collector_free(struct kd_collector *c);
-/* Walk d (opened with opts.stream) with the collector: d->calls filled,
- * opts.stream cleared.  0, or an error from kd_dec_walk. */
+/* Walk d (opened with opts.stream, or again) with the collector: d->calls
+ * filled, opts.stream cleared; with d->cut.range set, through the range
+ * filter (kd_range_collect, range.c).  0, or an error from kd_dec_walk. */
 struct kd_dec_error;
 int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err);
+int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err);
 
 /* The identity filter: forwards everything to next. */
 struct kd_filter_pass {

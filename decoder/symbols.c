@@ -651,8 +651,8 @@ static const char *demangled(struct kd_dec *d, const char *name)
 	memcpy(base, name, n);
 	base[n] = 0;
 	if ((dm = kd_demangle(base)) == NULL) {
-		if (kd_demangler_missing() && !d->warned_demangle) {
-			d->warned_demangle = 1;
+		if (kd_demangler_missing() && !d->pass.warned_demangle) {
+			d->pass.warned_demangle = 1;
 			fprintf(stderr, "ktrace-decode: %s: C++ names stay mangled: libstdc++.so.6 "
 			        "(its __cxa_demangle) is not installed; install libstdc++6, or "
 			        "pipe the output through c++filt\n", d->file ? d->file : "?");
@@ -766,9 +766,9 @@ void kd_dec_symbolize(struct kd_dec *d)
 	struct symcache *c = NULL;
 	char buf[64];
 
-	if (!d->opts.no_symbols && !d->symcache)
-		d->symcache = kd_xcalloc(1, sizeof(struct symcache), "the symbol cache");
-	c = d->symcache;
+	if (!d->opts.no_symbols && !d->pass.symcache)
+		d->pass.symcache = kd_xcalloc(1, sizeof(struct symcache), "the symbol cache");
+	c = d->pass.symcache;
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
 		struct kd_dec_func *f = &d->funcs[i];
 

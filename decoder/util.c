@@ -13,6 +13,31 @@
 
 /* ---- memory --------------------------------------------------------------- */
 
+/* ---- errors ----------------------------------------------------------------- */
+
+int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
+{
+	if (err) {
+		err->code = code;
+		err->has_offset = 0;
+		err->offset = 0;
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	}
+	return code;
+}
+
+void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
+                              char *buf, size_t len)
+{
+	if (err->has_offset)
+		snprintf(buf, len, "ktrace-decode: %s: offset 0x%" PRIx64 ": %s", file,
+		         err->offset, err->msg);
+	else
+		snprintf(buf, len, "ktrace-decode: %s: %s", file, err->msg);
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
 void kd_dec_oom(const char *what, size_t bytes)
 {
 	fprintf(stderr, "ktrace-decode: out of memory (%zu bytes for %s); decode one file at a "

@@ -13,6 +13,30 @@
 #define KD_NONE UINT32_MAX
 
 /*
+ * Errors: functions return 0 or a negative KD_E* code and fill a
+ * struct kd_dec_error that names the file offset and what is wrong.
+ */
+enum {
+	KD_EFORMAT = -1, /* not a ktrace file, or unsupported */
+	KD_ECORRUPT = -2, /* a ktrace file, but damaged beyond use */
+	KD_ENOMEM = -3,
+	KD_EIO = -4, /* could not open or read the file */
+};
+
+struct kd_dec_error {
+	uint64_t offset; /* bytes from file start; meaningful if has_offset */
+	int has_offset;
+	int code;        /* KD_E* */
+	char msg[320];   /* what is wrong, no file name, no newline */
+};
+
+/* Fill err (no offset); returns code. */
+int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
+/* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
+void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
+                              char *buf, size_t len);
+
+/*
  * Memory.  Running out of memory is fatal in the decoder, at the first
  * failing allocation: one line on stderr, "ktrace-decode: out of memory
  * (N bytes for WHAT); ...", and exit status 1 (atexit handlers run, so

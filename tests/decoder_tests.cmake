@@ -91,3 +91,17 @@ add_test(NAME test_html_viewer COMMAND ${KTRACE_DEC_TESTS_DIR}/html/viewercheck.
   ${CMAKE_CURRENT_BINARY_DIR}/html-viewer ${CMAKE_CURRENT_BINARY_DIR}/html-shots)
 set_tests_properties(test_html_viewer PROPERTIES LABELS "decoder;html" SKIP_RETURN_CODE 77
   TIMEOUT 300)
+
+# The golden corpus (tests/golden/): every format of a few real and
+# synthetic snapshots (alone, merged, cut by ranges) byte for byte against
+# the recorded outputs; -DMODE=update records new ones (golden.cmake says how).
+add_test(NAME test_decoder_corpus COMMAND ${CMAKE_COMMAND}
+  -DDECODE=$<TARGET_FILE:ktrace-decode> -DSRC=${KTRACE_DEC_TESTS_DIR}/golden
+  -DOUT=${CMAKE_CURRENT_BINARY_DIR}/golden-corpus -P ${KTRACE_DEC_TESTS_DIR}/golden/golden.cmake)
+set_tests_properties(test_decoder_corpus PROPERTIES LABELS decoder TIMEOUT 300)
+
+# The decoder's files call each other without circles, and no output
+# format's file calls another's (nm on the library; skipped without nm).
+add_test(NAME test_decoder_layers COMMAND python3 ${KTRACE_DEC_TESTS_DIR}/decoder_layers.py
+  $<TARGET_FILE:ktrace_decoder>)
+set_tests_properties(test_decoder_layers PROPERTIES LABELS decoder SKIP_RETURN_CODE 77)

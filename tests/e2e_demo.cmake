@@ -11,3 +11,14 @@ if(TARGET ktrace-example-server)
   add_dependencies(test_e2e_demo ktrace-example-server ktrace-decode)
   set_tests_properties(test_e2e_demo PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE)
 endif()
+
+# test_e2e_cut also cuts the demo server's snapshot when the examples are built.
+if(TARGET ktrace-example-server AND TARGET test_e2e_cut)
+  target_compile_definitions(test_e2e_cut PRIVATE
+    KTRACE_EXAMPLE_SERVER_PATH="$<TARGET_FILE:ktrace-example-server>")
+  add_dependencies(test_e2e_cut ktrace-example-server)
+endif()
+if(TARGET test_e2e_cut)
+  # the demo server's trigger wants a quiet machine, as test_e2e_demo's
+  set_tests_properties(test_e2e_cut PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE)
+endif()

@@ -159,6 +159,9 @@ endif()
 # a program that knows when each of its steps ran.
 ktrace_test_program(e2e_range SOURCES ${KT_E2E_DIR}/range_prog.c)
 ktrace_e2e_test(range PROGRAMS e2e_range)
+# Exact cuts: --from/--to at many points, nesting and order in text, chrome
+# and perfetto; explain names the trigger only when it is wholly in the range.
+ktrace_e2e_test(cut PROGRAMS e2e_range)
 # Several files on one timeline (issue 8): processes talking over a pipe,
 # overlapping snapshots of one process, in text, chrome and summary.
 ktrace_e2e_test(merge PROGRAMS e2e_calls)

@@ -1,5 +1,5 @@
 /*
- * test_decoder_exclude.c - `--format exclude` (out-budget.c) on synthetic
+ * test_decoder_exclude.c - `--format exclude` (out-exclude.c) on synthetic
  * snapshots whose functions are this test binary's own (MODULES from
  * /proc/self/maps, names from its symbol table): what is listed, what
  * never is, what the notes say GCC's substring matching also takes, the

@@ -330,7 +330,7 @@ static void test_decoder_harden_folded_deep(void **state)
 
 	f = open_memstream(&out, &len);
 	assert_non_null(f);
-	kd_out_folded(f, d, NULL);
+	assert_int_equal(kd_out_folded_stream(f, d, NULL), 0);
 	fclose(f);
 	/* Quadratic before: DEEP lines of up to DEEP frames (113 MB here);
 	 * now at most DEPTH lines of at most DEPTH + 1 frames (1.2 MB). */

@@ -74,9 +74,9 @@ static void test_merge_two_snapshots_of_one_process(void **state)
 	assert_int_equal(m->begin, 100);
 	assert_int_equal(m->end, 1800);
 	assert_false(m->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END));
-	assert_int_equal(d[1]->merge_cut, 1000);
-	assert_int_equal(d[1]->merge_joined, 1);
-	assert_int_equal(d[1]->merge_dropped, 1);
+	assert_int_equal(d[1]->merge.cut, 1000);
+	assert_int_equal(d[1]->merge.joined, 1);
+	assert_int_equal(d[1]->merge.dropped, 1);
 	/* b's mark at 500 is a's business: b keeps none up to the cut */
 	assert_int_equal(d[1]->nmarks, 0);
 	kd_dec_free(d[0]);

@@ -517,7 +517,7 @@ static void test_outputs_folded_adds_up(void **state)
 
 	(void)state;
 	mem_open(&m);
-	kd_out_folded(m.f, d, NULL);
+	assert_int_equal(kd_out_folded_stream(m.f, d, NULL), 0);
 	mem_close(&m);
 	assert_non_null(strstr(m.p, "main/1001;commit;0x402000 2133\n"));
 	for (line = m.p; line && *line;) {
@@ -604,7 +604,7 @@ static void test_outputs_muted_list_whole(void **state)
 	d->snap.muted = m;
 	d->snap.nmuted = 60;
 
-	kd_dec_muted_list(d, buf, sizeof(buf));
+	kd_budget_muted_list(d, buf, sizeof(buf));
 	assert_true(strlen(buf) < sizeof(buf));
 	assert_non_null(strstr(buf, " more"));
 	/* every name before "and N more" is whole: 14 hex digits each */
@@ -615,7 +615,7 @@ static void test_outputs_muted_list_whole(void **state)
 		}
 
 	mem_open(&out);
-	kd_out_muted_note(out.f, d, "");
+	kd_budget_note(out.f, d, "");
 	mem_close(&out);
 	for (uint32_t i = 0; i < 60; i++) {
 		snprintf(name, sizeof(name), "0x%llx", 0x7f0000001000ull + i * 0x100);

@@ -333,7 +333,7 @@ static void same_trace(uint8_t *const *img, const size_t *len, uint32_t n, int64
 		a[i] = decode_image(img[i], len[i], 0);
 		b[i] = decode_image(img[i], len[i], 1);
 		kd_range_apply(a[i], &r);
-		b[i]->range = &r;
+		b[i]->cut.range = &r;
 	}
 	ta = trace(a, n, &la);
 	tb = trace(b, n, &lb);

@@ -177,7 +177,7 @@ static void test_range_min_dur_self(void **state)
 	r.min_dur_ns = 50;
 	kd_range_apply(d, &r);
 	assert_int_equal(d->ncalls, 2);
-	assert_int_equal(d->min_dur_dropped, 1);
+	assert_int_equal(d->cut.min_dur_dropped, 1);
 	assert_int_equal(d->calls[0].self, 500);
 	assert_int_equal(d->calls[1].end - d->calls[1].begin, 500);
 	assert_int_equal(d->calls[1].parent, 0);
@@ -212,7 +212,7 @@ static char *sorted_lines(char *text)
 	return out;
 }
 
-/* chrome, folded and the summary of a range cut on the walk (d->range) are
+/* chrome, folded and the summary of a range cut on the walk (d->cut.range) are
  * those of the collected calls cut by kd_range_apply (up to the order of
  * chrome's events and folded's lines), the process labels and the
  * summary's range lines included. */
@@ -229,10 +229,8 @@ static char *out_of(struct kd_dec *d, int fmt)
 		kd_out_chrome_begin(&ch, f, 0);
 		kd_out_chrome_file(&ch, d, 1, &o);
 		kd_out_chrome_end(&ch);
-	} else if (fmt == 1 && d->opts.stream) {
-		assert_int_equal(kd_out_folded_stream(f, d, &o), 0);
 	} else if (fmt == 1) {
-		kd_out_folded(f, d, &o);
+		assert_int_equal(kd_out_folded_stream(f, d, &o), 0);
 	} else {
 		struct kd_dec_error err;
 
@@ -262,7 +260,7 @@ static void test_range_streamed_formats_match_collected(void **state)
 			r.to_ns = i == 1 ? w0 + (w1 - w0) / 2 : INT64_MAX;
 			r.min_dur_ns = i >= 2 ? 2000 : 0;
 			kd_range_apply(a, &r);
-			b->range = &r;
+			b->cut.range = &r;
 			x = out_of(a, fmt);
 			y = out_of(b, fmt);
 			if (strcmp(x, y))
@@ -325,7 +323,7 @@ static void test_range_cut_calls_nest(void **state)
 	assert_true(d->calls[outer].begin_sub <= d->calls[inner].begin_sub);
 	/* the walk cuts the same: chrome's events are the same */
 	b = decode_image(img, len, 1);
-	b->range = &r;
+	b->cut.range = &r;
 	x = out_of(d, 0);
 	y = out_of(b, 0);
 	if (strcmp(x, y))
@@ -337,6 +335,65 @@ static void test_range_cut_calls_nest(void **state)
 	free(img);
 }
 
+/* explain under a range: on the collected calls (cut by the filter in
+ * front of the collector) and on a streamed file (kd_out_explain_stream:
+ * the range, then its own request filter) the same text; and the trigger
+ * is named only when its request is wholly in the range. */
+static char *explain_of(struct kd_dec *d)
+{
+	struct kd_out_opts o = { .quiet = 1 };
+	char *p = NULL;
+	size_t len;
+	FILE *f = open_memstream(&p, &len);
+
+	assert_non_null(f);
+	if (d->opts.stream)
+		assert_int_equal(kd_out_explain_stream(f, d, &o), 0);
+	else
+		kd_out_explain(f, d, &o);
+	assert_int_equal(fclose(f), 0);
+	return p;
+}
+
+static void test_range_explain_trigger_whole_only(void **state)
+{
+	size_t len;
+	int64_t w0, w1, tb, te;
+	uint8_t *buf = golden(&len, &w0, &w1);
+	struct kd_dec *d = decode_image(buf, len, 0);
+
+	(void)state;
+	assert_int_not_equal(d->trigger_req, KD_NONE);
+	tb = kd_dec_wall_ns(d, d->reqs[d->trigger_req].begin);
+	te = kd_dec_wall_ns(d, d->reqs[d->trigger_req].end);
+	kd_dec_free(d);
+	for (int i = 0; i < 4; i++) {
+		struct kd_range r = { 0 };
+		struct kd_dec *a = decode_image(buf, len, 0), *b = decode_image(buf, len, 1);
+		char *x, *y;
+
+		r.active = 1;
+		/* 0: around it; 1: clips its start; 2: clips its end; 3: before it */
+		r.from_ns = i == 0 ? tb - 1000 : i == 1 ? (tb + te) / 2 : w0;
+		r.to_ns = i == 0 ? te + 1000 : i == 2 ? (tb + te) / 2 : i == 3 ? tb - 1000 : w1;
+		kd_range_apply(a, &r);
+		b->cut.range = &r;
+		x = explain_of(a);
+		y = explain_of(b);
+		if (strcmp(x, y))
+			fail_msg("range %d: streamed:\n%s\ncollected:\n%s", i, y, x);
+		if (i == 0 && !strstr(x, "  trigger: \"get\" request"))
+			fail_msg("the trigger wholly in the range is not named:\n%s", x);
+		if (i > 0 && (strstr(x, "  trigger:") || !strstr(x, "not wholly in the range")))
+			fail_msg("range %d clips or misses the trigger request:\n%s", i, x);
+		free(x);
+		free(y);
+		kd_dec_free(a);
+		kd_dec_free(b);
+	}
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_range_min_dur_self),
 		cmocka_unit_test(test_range_streamed_formats_match_collected),
 		cmocka_unit_test(test_range_cut_calls_nest),
+		cmocka_unit_test(test_range_explain_trigger_whole_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -559,7 +559,7 @@ static char *render(int streamed, char *const *paths, uint32_t n, const struct k
 		assert_int_equal(kd_dec_open_file(paths[i], &dopts, &d[i], &err), 0);
 	if (n == 1 && streamed) {
 		assert_int_equal(kd_out_explain_stream(m, d[0], o), 0);
-		assert_int_equal(kd_out_text_stream(m, d[0], o), 0);
+		assert_int_equal(kd_out_text(m, d[0], o), 0);
 	} else if (n == 1) {
 		kd_out_explain(m, d[0], o);
 		kd_out_text(m, d[0], o);

@@ -81,7 +81,7 @@ static const struct ktrace_muted_rec *muted(const struct kd_dec *d, const char *
 {
 	for (uint32_t f = 0; f < d->nfuncs; f++) {
 		const char *n = kd_dec_func_name(d, f);
-		int m = kd_dec_muted(d, f);
+		int m = kd_budget_muted(d, f);
 		if (m >= 0 && strcmp(n, name) == 0)
 			return &d->snap.muted[m];
 	}
