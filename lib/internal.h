@@ -241,6 +241,11 @@ void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, uint64_t sta
 uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k);
 /* Copy up to max blocks; returns the blocks left to copy. */
 uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max);
+/* The one reader protocol (ring.c): copy the first n words (5..BW) of
+ * incarnation S of core k's ring (ring_words words, like every core's)
+ * into dst; 1 if the copy is consistent (one incarnation, starting with
+ * its BLOCK_START), 0 if torn or not there (dst is then garbage). */
+int ktrace__ring_read_block(const struct kt_core *k, uint32_t S, uint32_t n, uint32_t *dst);
 /* All of core c in one go; dst has room for the whole ring.  race_drops
  * gets the blocks reused before they were copied. */
 size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out, uint64_t *race_drops);
