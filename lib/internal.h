@@ -81,7 +81,8 @@ struct kt_globals {
 	uint32_t nblocks;            /* ring_words / KTRACE_BLOCK_WORDS */
 	int use_rseq;                /* appends use rseq (else CAS + locked path) */
 	int clock_source;            /* enum ktrace_clock_source */
-	uint32_t tsc_shift;          /* record ts20 = counter >> tsc_shift */
+	uint32_t tsc_shift;          /* record ts20 = counter >> tsc_shift:
+	                                KT_TSC_SHIFT with the TSC (clock.c) */
 	uint64_t forward_max;        /* counter units: deadline step */
 	uint64_t start_tsc;          /* counter at init */
 	_Atomic int state;           /* enum kt_init_state */
@@ -92,6 +93,12 @@ struct kt_globals {
 	                                 are kept (KTRACE_REQ_AFTER) */
 	_Atomic uint64_t loss[KTRACE_LOSS_COUNT]; /* by enum ktrace_loss_cause */
 };
+
+/* The TSC shift: a record's ts20 is (TSC >> KT_TSC_SHIFT), about 100 ns
+ * ticks at 2.5 GHz.  The one definition: clock.c sets tsc_shift from it
+ * (other clocks use their own, at most this), and the hooks' asm in
+ * record.c, which shifts by the literal ("shrq $8"), asserts it. */
+#define KT_TSC_SHIFT 8u
 
 enum kt_init_state { KT_UNINIT = 0, KT_INITING = 1, KT_READY = 2, KT_OFF = 3 };
 
