@@ -424,7 +424,8 @@ int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 int ktrace__parse_signal(const char *s, int *signo);
 int ktrace__parse_bool(const char *s, int *out);
 
-/* ---- snapshots (snapshot.c) -------------------------------------------- */
+/* ---- snapshots (snapshot.c, signal.c, trigq.c, ratelimit.c, writer.c,
+ *      snapfile.c; how they fit, and their lock order: snapshot.h) ------- */
 /* Counter values bracketing snapshot writes, for triggers: a request that
  * overlapped one was slowed by it (on a busy or one-cpu machine the writer
  * competes for the cpu) and must not fire another.  busy_since is 0 when
@@ -445,11 +446,12 @@ struct kt_trigger_info;
  * respect to application threads (no blocking). */
 int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec *trig,
                                      uint32_t delay_ms);
-/* Write a snapshot now (writer thread only); 0 or KTRACE_E*. */
+/* Write a snapshot now (writer thread only; snapfile.c); 0 or KTRACE_E*. */
 int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
                            char *path_out, size_t path_len);
-/* The writer thread's memory: zeroed, from mmap, never malloc (a malloc
- * arena of its own would reserve 64 MiB of the program's address space). */
+/* The writer thread's memory (snapfile.c): zeroed, from mmap, never malloc
+ * (a malloc arena of its own would reserve 64 MiB of the program's address
+ * space).  ktrace__warn_once: writer.c. */
 void *ktrace__walloc(size_t bytes);
 void ktrace__wfree(void *p);
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
