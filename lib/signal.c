@@ -27,11 +27,13 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "sig_pending must be lock-free in a ha
 static struct sigaction prev_action;
 static int have_prev_action;
 /* Signal our handler is on, 0 = none; written by install_signal (start-up,
- * ktrace_setting), read by the writer (ktrace__signal_check, snapfile.c's fill_info).  relaxed
- * everywhere: a free-standing value, re-read to detect a change. */
+ * ktrace_setting), read by the writer (ktrace__signal_check, snapfile.c's
+ * fill_info).  relaxed everywhere: a free-standing value, re-read to
+ * detect a change. */
 static _Atomic int installed_signo;
 /* 1 while the program's own handler is on installed_signo instead of
- * ours (writer thread: ktrace__signal_check; read by snapfile.c's fill_info). */
+ * ours (writer thread: ktrace__signal_check; read by snapfile.c's
+ * fill_info). */
 static _Atomic int signal_taken;
 
 /* ---- signal --------------------------------------------------------------- */

@@ -28,7 +28,8 @@
 
 /* writer.c */
 void ktrace__writer_wake(void);         /* after a request is set; async-signal-safe */
-int ktrace__writer_ready(void);         /* start a fork child's writer if needed; 1 if it runs */
+/* Start a fork child's writer if it needs one; 1 if the writer runs. */
+int ktrace__writer_ready(void);
 int ktrace__writer_is_self(void);       /* 1 on the writer thread */
 void ktrace__writer_set_writing(int on);  /* a file is being written (the exit wait) */
 

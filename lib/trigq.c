@@ -85,6 +85,19 @@ static KT_NOINSTR int trigger_run_slow(struct ktrace_trigger_rec *t)
 	       t->duration_ns - t->preempted_ns > t->threshold_ns;
 }
 
+/* Under trig_mu: forget the trigger files written more than 60 s before
+ * now_ns; 1 if one more is within max. */
+static KT_NOINSTR int trig_rate_room_locked(int64_t now_ns, uint32_t max)
+{
+	uint32_t keep = 0;
+
+	for (uint32_t i = 0; i < trig_times_n; i++)
+		if (now_ns - trig_times[i] < 60 * 1000000000LL)
+			trig_times[keep++] = trig_times[i];
+	trig_times_n = keep;
+	return trig_times_n < max;
+}
+
 /* From the request's thread (ktrace__snapshot_request_trigger), under
  * trig_mu: queue a run-mode trigger; 0, or KTRACE_ERATE when the queue is
  * full (then counted as suppressed by the caller). */
@@ -108,7 +121,7 @@ static KT_NOINSTR int take_run_trigger(struct ktrace_trigger_rec *out, int64_t n
 {
 	for (;;) {
 		int have = 0, ok;
-		uint32_t keep = 0, max = kt_load_cfg(max_per_min);
+		uint32_t max = kt_load_cfg(max_per_min);
 
 		pthread_mutex_lock(&trig_mu);
 		if (run_n > 0) {
@@ -132,11 +145,7 @@ static KT_NOINSTR int take_run_trigger(struct ktrace_trigger_rec *out, int64_t n
 		/* The rate limit (as ktrace__snapshot_request_trigger's in wall
 		 * mode), now that the trigger is known to count. */
 		pthread_mutex_lock(&trig_mu);
-		for (uint32_t i = 0; i < trig_times_n; i++)
-			if (now_ns - trig_times[i] < 60 * 1000000000LL)
-				trig_times[keep++] = trig_times[i];
-		trig_times_n = keep;
-		ok = trig_times_n < max;
+		ok = trig_rate_room_locked(now_ns, max);
 		if (ok) {
 			trig_times[trig_times_n++] = now_ns;
 			/* The ones queued meanwhile are in this file's window, as a
@@ -190,8 +199,8 @@ KT_NOINSTR int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec 
                                                 uint32_t delay_ms)
 {
 	int64_t now = ktrace__monotonic_ns();
-	uint32_t keep = 0, max = kt_load_cfg(max_per_min);
-	int r = 0;
+	uint32_t max = kt_load_cfg(max_per_min);
+	int r = 0, room;
 
 	if (!ktrace__writer_ready())
 		return KTRACE_ENOTREADY;
@@ -202,11 +211,8 @@ KT_NOINSTR int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec 
 		pthread_mutex_unlock(&trig_mu);
 		goto done;
 	}
-	for (uint32_t i = 0; i < trig_times_n; i++)
-		if (now - trig_times[i] < 60 * 1000000000LL)
-			trig_times[keep++] = trig_times[i];
-	trig_times_n = keep;
-	if (trig_pending || trig_times_n >= max) {
+	room = trig_rate_room_locked(now, max);
+	if (trig_pending || !room) {
 		trig_suppressed++;
 		r = KTRACE_ERATE;
 	} else {
