@@ -130,15 +130,15 @@ KT_NOINSTR int ktrace__clock_init(void)
 	if (ktrace__cfg.force_clock == KTRACE_CLOCK_TSC && !counter)
 		ktrace__say("KTRACE_CLOCK=tsc but this CPU has no invariant TSC; "
 		            "using CLOCK_MONOTONIC");
-	/* TSC: 8 (the hot path's constant, ~100 ns ticks at 2.5 GHz).
+	/* TSC: KT_TSC_SHIFT (the hot path's, ~100 ns ticks at 2.5 GHz).
 	 * Monotonic ns: 6 (64 ns ticks).  cntvct: the largest shift that
 	 * keeps a tick at most 100 ns (62.5 MHz: 2, 1 GHz: 6, 24 MHz: 1). */
 	if (g->clock_source == KTRACE_CLOCK_TSC)
-		g->tsc_shift = 8;
+		g->tsc_shift = KT_TSC_SHIFT;
 	else if (g->clock_source == KTRACE_CLOCK_MONOTONIC)
 		g->tsc_shift = 6;
 	else
-		for (g->tsc_shift = 0; g->tsc_shift < 8 &&
+		for (g->tsc_shift = 0; g->tsc_shift < KT_TSC_SHIFT &&
 		     ((uint64_t)20000000 << g->tsc_shift) <= counter_hz(); g->tsc_shift++)
 			;
 	/* Counter units between full timestamps (I3 in ring.c). */

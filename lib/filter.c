@@ -646,8 +646,8 @@ static KT_NOINSTR uint32_t walk(const uint32_t *w, uint32_t n)
 }
 
 /*
- * Copy and walk core c's newest blocks up to state s, oldest first, with
- * the reader's protocol of ring.c (gen before and after the copy).  A
+ * Copy and walk core c's newest blocks up to state s, oldest first,
+ * through ring.c's reader (ktrace__ring_read_block).  A
  * block reused meanwhile, or missing, cuts the sample: stacks restart.
  * Returns the words walked.
  */
@@ -667,27 +667,13 @@ static KT_NOINSTR uint64_t sample_core(uint32_t c, uint64_t s, uint32_t since)
 	if (nb > used)
 		nb = (uint32_t)used;
 	for (uint32_t i = nb; i-- > 0;) {
-		uint32_t S = cur - i * BW, b = (S & ktrace__g.ring_mask) / BW;
-		uint32_t n = S == cur ? pos - S : BW, g2;
-		/* acquire: pairs with claim_block's release store of gen. */
-		uint32_t g1 = kt_load(&k->gen[b], acquire);
-		uint32_t *dst = F.sample;
+		uint32_t S = cur - i * BW, n = S == cur ? pos - S : BW;
 
-		if (g1 != (S | 1u) || n < 5 || n > BW) {
+		if (!ktrace__ring_read_block(k, S, n, F.sample)) {
 			close_sample();
 			continue;
 		}
-		for (uint32_t j = 0; j < n; j++)
-			dst[j] = __atomic_load_n(&k->ring[(S + j) & ktrace__g.ring_mask],
-			                         __ATOMIC_RELAXED);
-		/* acquire fence: pairs with claim_block's release fence (I5). */
-		kt_fence(acquire);
-		g2 = kt_load(&k->gen[b], relaxed);
-		if (g1 != g2 || KTRACE_EXT_TYPE(dst[1]) != KTRACE_EXT_BLOCK_START) {
-			close_sample();
-			continue;
-		}
-		words += walk(dst, n);
+		words += walk(F.sample, n);
 	}
 	close_sample();
 	return words;

@@ -81,7 +81,8 @@ struct kt_globals {
 	uint32_t nblocks;            /* ring_words / KTRACE_BLOCK_WORDS */
 	int use_rseq;                /* appends use rseq (else CAS + locked path) */
 	int clock_source;            /* enum ktrace_clock_source */
-	uint32_t tsc_shift;          /* record ts20 = counter >> tsc_shift */
+	uint32_t tsc_shift;          /* record ts20 = counter >> tsc_shift:
+	                                KT_TSC_SHIFT with the TSC (clock.c) */
 	uint64_t forward_max;        /* counter units: deadline step */
 	uint64_t start_tsc;          /* counter at init */
 	_Atomic int state;           /* enum kt_init_state */
@@ -92,6 +93,12 @@ struct kt_globals {
 	                                 are kept (KTRACE_REQ_AFTER) */
 	_Atomic uint64_t loss[KTRACE_LOSS_COUNT]; /* by enum ktrace_loss_cause */
 };
+
+/* The TSC shift: a record's ts20 is (TSC >> KT_TSC_SHIFT), about 100 ns
+ * ticks at 2.5 GHz.  The one definition: clock.c sets tsc_shift from it
+ * (other clocks use their own, at most this), and the hooks' asm in
+ * record.c, which shifts by the literal ("shrq $8"), asserts it. */
+#define KT_TSC_SHIFT 8u
 
 enum kt_init_state { KT_UNINIT = 0, KT_INITING = 1, KT_READY = 2, KT_OFF = 3 };
 
@@ -241,6 +248,11 @@ void ktrace__ring_cursor_init(struct kt_ring_cursor *k, uint32_t c, uint64_t sta
 uint32_t ktrace__ring_cursor_margin(const struct kt_ring_cursor *k);
 /* Copy up to max blocks; returns the blocks left to copy. */
 uint32_t ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max);
+/* The one reader protocol (ring.c): copy the first n words (5..BW) of
+ * incarnation S of core k's ring (ring_words words, like every core's)
+ * into dst; 1 if the copy is consistent (one incarnation, starting with
+ * its BLOCK_START), 0 if torn or not there (dst is then garbage). */
+int ktrace__ring_read_block(const struct kt_core *k, uint32_t S, uint32_t n, uint32_t *dst);
 /* All of core c in one go; dst has room for the whole ring.  race_drops
  * gets the blocks reused before they were copied. */
 size_t ktrace__ring_copy(uint32_t c, void *dst, uint32_t *nblocks_out, uint64_t *race_drops);
@@ -412,7 +424,8 @@ int ktrace__parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 int ktrace__parse_signal(const char *s, int *signo);
 int ktrace__parse_bool(const char *s, int *out);
 
-/* ---- snapshots (snapshot.c) -------------------------------------------- */
+/* ---- snapshots (snapshot.c, signal.c, trigq.c, ratelimit.c, writer.c,
+ *      snapfile.c; how they fit, and their lock order: snapshot.h) ------- */
 /* Counter values bracketing snapshot writes, for triggers: a request that
  * overlapped one was slowed by it (on a busy or one-cpu machine the writer
  * competes for the cpu) and must not fire another.  busy_since is 0 when
@@ -433,11 +446,12 @@ struct kt_trigger_info;
  * respect to application threads (no blocking). */
 int ktrace__snapshot_request_trigger(const struct ktrace_trigger_rec *trig,
                                      uint32_t delay_ms);
-/* Write a snapshot now (writer thread only); 0 or KTRACE_E*. */
+/* Write a snapshot now (writer thread only; snapfile.c); 0 or KTRACE_E*. */
 int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *trig,
                            char *path_out, size_t path_len);
-/* The writer thread's memory: zeroed, from mmap, never malloc (a malloc
- * arena of its own would reserve 64 MiB of the program's address space). */
+/* The writer thread's memory (snapfile.c): zeroed, from mmap, never malloc
+ * (a malloc arena of its own would reserve 64 MiB of the program's address
+ * space).  ktrace__warn_once: writer.c. */
 void *ktrace__walloc(size_t bytes);
 void ktrace__wfree(void *p);
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

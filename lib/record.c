@@ -230,7 +230,7 @@ slow:
 #endif
 }
 
-#define KT_TSC_SHIFT 8u /* must match "shrq $8" above */
+_Static_assert(KT_TSC_SHIFT == 8, "the asm above shifts by 8: \"shrq $8\" (KT_TSC_SHIFT)");
 
 KT_NOINSTR int ktrace__try_fast(struct kt_thread *t, uint32_t ev)
 {

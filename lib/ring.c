@@ -490,6 +490,44 @@ KT_NOINSTR void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *
 
 /* ---- reader --------------------------------------------------------------- */
 
+/*
+ * The one reader protocol (see "Readers" above); the snapshot's cursor
+ * and the window budget's sampler (filter.c) both copy through it.
+ * Copy the first n words of incarnation S of core k's ring into dst, and
+ * return 1 when the copy is consistent: gen was S|1 before and after it
+ * (acquire load, copy, acquire fence, load again: I5), and it starts with
+ * the BLOCK_START record naming S (I1).  Returns 0 for a torn block (reused
+ * before or while it was copied, or never written): dst then holds words
+ * of no single incarnation and must not be used.  The caller bounds n by
+ * what it knows is committed (pos - S for the block holding pos - 1, read
+ * from a state loaded with acquire; BW for older ones); n outside 5..BW is
+ * refused.  Never waits for a writer.
+ */
+/* Not checked by ASan: the ring and dst are the library's own mappings,
+ * bounds checked by the callers, and an instrumented word-by-word copy
+ * would be slower than the (uninstrumented, asm) writers it races with. */
+KT_NOINSTR __attribute__((no_sanitize_address)) int
+ktrace__ring_read_block(const struct kt_core *core, uint32_t S, uint32_t n, uint32_t *dst)
+{
+	uint32_t mask = ktrace__g.ring_mask, b = (S & mask) / BW, g1, g2;
+
+	if (n < 5 || n > BW)
+		return 0;
+	/* acquire: pairs with claim_block's release store of gen. */
+	g1 = kt_load(&core->gen[b], acquire);
+	if (g1 != (S | 1u))
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		dst[i] = __atomic_load_n(&core->ring[(S + i) & mask], __ATOMIC_RELAXED);
+	/* acquire fence: pairs with claim_block's release fence (see I5): if
+	 * any word copied came from a newer incarnation, the load below sees
+	 * 0 or its S|1. */
+	kt_fence(acquire);
+	g2 = kt_load(&core->gen[b], relaxed);
+	return g1 == g2 && KTRACE_REC_EV(dst[0]) == 4 &&
+	       KTRACE_EXT_TYPE(dst[1]) == KTRACE_EXT_BLOCK_START && dst[2] == S;
+}
+
 KT_NOINSTR uint64_t ktrace__ring_mark(uint32_t c, uint64_t *copy_tsc)
 {
 	/* The counter first: every record committed after the load below
@@ -632,43 +670,23 @@ static KT_NOINSTR void skip_ahead(struct kt_ring_cursor *k)
  * unbroken run ending at the newest block copied (a reader never glues
  * events across a hole).  Dropped blocks are counted in k->lost.
  */
-/* Not checked by ASan: the ring and dst are the library's own mappings,
- * bounds checked above, and an instrumented word-by-word copy would be
- * slower than the (uninstrumented, asm) writers it races with. */
-KT_NOINSTR __attribute__((no_sanitize_address)) uint32_t
+KT_NOINSTR uint32_t
 ktrace__ring_cursor_step(struct kt_ring_cursor *k, uint32_t max)
 {
-	struct kt_core *core = &ktrace__g.cores[k->cpu];
-	uint32_t mask = ktrace__g.ring_mask;
-
 	for (; k->left && max; k->left--, max--, k->next += BW) {
-		uint32_t S = k->next, b = (S & mask) / BW;
+		uint32_t S = k->next;
 		struct ktrace_block_rec *rec = (struct ktrace_block_rec *)(k->dst + k->bytes);
-		uint32_t *words = (uint32_t *)(rec + 1);
 		uint32_t n = (S == k->cur) ? k->pos - S : BW;
-		/* acquire: pairs with claim_block's release store of gen. */
-		uint32_t g1 = kt_load(&core->gen[b], acquire), g2;
 
-		if (g1 == (S | 1u)) {
-			for (uint32_t i = 0; i < n; i++)
-				words[i] = __atomic_load_n(&core->ring[(S + i) & mask],
-				                           __ATOMIC_RELAXED);
-			/* acquire fence: pairs with claim_block's release fence
-			 * (see I5): if any word copied came from a newer
-			 * incarnation, the load below sees 0 or its S|1. */
-			kt_fence(acquire);
-			g2 = kt_load(&core->gen[b], relaxed);
-			if (g1 == g2 && KTRACE_REC_EV(words[0]) == 4 &&
-			    KTRACE_EXT_TYPE(words[1]) == KTRACE_EXT_BLOCK_START && words[2] == S) {
-				rec->cpu = k->cpu;
-				rec->nwords = n;
-				rec->start = S;
-				rec->crc = 0; /* filled by the writer */
-				k->bytes += sizeof(*rec) + (size_t)n * 4;
-				k->kept++;
-				k->done++;
-				continue;
-			}
+		if (ktrace__ring_read_block(&ktrace__g.cores[k->cpu], S, n, (uint32_t *)(rec + 1))) {
+			rec->cpu = k->cpu;
+			rec->nwords = n;
+			rec->start = S;
+			rec->crc = 0; /* filled by the writer */
+			k->bytes += sizeof(*rec) + (size_t)n * 4;
+			k->kept++;
+			k->done++;
+			continue;
 		}
 		/* A hole: S was reused (or is being reused) by the writer. */
 		k->lost += k->kept + 1;

@@ -123,7 +123,7 @@ if [ "$QUICK" = 0 ]; then
   # exit path; every traced program has one (the snapshot writer), so the
   # default cost a second per traced process (half of test_e2e_lifecycle's
   # time).  200 ms still holds two of the writer's idle wake-ups (its
-  # FUTEX_WAIT times out after at most 101 ms, lib/snapshot.c writer_main).
+  # FUTEX_WAIT times out after at most 101 ms, lib/writer.c writer_main).
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:atexit_sleep_ms=200} \
     run_config tsan -DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
   # Bounded fuzz runs of the two parsers of untrusted input, seeded with

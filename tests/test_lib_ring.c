@@ -667,6 +667,132 @@ static void test_ring_copy_while_writing(void **state)
 	assert_int_equal(holes, 0);
 }
 
+/* ---- the reader (ktrace__ring_read_block) --------------------------------------- */
+
+/*
+ * A core of our own (not in ktrace__g.cores: no hook writes it), as big as
+ * every core's ring, written by the test as claim_block writes a block:
+ * gen = 0, release fence, the words, gen = S|1 (release).  Incarnation S
+ * holds BLOCK_START naming S, then S + i at word i: a copy that mixes two
+ * incarnations shows it.
+ */
+static struct kt_core *fake_core(void)
+{
+	struct kt_core *k = calloc(1, sizeof(*k));
+
+	assert_non_null(k);
+	k->ring = calloc(ktrace__g.ring_words, 4);
+	k->gen = calloc(ktrace__g.nblocks, 4);
+	assert_non_null(k->ring);
+	assert_non_null((void *)k->gen);
+	return k;
+}
+
+static void fake_core_free(struct kt_core *k)
+{
+	free(k->ring);
+	free((void *)k->gen);
+	free(k);
+}
+
+static void fake_block(struct kt_core *k, uint32_t S)
+{
+	uint32_t b = (S & ktrace__g.ring_mask) / BW, *r = &k->ring[S & ktrace__g.ring_mask];
+
+	atomic_store_explicit(&k->gen[b], 0, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n(&r[0], KTRACE_REC(0, 4), __ATOMIC_RELAXED);
+	__atomic_store_n(&r[1], KTRACE_EXT_WORD(KTRACE_EXT_BLOCK_START, 1), __ATOMIC_RELAXED);
+	for (uint32_t i = 2; i < BW; i++)
+		__atomic_store_n(&r[i], S + i - 2, __ATOMIC_RELAXED);
+	atomic_store_explicit(&k->gen[b], S | 1u, memory_order_release);
+}
+
+/* 1 if dst is incarnation S whole (n words). */
+static int block_is(const uint32_t *dst, uint32_t S, uint32_t n)
+{
+	for (uint32_t i = 2; i < n; i++)
+		if (dst[i] != S + i - 2)
+			return 0;
+	return 1;
+}
+
+static void test_ring_reader_contract(void **state)
+{
+	struct kt_core *k = fake_core();
+	uint32_t dst[BW], S = 3 * BW, b = 3;
+
+	(void)state;
+	fake_block(k, S);
+	assert_int_equal(ktrace__ring_read_block(k, S, BW, dst), 1);
+	assert_true(block_is(dst, S, BW));
+	assert_int_equal(ktrace__ring_read_block(k, S, 5, dst), 1);   /* a current block */
+	/* Not this incarnation: an older or a newer one in the same block. */
+	assert_int_equal(ktrace__ring_read_block(k, S + ktrace__g.ring_words, BW, dst), 0);
+	assert_int_equal(ktrace__ring_read_block(k, S - ktrace__g.ring_words, BW, dst), 0);
+	/* Being reused (gen 0), never written, sizes out of 5..BW. */
+	atomic_store(&k->gen[b], 0);
+	assert_int_equal(ktrace__ring_read_block(k, S, BW, dst), 0);
+	assert_int_equal(ktrace__ring_read_block(k, 4 * BW, BW, dst), 0);
+	fake_block(k, S);
+	assert_int_equal(ktrace__ring_read_block(k, S, 4, dst), 0);
+	assert_int_equal(ktrace__ring_read_block(k, S, BW + 1, dst), 0);
+	/* gen says S but the block does not start with S's BLOCK_START. */
+	k->ring[S + 2] = S + 1;
+	assert_int_equal(ktrace__ring_read_block(k, S, BW, dst), 0);
+	fake_core_free(k);
+}
+
+static atomic_int stop_reuse;
+
+/* Reuse block 0 of the fake core over and over, as fast as it can. */
+static void *reuse_main(void *arg)
+{
+	struct kt_core *k = arg;
+
+	kunit_pin(1);
+	for (uint32_t S = 0; !atomic_load(&stop_reuse); S += ktrace__g.ring_words)
+		fake_block(k, S);
+	return NULL;
+}
+
+/* Hazard 6: a block reused while it is copied is refused, never returned
+ * torn.  A reader that skipped the second look at gen would hand back
+ * words of two incarnations here (each copy races a whole rewrite). */
+static void test_ring_reader_never_torn(void **state)
+{
+	struct kt_core *k = fake_core();
+	uint32_t dst[BW];
+	uint64_t whole = 0, refused = 0;
+	int64_t end;
+	pthread_t th;
+
+	(void)state;
+	if (ktrace__g.ncpus < 2)
+		skip();
+	fake_block(k, 0);
+	atomic_store(&stop_reuse, 0);
+	assert_int_equal(pthread_create(&th, NULL, reuse_main, k), 0);
+	end = kt_now_ms() + 500;
+	while (kt_now_ms() < end) {
+		uint32_t g = atomic_load(&k->gen[0]), S = g & ~1u;
+		if (!(g & 1))
+			continue;
+		if (ktrace__ring_read_block(k, S, BW, dst)) {
+			assert_true(block_is(dst, S, BW));
+			whole++;
+		} else {
+			refused++;
+		}
+	}
+	atomic_store(&stop_reuse, 1);
+	pthread_join(th, NULL);
+	print_message("copies whole %llu, refused as torn %llu\n", (unsigned long long)whole,
+	              (unsigned long long)refused);
+	assert_true(whole + refused > 0);
+	fake_core_free(k);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = {"KTRACE_BUFFER_MB=1", "KTRACE_FILTER=off", NULL};
@@ -676,12 +802,14 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring_wrap_overwrite_and_loss_counter),
 		cmocka_unit_test(test_ring_tsc_record_after_idle),
 		cmocka_unit_test(test_ring_forced_deadline_writes_tsc),
+		cmocka_unit_test(test_ring_reader_contract),
 	};
 	const struct CMUnitTest threaded[] = {
 		cmocka_unit_test(test_ring_thread_record_on_shared_core),
 		cmocka_unit_test(test_ring_threads_preempting_on_one_core),
 		cmocka_unit_test(test_ring_migrating_threads),
 		cmocka_unit_test(test_ring_copy_while_writing),
+		cmocka_unit_test(test_ring_reader_never_torn),
 		/* Last: a failure leaves a bad block in cpu 0's ring. */
 		cmocka_unit_test(test_ring_thread_switch_after_idle),
 	};

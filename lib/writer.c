@@ -1,0 +1,294 @@
+/*
+ * writer.c - the writer thread: from a request (signal, API, trigger) to
+ * a call of ktrace__snapshot_write (snapfile.c), and the clock anchors
+ * every 100 ms.
+ *
+ * All file work happens on this one background thread.  It blocks every
+ * signal, so the snapshot signal is delivered to application threads and
+ * SIGXFSZ (file size limit) turns into an EFBIG error here instead of
+ * killing the process.  Requests reach it through a futex word, wake_seq,
+ * which owns no descriptor: a program that closes or reuses descriptor
+ * numbers can never make the library read, write or wait on its files.
+ *
+ *   - the signal handler (signal.c) sets sig_pending, then
+ *     ktrace__writer_wake() increments wake_seq and calls FUTEX_WAKE (all
+ *     async-signal-safe);
+ *   - ktrace_snapshot() (snapshot.c) queues a request under api_mu and
+ *     waits on api_cv for the writer to finish it;
+ *   - a trigger (trigger.c) is queued with a due time (trigq.c).
+ *
+ * The writer sleeps in FUTEX_WAIT on wake_seq with a timeout (the next
+ * anchor or a trigger's due time); it never polls or spins.  Its stack is
+ * KT_WRITER_STACK, not the default 8 MiB, and it allocates with mmap only
+ * (snapfile.c): under RLIMIT_AS the program keeps its address space.
+ *
+ * State: wake_seq, the thread and whether it runs, whether a file is being
+ * written, and a fork child's "start on first need".  Locks: it takes
+ * api_mu and trig_mu one at a time, never together (snapshot.h).
+ */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The writer's stack: its deepest path (a snapshot, and one with a stderr
+ * message) uses 23 KiB of it, TLS included (measured by scanning the
+ * stack for the deepest non-zero byte); sanitizers need more. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KT_WRITER_STACK (1024 * 1024)
+#else
+#define KT_WRITER_STACK (128 * 1024)
+#endif
+
+/* Incremented by every request, after its flag or queue entry is set
+ * (release: pairs with the writer's acquire load before it looks at the
+ * requests); FUTEX_WAIT on it returns at once if it moved since. */
+static _Atomic uint32_t wake_seq;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handler");
+static pthread_t writer;
+static _Atomic int writer_running;
+static _Atomic int writing;            /* 1 while a file is being written */
+
+/* ---- messages ------------------------------------------------------------ */
+
+static _Atomic uint64_t warned;        /* bit per message key */
+
+KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	/* relaxed: only decides whether to print; a duplicate line in a race
+	 * is harmless. */
+	if (kt_load(&warned, relaxed) & (1ull << (key & 63)))
+		return;
+	kt_add(&warned, 1ull << (key & 63), relaxed);
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	ktrace__say("%s", buf);
+}
+
+/* Async-signal-safe: one atomic add and one system call. */
+KT_NOINSTR void ktrace__writer_wake(void)
+{
+	int saved = errno;
+
+	/* release: the request set before this call (sig_pending, or an
+	 * entry under api_mu / trig_mu) is visible to a writer that loads
+	 * the new value with acquire. */
+	kt_add(&wake_seq, 1, release);
+	syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+/* ---- the writer thread ------------------------------------------------------ */
+
+static KT_NOINSTR int64_t mono_ms(void)
+{
+	return ktrace__monotonic_ns() / 1000000;
+}
+
+static KT_NOINSTR void *writer_main(void *arg)
+{
+	int64_t last_anchor = mono_ms();
+	uint32_t ticks = 0;
+
+	(void)arg;
+	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
+	for (;;) {
+		int64_t wait_ns = 100 * 1000000LL, now;
+		struct ktrace_trigger_rec trig;
+		int have_trig;
+		/* acquire: pairs with ktrace__writer_wake()'s release add; loaded before the
+		 * requests are looked at, so a request made after the look
+		 * moves wake_seq and FUTEX_WAIT below returns at once. */
+		uint32_t seq = kt_load(&wake_seq, acquire);
+
+		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
+		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
+		now = ktrace__monotonic_ns();
+		ktrace__sched_drain();
+		wait_ns = ktrace__sched_wait_ns(wait_ns);
+		have_trig = ktrace__trigq_take(&trig, now, &wait_ns);
+		if (have_trig)   /* the aftermath ends with the copy (trigger.c) */
+			kt_store(&ktrace__g.after_until, ktrace__now(), relaxed);
+		if (!have_trig && !ktrace__signal_pending()) {
+			if (!ktrace__api_pending()) {
+				struct timespec ts = {(time_t)(wait_ns / 1000000000),
+				                      (long)(wait_ns % 1000000000) + 1000000};
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+			}
+		}
+		if (mono_ms() - last_anchor >= 100) {
+			ktrace__anchor_take();
+			last_anchor = mono_ms();
+			if (++ticks % 10 == 0)   /* about once a second */
+				ktrace__signal_check();
+			/* relaxed: a free-standing estimate, read by triggers. */
+			kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
+		}
+		if (ktrace__signal_pending()) {
+			char reason[32];
+			/* writing before the flag is cleared: ktrace__snapshot_atexit
+			 * must never see both at 0 while a request is taken. */
+			kt_store(&writing, 1, relaxed);
+			ktrace__signal_clear();
+			snprintf(reason, sizeof(reason), "signal %s",
+			         kt_load_cfg(signo) == SIGUSR2 ? "SIGUSR2"
+			         : kt_load_cfg(signo) == SIGUSR1 ? "SIGUSR1" : "RT");
+			ktrace__snapshot_write(reason, NULL, NULL, 0);
+		}
+		if (have_trig) {
+			char reason[96];
+			snprintf(reason, sizeof(reason), "trigger: slow '%s' request", trig.kind);
+			ktrace__snapshot_write(reason, &trig, NULL, 0);
+		}
+		ktrace__api_serve();
+	}
+	return NULL;
+}
+
+/* at_start: from start-up, where a failure turns tracing off; else a
+ * fork child's, where only snapshots are lost. */
+static KT_NOINSTR int start_writer(int at_start)
+{
+	sigset_t all, old;
+	pthread_attr_t at;
+	int r;
+
+	/* The writer inherits a full mask: no signal ever runs on it. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, KT_WRITER_STACK);
+	r = pthread_create(&writer, &at, writer_main, NULL);
+	pthread_attr_destroy(&at);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		ktrace__say("cannot start the snapshot writer thread in process %d: %s%s; %s",
+		            (int)getpid(), strerror(r), r == EAGAIN ? " (RLIMIT_NPROC, or the "
+		            "system's thread limit, reached)" : "", at_start ? "tracing is off "
+		            "and its buffers are given back" : "no snapshot can be written in it");
+		return KTRACE_ENOWRITER;
+	}
+	pthread_setname_np(writer, "ktrace-writer");
+	/* release: the state above is visible to any thread that
+	 * sees writer_running == 1 with acquire. */
+	kt_store(&writer_running, 1, release);
+	return 0;
+}
+
+KT_NOINSTR int ktrace__snapshot_init(void)
+{
+	int r = start_writer(1);
+
+	if (r)
+		return r;
+	ktrace__signal_init();   /* unless ktrace__snapshot_signal_early did */
+	return 0;
+}
+
+/*
+ * After fork(), writer_wanted is set and the writer is started by the
+ * first thread of the child that needs it: its first traced event (the
+ * thread registers again under its new tid), ktrace_snapshot() or a
+ * trigger.  Starting a thread inside the atfork child handler is not
+ * allowed by POSIX (only async-signal-safe calls until exec) and a child
+ * that only execs should not pay for one.
+ */
+static _Atomic int writer_wanted;   /* 1: start on first need, 2: starting */
+
+KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
+{
+	int expect = 1;
+
+	/* acquire: pairs with the fork child's release store. */
+	if (kt_load(&writer_wanted, acquire) != 1 ||
+	    !kt_cas(&writer_wanted, &expect, 2, acq_rel))
+		return;
+	start_writer(0);   /* says why when it fails */
+	kt_store(&writer_wanted, 0, release);
+}
+
+/* Fork child: no writer thread exists here and the mutexes may have been
+ * held by a parent thread.  Each concern starts over with fresh ones
+ * (wake_seq needs nothing: a private futex is this process's own); the
+ * writer itself starts on first need (ktrace__snapshot_ensure_writer). */
+KT_NOINSTR void ktrace__snapshot_fork_child(void)
+{
+	ktrace__api_fork_child();       /* api_mu, api_cv, requests, last path */
+	ktrace__trigq_fork_child();     /* trig_mu, queued triggers, trigger rate */
+	ktrace__signal_fork_child();    /* sig_pending */
+	ktrace__snapfile_fork_child();  /* snapshot_seq */
+	ktrace__rate_fork_child();      /* a new process: full buckets */
+	kt_store(&writing, 0, relaxed);
+	kt_store(&writer_running, 0, relaxed);
+	kt_store(&writer_wanted, 1, release);
+}
+
+/* exit() while a snapshot is being written: give it up to 2 s to finish so
+ * the file the operator asked for is not lost (a file is never partial
+ * either way: it is linked into place only when complete).  The 2 s are a
+ * CLOCK_MONOTONIC deadline: signals that cut the sleeps short do not
+ * shorten the wait. */
+static KT_NOINSTR int work_pending(void)
+{
+	return ktrace__signal_pending() || kt_load(&writing, relaxed) || ktrace__api_pending() ||
+	       ktrace__trigq_pending();
+}
+
+KT_NOINSTR void ktrace__snapshot_atexit(void)
+{
+	if (!kt_load(&writer_running, acquire))
+		return;
+	/* A signal, an API call or a trigger asked for a file that is not
+	 * written yet, or one is being written. */
+	int64_t end = ktrace__monotonic_ns() + 2000000000LL;
+
+	while (work_pending()) {
+		int64_t left = end - ktrace__monotonic_ns();
+		struct timespec d = {0, 10 * 1000 * 1000};
+
+		if (left <= 0)
+			break;
+		if (left < d.tv_nsec)
+			d.tv_nsec = (long)left;
+		nanosleep(&d, NULL);
+	}
+}
+
+/* ktrace_snapshot() and triggers: start a fork child's writer if it needs
+ * one; 1 if the writer runs. */
+KT_NOINSTR int ktrace__writer_ready(void)
+{
+	ktrace__snapshot_ensure_writer();
+	/* acquire: pairs with the release store in start_writer. */
+	return kt_load(&writer_running, acquire);
+}
+
+KT_NOINSTR int ktrace__writer_is_self(void)
+{
+	return pthread_equal(pthread_self(), writer);
+}
+
+/* snapfile.c, and the writer before it takes a signal's request:
+ * ktrace__snapshot_atexit must never see a request taken and no file
+ * being written. */
+KT_NOINSTR void ktrace__writer_set_writing(int on)
+{
+	kt_store(&writing, on, relaxed);
+}
