@@ -447,6 +447,7 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->func_id_count = KTRACE_FUNC_ID_COUNT;
 	in->flags = ktrace__g.use_rseq ? KTRACE_INFO_RSEQ : 0;
 	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
+	in->flags |= ktrace__lean_info_flags();
 	if (ktrace__cfg.secure)
 		in->flags |= KTRACE_INFO_SECURE;
 	if (kt_load(&signal_taken, relaxed))
@@ -1035,6 +1036,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		uint32_t seq = kt_load(&wake_seq, acquire);
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
+		ktrace__lean_tick();             /* patch muted lean functions out */
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
 		ktrace__sched_drain();
