@@ -503,8 +503,10 @@ void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot);
 void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot);
 /* Record event ev (| exit_flag) of fn from a slow path (record.c). */
 void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev, uint32_t exit_flag);
-/* Tests: patches applied and failed since start; sites nop'ed now. */
-void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites);
+/* Tests: sites patched and failed since start, sites nop'ed now, patch
+ * batches and the ns they took (wall time, mprotect to mprotect). */
+void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                        uint64_t *batches, uint64_t *ns);
 void ktrace__lean_test_force(int mode);
 
 /* ---- scheduling (sched.c) --------------------------------------------- */

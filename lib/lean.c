@@ -92,6 +92,7 @@ static struct lfn lf[NF];
 static _Atomic int lean_used;       /* a lean hook ran */
 static _Atomic int wx_denied;       /* code could not be made writable */
 static _Atomic uint64_t n_patched, n_failed, n_nop;
+static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
 
 static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
@@ -494,6 +495,7 @@ static KT_NOINSTR int apply(uint32_t n)
 		if (k == 0 || pages[k - 1] != pages[i])
 			pages[k++] = pages[i];
 	np = k;
+	patch_setup();
 	for (i = 0; i < np; i++)   /* P1 */
 		if (mprotect((void *)pages[i], 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
 			int e = errno;
@@ -517,6 +519,40 @@ static KT_NOINSTR int apply(uint32_t n)
 	kt_store(&npend, 0, release);
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
+	return 0;
+}
+
+/* The patch a function's sites should be in: 1 = out (nops). */
+static KT_NOINSTR uint8_t wanted(uint32_t id)
+{
+	int fo = kt_load(&force, relaxed);
+
+	if (fo)
+		return fo == 1;
+	return ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, UINT32_MAX) != 0 &&
+	       kt_load(&lf[id].learn, relaxed) >= LEARN_CALLS;
+}
+
+/* Is any site not as wanted?  (NF loads: cheaper than walking the
+ * modules, which only a change needs.) */
+static KT_NOINSTR int work_to_do(void)
+{
+	uint32_t n = (uint32_t)ktrace__funcs_count();
+
+	for (uint32_t id = 0; id < NF && id < n; id++) {
+		struct lfn *l = &lf[id];
+		uint8_t w;
+
+		/* relaxed: a hint; patch_module reads with acquire. */
+		if (kt_load(&l->st, relaxed) != LS_READY)
+			continue;
+		w = wanted(id);
+		if (l->nop_entry != w)
+			return 1;
+		for (int i = 0; i < NEXIT; i++)
+			if (kt_load(&l->exits[i], relaxed) > 1 && l->nop_exit[i] != w)
+				return 1;
+	}
 	return 0;
 }
 
@@ -565,11 +601,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		/* acquire: pairs with note_fn's release of site and orig. */
 		if (kt_load(&l->st, acquire) != LS_READY || !in_exec(info, l->site, l->len))
 			continue;
-		uint32_t ev = KTRACE_EV_ENTER_BASE + id;
-		int fo = kt_load(&force, relaxed);
-		uint8_t want = fo ? fo == 1
-		                  : ktrace__filter_flags(ev, UINT32_MAX) != 0 &&
-		                    kt_load(&l->learn, relaxed) >= LEARN_CALLS;
+		uint8_t want = wanted(id);
 
 		if (m->n + 1 + NEXIT > MAXBATCH)
 			break;   /* the next tick */
@@ -586,7 +618,12 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	}
 	if (m->n == 0)
 		return 0;
-	if (apply(m->n) != 0) {
+	int64_t t0 = ktrace__monotonic_ns();
+	int rc = apply(m->n);
+
+	kt_add(&batch_ns, (uint64_t)(ktrace__monotonic_ns() - t0), relaxed);
+	kt_add(&n_batches, 1, relaxed);
+	if (rc != 0) {
 		int e = errno;
 
 		kt_add(&n_failed, m->n, relaxed);
@@ -624,8 +661,9 @@ KT_NOINSTR void ktrace__lean_tick(void)
 	}
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
+	if (!work_to_do())
+		return;
 	pthread_mutex_lock(&patch_lock);
-	patch_setup();
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
@@ -654,8 +692,11 @@ KT_NOINSTR void ktrace__lean_test_force(int mode)
 		usleep(1000);
 }
 
-KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites)
+KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                                   uint64_t *batches, uint64_t *ns)
 {
+	*batches = kt_load(&n_batches, relaxed);
+	*ns = kt_load(&batch_ns, relaxed);
 	*patched = kt_load(&n_patched, relaxed);
 	*failed = kt_load(&n_failed, relaxed);
 	*nop_sites = kt_load(&n_nop, relaxed);
@@ -667,9 +708,10 @@ KT_NOINSTR void ktrace__lean_tick(void) {}
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
-KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites)
+KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                                   uint64_t *batches, uint64_t *ns)
 {
-	*patched = *failed = *nop_sites = 0;
+	*patched = *failed = *nop_sites = *batches = *ns = 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 

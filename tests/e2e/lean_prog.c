@@ -241,10 +241,14 @@ static const char *forbid_wx(void)
 
 #if defined(LEAN_STATIC)
 void ktrace__lean_test_force(int mode);   /* lean.c: 1 all out, 2 all in, 0 as decided */
-void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites);
+void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                        uint64_t *batches, uint64_t *ns);
 #else
 static void ktrace__lean_test_force(int mode) { (void)mode; }
-static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n) { *p = *f = *n = 0; }
+static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *b, uint64_t *ns)
+{
+	*p = *f = *n = *b = *ns = 0;
+}
 #endif
 
 static _Atomic int stop;
@@ -274,13 +278,13 @@ __attribute__((noinline)) void *tail_worker(void *arg)
 static int do_flip(void)
 {
 	pthread_t th[8];
-	uint64_t p0, p1, f, nop;
+	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1;
 	int64_t t0, t1;
 
 	for (int i = 0; i < 8; i++)
 		pthread_create(&th[i], NULL, worker, NULL);
 	usleep(100000);
-	ktrace__lean_stats(&p0, &f, &nop);
+	ktrace__lean_stats(&p0, &f, &nop, &b0, &ns0);
 	t0 = now_ns();
 	for (int i = 0; i < 25; i++) {
 		ktrace__lean_test_force(1 + i % 2);
@@ -289,7 +293,7 @@ static int do_flip(void)
 	ktrace__lean_test_force(2);
 	usleep(100000);
 	t1 = now_ns();
-	ktrace__lean_stats(&p1, &f, &nop);
+	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
@@ -298,9 +302,12 @@ static int do_flip(void)
 		pthread_create(&th[i], NULL, tail_worker, NULL);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
-	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms\n",
+	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
+	       "%.1f us per batch, %.1f us per site\n",
 	       (long)worker_calls, (unsigned long long)(p1 - p0), (unsigned long long)f,
-	       (unsigned long long)nop, (long long)((t1 - t0) / 1000000));
+	       (unsigned long long)nop, (long long)((t1 - t0) / 1000000),
+	       (unsigned long long)(b1 - b0), b1 > b0 ? (ns1 - ns0) / 1e3 / (double)(b1 - b0) : 0.0,
+	       p1 > p0 ? (ns1 - ns0) / 1e3 / (double)(p1 - p0) : 0.0);
 	return p1 - p0 > 0 ? 0 : 1;
 }
 
