@@ -104,12 +104,38 @@ struct pend {
 	uint8_t len;
 	uint8_t now[7];                /* the bytes being written */
 };
-static struct pend pend[MAXBATCH];
-static _Atomic uint32_t npend;
+static struct pend pend[MAXBATCH];   /* the writer thread's */
+/* The same, for the SIGTRAP handler: (site, new bytes | len << 56) word
+ * pairs under a sequence count (odd while they change); ntrap = 0 when no
+ * batch is being written. */
+static _Atomic uint64_t trap[MAXBATCH][2];
+static _Atomic uint32_t ntrap, tseq;
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sync_cmd;               /* membarrier command, 0 = mprotect */
 static struct sigaction old_trap;
 static int trap_installed;
+
+/* Code bytes are read and written with plain byte moves the compiler (and
+ * a sanitizer's instrumentation, which has no shadow for code) does not
+ * see; a byte store is atomic on x86. */
+static inline KT_NOINSTR uint8_t code_byte(uint64_t a)
+{
+	uint8_t v;
+
+	__asm__ volatile("movb (%1), %0" : "=q"(v) : "r"(a) : "memory");
+	return v;
+}
+
+static inline KT_NOINSTR void code_poke(uint64_t a, uint8_t v)
+{
+	__asm__ volatile("movb %1, (%0)" : : "r"(a), "q"(v) : "memory");
+}
+
+static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = code_byte(a + i);
+}
 
 /* ---- application threads: slow paths ------------------------------------ */
 
@@ -158,14 +184,15 @@ static KT_NOINSTR void site_put(uint64_t r, int len)
 /* The entry site ending at r: its start and length, 0 if not known. */
 static KT_NOINSTR int entry_site(uint64_t r, uint64_t *site)
 {
-	const uint8_t *b = (const uint8_t *)r;
 	int len = site_find(r);
 
 	if (len == 0) {
-		if (b[-6] == 0xff && b[-5] == 0x15)
+		uint8_t b6 = code_byte(r - 6), b5 = code_byte(r - 5);
+
+		if (b6 == 0xff && b5 == 0x15)
 			len = 6;   /* call *__fentry__@GOTPCREL(%rip) */
-		else if (b[-5] == 0xe8)
-			len = b[-6] == 0x67 ? 6 : 5;   /* addr32 call: relaxed by ld */
+		else if (b5 == 0xe8)
+			len = b6 == 0x67 ? 6 : 5;   /* addr32 call: relaxed by ld */
 		else
 			len = site_find(r);   /* patched since the first look */
 	}
@@ -177,10 +204,14 @@ static KT_NOINSTR int entry_site(uint64_t r, uint64_t *site)
 static KT_NOINSTR uint64_t site_fn(uint64_t site)
 {
 	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+	uint8_t b[4];
 
 	/* Read before the site only within its page: the first byte of a
 	 * mapping has nothing mapped before it. */
-	if ((site & 4095) >= 4 && memcmp((const void *)(site - 4), endbr, 4) == 0)
+	if ((site & 4095) < 4)
+		return site;
+	code_read(b, site - 4, 4);
+	if (memcmp(b, endbr, 4) == 0)
 		return site - 4;
 	return site;
 }
@@ -206,7 +237,7 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
 	l->site = site;
 	l->len = (uint8_t)len;
 	site_put(site + (uint64_t)len, len);
-	memcpy(l->orig, (const void *)site, (size_t)len);
+	code_read(l->orig, site, (size_t)len);
 	/* release: site, len and orig before the writer (acquire) reads them. */
 	kt_store(&l->st, LS_READY, release);
 	return l;
@@ -219,7 +250,7 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 	uint64_t site = r - 5;
 	struct lfn *l;
 
-	if (ev == 0 || id >= NF || ((const uint8_t *)r)[-5] != 0xe8)
+	if (ev == 0 || id >= NF || code_byte(site) != 0xe8)
 		return;
 	l = &lf[id];
 	for (int i = 0; i < NEXIT; i++) {
@@ -236,7 +267,7 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 				return;
 			continue;
 		}
-		memcpy(l->exit_orig[i], (const void *)site, 5);
+		code_read(l->exit_orig[i], site, 5);
 		/* release: exit_orig before the writer reads the site. */
 		kt_store(&l->exits[i], site, release);
 		return;
@@ -400,22 +431,37 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP] - 1;
-	/* acquire: pairs with the release store of npend before the int3s. */
-	uint32_t n = kt_load(&npend, acquire);
-
 	if (si->si_code == SI_KERNEL) {
-		for (uint32_t i = 0; i < n; i++) {
-			const struct pend *p = &pend[i];
-			uint64_t end = p->site + p->len, to;
+		uint64_t code = 0;
+		uint32_t s1, n;
+		int found;
+
+		do {   /* the batch, read as a seqlock reader */
+			/* acquire: pairs with apply()'s release of tseq (even). */
+			s1 = kt_load(&tseq, acquire);
+			n = s1 & 1 ? 0 : kt_load(&ntrap, relaxed);
+			found = 0;
+			for (uint32_t i = 0; i < n && i < MAXBATCH; i++)
+				/* relaxed: checked by the sequence count below */
+				if (kt_load(&trap[i][0], relaxed) == ip) {
+					code = kt_load(&trap[i][1], relaxed);
+					found = 1;
+					break;
+				}
+			/* acquire fence: the loads above before tseq's re-read. */
+			kt_fence(acquire);
+		} while (kt_load(&tseq, relaxed) != s1);
+		if (found) {
+			uint8_t now[8], len = (uint8_t)(code >> 56);
+			uint64_t end = ip + len, to;
 			int32_t d;
 
-			if (p->site != ip)
-				continue;
-			if (p->now[0] == 0xe8 || p->now[0] == 0x67 || p->now[0] == 0xff) {
+			memcpy(now, &code, 8);
+			if (now[0] == 0xe8 || now[0] == 0x67 || now[0] == 0xff) {
 				/* the call: push the return address, jump */
-				memcpy(&d, &p->now[p->len - 4], 4);
-				to = p->now[0] == 0xff ? *(const uint64_t *)(end + (int64_t)d)
-				                       : end + (int64_t)d;
+				memcpy(&d, &now[len - 4], 4);
+				to = now[0] == 0xff ? *(const uint64_t *)(end + (int64_t)d)
+				                    : end + (int64_t)d;
 				uc->uc_mcontext.gregs[REG_RSP] -= 8;
 				*(uint64_t *)uc->uc_mcontext.gregs[REG_RSP] = end;
 				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
@@ -424,7 +470,7 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 			}
 			return;
 		}
-		if (*(const volatile uint8_t *)ip != 0xcc) {
+		if (code_byte(ip) != 0xcc) {
 			/* ours, finished since the trap: run what is there now */
 			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
 			return;
@@ -504,19 +550,31 @@ static KT_NOINSTR int apply(uint32_t n)
 			errno = e;
 			return -1;
 		}
-	/* release: the batch before the int3s a trap may find. */
-	kt_store(&npend, n, release);
+	/* Publish the batch for the handler (seqlock writer): tseq odd, the
+	 * entries, ntrap, tseq even; release: all of it before the int3s. */
+	kt_add(&tseq, 1, relaxed);
+	kt_fence(release);   /* odd before the entries: pairs with the handler's acquire fence */
+	for (i = 0; i < n; i++) {
+		uint64_t code = 0;
+
+		memcpy(&code, pend[i].now, pend[i].len);
+		code |= (uint64_t)pend[i].len << 56;
+		kt_store(&trap[i][0], pend[i].site, relaxed);
+		kt_store(&trap[i][1], code, relaxed);
+	}
+	kt_store(&ntrap, n, relaxed);
+	kt_add(&tseq, 1, release);
 	for (i = 0; i < n; i++)    /* P2 */
-		__atomic_store_n((uint8_t *)pend[i].site, 0xcc, __ATOMIC_RELAXED);
+		code_poke(pend[i].site, 0xcc);
 	sync_cores(pages[0]);
 	for (i = 0; i < n; i++)    /* P3 */
 		for (uint32_t j = 1; j < pend[i].len; j++)
-			__atomic_store_n((uint8_t *)pend[i].site + j, pend[i].now[j], __ATOMIC_RELAXED);
+			code_poke(pend[i].site + j, pend[i].now[j]);
 	sync_cores(pages[0]);
 	for (i = 0; i < n; i++)    /* P4 */
-		__atomic_store_n((uint8_t *)pend[i].site, pend[i].now[0], __ATOMIC_RELAXED);
+		code_poke(pend[i].site, pend[i].now[0]);
 	sync_cores(pages[0]);
-	kt_store(&npend, 0, release);
+	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
 	return 0;

@@ -62,7 +62,11 @@ static int64_t now_ns(void)
 
 /* ---- calls ---------------------------------------------------------------- */
 
-__attribute__((noinline)) int inner(int x) { sink += x; return x + 1; }
+__attribute__((noinline)) int inner(int x)
+{
+	__atomic_fetch_add(&sink, x, __ATOMIC_RELAXED);   /* threads run it (flip) */
+	return x + 1;
+}
 
 __attribute__((noinline)) int outer(int n)
 {
