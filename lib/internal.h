@@ -163,6 +163,10 @@ struct kt_thread {
 	/* lean mode (lean.c): the frames whose entry this thread recorded
 	 * through __fentry__, innermost last; an exit is recorded iff its
 	 * frame is here.  Written by this thread only. */
+	uint64_t ltop8;              /* lstk[lsp - 1].slot - 8, or all ones when
+	                                lsp is 0: __return__'s asm returns at
+	                                once when it is above its rsp (the frame
+	                                exiting was not recorded) */
 	uint32_t lsp;                /* frames in lstk */
 	struct kt_lframe {
 		uint64_t slot;           /* address of the frame's return address */

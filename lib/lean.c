@@ -72,6 +72,7 @@
 #define MAXBATCH 1024        /* sites per batch */
 #define KT_LF_LEARN 1u       /* frame: learn its exit site */
 #define KT_LF_SKIP 2u        /* frame: entry not recorded (learning only) */
+#define FAR_STACK (64ull << 20) /* bytes: farther than this is another stack */
 
 enum { LS_NONE = 0, LS_CLAIMED = 1, LS_READY = 2, LS_BAD = 3 };
 
@@ -296,10 +297,22 @@ static KT_NOINSTR void close_below(struct kt_thread *t, uint64_t slot, int at_en
 
 		if (f->slot > slot || (f->slot == slot && !at_entry))
 			break;
+		/* Far above: another stack (a signal handler's alternate stack,
+		 * a coroutine's), not a longjmp: the frame stays open. */
+		if (slot - f->slot > FAR_STACK)
+			break;
 		if (!(f->flags & KT_LF_SKIP))
 			ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
 		t->lsp--;
 	}
+}
+
+/* The lean stack changed: ltop8 for __return__'s asm (record.c). */
+static KT_NOINSTR void ltop_sync(struct kt_thread *t)
+{
+	uint32_t n = t->lsp;
+
+	__atomic_store_n(&t->ltop8, n ? t->lstk[n - 1].slot - 8 : ~0ull, __ATOMIC_RELAXED);
 }
 
 static KT_NOINSTR struct kt_thread *slow_begin(void)
@@ -342,6 +355,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 	close_below(t, (uint64_t)slot, 1);
 	len = entry_site(r, &site);
 	if (len == 0) {   /* not a compiler's entry site: nothing to attribute */
+		ltop_sync(t);
 		t->nest--;
 		return;
 	}
@@ -366,6 +380,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 		f->flags = (learn ? KT_LF_LEARN : 0) | (skip ? KT_LF_SKIP : 0);
 		t->lsp++;
 	}
+	ltop_sync(t);
 	t->nest--;
 }
 
@@ -385,6 +400,7 @@ KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 			ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
 		t->lsp--;
 	}
+	ltop_sync(t);
 	t->nest--;
 }
 
@@ -414,6 +430,7 @@ __attribute__((visibility("default"), weak)) KT_NOINSTR void *__cxa_begin_catch(
 				ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
 			t->lsp--;
 		}
+		ltop_sync(t);
 		t->nest--;
 	}
 	if (fp == NULL) {

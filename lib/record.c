@@ -391,6 +391,8 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 	t->lsp = n + 1;
 	__asm__ volatile("" ::: "memory");
 	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
+	/* a handler in between recomputes it at its last pop */
+	__atomic_store_n(&t->ltop8, (uint64_t)slot - 8, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -418,6 +420,8 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 		return 1;
 	}
 	t->lsp = n - 1;
+	__asm__ volatile("" ::: "memory");
+	__atomic_store_n(&t->ltop8, n > 1 ? t->lstk[n - 2].slot - 8 : ~0ull, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -431,10 +435,11 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
  * The fast path uses general registers only, so the vector registers are
  * saved only around the slow path.
  */
-#define KT_LEAN_TRAMPOLINE(name, fast, slow)                                   \
+#define KT_LEAN_TRAMPOLINE(name, pre, fast, slow)                              \
 	".globl " name "\n"                                                    \
 	".type " name ", @function\n"                                          \
 	name ":\n\t"                                                           \
+	pre                                                                    \
 	"pushq %rbp\n\t"                                                       \
 	"movq %rsp, %rbp\n\t"            /* 8(%rbp) = r, 16(%rbp) = slot */   \
 	"andq $-16, %rsp\n\t"            /* __fentry__: before the prologue */ \
@@ -467,9 +472,25 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 	"jmp 2b\n"                                                             \
 	".size " name ", .-" name "\n"
 
+/* L2's first test in three instructions, before any register is saved:
+ * the innermost recorded frame is above this one (ltop8 > rsp: its slot
+ * above rsp + 8, or no frame), so this exit's entry was not recorded: a
+ * muted function whose exit site is still a call.  r11 is free at every
+ * call site. */
+#define KT_LTOP8_OFF "16784"
+_Static_assert(offsetof(struct kt_thread, ltop8) == 16784, "asm reads ltop8 at 16784");
+#define KT_RETURN_PRE                                                          \
+	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                            \
+	"movq %fs:(%r11), %r11\n\t"                                           \
+	"cmpq %rsp, " KT_LTOP8_OFF "(%r11)\n\t"                               \
+	"jbe 3f\n\t"                                                          \
+	"ret\n"                                                               \
+	"3:\n\t"
+
 __asm__(".text\n"
-	KT_LEAN_TRAMPOLINE("__fentry__", "ktrace__lean_enter_fast", "ktrace__lean_enter_slow")
-	KT_LEAN_TRAMPOLINE("__return__", "ktrace__lean_exit_fast", "ktrace__lean_exit_slow"));
+	KT_LEAN_TRAMPOLINE("__fentry__", "", "ktrace__lean_enter_fast", "ktrace__lean_enter_slow")
+	KT_LEAN_TRAMPOLINE("__return__", KT_RETURN_PRE, "ktrace__lean_exit_fast",
+	                   "ktrace__lean_exit_slow"));
 #endif
 
 /* ---- slow path ---------------------------------------------------------- */
@@ -489,6 +510,7 @@ KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
 		ktrace__count_loss(KTRACE_LOSS_NO_THREAD_SLOT, 1);
 		return NULL;
 	}
+	t->ltop8 = ~0ull;   /* no lean frame */
 	/* relaxed: only this thread (and its signal handlers) use the word. */
 	if (!__atomic_compare_exchange_n(&ktrace__tp, &idle, t, 0, __ATOMIC_RELAXED,
 	                                 __ATOMIC_RELAXED)) {
