@@ -497,6 +497,9 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
  * unmuted since the last call. */
 void ktrace__lean_tick(void);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
+/* Writer thread, before the epoch that mutes compact id is published:
+ * the function learns its exit sites again before it is patched out. */
+void ktrace__lean_muting(uint32_t id);
 /* The lean hooks behind the __fentry__ / __return__ trampolines: r is
  * the return address into the function, slot the address of its own
  * return address.  The fast ones (record.c) return 1 for the slow ones

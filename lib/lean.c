@@ -87,6 +87,7 @@ struct lfn {
 	/* writer thread only */
 	uint8_t nop_entry;             /* the entry site is a nop now */
 	uint8_t nop_exit[NEXIT];
+	int64_t relearn_ns;            /* muted: learning again since (0 = not yet) */
 };
 
 static struct lfn lf[NF];
@@ -598,14 +599,28 @@ static KT_NOINSTR int apply(uint32_t n)
 }
 
 /* The patch a function's sites should be in: 1 = out (nops). */
+/*
+ * The patch a function's sites should be in: 1 = out (nops).  A function
+ * the budget mutes learns its exit sites again first (ktrace__lean_muting),
+ * from the calls of the phase that made it hot (its first calls may have
+ * taken other paths): its next LEARN_CALLS calls, or RELEARN_NS at most.
+ */
+#define RELEARN_NS 100000000LL
+
 static KT_NOINSTR uint8_t wanted(uint32_t id)
 {
+	struct lfn *l = &lf[id];
 	int fo = kt_load(&force, relaxed);
+	int64_t now;
 
 	if (fo)
 		return fo == 1;
-	return ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, UINT32_MAX) != 0 &&
-	       kt_load(&lf[id].learn, relaxed) >= LEARN_CALLS;
+	if (ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, UINT32_MAX) == 0)
+		return 0;
+	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
+		return 1;
+	now = ktrace__monotonic_ns();
+	return l->relearn_ns != 0 && now - l->relearn_ns > RELEARN_NS;
 }
 
 /* Is any site not as wanted?  (NF loads: cheaper than walking the
@@ -744,6 +759,16 @@ KT_NOINSTR void ktrace__lean_tick(void)
 	pthread_mutex_unlock(&patch_lock);
 }
 
+KT_NOINSTR void ktrace__lean_muting(uint32_t id)
+{
+	if (id >= NF)
+		return;
+	/* relaxed: a count; the epoch's release store publishes it to the
+	 * threads that adopt the mute (their caches get KT_FC_LEARN again). */
+	kt_store(&lf[id].learn, 0, relaxed);
+	lf[id].relearn_ns = ktrace__monotonic_ns();
+}
+
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void)
 {
 	uint32_t f = 0;
@@ -781,6 +806,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 
 KT_NOINSTR void ktrace__lean_tick(void) {}
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
+KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
