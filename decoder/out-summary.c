@@ -85,6 +85,11 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		           "handler replaced ktrace's, so that signal wrote no file; set "
 		           "KTRACE_SIGNAL to a signal it does not use (e.g. RTMIN+5)\n", nm);
 	}
+	if (in->flags & KTRACE_INFO_LEAN_NO_PATCH)
+		fprintf(f, "lean:      the code could not be made writable (a W^X policy): muted "
+		           "functions were skipped in the hooks, not patched out\n");
+	else if (in->flags & KTRACE_INFO_LEAN)
+		fprintf(f, "lean:      lean-mode functions: muted ones patched out to nops\n");
 	kd_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
 	fprintf(f, "snapshot:  %s UTC", a);
 	if (in->prev_write_end_tsc) {

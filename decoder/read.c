@@ -92,6 +92,7 @@ const char *kd_loss_name(unsigned cause)
 		[KTRACE_LOSS_VFORK] = "events in vfork children before exec (not recorded)",
 		[KTRACE_LOSS_TRIGGERS_PREEMPTED] = "triggers dropped: mostly preemption "
 		                                   "(KTRACE_TRIGGER_ON=run)",
+		[KTRACE_LOSS_LEAN_DEPTH] = "lean-mode calls deeper than 256 frames (not recorded)",
 	};
 	if (cause < KTRACE_LOSS_COUNT && names[cause])
 		return names[cause];

@@ -314,6 +314,12 @@ enum ktrace_info_flags {
 	KTRACE_INFO_SIGNAL_TAKEN = 1u << 4, /* the program installed its own handler
 	                                       for the snapshot signal (signo) over
 	                                       ktrace's: that signal writes nothing */
+	KTRACE_INFO_LEAN = 1u << 5,  /* lean-mode functions (-pg -mfentry) were
+	                                traced: muted ones run patched-out nops */
+	KTRACE_INFO_LEAN_NO_PATCH = 1u << 6, /* lean mode could not make code
+	                                        writable (W^X policy): nothing
+	                                        more was patched, muted calls
+	                                        still call the hooks */
 };
 
 struct ktrace_info_rec {
@@ -460,6 +466,9 @@ enum ktrace_loss_cause {
 	                                        (KTRACE_TRIGGER_ON=run): its wall
 	                                        time minus its preempted time was
 	                                        under the threshold */
+	KTRACE_LOSS_LEAN_DEPTH = 15,   /* lean-mode calls not recorded: the
+	                                  thread's lean frame stack was full
+	                                  (recursion deeper than 256) */
 	KTRACE_LOSS_COUNT = 16
 };
 

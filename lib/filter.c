@@ -821,6 +821,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		o->share_ppm = (uint32_t)((uint64_t)o->count * 1000000 / sample_words);
 		/* relaxed: published by the release store of the epoch. */
 		kt_store(&fmute[ids[i]], epoch, relaxed);
+		ktrace__lean_muting(ids[i]);   /* before the epoch: learn exits again */
 		ids[muted++] = ids[i];
 	}
 	F.short_window = 0;

@@ -115,6 +115,10 @@ extern struct kt_globals ktrace__g;
 #define KT_FC_MUTED    0x4000u       /* muted by the budget: see record.c */
 #define KT_FC_SKIP     (KT_FC_EXCLUDED | KT_FC_MUTED)
 
+#define KT_FC_LEARN    0x2000u       /* lean entry: still learning the
+                                        function's exit sites (lean.c) */
+#define KT_LEAN_DEPTH  256           /* lean frames a thread tracks */
+
 #define KT_MUTE_LEVELS 16            /* adoptions with skipped frames open */
 
 struct kt_thread {
@@ -163,6 +167,20 @@ struct kt_thread {
 	uint32_t vfork_key;          /* key */
 	uint64_t vfork_ment, vfork_mexit; /* ment, mexit */
 	uint32_t vfork_hold_lim;     /* hold_lim */
+	/* lean mode (lean.c): the frames whose entry this thread recorded
+	 * through __fentry__, innermost last; an exit is recorded iff its
+	 * frame is here.  Written by this thread only. */
+	uint64_t ltop8;              /* lstk[lsp - 1].slot - 8, or all ones when
+	                                lsp is 0: __return__'s asm returns at
+	                                once when it is above its rsp (the frame
+	                                exiting was not recorded) */
+	uint32_t lsp;                /* frames in lstk */
+	struct kt_lframe {
+		uint64_t slot;           /* address of the frame's return address */
+		uint64_t fn;             /* function address */
+		uint32_t ev;             /* entry event (0: full-address record) */
+		uint32_t flags;          /* KT_LF_* */
+	} lstk[KT_LEAN_DEPTH];
 };
 
 /*
@@ -487,6 +505,30 @@ int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t
                                uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
 /* Name of the function at addr from its module's ELF symbol tables. */
 int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
+
+/* ---- lean mode (lean.c, x86-64) ---------------------------------------- */
+/* Writer thread, every loop: patch the sites of functions muted or
+ * unmuted since the last call. */
+void ktrace__lean_tick(void);
+uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
+/* Writer thread, before the epoch that mutes compact id is published:
+ * the function learns its exit sites again before it is patched out. */
+void ktrace__lean_muting(uint32_t id);
+/* The lean hooks behind the __fentry__ / __return__ trampolines: r is
+ * the return address into the function, slot the address of its own
+ * return address.  The fast ones (record.c) return 1 for the slow ones
+ * (lean.c). */
+int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot);
+int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot);
+void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot);
+void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot);
+/* Record event ev (| exit_flag) of fn from a slow path (record.c). */
+void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev, uint32_t exit_flag);
+/* Tests: sites patched and failed since start, sites nop'ed now, patch
+ * batches and the ns they took (wall time, mprotect to mprotect). */
+void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                        uint64_t *batches, uint64_t *ns);
+void ktrace__lean_test_force(int mode);
 
 /* ---- scheduling (sched.c) --------------------------------------------- */
 /* Open the context-switch events (before the writer thread exists). */

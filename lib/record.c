@@ -324,6 +324,175 @@ __cyg_profile_func_exit(void *fn, void *site)
 	hook(fn, KTRACE_EV_EXIT_FLAG);
 }
 
+/* ---- lean mode: __fentry__ / __return__ (x86-64) ------------------------- */
+
+/*
+ * Code built with -pg -mfentry -minstrument-return=call calls __fentry__
+ * as a function's first instruction and __return__ just before each of
+ * its ret instructions, after inlining (lean.c has the whole story).  At
+ * both, [rsp] is the return address into the function (the site's end, r)
+ * and [rsp + 8] its own return address; that slot's address is the
+ * frame's identity, the same at entry and at exit.
+ *
+ * L1. entry: look r up in the cache (keyed by r: the function's address
+ *     costs a decode, done once in the slow path); a muted one returns;
+ *     a frame left on the thread's lean stack at or below this slot
+ *     (longjmp, exception) goes to the slow path, which closes it first;
+ *     B1..B6 record the entry; then the frame is pushed.
+ * L2. exit: the innermost lean frame is this one (same slot): record the
+ *     exit, pop.  It is above this slot: this call's entry was not recorded
+ *     (muted, excluded, learning): nothing to do.
+ * Both return 1 for the slow path; the trampolines then save the vector
+ * argument (or return value) registers and call lean.c.  These two
+ * functions must not touch them: general registers only.
+ */
+#if defined(__x86_64__)
+/* No vector register may be touched here (the trampolines save them only
+ * for the slow path): word stores (never merged into vector stores), and
+ * the build checks the assembly (tests/lean/check_gpr.sh). */
+#define KT_GPR
+static inline __attribute__((always_inline)) KT_NOINSTR void
+lframe_set(struct kt_lframe *f, uint64_t slot, uint64_t fn, uint32_t ev)
+{
+	/* relaxed atomics: plain word stores, each whole for a signal handler */
+	__atomic_store_n(&f->slot, slot, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->fn, fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->flags, 0, __ATOMIC_RELAXED);
+}
+
+KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
+{
+	struct kt_thread *t = ktrace__tp;
+	uint64_t e = t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
+	uint32_t n = t->lsp, ev;
+	void *rs;
+
+	if (KT_UNLIKELY((e >> 16) != r))
+		return 1;
+	if (e & (KT_FC_SKIP | KT_FC_LEARN))
+		return (e & KT_FC_LEARN) != 0;   /* muted, not patched out yet */
+	if (KT_UNLIKELY(n >= KT_LEAN_DEPTH || (n && t->lstk[n - 1].slot <= (uint64_t)slot)))
+		return 1;
+	if (KT_UNLIKELY((rs = t->rseq) == NULL))
+		return 1;
+	ev = (uint32_t)e & KTRACE_EVENT_MASK;
+	if (KT_LIKELY(t->hold == NULL)) {
+		if (KT_UNLIKELY(!append1(t, rs, ev)))
+			return 1;
+	} else if (KT_UNLIKELY(!append_hold(t, rs, ev))) {
+		return 1;
+	}
+	/* Push.  A traced signal handler that runs before lsp moves uses
+	 * lstk[n] as its own and leaves lsp at n: the frame is written again
+	 * after the push. */
+	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
+	__asm__ volatile("" ::: "memory");
+	t->lsp = n + 1;
+	__asm__ volatile("" ::: "memory");
+	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
+	/* a handler in between recomputes it at its last pop */
+	__atomic_store_n(&t->ltop8, (uint64_t)slot - 8, __ATOMIC_RELAXED);
+	return 0;
+}
+
+KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
+{
+	struct kt_thread *t = ktrace__tp;
+	uint32_t n = t->lsp, ev;
+	struct kt_lframe *f;
+	void *rs;
+
+	(void)r;
+	if (n == 0)
+		return 0;
+	f = &t->lstk[n - 1];
+	if (f->slot > (uint64_t)slot)
+		return 0;   /* this call's entry was not recorded */
+	if (KT_UNLIKELY(f->slot != (uint64_t)slot || f->flags || f->ev == 0 ||
+	                (rs = t->rseq) == NULL))
+		return 1;
+	ev = f->ev | KTRACE_EV_EXIT_FLAG;
+	if (KT_LIKELY(t->hold == NULL)) {
+		if (KT_UNLIKELY(!append1(t, rs, ev)))
+			return 1;
+	} else if (KT_UNLIKELY(!append_hold(t, rs, ev))) {
+		return 1;
+	}
+	t->lsp = n - 1;
+	__asm__ volatile("" ::: "memory");
+	__atomic_store_n(&t->ltop8, n > 1 ? t->lstk[n - 2].slot - 8 : ~0ull, __ATOMIC_RELAXED);
+	return 0;
+}
+
+
+/*
+ * The trampolines.  At a function's entry the argument registers are live
+ * (rdi, rsi, rdx, rcx, r8, r9, rax for varargs, r10 for a static chain,
+ * xmm0-7); before a ret the return registers (rax, rdx, xmm0, xmm1), and
+ * before a sibling call ("call __return__; jmp f") the next call's
+ * arguments: both save the same set.  x87 st0/st1 no hook code touches.
+ * The fast path uses general registers only, so the vector registers are
+ * saved only around the slow path.
+ */
+#define KT_LEAN_TRAMPOLINE(name, pre, fast, slow)                              \
+	".globl " name "\n"                                                    \
+	".type " name ", @function\n"                                          \
+	name ":\n\t"                                                           \
+	pre                                                                    \
+	"pushq %rbp\n\t"                                                       \
+	"movq %rsp, %rbp\n\t"            /* 8(%rbp) = r, 16(%rbp) = slot */   \
+	"andq $-16, %rsp\n\t"            /* __fentry__: before the prologue */ \
+	"pushq %rdi\n\tpushq %rsi\n\tpushq %rdx\n\tpushq %rcx\n\t"             \
+	"pushq %r8\n\tpushq %r9\n\tpushq %rax\n\tpushq %r10\n\t"               \
+	"movq 8(%rbp), %rdi\n\t"                                               \
+	"leaq 16(%rbp), %rsi\n\t"                                              \
+	"call " fast "\n\t"                                                    \
+	"testl %eax, %eax\n\t"                                                 \
+	"jnz 1f\n"                                                             \
+	"2:\n\t"                                                               \
+	"popq %r10\n\tpopq %rax\n\tpopq %r9\n\tpopq %r8\n\t"                   \
+	"popq %rcx\n\tpopq %rdx\n\tpopq %rsi\n\tpopq %rdi\n\t"                 \
+	"leave\n\t"                                                            \
+	"ret\n"                                                                \
+	"1:\n\t"                                                               \
+	"subq $128, %rsp\n\t"                                                  \
+	"movdqu %xmm0, 0(%rsp)\n\tmovdqu %xmm1, 16(%rsp)\n\t"                  \
+	"movdqu %xmm2, 32(%rsp)\n\tmovdqu %xmm3, 48(%rsp)\n\t"                 \
+	"movdqu %xmm4, 64(%rsp)\n\tmovdqu %xmm5, 80(%rsp)\n\t"                 \
+	"movdqu %xmm6, 96(%rsp)\n\tmovdqu %xmm7, 112(%rsp)\n\t"                \
+	"movq 8(%rbp), %rdi\n\t"                                               \
+	"leaq 16(%rbp), %rsi\n\t"                                              \
+	"call " slow "\n\t"                                                    \
+	"movdqu 0(%rsp), %xmm0\n\tmovdqu 16(%rsp), %xmm1\n\t"                  \
+	"movdqu 32(%rsp), %xmm2\n\tmovdqu 48(%rsp), %xmm3\n\t"                 \
+	"movdqu 64(%rsp), %xmm4\n\tmovdqu 80(%rsp), %xmm5\n\t"                 \
+	"movdqu 96(%rsp), %xmm6\n\tmovdqu 112(%rsp), %xmm7\n\t"                \
+	"addq $128, %rsp\n\t"                                                  \
+	"jmp 2b\n"                                                             \
+	".size " name ", .-" name "\n"
+
+/* L2's first test in three instructions, before any register is saved:
+ * the innermost recorded frame is above this one (ltop8 > rsp: its slot
+ * above rsp + 8, or no frame), so this exit's entry was not recorded: a
+ * muted function whose exit site is still a call.  r11 is free at every
+ * call site. */
+#define KT_LTOP8_OFF "16784"
+_Static_assert(offsetof(struct kt_thread, ltop8) == 16784, "asm reads ltop8 at 16784");
+#define KT_RETURN_PRE                                                          \
+	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                            \
+	"movq %fs:(%r11), %r11\n\t"                                           \
+	"cmpq %rsp, " KT_LTOP8_OFF "(%r11)\n\t"                               \
+	"jbe 3f\n\t"                                                          \
+	"ret\n"                                                               \
+	"3:\n\t"
+
+__asm__(".text\n"
+	KT_LEAN_TRAMPOLINE("__fentry__", "", "ktrace__lean_enter_fast", "ktrace__lean_enter_slow")
+	KT_LEAN_TRAMPOLINE("__return__", KT_RETURN_PRE, "ktrace__lean_exit_fast",
+	                   "ktrace__lean_exit_slow"));
+#endif
+
 /* ---- slow path ---------------------------------------------------------- */
 
 /*
@@ -341,6 +510,7 @@ KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
 		ktrace__count_loss(KTRACE_LOSS_NO_THREAD_SLOT, 1);
 		return NULL;
 	}
+	t->ltop8 = ~0ull;   /* no lean frame */
 	/* relaxed: only this thread (and its signal handlers) use the word. */
 	if (!__atomic_compare_exchange_n(&ktrace__tp, &idle, t, 0, __ATOMIC_RELAXED,
 	                                 __ATOMIC_RELAXED)) {
@@ -440,6 +610,27 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		}
 	}
 	t->nest--;
+}
+
+/*
+ * Record fn's entry or exit (exit_flag) from a slow path that holds the
+ * nesting guard and has a ready thread: compact event ev, or the
+ * full-address record when ev is 0 (lean.c).
+ */
+KT_NOINSTR void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev,
+                                    uint32_t exit_flag)
+{
+	if (ev) {
+		if (!ktrace__try_fast(t, ev | exit_flag))
+			ktrace__emit(t, ev | exit_flag, NULL, 0);
+	} else {
+		uint32_t p[3] = {
+			KTRACE_EXT_WORD(exit_flag ? KTRACE_EXT_FUNC_EXIT_ADDR
+			                          : KTRACE_EXT_FUNC_ENTER_ADDR, 0),
+			(uint32_t)fn, (uint32_t)((uint64_t)fn >> 32)};
+		if (t->hold || !t->rseq || !append4(t, t->rseq, p[0], p[1], p[2]))
+			ktrace__emit(t, 3, p, 3);
+	}
 }
 
 /* An extended record through the slow path, with the nesting guard. */

@@ -220,6 +220,7 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 	in->func_id_count = KTRACE_FUNC_ID_COUNT;
 	in->flags = ktrace__g.use_rseq ? KTRACE_INFO_RSEQ : 0;
 	in->flags |= ktrace__filter_on() ? KTRACE_INFO_FILTER : 0;
+	in->flags |= ktrace__lean_info_flags();
 	if (ktrace__cfg.secure)
 		in->flags |= KTRACE_INFO_SECURE;
 	if (ktrace__signal_taken())

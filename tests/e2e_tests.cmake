@@ -187,3 +187,32 @@ ktrace_e2e_test(hostenv PROGRAMS e2e_hostenv e2e_hostenv_mlock e2e_hostenv_stati
 add_dependencies(test_e2e_hostenv e2e_budget_lib)
 target_compile_definitions(test_e2e_hostenv PRIVATE
   KT_PLUGIN_PATH="$<TARGET_FILE:e2e_plugin>" KT_OTHER_LIB_PATH="$<TARGET_FILE:e2e_budget_lib>")
+
+# The lean mode (docs/lean.md, lib/lean.c): programs compiled with the lean
+# flags, as a PIE, as a non-PIE, statically linked (the patching test
+# reaches the library's hidden test switch), a dlopen'ed lean plugin and a
+# C++ program that throws.  x86-64 with GCC only (KTRACE_LEAN_CFLAGS is
+# empty elsewhere); the test itself always runs and skips there.
+if(KTRACE_LEAN_CFLAGS)
+  string(REPLACE " " ";" KT_LEAN_OPTS "${KTRACE_LEAN_CFLAGS}")
+  ktrace_test_program(e2e_lean SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+  set_target_properties(e2e_lean PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_lean PRIVATE -pie)
+  ktrace_test_program(e2e_lean_nopie SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fno-pie ${KT_LEAN_OPTS})
+  target_link_options(e2e_lean_nopie PRIVATE -no-pie)
+  ktrace_test_program(e2e_lean_static SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN STATIC
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -DLEAN_STATIC ${KT_LEAN_OPTS})
+  add_library(e2e_lean_plugin SHARED ${KT_E2E_DIR}/lean_plugin.c)
+  target_compile_options(e2e_lean_plugin PRIVATE -O2 ${KT_LEAN_OPTS})
+  set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin)
+  if(TARGET ktrace-example-shapes)   # a C++ compiler was found
+    enable_language(CXX)
+    ktrace_test_program(e2e_lean_cxx SOURCES ${KT_E2E_DIR}/lean_cxx.cc PLAIN
+      OPTIONS -O2 ${KT_LEAN_OPTS})
+    list(APPEND KT_LEAN_PROGS e2e_lean_cxx)
+  endif()
+endif()
+ktrace_e2e_test(lean PROGRAMS ${KT_LEAN_PROGS} LABELS threads)
+set_tests_properties(test_e2e_lean PROPERTIES RUN_SERIAL TRUE)

@@ -58,4 +58,19 @@ command -v pkg-config >/dev/null || fail "pkg-config not installed (apt-get inst
   fail "build with pkg-config (C++) failed"
 check_run pkgconfig-c "$work/pc_c"
 check_run pkgconfig-cxx "$work/pc_cxx"
+
+# 3. the lean mode's flags, where there is one: compiled with them (not
+# linked with them), the program records the same calls
+lean=$(pkg-config --variable=lean_cflags ktrace)
+grep -q '^set(KTRACE_LEAN_CFLAGS "'"${lean// /;}"'")$' "$cfgdir/ktraceConfig.cmake" ||
+  fail "ktraceConfig.cmake's KTRACE_LEAN_CFLAGS differs from ktrace.pc's lean_cflags ($lean)"
+if [ -n "$lean" ]; then
+  # shellcheck disable=SC2046,SC2086
+  "$cc" -c -o "$work/lean_c.o" "$src/app.c" $(pkg-config --cflags ktrace) $lean \
+    -fno-instrument-functions || fail "compile with lean_cflags failed"
+  # shellcheck disable=SC2046
+  "$cc" -o "$work/lean_c" "$work/lean_c.o" $(pkg-config --libs ktrace) ||
+    fail "link of the lean build failed"
+  check_run lean-c "$work/lean_c"
+fi
 echo "installed use: all ok ($prefix)"

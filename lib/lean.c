@@ -1,0 +1,819 @@
+/*
+ * lean.c - the lean mode's slow paths and its live patching (x86-64).
+ *
+ * Code compiled with the lean flags (pkg-config --variable=lean_cflags
+ * ktrace: -pg -mfentry -minstrument-return=call) calls __fentry__ as each
+ * function's first instruction and __return__ before each ret, after
+ * inlining: inlined copies call nothing, and GCC then makes no sibling
+ * calls (every ret is instrumented).  In a PIE or a shared library the
+ * entry site is "call *__fentry__@GOTPCREL(%rip)" (6 bytes, or "addr32
+ * call" once the linker resolved it locally), elsewhere "call" (5 bytes);
+ * an exit site is always a 5-byte "call __return__@PLT".  The trampolines
+ * and fast paths are in record.c.
+ *
+ * Nesting.  Each thread keeps the frames whose entry it recorded (struct
+ * kt_lframe: the address of the frame's return-address slot, which is the
+ * same at __fentry__ and at __return__).  An exit is recorded iff its
+ * frame is there, so a call whose entry was skipped (muted, excluded,
+ * patched out, or patched out while the call ran) never leaves an
+ * unmatched exit, and a call whose exit site was patched out while it ran
+ * is closed when the stack shows it is gone: an entry or exit at or above
+ * its slot (a longjmp, an exception, or a nop'ed exit) closes every frame
+ * below, innermost first, at that time; an entry closes one at its own
+ * slot too (every exit calls __return__ first, a sibling call's too, so
+ * such a frame left without it).  __cxa_begin_catch closes the frames a C++ exception unwound,
+ * at the catch.
+ *
+ * Patching.  The writer thread (ktrace__lean_tick) turns the sites of a
+ * function muted (filter.c) or excluded into nops, and back into the
+ * original calls if that ever changes.  It knows a function's entry site
+ * from its first call and learns its exit sites from its first
+ * LEARN_CALLS calls (they go through the slow path: the frame carries
+ * KT_LF_LEARN); an exit site it never learned keeps calling __return__,
+ * which returns at once (no frame).  One batch: every site is in a module
+ * dl_iterate_phdr lists (its loader lock keeps dlclose out meanwhile),
+ *   P1 mprotect the pages RWX (failure: W^X, see below),
+ *   P2 int3 over each site's first byte, sync every core,
+ *   P3 the other bytes, sync,
+ *   P4 the first byte, sync,
+ *   P5 mprotect back to R-X.
+ * A thread that executes a site between P2 and P4 traps; the SIGTRAP
+ * handler emulates the site's new instruction (a nop: skip it; a call:
+ * push and jump), or, after P4, re-executes it.  "Sync" is membarrier's
+ * SYNC_CORE (every core running this process serialises its instruction
+ * stream), or, where the kernel has none, a private expedited membarrier
+ * or an mprotect (an IPI each way; an interrupt return serialises).
+ *
+ * W^X.  Where the code cannot be made writable (MDWE, a seccomp filter,
+ * SELinux execmod), nothing more is patched: muted functions keep calling
+ * the hooks, which return after the cache lookup.  Said once on stderr and
+ * in every snapshot (KTRACE_INFO_LEAN_NO_PATCH).
+ */
+#include "internal.h"
+
+#if defined(__x86_64__)
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define NF KTRACE_FUNC_ID_COUNT
+#define NEXIT 8              /* exit sites learned per function */
+#define LEARN_CALLS 64       /* calls that learn exit sites, per function */
+#define MAXBATCH 1024        /* sites per batch */
+#define KT_LF_LEARN 1u       /* frame: learn its exit site */
+#define KT_LF_SKIP 2u        /* frame: entry not recorded (learning only) */
+#define FAR_STACK (64ull << 20) /* bytes: farther than this is another stack */
+
+enum { LS_NONE = 0, LS_CLAIMED = 1, LS_READY = 2, LS_BAD = 3 };
+
+struct lfn {
+	_Atomic uint32_t st;           /* LS_*: app threads claim and publish */
+	uint8_t len;                   /* entry site bytes: 5 or 6 */
+	uint8_t orig[7];               /* the entry site's original bytes */
+	uint64_t site;                 /* entry site address */
+	_Atomic uint32_t learn;        /* calls that learned exits */
+	_Atomic uint64_t exits[NEXIT]; /* 0 free, 1 claimed, else the site */
+	uint8_t exit_orig[NEXIT][5];   /* written before exits[i] is published */
+	/* writer thread only */
+	uint8_t nop_entry;             /* the entry site is a nop now */
+	uint8_t nop_exit[NEXIT];
+	int64_t relearn_ns;            /* muted: learning again since (0 = not yet) */
+};
+
+static struct lfn lf[NF];
+static _Atomic int lean_used;       /* a lean hook ran */
+static _Atomic int wx_denied;       /* code could not be made writable */
+static _Atomic uint64_t n_patched, n_failed, n_nop;
+static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
+static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
+
+static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+static const uint8_t nop6[6] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00};
+
+/* The batch being written, for the SIGTRAP handler. */
+struct pend {
+	uint64_t site;
+	uint8_t len;
+	uint8_t now[7];                /* the bytes being written */
+};
+static struct pend pend[MAXBATCH];   /* the writer thread's */
+/* The same, for the SIGTRAP handler: (site, new bytes | len << 56) word
+ * pairs under a sequence count (odd while they change); ntrap = 0 when no
+ * batch is being written. */
+static _Atomic uint64_t trap[MAXBATCH][2];
+static _Atomic uint32_t ntrap, tseq;
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sync_cmd;               /* membarrier command, 0 = mprotect */
+static struct sigaction old_trap;
+static int trap_installed;
+
+/* Code bytes are read and written with plain byte moves the compiler (and
+ * a sanitizer's instrumentation, which has no shadow for code) does not
+ * see; a byte store is atomic on x86. */
+static inline KT_NOINSTR uint8_t code_byte(uint64_t a)
+{
+	uint8_t v;
+
+	__asm__ volatile("movb (%1), %0" : "=q"(v) : "r"(a) : "memory");
+	return v;
+}
+
+static inline KT_NOINSTR void code_poke(uint64_t a, uint8_t v)
+{
+	__asm__ volatile("movb %1, (%0)" : : "r"(a), "q"(v) : "memory");
+}
+
+static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = code_byte(a + i);
+}
+
+/* ---- application threads: slow paths ------------------------------------ */
+
+/*
+ * Entry sites noted so far, by their end r: (r << 8) | length, 0 = free.
+ * A site is noted before its function is READY, so before it can ever be
+ * patched: its bytes decode as a call until then, and afterwards this
+ * table answers (a thread may reach the slow path after the writer
+ * patched the site it came from).
+ */
+#define NSITES 8192u
+static _Atomic uint64_t sites[NSITES];
+
+static KT_NOINSTR uint32_t site_hash(uint64_t r)
+{
+	return (uint32_t)((r * 0x9E3779B97F4A7C15ull) >> 51) & (NSITES - 1);
+}
+
+static KT_NOINSTR int site_find(uint64_t r)
+{
+	for (uint32_t i = site_hash(r), k = 0; k < NSITES; k++, i = (i + 1) & (NSITES - 1)) {
+		/* acquire: pairs with site_put's CAS (seq_cst). */
+		uint64_t v = kt_load(&sites[i], acquire);
+
+		if (v == 0)
+			return 0;
+		if (v >> 8 == r)
+			return (int)(v & 0xff);
+	}
+	return 0;
+}
+
+static KT_NOINSTR void site_put(uint64_t r, int len)
+{
+	uint64_t want = (r << 8) | (uint64_t)len;
+
+	for (uint32_t i = site_hash(r), k = 0; k < NSITES; k++, i = (i + 1) & (NSITES - 1)) {
+		uint64_t v = 0;
+
+		/* seq_cst: before the function's READY store (release). */
+		if (atomic_compare_exchange_strong(&sites[i], &v, want) || v >> 8 == r)
+			return;
+	}
+}
+
+/* The entry site ending at r: its start and length, 0 if not known. */
+static KT_NOINSTR int entry_site(uint64_t r, uint64_t *site)
+{
+	int len = site_find(r);
+
+	if (len == 0) {
+		uint8_t b6 = code_byte(r - 6), b5 = code_byte(r - 5);
+
+		if (b6 == 0xff && b5 == 0x15)
+			len = 6;   /* call *__fentry__@GOTPCREL(%rip) */
+		else if (b5 == 0xe8)
+			len = b6 == 0x67 ? 6 : 5;   /* addr32 call: relaxed by ld */
+		else
+			len = site_find(r);   /* patched since the first look */
+	}
+	*site = r - (uint64_t)len;
+	return len;
+}
+
+/* The function's address: the entry site, or the endbr64 before it. */
+static KT_NOINSTR uint64_t site_fn(uint64_t site)
+{
+	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+	uint8_t b[4];
+
+	/* Read before the site only within its page: the first byte of a
+	 * mapping has nothing mapped before it. */
+	if ((site & 4095) < 4)
+		return site;
+	code_read(b, site - 4, 4);
+	if (memcmp(b, endbr, 4) == 0)
+		return site - 4;
+	return site;
+}
+
+/* First call of the function with event ev: note its entry site. */
+static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE, zero = LS_NONE;
+	struct lfn *l;
+
+	if (ev == 0 || id >= NF)
+		return NULL;
+	l = &lf[id];
+	/* acquire: pairs with the release store of LS_READY below. */
+	uint32_t st = kt_load(&l->st, acquire);
+	if (st == LS_READY)
+		return l;
+	if (st != LS_NONE)
+		return NULL;
+	/* relaxed: the claim orders nothing; READY publishes. */
+	if (!kt_cas(&l->st, &zero, LS_CLAIMED, relaxed))
+		return NULL;
+	l->site = site;
+	l->len = (uint8_t)len;
+	site_put(site + (uint64_t)len, len);
+	code_read(l->orig, site, (size_t)len);
+	/* release: site, len and orig before the writer (acquire) reads them. */
+	kt_store(&l->st, LS_READY, release);
+	return l;
+}
+
+/* An exit site ending at r of a learning function. */
+static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
+	uint64_t site = r - 5;
+	struct lfn *l;
+
+	if (ev == 0 || id >= NF || code_byte(site) != 0xe8)
+		return;
+	l = &lf[id];
+	for (int i = 0; i < NEXIT; i++) {
+		/* acquire: pairs with the release publish below. */
+		uint64_t v = kt_load(&l->exits[i], acquire), zero = 0;
+
+		if (v == site)
+			return;
+		if (v != 0)
+			continue;
+		/* relaxed: a claim; the publish below is the release. */
+		if (!kt_cas(&l->exits[i], &zero, 1, relaxed)) {
+			if (zero == site)
+				return;
+			continue;
+		}
+		code_read(l->exit_orig[i], site, 5);
+		/* release: exit_orig before the writer reads the site. */
+		kt_store(&l->exits[i], site, release);
+		return;
+	}
+}
+
+/* Still learning the function's exit sites?  Counts this call. */
+static KT_NOINSTR int learning(struct lfn *l)
+{
+	if (l == NULL || kt_load(&wx_denied, relaxed))
+		return 0;
+	/* relaxed: a count; a few calls more or less learn the same. */
+	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
+		return 0;
+	kt_add(&l->learn, 1, relaxed);
+	return 1;
+}
+
+/* Close the frames that are gone: below slot, or at it too for an entry
+ * (every exit, a sibling call's too, calls __return__ first, so a frame
+ * still open at a new entry's slot has left without it). */
+static KT_NOINSTR void close_below(struct kt_thread *t, uint64_t slot, int at_entry)
+{
+	while (t->lsp > 0) {
+		struct kt_lframe *f = &t->lstk[t->lsp - 1];
+
+		if (f->slot > slot || (f->slot == slot && !at_entry))
+			break;
+		/* Far above: another stack (a signal handler's alternate stack,
+		 * a coroutine's), not a longjmp: the frame stays open. */
+		if (slot - f->slot > FAR_STACK)
+			break;
+		if (!(f->flags & KT_LF_SKIP))
+			ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
+		t->lsp--;
+	}
+}
+
+/* The lean stack changed: ltop8 for __return__'s asm (record.c). */
+static KT_NOINSTR void ltop_sync(struct kt_thread *t)
+{
+	uint32_t n = t->lsp;
+
+	__atomic_store_n(&t->ltop8, n ? t->lstk[n - 1].slot - 8 : ~0ull, __ATOMIC_RELAXED);
+}
+
+static KT_NOINSTR struct kt_thread *slow_begin(void)
+{
+	struct kt_thread *t = kt_self();
+
+	if (!kt_load(&lean_used, relaxed))
+		kt_store(&lean_used, 1, relaxed);
+	if (t == &ktrace__idle) {
+		if (!ktrace__ensure_init() || (t = ktrace__self_alloc()) == NULL)
+			return NULL;
+	}
+	if (KT_UNLIKELY(t->in_vfork)) {
+		ktrace__count_loss(KTRACE_LOSS_VFORK, 1);
+		return NULL;
+	}
+	if (t->nest) {
+		ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		return NULL;
+	}
+	t->nest++;
+	if (ktrace__thread_ready(t) != 0) {
+		t->nest--;
+		return NULL;
+	}
+	return t;
+}
+
+KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
+{
+	struct kt_thread *t = slow_begin();
+	uint64_t site = 0, fn, *ce;
+	uint32_t ev, skip, learn;
+	struct lfn *l;
+	int len;
+
+	if (t == NULL)
+		return;
+	ktrace__filter_adopt(t);
+	close_below(t, (uint64_t)slot, 1);
+	len = entry_site(r, &site);
+	if (len == 0) {   /* not a compiler's entry site: nothing to attribute */
+		ltop_sync(t);
+		t->nest--;
+		return;
+	}
+	fn = site_fn(site);
+	ev = ktrace__func_event(fn);
+	skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
+	l = note_fn(ev, site, len);
+	learn = learning(l) ? KT_FC_LEARN : 0;
+	ce = &t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];
+	if (ev)
+		__atomic_store_n(ce, (r << 16) | skip | learn | ev, __ATOMIC_RELAXED);
+	if (t->lsp >= KT_LEAN_DEPTH) {
+		ktrace__count_loss(KTRACE_LOSS_LEAN_DEPTH, 1);
+	} else if (!skip || learn) {
+		struct kt_lframe *f = &t->lstk[t->lsp];
+
+		if (!skip)
+			ktrace__record_func(t, fn, ev, 0);
+		f->slot = (uint64_t)slot;
+		f->fn = fn;
+		f->ev = ev;
+		f->flags = (learn ? KT_LF_LEARN : 0) | (skip ? KT_LF_SKIP : 0);
+		t->lsp++;
+	}
+	ltop_sync(t);
+	t->nest--;
+}
+
+KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
+{
+	struct kt_thread *t = slow_begin();
+
+	if (t == NULL)
+		return;
+	close_below(t, (uint64_t)slot, 0);
+	if (t->lsp > 0 && t->lstk[t->lsp - 1].slot == (uint64_t)slot) {
+		struct kt_lframe *f = &t->lstk[t->lsp - 1];
+
+		if (f->flags & KT_LF_LEARN)
+			learn_exit(f->ev, r);
+		if (!(f->flags & KT_LF_SKIP))
+			ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
+		t->lsp--;
+	}
+	ltop_sync(t);
+	t->nest--;
+}
+
+/*
+ * A C++ exception was caught: the frames it unwound (below the catching
+ * function's, so below our caller's stack pointer) are gone; close them
+ * now.  Then the C++ runtime's own.
+ */
+void *__cxa_begin_catch(void *e);
+
+/* Weak: a program that links the C++ runtime statically keeps its own
+ * (its frames are then closed at the next lean entry or exit). */
+__attribute__((visibility("default"), weak)) KT_NOINSTR void *__cxa_begin_catch(void *e)
+{
+	static void *(*real)(void *);
+	void *(*fp)(void *) = __atomic_load_n(&real, __ATOMIC_RELAXED);
+	struct kt_thread *t = kt_self();
+
+	if (t != &ktrace__idle && t->lsp > 0 && t->nest == 0) {
+		uint64_t sp = (uint64_t)__builtin_frame_address(0);
+
+		t->nest++;
+		while (t->lsp > 0 && t->lstk[t->lsp - 1].slot < sp) {
+			struct kt_lframe *f = &t->lstk[t->lsp - 1];
+
+			if (!(f->flags & KT_LF_SKIP) && ktrace__thread_ready(t) == 0)
+				ktrace__record_func(t, f->fn, f->ev, KTRACE_EV_EXIT_FLAG);
+			t->lsp--;
+		}
+		ltop_sync(t);
+		t->nest--;
+	}
+	if (fp == NULL) {
+		fp = (void *(*)(void *))dlsym(RTLD_NEXT, "__cxa_begin_catch");
+		if (fp == NULL)
+			abort();
+		__atomic_store_n(&real, fp, __ATOMIC_RELAXED);
+	}
+	return fp(e);
+}
+
+/* ---- writer thread: patching ---------------------------------------------- */
+
+static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP] - 1;
+	if (si->si_code == SI_KERNEL) {
+		uint64_t code = 0;
+		uint32_t s1, n;
+		int found;
+
+		do {   /* the batch, read as a seqlock reader */
+			/* acquire: pairs with apply()'s release of tseq (even). */
+			s1 = kt_load(&tseq, acquire);
+			n = s1 & 1 ? 0 : kt_load(&ntrap, relaxed);
+			found = 0;
+			for (uint32_t i = 0; i < n && i < MAXBATCH; i++)
+				/* relaxed: checked by the sequence count below */
+				if (kt_load(&trap[i][0], relaxed) == ip) {
+					code = kt_load(&trap[i][1], relaxed);
+					found = 1;
+					break;
+				}
+			/* acquire fence: the loads above before tseq's re-read. */
+			kt_fence(acquire);
+		} while (kt_load(&tseq, relaxed) != s1);
+		if (found) {
+			uint8_t now[8], len = (uint8_t)(code >> 56);
+			uint64_t end = ip + len, to;
+			int32_t d;
+
+			memcpy(now, &code, 8);
+			if (now[0] == 0xe8 || now[0] == 0x67 || now[0] == 0xff) {
+				/* the call: push the return address, jump */
+				memcpy(&d, &now[len - 4], 4);
+				to = now[0] == 0xff ? *(const uint64_t *)(end + (int64_t)d)
+				                    : end + (int64_t)d;
+				uc->uc_mcontext.gregs[REG_RSP] -= 8;
+				*(uint64_t *)uc->uc_mcontext.gregs[REG_RSP] = end;
+				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
+			} else {
+				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)end;   /* a nop */
+			}
+			return;
+		}
+		if (code_byte(ip) != 0xcc) {
+			/* ours, finished since the trap: run what is there now */
+			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+			return;
+		}
+	}
+	if (old_trap.sa_flags & SA_SIGINFO) {
+		old_trap.sa_sigaction(sig, si, ucv);
+	} else if (old_trap.sa_handler == SIG_DFL) {
+		signal(SIGTRAP, SIG_DFL);   /* the trap comes again and kills */
+		if (si->si_code == SI_KERNEL)
+			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)ip;
+		else
+			raise(SIGTRAP);
+	} else if (old_trap.sa_handler != SIG_IGN) {
+		old_trap.sa_handler(sig);
+	}
+}
+
+static KT_NOINSTR void sync_cores(uint64_t page)
+{
+	if (sync_cmd != 0 && syscall(SYS_membarrier, sync_cmd, 0, 0) == 0)
+		return;
+	/* Changing a mapping's protection flushes its TLB entries on every
+	 * core running the process: an interrupt each, which serialises. */
+	mprotect((void *)page, 4096, PROT_READ | PROT_EXEC);
+	mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
+}
+
+static KT_NOINSTR void patch_setup(void)
+{
+	static int done;
+	struct sigaction sa;
+
+	if (done)
+		return;
+	done = 1;
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
+		sync_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE;
+	else if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+		sync_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_trap;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTRAP, &sa, &old_trap) == 0)
+		trap_installed = 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* P1..P5 over pend[0..n); 0, or -1 when the pages could not be made
+ * writable (nothing written). */
+static KT_NOINSTR int apply(uint32_t n)
+{
+	static uint64_t pages[2 * MAXBATCH];
+	uint32_t np = 0, k = 0, i;
+
+	for (i = 0; i < n; i++) {
+		pages[np++] = pend[i].site & ~4095ull;
+		pages[np++] = (pend[i].site + pend[i].len - 1) & ~4095ull;
+	}
+	qsort(pages, np, sizeof(pages[0]), cmp_u64);
+	for (i = 0; i < np; i++)
+		if (k == 0 || pages[k - 1] != pages[i])
+			pages[k++] = pages[i];
+	np = k;
+	patch_setup();
+	for (i = 0; i < np; i++)   /* P1 */
+		if (mprotect((void *)pages[i], 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+			int e = errno;
+			while (i-- > 0)
+				mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
+			errno = e;
+			return -1;
+		}
+	/* Publish the batch for the handler (seqlock writer): tseq odd, the
+	 * entries, ntrap, tseq even; release: all of it before the int3s. */
+	kt_add(&tseq, 1, relaxed);
+	kt_fence(release);   /* odd before the entries: pairs with the handler's acquire fence */
+	for (i = 0; i < n; i++) {
+		uint64_t code = 0;
+
+		memcpy(&code, pend[i].now, pend[i].len);
+		code |= (uint64_t)pend[i].len << 56;
+		kt_store(&trap[i][0], pend[i].site, relaxed);
+		kt_store(&trap[i][1], code, relaxed);
+	}
+	kt_store(&ntrap, n, relaxed);
+	kt_add(&tseq, 1, release);
+	for (i = 0; i < n; i++)    /* P2 */
+		code_poke(pend[i].site, 0xcc);
+	sync_cores(pages[0]);
+	for (i = 0; i < n; i++)    /* P3 */
+		for (uint32_t j = 1; j < pend[i].len; j++)
+			code_poke(pend[i].site + j, pend[i].now[j]);
+	sync_cores(pages[0]);
+	for (i = 0; i < n; i++)    /* P4 */
+		code_poke(pend[i].site, pend[i].now[0]);
+	sync_cores(pages[0]);
+	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
+	for (i = 0; i < np; i++)   /* P5 */
+		mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
+	return 0;
+}
+
+/* The patch a function's sites should be in: 1 = out (nops). */
+/*
+ * The patch a function's sites should be in: 1 = out (nops).  A function
+ * the budget mutes learns its exit sites again first (ktrace__lean_muting),
+ * from the calls of the phase that made it hot (its first calls may have
+ * taken other paths): its next LEARN_CALLS calls, or RELEARN_NS at most.
+ */
+#define RELEARN_NS 100000000LL
+
+static KT_NOINSTR uint8_t wanted(uint32_t id)
+{
+	struct lfn *l = &lf[id];
+	int fo = kt_load(&force, relaxed);
+	int64_t now;
+
+	if (fo)
+		return fo == 1;
+	if (ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, UINT32_MAX) == 0)
+		return 0;
+	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
+		return 1;
+	now = ktrace__monotonic_ns();
+	return l->relearn_ns != 0 && now - l->relearn_ns > RELEARN_NS;
+}
+
+/* Is any site not as wanted?  (NF loads: cheaper than walking the
+ * modules, which only a change needs.) */
+static KT_NOINSTR int work_to_do(void)
+{
+	uint32_t n = (uint32_t)ktrace__funcs_count();
+
+	for (uint32_t id = 0; id < NF && id < n; id++) {
+		struct lfn *l = &lf[id];
+		uint8_t w;
+
+		/* relaxed: a hint; patch_module reads with acquire. */
+		if (kt_load(&l->st, relaxed) != LS_READY)
+			continue;
+		w = wanted(id);
+		if (l->nop_entry != w)
+			return 1;
+		for (int i = 0; i < NEXIT; i++)
+			if (kt_load(&l->exits[i], relaxed) > 1 && l->nop_exit[i] != w)
+				return 1;
+	}
+	return 0;
+}
+
+struct mod_ctx {
+	uint32_t n;
+	uint8_t *flag[MAXBATCH];      /* nop_entry / nop_exit[] to set */
+	uint8_t to[MAXBATCH];         /* their new value */
+};
+
+static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t b = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= b + p->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, const uint8_t *now,
+                           uint8_t *flag, uint8_t to)
+{
+	struct pend *p = &pend[m->n];
+
+	p->site = site;
+	p->len = len;
+	memcpy(p->now, now, len);
+	m->flag[m->n] = flag;
+	m->to[m->n] = to;
+	m->n++;
+}
+
+/* One module, under the loader's lock: the sites of it that must change. */
+static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct mod_ctx *m = arg;
+	uint32_t id;
+
+	(void)size;
+	if (kt_load(&wx_denied, relaxed))
+		return 1;
+	for (id = 0; id < NF; id++) {
+		struct lfn *l = &lf[id];
+		/* acquire: pairs with note_fn's release of site and orig. */
+		if (kt_load(&l->st, acquire) != LS_READY || !in_exec(info, l->site, l->len))
+			continue;
+		uint8_t want = wanted(id);
+
+		if (m->n + 1 + NEXIT > MAXBATCH)
+			break;   /* the next tick */
+		if (l->nop_entry != want)
+			add(m, l->site, l->len, want ? (l->len == 5 ? nop5 : nop6) : l->orig,
+			    &l->nop_entry, want);
+		for (int i = 0; i < NEXIT; i++) {
+			/* acquire: pairs with learn_exit's release. */
+			uint64_t s = kt_load(&l->exits[i], acquire);
+
+			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 5))
+				add(m, s, 5, want ? nop5 : l->exit_orig[i], &l->nop_exit[i], want);
+		}
+	}
+	if (m->n == 0)
+		return 0;
+	int64_t t0 = ktrace__monotonic_ns();
+	int rc = apply(m->n);
+
+	kt_add(&batch_ns, (uint64_t)(ktrace__monotonic_ns() - t0), relaxed);
+	kt_add(&n_batches, 1, relaxed);
+	if (rc != 0) {
+		int e = errno;
+
+		kt_add(&n_failed, m->n, relaxed);
+		kt_store(&wx_denied, 1, relaxed);
+		if (!kt_load_cfg(quiet))   /* the snapshot says it in any case */
+			ktrace__warn_once(58, "lean mode: cannot make code writable (mprotect: %s); "
+			                  "muted functions keep calling the hooks, which skip them",
+			                  strerror(e));
+		m->n = 0;
+		return 1;
+	}
+	for (uint32_t i = 0; i < m->n; i++) {
+		*m->flag[i] = m->to[i];
+		kt_add(&n_nop, m->to[i] ? 1 : (uint64_t)-1, relaxed);
+	}
+	kt_add(&n_patched, m->n, relaxed);
+	m->n = 0;
+	return 0;
+}
+
+static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
+static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
+static KT_NOINSTR void atfork_child(void) { pthread_mutex_init(&patch_lock, NULL); }
+
+KT_NOINSTR void ktrace__lean_tick(void)
+{
+	static int atfork_done;
+	static struct mod_ctx m;
+
+	if (!kt_load(&lean_used, relaxed) || kt_load(&wx_denied, relaxed))
+		return;
+	if (!atfork_done) {
+		atfork_done = 1;
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	}
+	/* Every tick: a function that finished learning is ready to patch
+	 * without a new mute epoch (a look is NF loads per module). */
+	if (!work_to_do())
+		return;
+	pthread_mutex_lock(&patch_lock);
+	m.n = 0;
+	dl_iterate_phdr(patch_module, &m);
+	pthread_mutex_unlock(&patch_lock);
+}
+
+KT_NOINSTR void ktrace__lean_muting(uint32_t id)
+{
+	if (id >= NF)
+		return;
+	/* relaxed: a count; the epoch's release store publishes it to the
+	 * threads that adopt the mute (their caches get KT_FC_LEARN again). */
+	kt_store(&lf[id].learn, 0, relaxed);
+	lf[id].relearn_ns = ktrace__monotonic_ns();
+}
+
+KT_NOINSTR uint32_t ktrace__lean_info_flags(void)
+{
+	uint32_t f = 0;
+
+	if (kt_load(&lean_used, relaxed))
+		f |= KTRACE_INFO_LEAN;
+	if (kt_load(&wx_denied, relaxed))
+		f |= KTRACE_INFO_LEAN_NO_PATCH;
+	return f;
+}
+
+/* Tests (hidden; a statically linked test program calls it): force every
+ * known site out (1) or in (2), or back to the budget's decisions (0), and
+ * wait for the writer thread's next pass. */
+KT_NOINSTR void ktrace__lean_test_force(int mode)
+{
+	uint64_t p = kt_load(&n_patched, relaxed);
+
+	kt_store(&force, mode, relaxed);
+	for (int i = 0; i < 200 && kt_load(&n_patched, relaxed) == p; i++)
+		usleep(1000);
+}
+
+KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                                   uint64_t *batches, uint64_t *ns)
+{
+	*batches = kt_load(&n_batches, relaxed);
+	*ns = kt_load(&batch_ns, relaxed);
+	*patched = kt_load(&n_patched, relaxed);
+	*failed = kt_load(&n_failed, relaxed);
+	*nop_sites = kt_load(&n_nop, relaxed);
+}
+
+#else /* not x86-64: no lean mode (lean_cflags is empty there) */
+
+KT_NOINSTR void ktrace__lean_tick(void) {}
+KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
+KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
+KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
+KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
+KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                                   uint64_t *batches, uint64_t *ns)
+{
+	*patched = *failed = *nop_sites = *batches = *ns = 0;
+}
+KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * lean_prog.c - a program built in the lean mode (-pg -mfentry
+ * -minstrument-return=call), PIE and not, for test_e2e_lean.  argv[1]
+ * picks what it does; it prints what it did, takes a snapshot and prints
+ * "snapshot <rc> <path>".
+ *
+ *   calls    main > run > outer x OUTER > inner x INNER, plus fp(),
+ *            vargs(), big() (registers and memory the trampolines must
+ *            keep) and rec(DEPTH) recursion; the results are checked here.
+ *   longjmp  main > catcher > dive x 50, dive(1) longjmps to catcher,
+ *            which calls after_jump; then main calls work x 10.
+ *   tail     main > tail_a, which tail-calls tail_b, which tail-calls
+ *            tail_c, x TAILS: GCC calls __return__ before each jump, so
+ *            the three are siblings under main.
+ *   dlopen   main > the plugin's plugin_outer x 100 > plugin_inner x 3.
+ *   hot      main > hot_loop for ~300 ms > mid > leaf (the budget mutes
+ *            them, or KTRACE_EXCLUDE does), then main > marker x 5.
+ *   count    main > mid x COUNT > leaf x 10, then waits 300 ms and prints
+ *            "leaf-site <first byte of leaf>" (a call, or a nop once
+ *            patched out).
+ *   wx       as count, after forbidding writable code (MDWE, else a
+ *            seccomp filter); prints "wx mdwe" or "wx seccomp".
+ *   flip     (static build) 8 threads run outer > inner while main patches
+ *            every function out and in again for ~1 s; then each thread
+ *            runs outer x 10 more; prints "patches <n> <ns per patch>".
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ktrace.h"
+
+#define OUTER 20
+#define INNER 5
+#define DEPTH 10
+#define TAILS 7
+#define COUNT 20000
+
+static volatile int sink;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+__attribute__((noinline)) int inner(int x)
+{
+	__atomic_fetch_add(&sink, x, __ATOMIC_RELAXED);   /* threads run it (flip) */
+	return x + 1;
+}
+
+__attribute__((noinline)) int outer(int n)
+{
+	int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += inner(i);
+	return s;
+}
+
+__attribute__((noinline)) double fp(double a, double b, float c, double d, double e, double f,
+                                    double g, double h)
+{
+	sink++;
+	return a + b * 2 + c * 3 + d * 4 + e * 5 + f * 6 + g * 7 + h * 8;
+}
+
+__attribute__((noinline)) long vargs(int n, ...)
+{
+	va_list ap;
+	long s = 0;
+
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		s += i % 2 ? (long)va_arg(ap, double) : va_arg(ap, long);
+	va_end(ap);
+	return s;
+}
+
+struct big { long a[6]; };
+
+__attribute__((noinline)) struct big big(long x)
+{
+	struct big b;
+
+	for (int i = 0; i < 6; i++)
+		b.a[i] = x + i;
+	return b;
+}
+
+__attribute__((noinline)) int rec(int n)
+{
+	int r = n <= 1 ? 0 : rec(n - 1);
+
+	sink += r;   /* not a tail call: GCC would turn it into a loop */
+	return r + 1;
+}
+
+__attribute__((noinline)) int run(void)
+{
+	int s = 0;
+
+	for (int i = 0; i < OUTER; i++)
+		s += outer(INNER);
+	return s;
+}
+
+static int do_calls(void)
+{
+	int s = run();
+	double d = fp(1, 2, 3, 4, 5, 6, 7, 8);
+	long v = vargs(4, 10L, 2.5, 30L, 4.5);
+	struct big b = big(100);
+	int r = rec(DEPTH);
+
+	printf("calls s=%d d=%g v=%ld b=%ld r=%d\n", s, d, v, b.a[5], r);
+	return s == OUTER * (INNER * (INNER + 1) / 2) && d == 1 + 4 + 9 + 16 + 25 + 36 + 49 + 64 &&
+	       v == 10 + 2 + 30 + 4 && b.a[5] == 105 && r == DEPTH ? 0 : 1;
+}
+
+/* ---- longjmp ----------------------------------------------------------------- */
+
+static jmp_buf jb;
+
+__attribute__((noinline)) void dive(int n)
+{
+	if (n <= 0)
+		return;
+	if (n == 1)
+		longjmp(jb, 1);
+	dive(n - 1);
+	sink++;
+}
+
+__attribute__((noinline)) void after_jump(void) { sink += 2; }
+__attribute__((noinline)) void work(void) { sink += 3; }
+
+__attribute__((noinline)) void catcher(void)
+{
+	if (!setjmp(jb))
+		dive(50);
+	else
+		after_jump();
+}
+
+/* ---- tail calls -------------------------------------------------------------- */
+
+__attribute__((noinline)) int tail_c(int x) { sink += x; return x * 3; }
+__attribute__((noinline)) int tail_b(int x) { return tail_c(x + 1); }
+__attribute__((noinline)) int tail_a(int x) { return tail_b(x + 1); }
+
+/* ---- hot: the budget ---------------------------------------------------------- */
+
+__attribute__((noinline)) int leaf(int x) { sink += x; return x * 2; }
+
+__attribute__((noinline)) int mid(int n)
+{
+	int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += leaf(i);
+	return s;
+}
+
+__attribute__((noinline)) void marker(void) { sink++; }
+
+__attribute__((noinline)) long hot_loop(int ms)
+{
+	int64_t end = now_ns() + (int64_t)ms * 1000000;
+	long s = 0;
+
+	while (now_ns() < end)
+		for (int i = 0; i < 1000; i++)
+			s += mid(10);
+	return s;
+}
+
+static void do_hot(void)
+{
+	long s = hot_loop(300);
+
+	for (int i = 0; i < 5; i++)
+		marker();
+	printf("hot %ld\n", s);
+}
+
+static void do_count(void)
+{
+	long s = 0;
+
+	for (int i = 0; i < COUNT; i++)
+		s += mid(10);
+	for (int i = 0; i < 5; i++)
+		marker();
+	usleep(300000);
+	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
+}
+
+/* ---- wx: forbid writable code ---------------------------------------------------- */
+
+static const char *forbid_wx(void)
+{
+	/* PR_SET_MDWE (Linux 6.3): refuse W+X and adding X. */
+	if (prctl(65, 1, 0, 0, 0) == 0)
+		return "mdwe";
+	/* Else a seccomp filter: mprotect with PROT_WRITE and PROT_EXEC
+	 * fails with EPERM. */
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 4),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, PROT_WRITE | PROT_EXEC),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROT_WRITE | PROT_EXEC, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return NULL;
+	return "seccomp";
+}
+
+/* ---- flip: patching under load ------------------------------------------------------ */
+
+#if defined(LEAN_STATIC)
+void ktrace__lean_test_force(int mode);   /* lean.c: 1 all out, 2 all in, 0 as decided */
+void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
+                        uint64_t *batches, uint64_t *ns);
+#else
+static void ktrace__lean_test_force(int mode) { (void)mode; }
+static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *b, uint64_t *ns)
+{
+	*p = *f = *n = *b = *ns = 0;
+}
+#endif
+
+static _Atomic int stop;
+static _Atomic long worker_calls;
+
+__attribute__((noinline)) void *worker(void *arg)
+{
+	long n = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		outer(INNER);
+		n++;
+	}
+	__atomic_fetch_add(&worker_calls, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+__attribute__((noinline)) void *tail_worker(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 10; i++)
+		outer(INNER);
+	return NULL;
+}
+
+static int do_flip(void)
+{
+	pthread_t th[8];
+	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1;
+	int64_t t0, t1;
+
+	for (int i = 0; i < 8; i++)
+		pthread_create(&th[i], NULL, worker, NULL);
+	usleep(100000);
+	ktrace__lean_stats(&p0, &f, &nop, &b0, &ns0);
+	t0 = now_ns();
+	for (int i = 0; i < 25; i++) {
+		ktrace__lean_test_force(1 + i % 2);
+		usleep(40000);
+	}
+	ktrace__lean_test_force(2);
+	usleep(100000);
+	t1 = now_ns();
+	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	ktrace__lean_test_force(0);
+	for (int i = 0; i < 8; i++)
+		pthread_create(&th[i], NULL, tail_worker, NULL);
+	for (int i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
+	       "%.1f us per batch, %.1f us per site\n",
+	       (long)worker_calls, (unsigned long long)(p1 - p0), (unsigned long long)f,
+	       (unsigned long long)nop, (long long)((t1 - t0) / 1000000),
+	       (unsigned long long)(b1 - b0), b1 > b0 ? (ns1 - ns0) / 1e3 / (double)(b1 - b0) : 0.0,
+	       p1 > p0 ? (ns1 - ns0) / 1e3 / (double)(p1 - p0) : 0.0);
+	return p1 - p0 > 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "calls";
+	char path[4096] = "";
+	int rc, bad = 0;
+
+	if (strcmp(mode, "calls") == 0) {
+		bad = do_calls();
+	} else if (strcmp(mode, "longjmp") == 0) {
+		catcher();
+		for (int i = 0; i < 10; i++)
+			work();
+	} else if (strcmp(mode, "tail") == 0) {
+		int s = 0;
+
+		for (int i = 0; i < TAILS; i++)
+			s += tail_a(i);
+		printf("tail %d\n", s);
+	} else if (strcmp(mode, "dlopen") == 0) {
+		void *h = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_plugin.so", RTLD_NOW);
+		int (*po)(int);
+
+		if (h == NULL || (po = (int (*)(int))dlsym(h, "plugin_outer")) == NULL) {
+			printf("dlopen: %s\n", dlerror());
+			return 1;
+		}
+		for (int i = 0; i < 100; i++)
+			sink += po(i);
+	} else if (strcmp(mode, "hot") == 0) {
+		do_hot();
+		usleep(300000);
+		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
+	} else if (strcmp(mode, "count") == 0) {
+		do_count();
+	} else if (strcmp(mode, "wx") == 0) {
+		const char *how = forbid_wx();
+
+		if (how == NULL) {
+			printf("wx none\n");
+			return 77;
+		}
+		printf("wx %s\n", how);
+		do_count();
+	} else if (strcmp(mode, "flip") == 0) {
+		bad = do_flip();
+	}
+	fflush(stdout);
+	rc = ktrace_snapshot(mode);
+	ktrace_last_snapshot(path, sizeof(path));
+	printf("snapshot %d %s\n", rc, path);
+	return rc != 0 || bad;
+}

@@ -1,0 +1,389 @@
+/*
+ * test_e2e_lean.c - the lean mode end to end (lib/lean.c, docs/lean.md):
+ * programs compiled with -pg -mfentry -minstrument-return=call run, take a
+ * snapshot, and the decoder's calls are checked against what they did.
+ *
+ *   calls_*     PIE, non-PIE, static: exact counts and parents; the
+ *               arguments and results the trampolines must keep (floats,
+ *               varargs, a struct in memory) are checked by the program.
+ *   longjmp     50 frames left by longjmp are closed before the next call
+ *               (after_jump under catcher, work under main): no exit lost.
+ *   tail        sibling calls: GCC calls __return__ before the jump, so the
+ *               callee runs as the caller's sibling; exact counts.
+ *   dlopen      a lean shared library loaded at run time.
+ *   cxx         C++ exceptions through three frames and a destructor.
+ *   exclude     KTRACE_EXCLUDE=leaf: never recorded, its entry patched out.
+ *   filter_off  KTRACE_FILTER=off: every call recorded, nothing patched.
+ *   budget      default settings under load: the budget mutes, the muted
+ *               function is patched out, the nesting stays exact.
+ *   wx          writable code forbidden (MDWE or seccomp): nothing patched,
+ *               the hook mutes instead, said once on stderr and in the
+ *               snapshot.
+ *   flip        8 threads run while every site is patched out and in 25
+ *               times: no crash, no exit lost, exact counts after.
+ * Skipped where there is no lean mode (not x86-64, or under an emulator).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kdec.h"
+#include "ktest.h"
+
+#define BIN KTRACE_TEST_BINARY_DIR "/"
+
+static int no_lean(void)
+{
+#if defined(__x86_64__)
+	return getenv("KTRACE_TEST_EMULATOR") != NULL || access(BIN "e2e_lean", X_OK) != 0;
+#else
+	return 1;
+#endif
+}
+
+struct run {
+	char dir_path[4096];
+	char *dir;
+	char path[4400];
+	struct kt_proc p;
+	struct kd_dec *d;
+	uint32_t th;
+};
+
+/* Run prog mode with extra environment (NULL-terminated); decode its
+ * snapshot into r->d (main thread r->th). */
+static void run(struct run *r, const char *prog, const char *mode, ...)
+{
+	char envdir[300], line[4600], fmt[32];
+	const char *env[16] = { envdir, NULL };
+	char *argv[] = { (char *)prog, (char *)mode, NULL };
+	int n = 1, rc;
+	va_list ap;
+	const char *e;
+
+	memset(r, 0, sizeof(*r));
+	r->dir = kt_mkdtemp("lean");
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", r->dir);
+	va_start(ap, mode);
+	while ((e = va_arg(ap, const char *)) != NULL && n < 15)
+		env[n++] = e;
+	va_end(ap);
+	env[n] = NULL;
+	snprintf(fmt, sizeof(fmt), "snapshot %%d %%%zus", sizeof(r->path) - 1);
+	assert_int_equal(kt_spawn(&r->p, argv, env, NULL), 0);
+	if (kt_expect_line(&r->p, "snapshot ", line, sizeof(line), 60000) != 0)
+		fail_msg("%s %s: no snapshot line; stdout:\n%s\nstderr:\n%s", prog, mode, r->p.out,
+		         r->p.err);
+	assert_int_equal(sscanf(line, fmt, &rc, r->path), 2);
+	assert_int_equal(rc, 0);
+	if (kt_wait(&r->p, 60000) != 0)
+		fail_msg("%s %s: status %#x, stdout:\n%s\nstderr:\n%s", prog, mode, r->p.status,
+		         r->p.out, r->p.err);
+	r->d = kd_open(r->path);
+	assert_non_null(r->d);
+	r->th = kd_thread_tid(r->d, r->p.pid);
+	assert_int_not_equal(r->th, KD_NONE);
+}
+
+static void done(struct run *r)
+{
+	kd_dec_free(r->d);
+	kt_proc_free(&r->p);
+	kt_rmtree(r->dir);
+	free(r->dir);
+}
+
+static const char *parent_name(const struct kd_dec *d, const struct kd_dec_call *c)
+{
+	return c->parent < d->ncalls ? kd_func(d, &d->calls[c->parent]) : "(none)";
+}
+
+/* Every call of func on thread th (KD_NONE: any) has a parent named one of
+ * the '|'-separated names ("(none)": no parent). */
+static void parents(const struct kd_dec *d, uint32_t th, const char *func, const char *names)
+{
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct kd_dec_call *c = &d->calls[i];
+		char want[256];
+		const char *pn;
+		int ok = 0;
+
+		if ((th != KD_NONE && c->thread != th) || !kd_is(d, c, func))
+			continue;
+		pn = parent_name(d, c);
+		snprintf(want, sizeof(want), "%s", names);
+		for (char *t = strtok(want, "|"); t; t = strtok(NULL, "|"))
+			ok |= strcmp(t, pn) == 0;
+		if (!ok)
+			fail_msg("%s called under %s, expected %s", func, pn, names);
+	}
+}
+
+static uint32_t info_flags(const struct run *r)
+{
+	return r->d->snap.info.flags;
+}
+
+static void check_calls(const char *prog)
+{
+	struct run r;
+
+	if (no_lean())
+		skip();
+	run(&r, prog, "calls", "KTRACE_QUIET=1", NULL);
+	assert_non_null(strstr(r.p.out, "calls s="));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "run"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "outer"), 20);
+	assert_int_equal(kd_count(r.d, r.th, "inner"), 100);
+	assert_int_equal(kd_count(r.d, r.th, "fp"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "vargs"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "big"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "rec"), 10);
+	assert_int_equal(kd_count(r.d, r.th, "main"), 1);
+	parents(r.d, r.th, "inner", "outer");
+	parents(r.d, r.th, "outer", "run");
+	parents(r.d, r.th, "run", "main");
+	parents(r.d, r.th, "rec", "rec|main");
+	parents(r.d, r.th, "fp", "main");
+	assert_true(info_flags(&r) & KTRACE_INFO_LEAN);
+	assert_false(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	done(&r);
+}
+
+static void test_e2e_lean_calls_pie(void **state) { (void)state; check_calls(BIN "e2e_lean"); }
+static void test_e2e_lean_calls_nopie(void **state) { (void)state; check_calls(BIN "e2e_lean_nopie"); }
+static void test_e2e_lean_calls_static(void **state) { (void)state; check_calls(BIN "e2e_lean_static"); }
+
+static void test_e2e_lean_longjmp(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "longjmp", "KTRACE_QUIET=1", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "dive"), 50);
+	assert_int_equal(kd_count(r.d, r.th, "catcher"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "after_jump"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "work"), 10);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	parents(r.d, r.th, "dive", "dive|catcher");
+	parents(r.d, r.th, "after_jump", "catcher");
+	parents(r.d, r.th, "work", "main");
+	parents(r.d, r.th, "catcher", "main");
+	done(&r);
+}
+
+static void test_e2e_lean_tail(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "tail", "KTRACE_QUIET=1", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "tail_a"), 7);
+	assert_int_equal(kd_count(r.d, r.th, "tail_b"), 7);
+	assert_int_equal(kd_count(r.d, r.th, "tail_c"), 7);
+	parents(r.d, r.th, "tail_a", "main");
+	/* (no sibling call in a TSan build: nested) */
+	parents(r.d, r.th, "tail_b", "main|tail_a");
+	parents(r.d, r.th, "tail_c", "main|tail_b");
+	done(&r);
+}
+
+static void test_e2e_lean_dlopen(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "dlopen", "KTRACE_QUIET=1", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "plugin_outer"), 100);
+	assert_int_equal(kd_count(r.d, r.th, "plugin_inner"), 300);
+	parents(r.d, r.th, "plugin_outer", "main");
+	parents(r.d, r.th, "plugin_inner", "plugin_outer");
+	done(&r);
+}
+
+static void test_e2e_lean_cxx(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean() || access(BIN "e2e_lean_cxx", X_OK) != 0)
+		skip();
+	run(&r, BIN "e2e_lean_cxx", "", "KTRACE_QUIET=1", NULL);
+	assert_non_null(strstr(r.p.out, "caught 5"));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	assert_int_equal(kd_count(r.d, r.th, "thrower(int)"), 5);
+	assert_int_equal(kd_count(r.d, r.th, "level1(int)"), 5);
+	assert_int_equal(kd_count(r.d, r.th, "level2(int)"), 5);
+	assert_int_equal(kd_count(r.d, r.th, "level3(int)"), 5);
+	assert_int_equal(kd_count(r.d, r.th, "Guard::~Guard()"), 5);
+	assert_int_equal(kd_count(r.d, r.th, "after_catch()"), 5);
+	parents(r.d, r.th, "level3(int)", "level2(int)");
+	parents(r.d, r.th, "level2(int)", "level1(int)");
+	parents(r.d, r.th, "Guard::~Guard()", "level2(int)");
+	parents(r.d, r.th, "thrower(int)", "main");
+	parents(r.d, r.th, "after_catch()", "main");
+	done(&r);
+}
+
+/* The first byte of leaf's entry site, as the program printed it. */
+static unsigned leaf_site(const struct run *r)
+{
+	const char *s = strstr(r->p.out, "leaf-site ");
+	unsigned b = 0;
+
+	assert_non_null(s);
+	assert_int_equal(sscanf(s, "leaf-site %x", &b), 1);
+	return b;
+}
+
+static int is_call(unsigned b) { return b == 0xff || b == 0xe8 || b == 0x67; }
+
+static void test_e2e_lean_exclude(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=leaf", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "mid"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	parents(r.d, r.th, "mid", "do_count");
+	parents(r.d, r.th, "marker", "do_count");
+	assert_false(is_call(leaf_site(&r)));   /* patched out */
+	done(&r);
+}
+
+static void test_e2e_lean_filter_off(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_nopie", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "mid"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 200000);
+	parents(r.d, r.th, "leaf", "mid");
+	assert_true(is_call(leaf_site(&r)));   /* nothing patched */
+	assert_false(r.d->snap.info.flags & KTRACE_INFO_FILTER);
+	done(&r);
+}
+
+static void test_e2e_lean_budget(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "hot", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=1", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	parents(r.d, r.th, "marker", "main|(none)");   /* main's entry may be overwritten */
+	parents(r.d, r.th, "leaf", "mid");
+	parents(r.d, r.th, "mid", "hot_loop|(none)");
+	assert_false(is_call(leaf_site(&r)));   /* muted, patched out */
+	done(&r);
+}
+
+static void test_e2e_lean_wx(void **state)
+{
+	struct run r, q;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "wx", "KTRACE_FILTER=off", "KTRACE_EXCLUDE=leaf", NULL);
+	assert_true(strstr(r.p.out, "wx mdwe") || strstr(r.p.out, "wx seccomp"));
+	assert_int_equal(kt_count_str(r.p.err, "cannot make code writable"), 1);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "mid"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);   /* muted in the hook */
+	assert_true(is_call(leaf_site(&r)));                /* not patched */
+	assert_true(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	done(&r);
+	/* KTRACE_QUIET: the snapshot says it, stderr does not. */
+	run(&q, BIN "e2e_lean_nopie", "wx", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=leaf", NULL);
+	assert_int_equal(kt_count_str(q.p.err, "cannot make code writable"), 0);
+	assert_true(info_flags(&q) & KTRACE_INFO_LEAN_NO_PATCH);
+	assert_int_equal(kd_count(q.d, q.th, "leaf"), 0);
+	done(&q);
+}
+
+static void test_e2e_lean_flip(void **state)
+{
+	struct run r;
+	uint64_t tw = 0, outer_tw = 0, inner_tw = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "flip", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	print_message("%s", r.p.out);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	parents(r.d, KD_NONE, "inner", "outer|worker|(none)");
+	parents(r.d, KD_NONE, "outer", "worker|tail_worker|(none)");
+	for (uint32_t i = 0; i < r.d->ncalls; i++) {
+		const struct kd_dec_call *c = &r.d->calls[i];
+		const char *pn = parent_name(r.d, c);
+
+		if (kd_is(r.d, c, "tail_worker"))
+			tw++;
+		if (kd_is(r.d, c, "outer") && strcmp(pn, "tail_worker") == 0)
+			outer_tw++;
+		if (kd_is(r.d, c, "inner") && strcmp(pn, "outer") == 0 && c->parent < r.d->ncalls &&
+		    strcmp(parent_name(r.d, &r.d->calls[c->parent]), "tail_worker") == 0)
+			inner_tw++;
+	}
+	/* After the flipping, everything patched back in: exact. */
+	assert_int_equal(tw, 8);
+	assert_int_equal(outer_tw, 80);
+	assert_int_equal(inner_tw, 400);
+	done(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_e2e_lean_calls_pie),
+		cmocka_unit_test(test_e2e_lean_calls_nopie),
+		cmocka_unit_test(test_e2e_lean_calls_static),
+		cmocka_unit_test(test_e2e_lean_longjmp),
+		cmocka_unit_test(test_e2e_lean_tail),
+		cmocka_unit_test(test_e2e_lean_dlopen),
+		cmocka_unit_test(test_e2e_lean_cxx),
+		cmocka_unit_test(test_e2e_lean_exclude),
+		cmocka_unit_test(test_e2e_lean_filter_off),
+		cmocka_unit_test(test_e2e_lean_budget),
+		cmocka_unit_test(test_e2e_lean_wx),
+		cmocka_unit_test(test_e2e_lean_flip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
