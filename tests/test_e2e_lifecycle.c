@@ -551,6 +551,15 @@ static void test_e2e_lifecycle_own_sigusr2_installed_first_is_chained(void **sta
 	(void)state;
 	start(&r, PROG_STATIC, "sigown", NULL, NULL, env);
 	assert_int_equal(kt_expect_line(&r.p, "ready", NULL, 0, 30000), 0);
+#if defined(__SANITIZE_THREAD__)
+	/* Under TSan only, a SIGUSR2 sent the instant the program printed
+	 * "ready" ran neither handler in about 1 run of 10 (neither the
+	 * program's nor ktrace's: no file either), while 40 plain and 20 ASan
+	 * runs, and every TSan run 300 ms later, ran both: TSan's deferred
+	 * delivery during the program's start-up (its thread creation),
+	 * not the chaining this test is about. */
+	kt_sleep_ms(300);
+#endif
 	assert_int_equal(kill(r.p.pid, SIGUSR2), 0);
 	assert_int_equal(kt_expect_line(&r.p, "app-handler 1", NULL, 0, 30000), 0);
 	wait_files(&r, 1);
