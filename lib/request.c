@@ -163,8 +163,7 @@ struct kt_hold {
 	uint32_t dout[KT_DEFER * 8];         /* scratch: flush_defer's words */
 	struct kt_ret ret[KT_RET_MAX];
 	struct kt_frame frames[KT_FRAMES];   /* scratch for drop_run */
-	uint32_t keeps[KT_KEEPS];            /* scratch: records drop_run keeps */
-	uint32_t out[KT_KEEPS * 8];          /* scratch: their words */
+	uint32_t out[KT_KEEPS * 8];          /* scratch: the words drop_run keeps */
 	uint32_t buf[];          /* the hold buffer */
 };
 
@@ -402,6 +401,16 @@ static inline KT_NOINSTR uint32_t words_of(uint32_t w)
  * "Meanwhile"); a run too deep or with too many such records to track is
  * kept whole.
  */
+/* The record at w into dst (at most 4 words); its words. */
+static inline KT_NOINSTR uint32_t rec_copy(uint32_t *dst, const uint32_t *w)
+{
+	uint32_t n = words_of(w[0]);
+
+	for (uint32_t y = 0; y < n; y++)
+		dst[y] = w[y];
+	return n;
+}
+
 static KT_NOINSTR uint32_t keep_rec(uint32_t *out, uint32_t no, const uint32_t *w,
                                     uint64_t tick, uint64_t *prev, uint32_t nk)
 {
@@ -414,9 +423,7 @@ static KT_NOINSTR uint32_t keep_rec(uint32_t *out, uint32_t no, const uint32_t *
 		out[no++] = (uint32_t)((tick << shift) >> 32);
 	}
 	*prev = tick;
-	for (uint32_t y = 0; y < words_of(w[0]); y++)   /* its ts20 is tick's */
-		out[no++] = w[y];
-	return no;
+	return no + rec_copy(out + no, w);   /* its ts20 is tick's */
 }
 
 /* Write the deferred entries (nest held), one group per run. */
@@ -580,9 +587,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 				c->seg_out = hs->seg;
 				c->P_out = hs->P;
 				c->h_out = hs->h;
-				c->nw_out = words_of(w[x]);
-				for (uint32_t y = 0; y < c->nw_out; y++)
-					c->w_out[y] = w[x + y];
+				c->nw_out = rec_copy(c->w_out, &w[x]);
 				c->written = 0;
 				continue;
 			}
@@ -593,7 +598,7 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 			nf = 0;
 			if (nk == KT_KEEPS)
 				goto whole;
-			hs->keeps[nk++] = x;
+			nk++;
 			if (no + 4 + words_of(w[x]) > KT_KEEPS * 8)
 				goto whole;
 			if (nk == 1)
@@ -619,16 +624,12 @@ static KT_NOINSTR void drop_run(struct kt_thread *t, struct kt_hold *hs, uint64_
 		hs->ndefer = nd;
 		for (uint32_t i = 0; i < nf; i++) {
 			struct kt_defer *f = &hs->defer[hs->ndefer++];
-			uint32_t x = hs->frames[i].at;
-			f->key = 0;
-			frame_key(&w[x], &f->key);
+			f->key = hs->frames[i].key;
 			f->tick = hs->frames[i].tick;
 			f->seg = hs->seg;
 			f->P = hs->P;
 			f->h = hs->h;
-			f->nw = words_of(w[x]);
-			for (uint32_t y = 0; y < f->nw; y++)
-				f->w[y] = w[x + y];
+			f->nw = rec_copy(f->w, &w[hs->frames[i].at]);
 		}
 	}
 	settle(hs, 0);
