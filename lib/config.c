@@ -29,6 +29,11 @@
  *   KTRACE_WINDOW_S               seconds the ring must hold (default 30)
  *   KTRACE_FILTER                 auto (default): mute hot short functions
  *                                 when the window is at risk; off: record all
+ *   KTRACE_CPU_PCT                auto (default: 2 in the lean mode, 0 in
+ *                                 the default mode) or 0-100: a core whose
+ *                                 recorded events take more than this share
+ *                                 of its time is under pressure at once
+ *                                 (filter.c); 0: the window alone decides
  *   KTRACE_FILTER_MAX_US          a call this long is long (default 5): a
  *                                 function that blocked that long in a call,
  *                                 or whose long calls are 1 in 100 (100x as
@@ -352,6 +357,14 @@ static KT_NOINSTR void budget_settings(struct kt_config *c)
 			c->filter = 0;
 		else if (strcasecmp(s, "auto") != 0 && strcmp(s, "1") != 0)
 			ktrace__say("KTRACE_FILTER='%s' is not auto or off; using auto", s);
+	}
+	c->cpu_pct = -1;
+	if ((s = env("KTRACE_CPU_PCT")) != NULL && *s && strcasecmp(s, "auto") != 0) {
+		if (ktrace__parse_u64(s, 0, 100, &v) == 0)
+			c->cpu_pct = (int)v;
+		else
+			ktrace__say("KTRACE_CPU_PCT='%s' is not auto or a whole number of percent "
+			            "from 0 to 100; using auto (2 in the lean mode, 0 otherwise)", s);
 	}
 	v = c->filter_max_us;
 	num("KTRACE_FILTER_MAX_US", 1, 60000000, &v, "microseconds");

@@ -10,7 +10,16 @@
  * long enough to empty the bucket is pressure: then the window would end
  * up shorter than its target.
  *
- * Decisions (ktrace__filter_tick, on the writer thread, every ~100 ms):
+ * CPU.  A core may also spend at most KTRACE_CPU_PCT % of its time
+ * recording (cpu_wps(): default 2 in the lean mode, 0 = off otherwise):
+ * a core writing faster is under pressure at once, whatever its bucket
+ * holds, and claim_block (ring.c) wakes the writer for a decision when a
+ * block filled that fast (ktrace__filter_hint), so a program's start or
+ * a new hot phase is muted within milliseconds.
+ *
+ * Decisions (ktrace__filter_tick, on the writer thread, every ~100 ms;
+ * every 10 ms (lean: 2 ms) for the first 200 ms and after a mute, unless
+ * the last decision found nothing left to mute):
  *   1. per core: words written since the last decision, bucket, rate over
  *      the last second, window held (the span of the last ring_words
  *      words, from a history of positions) or projected (ring not yet
@@ -31,8 +40,9 @@
  *      (on_segment), so no measured call spans two calls;
  *   3. when a core is under pressure and still above R, mute the hottest
  *      eligible functions of its sample, by share of events, until the
- *      projected rate is under 0.7 R (room for the bucket to refill); then
- *      wait COOLDOWN decisions for the threads to adopt it.  If the
+ *      projected rate is under 0.7 R (room for the bucket to refill; under
+ *      CPU pressure alone, 0.7 of the CPU rate); then wait COOLDOWN
+ *      decisions for the threads to adopt it.  If the
  *      candidates run out first, the window is short and the BUDGET
  *      section says which ring size would hold it.
  *
@@ -51,6 +61,7 @@
  * INCLUDE: always recorded, never muted, and wins over EXCLUDE.
  */
 #include "internal.h"
+#include "snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +74,10 @@
 #define EARLY_NS 10000000LL       /* between the first EARLY_TICKS decisions: a
                                      call-heavy program is muted within ~30 ms */
 #define EARLY_TICKS 20
+#define LEAN_EARLY_NS 2000000LL   /* the same in the lean mode, where a muted
+                                     function costs a nop: over the same 200 ms */
+#define LEAN_EARLY_TICKS 100
+#define HINT_MIN_NS 1000000LL     /* between decisions a hint asks for */
 #define LONG_RATIO 100           /* see candidate() */
 #define VERY_LONG 100            /* see candidate() */
 #define VERY_RATIO 100000        /* see candidate() */
@@ -150,12 +165,40 @@ static struct {
 	uint32_t nstk;
 	int cooldown;
 	int short_window;         /* candidates ran out with the window short */
+	int none_left;            /* the last decision found no candidate */
 	uint64_t ring_needed;     /* bytes */
 	uint64_t decisions;
 	uint64_t fast_until;      /* decisions at EARLY_NS until this many */
 	uint64_t mute_tsc;        /* counter at the last mute, 0 = none */
 	uint64_t max_ticks;       /* KTRACE_FILTER_MAX_US in ticks */
+	double event_ns;          /* what recording one event costs, about */
 } F;
+
+/*
+ * The CPU side of the budget (KTRACE_CPU_PCT).  A core that writes more
+ * than cpu_pct % of a second's worth of recorded events (event_ns each:
+ * the clock read measured at setup, plus the store) is under pressure at
+ * once, whatever its bucket holds: its threads spend more than that share
+ * of their time recording.  Default: 2 % in the lean mode, where a muted
+ * function costs a nop (a program starts fast, not 30 ms late); none in
+ * the default mode, where a muted call still costs both hooks and a burst
+ * of up to a quarter of the ring mutes nothing.  0 = window only.
+ */
+static KT_NOINSTR double cpu_wps(void)
+{
+	int pct = ktrace__cfg.cpu_pct;
+
+	if (pct < 0)
+		pct = ktrace__lean_active() ? 2 : 0;
+	if (pct == 0 || F.event_ns <= 0)
+		return 0;
+	return pct / 100.0 * 1e9 / F.event_ns;
+}
+
+static KT_NOINSTR int64_t early_ns(void)
+{
+	return ktrace__lean_active() ? LEAN_EARLY_NS : EARLY_NS;
+}
 
 KT_NOINSTR int ktrace__filter_on(void)
 {
@@ -416,6 +459,18 @@ KT_NOINSTR void ktrace__filter_mute_now(uintptr_t fn)
 	kt_store(&ktrace__mute_epoch, epoch, release);
 }
 
+/* Set by ktrace__filter_hint, cleared by the writer's next decision. */
+static _Atomic uint32_t hint;
+
+KT_NOINSTR void ktrace__filter_hint(void)
+{
+	uint32_t zero = 0;
+
+	/* relaxed: the wake's release add publishes it. */
+	if (kt_load(&hint, relaxed) == 0 && kt_cas(&hint, &zero, 1, relaxed))
+		ktrace__writer_wake();
+}
+
 /* ---- writer thread: measure ------------------------------------------------- */
 
 static KT_NOINSTR int setup(void)
@@ -436,6 +491,18 @@ static KT_NOINSTR int setup(void)
 		F.cs[c].hpos = ktrace__walloc(HIST * sizeof(uint64_t));
 		if (!F.cs[c].htsc || !F.cs[c].hpos)
 			return -1;
+	}
+	{   /* the clock read, the bulk of an event's cost */
+		int64_t t0 = ktrace__monotonic_ns(), t1;
+		uint64_t x = 0;
+
+		for (int i = 0; i < 4096; i++)
+			x += ktrace__now();
+		t1 = ktrace__monotonic_ns();
+		__asm__ volatile("" : : "r"(x));
+		F.event_ns = (double)(t1 - t0) / 4096.0 + 1.0;
+		if (F.event_ns < 2.0)
+			F.event_ns = 2.0;
 	}
 	F.ready = 1;
 	return 0;
@@ -523,6 +590,15 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 		 * its own.  Less is not trusted: the switch records are mapped
 		 * onto the counter through the anchors, so a block just after a
 		 * short call can overlap its end by a few us. */
+		int64_t b_ns = ktrace__counter_to_mono_ns(b << sh), e_ns = ktrace__counter_to_mono_ns(e << sh);
+
+		/* A wait during a lean patch batch is ktrace's: the batch holds
+		 * the mapping lock (mprotect), which the thread's page faults
+		 * wait for.  It counts as time preempted. */
+		if (pre >= 0 && blk > 0 && ktrace__lean_batch_during(b_ns, e_ns)) {
+			pre += blk;
+			blk = 0;
+		}
 		if (pre >= 0 && blk >= (int64_t)ktrace__cfg.filter_max_us * 1000)
 			o->blocked_long++;
 		if (pre > 0) {
@@ -785,10 +861,11 @@ static KT_NOINSTR int candidate(uint32_t id)
 	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
 }
 
-/* Mute the hottest candidates of this sample until the rate fits. */
-static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now)
+/* Mute the hottest candidates of this sample until the rate fits R (the
+ * window's rate, or the CPU's when only that one is exceeded: window 0). */
+static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now, double R,
+                              int window)
 {
-	double R = (double)ktrace__g.ring_words / ktrace__cfg.window_s;
 	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
 	uint32_t *ids = F.ids, n = 0, epoch, muted = 0;
 	uint64_t floor = 0;
@@ -801,6 +878,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			all += F.obs[id].count;
 		}
 	sort_by_count(ids, n);
+	F.none_left = n == 0;
 	/* When even every candidate cannot make the rate fit, mute only those
 	 * that matter, writing at least MIN_SHARE of the budget R: a function
 	 * called a few hundred times a second would lose its rare long call
@@ -824,8 +902,9 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		ktrace__lean_muting(ids[i]);   /* before the epoch: learn exits again */
 		ids[muted++] = ids[i];
 	}
-	F.short_window = 0;
-	if (removed < need * (double)sample_words) {
+	if (window)
+		F.short_window = 0;
+	if (window && removed < need * (double)sample_words) {
 		/* Every candidate is muted and the rate still does not fit. */
 		double left = k->int_wps * (1.0 - removed / (double)sample_words);
 		uint64_t bytes = (uint64_t)(left * ktrace__cfg.window_s * 4), mb = 1;
@@ -845,7 +924,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		F.cooldown = COOLDOWN;
 		/* Decide at EARLY_NS for a while: a program whose hot set
 		 * changes (a new phase) is caught up within tens of ms. */
-		F.fast_until = F.decisions + FAST_AFTER_MUTE;
+		F.fast_until = F.decisions + FAST_AFTER_MUTE * (EARLY_NS / early_ns());
 		F.mute_tsc = now;
 	}
 }
@@ -855,7 +934,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 static KT_NOINSTR int rate_jump(uint64_t hz)
 {
 	const struct kt_globals *g = &ktrace__g;
-	double R = (double)g->ring_words / ktrace__cfg.window_s;
+	double R = (double)g->ring_words / ktrace__cfg.window_s, cw = cpu_wps();
 	uint64_t now = ktrace__now();
 
 	if (!F.ready || !ktrace__cfg.filter)
@@ -869,7 +948,8 @@ static KT_NOINSTR int rate_jump(uint64_t hz)
 		if (!k->have || d > 0x80000000u || dt <= 0)
 			continue;
 		wps = d / dt;
-		if (k->tokens + R * dt - d < 0 && wps > R && wps > JUMP * k->int_wps)
+		if (((k->tokens + R * dt - d < 0 && wps > R) || (cw > 0 && wps > cw)) &&
+		    wps > JUMP * k->int_wps)
 			return 1;
 	}
 	return 0;
@@ -883,23 +963,37 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	double R, cap = g->ring_words / 4.0;
 	int decided = 0, pressure = 0;
 
-	int64_t every = F.decisions < EARLY_TICKS || F.decisions < F.fast_until ? EARLY_NS
-	                                                                       : INTERVAL_NS;
+	int64_t en = early_ns();
+	uint64_t et = en == EARLY_NS ? EARLY_TICKS : LEAN_EARLY_TICKS;
+	/* Early, decide often, unless the last decision found nothing left
+	 * to mute (a hint or a jump still decides at once). */
+	int64_t every = !F.none_left && (F.decisions < et || F.decisions < F.fast_until) ? en
+	                                                                              : INTERVAL_NS;
+	double cw;
 
 	/* Look every EARLY_NS (a few loads); decide every 'every', or at once
 	 * when a core's rate jumps into pressure (a new hot phase would
 	 * otherwise overwrite the ring before the next decision). */
-	if (wait_ns && EARLY_NS < *wait_ns)
-		*wait_ns = EARLY_NS;
-	if (hz == 0 || (now_ns - F.last_ns < every && !rate_jump(hz)))
+	if (wait_ns && en < *wait_ns)
+		*wait_ns = en;
+	/* A hint (a block filled over the CPU budget) decides at once, at
+	 * most every HINT_MIN_NS. */
+	int hinted = kt_load(&hint, relaxed) && now_ns - F.last_ns >= HINT_MIN_NS;
+
+	if (hz == 0 || (now_ns - F.last_ns < every && !hinted && !rate_jump(hz)))
 		return;
+	kt_store(&hint, 0, relaxed);
 	F.last_ns = now_ns;
 	if (!F.ready && setup() != 0)
 		return;
 	F.decisions++;
 	F.max_ticks = ((uint64_t)ktrace__cfg.filter_max_us * hz / 1000000) >> g->tsc_shift;
 	R = (double)g->ring_words / ktrace__cfg.window_s;
+	cw = cpu_wps();
 	now = ktrace__now();
+	/* relaxed: a threshold for claim_block (ring.c) */
+	kt_store(&ktrace__g.hint_ticks,
+	         ktrace__cfg.filter && cw > 0 ? (uint64_t)((double)BW / cw * (double)hz) : 0, relaxed);
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		struct cst *k = &F.cs[c];
 		/* acquire: as ktrace__ring_mark (every word below pos is visible). */
@@ -937,10 +1031,11 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 			}
 		/* Pressure: the bucket is dry and the core still writes
 		 * faster than the budget (the first such core decides). */
-		pressure |= k->tokens < 0 && k->int_wps > R;
-		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && k->tokens < 0 &&
-		    k->int_wps > R) {
-			decide(k, words, now);
+		int wp = k->tokens < 0 && k->int_wps > R, cp = cw > 0 && k->int_wps > cw;
+
+		pressure |= wp;
+		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && (wp || cp)) {
+			decide(k, words, now, wp ? R : cw, wp);
 			decided = 1;
 		}
 	}

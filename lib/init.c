@@ -280,6 +280,7 @@ static KT_NOINSTR int do_init(void)
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
+	ktrace__lean_init();
 	if ((r = ktrace__snapshot_init()) == 0)
 		return 0;
 fail:
@@ -320,6 +321,10 @@ KT_NOINSTR int ktrace__ensure_init(void)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);
+#if defined(__x86_64__)
+		if (r)   /* relaxed: a hint for __fentry__ (record.c) */
+			kt_store(&ktrace__lean_skip, 1, relaxed);
+#endif
 		if (t)
 			t->nest--;
 		return r == 0;

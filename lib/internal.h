@@ -34,6 +34,7 @@
 #define kt_cas(p, e, v, mo) \
 	atomic_compare_exchange_strong_explicit((p), (e), (v), memory_order_##mo, \
 	                                        memory_order_relaxed)
+#define kt_xchg(p, v, mo)   atomic_exchange_explicit((p), (v), memory_order_##mo)
 #define kt_fence(mo)        atomic_thread_fence(memory_order_##mo)
 
 /* ---- per-core ring (ring.c) -------------------------------------------- */
@@ -68,7 +69,9 @@ struct kt_core {
 	_Atomic uint64_t blocks_used;   /* blocks claimed since start; slow path */
 	_Atomic uint64_t words_written; /* words committed by slow paths (the hot
 	                                   path's are pos - S); informational */
-	char pad2[KT_CACHELINE - 24];
+	uint64_t claim_tsc;          /* counter at the last block claimed; under
+	                                the core lock (filter.c's hint) */
+	char pad2[KT_CACHELINE - 32];
 };
 
 struct kt_globals {
@@ -86,6 +89,9 @@ struct kt_globals {
 	uint64_t forward_max;        /* counter units: deadline step */
 	uint64_t start_tsc;          /* counter at init */
 	_Atomic int state;           /* enum kt_init_state */
+	_Atomic uint64_t hint_ticks; /* a block filled in fewer counter units
+	                                than this exceeds the CPU budget: wake
+	                                the writer (filter.c); 0 = never */
 	_Atomic uint64_t hz_cached;  /* counter Hz estimate for triggers; writer
 	                                thread updates it every anchor, 0 = none */
 	_Atomic uint64_t after_until; /* counter: a trigger's window is copied
@@ -410,6 +416,7 @@ struct kt_config {
 	int no_rseq;                 /* KTRACE_RSEQ=0 forces the locked path */
 	uint32_t window_s;           /* KTRACE_WINDOW_S: window the ring must hold, s */
 	int filter;                  /* KTRACE_FILTER: 1 auto (default), 0 off */
+	int cpu_pct;                 /* KTRACE_CPU_PCT: -1 auto (filter.c) */
 	uint32_t filter_max_us;      /* KTRACE_FILTER_MAX_US: longest call a muted
 	                                function may have made, us */
 	char exclude[1024];          /* KTRACE_EXCLUDE: comma-separated globs */
@@ -501,6 +508,9 @@ void ktrace__filter_tick(int64_t *wait_ns);
 void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
+/* A core filled a block faster than the CPU budget allows: ask the writer
+ * for a decision now (ring.c, under the core lock; async-signal-safe). */
+void ktrace__filter_hint(void);
 int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t id,
                                uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
 /* Name of the function at addr from its module's ELF symbol tables. */
@@ -509,8 +519,13 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 /* ---- lean mode (lean.c, x86-64) ---------------------------------------- */
 /* Writer thread, every loop: patch the sites of functions muted or
  * unmuted since the last call. */
-void ktrace__lean_tick(void);
+void ktrace__lean_tick(int64_t *wait_ns);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
+int ktrace__lean_active(void);            /* a lean hook has run */
+void ktrace__lean_init(void);             /* init, before the writer starts */
+/* Writer thread: did a patch batch run within [from, to] (CLOCK_MONOTONIC
+ * ns)? */
+int ktrace__lean_batch_during(int64_t from, int64_t to);
 /* Writer thread, before the epoch that mutes compact id is published:
  * the function learns its exit sites again before it is patched out. */
 void ktrace__lean_muting(uint32_t id);
@@ -519,6 +534,7 @@ void ktrace__lean_muting(uint32_t id);
  * return address.  The fast ones (record.c) return 1 for the slow ones
  * (lean.c). */
 int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot);
+extern _Atomic uint8_t ktrace__lean_skip;   /* tracing off: __fentry__ returns */
 int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot);
 void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot);
 void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot);

@@ -55,6 +55,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -96,6 +97,12 @@ static _Atomic int wx_denied;       /* code could not be made writable */
 static _Atomic uint64_t n_patched, n_failed, n_nop;
 static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
+static int64_t last_batch_ns;       /* writer thread: the last batch's end */
+/* The last batches' times (CLOCK_MONOTONIC ns), for the budget (filter.c):
+ * writer thread only. */
+#define NBATCHT 64
+static int64_t batch_t[NBATCHT][2];
+static uint32_t batch_n;
 
 static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 static const uint8_t nop6[6] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00};
@@ -276,7 +283,8 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 	}
 }
 
-/* Still learning the function's exit sites?  Counts this call. */
+
+
 static KT_NOINSTR int learning(struct lfn *l)
 {
 	if (l == NULL || kt_load(&wx_denied, relaxed))
@@ -517,10 +525,10 @@ static KT_NOINSTR void sync_cores(uint64_t page)
 	mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
 }
 
-static KT_NOINSTR void patch_setup(void)
+/* Register for membarrier's core serialisation, once. */
+static KT_NOINSTR void sync_setup(void)
 {
 	static int done;
-	struct sigaction sa;
 
 	if (done)
 		return;
@@ -529,6 +537,55 @@ static KT_NOINSTR void patch_setup(void)
 		sync_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE;
 	else if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
 		sync_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED;
+}
+
+/* The process's threads, from /proc/self/stat (0: not known). */
+static KT_NOINSTR int nthreads(void)
+{
+	char b[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t k;
+	char *p;
+
+	if (fd < 0)
+		return 0;
+	k = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (k <= 0)
+		return 0;
+	b[k] = 0;
+	if ((p = strrchr(b, ')')) == NULL)
+		return 0;
+	for (int f = 2; *p && f < 20; p++)   /* field 20: num_threads */
+		if (*p == ' ')
+			f++;
+	while (*p >= '0' && *p <= '9')
+		n = n * 10 + (*p++ - '0');
+	return n;
+}
+
+/*
+ * At init (before the writer thread exists): registering for membarrier
+ * costs microseconds while the process has one thread, but a grace period
+ * once it has several (6-22 ms measured on the 2-core VM), which the
+ * writer would otherwise spend just before its first patch, while every
+ * call of the program's hot functions is still recorded.
+ */
+KT_NOINSTR void ktrace__lean_init(void)
+{
+	if (nthreads() == 1)
+		sync_setup();
+}
+
+static KT_NOINSTR void patch_setup(void)
+{
+	static int done;
+	struct sigaction sa;
+
+	if (done)
+		return;
+	done = 1;
+	sync_setup();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_trap;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
@@ -710,8 +767,12 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		return 0;
 	int64_t t0 = ktrace__monotonic_ns();
 	int rc = apply(m->n);
+	int64_t te = ktrace__monotonic_ns();
 
-	kt_add(&batch_ns, (uint64_t)(ktrace__monotonic_ns() - t0), relaxed);
+	batch_t[batch_n % NBATCHT][0] = t0;
+	batch_t[batch_n % NBATCHT][1] = te;
+	batch_n++;
+	kt_add(&batch_ns, (uint64_t)(te - t0), relaxed);
 	kt_add(&n_batches, 1, relaxed);
 	if (rc != 0) {
 		int e = errno;
@@ -738,12 +799,35 @@ static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 static KT_NOINSTR void atfork_child(void) { pthread_mutex_init(&patch_lock, NULL); }
 
-KT_NOINSTR void ktrace__lean_tick(void)
+KT_NOINSTR int ktrace__lean_batch_during(int64_t from, int64_t to)
+{
+	for (uint32_t i = 0; i < NBATCHT && i < batch_n; i++)
+		if (batch_t[i][0] <= to && batch_t[i][1] >= from)
+			return 1;
+	return 0;
+}
+
+
+/* Patching batches at most this often: the functions a program's start
+ * makes hot arrive over a few ms, and each batch costs its threads the
+ * traps of the sites they hit meanwhile. */
+#define BATCH_GAP_NS 2000000LL
+
+KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	static int atfork_done;
 	static struct mod_ctx m;
+	int64_t now;
 
-	if (!kt_load(&lean_used, relaxed) || kt_load(&wx_denied, relaxed))
+	if (!kt_load(&lean_used, relaxed))
+		return;
+	now = ktrace__monotonic_ns();
+	if (last_batch_ns != 0 && now - last_batch_ns < BATCH_GAP_NS) {
+		if (wait_ns && BATCH_GAP_NS - (now - last_batch_ns) < *wait_ns)
+			*wait_ns = BATCH_GAP_NS - (now - last_batch_ns);
+		return;
+	}
+	if (kt_load(&wx_denied, relaxed))
 		return;
 	if (!atfork_done) {
 		atfork_done = 1;
@@ -757,6 +841,7 @@ KT_NOINSTR void ktrace__lean_tick(void)
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
+	last_batch_ns = ktrace__monotonic_ns();
 }
 
 KT_NOINSTR void ktrace__lean_muting(uint32_t id)
@@ -767,6 +852,11 @@ KT_NOINSTR void ktrace__lean_muting(uint32_t id)
 	 * threads that adopt the mute (their caches get KT_FC_LEARN again). */
 	kt_store(&lf[id].learn, 0, relaxed);
 	lf[id].relearn_ns = ktrace__monotonic_ns();
+}
+
+KT_NOINSTR int ktrace__lean_active(void)
+{
+	return kt_load(&lean_used, relaxed) != 0;
 }
 
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void)
@@ -804,8 +894,16 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 
 #else /* not x86-64: no lean mode (lean_cflags is empty there) */
 
-KT_NOINSTR void ktrace__lean_tick(void) {}
+KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
+KT_NOINSTR int ktrace__lean_active(void) { return 0; }
+KT_NOINSTR void ktrace__lean_init(void) {}
+KT_NOINSTR int ktrace__lean_batch_during(int64_t from, int64_t to)
+{
+	(void)from;
+	(void)to;
+	return 0;
+}
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }

@@ -368,8 +368,8 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 	uint32_t n = t->lsp, ev;
 	void *rs;
 
-	if (KT_UNLIKELY((e >> 16) != r))
-		return 1;
+	if (KT_UNLIKELY((e >> 16) != r))   /* a miss; tracing off: nothing to do */
+		return kt_load(&ktrace__g.state, relaxed) != KT_OFF;
 	if (e & (KT_FC_SKIP | KT_FC_LEARN))
 		return (e & KT_FC_LEARN) != 0;   /* muted, not patched out yet */
 	if (KT_UNLIKELY(n >= KT_LEAN_DEPTH || (n && t->lstk[n - 1].slot <= (uint64_t)slot)))
@@ -487,8 +487,19 @@ _Static_assert(offsetof(struct kt_thread, ltop8) == 16784, "asm reads ltop8 at 1
 	"ret\n"                                                               \
 	"3:\n\t"
 
+/* Tracing is off for good (init failed or KTRACE_ENABLE=0): __fentry__
+ * returns before saving anything, so a lean build costs a call and a ret
+ * per function (its sites are never patched out then: no writer). */
+__attribute__((visibility("hidden"))) _Atomic uint8_t ktrace__lean_skip;
+#define KT_FENTRY_PRE                                                          \
+	"cmpb $0, ktrace__lean_skip(%rip)\n\t"                              \
+	"je 3f\n\t"                                                          \
+	"ret\n"                                                               \
+	"3:\n\t"
+
 __asm__(".text\n"
-	KT_LEAN_TRAMPOLINE("__fentry__", "", "ktrace__lean_enter_fast", "ktrace__lean_enter_slow")
+	KT_LEAN_TRAMPOLINE("__fentry__", KT_FENTRY_PRE, "ktrace__lean_enter_fast",
+	                   "ktrace__lean_enter_slow")
 	KT_LEAN_TRAMPOLINE("__return__", KT_RETURN_PRE, "ktrace__lean_exit_fast",
 	                   "ktrace__lean_exit_slow"));
 #endif

@@ -300,6 +300,11 @@ static KT_NOINSTR uint32_t claim_block(struct kt_core *k, uint32_t pos, uint32_t
 	used = kt_add(&k->blocks_used, 1, relaxed) + 1;
 	if (used > ktrace__g.nblocks)
 		ktrace__count_loss(KTRACE_LOSS_OVERWRITTEN_BLOCKS, 1);
+	/* relaxed: a threshold the writer sets; a late view only delays a
+	 * hint by a block. */
+	if (now - k->claim_tsc < kt_load(&ktrace__g.hint_ticks, relaxed))
+		ktrace__filter_hint();
+	k->claim_tsc = now;
 	return S + 5;
 }
 

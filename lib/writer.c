@@ -114,7 +114,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		uint32_t seq = kt_load(&wake_seq, acquire);
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
-		ktrace__lean_tick();             /* patch muted lean functions out */
+		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
 		ktrace__sched_drain();

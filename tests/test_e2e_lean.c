@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -310,6 +311,76 @@ static void test_e2e_lean_budget(void **state)
 	done(&r);
 }
 
+/* Is function name muted in the snapshot's BUDGET section? */
+static int is_muted(const struct kd_dec *d, const char *name)
+{
+	for (uint32_t f = 0; f < d->nfuncs; f++)
+		if (strcmp(kd_dec_func_name(d, f), name) == 0 && kd_budget_muted(d, f) >= 0)
+			return 1;
+	return 0;
+}
+
+/* The CPU side of the budget (filter.c, KTRACE_CPU_PCT): a burst of 1.1 M
+ * calls (2.2 M words, tens of ms) fits a quarter of a 64 MiB ring, so the
+ * window mutes nothing, but it takes far more than 2 % of the core: in the
+ * lean mode the budget mutes its hot function within the burst (and the
+ * nesting stays exact); with KTRACE_CPU_PCT=0 every call is there. */
+static void test_e2e_lean_cpu_budget(void **state)
+{
+	struct run r, q;
+	uint64_t n = 0;
+	const char *b;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "burst", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
+	assert_non_null(b = strstr(r.p.out, "burst "));
+	n = strtoull(b + 6, NULL, 10);
+	assert_true(n > 0);
+	assert_true(is_muted(r.d, "leaf"));
+	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	parents(r.d, r.th, "leaf", "mid");
+	done(&r);
+	run(&q, BIN "e2e_lean", "burst", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", "KTRACE_CPU_PCT=0",
+	    NULL);
+	assert_non_null(b = strstr(q.p.out, "burst "));
+	n = strtoull(b + 6, NULL, 10);
+	assert_false(is_muted(q.d, "leaf"));
+	assert_false(is_muted(q.d, "mid"));
+	assert_int_equal(kd_count(q.d, q.th, "mid"), n);
+	assert_int_equal(kd_count(q.d, q.th, "leaf"), 10 * n);
+	assert_int_equal(q.d->lost_exits, 0);
+	done(&q);
+}
+
+/* Tracing off (KTRACE_ENABLE=0): the lean hooks return at once and the
+ * program runs as it would untraced. */
+static void test_e2e_lean_disabled(void **state)
+{
+	char *argv[] = { BIN "e2e_lean", "count", NULL };
+	const char *env[] = { "KTRACE_ENABLE=0", NULL };
+	struct kt_proc p;
+	const char *s;
+	unsigned b = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
+	kt_wait(&p, 60000);   /* exit 1: ktrace_snapshot fails, tracing is off */
+	assert_true(WIFEXITED(p.status));
+	assert_non_null(strstr(p.out, "count 1800000"));
+	assert_non_null(s = strstr(p.out, "leaf-site "));
+	assert_int_equal(sscanf(s, "leaf-site %x", &b), 1);
+	assert_true(is_call(b));   /* nothing patched */
+	assert_non_null(strstr(p.out, "snapshot -"));
+	kt_proc_free(&p);
+}
+
 static void test_e2e_lean_wx(void **state)
 {
 	struct run r, q;
@@ -381,6 +452,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_exclude),
 		cmocka_unit_test(test_e2e_lean_filter_off),
 		cmocka_unit_test(test_e2e_lean_budget),
+		cmocka_unit_test(test_e2e_lean_cpu_budget),
+		cmocka_unit_test(test_e2e_lean_disabled),
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_flip),
 	};

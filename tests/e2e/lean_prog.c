@@ -203,6 +203,20 @@ static void do_hot(void)
 	printf("hot %ld\n", s);
 }
 
+/* BURST calls of mid(10), 50 ms after the start (the writer thread runs
+ * its budget by then). */
+#define BURST 100000
+static void do_burst(void)
+{
+	usleep(50000);
+	for (int i = 0; i < BURST; i++)
+		sink += mid(10);
+	for (int i = 0; i < 5; i++)
+		marker();
+	usleep(300000);
+	printf("burst %d\n", BURST);
+}
+
 static void do_count(void)
 {
 	long s = 0;
@@ -349,6 +363,8 @@ int main(int argc, char **argv)
 		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 	} else if (strcmp(mode, "count") == 0) {
 		do_count();
+	} else if (strcmp(mode, "burst") == 0) {
+		do_burst();
 	} else if (strcmp(mode, "wx") == 0) {
 		const char *how = forbid_wx();
 
