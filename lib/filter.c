@@ -1019,7 +1019,9 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		if (k->tokens > cap)
 			k->tokens = cap;
 		history(k, now, hz);
-		if (d == 0)
+		/* KTRACE_FILTER=off: nothing to decide, so nothing to sample
+		 * (the copy would compete with the program for the caches). */
+		if (d == 0 || !ktrace__cfg.filter)
 			continue;
 		for (uint32_t id = 0; id < NF; id++)
 			F.obs[id].count = 0;
