@@ -876,6 +876,9 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		if (candidate(id)) {
 			ids[n++] = id;
 			all += F.obs[id].count;
+		} else if (F.obs[id].count && kt_load(&fmute[id], relaxed) != 0) {
+			/* muted already, not adopted everywhere yet: leaving */
+			removed += F.obs[id].count;
 		}
 	sort_by_count(ids, n);
 	F.none_left = n == 0;
@@ -921,7 +924,10 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			uint32_t more[2] = {epoch, KTRACE_MUTE_HOT_SHORT};
 			ktrace__emit_ext(KTRACE_EXT_MUTE, ids[i], more, 2);
 		}
-		F.cooldown = COOLDOWN;
+		/* The lean mode needs no pause: a decision counts what is
+		 * muted but not yet adopted as gone (above), and a hot phase
+		 * costs ~20 ns a call until it is muted. */
+		F.cooldown = ktrace__lean_active() ? 0 : COOLDOWN;
 		/* Decide at EARLY_NS for a while: a program whose hot set
 		 * changes (a new phase) is caught up within tens of ms. */
 		F.fast_until = F.decisions + FAST_AFTER_MUTE * (EARLY_NS / early_ns());
