@@ -977,11 +977,15 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	                                                                              : INTERVAL_NS;
 	double cw;
 
-	/* Look every EARLY_NS (a few loads); decide every 'every', or at once
-	 * when a core's rate jumps into pressure (a new hot phase would
-	 * otherwise overwrite the ring before the next decision). */
-	if (wait_ns && en < *wait_ns)
-		*wait_ns = en;
+	/* Look every EARLY_NS (a few loads; the lean mode's 2 ms only while
+	 * it decides that often: a hint wakes the writer anyway); decide
+	 * every 'every', or at once when a core's rate jumps into pressure (a
+	 * new hot phase would otherwise overwrite the ring before the next
+	 * decision). */
+	int64_t look = every < EARLY_NS ? every : EARLY_NS;
+
+	if (wait_ns && look < *wait_ns)
+		*wait_ns = look;
 	/* A hint (a block filled over the CPU budget) decides at once, at
 	 * most every HINT_MIN_NS. */
 	int hinted = kt_load(&hint, relaxed) && now_ns - F.last_ns >= HINT_MIN_NS;

@@ -604,7 +604,7 @@ static int cmp_u64(const void *a, const void *b)
  * writable (nothing written). */
 static KT_NOINSTR int apply(uint32_t n)
 {
-	static uint64_t pages[2 * MAXBATCH];
+	static uint64_t pages[2 * MAXBATCH], plen[2 * MAXBATCH];
 	uint32_t np = 0, k = 0, i;
 
 	for (i = 0; i < n; i++) {
@@ -612,16 +612,25 @@ static KT_NOINSTR int apply(uint32_t n)
 		pages[np++] = (pend[i].site + pend[i].len - 1) & ~4095ull;
 	}
 	qsort(pages, np, sizeof(pages[0]), cmp_u64);
+	/* Runs of adjacent pages: one mprotect (and one TLB flush, an
+	 * interrupt on every core running the program) per run, not per
+	 * page. */
 	for (i = 0; i < np; i++)
-		if (k == 0 || pages[k - 1] != pages[i])
-			pages[k++] = pages[i];
+		if (k > 0 && pages[i] <= pages[k - 1] + plen[k - 1] - 4096) {
+			continue;   /* a page the run has */
+		} else if (k > 0 && pages[i] == pages[k - 1] + plen[k - 1]) {
+			plen[k - 1] += 4096;
+		} else {
+			pages[k] = pages[i];
+			plen[k++] = 4096;
+		}
 	np = k;
 	patch_setup();
 	for (i = 0; i < np; i++)   /* P1 */
-		if (mprotect((void *)pages[i], 4096, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+		if (mprotect((void *)pages[i], plen[i], PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
 			int e = errno;
 			while (i-- > 0)
-				mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
+				mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 			errno = e;
 			return -1;
 		}
@@ -651,7 +660,7 @@ static KT_NOINSTR int apply(uint32_t n)
 	sync_cores(pages[0]);
 	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
 	for (i = 0; i < np; i++)   /* P5 */
-		mprotect((void *)pages[i], 4096, PROT_READ | PROT_EXEC);
+		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 	return 0;
 }
 
@@ -664,11 +673,12 @@ static KT_NOINSTR int apply(uint32_t n)
  */
 #define RELEARN_NS 100000000LL
 
+static int64_t pass_ns;   /* writer thread: CLOCK_MONOTONIC at this pass */
+
 static KT_NOINSTR uint8_t wanted(uint32_t id)
 {
 	struct lfn *l = &lf[id];
 	int fo = kt_load(&force, relaxed);
-	int64_t now;
 
 	if (fo)
 		return fo == 1;
@@ -676,8 +686,7 @@ static KT_NOINSTR uint8_t wanted(uint32_t id)
 		return 0;
 	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
 		return 1;
-	now = ktrace__monotonic_ns();
-	return l->relearn_ns != 0 && now - l->relearn_ns > RELEARN_NS;
+	return l->relearn_ns != 0 && pass_ns - l->relearn_ns > RELEARN_NS;
 }
 
 /* Is any site not as wanted?  (NF loads: cheaper than walking the
@@ -810,21 +819,26 @@ KT_NOINSTR int ktrace__lean_batch_during(int64_t from, int64_t to)
 
 /* Patching batches at most this often: the functions a program's start
  * makes hot arrive over a few ms, and each batch costs its threads the
- * traps of the sites they hit meanwhile. */
+ * traps of the sites they hit meanwhile and an interrupt per TLB flush
+ * and membarrier (~160 us of the writer's time a batch on the VM); after
+ * the first EARLY_BATCHES, 20 ms apart. */
 #define BATCH_GAP_NS 2000000LL
+#define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
+#define EARLY_BATCHES 64
 
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	static int atfork_done;
 	static struct mod_ctx m;
-	int64_t now;
+	int64_t now, gap;
 
 	if (!kt_load(&lean_used, relaxed))
 		return;
-	now = ktrace__monotonic_ns();
-	if (last_batch_ns != 0 && now - last_batch_ns < BATCH_GAP_NS) {
-		if (wait_ns && BATCH_GAP_NS - (now - last_batch_ns) < *wait_ns)
-			*wait_ns = BATCH_GAP_NS - (now - last_batch_ns);
+	now = pass_ns = ktrace__monotonic_ns();
+	gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
+	if (last_batch_ns != 0 && now - last_batch_ns < gap) {
+		if (wait_ns && gap - (now - last_batch_ns) < *wait_ns)
+			*wait_ns = gap - (now - last_batch_ns);
 		return;
 	}
 	if (kt_load(&wx_denied, relaxed))
