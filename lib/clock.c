@@ -15,8 +15,8 @@
  * the writer thread exists (pthread_create orders the two).  The counter
  * frequency is the slope between the oldest and newest anchors, which
  * refines itself as the process runs; before 50 ms of anchors exist it is
- * measured once for 5 ms (by the writer thread as it starts; +-30 ns of
- * clock reads in 5 ms: 1e-5, enough for the budget and the triggers).
+ * measured once for 2 ms (by the writer thread as it starts; +-30 ns of
+ * clock reads in 2 ms: 3e-5, enough for the budget and the triggers).
  */
 #include "internal.h"
 
@@ -31,7 +31,7 @@
 
 static struct ktrace_anchor_rec anchors[KT_ANCHORS]; /* writer thread */
 static uint64_t anchor_count;                        /* ever taken */
-static uint64_t quick_hz;                            /* 5 ms calibration */
+static uint64_t quick_hz;                            /* 2 ms calibration */
 
 static KT_NOINSTR int64_t ts_ns(clockid_t id)
 {
@@ -185,7 +185,7 @@ static KT_NOINSTR uint64_t measure_hz(void)
 {
 	int64_t m0 = ktrace__monotonic_ns(), m1;
 	uint64_t c0 = ktrace__now(), c1;
-	struct timespec d = {0, 5 * 1000 * 1000};
+	struct timespec d = {0, 2 * 1000 * 1000};
 
 	nanosleep(&d, NULL);
 	m1 = ktrace__monotonic_ns();
