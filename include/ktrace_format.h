@@ -600,6 +600,8 @@ _Static_assert(sizeof(struct ktrace_budget_core_rec) == 32, "budget core record 
 enum ktrace_mute_why {
 	KTRACE_MUTE_HOT_SHORT = 1,     /* automatic: hot, every observed call short */
 	KTRACE_MUTE_EXCLUDE = 2,       /* KTRACE_EXCLUDE pattern, from its first call */
+	KTRACE_MUTE_HOT_CPU = 3,       /* automatic, over the CPU budget (KTRACE_CPU_PCT):
+	                                  hot, some observed calls long, none blocked */
 };
 
 struct ktrace_muted_rec {

@@ -863,8 +863,41 @@ static KT_NOINSTR int candidate(uint32_t id)
 
 /* Mute the hottest candidates of this sample until the rate fits R (the
  * window's rate, or the CPU's when only that one is exceeded: window 0). */
+/* Under CPU pressure only: a function that is not a candidate because of
+ * its long calls (but never blocked) may still be muted, hottest first
+ * (KTRACE_MUTE_HOT_CPU): the CPU share is the budget the user set, and the
+ * calls inside it stay recorded (a GC step inside Lua's
+ * lua_pushlstring, which made it long 1 time in 50, is still there). */
+static KT_NOINSTR int candidate_cpu(uint32_t id)
+{
+	struct fobs *o = &F.obs[id];
+
+	return o->count > 0 && o->why == 0 && !o->blocked_long && o->calls >= MIN_CALLS &&
+	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
+}
+
+/* Mute o's function (id) in epoch, for why. */
+static KT_NOINSTR void mute_one(uint32_t id, uint32_t why, uint32_t epoch, uint64_t now,
+                                uint64_t sample_words)
+{
+	struct fobs *o = &F.obs[id];
+
+	o->why = why;
+	o->since_tsc = now;
+	o->events_before = (uint64_t)o->est_events;
+	o->sampled_before = o->sampled;
+	o->share_ppm = (uint32_t)((uint64_t)o->count * 1000000 / sample_words);
+	/* relaxed: published by the release store of the epoch. */
+	kt_store(&fmute[id], epoch, relaxed);
+	ktrace__lean_muting(id);   /* before the epoch: learn exits again */
+}
+
+/* Mute the hottest candidates of this sample until the rate fits R (the
+ * window's rate, or the CPU's cw when only that one is exceeded: window
+ * 0); then, while the core is still over the CPU's rate cw, the hottest
+ * of the functions kept only by long calls (candidate_cpu). */
 static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now, double R,
-                              int window)
+                              int window, double cw)
 {
 	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
 	uint32_t *ids = F.ids, n = 0, epoch, muted = 0;
@@ -895,15 +928,25 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		if (o->count < floor)
 			break;
 		removed += o->count;
-		o->why = KTRACE_MUTE_HOT_SHORT;
-		o->since_tsc = now;
-		o->events_before = (uint64_t)o->est_events;
-		o->sampled_before = o->sampled;
-		o->share_ppm = (uint32_t)((uint64_t)o->count * 1000000 / sample_words);
-		/* relaxed: published by the release store of the epoch. */
-		kt_store(&fmute[ids[i]], epoch, relaxed);
-		ktrace__lean_muting(ids[i]);   /* before the epoch: learn exits again */
+		mute_one(ids[i], KTRACE_MUTE_HOT_SHORT, epoch, now, sample_words);
 		ids[muted++] = ids[i];
+	}
+	if (cw > 0 && k->int_wps > cw) {
+		double need_cpu = 1.0 - 0.7 * cw / k->int_wps;
+		uint64_t cfloor = (uint64_t)(cw / MIN_SHARE * (double)sample_words / k->int_wps);
+		uint32_t m = muted;
+
+		for (uint32_t id = 0; id < NF && removed < need_cpu * (double)sample_words; id++)
+			if (candidate_cpu(id) && !candidate(id))
+				ids[m++] = id;
+		sort_by_count(ids + muted, m - muted);
+		for (uint32_t i = muted; i < m && removed < need_cpu * (double)sample_words; i++) {
+			if (F.obs[ids[i]].count < cfloor)
+				break;
+			removed += F.obs[ids[i]].count;
+			mute_one(ids[i], KTRACE_MUTE_HOT_CPU, epoch, now, sample_words);
+			ids[muted++] = ids[i];
+		}
 	}
 	if (window)
 		F.short_window = 0;
@@ -921,7 +964,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		 * that adopts this epoch (acquire in ktrace__filter_adopt). */
 		kt_store(&ktrace__mute_epoch, epoch, release);
 		for (uint32_t i = 0; i < muted; i++) {
-			uint32_t more[2] = {epoch, KTRACE_MUTE_HOT_SHORT};
+			uint32_t more[2] = {epoch, F.obs[ids[i]].why};
 			ktrace__emit_ext(KTRACE_EXT_MUTE, ids[i], more, 2);
 		}
 		/* The lean mode needs no pause: a decision counts what is
@@ -1047,7 +1090,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 
 		pressure |= wp;
 		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && (wp || cp)) {
-			decide(k, words, now, wp ? R : cw, wp);
+			decide(k, words, now, wp ? R : cw, wp, cw);
 			decided = 1;
 		}
 	}

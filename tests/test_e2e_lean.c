@@ -357,6 +357,44 @@ static void test_e2e_lean_cpu_budget(void **state)
 	done(&q);
 }
 
+/* The muted entry of function name, or NULL. */
+static const struct ktrace_muted_rec *muted_rec(const struct kd_dec *d, const char *name)
+{
+	for (uint32_t f = 0; f < d->nfuncs; f++) {
+		int m;
+
+		if (strcmp(kd_dec_func_name(d, f), name) == 0 && (m = kd_budget_muted(d, f)) >= 0)
+			return &d->snap.muted[m];
+	}
+	return NULL;
+}
+
+/* A hot function with a 10 us call 1 in 20 is never muted by the window's
+ * rule, but the CPU budget mutes it (KTRACE_MUTE_HOT_CPU) in the lean mode;
+ * not with KTRACE_CPU_PCT=0. */
+static void test_e2e_lean_cpu_budget_long_calls(void **state)
+{
+	const struct ktrace_muted_rec *m;
+	struct run r, q;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "mixed", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
+	assert_non_null(strstr(r.p.out, "mixed 200000"));
+	assert_non_null(m = muted_rec(r.d, "mixed"));
+	assert_int_equal(m->why, KTRACE_MUTE_HOT_CPU);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	assert_int_equal(r.d->lost_exits, 0);
+	parents(r.d, r.th, "leaf", "mixed|main");   /* main once mixed is muted */
+	done(&r);
+	run(&q, BIN "e2e_lean", "mixed", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", "KTRACE_CPU_PCT=0",
+	    NULL);
+	assert_null(muted_rec(q.d, "mixed"));
+	assert_int_equal(kd_count(q.d, q.th, "mixed"), 200000);
+	done(&q);
+}
+
 /* Tracing off (KTRACE_ENABLE=0): the lean hooks return at once and the
  * program runs as it would untraced. */
 static void test_e2e_lean_disabled(void **state)
@@ -453,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_filter_off),
 		cmocka_unit_test(test_e2e_lean_budget),
 		cmocka_unit_test(test_e2e_lean_cpu_budget),
+		cmocka_unit_test(test_e2e_lean_cpu_budget_long_calls),
 		cmocka_unit_test(test_e2e_lean_disabled),
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_flip),

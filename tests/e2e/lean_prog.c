@@ -203,6 +203,29 @@ static void do_hot(void)
 	printf("hot %ld\n", s);
 }
 
+/* mixed: short, but 1 call in 20 spins 10 us: never a candidate by the
+ * window's rule (long calls 1 in 100 or more), muted by the CPU's. */
+__attribute__((noinline)) int mixed(int i)
+{
+	if (i % 20 == 0) {
+		int64_t end = now_ns() + 10000;
+		while (now_ns() < end)
+			sink++;
+	}
+	return leaf(i);
+}
+
+static void do_mixed(void)
+{
+	usleep(50000);
+	for (int i = 0; i < 200000; i++)
+		sink += mixed(i);
+	for (int i = 0; i < 5; i++)
+		marker();
+	usleep(300000);
+	printf("mixed 200000\n");
+}
+
 /* BURST calls of mid(10), 50 ms after the start (the writer thread runs
  * its budget by then). */
 #define BURST 100000
@@ -363,6 +386,8 @@ int main(int argc, char **argv)
 		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 	} else if (strcmp(mode, "count") == 0) {
 		do_count();
+	} else if (strcmp(mode, "mixed") == 0) {
+		do_mixed();
 	} else if (strcmp(mode, "burst") == 0) {
 		do_burst();
 	} else if (strcmp(mode, "wx") == 0) {
