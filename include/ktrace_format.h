@@ -578,7 +578,10 @@ struct ktrace_budget_rec {
 	                                  highest measured core rate; 0 if the ring holds it */
 	uint64_t decisions;            /* filter decisions taken (one per ~100 ms) */
 	uint64_t epoch;                /* mute epoch: how many times the mute set grew */
-	uint8_t  reserved[16];         /* 0 */
+	uint64_t cpu_wps;              /* words per second per core the CPU budget allows
+	                                  (KTRACE_CPU_PCT), 0 = no CPU budget (older files: 0) */
+	uint32_t cpu_pct;              /* KTRACE_CPU_PCT in effect, percent */
+	uint8_t  reserved[4];          /* 0 */
 };
 _Static_assert(sizeof(struct ktrace_budget_rec) == 80, "budget record size is pinned");
 

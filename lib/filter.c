@@ -184,12 +184,17 @@ static struct {
  * the default mode, where a muted call still costs both hooks and a burst
  * of up to a quarter of the ring mutes nothing.  0 = window only.
  */
-static KT_NOINSTR double cpu_wps(void)
+static KT_NOINSTR int cpu_pct(void)
 {
 	int pct = ktrace__cfg.cpu_pct;
 
-	if (pct < 0)
-		pct = ktrace__lean_active() ? 2 : 0;
+	return pct >= 0 ? pct : ktrace__lean_active() ? 2 : 0;
+}
+
+static KT_NOINSTR double cpu_wps(void)
+{
+	int pct = cpu_pct();
+
 	if (pct == 0 || F.event_ns <= 0)
 		return 0;
 	return pct / 100.0 * 1e9 / F.event_ns;
@@ -1126,6 +1131,8 @@ KT_NOINSTR void *ktrace__budget_serialize(size_t *len, uint32_t *count)
 	b->muted_calls = kt_load(&muted_calls, relaxed);
 	b->decisions = F.decisions;
 	b->epoch = kt_load(&ktrace__mute_epoch, relaxed);
+	b->cpu_wps = F.ready ? (uint64_t)cpu_wps() : 0;
+	b->cpu_pct = b->cpu_wps ? (uint32_t)cpu_pct() : 0;
 	for (uint32_t c = 0; c < nc; c++) {
 		cr[c].cpu = c;
 		if (!F.ready || !F.cs[c].have || F.cs[c].hn == 0) {
