@@ -69,7 +69,7 @@ struct kt_core {
 	_Atomic uint64_t blocks_used;   /* blocks claimed since start; slow path */
 	_Atomic uint64_t words_written; /* words committed by slow paths (the hot
 	                                   path's are pos - S); informational */
-	uint64_t claim_tsc;          /* counter at the last block claimed; under
+	_Atomic uint64_t claim_tsc;  /* counter at the last block claimed; under
 	                                the core lock (filter.c's hint) */
 	char pad2[KT_CACHELINE - 32];
 };

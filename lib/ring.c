@@ -302,9 +302,11 @@ static KT_NOINSTR uint32_t claim_block(struct kt_core *k, uint32_t pos, uint32_t
 		ktrace__count_loss(KTRACE_LOSS_OVERWRITTEN_BLOCKS, 1);
 	/* relaxed: a threshold the writer sets; a late view only delays a
 	 * hint by a block. */
-	if (now - k->claim_tsc < kt_load(&ktrace__g.hint_ticks, relaxed))
+	if (now - kt_load(&k->claim_tsc, relaxed) < kt_load(&ktrace__g.hint_ticks, relaxed))
 		ktrace__filter_hint();
-	k->claim_tsc = now;
+	/* relaxed: under the core lock; atomic for the sanitizers, which do
+	 * not see the rseq ownership of a core (as for the ring's words). */
+	kt_store(&k->claim_tsc, now, relaxed);
 	return S + 5;
 }
 
