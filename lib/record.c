@@ -349,7 +349,7 @@ __cyg_profile_func_exit(void *fn, void *site)
 #if defined(__x86_64__)
 /* No vector register may be touched here (the trampolines save them only
  * for the slow path): word stores (never merged into vector stores), and
- * the build checks the assembly (tests/lean/check_gpr.sh). */
+ * the tests check the assembly (tests/check_lean_gpr.sh). */
 #define KT_GPR
 static inline __attribute__((always_inline)) KT_NOINSTR void
 lframe_set(struct kt_lframe *f, uint64_t slot, uint64_t fn, uint32_t ev)

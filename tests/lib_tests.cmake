@@ -78,3 +78,9 @@ if(NOT CMAKE_CROSSCOMPILING)
     COMMAND bash ${KT_TESTS_DIR}/check_glibc_symbols.sh $<TARGET_FILE:ktrace> GLIBC_2.28)
   set_tests_properties(test_lib_glibc_symbols PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+# The lean fast paths use general registers only (record.c, lean.c).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  add_test(NAME test_lib_lean_gpr
+    COMMAND bash ${KT_TESTS_DIR}/check_lean_gpr.sh $<TARGET_FILE:ktrace>)
+  set_tests_properties(test_lib_lean_gpr PROPERTIES LABELS unit TIMEOUT 60)
+endif()
