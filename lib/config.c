@@ -267,7 +267,7 @@ static KT_NOINSTR int resolve_dir(const char *var, const char *in, char *out, si
 	size_t n = strlen(in);
 
 	/* At most len - 64 bytes: room for the file name in the path
-	 * buffers (snapshot.c: 4352 bytes). */
+	 * buffers (snapfile.c: 4352 bytes). */
 	if (n > len - 64) {
 		ktrace__say("%s is longer than %zu bytes; not used", var, len - 64);
 		return -1;

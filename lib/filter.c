@@ -483,7 +483,7 @@ static KT_NOINSTR int setup(void)
 	uint32_t n = ktrace__g.ncpus;
 
 	/* ktrace__walloc, not calloc: the writer thread never mallocs
-	 * (snapshot.c says why). */
+	 * (snapfile.c says why). */
 	F.obs = ktrace__walloc(NF * sizeof(*F.obs));
 	F.cs = ktrace__walloc(n * sizeof(*F.cs));
 	F.sample = ktrace__walloc(SAMPLE_BLOCKS * BW * 4);
@@ -816,7 +816,7 @@ static KT_NOINSTR void history(struct cst *k, uint64_t now, uint64_t hz)
 
 /* ids[] by calls, most first, then by id (what a stable sort of the
  * ascending ids gives).  A shell sort in place: qsort() would malloc a
- * buffer for 2016 ids, and the writer thread never mallocs (snapshot.c). */
+ * buffer for 2016 ids, and the writer thread never mallocs (snapfile.c). */
 static KT_NOINSTR int before(uint32_t a, uint32_t b)
 {
 	uint32_t x = F.obs[a].count, y = F.obs[b].count;

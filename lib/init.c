@@ -268,7 +268,7 @@ static KT_NOINSTR int do_init(void)
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
 	/* The snapshot signal first: a SIGUSR2 sent right after the program
-	 * started must not meet its default action (snapshot.c). */
+	 * started must not meet its default action (signal.c). */
 	ktrace__snapshot_signal_early();
 	if ((r = ktrace__memlock_check()) != 0)
 		goto fail;

@@ -571,7 +571,7 @@ KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int6
 }
 
 /*
- * The same for a request that fired a trigger (snapshot.c, KTRACE_TRIGGER_ON):
+ * The same for a request that fired a trigger (trigger.c, KTRACE_TRIGGER_ON):
  * on a busy host a 100 ms request may be preempted at every tick, more
  * switches than the 64 a call of the budget's is allowed, so this one looks
  * at up to KT_SCHED_TRIG_RECS, in a buffer mapped on first use.

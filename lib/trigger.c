@@ -13,7 +13,7 @@
  * min_samples requests were seen.  A slow request that overlapped a
  * snapshot write does not fire (the write competed with it for the cpu;
  * it is counted as suppressed).  Firing only hands a record to the writer
- * thread (snapshot.c), which applies the delay and the rate limit.
+ * thread (trigq.c, writer.c), which applies the delay and the rate limit.
  *
  * Keep threshold: a request is slow (kept whole) when it is slower than
  * its kind's absolute trigger threshold, or than its trigger percentile,
@@ -356,7 +356,7 @@ KT_NOINSTR void ktrace__hold_failed(void)
  * is in it, so requests that end meanwhile are kept (request.c), on every
  * thread, or the aftermath would hold only the calls outside requests.
  * Until: the writer lowers the mark to the counter when it takes the
- * trigger (snapshot.c), just before it copies the window; set here to
+ * trigger (writer.c), just before it copies the window; set here to
  * four times the delay and a second more, for a writer that never comes.
  * Bounded: at most an eighth of one
  * core's ring per trigger (after_words), so that a busy service's
