@@ -9,11 +9,17 @@
  * time is counted in the self time of the recorded frame that called
  * them.  Every sink that shows self time says so, by name.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_time.h"
+#include "names.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 int kd_budget_muted(const struct kd_dec *d, uint32_t func)
 {

@@ -48,14 +48,19 @@
  * dropped (counted per core) unless --all.
  *
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <time.h>
 
-#include "decoder.h"
+#include "build.h"
 #include "iter.h"
+#include "result.h"
+#include "snap.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- stage 3: build ------------------------------------------------------- */
 

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "collect.h"
+#include "result.h"
+#include "stream.h"
+#include "util.h"
 
 static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e)
 {

@@ -1,6 +1,6 @@
 /*
  * dec.c - the decoder's lifecycle: kd_dec_open_file/_buffer run stages
- * 1-5 (decoder.h), kd_dec_collect (a walk with the collector, through the
+ * 1-5 (dec.h), kd_dec_collect (a walk with the collector, through the
  * range if any), kd_dec_free.  It composes the stages; none calls it.
  */
 #include <inttypes.h>
@@ -9,7 +9,16 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "decoder.h"
+#include "build.h"
+#include "collect.h"
+#include "dec.h"
+#include "iter.h"
+#include "kd_sched.h"
+#include "range.h"
+#include "read.h"
+#include "result.h"
+#include "symbols.h"
+#include "util.h"
 
 /* Stage 3 on a read and ordered snapshot: prepare, then walk with the
  * collector. */

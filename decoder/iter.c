@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
 #include "iter.h"
+#include "read.h"
+#include "snap.h"
+#include "util.h"
 
 /* ---- stage 2: block order ------------------------------------------------ */
 

@@ -1,6 +1,6 @@
 /*
  * main.c - ktrace-decode command line.  All the work is in the stages
- * (decoder.h); this file only parses options, opens outputs and reports.
+ * (their headers); this file only parses options, opens outputs and reports.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +12,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "build.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "out-chrome.h"
+#include "out-exclude.h"
+#include "out-explain.h"
+#include "out-folded.h"
+#include "out-html.h"
+#include "out-perfetto.h"
+#include "out-stats.h"
+#include "out-summary.h"
+#include "out-text.h"
+#include "range.h"
+#include "read.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"

@@ -30,7 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "range.h"
+#include "result.h"
+#include "util.h"
 
 int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
 {

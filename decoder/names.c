@@ -17,7 +17,10 @@
  * the template argument lists (outermost <...>), then the parameter list.
  * The full name stays in stats, explain, folded and chrome's args.
  */
-#include "decoder.h"
+#include "names.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>

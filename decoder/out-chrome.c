@@ -24,11 +24,19 @@
  * earliest window start of all files), so several snapshots line up by wall
  * clock; otherData and each process's labels carry the wall-clock origin.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-chrome.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 #define KD_CHROME_CORES_PID 1000000000ll
 

@@ -4,11 +4,19 @@
  * all the files at once (below).  What the budget did, for every sink, is
  * in budget.c.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-exclude.h"
+#include "result.h"
+#include "snap.h"
+#include "symbols.h"
+#include "util.h"
 
 /* ---- --format exclude --------------------------------------------------- */
 /*

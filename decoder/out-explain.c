@@ -21,11 +21,23 @@
  *    the functions with the most self time inside the slow request's
  *    interval (exact: children's overlap is taken off their parents').
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "calltree.h"
+#include "collect.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-explain.h"
+#include "requests.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 static uint64_t rdur(const struct kd_dec_request *r)
 {

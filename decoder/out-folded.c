@@ -9,11 +9,18 @@
  * frames cut there), so self times still add up.  Lines come in the order
  * their stacks were first seen.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-folded.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 struct fnode {
 	uint32_t parent;          /* node index or KD_NONE (thread root) */

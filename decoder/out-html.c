@@ -24,7 +24,7 @@
  *     In this order a call's parent is the last call before it one level
  *     up, so parents, children and self time are rebuilt by the page.
  *     "lanes" counts the calls per depth.
- *   - per core, its runs (decoder.h struct kd_dec_run) sorted by begin:
+ *   - per core, its runs (result.h struct kd_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
  *   - requests and marks as flat JSON arrays (they are few); a request is
  *     [row, begin, end, kind, "id", flags, core, end row].
@@ -48,11 +48,20 @@
  * A page holds at most KD_HTML_MAX_CALLS calls (or --limit N): beyond
  * that kd_out_html() writes nothing and says how to cut the window.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-html.h"
+#include "result.h"
+#include "sink.h"
+#include "snap.h"
+#include "util.h"
 
 /* Generated from decoder/html/ by html-embed.cmake. */
 extern const unsigned char kd_html_page[], kd_html_css[], kd_html_js[];

@@ -75,13 +75,23 @@
  * windows do not overlap are placed one after the other.  Every tick of a
  * group is converted with the newest file's anchors.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "collect.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "out-perfetto.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- protobuf writer -------------------------------------------------------- */
 

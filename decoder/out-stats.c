@@ -8,12 +8,20 @@
  * same function adds nothing to total).  "self" is time in the function
  * minus time in its callees.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-stats.h"
+#include "result.h"
+#include "sink.h"
+#include "util.h"
 
 /*
  * Everything is summed and sorted in ticks and converted to ns once per

@@ -5,11 +5,22 @@
  * damage, trigger, requests, the budget; and for several files, the list
  * of them on one time axis (kd_out_merge_summary).
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "out-summary.h"
+#include "requests.h"
+#include "result.h"
+#include "sink.h"
+#include "snap.h"
+#include "util.h"
 
 static const char *clock_name(uint32_t c)
 {

@@ -36,6 +36,7 @@
  * speed.  --limit N spools at most N calls per thread (the first N lines
  * cannot need more), so a limited timeline writes no file at all.
  */
+#include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -43,7 +44,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-text.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- text timeline -------------------------------------------------------- */
 

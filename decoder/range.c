@@ -27,12 +27,20 @@
  * request, and d->cut.trigger_clipped says when the range clips it (explain
  * then does not name it).  Everything but the calls is cut by cut_rest().
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "decoder.h"
+#include "build.h"
+#include "collect.h"
+#include "kd_time.h"
+#include "range.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /*
  * A call cut by the range keeps no place within the edge's tick from its

@@ -24,7 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "read.h"
+#include "snap.h"
+#include "util.h"
 
 #define HDR_SIZE sizeof(struct ktrace_file_header)
 #define SEC_SIZE sizeof(struct ktrace_section)
@@ -50,7 +53,7 @@ static int fail(struct kd_dec_error *err, int code, int has_off, uint64_t off,
 	return code;
 }
 
-/* ---- the test hook (decoder.h) --------------------------------------------- */
+/* ---- the test hook (read.h) -------------------------------------------------- */
 
 void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
 

@@ -17,11 +17,17 @@
  * so the histogram's window is the decoded one to within one slice each
  * side (the span is printed).
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "names.h"
+#include "requests.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 uint64_t kd_req_bucket_hi(uint32_t b, uint32_t sub_bits)
 {

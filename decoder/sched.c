@@ -15,12 +15,17 @@
  * Threads that never wrote a traced event (no THREADS entry) are added to
  * d->threads under the name the SCHED section gives, or "tid N".
  */
+#include <stdio.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 static uint64_t mono_to_tick(const struct kd_dec *d, int64_t t)
 {

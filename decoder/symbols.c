@@ -24,7 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "names.h"
+#include "read.h"
+#include "result.h"
+#include "snap.h"
+#include "symbols.h"
+#include "util.h"
 
 struct elf_sym {
 	uint64_t addr;       /* ELF virtual address */

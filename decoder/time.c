@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "result.h"
+#include "snap.h"
 
 /* ---- stage 4: time --------------------------------------------------------- */
 
