@@ -11,7 +11,7 @@
  *      the THREAD record, which the writer bumps whenever the thread starts
  *      writing on a core.  Per-core statistics, window filtering and the
  *      core tracks (runs) are done here, in stream order.
- *   2. kd_dec_walk(): each thread's pieces, ordered by segment (exact), or
+ *   2. kd_build_walk(): each thread's pieces, ordered by segment (exact), or
  *      by first tick for writers without segments, are re-read from their
  *      saved iterator state and fed to the stack builder, which emits the
  *      event stream (stream.h) to a sink.  Each thread is read twice: a
@@ -181,7 +181,7 @@ struct reqev {
 	uint64_t uid;            /* REQ_OPEN_ID: the program's id */
 };
 
-/* The builder: made by kd_dec_prepare, used by every kd_dec_walk. */
+/* The builder: made by kd_build_prepare, used by every kd_build_walk. */
 struct kd_build {
 	struct kd_dec *d;
 	struct tstate ts;
@@ -1069,7 +1069,7 @@ static void scan_cores(struct kd_build *b)
 	struct cscan *cc = kd_xcalloc(nc ? nc : 1, sizeof(*cc), "the cores");
 
 	for (uint32_t c = 0; c < nc; c++) {
-		kd_core_iter_init(&cc[c].it, snap, c, &d->snap.warn);
+		kd_iter_init(&cc[c].it, snap, c, &d->snap.warn);
 		cc[c].bt = kd_xcalloc(1, sizeof(*cc[c].bt), "the cores");
 		cc[c].cur = KD_NONE;
 		cc[c].cthread = KD_NONE;
@@ -1441,8 +1441,8 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 		int cut = itm->lo != 0 || itm->hi != UINT32_MAX;
 		uint32_t sp0 = snap->blocks[p->blk].start + p->pos;
 
-		kd_core_iter_init(&it, snap, p->core, NULL);
-		kd_core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
+		kd_iter_init(&it, snap, p->core, NULL);
+		kd_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
 		if (p->held) {
 			const struct heldpiece *h = held_of(b->helds, b->nhelds, p);
 
@@ -1545,7 +1545,7 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 	d->trigger_req = d->nreqs++;
 }
 
-int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
+int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
 {
 	struct kd_snap *snap = &d->snap;
 	struct kd_build *b;
@@ -1578,7 +1578,7 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 
 		if (!co->nblocks)
 			continue;
-		first = kd_block_start_tick(snap, &snap->blocks[co->first_block]);
+		first = kd_iter_block_start_tick(snap, &snap->blocks[co->first_block]);
 		d->core_stats[c].first_tick = first;
 		d->core_stats[c].last_tick = first;
 		d->core_stats[c].has_data = 1;
@@ -1606,20 +1606,20 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	/* Known threads first, in slot order, so indices are stable. */
 	for (uint32_t i = 0; i < snap->nthreads; i++)
 		if (new_thread(b, snap->threads[i].slot, &snap->threads[i]) == KD_NONE)
-			return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+			return kd_util_fail(err, KD_ENOMEM, "out of memory");
 
 	scan_cores(b);
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	/* The trigger's thread, if only the trigger names it. */
 	if (snap->have_trigger && snap->trigger.end_tsc >= snap->trigger.begin_tsc &&
 	    thread_of(b, snap->trigger.thread_slot) == KD_NONE)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory");
 	b->nthreads = d->nthreads;
 	order_pieces(b);
 	thread_items(b);
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	/* The scan's pre-pass stands for a thread whose pieces the scan met in
 	 * the order they are walked; free what the scan no longer needs. */
 	for (uint32_t t = 0; t < b->capprescan && t < b->nthreads; t++) {
@@ -1653,17 +1653,17 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 		if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
 			d->window_end = snap_tick;
 	}
-	return b->oom ? kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline") : 0;
+	return b->oom ? kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline") : 0;
 }
 
-int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+int kd_build_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
 	struct kd_build *b = d->pass.build;
 	struct tstate *s;
 	uint32_t nthreads;
 
 	if (!b)
-		return kd_dec_fail(err, KD_EFORMAT, "no timeline prepared");
+		return kd_util_fail(err, KD_EFORMAT, "no timeline prepared");
 	s = &b->ts;
 	b->sink = sink;
 	/* Everything a walk counts starts again (a file may be walked twice). */
@@ -1746,7 +1746,7 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 			on_request(b, &b->reqevs[i]);
 	}
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	for (uint32_t i = 0; i < d->nreqs; i++)
 		if (d->reqs[i].flags & KD_REQ_TRUNC_END)
 			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;

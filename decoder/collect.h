@@ -1,7 +1,6 @@
 /*
  * collect.h - collect.c: the collector (a sink that appends every call to
- * d->calls, for the formats that need calls in memory) and the identity
- * filter to start a new filter from.
+ * d->calls, for the formats that need calls in memory).
  */
 #ifndef KD_COLLECT_H
 #define KD_COLLECT_H
@@ -24,11 +23,5 @@ struct kd_collector {
 void kd_collector_init(struct kd_collector *c, struct kd_dec *d);
 struct kd_sink kd_collector_sink(struct kd_collector *c);
 void kd_collector_free(struct kd_collector *c);
-
-/* The identity filter: forwards everything to next. */
-struct kd_filter_pass {
-	struct kd_sink next;
-};
-struct kd_sink kd_filter_pass(struct kd_filter_pass *f);
 
 #endif /* KD_COLLECT_H */

@@ -24,7 +24,7 @@ void kd_dec_free(struct kd_dec *d);
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err);
 /* Walk d (opened with opts.stream, or again) with the collector: d->calls
  * filled, opts.stream cleared; with d->cut.range set, through the range
- * filter (kd_range_collect, range.c).  0, or an error from kd_dec_walk. */
+ * filter (kd_range_collect, range.c).  0, or an error from kd_build_walk. */
 struct kd_dec_error;
 int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err);
 

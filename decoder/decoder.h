@@ -7,14 +7,14 @@
  *   1. read.c      kd_snap_read(): bytes -> struct kd_snap.  The only
  *                  parser of the file: validates every length, offset and
  *                  CRC; damaged blocks are dropped and reported.
- *   1. read.c      also the file I/O (kd_snap_read_fd's windows, kd_dec_read_fd
- *                  for pipes, kd_dec_pread).
- *   2. iter.c      kd_snap_order(): groups blocks per core, oldest first.
+ *   1. read.c      also the file I/O (kd_snap_read_fd's windows, kd_read_whole_fd
+ *                  for pipes, kd_read_pread).
+ *   2. iter.c      kd_iter_order(): groups blocks per core, oldest first.
  *                  struct kd_core_iter: one core's records -> events with
  *                  absolute ticks and thread slots (inner loop in iter.h).
- *   3. build.c     kd_dec_prepare(): cuts the cores' streams into pieces of
+ *   3. build.c     kd_build_prepare(): cuts the cores' streams into pieces of
  *                  one thread segment (window, core runs, threads);
- *                  kd_dec_walk(): walks each thread's pieces in order,
+ *                  kd_build_walk(): walks each thread's pieces in order,
  *                  rebuilds its call stack across cores and emits the event
  *                  stream (stream.h) to a sink; requests, marks.
  *                  collect.c: the collector sink -> d->calls.
@@ -26,7 +26,7 @@
  *                  consume the stream and which need the collector's
  *                  arrays); a sink calls no other sink.
  *   range.c        the time range: one filter on the stream, in front of
- *                  every walk (kd_dec_walk_cut); merge.c: overlapping
+ *                  every walk (kd_range_walk_cut); merge.c: overlapping
  *                  snapshots of one process cut once.
  *   dec.c          the decoder's lifecycle, composing the stages:
  *                  kd_dec_open_*, kd_dec_collect, kd_dec_free.
@@ -65,6 +65,7 @@
 #include "stream.h"
 #include "build.h"
 #include "collect.h"
+#include "filter.h"
 #include "dec.h"
 #include "kd_time.h"
 #include "symbols.h"

@@ -13,7 +13,7 @@
 #include "util.h"
 
 /* Group blocks per core and order each core's blocks by S, oldest first. */
-int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err);
+int kd_iter_order(struct kd_snap *snap, struct kd_dec_error *err);
 
 enum kd_dec_kind {
 	KD_DK_ENTER = 1,      /* id = compact function id */
@@ -75,16 +75,16 @@ struct kd_core_iter {
 	uint64_t ev_ref_tick;     /* ticks: reference before that record */
 };
 
-void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
+void kd_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
                             uint32_t core, struct kd_dec_warnings *warn);
 /* 1: *ev filled; 0: end of this core's records. */
-int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev);
+int kd_iter_record(struct kd_core_iter *it, struct kd_dec_event *ev);
 /* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
  * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
-void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
 /* Tick of a block's BLOCK_START (the block was validated by the reader). */
-uint64_t kd_block_start_tick(const struct kd_snap *snap,
+uint64_t kd_iter_block_start_tick(const struct kd_snap *snap,
                                   const struct kd_snap_block *b);
 
 static inline uint32_t kd_le32(const uint8_t *p)

@@ -14,15 +14,15 @@
 
 /* Turn the SCHED section into offcpu/oncpu intervals (threads seen only
  * there are added to d->threads); 0 or KD_ENOMEM. */
-int kd_dec_sched(struct kd_dec *d);
+int kd_sched_decode(struct kd_dec *d);
 /* Off-CPU ticks of a thread inside [b, e): out[KD_OFF_BLOCKED],
  * out[KD_OFF_PREEMPTED]. */
-void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
+void kd_sched_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2]);
 /* "scheduling: ..." line for the summary (status, switches, losses, why not). */
-void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len);
+void kd_sched_status(const struct kd_dec *d, char *buf, size_t len);
 /* "<d> on-CPU, <d> blocked, <d> preempted" for wall ticks and off[2] ticks. */
-void kd_dec_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
+void kd_sched_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
                            char *buf, size_t len);
 
 #endif /* KD_KD_SCHED_H */

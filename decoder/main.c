@@ -227,9 +227,9 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 	struct kd_dec_error err;
 	char msg[512];
 
-	if (kd_dec_walk_cut(d, sink, &err) == 0)
+	if (kd_range_walk_cut(d, sink, &err) == 0)
 		return 0;
-	kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+	kd_util_error_format(&err, d->file, msg, sizeof(msg));
 	fprintf(stderr, "%s\n", msg);
 	return 1;
 }
@@ -258,7 +258,7 @@ static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct r
 {
 	(void)r;
 	fprintf(out, "\n==> all files <==\n");
-	kd_out_merge_summary(out, decs, (uint32_t)n);
+	kd_out_summary_merged(out, decs, (uint32_t)n);
 	return 0;
 }
 
@@ -320,7 +320,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct run *
 
 	for (int i = 0; i < n; i++)
 		if (decs[i]) {
-			int64_t w = kd_dec_wall_ns(decs[i], kd_range_start(decs[i]));
+			int64_t w = kd_time_wall_ns(decs[i], kd_range_start(decs[i]));
 			if (w < base)
 				base = w;
 		}
@@ -345,7 +345,7 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct run *
 	kd_out_chrome_end(&ch);
 	free(pids);
 	if (n > 1 && o->verbose)
-		kd_out_merge_summary(stderr, decs, (uint32_t)n);
+		kd_out_summary_merged(stderr, decs, (uint32_t)n);
 	return 0;
 }
 
@@ -554,7 +554,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'v': a->oopts.verbose = 1; break;
 		case OPT_FROM:
 		case OPT_TO:
-			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
+			if (kd_range_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
 			                  c == OPT_FROM ? &range->from : &range->to, rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 				return 2;
@@ -562,7 +562,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_AROUND:
 		case OPT_MIN_DUR:
-			if (kd_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
+			if (kd_range_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
 			                      c == OPT_AROUND ? &range->around_ns : &range->min_dur_ns,
 			                      rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
@@ -621,7 +621,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 		char msg[512];
 
 		if (kd_dec_open_file(a->files[i], &a->dopts, &decs[i], &err) != 0) {
-			kd_dec_error_format(&err, a->files[i], msg, sizeof(msg));
+			kd_util_error_format(&err, a->files[i], msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
 			*status = 1;
 			continue;
@@ -637,7 +637,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 			struct kd_dec_error err;
 
 			if (decs[i]->opts.stream)
-				kd_dec_walk(decs[i], (struct kd_sink){ 0 }, &err);
+				kd_build_walk(decs[i], (struct kd_sink){ 0 }, &err);
 			break;
 		}
 	/* The range, resolved on every file's window; each file is cut while
@@ -656,7 +656,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 		if (streamed)
 			continue;
 		if (kd_dec_collect(decs[i], &err) != 0) {  /* cut on the walk */
-			kd_dec_error_format(&err, decs[i]->file, msg, sizeof(msg));
+			kd_util_error_format(&err, decs[i]->file, msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
 			*status = 1;
 			kd_dec_free(decs[i]);

@@ -2,13 +2,13 @@
  * merge.c - several snapshot files on one timeline (issue 8).
  *
  * Files line up on CLOCK_REALTIME: each file's ticks become wall-clock ns
- * through its own ANCHORS (kd_dec_wall_ns), so processes of one host, and
+ * through its own ANCHORS (kd_time_wall_ns), so processes of one host, and
  * of hosts whose clocks are in sync (NTP, PTP), share one time axis.  No
  * correction is applied between hosts (the offset used is 0; the summary
  * says so): a skew between hosts' clocks shows as a skew in the timeline.
  *
  * Process groups: files with the same host, pid, start_tsc and tsc_shift
- * are snapshots of one process (kd_same_process; out-perfetto.c groups its
+ * are snapshots of one process (kd_merge_same_process; out-perfetto.c groups its
  * tracks with it).  Several snapshots of one process overlap; the rule (the
  * one out-perfetto.c applies to its event sequences, here applied to the
  * decoded files so that text, chrome and summary show each call once):
@@ -38,7 +38,7 @@
 #include "result.h"
 #include "util.h"
 
-int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
+int kd_merge_same_process(const struct kd_dec *a, const struct kd_dec *b)
 {
 	return a->snap.info.pid == b->snap.info.pid &&
 	       a->snap.info.start_tsc == b->snap.info.start_tsc &&
@@ -145,7 +145,7 @@ static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint
 		if (!(alive ? (c->begin <= cut && c->end > cut) : is_open(c)))
 			continue;
 		if (kd_grow(&v, &cap, n, sizeof(*v), "merging files"))
-			kd_dec_oom("merging files", SIZE_MAX);
+			kd_util_oom("merging files", SIZE_MAX);
 		v[n++] = i;
 	}
 	sort_d = d;
@@ -181,7 +181,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 		}
 	for (uint32_t t = 0; t < b->nthreads; t++)
 		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
-			kd_dec_oom("merging files", 0);
+			kd_util_oom("merging files", 0);
 	for (uint32_t ta = 0; ta < a->nthreads; ta++) {
 		uint32_t tb = same_thread(a, ta, &bt), na, nb, q;
 		const uint32_t *sa, *sb;
@@ -196,8 +196,8 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			q = 0;
 			/* by name: function indices are each file's own */
 			while (q < na && q < nb &&
-			       !strcmp(kd_dec_func_name(a, a->calls[sa[na - 1 - q]].func),
-			               kd_dec_func_name(b, b->calls[sb[nb - 1 - q]].func)))
+			       !strcmp(kd_names_func(a, a->calls[sa[na - 1 - q]].func),
+			               kd_names_func(b, b->calls[sb[nb - 1 - q]].func)))
 				q++;
 			if (q == nb || b->calls[sb[nb - 1]].begin != cut)
 				break;
@@ -262,7 +262,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	b->nreqs = k;
 	/* b's marks up to the cut go; its runs and off/on-CPU intervals start
 	 * after it (a holds them up to there) */
-	kd_dec_cut_intervals(b, cut + 1, UINT64_MAX);
+	kd_range_cut_intervals(b, cut + 1, UINT64_MAX);
 	free(keep_a);
 	free(keep_b);
 	kd_umap_free(&bt);
@@ -280,7 +280,7 @@ static void need_calls(struct kd_dec *d)
 	struct kd_dec_error err;
 
 	if (d->opts.stream && kd_dec_collect(d, &err))
-		kd_dec_oom("merging files", 0);
+		kd_util_oom("merging files", 0);
 }
 
 static struct kd_dec *const *sort_decs;
@@ -306,7 +306,7 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 		if (!decs[i])
 			continue;
 		for (uint32_t j = 0; j < i && gid[i] == KD_NONE; j++)
-			if (decs[j] && kd_same_process(decs[i], decs[j]))
+			if (decs[j] && kd_merge_same_process(decs[i], decs[j]))
 				gid[i] = gid[j];
 		if (gid[i] == KD_NONE)
 			gid[i] = ng++;
@@ -340,7 +340,7 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
 
 	for (uint32_t i = 0; i < n; i++)
 		if (decs[i] && decs[i]->cut.state != 2) { /* 2: nothing of it in the range */
-			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+			int64_t w = kd_time_wall_ns(decs[i], decs[i]->window_start);
 
 			if (w < base)
 				base = w;

@@ -11,7 +11,7 @@
 #include "result.h"
 
 /* Same host, pid, start_tsc and tsc_shift: snapshots of one process. */
-int kd_same_process(const struct kd_dec *a, const struct kd_dec *b);
+int kd_merge_same_process(const struct kd_dec *a, const struct kd_dec *b);
 /* Group the files by process and cut overlapping snapshots of one process so
  * that each call appears once (see merge.c). */
 void kd_merge_files(struct kd_dec *const *decs, uint32_t n);

@@ -19,7 +19,7 @@ struct kd_chrome {
 	int have_base;
 };
 void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns);
-/* Walks d's stream (kd_dec_walk): d may be opened with opts.stream. */
+/* Walks d's stream (kd_build_walk): d may be opened with opts.stream. */
 void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d,
                              int64_t pid, const struct kd_out_opts *o);
 void kd_out_chrome_end(struct kd_chrome *c);

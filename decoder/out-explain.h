@@ -21,6 +21,6 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 
 /* Explain: the chosen request (the trigger if it is wholly in the range,
  * else the slowest complete one) or KD_NONE. */
-uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median);
+uint32_t kd_out_explain_pick(const struct kd_dec *d, uint32_t *median);
 
 #endif /* KD_OUT_EXPLAIN_H */

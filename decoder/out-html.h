@@ -17,7 +17,7 @@
 #define KD_HTML_MAX_CALLS 20000000ull
 int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 /* Calls the page would hold (--thread applied). */
-uint64_t kd_html_calls(struct kd_dec *const *decs, int n,
+uint64_t kd_out_html_calls(struct kd_dec *const *decs, int n,
                             const struct kd_out_opts *o);
 
 #endif /* KD_OUT_HTML_H */

@@ -36,7 +36,7 @@
  *
  * Streamed.  A file alone in its process group (the usual case) is opened
  * for the stream: its thread sequences are written while the builder walks
- * it (kd_dec_walk_cut, with a range cut on the walk), one thread after
+ * it (kd_range_walk_cut, with a range cut on the walk), one thread after
  * another in recorded order, as the events come; memory is the open
  * sequence's name table and the builder's stack, nothing per call.
  * Requests, cores and the "ktrace" note follow from d->reqs and d->runs
@@ -49,14 +49,14 @@
  * child), so nesting never depends on time; marks are instants among them,
  * in recorded order too.  A slice's BEGIN carries truncated_begin, its END
  * truncated_end and exit_lost (what the stream knows only at the end).  Times are CLOCK_REALTIME ns from each snapshot's anchors
- * (kd_dec_wall_ns), so files line up.  Events that share one tick (the
+ * (kd_time_wall_ns), so files line up.  Events that share one tick (the
  * counter >> tsc_shift, ~100 ns) get distinct times 1 ns apart in recorded
  * order, never reaching the next tick's time (beyond that, equal times keep
  * the recorded order): times within a tick are interpolated, and the
  * "ktrace" note says so.
  *
  * Several snapshots of one process (same host, pid and start_tsc:
- * kd_same_process, merge.c, which applies this rule to the other formats)
+ * kd_merge_same_process, merge.c, which applies this rule to the other formats)
  * share one process group; sorted by window end, each next snapshot B is cut at the
  * previous one's window end C (ticks of one counter), per thread:
  *   - B's calls that ended at or before C are left out (the earlier file
@@ -494,8 +494,8 @@ static int64_t clk_next(struct clk *c, const struct kd_dec *d, uint64_t tick)
 		raw = c->raw;
 		lim = c->lim;
 	} else {
-		raw = kd_dec_wall_ns(d, tick);
-		lim = kd_dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
+		raw = kd_time_wall_ns(d, tick);
+		lim = kd_time_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
 		c->raw = raw;
 		c->lim = lim;
 	}
@@ -557,7 +557,7 @@ static int collect(struct kd_dec *d)
 	int rc;
 
 	kd_collector_init(&c, d);
-	rc = kd_dec_walk_cut(d, kd_collector_sink(&c), &err);
+	rc = kd_range_walk_cut(d, kd_collector_sink(&c), &err);
 	kd_collector_free(&c);
 	return rc ? KD_ENOMEM : 0;
 }
@@ -716,7 +716,7 @@ static const char *sev_func(const struct group *g, const struct sev *e)
 {
 	const struct kd_dec *d = g->files[e->file].d;
 
-	return kd_dec_func_name(d, d->calls[e->call].func);
+	return kd_names_func(d, d->calls[e->call].func);
 }
 
 /*
@@ -868,7 +868,7 @@ static void th_mark(struct pf *w, struct clk *ck, const struct kd_dec *clk,
 {
 	char nb[64];
 	size_t te = event_begin(w, clk_next(ck, clk, tick), TYPE_INSTANT,
-	                        kd_dec_name(d, name, nb, sizeof(nb)), w->track);
+	                        kd_names_id(d, name, nb, sizeof(nb)), w->track);
 
 	ann_uint(w, "value", value);
 	event_end(w, te);
@@ -886,7 +886,7 @@ static void write_mark(struct pf *w, const struct group *g, struct clk *ck, cons
  * calls entered before the window, if earlier). */
 static int64_t thread_t0(const struct group *g, const struct kd_dec_thread *t)
 {
-	return kd_dec_wall_ns(g->clk, t->first_tick < t->start_tick ? t->first_tick : t->start_tick);
+	return kd_time_wall_ns(g->clk, t->first_tick < t->start_tick ? t->first_tick : t->start_tick);
 }
 
 static void write_thread(struct pf *w, const struct group *g, const struct gthread *gt)
@@ -925,13 +925,13 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	if (nmk)
 		qsort(mks, nmk, sizeof(*mks), cmp_mk);
 	if (m.n) {
-		int64_t first = kd_dec_wall_ns(g->clk, m.v[0].tick);
+		int64_t first = kd_time_wall_ns(g->clk, m.v[0].tick);
 
 		if (first < t0)
 			t0 = first;
 	}
 	if (nmk) {
-		int64_t first = kd_dec_wall_ns(g->clk, mks[0].tick);
+		int64_t first = kd_time_wall_ns(g->clk, mks[0].tick);
 
 		if (first < t0)
 			t0 = first;
@@ -953,7 +953,7 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		if (e->end)
 			th_end(w, &ck, g->clk, e->tick, c->flags);
 		else
-			th_begin(w, &ck, g->clk, e->tick, kd_dec_func_name(d, c->func), c->flags);
+			th_begin(w, &ck, g->clk, e->tick, kd_names_func(d, c->func), c->flags);
 	}
 	while (mi < nmk && !w->oom)
 		write_mark(w, g, &ck, &mks[mi++]);
@@ -964,7 +964,7 @@ out:
 
 /*
  * A file alone in its group, opened for the stream (opts.stream): its
- * thread tracks are written while the builder walks it (kd_dec_walk_cut,
+ * thread tracks are written while the builder walks it (kd_range_walk_cut,
  * which also applies a --from/--to/--min-dur range).  The stream brings
  * each thread's events in recorded order, one thread after another, so one
  * sequence is open at a time and memory is the stack and the name table.
@@ -996,7 +996,7 @@ static void pf_stream_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *
 		return;
 	case KD_EV_CALL_BEGIN:
 		if (s->on)
-			th_begin(w, &s->ck, s->g->clk, e->tick, kd_dec_func_name(d, e->func), e->flags);
+			th_begin(w, &s->ck, s->g->clk, e->tick, kd_names_func(d, e->func), e->flags);
 		return;
 	case KD_EV_CALL_END:
 		if (s->on)
@@ -1027,7 +1027,7 @@ static int write_threads_streamed(struct pf *w, struct group *g, const struct kd
 		if (want_thread(o, g->threads[i].tid - (int32_t)g->tid_off) &&
 		    g->threads[i].th[0] < d->nthreads)
 			s.gth[g->threads[i].th[0]] = i;
-	rc = kd_dec_walk_cut(d, (struct kd_sink){ pf_stream_ev, &s }, &err);
+	rc = kd_range_walk_cut(d, (struct kd_sink){ pf_stream_ev, &s }, &err);
 	free(s.gth);
 	return rc ? KD_ENOMEM : 0;
 }
@@ -1162,7 +1162,7 @@ static void write_descriptors(struct pf *w, const struct group *g, const struct 
 {
 	const struct kd_dec *d0 = g->files[0].d;
 	const char *exe = strrchr(d0->snap.info.exe, '/');
-	int64_t t0 = kd_dec_wall_ns(d0, d0->window_start);
+	int64_t t0 = kd_time_wall_ns(d0, d0->window_start);
 	char buf[512];
 	size_t td, pd;
 
@@ -1261,7 +1261,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 
 			snprintf(buf, sizeof(buf), "cpu %" PRIu32, sp[i].lane);
 			child_track(w, g, uuid, buf, 0);
-			seq_open(w, uuid, kd_dec_wall_ns(g->clk, sp[i].begin));
+			seq_open(w, uuid, kd_time_wall_ns(g->clk, sp[i].begin));
 			memset(&ck, 0, sizeof(ck));
 		}
 		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[thread].name,
@@ -1400,40 +1400,40 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			else
 				snprintf(buf, sizeof(buf), "requests");
 			sub_track(w, k < g->nthreads ? g->threads[k].uuid : g->uuid, uuid, buf, 0);
-			seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
+			seq_open(w, uuid, kd_time_wall_ns(g->clk, r->begin));
 			memset(&ck, 0, sizeof(ck));
 		}
 		if (sp[i].idx & KD_PF_HANDOFF) {
 			snprintf(buf, sizeof(buf), "request:%s ended here",
-			         kd_dec_name(d, r->kind, nb, sizeof(nb)));
+			         kd_names_id(d, r->kind, nb, sizeof(nb)));
 			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_INSTANT, buf, w->track);
 			pb_fixed64(&w->b, TE_TERMINATING_FLOW_IDS,
 			           flow_id(g, sp[i].file, sp[i].idx & ~KD_PF_HANDOFF));
 			ann_uint(w, "id", r->id);
-			ann_str(w, "began_on", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+			ann_str(w, "began_on", kd_names_thread(d, r->thread, nb, sizeof(nb)));
 			event_end(w, te);
 			continue;
 		}
-		snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
+		snprintf(buf, sizeof(buf), "request:%s%s", kd_names_id(d, r->kind, nb, sizeof(nb)),
 		         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
 		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
 		if (handed_off(r) && gthread_of(g, sp[i].file, r->end_thread) != KD_NONE) {
 			pb_fixed64(&w->b, TE_FLOW_IDS, flow_id(g, sp[i].file, sp[i].idx));
-			ann_str(w, "ended_on", kd_dec_thread_label(d, r->end_thread, nb, sizeof(nb)));
+			ann_str(w, "ended_on", kd_names_thread(d, r->end_thread, nb, sizeof(nb)));
 		}
 		ann_uint(w, "id", r->id);
 		if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) {
 			char lb[128];
 
-			ann_str(w, "request", kd_req_label(d, r, lb, sizeof(lb)));
+			ann_str(w, "request", kd_names_req(d, r, lb, sizeof(lb)));
 		}
-		ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+		ann_str(w, "thread", kd_names_thread(d, r->thread, nb, sizeof(nb)));
 		if (d->sched) {
 			uint64_t off[2];
 
-			kd_dec_offcpu_in(d, r->thread, r->begin, r->end, off);
-			ann_uint(w, "blocked_ns", kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED]));
-			ann_uint(w, "preempted_ns", kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]));
+			kd_sched_offcpu_in(d, r->thread, r->begin, r->end, off);
+			ann_uint(w, "blocked_ns", kd_time_ticks_ns(d, off[KD_OFF_BLOCKED]));
+			ann_uint(w, "preempted_ns", kd_time_ticks_ns(d, off[KD_OFF_PREEMPTED]));
 		}
 		if (r->flags & KD_REQ_TRIGGER)
 			ann_bool(w, "trigger");
@@ -1485,7 +1485,7 @@ static void write_offcpu(struct pf *w, const struct group *g, const struct kd_ou
 					continue;
 				if (!opened) {
 					sub_track(w, gt->uuid, uuid, "off-CPU", 0);
-					seq_open(w, uuid, kd_dec_wall_ns(g->clk, b));
+					seq_open(w, uuid, kd_time_wall_ns(g->clk, b));
 					opened = 1;
 				}
 				te = event_begin(w, clk_next(&ck, g->clk, b), TYPE_SLICE_BEGIN,
@@ -1506,28 +1506,28 @@ static void write_note(struct pf *w, const struct group *g)
 {
 	uint64_t uuid = sub_uuid(g, UU_NOTE, 0);
 	const struct kd_dec *d0 = g->files[0].d;
-	int64_t t0 = kd_dec_wall_ns(g->clk, d0->window_start);
+	int64_t t0 = kd_time_wall_ns(g->clk, d0->window_start);
 	struct clk ck = { 0 };
 	char buf[512], a[32], b[32];
 	size_t te;
 
 	child_track(w, g, uuid, "ktrace", t0);
 	seq_open(w, uuid, t0);
-	kd_fmt_dur(kd_dec_ticks_ns(d0, 1), a, sizeof(a));
+	kd_time_fmt_dur(kd_time_ticks_ns(d0, 1), a, sizeof(a));
 	snprintf(buf, sizeof(buf), "ktrace-decode: times within one %s tick are interpolated "
 	         "(1 ns steps in recorded order)", a);
 	te = event_begin(w, clk_next(&ck, g->clk, d0->window_start), TYPE_INSTANT, buf, w->track);
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
 
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 1, b, sizeof(b));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->window_start), 1, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->window_end), 1, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "%s: window %s .. %s UTC, reason %s%s", d->file, a, b,
 		         d->snap.info.reason,
 		         g->files[fi].overlap ? " (calls already in the previous file left out)" : "");
 		ann_str(w, "file", buf);
 	}
-	ann_uint(w, "tick_ns", kd_dec_ticks_ns(d0, 1));
+	ann_uint(w, "tick_ns", kd_time_ticks_ns(d0, 1));
 	event_end(w, te);
 	for (uint32_t fi = 0; fi < g->nfiles && !w->oom; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
@@ -1537,8 +1537,8 @@ static void write_note(struct pf *w, const struct group *g)
 		if (!d->snap.have_trigger)
 			continue;
 		end_tick = d->trigger_req < d->nreqs ? d->reqs[d->trigger_req].end : t->end_tsc >> d->shift;
-		kd_fmt_dur(t->duration_ns, a, sizeof(a));
-		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_time_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_time_fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
 		te = event_begin(w, clk_next(&ck, g->clk, end_tick), TYPE_INSTANT, buf, w->track);
 		ann_uint(w, "request_id", t->request_id);
@@ -1567,7 +1567,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		if (!d)
 			continue;
 		/* (a group's file index is 16 bits in struct sev) */
-		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !kd_same_process(gs[g].files[0].d, d)); g++)
+		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !kd_merge_same_process(gs[g].files[0].d, d)); g++)
 			;
 		if (g == ng) {
 			gs[g].files = calloc(n, sizeof(*gs[g].files));
@@ -1593,7 +1593,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 				rc = KD_ENOMEM;
 				goto out;
 			}
-			ws = kd_dec_wall_ns(d, kd_range_start(d));
+			ws = kd_time_wall_ns(d, kd_range_start(d));
 			if (ws < t0)
 				t0 = ws;
 		}

@@ -23,7 +23,7 @@ struct kd_func_stats {
 	double mean;              /* ns */
 };
 /* Returns an array sorted by self time descending (caller frees), or NULL. */
-struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
+struct kd_func_stats *kd_out_stats_funcs(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *n);
 
 #endif /* KD_OUT_STATS_H */

@@ -13,6 +13,6 @@
 void kd_out_summary(FILE *f, const struct kd_dec *d);
 /* "merged timeline of N files" (out-summary.c): each file's process,
  * window, offset on the merged timeline and the clock offset used. */
-void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n);
+void kd_out_summary_merged(FILE *f, struct kd_dec *const *decs, uint32_t n);
 
 #endif /* KD_OUT_SUMMARY_H */

@@ -25,16 +25,16 @@ struct kd_text_item {
 	                             number rising in the thread's recorded order) */
 };
 /* The timeline's order: time, thread, recorded order, never depth. */
-int kd_text_item_cmp(const void *a, const void *b);
-int kd_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o);
+int kd_out_text_item_cmp(const void *a, const void *b);
+int kd_out_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o);
 /* d's marks, requests, off-CPU intervals (and calls if `calls`) of the
  * wanted threads, sorted; *out malloc'ed.  Returns their number. */
-size_t kd_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
+size_t kd_out_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
                      struct kd_text_item **out);
 /* "\ntimeline (UTC, ...):" and the muted note. */
-void kd_text_header(FILE *f, const struct kd_dec *d);
+void kd_out_text_header(FILE *f, const struct kd_dec *d);
 /* One line; c: the call of a KD_TEXT_CALL item. */
-void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
+void kd_out_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c);
 
 /*
@@ -43,20 +43,20 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
  * buffers, not by calls.  Each thread's calls go to a spool in begin order
  * (32 bytes a call, in memory up to 1 MiB, then in an unlinked temporary
  * file in $TMPDIR or /tmp), then a k-way merge over the threads prints the
- * lines in kd_text_item_cmp order.  --limit N spools at most N calls per
+ * lines in kd_out_text_item_cmp order.  --limit N spools at most N calls per
  * thread.  A collected file (not opened with opts.stream: the merge cut its
  * calls) is printed from d->calls in the same order.
  */
 struct kd_text_stream;
 /* Walk d into a spool (0), or -1 (a message on stderr: the walk or the
  * temporary file failed). */
-int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
+int kd_out_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
                         const struct kd_out_opts *o);
 /* The next timeline line printed to f: 1, or 0 when none is left. */
-int kd_text_stream_next(struct kd_text_stream *t, FILE *f);
+int kd_out_text_stream_next(struct kd_text_stream *t, FILE *f);
 /* Lines not printed yet (calls counted even where --limit did not spool them). */
-uint64_t kd_text_stream_left(const struct kd_text_stream *t);
-void kd_text_stream_free(struct kd_text_stream *t);
+uint64_t kd_out_text_stream_left(const struct kd_text_stream *t);
+void kd_out_text_stream_free(struct kd_text_stream *t);
 /* The whole timeline of one file: 0 or -1. */
 int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o);
 /* One text timeline of all files (out-text.c), lines tagged "[N]" by file:

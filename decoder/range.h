@@ -35,8 +35,8 @@ struct kd_range {
 
 /* Parse a --from/--to value / a duration; 0, or -1 with msg saying what to
  * write instead. */
-int kd_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len);
-int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len);
+int kd_range_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len);
+int kd_range_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len);
 /* Turn the range into wall-clock ns for these files (offsets from the
  * earliest window start; --around-trigger from the first file with a
  * trigger).  0, or -1 with msg (no trigger, empty range, outside every window). */
@@ -53,10 +53,10 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
 void kd_range_apply(struct kd_dec *d, const struct kd_range *r);
 /* Marks outside [from, to] go; runs and off/on-CPU intervals are clamped
  * to it (or go). */
-void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
+void kd_range_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to);
 /* The same cut of the calls as a filter on the event stream (stream.h), for
  * sinks that consume it: kd_range_filter(&f, r, next) returns the sink to
- * give kd_dec_walk; marks and requests outside the range go too. */
+ * give kd_build_walk; marks and requests outside the range go too. */
 struct kd_range_filter {
 	const struct kd_range *r;
 	struct kd_sink next;

@@ -15,7 +15,7 @@
  * an ELF file is read, with the path, bytes read so far and the size fstat
  * gave.  Tests use it to truncate a file at a known moment.
  */
-extern void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+extern void (*kd_read_hook)(const char *path, uint64_t done, uint64_t total);
 
 struct kd_win {
 	uint8_t *mem;           /* cap bytes, allocated at first use */
@@ -32,7 +32,7 @@ struct kd_win {
 int kd_snap_read(const void *buf, size_t len, struct kd_snap *snap,
                       struct kd_dec_error *err);
 /*
- * The same on an open regular file (st: its fstat, from kd_dec_open_path),
+ * The same on an open regular file (st: its fstat, from kd_read_open_path),
  * read in bounded pieces: memory stays a few MiB whatever the file's size.
  * The snapshot owns fd from here on (also on error).  A file that comes up
  * shorter than st_size while it is read gives KD_EIO ("truncated while it
@@ -59,17 +59,17 @@ void kd_snap_free(struct kd_snap *snap);
 
 /* open() a path for reading without blocking (O_NONBLOCK, cleared after
  * fstat fills *st); the caller checks the file type.  fd or -1 (errno). */
-int kd_dec_open_path(const char *path, struct stat *st);
-/* pread() n bytes at off into buf, in chunks (kd_dec_read_hook runs
+int kd_read_open_path(const char *path, struct stat *st);
+/* pread() n bytes at off into buf, in chunks (kd_read_hook runs
  * before each; total is for the hook).  Returns the bytes read: fewer than
  * n with errno set on an error, with errno 0 at end of file. */
-uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+uint64_t kd_read_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total);
 
-/* Read what kd_dec_open_path returned (fd, *st) whole into memory, and
+/* Read what kd_read_open_path returned (fd, *st) whole into memory, and
  * close fd: a pipe's or a socket's snapshot (regular files go to
  * kd_snap_read_fd; anything else is refused).  *buf is malloc'ed. */
-int kd_dec_read_fd(int fd, const struct stat *st, char **buf, size_t *len,
+int kd_read_whole_fd(int fd, const struct stat *st, char **buf, size_t *len,
                         struct kd_dec_error *err);
 
 #endif /* KD_READ_H */

@@ -29,14 +29,14 @@ struct kd_req_hist {
 	uint64_t span_ns;         /* ns: last_tsc - first_tsc */
 };
 /* Exclusive upper bound of histogram bucket b (counter ticks). */
-uint64_t kd_req_bucket_hi(uint32_t b, uint32_t sub_bits);
+uint64_t kd_requests_bucket_hi(uint32_t b, uint32_t sub_bits);
 /* Kind k (index in snap.req_kinds) over [from, to] (ticks, shifted): 0, or -1
  * (no section, no such kind, out of memory). */
-int kd_req_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
+int kd_requests_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
                 struct kd_req_hist *h);
 /* Index in snap.req_kinds of a kind's name id, or KD_NONE. */
-uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id);
+uint32_t kd_requests_kind_index(const struct kd_dec *d, uint32_t kind_id);
 /* The summary's requests lines (nothing without a REQUESTS section). */
-void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent);
+void kd_requests_lines(FILE *f, const struct kd_dec *d, const char *indent);
 
 #endif /* KD_REQUESTS_H */

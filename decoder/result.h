@@ -140,7 +140,7 @@ struct kd_dec_opts {
 	const char *debug_dir;    /* --debug-dir: DIR/.build-id/xx/rest.debug, or NULL */
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
 	int stream;               /* open without the collector: no d->calls; the
-	                             caller walks (kd_dec_walk) with its sink */
+	                             caller walks (kd_build_walk) with its sink */
 	int progress;             /* a progress line on stderr during long walks */
 	int64_t progress_t0;      /* CLOCK_MONOTONIC ns: when the decode began */
 };
@@ -223,7 +223,7 @@ struct kd_dec {
 	} counts;
 	/* ---- the time range on this file (range.c; zero without one) ---- */
 	struct kd_dec_cut {
-		const struct kd_range *range; /* cut on every walk (kd_dec_walk_cut),
+		const struct kd_range *range; /* cut on every walk (kd_range_walk_cut),
 		                             set by main.c; NULL: no range */
 		int walked;           /* a walk has cut d once (the window is the range's) */
 		int state;            /* 1: window_start/end are the range now; 2: the

@@ -28,19 +28,19 @@ struct kd_out_opts {
 	                             html, folded) */
 };
 
-/* kd_dec_walk with d->cut.range (if set) cut on the stream: the filter, then
+/* kd_build_walk with d->cut.range (if set) cut on the stream: the filter, then
  * requests, marks, runs, intervals and the window as kd_range_apply cuts
  * them; the summary's range lines count as on the collector.  Every
  * streamed sink walks through this. */
-int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+int kd_range_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
 /* The same for a sink that collects calls and reads requests' call
  * positions (call_first ...): they are remapped to the calls the range
  * keeps, not cleared (5 bytes a call while walking). */
-int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
-/* Ticks: d's window start once kd_dec_walk_cut has cut it (for a sink that
+int kd_range_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err);
+/* Ticks: d's window start once kd_range_walk_cut has cut it (for a sink that
  * writes its time origin before the walk). */
 uint64_t kd_range_start(const struct kd_dec *d);
 /* The summary's "range:" / "min-dur:" lines, if a cut was made. */
-void kd_out_range_note(FILE *f, const struct kd_dec *d);
+void kd_range_note(FILE *f, const struct kd_dec *d);
 
 #endif /* KD_SINK_H */

@@ -20,7 +20,7 @@ struct kd_snap_block {
 	uint32_t nwords;        /* valid words, 5..KTRACE_BLOCK_WORDS */
 	uint32_t cpu;           /* ring the block came from */
 	uint32_t start;         /* S: the core's word counter at block start */
-	uint32_t core;          /* index in kd_snap.cores (set by kd_snap_order) */
+	uint32_t core;          /* index in kd_snap.cores (set by kd_iter_order) */
 	uint32_t slot;          /* BLOCK_START's thread slot */
 	uint32_t crc;           /* the entry's CRC-32C of the words */
 	uint32_t index;         /* block number in its BLOCKS section */
@@ -81,7 +81,7 @@ struct kd_snap_req_kind {
 
 struct kd_snap {
 	struct kd_src src;      /* the input */
-	struct kd_win *wins;    /* per core (kd_snap_order): the iterators' reads */
+	struct kd_win *wins;    /* per core (kd_iter_order): the iterators' reads */
 	struct ktrace_file_header hdr;
 	struct ktrace_info_rec info;           /* strings forced NUL-terminated */
 	struct ktrace_anchor_rec *anchors;     /* sorted by tsc, duplicates removed */
@@ -118,7 +118,7 @@ struct kd_snap {
 	uint32_t nmuted;
 	struct kd_snap_block *blocks;      /* undamaged blocks */
 	uint32_t nblocks;
-	struct kd_snap_core *cores;        /* by cpu number (kd_snap_order) */
+	struct kd_snap_core *cores;        /* by cpu number (kd_iter_order) */
 	uint32_t ncores;
 	uint32_t damaged_blocks;               /* blocks skipped: CRC or structure */
 	uint32_t unreadable_blocks;            /* entries lost to a broken BLOCKS walk */
@@ -140,8 +140,8 @@ struct kd_snap {
 	uint32_t nreq_buckets;
 };
 
-const char *kd_section_name(uint32_t type);
-const char *kd_loss_name(unsigned cause);
+const char *kd_read_section_name(uint32_t type);
+const char *kd_read_loss_name(unsigned cause);
 /* Name id -> string, or NULL. */
 const char *kd_snap_name(const struct kd_snap *snap, uint32_t id);
 const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,

@@ -39,7 +39,7 @@
  * dropped call's duration to the parent's self when forwarding the parent's
  * END.  kd_filter_pass() is the identity filter to start from.
  * kd_range_filter (range.c) is the time range and --min-dur; every walk
- * goes through kd_dec_walk_cut(), which puts it in front of the sink when
+ * goes through kd_range_walk_cut(), which puts it in front of the sink when
  * d->cut.range is set: a streamed sink's walk and the collector's alike.
  *
  * In-memory sinks (stats, explain, html, the tests' kd_dec_open_*) get
@@ -83,7 +83,7 @@ struct kd_ev {
 	uint64_t seq;             /* the thread's recorded order */
 	uint32_t sub;             /* CALL_*, MARK, REQ_*: place among the thread's
 	                             events of the same tick (0, 1, ...): the
-	                             time is kd_dec_event_ns(d, tick, sub) */
+	                             time is kd_time_event_ns(d, tick, sub) */
 };
 
 struct kd_dec;

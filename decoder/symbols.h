@@ -11,8 +11,8 @@
 #include "result.h"
 
 /* Fill d->funcs[].name. Never fails: unresolvable addresses get hex names. */
-void kd_dec_symbolize(struct kd_dec *d);
-void kd_symcache_free(void *cache);
+void kd_symbols_resolve(struct kd_dec *d);
+void kd_symbols_cache_free(void *cache);
 
 /* One ELF file's function symbols, for tests and tools. */
 struct kd_elf;

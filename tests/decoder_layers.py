@@ -15,7 +15,11 @@ From the sources (DECODER_SRC_DIR, always):
 From the library (nm -A on the archive; skipped without nm or without the
 argument): which file defines and which uses each global symbol gives the
 graph file -> files it calls; a circle of more than one file, or an edge
-between two out-*.c files, fails.
+between two out-*.c files, fails.  And every global symbol says its file:
+it is kd_FILE or starts with kd_FILE_ (FILE the object's name, '-' as
+'_': kd_range_walk_cut in range.c, kd_out_text_line in out-text.c), or
+with the prefix of the struct the file owns (OWNER below), or is one of
+util.c's few basic names (UTIL below).
 
 Prints the graphs and their longest chains ("floors").  Exit 1 with
 "FAIL ..." lines, 0 when all hold.  A self-test runs the checks on made-up
@@ -30,6 +34,21 @@ import sys
 # Headers a sink must not reach: the reader's and the builder's internals,
 # and the umbrella (which includes every other sink).
 SINK_FORBIDDEN = {'read.h', 'iter.h', 'build.h', 'decoder.h'}
+
+# Files whose functions are named after the struct they own (struct
+# kd_snap is what read.c makes; struct kd_ctree, kd_collector, kd_elf) or,
+# for the generated html_template.c, after the html/ directory.
+OWNER = {
+    'read': 'kd_snap',
+    'calltree': 'kd_ctree',
+    'collect': 'kd_collector',
+    'symbols': 'kd_elf',
+    'html_template': 'kd_html',
+}
+# util.c: the allocators, the growable array and the other basic
+# vocabulary every file uses (util.h); kd_util_* is util.c's too.
+UTIL = re.compile(r'kd_x(malloc|calloc|realloc|strdup)$|kd_grow$|kd_mix64$|kd_crc32c$'
+                  r'|kd_umap_\w+$|kd_strpool_\w+$|kd_warn$|kd_warnings_\w+$')
 
 
 def circles(g):
@@ -114,6 +133,20 @@ def check_calls(g):
     return bad
 
 
+def check_prefixes(defs):
+    """defs: symbol -> file defining it.  FAIL lines."""
+    bad = []
+    for s, f in sorted(defs.items()):
+        stems = ['kd_' + f.replace('-', '_')] + ([OWNER[f]] if f in OWNER else [])
+        if any(s == p or s.startswith(p + '_') for p in stems):
+            continue
+        if f == 'util' and UTIL.match(s):
+            continue
+        bad.append('FAIL %s defined in %s.c: its name should start with %s_'
+                   % (s, f, stems[0]))
+    return bad
+
+
 def self_test():
     """Each check must fail on a graph that breaks its rule."""
     cases = [
@@ -123,11 +156,16 @@ def self_test():
         (check_includes, {'out-a.c': {'helper.h'}, 'helper.h': {'read.h'}}),
         (check_calls, {'a': {'b'}, 'b': {'c'}, 'c': {'a'}}),
         (check_calls, {'out-a': {'out-b'}}),
+        (check_prefixes, {'kd_dec_walk_cut': 'range'}),
+        (check_prefixes, {'kd_snap_wall_ns': 'time'}),
+        (check_prefixes, {'kd_xmalloc': 'names'}),
     ]
     good = [
         (check_includes, {'out-a.c': {'out-a.h', 'sink.h'}, 'out-a.h': {'sink.h'},
                           'sink.h': {'stream.h'}}),
         (check_calls, {'out-a': {'names'}, 'names': {'util'}}),
+        (check_prefixes, {'kd_range_walk_cut': 'range', 'kd_out_text': 'out-text',
+                          'kd_snap_read': 'read', 'kd_xmalloc': 'util'}),
     ]
     ok = all(fn(g) for fn, g in cases) and not any(fn(g) for fn, g in good)
     if not ok:
@@ -183,8 +221,9 @@ def main():
     bad += fails
     if len(sys.argv) > 2:
         if shutil.which('nm'):
-            cg, _defs = call_graph(sys.argv[2])
+            cg, defs = call_graph(sys.argv[2])
             bad += check_calls(cg)
+            bad += check_prefixes(defs)
             for f in sorted(cg):
                 print('calls %s -> %s' % (f, ' '.join(sorted(cg[f]))))
             print('call floors %d' % floors(cg))

@@ -108,12 +108,12 @@ static void test_perfetto_ties_marks_requests(void **state)
 
 	(void)state;
 	d = decode(scenario());
-	f0 = kd_dec_func_name(d, d->calls[0].func);
-	f1 = kd_dec_func_name(d, d->calls[1].func);
+	f0 = kd_names_func(d, d->calls[0].func);
+	f1 = kd_names_func(d, d->calls[1].func);
 	f2 = NULL;
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		if (d->funcs[d->calls[i].func].addr == 0xC000)
-			f2 = kd_dec_func_name(d, d->calls[i].func);
+			f2 = kd_names_func(d, d->calls[i].func);
 	assert_non_null(f2);
 	out = write_check(&d, 1, NULL);
 	/* Zero-length calls of one tick nest as recorded: f1 twice inside f0. */
@@ -227,7 +227,7 @@ static void merge_same_process(int entered)
 	d[1] = decode(merge_snap(0, entered));
 	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
-		const char *f = kd_dec_func_name(d[0], d[0]->calls[i].func);
+		const char *f = kd_names_func(d[0], d[0]->calls[i].func);
 
 		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
 			outer = f;
@@ -387,8 +387,8 @@ static void test_perfetto_streamed_equals_collected(void **state)
 	img[2] = image(marks_in_a_tick(), &len[2]);
 	for (uint32_t k = 0; k < 3; k++) {
 		d = decode_image(img[k], len[k], 0);
-		w0 = kd_dec_wall_ns(d, d->window_start);
-		w1 = kd_dec_wall_ns(d, d->window_end);
+		w0 = kd_time_wall_ns(d, d->window_start);
+		w1 = kd_time_wall_ns(d, d->window_end);
 		kd_dec_free(d);
 		same_trace(&img[k], &len[k], 1, INT64_MIN, INT64_MAX, 0);
 		for (int i = 0; i <= 4; i++)

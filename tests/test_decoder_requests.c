@@ -115,7 +115,7 @@ static const struct kd_dec_request *find_req(const struct kd_dec *d, const char 
 	char buf[128];
 
 	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (!strcmp(kd_req_label(d, &d->reqs[i], buf, sizeof(buf)), label))
+		if (!strcmp(kd_names_req(d, &d->reqs[i], buf, sizeof(buf)), label))
 			return &d->reqs[i];
 	fail_msg("no request \"%s\"", label);
 	return NULL;
@@ -432,10 +432,10 @@ static void test_requests_close_without_open(void **state)
 		assert_true(q->flags & KD_REQ_TRUNC_BEGIN);
 		if (with_trigger) {
 			assert_int_equal(d->trigger_req, 0);
-			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)), "get #4321");
+			assert_string_equal(kd_names_req(d, q, buf, sizeof(buf)), "get #4321");
 		} else {
 			assert_int_equal(d->trigger_req, KD_NONE);
-			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)),
+			assert_string_equal(kd_names_req(d, q, buf, sizeof(buf)),
 			                    "request (begun before the window)");
 		}
 		kd_dec_free(d);
@@ -627,7 +627,7 @@ static void test_requests_histogram(void **state)
 	d = decode(sb);
 	assert_int_equal(d->window_start, 1000000);
 	assert_int_equal(d->window_end, 5000000);
-	assert_int_equal(kd_req_hist(d, 0, d->window_start, d->window_end, &hist), 0);
+	assert_int_equal(kd_requests_hist(d, 0, d->window_start, d->window_end, &hist), 0);
 	assert_int_equal(hist.nslices, 3);
 	assert_int_equal(hist.count, nall);
 	assert_int_equal(hist.max_ticks, truemax);
@@ -662,7 +662,7 @@ static void test_requests_bucket_bounds(void **state)
 	(void)state;
 	for (uint64_t v = 1; v < (1ull << 40); v = v * 3 + 1) {
 		uint32_t b = snapbuild_req_bucket_of(v, 4);
-		uint64_t hi = kd_req_bucket_hi(b, 4);
+		uint64_t hi = kd_requests_bucket_hi(b, 4);
 
 		assert_true(hi > v);
 		if (v >= 16)
@@ -671,7 +671,7 @@ static void test_requests_bucket_bounds(void **state)
 		if (hi != UINT64_MAX)
 			assert_int_not_equal(snapbuild_req_bucket_of(hi, 4), b);
 	}
-	assert_int_equal(kd_req_bucket_hi(snapbuild_req_bucket_of(UINT64_MAX, 4), 4), UINT64_MAX);
+	assert_int_equal(kd_requests_bucket_hi(snapbuild_req_bucket_of(UINT64_MAX, 4), 4), UINT64_MAX);
 }
 
 /* ---- (f) hostile REQUESTS sections ------------------------------------------- */
