@@ -216,6 +216,9 @@ struct kd_build {
 	struct reqev *reqevs;
 	uint32_t nreqevs;
 	size_t capreqevs;
+	int scan_reqs;           /* d->trigger_at wanted (opts.find_trigger): 1 the
+	                            scan collects request records too, 2 it stopped
+	                            (a held run: a walk for the requests finds it) */
 	struct kd_sink sink;     /* the current walk's */
 	uint64_t done, total;    /* records walked (pre-pass and main), to walk */
 	uint64_t nrec;           /* records of the walk's threads (each counted once) */
@@ -900,6 +903,58 @@ static struct prescan *prescan_of(struct kd_build *b, uint32_t th)
 	return &b->prescan[th];
 }
 
+/* A request record met by the scan (b->scan_reqs), for d->trigger_at: as
+ * on_request_ev makes it in a walk, at the tick the walk would give it
+ * (tick: the thread's records' running maximum), without the walk's call
+ * positions.  seq keeps the walk's order: thread by thread, then record
+ * order (the scan's, for a thread whose pre-pass the scan ran). */
+static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                         uint64_t tick)
+{
+	struct reqev *r;
+
+	if (kd_grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs), "the requests")) {
+		b->oom = 1;
+		return;
+	}
+	r = &b->reqevs[b->nreqevs];
+	memset(r, 0, sizeof(*r));
+	r->tick = tick;
+	r->seq = (uint64_t)th << 40 | b->nreqevs;
+	r->thread = th;
+	r->core = ev->core;
+	r->kind = ev->id;
+	r->id = ev->value;
+	r->at_call = KD_NONE;
+	r->top = KD_NONE;
+	switch (ev->kind) {
+	case KD_DK_REQ_END:
+		r->end = RQ_END;
+		break;
+	case KD_DK_REQ_OPEN:
+		r->numbered = 1;
+		r->has_uid = ev->aux;
+		r->uid = ev->value2;
+		break;
+	case KD_DK_REQ_CLOSE:
+		r->end = RQ_CLOSE;
+		r->numbered = 1;
+		r->keep = ev->id;
+		r->kind = KD_NONE;
+		r->id = 0;
+		break;
+	case KD_DK_REQ_CLOSE_ANY:
+		r->end = RQ_CLOSE_ANY;
+		r->numbered = 1;
+		r->keep = ev->aux;
+		r->begin_slot = (uint32_t)ev->value2;
+		break;
+	default:
+		break;
+	}
+	b->nreqevs++;
+}
+
 /* One core's place in the scan. */
 struct cscan {
 	struct kd_core_iter it;
@@ -926,6 +981,15 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
 	ev.core = c;
+	ev.aux = bt->aux0;        /* as the walk sets them (only a batch's first */
+	ev.value2 = bt->value2_0; /* record can be an extended one) */
+	/* A held run: its thread is walked in another order than the scan's,
+	 * so the requests' ticks come from their own walk (trigger_from_scan):
+	 * collect no more here. */
+	if (is_held && b->scan_reqs == 1) {
+		b->scan_reqs = 2;
+		b->nreqevs = 0;
+	}
 	/* A new piece starts at a batch's first event (one slot and segment
 	 * per batch, one held run): its start state is the batch's. */
 	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
@@ -1019,6 +1083,10 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 
 			func_of(b, &ev, &span);
 		}
+		/* A request record, for d->trigger_at: at the walk's tick, the
+		 * thread's running maximum (last: this batch's, with this record). */
+		if (__builtin_expect(ev.kind >= KD_DK_REQ_BEGIN, 0) && b->scan_reqs == 1)
+			scan_request(b, &ev, th, last > ps->s.last_tick ? last : ps->s.last_tick);
 		/* A held run ran on some core, not necessarily this one: it is
 		 * not this core's occupancy (runs, per-core counts). */
 		if (is_held)
@@ -1043,6 +1111,8 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		run->events++;
 	}
 	d->threads[th].events += kept;
+	if (last > ps->s.last_tick)
+		ps->s.last_tick = last; /* the thread's running maximum (scan_request) */
 	if (is_held) {
 		cs->held += kept;
 		return;
@@ -1394,7 +1464,27 @@ static __attribute__((noinline)) int cut_batch(const struct kd_snap *snap,
 	return 0;
 }
 
-/* Record k of a batch to the pre-pass (pre) or the builder. */
+static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                         uint64_t tick);
+
+/* A record in a walk for the requests alone (trigger_at): the walk's clamp
+ * and thread start, and the request records; calls are not rebuilt. */
+static void req_step(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th)
+{
+	struct tstate *s = &b->ts;
+	uint64_t tick = ev->tick > s->last_tick ? ev->tick : s->last_tick;
+
+	s->last_tick = tick;
+	if (!s->seen) {
+		s->seen = 1;
+		thread_start(b, th, tick, ev->core);
+	}
+	if (ev->kind >= KD_DK_REQ_BEGIN)
+		scan_request(b, ev, th, tick);
+}
+
+/* Record k of a batch to the pre-pass (pre 1), the builder (0) or the walk
+ * for the requests (2). */
 static inline __attribute__((always_inline)) void
 feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, size_t k,
      uint32_t th, int pre, uint32_t held)
@@ -1405,13 +1495,16 @@ feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, siz
 	ev->value = bt->value[k];
 	if (outside(b, ev->tick, bt->blk_tick))
 		return;
-	if (pre)
+	if (__builtin_expect(pre == 2, 0))
+		req_step(b, ev, th);
+	else if (pre)
 		pre_step(b, &b->ts, th, ev);
 	else
 		on_event(b, ev, th, held);
 }
 
-/* Feed thread th's records, in order, to the pre-pass (pre) or the builder. */
+/* Feed thread th's records, in order, to the pre-pass (pre 1), the builder
+ * (0) or the walk for the requests (2). */
 static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 {
 	const struct kd_snap *snap = &b->d->snap;
@@ -1545,6 +1638,80 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 	d->trigger_req = d->nreqs++;
 }
 
+static void match_requests(struct kd_build *b);
+
+/*
+ * d->trigger_at from the scan's request records, matched as a walk matches
+ * them: the same records at the same ticks in the same order, when every
+ * thread with request records was scanned in its walk order (its pre-pass
+ * is the scan's; else only a walk knows, and trigger_at stays unknown).
+ * What the matching made is then dropped: the walk makes it again.
+ */
+static void trigger_from_scan(struct kd_build *b)
+{
+	struct kd_dec *d = b->d;
+	int ok = !b->oom && b->scan_reqs == 1;
+
+	for (uint32_t i = 0; i < b->nreqevs && ok; i++)
+		ok = prescanned(b, b->reqevs[i].thread);
+	if (!ok && !b->oom) {
+		/* A thread with requests met out of its walk order (held runs,
+		 * clock skew): walk the threads that have request records, in
+		 * order, for their requests alone (the clamp of every record, no
+		 * calls); the others have none to give.  After a held run the
+		 * scan stopped collecting: every thread then. */
+		uint8_t *has = kd_xcalloc((size_t)b->nthreads + 1, 1, "the requests");
+
+		if (b->scan_reqs == 2)
+			memset(has, 1, (size_t)b->nthreads);
+		for (uint32_t i = 0; i < b->nreqevs; i++)
+			if (b->reqevs[i].thread < b->nthreads)
+				has[b->reqevs[i].thread] = 1;
+		int progress = d->opts.progress;
+
+		b->nreqevs = 0;
+		d->opts.progress = 0; /* not a walk the progress line counts */
+		for (uint32_t th = 0; th < b->nthreads && !b->oom; th++) {
+			if (!has[th])
+				continue;
+			b->ts.last_tick = 0;
+			b->ts.seen = 0;
+			walk_thread(b, th, 2);
+		}
+		d->opts.progress = progress;
+		b->done = 0;
+		free(has);
+		ok = !b->oom;
+	}
+	if (ok) {
+		d->nreqs = 0;
+		kd_umap_free(&b->req_map);
+		match_requests(b);
+		if (!b->oom && d->trigger_req < d->nreqs) {
+			d->trigger_at.known = 1;
+			d->trigger_at.begin = d->reqs[d->trigger_req].begin;
+			d->trigger_at.end = d->reqs[d->trigger_req].end;
+		}
+	}
+	/* Nothing of it stays: the walk makes its own (allocated then, as
+	 * without this). */
+	d->nreqs = 0;
+	d->trigger_req = KD_NONE;
+	b->nreqevs = 0;
+	kd_umap_free(&b->req_map);
+	free(b->reqevs);
+	b->reqevs = NULL;
+	b->capreqevs = 0;
+	free(d->reqs);
+	d->reqs = NULL;
+	b->capreqs = 0;
+	free(b->req_below);
+	b->req_below = NULL;
+	b->capbelow = 0;
+	free(b->req_top);
+	b->req_top = NULL;
+}
+
 int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
 {
 	struct kd_snap *snap = &d->snap;
@@ -1558,6 +1725,8 @@ int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	b = kd_xcalloc(1, sizeof(*b), "the timeline");
 	b->batch = kd_xcalloc(1, sizeof(*b->batch), "the timeline");
 	d->pass.build = b;
+	memset(&d->trigger_at, 0, sizeof(d->trigger_at));
+	b->scan_reqs = d->opts.stream && d->opts.find_trigger && snap->have_trigger;
 	d->core_stats = kd_xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	b->d = d;
 	memset(b->id_func, 0xff, sizeof(b->id_func));
@@ -1653,8 +1822,11 @@ int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
 		if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
 			d->window_end = snap_tick;
 	}
+	if (b->scan_reqs)
+		trigger_from_scan(b);
 	return b->oom ? kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline") : 0;
 }
+
 
 int kd_build_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
@@ -1733,6 +1905,19 @@ int kd_build_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *er
 	}
 	if (d->opts.progress)
 		progress(b, 1);
+	match_requests(b);
+	if (b->oom)
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
+	b->sink = (struct kd_sink){ 0 };
+	return 0;
+}
+
+/* The request records of a walk (or of the scan) matched in time order into
+ * d->reqs, and the trigger's found. */
+static void match_requests(struct kd_build *b)
+{
+	struct kd_dec *d = b->d;
+
 	if (!b->oom && b->nreqevs) {
 		free(b->req_top);
 		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top),
@@ -1746,15 +1931,13 @@ int kd_build_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *er
 			on_request(b, &b->reqevs[i]);
 	}
 	if (b->oom)
-		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return;
 	for (uint32_t i = 0; i < d->nreqs; i++)
 		if (d->reqs[i].flags & KD_REQ_TRUNC_END)
 			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;
 	if (d->nreqs)
 		qsort(d->reqs, d->nreqs, sizeof(*d->reqs), cmp_req);
 	find_trigger(d, b);
-	b->sink = (struct kd_sink){ 0 };
-	return 0;
 }
 
 void kd_build_free(struct kd_build *b)

@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "build.h"
 #include "dec.h"
 #include "kd_time.h"
 #include "merge.h"
@@ -592,6 +591,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	 * a streamed sink or by the collector behind the range filter
 	 * (open_files). */
 	a->dopts.stream = streams(a) || a->ranged;
+	a->dopts.find_trigger = a->range.around_set;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	a->dopts.progress = !a->oopts.quiet && isatty(2);
 	{
@@ -630,16 +630,9 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 			print_warnings(decs[i], a->oopts.quiet);
 	}
 	/* --around-trigger: the trigger request as decoded (its records), not
-	 * the TRIGGER record's times, which may end a little before it: one
-	 * walk of the first file with a trigger finds it. */
-	for (int i = 0; i < a->nfiles && a->range.around_set; i++)
-		if (decs[i] && decs[i]->snap.have_trigger) {
-			struct kd_dec_error err;
-
-			if (decs[i]->opts.stream)
-				kd_build_walk(decs[i], (struct kd_sink){ 0 }, &err);
-			break;
-		}
+	 * the TRIGGER record's times, which may end a little before it: a
+	 * collected file has it in d->reqs, a streamed one in d->trigger_at
+	 * (opts.find_trigger: found by kd_build_prepare, no walk of its own). */
 	/* The range, resolved on every file's window; each file is cut while
 	 * it is walked (by its sink, or by the collector below). */
 	if (kd_range_resolve(&a->range, decs, (uint32_t)a->nfiles, rmsg, sizeof(rmsg))) {

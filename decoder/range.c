@@ -242,6 +242,9 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 			q = &trig->reqs[trig->trigger_req];
 			r->from_ns = kd_time_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
 			r->to_ns = kd_time_wall_ns(trig, q->end) + (int64_t)r->around_ns;
+		} else if (trig->trigger_at.known) { /* not walked yet: the prepare's scan's */
+			r->from_ns = kd_time_wall_ns(trig, trig->trigger_at.begin) - (int64_t)r->around_ns;
+			r->to_ns = kd_time_wall_ns(trig, trig->trigger_at.end) + (int64_t)r->around_ns;
 		} else { /* not walked yet (a streamed sink): the TRIGGER record, in
 		          * ticks as the walk would give the request */
 			r->from_ns = kd_time_wall_ns(trig, trig->snap.trigger.begin_tsc >> trig->shift) -

@@ -141,6 +141,8 @@ struct kd_dec_opts {
 	int raw_names;            /* --no-demangle: keep C++ names mangled */
 	int stream;               /* open without the collector: no d->calls; the
 	                             caller walks (kd_build_walk) with its sink */
+	int find_trigger;         /* with stream: find the trigger request in the
+	                             prepare (d->trigger_at), for --around-trigger */
 	int progress;             /* a progress line on stderr during long walks */
 	int64_t progress_t0;      /* CLOCK_MONOTONIC ns: when the decode began */
 };
@@ -205,6 +207,14 @@ struct kd_dec {
 	struct kd_dec_run *runs;       uint32_t nruns;
 	struct kd_dec_core_stats *core_stats; /* [snap.ncores] */
 	uint32_t trigger_req;     /* request index of the trigger, or KD_NONE */
+	struct {                  /* the trigger request as a walk decodes it, known
+	                             before any walk (kd_build_prepare, for a file
+	                             opened with opts.stream and opts.find_trigger):
+	                             --around-trigger needs no walk of its own.
+	                             known 0: the walk finds no trigger request */
+		int known;
+		uint64_t begin, end;  /* ticks: reqs[trigger_req].begin/.end after a walk */
+	} trigger_at;
 	uint64_t unmatched_exits; /* exits with no entry (counted as truncated-begin) */
 	uint64_t lost_exits;      /* frames closed by an outer exit */
 	/* Scheduling (sched.c, after stage 3; nothing when not recorded). */
