@@ -977,6 +977,7 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	uint32_t th;
 	uint64_t kept = 0, last = 0;
 	const int is_held = !!bt->held; /* a local: the stores below may alias bt */
+	int want_reqs;
 
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
@@ -990,6 +991,7 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		b->scan_reqs = 2;
 		b->nreqevs = 0;
 	}
+	want_reqs = b->scan_reqs == 1; /* a local: the loop's stores may alias b */
 	/* A new piece starts at a batch's first event (one slot and segment
 	 * per batch, one held run): its start state is the batch's. */
 	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
@@ -1085,7 +1087,7 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		}
 		/* A request record, for d->trigger_at: at the walk's tick, the
 		 * thread's running maximum (last: this batch's, with this record). */
-		if (__builtin_expect(ev.kind >= KD_DK_REQ_BEGIN, 0) && b->scan_reqs == 1)
+		if (__builtin_expect(want_reqs, 0) && ev.kind >= KD_DK_REQ_BEGIN)
 			scan_request(b, &ev, th, last > ps->s.last_tick ? last : ps->s.last_tick);
 		/* A held run ran on some core, not necessarily this one: it is
 		 * not this core's occupancy (runs, per-core counts). */
