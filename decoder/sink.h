@@ -26,6 +26,8 @@ struct kd_out_opts {
 	int verbose;              /* -v: the summary on stderr too, for formats
 	                             whose output is not text (chrome, perfetto,
 	                             html, folded) */
+	int nfiles;               /* FILEs given (several: text leaves its
+	                             timeline to the merged one) */
 };
 
 /* kd_build_walk with d->cut.range (if set) cut on the stream: the filter, then
