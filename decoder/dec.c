@@ -155,6 +155,7 @@ void kd_dec_free(struct kd_dec *d)
 	free(d->offcpu);
 	free(d->offcpu_first);
 	free(d->oncpu);
+	free(d->merge.joins);
 	kd_strpool_free(&d->strs);
 	kd_build_free(d->pass.build);
 	if (d->map) {

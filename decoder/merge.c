@@ -9,9 +9,9 @@
  *
  * Process groups: files with the same host, pid, start_tsc and tsc_shift
  * are snapshots of one process (kd_merge_same_process; out-perfetto.c groups its
- * tracks with it).  Several snapshots of one process overlap; the rule (the
- * one out-perfetto.c applies to its event sequences, here applied to the
- * decoded files so that text, chrome and summary show each call once):
+ * tracks with it).  Several snapshots of one process overlap; the rule,
+ * applied to the decoded files so that every format (text, summary,
+ * chrome, html, perfetto) shows each call once:
  * sorted by window end, each next file B is cut at the previous file A's
  * window end C (ticks of one counter), per thread (same slot and tid):
  *   - B's calls that ended at or before C go (A has them), as do B's marks
@@ -102,6 +102,27 @@ static void calls_keep(struct kd_dec *d, const uint8_t *keep)
 	free(parent);
 }
 
+/* d->merge.joins after calls_keep(d, keep): the kept calls' new indices. */
+static void joins_keep(struct kd_dec *d, const uint8_t *keep)
+{
+	uint32_t k = 0, n = 0, i = 0;
+
+	if (!d->merge.njoins)
+		return;
+	/* joins are few: count the kept calls before each directly */
+	for (uint32_t m = 0; m < d->merge.njoins; m++) {
+		struct kd_merge_join j = d->merge.joins[m];
+
+		if (j.call >= d->ncalls || !keep[j.call])
+			continue;
+		for (i = 0, n = 0; i < j.call; i++)
+			n += keep[i] != 0;
+		j.call = n;
+		d->merge.joins[k++] = j;
+	}
+	d->merge.njoins = k;
+}
+
 static int is_open(const struct kd_dec_call *c)
 {
 	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
@@ -170,6 +191,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	uint32_t *fa, *fb;
 	uint32_t *va = stacks_at(a, 0, cut, &fa), *vb = stacks_at(b, 1, cut, &fb);
 	uint32_t k;
+	size_t capj = b->merge.njoins;
 
 	memset(keep_a, 1, (size_t)a->ncalls + 1);
 	memset(keep_b, 1, (size_t)b->ncalls + 1);
@@ -205,10 +227,24 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 		}
 		if (na > q && nb > q)
 			continue; /* the stacks disagree: not merged */
+		/* each pair is one call (b's), recorded in b->merge.joins with
+		 * where its begin was recorded (perfetto places its BEGIN there) */
 		for (uint32_t i = 0; i < q; i++) {
 			struct kd_dec_call *x = &a->calls[sa[na - 1 - i]];
 			struct kd_dec_call *y = &b->calls[sb[nb - 1 - i]];
+			struct kd_merge_join j = { sb[nb - 1 - i], x->begin_sub, a };
 
+			/* x joined with a still earlier file's frame: its begin is there */
+			for (uint32_t m = 0; m < a->merge.njoins; m++)
+				if (a->merge.joins[m].call == sa[na - 1 - i]) {
+					j.sub = a->merge.joins[m].sub;
+					j.from = a->merge.joins[m].from;
+					break;
+				}
+			if (kd_grow(&b->merge.joins, &capj, b->merge.njoins, sizeof(*b->merge.joins),
+			            "merging files"))
+				kd_util_oom("merging files", 0);
+			b->merge.joins[b->merge.njoins++] = j;
 			y->begin = x->begin;
 			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
 			           (x->flags & KD_CALL_TRUNC_BEGIN);
@@ -220,6 +256,9 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			if (a->calls[sa[i]].end < b->window_end)
 				a->calls[sa[i]].end = b->window_end;
 	}
+	/* The joins' call indices, to the calls kept (a's joined frames go). */
+	joins_keep(a, keep_a);
+	joins_keep(b, keep_b);
 	calls_keep(a, keep_a);
 	calls_keep(b, keep_b);
 

@@ -167,6 +167,17 @@ struct kd_dec_oncpu {
 
 struct kd_range;
 
+/* A call of a later snapshot that merge.c joined with the earlier
+ * snapshot's frame still open at the cut: one call, its begin (tick) the
+ * earlier one's.  from and sub say where that begin was recorded (after a
+ * chain of joins, the first file's), for a format that orders events by
+ * recorded order (perfetto). */
+struct kd_merge_join {
+	uint32_t call;            /* index in this file's calls */
+	uint32_t sub;             /* the begin's place in its tick, in from's numbering */
+	const struct kd_dec *from; /* the file whose records hold the begin */
+};
+
 /*
  * One decoded file.  The decoded result (what the stages made of the
  * snapshot: window, functions, threads, calls, requests, marks, runs,
@@ -253,6 +264,8 @@ struct kd_dec {
 		                         here (0: no overlap) */
 		uint64_t dropped;     /* calls left out: the earlier snapshot has them */
 		uint64_t joined;      /* frames open across the cut made one call */
+		struct kd_merge_join *joins; /* those calls (njoins; owned) */
+		uint32_t njoins;
 	} merge;
 	/* ---- the stages' own state between passes ---- */
 	struct {
