@@ -1085,10 +1085,6 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 
 			func_of(b, &ev, &span);
 		}
-		/* A request record, for d->trigger_at: at the walk's tick, the
-		 * thread's running maximum (last: this batch's, with this record). */
-		if (__builtin_expect(want_reqs, 0) && ev.kind >= KD_DK_REQ_BEGIN)
-			scan_request(b, &ev, th, last > ps->s.last_tick ? last : ps->s.last_tick);
 		/* A held run ran on some core, not necessarily this one: it is
 		 * not this core's occupancy (runs, per-core counts). */
 		if (is_held)
@@ -1113,6 +1109,26 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		run->events++;
 	}
 	d->threads[th].events += kept;
+	/* The request records, for d->trigger_at (a loop of its own, so the one
+	 * above is what it is without --around-trigger): each at the walk's
+	 * tick, the thread's running maximum of the records in the window. */
+	if (__builtin_expect(want_reqs, 0)) {
+		uint64_t m = ps->s.last_tick;
+
+		for (uint32_t i = 0; i < bt->n && !b->oom; i++) {
+			if (outside(b, bt->tick[i], bt->blk_tick))
+				continue;
+			if (bt->tick[i] > m)
+				m = bt->tick[i];
+			if (bt->kind[i] < KD_DK_REQ_BEGIN)
+				continue;
+			ev.tick = bt->tick[i];
+			ev.id = bt->id[i];
+			ev.kind = bt->kind[i];
+			ev.value = bt->value[i];
+			scan_request(b, &ev, th, m);
+		}
+	}
 	if (last > ps->s.last_tick)
 		ps->s.last_tick = last; /* the thread's running maximum (scan_request) */
 	if (is_held) {
@@ -1485,8 +1501,8 @@ static void req_step(struct kd_build *b, const struct kd_dec_event *ev, uint32_t
 		scan_request(b, ev, th, tick);
 }
 
-/* Record k of a batch to the pre-pass (pre 1), the builder (0) or the walk
- * for the requests (2). */
+/* Record k of a batch to the pre-pass (pre 1) or the builder (0); the walk
+ * for the requests (pre 2) has a loop of its own (walk_thread). */
 static inline __attribute__((always_inline)) void
 feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, size_t k,
      uint32_t th, int pre, uint32_t held)
@@ -1497,9 +1513,7 @@ feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, siz
 	ev->value = bt->value[k];
 	if (outside(b, ev->tick, bt->blk_tick))
 		return;
-	if (__builtin_expect(pre == 2, 0))
-		req_step(b, ev, th);
-	else if (pre)
+	if (pre)
 		pre_step(b, &b->ts, th, ev);
 	else
 		on_event(b, ev, th, held);
@@ -1568,6 +1582,17 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			if (__builtin_expect(cut, 0) &&
 			    cut_batch(snap, bt, &it, itm, sp0, &k0, &k1))
 				left = 0; /* at hi: the rest of the piece is another item's */
+			if (__builtin_expect(pre == 2, 0)) {
+				for (size_t k = k0; k < k1 && !b->oom; k++) {
+					ev.tick = bt->tick[k];
+					ev.id = bt->id[k];
+					ev.kind = bt->kind[k];
+					ev.value = bt->value[k];
+					if (!outside(b, ev.tick, bt->blk_tick))
+						req_step(b, &ev, th);
+				}
+				continue;
+			}
 			for (size_t k = k0; k < k1 && !b->oom; k++)
 				feed(b, bt, &ev, k, th, pre, held);
 		}
