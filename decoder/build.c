@@ -982,8 +982,6 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
 	ev.core = c;
-	ev.aux = bt->aux0;        /* as the walk sets them (only a batch's first */
-	ev.value2 = bt->value2_0; /* record can be an extended one) */
 	/* A held run: its thread is walked in another order than the scan's,
 	 * so the requests' ticks come from their own walk (trigger_from_scan):
 	 * collect no more here. */
@@ -1114,7 +1112,10 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	 * tick, the thread's running maximum of the records in the window. */
 	if (__builtin_expect(want_reqs, 0)) {
 		uint64_t m = ps->s.last_tick;
+		struct kd_dec_event rev = ev; /* not ev: its address would escape the loop above */
 
+		rev.aux = bt->aux0;        /* as the walk sets them (only a batch's first */
+		rev.value2 = bt->value2_0; /* record can be an extended one) */
 		for (uint32_t i = 0; i < bt->n && !b->oom; i++) {
 			if (outside(b, bt->tick[i], bt->blk_tick))
 				continue;
@@ -1122,11 +1123,11 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 				m = bt->tick[i];
 			if (bt->kind[i] < KD_DK_REQ_BEGIN)
 				continue;
-			ev.tick = bt->tick[i];
-			ev.id = bt->id[i];
-			ev.kind = bt->kind[i];
-			ev.value = bt->value[i];
-			scan_request(b, &ev, th, m);
+			rev.tick = bt->tick[i];
+			rev.id = bt->id[i];
+			rev.kind = bt->kind[i];
+			rev.value = bt->value[i];
+			scan_request(b, &rev, th, m);
 		}
 	}
 	if (last > ps->s.last_tick)
