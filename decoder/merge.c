@@ -102,21 +102,31 @@ static void calls_keep(struct kd_dec *d, const uint8_t *keep)
 	free(parent);
 }
 
-/* d->merge.joins after calls_keep(d, keep): the kept calls' new indices. */
+static int cmp_join(const void *x, const void *y)
+{
+	const struct kd_merge_join *a = x, *b = y;
+
+	return a->call < b->call ? -1 : a->call > b->call;
+}
+
+/* d->merge.joins after calls_keep(d, keep): the kept calls' new indices
+ * (one pass over keep[], the joins sorted by call). */
 static void joins_keep(struct kd_dec *d, const uint8_t *keep)
 {
 	uint32_t k = 0, n = 0, i = 0;
 
 	if (!d->merge.njoins)
 		return;
-	/* joins are few: count the kept calls before each directly */
+	qsort(d->merge.joins, d->merge.njoins, sizeof(*d->merge.joins), cmp_join);
 	for (uint32_t m = 0; m < d->merge.njoins; m++) {
 		struct kd_merge_join j = d->merge.joins[m];
 
-		if (j.call >= d->ncalls || !keep[j.call])
+		if (j.call >= d->ncalls)
 			continue;
-		for (i = 0, n = 0; i < j.call; i++)
+		for (; i < j.call; i++)
 			n += keep[i] != 0;
+		if (!keep[j.call])
+			continue;
 		j.call = n;
 		d->merge.joins[k++] = j;
 	}
