@@ -216,6 +216,9 @@ struct kd_build {
 	struct reqev *reqevs;
 	uint32_t nreqevs;
 	size_t capreqevs;
+	struct kd_umap cross_map; /* with scan_reqs: thread slots of request records
+	                            that end another thread's request, and of those
+	                            threads (trigger_from_scan) */
 	int scan_reqs;           /* d->trigger_at wanted (opts.find_trigger): 1 the
 	                            scan collects request records too, 2 it stopped
 	                            (a held run: a walk for the requests finds it) */
@@ -955,6 +958,25 @@ static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint
 	b->nreqevs++;
 }
 
+/* A request record that ends another thread's request (format 1: a
+ * REQ_END whose id names another slot; format 2: a REQ_CLOSE_ANY begun on
+ * another slot): both slots go to b->cross_map. */
+static void cross_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t slot)
+{
+	uint32_t begin;
+
+	if (ev->kind == KD_DK_REQ_END && b->d->snap.hdr.version < 2)
+		begin = (uint32_t)(ev->value >> 32);
+	else if (ev->kind == KD_DK_REQ_CLOSE_ANY)
+		begin = (uint32_t)ev->value2;
+	else
+		return;
+	if (begin == slot)
+		return;
+	if (kd_umap_put(&b->cross_map, slot, 1) || kd_umap_put(&b->cross_map, begin, 1))
+		b->oom = 1;
+}
+
 /* One core's place in the scan. */
 struct cscan {
 	struct kd_core_iter it;
@@ -989,7 +1011,7 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		b->scan_reqs = 2;
 		b->nreqevs = 0;
 	}
-	want_reqs = b->scan_reqs == 1; /* a local: the loop's stores may alias b */
+	want_reqs = b->scan_reqs; /* a local: the loop's stores may alias b */
 	/* A new piece starts at a batch's first event (one slot and segment
 	 * per batch, one held run): its start state is the batch's. */
 	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
@@ -1127,7 +1149,9 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 			rev.id = bt->id[i];
 			rev.kind = bt->kind[i];
 			rev.value = bt->value[i];
-			scan_request(b, &rev, th, m);
+			cross_request(b, &rev, bt->slot);
+			if (want_reqs == 1)
+				scan_request(b, &rev, th, m);
 		}
 	}
 	if (last > ps->s.last_tick)
@@ -1689,13 +1713,32 @@ static void trigger_from_scan(struct kd_build *b)
 		 * calls); the others have none to give.  After a held run the
 		 * scan stopped collecting: every thread then. */
 		uint8_t *has = kd_xcalloc((size_t)b->nthreads + 1, 1, "the requests");
-
-		if (b->scan_reqs == 2)
-			memset(has, 1, (size_t)b->nthreads);
-		for (uint32_t i = 0; i < b->nreqevs; i++)
-			if (b->reqevs[i].thread < b->nthreads)
-				has[b->reqevs[i].thread] = 1;
+		uint32_t tt = kd_umap_get(&b->thread_map, d->snap.trigger.thread_slot);
 		int progress = d->opts.progress;
+
+		if (tt < b->nthreads) {
+			/* The trigger's request begins and ends on the trigger's
+			 * thread, or on threads that end another's request (and
+			 * those others): only theirs can match it, so only they are
+			 * walked (requests are numbered apart per kind, or per
+			 * thread in format 1). */
+			has[tt] = 1;
+			for (uint32_t i = 0; i < b->cross_map.cap; i++) {
+				uint32_t x;
+
+				if (b->cross_map.vals[i] == KD_NONE)
+					continue;
+				x = kd_umap_get(&b->thread_map, (uint32_t)b->cross_map.keys[i]);
+				if (x < b->nthreads)
+					has[x] = 1;
+			}
+		} else {
+			if (b->scan_reqs == 2)
+				memset(has, 1, (size_t)b->nthreads);
+			for (uint32_t i = 0; i < b->nreqevs; i++)
+				if (b->reqevs[i].thread < b->nthreads)
+					has[b->reqevs[i].thread] = 1;
+		}
 
 		b->nreqevs = 0;
 		d->opts.progress = 0; /* not a walk the progress line counts */
@@ -1738,6 +1781,7 @@ static void trigger_from_scan(struct kd_build *b)
 	b->capbelow = 0;
 	free(b->req_top);
 	b->req_top = NULL;
+	kd_umap_free(&b->cross_map);
 }
 
 int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
@@ -1972,6 +2016,7 @@ void kd_build_free(struct kd_build *b)
 {
 	if (!b)
 		return;
+	kd_umap_free(&b->cross_map);
 	free(b->ts.stack);
 	free(b->ts.pre);
 	free(b->ts.fstack);

@@ -810,8 +810,9 @@ static void test_requests_section_in_format1(void **state)
  * is not in the window (rebuilt from the TRIGGER record), records stepping
  * back in time (the walk's per-thread clamp), nested requests, format 1
  * (the golden scenario), a held run (its thread walked in another order
- * than the scan met it: the walk for the requests alone).  And the same
- * after the streamed file is walked.
+ * than the scan met it: the walk for the requests alone), that walk with
+ * the trigger's request begun on another thread than the one ending it.
+ * And the same after the streamed file is walked.
  */
 static struct snapbuild *trigger_scenario(int v)
 {
@@ -881,6 +882,27 @@ static struct snapbuild *trigger_scenario(int v)
 		snapbuild_req_close(sb, 0, 1, 1080, KTRACE_REQ_SLOW);
 		snapbuild_held_end(sb, 0);
 		break;
+	case 6: /* a held run (so the walk for the requests), and the trigger's
+	         * request begun on thread 2 and ended on the trigger's thread 1
+	         * (REQ_CLOSE_ANY): thread 2 is walked too */
+		tr.request_id = 9;
+		tr.begin_tsc = 1200;
+		tr.end_tsc = 1300;
+		snapbuild_enter(sb, 0, 1, 1000, 0);
+		p = snapbuild_pos(sb, 0);
+		seg = snapbuild_seg(sb, 1);
+		snapbuild_exit(sb, 0, 1, 1100, 0);
+		snapbuild_held(sb, 0, 1, 1010, seg, p, 5, 0);
+		snapbuild_req_open(sb, 0, 1, 1010, KIND_GET, 7);
+		snapbuild_req_close(sb, 0, 1, 1050, KTRACE_REQ_SLOW);
+		snapbuild_held_end(sb, 0);
+		snapbuild_enter(sb, 1, 2, 1150, 1);
+		snapbuild_req_open(sb, 1, 2, 1200, KIND_GET, 9);
+		snapbuild_exit(sb, 1, 2, 1250, 1);
+		snapbuild_enter(sb, 0, 1, 1280, 2);
+		snapbuild_req_close_any(sb, 0, 1, 1300, KTRACE_REQ_DIRECT, KIND_GET, 9, 2);
+		snapbuild_exit(sb, 0, 1, 1310, 2);
+		break;
 	default: /* 3: records stepping back; nested requests closed innermost first */
 		tr.request_id = 8;
 		tr.begin_tsc = 300;
@@ -913,7 +935,7 @@ static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
 static void test_requests_trigger_before_walk(void **state)
 {
 	(void)state;
-	for (int v = 0; v < 6; v++) {
+	for (int v = 0; v < 7; v++) {
 		struct snapbuild *sb = trigger_scenario(v);
 		struct kd_dec *c, *s;
 		struct kd_dec_error err;
@@ -940,6 +962,8 @@ static void test_requests_trigger_before_walk(void **state)
 			assert_int_equal(q->begin, 300);
 		if (v == 5)
 			assert_int_equal(q->begin, 1020);
+		if (v == 6)
+			assert_int_equal(q->begin, 1200);
 		assert_int_equal(kd_build_walk(s, (struct kd_sink){ 0 }, &err), 0);
 		assert_int_equal(s->trigger_req, c->trigger_req);
 		assert_int_equal(s->reqs[s->trigger_req].begin, q->begin);
