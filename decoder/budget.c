@@ -9,11 +9,17 @@
  * time is counted in the self time of the recorded frame that called
  * them.  Every sink that shows self time says so, by name.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_time.h"
+#include "names.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 int kd_budget_muted(const struct kd_dec *d, uint32_t func)
 {
@@ -44,7 +50,7 @@ const char *kd_budget_muted_name(const struct kd_dec *d, uint32_t i, char *buf, 
 	uint32_t f = muted_func(d, i);
 
 	if (f != KD_NONE)
-		return kd_dec_func_name(d, f);
+		return kd_names_func(d, f);
 	snprintf(buf, len, "0x%" PRIx64, d->snap.muted[i].addr);
 	return buf;
 }
@@ -112,11 +118,11 @@ void kd_budget_lines(FILE *f, const struct kd_dec *d)
 		const struct ktrace_muted_rec *m = &s->muted[i];
 		char since[64], mx[32];
 
-		kd_fmt_wall(kd_snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
+		kd_time_fmt_wall(kd_time_snap_wall_ns(s, m->since_tsc), 0, since, sizeof(since));
 		if (m->max_ns >= 4000000000u)   /* the library's cap (filter.c) */
 			snprintf(mx, sizeof(mx), "4 s or more");
 		else
-			kd_fmt_dur(m->max_ns, mx, sizeof(mx));
+			kd_time_fmt_dur(m->max_ns, mx, sizeof(mx));
 		if (m->why == KTRACE_MUTE_EXCLUDE)
 			fprintf(f, "  %-28s excluded by KTRACE_EXCLUDE (first call %s UTC)\n",
 			        kd_budget_muted_name(d, i, nb, sizeof(nb)), since);

@@ -11,7 +11,7 @@
  *      the THREAD record, which the writer bumps whenever the thread starts
  *      writing on a core.  Per-core statistics, window filtering and the
  *      core tracks (runs) are done here, in stream order.
- *   2. kd_dec_walk(): each thread's pieces, ordered by segment (exact), or
+ *   2. kd_build_walk(): each thread's pieces, ordered by segment (exact), or
  *      by first tick for writers without segments, are re-read from their
  *      saved iterator state and fed to the stack builder, which emits the
  *      event stream (stream.h) to a sink.  Each thread is read twice: a
@@ -48,14 +48,19 @@
  * dropped (counted per core) unless --all.
  *
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <time.h>
 
-#include "decoder.h"
+#include "build.h"
 #include "iter.h"
+#include "result.h"
+#include "snap.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- stage 3: build ------------------------------------------------------- */
 
@@ -176,7 +181,7 @@ struct reqev {
 	uint64_t uid;            /* REQ_OPEN_ID: the program's id */
 };
 
-/* The builder: made by kd_dec_prepare, used by every kd_dec_walk. */
+/* The builder: made by kd_build_prepare, used by every kd_build_walk. */
 struct kd_build {
 	struct kd_dec *d;
 	struct tstate ts;
@@ -211,6 +216,12 @@ struct kd_build {
 	struct reqev *reqevs;
 	uint32_t nreqevs;
 	size_t capreqevs;
+	struct kd_umap cross_map; /* with scan_reqs: thread slots of request records
+	                            that end another thread's request, and of those
+	                            threads (trigger_from_scan) */
+	int scan_reqs;           /* d->trigger_at wanted (opts.find_trigger): 1 the
+	                            scan collects request records too, 2 it stopped
+	                            (a held run: a walk for the requests finds it) */
 	struct kd_sink sink;     /* the current walk's */
 	uint64_t done, total;    /* records walked (pre-pass and main), to walk */
 	uint64_t nrec;           /* records of the walk's threads (each counted once) */
@@ -895,6 +906,77 @@ static struct prescan *prescan_of(struct kd_build *b, uint32_t th)
 	return &b->prescan[th];
 }
 
+/* A request record met by the scan (b->scan_reqs), for d->trigger_at: as
+ * on_request_ev makes it in a walk, at the tick the walk would give it
+ * (tick: the thread's records' running maximum), without the walk's call
+ * positions.  seq keeps the walk's order: thread by thread, then record
+ * order (the scan's, for a thread whose pre-pass the scan ran). */
+static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                         uint64_t tick)
+{
+	struct reqev *r;
+
+	if (kd_grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs), "the requests")) {
+		b->oom = 1;
+		return;
+	}
+	r = &b->reqevs[b->nreqevs];
+	memset(r, 0, sizeof(*r));
+	r->tick = tick;
+	r->seq = (uint64_t)th << 40 | b->nreqevs;
+	r->thread = th;
+	r->core = ev->core;
+	r->kind = ev->id;
+	r->id = ev->value;
+	r->at_call = KD_NONE;
+	r->top = KD_NONE;
+	switch (ev->kind) {
+	case KD_DK_REQ_END:
+		r->end = RQ_END;
+		break;
+	case KD_DK_REQ_OPEN:
+		r->numbered = 1;
+		r->has_uid = ev->aux;
+		r->uid = ev->value2;
+		break;
+	case KD_DK_REQ_CLOSE:
+		r->end = RQ_CLOSE;
+		r->numbered = 1;
+		r->keep = ev->id;
+		r->kind = KD_NONE;
+		r->id = 0;
+		break;
+	case KD_DK_REQ_CLOSE_ANY:
+		r->end = RQ_CLOSE_ANY;
+		r->numbered = 1;
+		r->keep = ev->aux;
+		r->begin_slot = (uint32_t)ev->value2;
+		break;
+	default:
+		break;
+	}
+	b->nreqevs++;
+}
+
+/* A request record that ends another thread's request (format 1: a
+ * REQ_END whose id names another slot; format 2: a REQ_CLOSE_ANY begun on
+ * another slot): both slots go to b->cross_map. */
+static void cross_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t slot)
+{
+	uint32_t begin;
+
+	if (ev->kind == KD_DK_REQ_END && b->d->snap.hdr.version < 2)
+		begin = (uint32_t)(ev->value >> 32);
+	else if (ev->kind == KD_DK_REQ_CLOSE_ANY)
+		begin = (uint32_t)ev->value2;
+	else
+		return;
+	if (begin == slot)
+		return;
+	if (kd_umap_put(&b->cross_map, slot, 1) || kd_umap_put(&b->cross_map, begin, 1))
+		b->oom = 1;
+}
+
 /* One core's place in the scan. */
 struct cscan {
 	struct kd_core_iter it;
@@ -917,10 +999,19 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 	uint32_t th;
 	uint64_t kept = 0, last = 0;
 	const int is_held = !!bt->held; /* a local: the stores below may alias bt */
+	int want_reqs;
 
 	ev.slot = bt->slot;
 	ev.seg = bt->seg;
 	ev.core = c;
+	/* A held run: its thread is walked in another order than the scan's,
+	 * so the requests' ticks come from their own walk (trigger_from_scan):
+	 * collect no more here. */
+	if (is_held && b->scan_reqs == 1) {
+		b->scan_reqs = 2;
+		b->nreqevs = 0;
+	}
+	want_reqs = b->scan_reqs; /* a local: the loop's stores may alias b */
 	/* A new piece starts at a batch's first event (one slot and segment
 	 * per batch, one held run): its start state is the batch's. */
 	if (cc->cur == KD_NONE || b->pieces[cc->cur].slot != bt->slot ||
@@ -1038,6 +1129,33 @@ static void scan_batch(struct kd_build *b, struct cscan *cc, uint32_t c)
 		run->events++;
 	}
 	d->threads[th].events += kept;
+	/* The request records, for d->trigger_at (a loop of its own, so the one
+	 * above is what it is without --around-trigger): each at the walk's
+	 * tick, the thread's running maximum of the records in the window. */
+	if (__builtin_expect(want_reqs, 0)) {
+		uint64_t m = ps->s.last_tick;
+		struct kd_dec_event rev = ev; /* not ev: its address would escape the loop above */
+
+		rev.aux = bt->aux0;        /* as the walk sets them (only a batch's first */
+		rev.value2 = bt->value2_0; /* record can be an extended one) */
+		for (uint32_t i = 0; i < bt->n && !b->oom; i++) {
+			if (outside(b, bt->tick[i], bt->blk_tick))
+				continue;
+			if (bt->tick[i] > m)
+				m = bt->tick[i];
+			if (bt->kind[i] < KD_DK_REQ_BEGIN)
+				continue;
+			rev.tick = bt->tick[i];
+			rev.id = bt->id[i];
+			rev.kind = bt->kind[i];
+			rev.value = bt->value[i];
+			cross_request(b, &rev, bt->slot);
+			if (want_reqs == 1)
+				scan_request(b, &rev, th, m);
+		}
+	}
+	if (last > ps->s.last_tick)
+		ps->s.last_tick = last; /* the thread's running maximum (scan_request) */
 	if (is_held) {
 		cs->held += kept;
 		return;
@@ -1064,7 +1182,7 @@ static void scan_cores(struct kd_build *b)
 	struct cscan *cc = kd_xcalloc(nc ? nc : 1, sizeof(*cc), "the cores");
 
 	for (uint32_t c = 0; c < nc; c++) {
-		kd_core_iter_init(&cc[c].it, snap, c, &d->snap.warn);
+		kd_iter_init(&cc[c].it, snap, c, &d->snap.warn);
 		cc[c].bt = kd_xcalloc(1, sizeof(*cc[c].bt), "the cores");
 		cc[c].cur = KD_NONE;
 		cc[c].cthread = KD_NONE;
@@ -1389,7 +1507,27 @@ static __attribute__((noinline)) int cut_batch(const struct kd_snap *snap,
 	return 0;
 }
 
-/* Record k of a batch to the pre-pass (pre) or the builder. */
+static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                         uint64_t tick);
+
+/* A record in a walk for the requests alone (trigger_at): the walk's clamp
+ * and thread start, and the request records; calls are not rebuilt. */
+static void req_step(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th)
+{
+	struct tstate *s = &b->ts;
+	uint64_t tick = ev->tick > s->last_tick ? ev->tick : s->last_tick;
+
+	s->last_tick = tick;
+	if (!s->seen) {
+		s->seen = 1;
+		thread_start(b, th, tick, ev->core);
+	}
+	if (ev->kind >= KD_DK_REQ_BEGIN)
+		scan_request(b, ev, th, tick);
+}
+
+/* Record k of a batch to the pre-pass (pre 1) or the builder (0); the walk
+ * for the requests (pre 2) has a loop of its own (walk_thread). */
 static inline __attribute__((always_inline)) void
 feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, size_t k,
      uint32_t th, int pre, uint32_t held)
@@ -1406,7 +1544,8 @@ feed(struct kd_build *b, const struct kd_batch *bt, struct kd_dec_event *ev, siz
 		on_event(b, ev, th, held);
 }
 
-/* Feed thread th's records, in order, to the pre-pass (pre) or the builder. */
+/* Feed thread th's records, in order, to the pre-pass (pre 1), the builder
+ * (0) or the walk for the requests (2). */
 static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 {
 	const struct kd_snap *snap = &b->d->snap;
@@ -1436,8 +1575,8 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 		int cut = itm->lo != 0 || itm->hi != UINT32_MAX;
 		uint32_t sp0 = snap->blocks[p->blk].start + p->pos;
 
-		kd_core_iter_init(&it, snap, p->core, NULL);
-		kd_core_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
+		kd_iter_init(&it, snap, p->core, NULL);
+		kd_iter_seek(&it, p->blk, p->pos, p->ref_tick, p->ref_ts20, p->slot, p->seg);
 		if (p->held) {
 			const struct heldpiece *h = held_of(b->helds, b->nhelds, p);
 
@@ -1468,6 +1607,17 @@ static void walk_thread(struct kd_build *b, uint32_t th, int pre)
 			if (__builtin_expect(cut, 0) &&
 			    cut_batch(snap, bt, &it, itm, sp0, &k0, &k1))
 				left = 0; /* at hi: the rest of the piece is another item's */
+			if (__builtin_expect(pre == 2, 0)) {
+				for (size_t k = k0; k < k1 && !b->oom; k++) {
+					ev.tick = bt->tick[k];
+					ev.id = bt->id[k];
+					ev.kind = bt->kind[k];
+					ev.value = bt->value[k];
+					if (!outside(b, ev.tick, bt->blk_tick))
+						req_step(b, &ev, th);
+				}
+				continue;
+			}
 			for (size_t k = k0; k < k1 && !b->oom; k++)
 				feed(b, bt, &ev, k, th, pre, held);
 		}
@@ -1540,7 +1690,101 @@ static void find_trigger(struct kd_dec *d, struct kd_build *b)
 	d->trigger_req = d->nreqs++;
 }
 
-int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
+static void match_requests(struct kd_build *b);
+
+/*
+ * d->trigger_at from the scan's request records, matched as a walk matches
+ * them: the same records at the same ticks in the same order, when every
+ * thread with request records was scanned in its walk order (its pre-pass
+ * is the scan's; else only a walk knows, and trigger_at stays unknown).
+ * What the matching made is then dropped: the walk makes it again.
+ */
+static void trigger_from_scan(struct kd_build *b)
+{
+	struct kd_dec *d = b->d;
+	int ok = !b->oom && b->scan_reqs == 1;
+
+	for (uint32_t i = 0; i < b->nreqevs && ok; i++)
+		ok = prescanned(b, b->reqevs[i].thread);
+	if (!ok && !b->oom) {
+		/* A thread with requests met out of its walk order (held runs,
+		 * clock skew): walk the threads that have request records, in
+		 * order, for their requests alone (the clamp of every record, no
+		 * calls); the others have none to give.  After a held run the
+		 * scan stopped collecting: every thread then. */
+		uint8_t *has = kd_xcalloc((size_t)b->nthreads + 1, 1, "the requests");
+		uint32_t tt = kd_umap_get(&b->thread_map, d->snap.trigger.thread_slot);
+		int progress = d->opts.progress;
+
+		if (tt < b->nthreads) {
+			/* The trigger's request begins and ends on the trigger's
+			 * thread, or on threads that end another's request (and
+			 * those others): only theirs can match it, so only they are
+			 * walked (requests are numbered apart per kind, or per
+			 * thread in format 1). */
+			has[tt] = 1;
+			for (uint32_t i = 0; i < b->cross_map.cap; i++) {
+				uint32_t x;
+
+				if (b->cross_map.vals[i] == KD_NONE)
+					continue;
+				x = kd_umap_get(&b->thread_map, (uint32_t)b->cross_map.keys[i]);
+				if (x < b->nthreads)
+					has[x] = 1;
+			}
+		} else {
+			if (b->scan_reqs == 2)
+				memset(has, 1, (size_t)b->nthreads);
+			for (uint32_t i = 0; i < b->nreqevs; i++)
+				if (b->reqevs[i].thread < b->nthreads)
+					has[b->reqevs[i].thread] = 1;
+		}
+
+		b->nreqevs = 0;
+		d->opts.progress = 0; /* not a walk the progress line counts */
+		for (uint32_t th = 0; th < b->nthreads && !b->oom; th++) {
+			if (!has[th])
+				continue;
+			b->ts.last_tick = 0;
+			b->ts.seen = 0;
+			walk_thread(b, th, 2);
+		}
+		d->opts.progress = progress;
+		b->done = 0;
+		free(has);
+		ok = !b->oom;
+	}
+	if (ok) {
+		d->nreqs = 0;
+		kd_umap_free(&b->req_map);
+		match_requests(b);
+		if (!b->oom && d->trigger_req < d->nreqs) {
+			d->trigger_at.known = 1;
+			d->trigger_at.begin = d->reqs[d->trigger_req].begin;
+			d->trigger_at.end = d->reqs[d->trigger_req].end;
+		}
+	}
+	/* Nothing of it stays: the walk makes its own (allocated then, as
+	 * without this). */
+	d->nreqs = 0;
+	d->trigger_req = KD_NONE;
+	b->nreqevs = 0;
+	kd_umap_free(&b->req_map);
+	free(b->reqevs);
+	b->reqevs = NULL;
+	b->capreqevs = 0;
+	free(d->reqs);
+	d->reqs = NULL;
+	b->capreqs = 0;
+	free(b->req_below);
+	b->req_below = NULL;
+	b->capbelow = 0;
+	free(b->req_top);
+	b->req_top = NULL;
+	kd_umap_free(&b->cross_map);
+}
+
+int kd_build_prepare(struct kd_dec *d, struct kd_dec_error *err)
 {
 	struct kd_snap *snap = &d->snap;
 	struct kd_build *b;
@@ -1553,6 +1797,8 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	b = kd_xcalloc(1, sizeof(*b), "the timeline");
 	b->batch = kd_xcalloc(1, sizeof(*b->batch), "the timeline");
 	d->pass.build = b;
+	memset(&d->trigger_at, 0, sizeof(d->trigger_at));
+	b->scan_reqs = d->opts.stream && d->opts.find_trigger && snap->have_trigger;
 	d->core_stats = kd_xcalloc(nc ? nc : 1, sizeof(*d->core_stats), "core statistics");
 	b->d = d;
 	memset(b->id_func, 0xff, sizeof(b->id_func));
@@ -1573,7 +1819,7 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 
 		if (!co->nblocks)
 			continue;
-		first = kd_block_start_tick(snap, &snap->blocks[co->first_block]);
+		first = kd_iter_block_start_tick(snap, &snap->blocks[co->first_block]);
 		d->core_stats[c].first_tick = first;
 		d->core_stats[c].last_tick = first;
 		d->core_stats[c].has_data = 1;
@@ -1601,20 +1847,20 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 	/* Known threads first, in slot order, so indices are stable. */
 	for (uint32_t i = 0; i < snap->nthreads; i++)
 		if (new_thread(b, snap->threads[i].slot, &snap->threads[i]) == KD_NONE)
-			return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+			return kd_util_fail(err, KD_ENOMEM, "out of memory");
 
 	scan_cores(b);
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	/* The trigger's thread, if only the trigger names it. */
 	if (snap->have_trigger && snap->trigger.end_tsc >= snap->trigger.begin_tsc &&
 	    thread_of(b, snap->trigger.thread_slot) == KD_NONE)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory");
 	b->nthreads = d->nthreads;
 	order_pieces(b);
 	thread_items(b);
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
 	/* The scan's pre-pass stands for a thread whose pieces the scan met in
 	 * the order they are walked; free what the scan no longer needs. */
 	for (uint32_t t = 0; t < b->capprescan && t < b->nthreads; t++) {
@@ -1648,17 +1894,20 @@ int kd_dec_prepare(struct kd_dec *d, struct kd_dec_error *err)
 		if (snap_tick > d->window_end && snap_tick - d->window_end <= ten_s)
 			d->window_end = snap_tick;
 	}
-	return b->oom ? kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline") : 0;
+	if (b->scan_reqs)
+		trigger_from_scan(b);
+	return b->oom ? kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline") : 0;
 }
 
-int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+
+int kd_build_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
 	struct kd_build *b = d->pass.build;
 	struct tstate *s;
 	uint32_t nthreads;
 
 	if (!b)
-		return kd_dec_fail(err, KD_EFORMAT, "no timeline prepared");
+		return kd_util_fail(err, KD_EFORMAT, "no timeline prepared");
 	s = &b->ts;
 	b->sink = sink;
 	/* Everything a walk counts starts again (a file may be walked twice). */
@@ -1728,6 +1977,19 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 	}
 	if (d->opts.progress)
 		progress(b, 1);
+	match_requests(b);
+	if (b->oom)
+		return kd_util_fail(err, KD_ENOMEM, "out of memory building the timeline");
+	b->sink = (struct kd_sink){ 0 };
+	return 0;
+}
+
+/* The request records of a walk (or of the scan) matched in time order into
+ * d->reqs, and the trigger's found. */
+static void match_requests(struct kd_build *b)
+{
+	struct kd_dec *d = b->d;
+
 	if (!b->oom && b->nreqevs) {
 		free(b->req_top);
 		b->req_top = kd_xmalloc(((size_t)d->nthreads + 1) * sizeof(*b->req_top),
@@ -1741,21 +2003,20 @@ int kd_dec_walk(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 			on_request(b, &b->reqevs[i]);
 	}
 	if (b->oom)
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory building the timeline");
+		return;
 	for (uint32_t i = 0; i < d->nreqs; i++)
 		if (d->reqs[i].flags & KD_REQ_TRUNC_END)
 			d->reqs[i].end = d->window_end > d->reqs[i].begin ? d->window_end : d->reqs[i].begin;
 	if (d->nreqs)
 		qsort(d->reqs, d->nreqs, sizeof(*d->reqs), cmp_req);
 	find_trigger(d, b);
-	b->sink = (struct kd_sink){ 0 };
-	return 0;
 }
 
 void kd_build_free(struct kd_build *b)
 {
 	if (!b)
 		return;
+	kd_umap_free(&b->cross_map);
 	free(b->ts.stack);
 	free(b->ts.pre);
 	free(b->ts.fstack);

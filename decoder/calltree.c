@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "calltree.h"
+#include "result.h"
+#include "util.h"
 
 void kd_ctree_init(struct kd_ctree *t, size_t esize, int thread_roots,
                         uint32_t max_depth)

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "collect.h"
+#include "result.h"
+#include "stream.h"
+#include "util.h"
 
 static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e)
 {
@@ -26,7 +29,7 @@ static void collect_ev(void *ctx, const struct kd_dec *dc, const struct kd_ev *e
 		     kd_grow(&d->calls, &c->capcalls, d->ncalls, sizeof(*d->calls), "the calls")) ||
 		    (c->depth >= c->capstack &&
 		     kd_grow(&c->stack, &c->capstack, c->depth, sizeof(*c->stack), "the calls")))
-			kd_dec_oom("the calls", SIZE_MAX);
+			kd_util_oom("the calls", SIZE_MAX);
 		ci = d->ncalls++;
 		k = &d->calls[ci];
 		k->begin = e->tick;
@@ -74,17 +77,4 @@ void kd_collector_free(struct kd_collector *c)
 {
 	free(c->stack);
 	c->stack = NULL;
-}
-
-static void pass_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
-{
-	struct kd_filter_pass *f = ctx;
-
-	if (f->next.ev)
-		f->next.ev(f->next.ctx, d, e);
-}
-
-struct kd_sink kd_filter_pass(struct kd_filter_pass *f)
-{
-	return (struct kd_sink){ pass_ev, f };
 }

@@ -1,6 +1,6 @@
 /*
  * dec.c - the decoder's lifecycle: kd_dec_open_file/_buffer run stages
- * 1-5 (decoder.h), kd_dec_collect (a walk with the collector, through the
+ * 1-5 (dec.h), kd_dec_collect (a walk with the collector, through the
  * range if any), kd_dec_free.  It composes the stages; none calls it.
  */
 #include <inttypes.h>
@@ -9,19 +9,28 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "decoder.h"
+#include "build.h"
+#include "collect.h"
+#include "dec.h"
+#include "iter.h"
+#include "kd_sched.h"
+#include "range.h"
+#include "read.h"
+#include "result.h"
+#include "symbols.h"
+#include "util.h"
 
 /* Stage 3 on a read and ordered snapshot: prepare, then walk with the
  * collector. */
 int kd_dec_build(struct kd_dec *d, struct kd_dec_error *err)
 {
 	struct kd_collector c;
-	int rc = kd_dec_prepare(d, err);
+	int rc = kd_build_prepare(d, err);
 
 	if (rc)
 		return rc;
 	kd_collector_init(&c, d);
-	rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+	rc = kd_build_walk(d, kd_collector_sink(&c), err);
 	kd_collector_free(&c);
 	return rc;
 }
@@ -35,7 +44,7 @@ int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
 	if (d->cut.range)
 		rc = kd_range_collect(d, &c, err);  /* cut on the way (range.c) */
 	else
-		rc = kd_dec_walk(d, kd_collector_sink(&c), err);
+		rc = kd_build_walk(d, kd_collector_sink(&c), err);
 	kd_collector_free(&c);
 	if (!rc)
 		d->opts.stream = 0;
@@ -45,18 +54,18 @@ int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err)
 /* Stages 2-5 on d->snap, read by the caller (stage 1).  Frees d on error. */
 static int open_rest(struct kd_dec *d, struct kd_dec **out, struct kd_dec_error *err)
 {
-	int rc = kd_snap_order(&d->snap, err);
+	int rc = kd_iter_order(&d->snap, err);
 
 	if (!rc)
-		rc = d->opts.stream ? kd_dec_prepare(d, err) : kd_dec_build(d, err);
+		rc = d->opts.stream ? kd_build_prepare(d, err) : kd_dec_build(d, err);
 	if (rc) {
 		kd_dec_free(d);
 		return rc;
 	}
-	kd_dec_symbolize(d);
-	if (kd_dec_sched(d)) {
+	kd_symbols_resolve(d);
+	if (kd_sched_decode(d)) {
 		kd_dec_free(d);
-		return kd_dec_fail(err, KD_ENOMEM, "out of memory");
+		return kd_util_fail(err, KD_ENOMEM, "out of memory");
 	}
 	*out = d;
 	return 0;
@@ -106,7 +115,7 @@ int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
 
 	*out = NULL;
 	memset(err, 0, sizeof(*err));
-	fd = kd_dec_open_path(path, &st);
+	fd = kd_read_open_path(path, &st);
 	if (fd >= 0 && S_ISREG(st.st_mode)) {
 		d = dec_new(path, opts);
 		rc = kd_snap_read_fd(fd, &st, path, &d->snap, err);
@@ -116,7 +125,7 @@ int kd_dec_open_file(const char *path, const struct kd_dec_opts *opts,
 		}
 		return open_rest(d, out, err);
 	}
-	rc = kd_dec_read_fd(fd, &st, &buf, &len, err);
+	rc = kd_read_whole_fd(fd, &st, &buf, &len, err);
 	if (rc)
 		return rc;
 	rc = kd_dec_open_buffer(buf ? buf : "", len, path, opts, out, err);
@@ -135,7 +144,7 @@ void kd_dec_free(struct kd_dec *d)
 	if (!d)
 		return;
 	kd_snap_free(&d->snap);
-	kd_symcache_free(d->pass.symcache);
+	kd_symbols_cache_free(d->pass.symcache);
 	free(d->funcs);
 	free(d->threads);
 	free(d->calls);
@@ -146,6 +155,7 @@ void kd_dec_free(struct kd_dec *d)
 	free(d->offcpu);
 	free(d->offcpu_first);
 	free(d->oncpu);
+	free(d->merge.joins);
 	kd_strpool_free(&d->strs);
 	kd_build_free(d->pass.build);
 	if (d->map) {

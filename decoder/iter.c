@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
 #include "iter.h"
+#include "read.h"
+#include "snap.h"
+#include "util.h"
 
 /* ---- stage 2: block order ------------------------------------------------ */
 
@@ -46,7 +48,7 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int kd_snap_order(struct kd_snap *snap, struct kd_dec_error *err)
+int kd_iter_order(struct kd_snap *snap, struct kd_dec_error *err)
 {
 	uint32_t nb = snap->nblocks, ncpu = 0, j;
 	struct bkey *keys = NULL;
@@ -167,18 +169,18 @@ nomem:
 	free(keys);
 	free(cpus);
 	free(sorted);
-	return kd_dec_fail(err, KD_ENOMEM, "out of memory ordering blocks");
+	return kd_util_fail(err, KD_ENOMEM, "out of memory ordering blocks");
 }
 
 /* ---- stage 2: per-core iterator ------------------------------------------ */
 
-uint64_t kd_block_start_tick(const struct kd_snap *snap,
+uint64_t kd_iter_block_start_tick(const struct kd_snap *snap,
                                   const struct kd_snap_block *b)
 {
 	return b->tsc >> snap->info.tsc_shift;
 }
 
-void kd_core_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
+void kd_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
                             uint32_t core, struct kd_dec_warnings *warn)
 {
 	memset(it, 0, sizeof(*it));
@@ -209,7 +211,7 @@ int kd_iter_open_block(struct kd_core_iter *it)
 	it->slot = b->slot;
 	it->seg = KD_NONE; /* the writer's THREAD record follows */
 	it->held = 0;
-	it->tick = kd_block_start_tick(it->snap, b);
+	it->tick = kd_iter_block_start_tick(it->snap, b);
 	it->blk_tick = it->tick;
 	it->ts20 = (uint32_t)it->tick & KTRACE_TS_MASK;
 	it->pos = 5;
@@ -226,12 +228,12 @@ void kd_iter_damaged_tail(struct kd_core_iter *it, const char *what)
 	it->pos = it->nwords;
 }
 
-int kd_core_iter_next(struct kd_core_iter *it, struct kd_dec_event *ev)
+int kd_iter_record(struct kd_core_iter *it, struct kd_dec_event *ev)
 {
 	return kd_iter_next(it, ev);
 }
 
-void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
+void kd_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
                             uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg)
 {
 	const struct kd_snap_block *b = &it->snap->blocks[blk];
@@ -240,7 +242,7 @@ void kd_core_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
 	it->words = kd_snap_block_words(it->snap, b);
 	it->nwords = it->words ? b->nwords : 0; /* unreadable now: on to the next */
 	it->blk_offset = b->offset + sizeof(struct ktrace_block_rec);
-	it->blk_tick = kd_block_start_tick(it->snap, b);
+	it->blk_tick = kd_iter_block_start_tick(it->snap, b);
 	it->pos = pos;
 	it->tick = ref_tick;
 	it->ts20 = ref_ts20;

@@ -5,7 +5,87 @@
 #ifndef KD_ITER_H
 #define KD_ITER_H
 
-#include "decoder.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ktrace_format.h"
+#include "snap.h"
+#include "util.h"
+
+/* Group blocks per core and order each core's blocks by S, oldest first. */
+int kd_iter_order(struct kd_snap *snap, struct kd_dec_error *err);
+
+enum kd_dec_kind {
+	KD_DK_ENTER = 1,      /* id = compact function id */
+	KD_DK_EXIT,           /* id = compact function id */
+	KD_DK_ENTER_ADDR,     /* value = function address */
+	KD_DK_EXIT_ADDR,      /* value = function address */
+	KD_DK_MARK,           /* id = name id, value = mark value */
+	KD_DK_SPAN_BEGIN,     /* id = name id */
+	KD_DK_SPAN_END,       /* id = name id */
+	KD_DK_REQ_BEGIN,      /* id = kind name id, value = request id */
+	KD_DK_REQ_END,        /* id = kind name id, value = request id */
+	/* format 2 (compact requests): */
+	KD_DK_REQ_OPEN,       /* id = kind name id, value = number, value2 = user id
+	                         if aux = 1 (REQ_OPEN_ID) */
+	KD_DK_REQ_CLOSE,      /* id = keep flags: the thread's innermost request ends */
+	KD_DK_REQ_CLOSE_ANY,  /* id = kind name id, value = number, value2 = slot of
+	                         the thread that began it, aux = keep flags */
+};
+
+struct kd_dec_event {
+	uint64_t tick;            /* ticks: TSC >> tsc_shift */
+	uint64_t value;           /* see enum kd_dec_kind */
+	uint32_t id;              /* see enum kd_dec_kind */
+	uint32_t slot;            /* thread slot named by BLOCK_START/THREAD */
+	uint32_t core;            /* index in kd_snap.cores */
+	uint32_t kind;            /* enum kd_dec_kind */
+	uint32_t seg;             /* the thread's segment number (THREAD seq),
+	                             KD_NONE if the writer gave none */
+	uint32_t aux;             /* see enum kd_dec_kind */
+	uint64_t value2;          /* see enum kd_dec_kind */
+};
+
+struct kd_core_iter {
+	const struct kd_snap *snap;
+	struct kd_dec_warnings *warn; /* damaged block tails go here (may be NULL) */
+	uint32_t core;            /* index in snap->cores */
+	uint32_t blk;             /* next block index in snap->blocks */
+	uint32_t blk_end;         /* one past this core's last block */
+	const uint8_t *words;     /* current block */
+	uint64_t blk_offset;      /* bytes: file offset of the current block's words */
+	uint32_t pos;             /* next word in the current block */
+	uint32_t nwords;          /* words in the current block (0 = none open) */
+	uint32_t ts20;            /* reference ts20 */
+	uint64_t tick;            /* ticks: reference */
+	uint64_t blk_tick;        /* ticks: the current block's BLOCK_START */
+	uint32_t slot;            /* current thread slot */
+	uint32_t seg;             /* current segment number, KD_NONE if unknown */
+	/* A HELD run (format 2) is being read: its records are thread slot's,
+	 * placed in its program order at (seg, held_p, held_hc), not this
+	 * core's occupancy.  Cleared by the next BLOCK_START or THREAD. */
+	uint32_t held;            /* 1 inside a HELD run */
+	uint32_t held_p;          /* P: stream position of the place, on seg's core */
+	uint32_t held_hc;         /* (h << 8) | chunk */
+	uint64_t held_tick;       /* ticks: the run's time base (its tsc) */
+	uint32_t damaged_tails;   /* blocks whose records stopped parsing */
+	uint32_t unknown_ext;     /* extended records of unknown type skipped */
+	uint32_t ev_pos;          /* word where the record returned last starts */
+	uint32_t ev_ref_ts20;     /* reference ts20 before that record */
+	uint64_t ev_ref_tick;     /* ticks: reference before that record */
+};
+
+void kd_iter_init(struct kd_core_iter *it, const struct kd_snap *snap,
+                            uint32_t core, struct kd_dec_warnings *warn);
+/* 1: *ev filled; 0: end of this core's records. */
+int kd_iter_record(struct kd_core_iter *it, struct kd_dec_event *ev);
+/* Restart at a record returned earlier: blk = the iterator's blk - 1 then,
+ * pos = ev_pos, ref_* = ev_ref_*, slot and seg = the event's. */
+void kd_iter_seek(struct kd_core_iter *it, uint32_t blk, uint32_t pos,
+                            uint64_t ref_tick, uint32_t ref_ts20, uint32_t slot, uint32_t seg);
+/* Tick of a block's BLOCK_START (the block was validated by the reader). */
+uint64_t kd_iter_block_start_tick(const struct kd_snap *snap,
+                                  const struct kd_snap_block *b);
 
 static inline uint32_t kd_le32(const uint8_t *p)
 {

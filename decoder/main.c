@@ -1,6 +1,6 @@
 /*
  * main.c - ktrace-decode command line.  All the work is in the stages
- * (decoder.h); this file only parses options, opens outputs and reports.
+ * (their headers); this file only parses options, opens outputs and reports.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "formats.h"   /* every out-*.h (generated: decoder/CMakeLists.txt) */
+#include "range.h"
+#include "read.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 static const char usage_text[] =
 	"usage: ktrace-decode [--format summary|text|stats|chrome|perfetto|html|explain|folded|exclude]\n"
@@ -172,12 +181,6 @@ static void say_wrote(const char *path, const char *format)
 /* ---- the sinks ---------------------------------------------------------- */
 
 /* What a sink is told besides the output options. */
-struct run {
-	const struct kd_out_opts *o;
-	int nfiles;               /* files decoded (several: text leaves the
-	                             timeline to the merged one) */
-};
-
 /* What a format needs from the decoder. */
 enum need {
 	NEED_CALLS,   /* the collector's d->calls (kd_dec_open_* as is) */
@@ -196,11 +199,13 @@ struct sink {
 	                      answer on the first screen) */
 	int summary_err;   /* the summary on stderr with -v, after the output */
 	/* One file at a time, or all files at once (NULL entries skipped);
-	 * nonzero: the output failed. */
-	int (*file)(FILE *out, struct kd_dec *d, const struct run *r);
-	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct run *r);
+	 * nonzero: the output failed.  A format whose entry point has one of
+	 * these types is named in its row as it is; the others have an
+	 * adapter below. */
+	int (*file)(FILE *out, struct kd_dec *d, const struct kd_out_opts *o);
+	int (*files)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 	/* After the per-file output when there are several files, or NULL. */
-	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct run *r);
+	int (*merged)(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o);
 };
 
 /* Walk d's stream into sink (the streamed formats). */
@@ -209,100 +214,93 @@ static int walk(struct kd_dec *d, struct kd_sink sink)
 	struct kd_dec_error err;
 	char msg[512];
 
-	if (kd_dec_walk_cut(d, sink, &err) == 0)
+	if (kd_range_walk_cut(d, sink, &err) == 0)
 		return 0;
-	kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+	kd_util_error_format(&err, d->file, msg, sizeof(msg));
 	fprintf(stderr, "%s\n", msg);
 	return 1;
 }
 
-static int out_none(FILE *out, struct kd_dec *d, const struct run *r)
+static int out_none(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	(void)out; (void)d; (void)r;
+	(void)out; (void)d; (void)o;
 	return 0;
 }
 
-static int out_text(FILE *out, struct kd_dec *d, const struct run *r)
+static int out_text(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
 	/* With a trigger, its explanation first: it collects only the calls
 	 * of its two requests' intervals (or has them: a file the merge cut);
 	 * the timeline spools (out-text.c). */
 	if (d->snap.have_trigger) {
 		if (!d->opts.stream)
-			kd_out_explain(out, d, r->o);
-		else if (kd_out_explain_stream(out, d, r->o))
+			kd_out_explain(out, d, o);
+		else if (kd_out_explain_stream(out, d, o))
 			return 1;
 	}
-	return r->nfiles == 1 && kd_out_text(out, d, r->o) ? 1 : 0;
+	return o->nfiles == 1 && kd_out_text(out, d, o) ? 1 : 0;
 }
 
-static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct run *r)
+static int merged_summary(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	(void)r;
+	(void)o;
 	fprintf(out, "\n==> all files <==\n");
-	kd_out_merge_summary(out, decs, (uint32_t)n);
+	kd_out_summary_merged(out, decs, (uint32_t)n);
 	return 0;
 }
 
-static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct run *r)
+static int merged_text(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	merged_summary(out, decs, n, r);
-	return kd_out_text_merged(out, decs, (uint32_t)n, r->o) ? 1 : 0;
+	merged_summary(out, decs, n, o);
+	return kd_out_text_merged(out, decs, (uint32_t)n, o) ? 1 : 0;
 }
 
-static int out_stats(FILE *out, struct kd_dec *d, const struct run *r)
+static int out_stats(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	kd_out_stats(out, d, r->o);
+	kd_out_stats(out, d, o);
 	return 0;
 }
 
-static int out_explain(FILE *out, struct kd_dec *d, const struct run *r)
+static int out_explain(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	kd_out_explain(out, d, r->o);
+	kd_out_explain(out, d, o);
 	return 0;
 }
 
-static int out_folded(FILE *out, struct kd_dec *d, const struct run *r)
+static int out_folded(FILE *out, struct kd_dec *d, const struct kd_out_opts *o)
 {
-	if (kd_out_folded_stream(out, d, r->o)) {
+	if (kd_out_folded_stream(out, d, o)) {
 		fprintf(stderr, "ktrace-decode: %s: out of memory building the stacks\n", d->file);
 		return 1;
 	}
 	return 0;
 }
 
-static int out_exclude(FILE *out, struct kd_dec **decs, int n, const struct run *r)
+static int out_exclude(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	(void)r;
+	(void)o;
 	kd_out_exclude(out, decs, n);   /* one flag line for all the files */
 	return 0;
 }
 
-static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct run *r)
+static int out_perfetto(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	if (kd_out_perfetto(out, decs, (uint32_t)n, r->o) != 0) {
+	if (kd_out_perfetto(out, decs, (uint32_t)n, o) != 0) {
 		fprintf(stderr, "ktrace-decode: out of memory writing the perfetto trace\n");
 		return 1;
 	}
 	return 0;
 }
 
-static int out_html(FILE *out, struct kd_dec **decs, int n, const struct run *r)
+static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct kd_out_opts *o)
 {
-	/* All files in one page; over the page's limit, no page at all. */
-	return kd_out_html(out, decs, n, r->o) != 0;
-}
-
-static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct run *r)
-{
-	const struct kd_out_opts *o = r->o;
 	struct kd_chrome ch;
 	int64_t base = INT64_MAX;
 	int64_t *pids = kd_xcalloc((size_t)n, sizeof(*pids), "chrome output");
 
 	for (int i = 0; i < n; i++)
 		if (decs[i]) {
-			int64_t w = kd_dec_wall_ns(decs[i], kd_range_start(decs[i]));
+			int64_t w = kd_time_wall_ns(decs[i], kd_range_start(decs[i]));
 			if (w < base)
 				base = w;
 		}
@@ -327,12 +325,15 @@ static int out_chrome(FILE *out, struct kd_dec **decs, int n, const struct run *
 	kd_out_chrome_end(&ch);
 	free(pids);
 	if (n > 1 && o->verbose)
-		kd_out_merge_summary(stderr, decs, (uint32_t)n);
+		kd_out_summary_merged(stderr, decs, (uint32_t)n);
 	return 0;
 }
 
 /*
- * The formats: a new one is one row here and one out-*.c file.  perfetto
+ * The formats: a new one is one row here and its out-NAME.c (with
+ * out-NAME.h: formats.h and the build find both).  A row names the entry
+ * point itself when it has the type of `file` or `files` (html), else an
+ * adapter above.  perfetto
  * merges snapshots of one process itself, on its event sequences (same
  * rule; such files it collects itself, a file alone it streams); stats,
  * explain and folded report each file on its own.
@@ -347,7 +348,7 @@ static const struct sink sinks[] = {
 	{ "exclude",  NEED_CALLS, 0, 0, 0, NULL, out_exclude, NULL },
 	{ "chrome",   NEED_STREAM, 1, 0, 0, NULL, out_chrome, NULL }, /* summaries: out_chrome */
 	{ "perfetto", NEED_STREAM, 0, 0, 1, NULL, out_perfetto, NULL },
-	{ "html",     NEED_CALLS, 1, 0, 1, NULL, out_html, NULL },
+	{ "html",     NEED_CALLS, 1, 0, 1, NULL, kd_out_html, NULL },
 };
 
 /* The text outputs' filter (main): every byte below 0x20 but newline and
@@ -381,13 +382,12 @@ static const struct sink *find_sink(const char *name)
 
 /* Run the chosen sink over the decoded files; nonzero: output failed. */
 static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
-                    const struct run *r)
+                    const struct kd_out_opts *o)
 {
-	const struct kd_out_opts *o = r->o;
 	int err = 0, printed = 0;
 
 	if (k->files) {
-		err = k->files(out, decs, n, r);
+		err = k->files(out, decs, n, o);
 	} else {
 		for (int i = 0; i < n; i++) {
 			struct kd_dec *d = decs[i];
@@ -403,7 +403,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				if (k->header == 1)
 					kd_out_summary(out, d);
 			}
-			err |= k->file(out, d, r);
+			err |= k->file(out, d, o);
 			if (k->header == 2) {
 				fprintf(out, "\n");
 				kd_out_summary(out, d);
@@ -412,7 +412,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 				kd_out_summary(stderr, d);
 		}
 		if (printed && n > 1 && k->merged)
-			err |= k->merged(out, decs, n, r);
+			err |= k->merged(out, decs, n, o);
 		return err;
 	}
 	for (int i = 0; i < n && k->summary_err && o->verbose; i++)
@@ -424,7 +424,7 @@ static int run_sink(const struct sink *k, FILE *out, struct kd_dec **decs, int n
 /* The sink over the files, text formats through the control-byte filter;
  * nonzero: the output failed. */
 static int run_output(const struct sink *k, FILE *out, struct kd_dec **decs, int n,
-                      const struct run *r)
+                      const struct kd_out_opts *o)
 {
 	/* Text (summary, text, stats, explain, folded): names come from the
 	 * snapshot and from ELF files, both hostile; control bytes other than
@@ -434,8 +434,8 @@ static int run_output(const struct sink *k, FILE *out, struct kd_dec **decs, int
 	int err;
 
 	if (!safe)
-		return run_sink(k, out, decs, n, r);
-	err = run_sink(k, safe, decs, n, r);
+		return run_sink(k, out, decs, n, o);
+	err = run_sink(k, safe, decs, n, o);
 	if (fflush(safe) != 0 || ferror(safe))
 		err = 1;
 	fclose(safe);
@@ -536,7 +536,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'v': a->oopts.verbose = 1; break;
 		case OPT_FROM:
 		case OPT_TO:
-			if (kd_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
+			if (kd_range_parse_when(c == OPT_FROM ? "--from" : "--to", optarg,
 			                  c == OPT_FROM ? &range->from : &range->to, rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
 				return 2;
@@ -544,7 +544,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_AROUND:
 		case OPT_MIN_DUR:
-			if (kd_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
+			if (kd_range_parse_duration(c == OPT_AROUND ? "--around-trigger" : "--min-dur", optarg,
 			                      c == OPT_AROUND ? &range->around_ns : &range->min_dur_ns,
 			                      rmsg, sizeof(rmsg))) {
 				fprintf(stderr, "ktrace-decode: %s\n", rmsg);
@@ -574,6 +574,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	 * a streamed sink or by the collector behind the range filter
 	 * (open_files). */
 	a->dopts.stream = streams(a) || a->ranged;
+	a->dopts.find_trigger = a->range.around_set;
 	/* The progress line: only for a person watching (stderr a terminal). */
 	a->dopts.progress = !a->oopts.quiet && isatty(2);
 	{
@@ -603,7 +604,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 		char msg[512];
 
 		if (kd_dec_open_file(a->files[i], &a->dopts, &decs[i], &err) != 0) {
-			kd_dec_error_format(&err, a->files[i], msg, sizeof(msg));
+			kd_util_error_format(&err, a->files[i], msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
 			*status = 1;
 			continue;
@@ -612,16 +613,9 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 			print_warnings(decs[i], a->oopts.quiet);
 	}
 	/* --around-trigger: the trigger request as decoded (its records), not
-	 * the TRIGGER record's times, which may end a little before it: one
-	 * walk of the first file with a trigger finds it. */
-	for (int i = 0; i < a->nfiles && a->range.around_set; i++)
-		if (decs[i] && decs[i]->snap.have_trigger) {
-			struct kd_dec_error err;
-
-			if (decs[i]->opts.stream)
-				kd_dec_walk(decs[i], (struct kd_sink){ 0 }, &err);
-			break;
-		}
+	 * the TRIGGER record's times, which may end a little before it: a
+	 * collected file has it in d->reqs, a streamed one in d->trigger_at
+	 * (opts.find_trigger: found by kd_build_prepare, no walk of its own). */
 	/* The range, resolved on every file's window; each file is cut while
 	 * it is walked (by its sink, or by the collector below). */
 	if (kd_range_resolve(&a->range, decs, (uint32_t)a->nfiles, rmsg, sizeof(rmsg))) {
@@ -638,7 +632,7 @@ static int open_files(struct args *a, struct kd_dec **decs, int *status)
 		if (streamed)
 			continue;
 		if (kd_dec_collect(decs[i], &err) != 0) {  /* cut on the walk */
-			kd_dec_error_format(&err, decs[i]->file, msg, sizeof(msg));
+			kd_util_error_format(&err, decs[i]->file, msg, sizeof(msg));
 			fprintf(stderr, "%s\n", msg);
 			*status = 1;
 			kd_dec_free(decs[i]);
@@ -773,7 +767,6 @@ int main(int argc, char **argv)
 	struct args a;
 	struct output w;
 	struct kd_dec **decs;
-	struct run r;
 	int status = 0, write_err, any = 0, rc = parse_args(argc, argv, &a);
 
 	if (rc >= 0)
@@ -788,8 +781,8 @@ int main(int argc, char **argv)
 		free(decs);
 		return rc;
 	}
-	r = (struct run){ &a.oopts, a.nfiles };
-	write_err = run_output(a.sink, w.f, decs, a.nfiles, &r);
+	a.oopts.nfiles = a.nfiles;
+	write_err = run_output(a.sink, w.f, decs, a.nfiles, &a.oopts);
 	write_err |= files_changed(decs, a.nfiles, a.out_path && !w.direct);
 	for (int i = 0; i < a.nfiles; i++)
 		any |= decs[i] != NULL;

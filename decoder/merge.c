@@ -2,16 +2,16 @@
  * merge.c - several snapshot files on one timeline (issue 8).
  *
  * Files line up on CLOCK_REALTIME: each file's ticks become wall-clock ns
- * through its own ANCHORS (kd_dec_wall_ns), so processes of one host, and
+ * through its own ANCHORS (kd_time_wall_ns), so processes of one host, and
  * of hosts whose clocks are in sync (NTP, PTP), share one time axis.  No
  * correction is applied between hosts (the offset used is 0; the summary
  * says so): a skew between hosts' clocks shows as a skew in the timeline.
  *
  * Process groups: files with the same host, pid, start_tsc and tsc_shift
- * are snapshots of one process (kd_same_process; out-perfetto.c groups its
- * tracks with it).  Several snapshots of one process overlap; the rule (the
- * one out-perfetto.c applies to its event sequences, here applied to the
- * decoded files so that text, chrome and summary show each call once):
+ * are snapshots of one process (kd_merge_same_process; out-perfetto.c groups its
+ * tracks with it).  Several snapshots of one process overlap; the rule,
+ * applied to the decoded files so that every format (text, summary,
+ * chrome, html, perfetto) shows each call once:
  * sorted by window end, each next file B is cut at the previous file A's
  * window end C (ticks of one counter), per thread (same slot and tid):
  *   - B's calls that ended at or before C go (A has them), as do B's marks
@@ -30,9 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "range.h"
+#include "result.h"
+#include "util.h"
 
-int kd_same_process(const struct kd_dec *a, const struct kd_dec *b)
+int kd_merge_same_process(const struct kd_dec *a, const struct kd_dec *b)
 {
 	return a->snap.info.pid == b->snap.info.pid &&
 	       a->snap.info.start_tsc == b->snap.info.start_tsc &&
@@ -96,6 +102,37 @@ static void calls_keep(struct kd_dec *d, const uint8_t *keep)
 	free(parent);
 }
 
+static int cmp_join(const void *x, const void *y)
+{
+	const struct kd_merge_join *a = x, *b = y;
+
+	return a->call < b->call ? -1 : a->call > b->call;
+}
+
+/* d->merge.joins after calls_keep(d, keep): the kept calls' new indices
+ * (one pass over keep[], the joins sorted by call). */
+static void joins_keep(struct kd_dec *d, const uint8_t *keep)
+{
+	uint32_t k = 0, n = 0, i = 0;
+
+	if (!d->merge.njoins)
+		return;
+	qsort(d->merge.joins, d->merge.njoins, sizeof(*d->merge.joins), cmp_join);
+	for (uint32_t m = 0; m < d->merge.njoins; m++) {
+		struct kd_merge_join j = d->merge.joins[m];
+
+		if (j.call >= d->ncalls)
+			continue;
+		for (; i < j.call; i++)
+			n += keep[i] != 0;
+		if (!keep[j.call])
+			continue;
+		j.call = n;
+		d->merge.joins[k++] = j;
+	}
+	d->merge.njoins = k;
+}
+
 static int is_open(const struct kd_dec_call *c)
 {
 	return (c->flags & KD_CALL_TRUNC_END) && !(c->flags & KD_CALL_EXIT_LOST);
@@ -139,7 +176,7 @@ static uint32_t *stacks_at(const struct kd_dec *d, int alive, uint64_t cut, uint
 		if (!(alive ? (c->begin <= cut && c->end > cut) : is_open(c)))
 			continue;
 		if (kd_grow(&v, &cap, n, sizeof(*v), "merging files"))
-			kd_dec_oom("merging files", SIZE_MAX);
+			kd_util_oom("merging files", SIZE_MAX);
 		v[n++] = i;
 	}
 	sort_d = d;
@@ -164,6 +201,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	uint32_t *fa, *fb;
 	uint32_t *va = stacks_at(a, 0, cut, &fa), *vb = stacks_at(b, 1, cut, &fb);
 	uint32_t k;
+	size_t capj = b->merge.njoins;
 
 	memset(keep_a, 1, (size_t)a->ncalls + 1);
 	memset(keep_b, 1, (size_t)b->ncalls + 1);
@@ -175,7 +213,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 		}
 	for (uint32_t t = 0; t < b->nthreads; t++)
 		if (kd_umap_put(&bt, (uint64_t)b->threads[t].slot << 32 | (uint32_t)b->threads[t].tid, t))
-			kd_dec_oom("merging files", 0);
+			kd_util_oom("merging files", 0);
 	for (uint32_t ta = 0; ta < a->nthreads; ta++) {
 		uint32_t tb = same_thread(a, ta, &bt), na, nb, q;
 		const uint32_t *sa, *sb;
@@ -190,8 +228,8 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			q = 0;
 			/* by name: function indices are each file's own */
 			while (q < na && q < nb &&
-			       !strcmp(kd_dec_func_name(a, a->calls[sa[na - 1 - q]].func),
-			               kd_dec_func_name(b, b->calls[sb[nb - 1 - q]].func)))
+			       !strcmp(kd_names_func(a, a->calls[sa[na - 1 - q]].func),
+			               kd_names_func(b, b->calls[sb[nb - 1 - q]].func)))
 				q++;
 			if (q == nb || b->calls[sb[nb - 1]].begin != cut)
 				break;
@@ -199,10 +237,24 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 		}
 		if (na > q && nb > q)
 			continue; /* the stacks disagree: not merged */
+		/* each pair is one call (b's), recorded in b->merge.joins with
+		 * where its begin was recorded (perfetto places its BEGIN there) */
 		for (uint32_t i = 0; i < q; i++) {
 			struct kd_dec_call *x = &a->calls[sa[na - 1 - i]];
 			struct kd_dec_call *y = &b->calls[sb[nb - 1 - i]];
+			struct kd_merge_join j = { sb[nb - 1 - i], x->begin_sub, a };
 
+			/* x joined with a still earlier file's frame: its begin is there */
+			for (uint32_t m = 0; m < a->merge.njoins; m++)
+				if (a->merge.joins[m].call == sa[na - 1 - i]) {
+					j.sub = a->merge.joins[m].sub;
+					j.from = a->merge.joins[m].from;
+					break;
+				}
+			if (kd_grow(&b->merge.joins, &capj, b->merge.njoins, sizeof(*b->merge.joins),
+			            "merging files"))
+				kd_util_oom("merging files", 0);
+			b->merge.joins[b->merge.njoins++] = j;
 			y->begin = x->begin;
 			y->flags = (y->flags & ~(uint32_t)KD_CALL_TRUNC_BEGIN) |
 			           (x->flags & KD_CALL_TRUNC_BEGIN);
@@ -214,6 +266,9 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 			if (a->calls[sa[i]].end < b->window_end)
 				a->calls[sa[i]].end = b->window_end;
 	}
+	/* The joins' call indices, to the calls kept (a's joined frames go). */
+	joins_keep(a, keep_a);
+	joins_keep(b, keep_b);
 	calls_keep(a, keep_a);
 	calls_keep(b, keep_b);
 
@@ -256,7 +311,7 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 	b->nreqs = k;
 	/* b's marks up to the cut go; its runs and off/on-CPU intervals start
 	 * after it (a holds them up to there) */
-	kd_dec_cut_intervals(b, cut + 1, UINT64_MAX);
+	kd_range_cut_intervals(b, cut + 1, UINT64_MAX);
 	free(keep_a);
 	free(keep_b);
 	kd_umap_free(&bt);
@@ -274,7 +329,7 @@ static void need_calls(struct kd_dec *d)
 	struct kd_dec_error err;
 
 	if (d->opts.stream && kd_dec_collect(d, &err))
-		kd_dec_oom("merging files", 0);
+		kd_util_oom("merging files", 0);
 }
 
 static struct kd_dec *const *sort_decs;
@@ -300,7 +355,7 @@ void kd_merge_files(struct kd_dec *const *decs, uint32_t n)
 		if (!decs[i])
 			continue;
 		for (uint32_t j = 0; j < i && gid[i] == KD_NONE; j++)
-			if (decs[j] && kd_same_process(decs[i], decs[j]))
+			if (decs[j] && kd_merge_same_process(decs[i], decs[j]))
 				gid[i] = gid[j];
 		if (gid[i] == KD_NONE)
 			gid[i] = ng++;
@@ -334,7 +389,7 @@ int64_t kd_merge_origin(struct kd_dec *const *decs, uint32_t n)
 
 	for (uint32_t i = 0; i < n; i++)
 		if (decs[i] && decs[i]->cut.state != 2) { /* 2: nothing of it in the range */
-			int64_t w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+			int64_t w = kd_time_wall_ns(decs[i], decs[i]->window_start);
 
 			if (w < base)
 				base = w;

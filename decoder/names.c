@@ -12,12 +12,15 @@
  * example's names: see docs/building.md (C++ programs).
  *
  * A timeline line or a chrome slice has room for "ns::Cls<...>::fn(...)",
- * not for three lines of template arguments: kd_name_shorten() keeps a
+ * not for three lines of template arguments: kd_names_shorten() keeps a
  * name up to KD_SHORT_NAME_MAX bytes as it is, and otherwise empties
  * the template argument lists (outermost <...>), then the parameter list.
  * The full name stays in stats, explain, folded and chrome's args.
  */
-#include "decoder.h"
+#include "names.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -42,23 +45,23 @@ static cxa_demangle_fn demangler(void)
 	return cxa_demangle;
 }
 
-int kd_name_is_mangled(const char *name)
+int kd_names_is_mangled(const char *name)
 {
 	return name[0] == '_' && name[1] == 'Z';
 }
 
-int kd_demangler_missing(void)
+int kd_names_demangler_missing(void)
 {
 	return demangler() == NULL;
 }
 
-char *kd_demangle(const char *name)
+char *kd_names_demangle(const char *name)
 {
 	cxa_demangle_fn fn;
 	int status = -1;
 	char *out;
 
-	if (!kd_name_is_mangled(name) || (fn = demangler()) == NULL)
+	if (!kd_names_is_mangled(name) || (fn = demangler()) == NULL)
 		return NULL;
 	out = fn(name, NULL, NULL, &status);
 	if (status != 0) {
@@ -133,7 +136,7 @@ static size_t collapse(const char *s, char *out, size_t cap, char open, char clo
 	return n;
 }
 
-const char *kd_name_shorten(const char *name, char *buf, size_t cap)
+const char *kd_names_shorten(const char *name, char *buf, size_t cap)
 {
 	char tmp[KD_SHORT_NAME_MAX * 8];
 
@@ -147,35 +150,35 @@ const char *kd_name_shorten(const char *name, char *buf, size_t cap)
 	return buf;
 }
 
-const char *kd_dec_func_short(const struct kd_dec *d, uint32_t func)
+const char *kd_names_func_short(const struct kd_dec *d, uint32_t func)
 {
 	if (func >= d->nfuncs || !d->funcs[func].short_name)
-		return kd_dec_func_name(d, func);
+		return kd_names_func(d, func);
 	return d->funcs[func].short_name;
 }
 
 /* ---- names of functions, threads and requests ------------------------------- */
 
-const char *kd_dec_strdup(struct kd_dec *d, const char *s)
+const char *kd_names_strdup(struct kd_dec *d, const char *s)
 {
 	return kd_strpool_add(&d->strs, s);
 }
 
-const char *kd_dec_func_name(const struct kd_dec *d, uint32_t func)
+const char *kd_names_func(const struct kd_dec *d, uint32_t func)
 {
 	if (func >= d->nfuncs || !d->funcs[func].name)
 		return "?";
 	return d->funcs[func].name;
 }
 
-const char *kd_dec_func_sym(const struct kd_dec *d, uint32_t func)
+const char *kd_names_func_sym(const struct kd_dec *d, uint32_t func)
 {
 	if (func >= d->nfuncs || !d->funcs[func].sym)
-		return kd_dec_func_name(d, func);
+		return kd_names_func(d, func);
 	return d->funcs[func].sym;
 }
 
-const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
+const char *kd_names_id(const struct kd_dec *d, uint32_t id, char *buf, size_t len)
 {
 	const char *s = kd_snap_name(&d->snap, id);
 
@@ -185,7 +188,7 @@ const char *kd_dec_name(const struct kd_dec *d, uint32_t id, char *buf, size_t l
 	return buf;
 }
 
-const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
+const char *kd_names_req_id(const struct kd_dec_request *q, char *buf, size_t len)
 {
 	if (q->flags & KD_REQ_UNKNOWN)
 		snprintf(buf, len, "(begun before the window)");
@@ -201,17 +204,17 @@ const char *kd_req_id_str(const struct kd_dec_request *q, char *buf, size_t len)
 	return buf;
 }
 
-const char *kd_req_label(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
+const char *kd_names_req(const struct kd_dec *d, const struct kd_dec_request *q, char *buf,
                          size_t len)
 {
 	char nb[64], ib[48];
-	const char *kind = q->kind == KD_NONE ? "request" : kd_dec_name(d, q->kind, nb, sizeof(nb));
+	const char *kind = q->kind == KD_NONE ? "request" : kd_names_id(d, q->kind, nb, sizeof(nb));
 
-	snprintf(buf, len, "%s %s", kind, kd_req_id_str(q, ib, sizeof(ib)));
+	snprintf(buf, len, "%s %s", kind, kd_names_req_id(q, ib, sizeof(ib)));
 	return buf;
 }
 
-const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len)
+const char *kd_names_req_keep(uint32_t keep, char *buf, size_t len)
 {
 	/* enum ktrace_req_keep, bit by bit */
 	static const char *const names[] = { "slow", "sampled", "nested", "spilled", "direct",
@@ -225,7 +228,7 @@ const char *kd_req_keep_str(uint32_t keep, char *buf, size_t len)
 	return buf;
 }
 
-const char *kd_dec_thread_label(const struct kd_dec *d, uint32_t thread,
+const char *kd_names_thread(const struct kd_dec *d, uint32_t thread,
                                      char *buf, size_t len)
 {
 	const struct kd_dec_thread *t;

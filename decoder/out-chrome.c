@@ -14,7 +14,7 @@
  *
  * Times: the one conversion (time.c, ANCHORS) of every format, plus the
  * within-tick interpolation: a thread's events of one tick are spread 1 ns
- * apart in recorded order (kd_dec_event_ns), so that a zero-length child
+ * apart in recorded order (kd_time_event_ns), so that a zero-length child
  * starts after its parent, ends before it, and siblings are strictly
  * ordered: the viewer nests exactly what was recorded.  otherData says so.
  * dur is end ts - begin ts (both rounded the same way), so a callee never
@@ -24,11 +24,19 @@
  * earliest window start of all files), so several snapshots line up by wall
  * clock; otherData and each process's labels carry the wall-clock origin.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-chrome.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 #define KD_CHROME_CORES_PID 1000000000ll
 
@@ -69,7 +77,7 @@ void kd_out_chrome_begin(struct kd_chrome *c, FILE *f, int64_t base_wall_ns)
 	c->first = 1;
 	c->base_wall_ns = base_wall_ns;
 	c->have_base = 1;
-	kd_fmt_wall(base_wall_ns, 1, w, sizeof(w));
+	kd_time_fmt_wall(base_wall_ns, 1, w, sizeof(w));
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"ktrace-decode\","
 	           "\"ts0_wall_clock_utc\":\"%s\",\"ts0_realtime_ns\":%" PRId64 ","
 	           "\"time_within_tick\":\"interpolated: a thread's events of one clock tick "
@@ -93,14 +101,14 @@ static int64_t ts_ns(const struct kd_chrome *c, const struct kd_dec *d, int64_t 
                      uint64_t tick)
 {
 	(void)origin;
-	return clamp64((__int128)kd_dec_wall_ns(d, tick) - c->base_wall_ns);
+	return clamp64((__int128)kd_time_wall_ns(d, tick) - c->base_wall_ns);
 }
 
 /* ... of an event: the tick's time plus its place within the tick. */
 static int64_t ev_ns(const struct kd_chrome *c, const struct kd_dec *d, uint64_t tick,
                      uint32_t sub)
 {
-	return clamp64((__int128)kd_dec_event_ns(d, tick, sub) - c->base_wall_ns);
+	return clamp64((__int128)kd_time_event_ns(d, tick, sub) - c->base_wall_ns);
 }
 
 /* b - a, saturating */
@@ -171,7 +179,7 @@ static void cores_from_switches(struct kd_chrome *c, const struct kd_dec *d, int
 			continue;
 		core_slice(c, d, cpid, origin, r->cpu, r->thread, r->begin, r->end);
 		fputs(",\"args\":{\"source\":\"context switches\",\"thread\":", f);
-		jstr(f, kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		jstr(f, kd_names_thread(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
 	}
 }
@@ -229,7 +237,7 @@ static void off_hit(struct chrome_walk *w, const struct kd_dec *d, uint32_t th, 
 		return;
 	if (w->nhits >= w->caphits &&
 	    kd_grow(&w->hits, &w->caphits, w->nhits, sizeof(*w->hits), "the chrome trace"))
-		kd_dec_oom("the chrome trace", SIZE_MAX);
+		kd_util_oom("the chrome trace", SIZE_MAX);
 	w->hits[w->nhits++] = (struct off_hit){ i, th, tick, ns };
 }
 
@@ -258,7 +266,7 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 	case KD_EV_CALL_BEGIN:
 		if (w->depth >= w->cap &&
 		    kd_grow(&w->begin, &w->cap, w->depth, sizeof(*w->begin), "the chrome trace"))
-			kd_dec_oom("the chrome trace", SIZE_MAX);
+			kd_util_oom("the chrome trace", SIZE_MAX);
 		w->begin[w->depth++] = ev_ns(c, d, e->tick, e->sub);
 		off_hit(w, d, e->thread, e->tick, w->begin[w->depth - 1]);
 		return;
@@ -276,16 +284,16 @@ static void chrome_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 	fputs("{\"ph\":\"X\",\"cat\":", f);
 	fputs((e->flags & KD_CALL_SPAN) ? "\"span\"" : "\"function\"", f);
 	fputs(",\"name\":", f);
-	jstr(f, kd_dec_func_short(d, e->func));
+	jstr(f, kd_names_func_short(d, e->func));
 	fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", w->pid, tid_of(d, e->thread));
 	jus(f, b);
 	fputs(",\"dur\":", f);
 	jus(f, span_ns(b, t));
 	{
 		/* args: the full name where the slice shows a short one. */
-		const char *full = kd_dec_func_name(d, e->func);
+		const char *full = kd_names_func(d, e->func);
 		int trunc = (e->flags & (KD_CALL_TRUNC_BEGIN | KD_CALL_TRUNC_END)) != 0;
-		int longname = full != kd_dec_func_short(d, e->func);
+		int longname = full != kd_names_func_short(d, e->func);
 		int held = (e->flags & KD_CALL_HELD) != 0;
 
 		if (trunc || longname || held)
@@ -327,7 +335,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
                         const struct kd_out_opts *o)
 {
 	FILE *f = c->f;
-	int64_t origin = span_ns(c->base_wall_ns, kd_dec_wall_ns(d, kd_range_start(d)));
+	int64_t origin = span_ns(c->base_wall_ns, kd_time_wall_ns(d, kd_range_start(d)));
 	int64_t cpid = pid + KD_CHROME_CORES_PID;
 	const char *exe = strrchr(d->snap.info.exe, '/');
 	char buf[512], w[64], nb[64], lbl[64];
@@ -336,7 +344,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 	exe = exe ? exe + 1 : (d->snap.info.exe[0] ? d->snap.info.exe : "process");
 	snprintf(buf, sizeof(buf), "%s (%" PRIu32 ")", exe, d->snap.info.pid);
 	meta(c, "process_name", pid, 0, buf);
-	kd_fmt_wall(kd_dec_wall_ns(d, kd_range_start(d)) /* cut by the walk below */, 1, w, sizeof(w));
+	kd_time_fmt_wall(kd_time_wall_ns(d, kd_range_start(d)) /* cut by the walk below */, 1, w, sizeof(w));
 	snprintf(buf, sizeof(buf), "host %s; %s; window start %s UTC; reason %s",
 	         d->snap.info.hostname[0] ? d->snap.info.hostname : "?", d->file, w,
 	         d->snap.info.reason);
@@ -385,8 +393,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 				e.sub = k->end_sub;
 				chrome_ev(&cw, d, &e);
 			}
-		} else if (kd_dec_walk_cut(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
-			kd_dec_oom("the chrome trace", 0);
+		} else if (kd_range_walk_cut(d, (struct kd_sink){ chrome_ev, &cw }, &err)) {
+			kd_util_oom("the chrome trace", 0);
 		}
 		free(cw.begin);
 		hw = cw;
@@ -398,7 +406,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 			continue;
 		sep(c);
 		fputs("{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"mark\",\"name\":", f);
-		jstr(f, kd_dec_name(d, m->name, nb, sizeof(nb)));
+		jstr(f, kd_names_id(d, m->name, nb, sizeof(nb)));
 		fprintf(f, ",\"pid\":%" PRId64 ",\"tid\":%" PRId64 ",\"ts\":", pid, tid_of(d, m->thread));
 		jus(f, ev_ns(c, d, m->tick, m->sub));
 		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", m->value);
@@ -408,7 +416,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 
 		if (o && o->have_tid && d->threads[r->thread].tid != o->tid)
 			continue;
-		snprintf(buf, sizeof(buf), "request:%s", kd_dec_name(d, r->kind, nb, sizeof(nb)));
+		snprintf(buf, sizeof(buf), "request:%s", kd_names_id(d, r->kind, nb, sizeof(nb)));
 		sep(c);
 		fputs("{\"ph\":\"X\",\"cat\":\"request\",\"name\":", f);
 		jstr(f, buf);
@@ -426,7 +434,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 
 			/* format 2: what a person calls it ("get #1234") */
 			fputs(",\"request\":", f);
-			jstr(f, kd_req_label(d, r, lb, sizeof(lb)));
+			jstr(f, kd_names_req(d, r, lb, sizeof(lb)));
 		}
 		fputs("}}", f);
 	}
@@ -438,8 +446,8 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 		int64_t tid = d->trigger_req != KD_NONE ?
 		              tid_of(d, d->reqs[d->trigger_req].thread) : t->tid;
 
-		kd_fmt_dur(t->duration_ns, a, sizeof(a));
-		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_time_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_time_fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
 		sep(c);
 		fputs("{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"trigger\",\"name\":", f);
@@ -527,7 +535,7 @@ void kd_out_chrome_file(struct kd_chrome *c, struct kd_dec *d, int64_t pid,
 			continue;
 		core_slice(c, d, cpid, origin, d->snap.cores[r->core].cpu, r->thread, r->begin, r->end);
 		fprintf(f, ",\"args\":{\"events\":%" PRIu64 ",\"thread\":", r->events);
-		jstr(f, kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)));
+		jstr(f, kd_names_thread(d, r->thread, lbl, sizeof(lbl)));
 		fputs("}}", f);
 	}
 }

@@ -4,11 +4,19 @@
  * all the files at once (below).  What the budget did, for every sink, is
  * in budget.c.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-exclude.h"
+#include "result.h"
+#include "snap.h"
+#include "symbols.h"
+#include "util.h"
 
 /* ---- --format exclude --------------------------------------------------- */
 /*
@@ -93,7 +101,7 @@ static uint64_t xhash(const char *s)
  * comma or a space, which a flag list cannot carry. */
 static int xcanon(const char *name, char *key, size_t klen, char *entry, size_t elen)
 {
-	char *dm = kd_name_is_mangled(name) ? kd_demangle(name) : NULL;
+	char *dm = kd_names_is_mangled(name) ? kd_names_demangle(name) : NULL;
 	const char *n = dm ? dm : name, *cut;
 	size_t k = strlen(n), depth = 0, first = 0;
 
@@ -283,7 +291,7 @@ static struct xname *xaddr(const struct kd_dec *d, const struct xmods *m, struct
 
 	for (uint32_t i = 0; !n && i < d->nfuncs; i++)
 		if (d->funcs[i].kind == KD_FUNC_ADDR && d->funcs[i].addr == addr)
-			n = kd_dec_func_sym(d, i);
+			n = kd_names_func_sym(d, i);
 	return n ? xget(xs, n) : NULL;
 }
 
@@ -292,13 +300,13 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
                          uint64_t max_ns)
 {
 	const struct kd_snap *s = &d->snap;
-	double window_s = (double)kd_dec_ticks_ns(d, d->window_end - d->window_start) / 1e9;
+	double window_s = (double)kd_time_ticks_ns(d, d->window_end - d->window_start) / 1e9;
 	struct xname **fx = kd_xcalloc(d->nfuncs + 1, sizeof(*fx), "the exclude names");
 	uint32_t unnamed = 0;
 
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (d->funcs[i].kind == KD_FUNC_ADDR)
-			fx[i] = xget(xs, kd_dec_func_sym(d, i));
+			fx[i] = xget(xs, kd_names_func_sym(d, i));
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 		struct xname *x = fx[c->func];
@@ -306,18 +314,18 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
 
 		if (!x || (c->flags & KD_CALL_SPAN))
 			continue;
-		ns = kd_dec_ticks_ns(d, c->end - c->begin);
+		ns = kd_time_ticks_ns(d, c->end - c->begin);
 		if (ns >= max_ns && d->sched) {
 			uint64_t off[2];
 			uint64_t p;
-			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, off);
+			kd_sched_offcpu_in(d, c->thread, c->begin, c->end, off);
 			/* it waited (at least the threshold: the switch times are
 			 * mapped through the anchors, a block just after a short
 			 * call can overlap its end a little): long for good */
-			x->blocked += kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED]) >= max_ns;
+			x->blocked += kd_time_ticks_ns(d, off[KD_OFF_BLOCKED]) >= max_ns;
 			/* as the budget does: preempted time, and kernel time around
 			 * the switch that its records do not cover */
-			p = off[KD_OFF_PREEMPTED] ? kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]) +
+			p = off[KD_OFF_PREEMPTED] ? kd_time_ticks_ns(d, off[KD_OFF_PREEMPTED]) +
 			                                XPREEMPT_SLACK_NS : 0;
 			ns = ns > p ? ns - p : 0;
 		}
@@ -495,13 +503,13 @@ static void xnotes(const char *file, struct xname *const *v, uint32_t n,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct xname *x = v[i];
 
-		kd_fmt_dur(x->max_ns, d1, sizeof(d1));
+		kd_time_fmt_dur(x->max_ns, d1, sizeof(d1));
 		if ((x->flags & (X_MUTED | X_ENVEXCL)) && xlong(x))
 			fprintf(stderr, "  %s: %s, but %" PRIu64 " of its %" PRIu64 " calls seen took %"
 			        PRIu64 " us or more (longest %s): not listed\n", x->key,
 			        xknown(x), x->long_calls, x->calls, max_ns / 1000, d1);
 		if (x->flags & X_DROP) {
-			kd_fmt_dur(x->taken->max_ns, d1, sizeof(d1));
+			kd_time_fmt_dur(x->taken->max_ns, d1, sizeof(d1));
 			fprintf(stderr, "  %s: left out: its entry would also exclude %s, which made %"
 			        PRIu64 " of %" PRIu64 " calls of %" PRIu64 " us or more (longest %s)\n",
 			        x->key, x->taken->key, x->taken->long_calls, x->taken->calls,
@@ -535,7 +543,7 @@ static void xnotes(const char *file, struct xname *const *v, uint32_t n,
 			if (!(x->flags & X_OFFER))
 				continue;
 			xrate_str(xrate(x), r1, sizeof(r1));
-			kd_fmt_dur(x->max_ns, d1, sizeof(d1));
+			kd_time_fmt_dur(x->max_ns, d1, sizeof(d1));
 			fprintf(stderr, "    %-28s %8s events/s  %" PRIu64 " of %" PRIu64 " calls >= %"
 			        PRIu64 " us, longest %s\n", x->key, r1, x->long_calls, x->calls,
 			        max_ns / 1000, d1);
@@ -557,7 +565,7 @@ static void xnotes(const char *file, struct xname *const *v, uint32_t n,
 			continue;
 		said++;
 		xrate_str(xrate(x), r1, sizeof(r1));
-		kd_fmt_dur(x->max_ns, d1, sizeof(d1));
+		kd_time_fmt_dur(x->max_ns, d1, sizeof(d1));
 		fprintf(stderr, "    %-28s %8s events/s  %s (%" PRIu64 " of %" PRIu64 " calls >= %"
 		        PRIu64 " us, longest %s)\n", x->key, r1,
 		        xlong(x) ? "long" : (x->flags & X_DROP) ? "short, left out" : "short",

@@ -21,11 +21,23 @@
  *    the functions with the most self time inside the slow request's
  *    interval (exact: children's overlap is taken off their parents').
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "calltree.h"
+#include "collect.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-explain.h"
+#include "requests.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 static uint64_t rdur(const struct kd_dec_request *r)
 {
@@ -51,7 +63,7 @@ static int cmp_ridx(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-uint32_t kd_explain_pick(const struct kd_dec *d, uint32_t *median)
+uint32_t kd_out_explain_pick(const struct kd_dec *d, uint32_t *median)
 {
 	uint32_t pick = d->cut.trigger_clipped ? KD_NONE : d->trigger_req, n = 0;
 	struct ridx *v;
@@ -169,7 +181,7 @@ static void add_request(struct kd_ctree *t, const struct kd_dec *d,
 		if (d->sched) {
 			uint64_t x[2];
 
-			kd_dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+			kd_sched_offcpu_in(d, c->thread, c->begin, c->end, x);
 			tn(t, nd)->off[s][0] += x[0];
 			tn(t, nd)->off[s][1] += x[1];
 			if (pn != KD_NONE) {
@@ -191,7 +203,7 @@ static int cmp_child(const struct kd_ctree *t, uint32_t a, uint32_t b, void *arg
 		return x->incl[0] > y->incl[0] ? -1 : 1;
 	if (x->incl[1] != y->incl[1])
 		return x->incl[1] > y->incl[1] ? -1 : 1;
-	return strcmp(kd_dec_func_name(d, t->n[a].func), kd_dec_func_name(d, t->n[b].func));
+	return strcmp(kd_names_func(d, t->n[a].func), kd_names_func(d, t->n[b].func));
 }
 
 static void print_tree(FILE *f, const struct kd_dec *d, struct kd_ctree *t,
@@ -219,28 +231,28 @@ static void print_tree(FILE *f, const struct kd_dec *d, struct kd_ctree *t,
 			fprintf(f, "  ... (tree cut at 400 lines)\n");
 			break;
 		}
-		kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[0]), a, sizeof(a));
-		kd_fmt_dur(kd_dec_ticks_ns(d, x->self[0]), b, sizeof(b));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, x->incl[0]), a, sizeof(a));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, x->self[0]), b, sizeof(b));
 		fprintf(f, "  %12s %12s %7" PRIu64, x->calls[0] ? a : "-", x->calls[0] ? b : "-",
 		        x->calls[0]);
 		if (have_median) {
-			kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[1]), c, sizeof(c));
-			kd_fmt_dur(kd_dec_ticks_ns(d, x->self[1]), e, sizeof(e));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, x->incl[1]), c, sizeof(c));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, x->self[1]), e, sizeof(e));
 			fprintf(f, "  | %12s %12s %7" PRIu64, x->calls[1] ? c : "-", x->calls[1] ? e : "-",
 			        x->calls[1]);
 		}
 		if (d->sched) {
 			uint64_t o = x->off[0][0] + x->off[0][1];
 
-			kd_fmt_dur(kd_dec_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
+			kd_time_fmt_dur(kd_time_ticks_ns(d, x->incl[0] > o ? x->incl[0] - o : 0), a,
 			                sizeof(a));
-			kd_fmt_dur(kd_dec_ticks_ns(d, x->off[0][0]), b, sizeof(b));
-			kd_fmt_dur(kd_dec_ticks_ns(d, x->off[0][1]), c, sizeof(c));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, x->off[0][0]), b, sizeof(b));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, x->off[0][1]), c, sizeof(c));
 			fprintf(f, "  | %12s %12s %12s", x->calls[0] ? a : "-", x->calls[0] ? b : "-",
 			        x->calls[0] ? c : "-");
 		}
 		fprintf(f, "  %*s%s\n", (int)(depth > 40 ? 80 : depth * 2), "",
-		        kd_dec_func_name(d, t->n[i].func));
+		        kd_names_func(d, t->n[i].func));
 		for (uint32_t c2 = t->n[i].first_child; c2 != KD_NONE && k < 4096;
 		     c2 = t->n[c2].next_sibling)
 			ch[k++] = c2;
@@ -341,8 +353,8 @@ static void top_funcs(FILE *f, const struct kd_dec *d, const struct tfunc *v, ui
 	for (uint32_t k = k0, shown = 0; k < n && v[k].thread == thread && shown < 3; k++) {
 		if (v[k].self <= 0)
 			break;
-		kd_fmt_dur(kd_dec_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
-		fprintf(f, "%s %s (%s)", shown ? "," : first, kd_dec_func_name(d, v[k].func), a);
+		kd_time_fmt_dur(kd_time_ticks_ns(d, (uint64_t)v[k].self), a, sizeof(a));
+		fprintf(f, "%s %s (%s)", shown ? "," : first, kd_names_func(d, v[k].func), a);
 		shown++;
 	}
 	fprintf(f, "\n");
@@ -401,9 +413,9 @@ static void meanwhile(FILE *f, const struct kd_dec *d, const struct kd_dec_reque
 	}
 	qsort(tot, nt, sizeof(*tot), cmp_tfunc_total);
 	for (uint32_t t = 0; t < nt && t < 16; t++) {
-		kd_fmt_dur(kd_dec_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, (uint64_t)tot[t].self), a, sizeof(a));
 		fprintf(f, "  %-24s %12s in traced code; top:",
-		        kd_dec_thread_label(d, tot[t].thread, lbl, sizeof(lbl)), a);
+		        kd_names_thread(d, tot[t].thread, lbl, sizeof(lbl)), a);
 		top_funcs(f, d, v, n, tot[t].func, tot[t].thread, "");
 	}
 	if (nt > 16)
@@ -423,19 +435,19 @@ static void explain_split(FILE *f, const struct kd_dec *d, const struct kd_dec_r
 	uint64_t x[2];
 
 	if (!d->sched) {
-		kd_dec_sched_status(d, sp, sizeof(sp));
+		kd_sched_status(d, sp, sizeof(sp));
 		fprintf(f, "  on-CPU / off-CPU split unknown: %s\n", sp);
 		return;
 	}
-	kd_dec_offcpu_in(d, r->thread, r->begin, r->end, x);
-	kd_dec_fmt_split(d, rdur(r), x, sp, sizeof(sp));
+	kd_sched_offcpu_in(d, r->thread, r->begin, r->end, x);
+	kd_sched_fmt_split(d, rdur(r), x, sp, sizeof(sp));
 	fprintf(f, "  the slow request:   %s\n", sp);
 	if (r->begin < d->sched_from)
 		fprintf(f, "  (it began before the switch records are complete: off-CPU time "
 		           "before that is not counted)\n");
 	if (m) {
-		kd_dec_offcpu_in(d, m->thread, m->begin, m->end, x);
-		kd_dec_fmt_split(d, rdur(m), x, sp, sizeof(sp));
+		kd_sched_offcpu_in(d, m->thread, m->begin, m->end, x);
+		kd_sched_fmt_split(d, rdur(m), x, sp, sizeof(sp));
 		fprintf(f, "  the median request: %s\n", sp);
 	}
 }
@@ -476,7 +488,7 @@ static void meanwhile_sched(FILE *f, const struct kd_dec *d, const struct kd_dec
 			continue;
 		lo = c->begin > r->begin ? c->begin : r->begin;
 		hi = c->end < r->end ? c->end : r->end;
-		kd_dec_offcpu_in(d, c->thread, lo, hi, x);
+		kd_sched_offcpu_in(d, c->thread, lo, hi, x);
 		on = hi - lo > x[0] + x[1] ? hi - lo - x[0] - x[1] : 0;
 		k = tfunc_slot(&map, &v, &n, &cap, c->thread, c->func);
 		if (k == KD_NONE)
@@ -496,7 +508,7 @@ static void meanwhile_sched(FILE *f, const struct kd_dec *d, const struct kd_dec
 
 		if (t == r->thread)
 			continue;
-		kd_dec_offcpu_in(d, t, r->begin, r->end, x);
+		kd_sched_offcpu_in(d, t, r->begin, r->end, x);
 		if (run[t] || x[0] || x[1])
 			order[nt++] = t;
 	}
@@ -514,11 +526,11 @@ static void meanwhile_sched(FILE *f, const struct kd_dec *d, const struct kd_dec
 		uint32_t t = order[i], k0 = 0;
 		uint64_t x[2];
 
-		kd_dec_offcpu_in(d, t, r->begin, r->end, x);
-		kd_fmt_dur(kd_dec_ticks_ns(d, run[t]), a, sizeof(a));
-		kd_dec_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
+		kd_sched_offcpu_in(d, t, r->begin, r->end, x);
+		kd_time_fmt_dur(kd_time_ticks_ns(d, run[t]), a, sizeof(a));
+		kd_sched_fmt_split(d, run[t] + x[0] + x[1], x, sp, sizeof(sp));
 		fprintf(f, "  %-24s %12s on a cpu (%s)",
-		        kd_dec_thread_label(d, t, lbl, sizeof(lbl)), a, sp);
+		        kd_names_thread(d, t, lbl, sizeof(lbl)), a, sp);
 		while (k0 < n && v[k0].thread < t)
 			k0++;
 		top_funcs(f, d, v, n, k0, t, "; top on-CPU:");
@@ -551,12 +563,12 @@ static void call_path(const struct kd_dec *d, const struct kd_ctree *t, uint32_t
 		used += (size_t)snprintf(buf, len, "... > ");
 	while (n-- > 0 && used < len)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s",
-		                         kd_dec_func_name(d, t->n[chain[n]].func), n ? " > " : "");
+		                         kd_names_func(d, t->n[chain[n]].func), n ? " > " : "");
 }
 
 void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
-	uint32_t med, pick = kd_explain_pick(d, &med);
+	uint32_t med, pick = kd_out_explain_pick(d, &med);
 	const struct kd_dec_request *r, *m = NULL;
 	struct kd_ctree t;
 	uint32_t *node_of = NULL, hk;
@@ -584,8 +596,8 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	if (med != KD_NONE)
 		m = &d->reqs[med];
 	sampled = m && (m->keep & KTRACE_REQ_SAMPLED);
-	hk = kd_req_kind_index(d, r->kind);
-	if (hk != KD_NONE && kd_req_hist(d, hk, d->window_start, d->window_end, &h) == 0 && h.count)
+	hk = kd_requests_kind_index(d, r->kind);
+	if (hk != KD_NONE && kd_requests_hist(d, hk, d->window_start, d->window_end, &h) == 0 && h.count)
 		have_hist = 1;
 
 	/* Everything is computed first: the answer (cause, path) leads. */
@@ -618,8 +630,8 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 					break;
 				}
 			}
-			fd[x].slow += kd_dec_ticks_ns(d, tn(&t, i)->self[0]);
-			fd[x].med += kd_dec_ticks_ns(d, tn(&t, i)->self[1]);
+			fd[x].slow += kd_time_ticks_ns(d, tn(&t, i)->self[0]);
+			fd[x].med += kd_time_ticks_ns(d, tn(&t, i)->self[1]);
 			fd[x].slow_ticks += tn(&t, i)->self[0];
 			for (int k = 0; k < 2; k++)
 				if (tn(&t, i)->off[0][k] > tn(&t, i)->off_kids[0][k])
@@ -633,8 +645,8 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	}
 
 	/* 1. The answer. */
-	kd_fmt_dur(kd_dec_ticks_ns(d, rdur(r)), a, sizeof(a));
-	kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
+	kd_time_fmt_dur(kd_time_ticks_ns(d, rdur(r)), a, sizeof(a));
+	kd_time_fmt_wall(kd_time_wall_ns(d, r->begin), 0, w, sizeof(w));
 	/* Under a range that clips the trigger request or leaves it out, the
 	 * slowest complete request in the range is explained, never named the
 	 * trigger (nor given the trigger's clipped duration). */
@@ -643,28 +655,28 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	        is_trigger ? "trigger:" : d->snap.have_trigger ?
 	        "the trigger request is not wholly in the range; slowest request in it:" :
 	        "no trigger; slowest request:",
-	        kd_dec_name(d, r->kind, nb, sizeof(nb)), kd_req_id_str(r, kb, sizeof(kb)),
-	        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), w, a);
+	        kd_names_id(d, r->kind, nb, sizeof(nb)), kd_names_req_id(r, kb, sizeof(kb)),
+	        kd_names_thread(d, r->thread, lbl, sizeof(lbl)), w, a);
 	if (is_trigger) {
-		kd_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
+		kd_time_fmt_dur(d->snap.trigger.threshold_ns, b, sizeof(b));
 		fprintf(f, " (threshold %s)", b);
 	}
 	if (r->keep)
-		fprintf(f, " [kept: %s]", kd_req_keep_str(r->keep, kb, sizeof(kb)));
+		fprintf(f, " [kept: %s]", kd_names_req_keep(r->keep, kb, sizeof(kb)));
 	fprintf(f, "\n");
 	if (have_hist) {
-		kd_fmt_dur(h.pct_ns[0], a, sizeof(a));
-		kd_fmt_dur(h.pct_ns[2], b, sizeof(b));
+		kd_time_fmt_dur(h.pct_ns[0], a, sizeof(a));
+		kd_time_fmt_dur(h.pct_ns[2], b, sizeof(b));
 		fprintf(f, "  typical \"%s\": median %s, p99 %s over the %" PRIu64 " requests of the "
 		           "window (from the histogram: every request, kept or not; at most %.2f %% "
-		           "above)\n", kd_dec_name(d, r->kind, nb, sizeof(nb)), a, b, h.count,
+		           "above)\n", kd_names_id(d, r->kind, nb, sizeof(nb)), a, b, h.count,
 		        h.err_pct);
 	}
 	if (m) {
-		kd_fmt_dur(kd_dec_ticks_ns(d, rdur(m)), b, sizeof(b));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, rdur(m)), b, sizeof(b));
 		fprintf(f, "  median \"%s\" request in this window: %s on %s took %s%s\n",
-		        kd_dec_name(d, m->kind, nb, sizeof(nb)), kd_req_id_str(m, kb, sizeof(kb)),
-		        kd_dec_thread_label(d, m->thread, lbl, sizeof(lbl)), b,
+		        kd_names_id(d, m->kind, nb, sizeof(nb)), kd_names_req_id(m, kb, sizeof(kb)),
+		        kd_names_thread(d, m->thread, lbl, sizeof(lbl)), b,
 		        sampled ? " (the median of the requests kept as typical samples: what a "
 		                  "typical one does)" : "");
 	} else {
@@ -673,11 +685,11 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	if (nfd && fd[0].delta > 0) {
 		char s1[32], s2[32], s3[32];
 
-		kd_fmt_dur((uint64_t)fd[0].delta, s1, sizeof(s1));
-		kd_fmt_dur(fd[0].slow, s2, sizeof(s2));
-		kd_fmt_dur(fd[0].med, s3, sizeof(s3));
+		kd_time_fmt_dur((uint64_t)fd[0].delta, s1, sizeof(s1));
+		kd_time_fmt_dur(fd[0].slow, s2, sizeof(s2));
+		kd_time_fmt_dur(fd[0].med, s3, sizeof(s3));
 		fprintf(f, "  cause: %s, +%s of self time (%s here, %s in the %s one)\n",
-		        kd_dec_func_name(d, fd[0].func), s1, s2, m ? s3 : "n/a",
+		        kd_names_func(d, fd[0].func), s1, s2, m ? s3 : "n/a",
 		        m ? "compared" : "no");
 		call_path(d, &t, fd[0].func, path, sizeof(path));
 		fprintf(f, "  call path: %s\n", path);
@@ -693,29 +705,29 @@ void kd_out_explain(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o
 	for (uint32_t i = 0; i < nfd && i < 10; i++) {
 		char s1[32], s2[32], s3[32];
 
-		kd_fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : 0 - (uint64_t)fd[i].delta, s1,
+		kd_time_fmt_dur(fd[i].delta > 0 ? (uint64_t)fd[i].delta : 0 - (uint64_t)fd[i].delta, s1,
 		                sizeof(s1));
-		kd_fmt_dur(fd[i].slow, s2, sizeof(s2));
-		kd_fmt_dur(fd[i].med, s3, sizeof(s3));
+		kd_time_fmt_dur(fd[i].slow, s2, sizeof(s2));
+		kd_time_fmt_dur(fd[i].med, s3, sizeof(s3));
 		fprintf(f, "  %c%-12s  %-40s (%s here, %s in the median)\n",
-		        fd[i].delta >= 0 ? '+' : '-', s1, kd_dec_func_name(d, fd[i].func), s2,
+		        fd[i].delta >= 0 ? '+' : '-', s1, kd_names_func(d, fd[i].func), s2,
 		        m ? s3 : "n/a");
 		if (d->sched) {
 			char sp[128];
 
-			kd_dec_fmt_split(d, fd[i].slow_ticks, fd[i].slow_off, sp, sizeof(sp));
+			kd_sched_fmt_split(d, fd[i].slow_ticks, fd[i].slow_off, sp, sizeof(sp));
 			fprintf(f, "  %13s  here: %s\n", "", sp);
 		}
 	}
 	{
 		uint64_t u0 = rdur(r) > covered[0] ? rdur(r) - covered[0] : 0;
 
-		kd_fmt_dur(kd_dec_ticks_ns(d, u0), a, sizeof(a));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, u0), a, sizeof(a));
 		fprintf(f, "  (time in the request outside traced calls: %s", a);
 		if (m) {
 			uint64_t u1 = rdur(m) > covered[1] ? rdur(m) - covered[1] : 0;
 
-			kd_fmt_dur(kd_dec_ticks_ns(d, u1), b, sizeof(b));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, u1), b, sizeof(b));
 			fprintf(f, "; median: %s", b);
 		}
 		fprintf(f, ")\n");
@@ -784,7 +796,7 @@ static void xf_keep_until(struct xfilter *x, const struct kd_dec *d, uint64_t ti
 		fr->state = XF_KEPT;
 		if (x->nkept >= x->capkept &&
 		    kd_grow(&x->kept, &x->capkept, x->nkept, sizeof(*x->kept), "explain"))
-			kd_dec_oom("explain", SIZE_MAX);
+			kd_util_oom("explain", SIZE_MAX);
 		x->kept[x->nkept++] = fr->pos;
 		x->next.ev(x->next.ctx, d, &fr->ev);
 	}
@@ -801,7 +813,7 @@ static void xf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		break;
 	case KD_EV_CALL_BEGIN:
 		if (x->depth >= x->cap && kd_grow(&x->st, &x->cap, x->depth, sizeof(*x->st), "explain"))
-			kd_dec_oom("explain", SIZE_MAX);
+			kd_util_oom("explain", SIZE_MAX);
 		fr = &x->st[x->depth];
 		fr->ev = *e;
 		fr->pos = x->npos++;
@@ -863,9 +875,9 @@ int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o
 
 	/* The requests first (a walk without a sink is the cheap one), cut
 	 * by the range like everything below. */
-	rc = kd_dec_walk_cut(d, (struct kd_sink){ 0 }, &err);
+	rc = kd_range_walk_cut(d, (struct kd_sink){ 0 }, &err);
 	if (!rc) {
-		pick = kd_explain_pick(d, &med);
+		pick = kd_out_explain_pick(d, &med);
 		if (pick != KD_NONE) {
 			x.lo[x.nint] = d->reqs[pick].begin;
 			x.hi[x.nint++] = d->reqs[pick].end;
@@ -877,11 +889,11 @@ int kd_out_explain_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o
 		kd_collector_init(&c, d);
 		x.next = kd_collector_sink(&c);
 		/* through the range, its call positions remapped (then ours) */
-		rc = kd_dec_walk_cut_pos(d, (struct kd_sink){ xf_ev, &x }, &err);
+		rc = kd_range_walk_cut_pos(d, (struct kd_sink){ xf_ev, &x }, &err);
 		kd_collector_free(&c);
 	}
 	if (rc) {
-		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		kd_util_error_format(&err, d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		free(x.st);
 		free(x.kept);

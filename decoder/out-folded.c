@@ -9,11 +9,18 @@
  * frames cut there), so self times still add up.  Lines come in the order
  * their stacks were first seen.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-folded.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 struct fnode {
 	uint32_t parent;          /* node index or KD_NONE (thread root) */
@@ -46,12 +53,12 @@ static uint32_t node_get(struct folded *t, uint64_t key, uint32_t parent, uint32
 	if (node != KD_NONE)
 		return node;
 	if (kd_grow(&t->nodes, &t->capn, t->nn, sizeof(*t->nodes), "folded stacks"))
-		kd_dec_oom("folded stacks", SIZE_MAX);
+		kd_util_oom("folded stacks", SIZE_MAX);
 	t->nodes[t->nn] = (struct fnode){ parent, func, 0, 0, 0, KD_NONE, KD_NONE };
 	if (parent != KD_NONE)
 		t->nodes[t->nn].depth = t->nodes[parent].depth + 1;
 	if (kd_umap_put(&t->map, key, t->nn))
-		kd_dec_oom("folded stacks", SIZE_MAX);
+		kd_util_oom("folded stacks", SIZE_MAX);
 	return t->nn++;
 }
 
@@ -89,7 +96,7 @@ static void folded_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			t->nodes[node].cut = frames - KD_FOLD_DEPTH;
 		if (t->depth >= t->caps &&
 		    kd_grow(&t->stack, &t->caps, t->depth, sizeof(*t->stack), "folded stacks"))
-			kd_dec_oom("folded stacks", SIZE_MAX);
+			kd_util_oom("folded stacks", SIZE_MAX);
 		t->stack[t->depth++] = node;
 		return;
 	case KD_EV_CALL_END:
@@ -120,7 +127,7 @@ int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 	memset(&t, 0, sizeof(t));
 	t.o = o;
 	t.root = KD_NONE;
-	rc = kd_dec_walk_cut(d, (struct kd_sink){ folded_ev, &t }, &err);
+	rc = kd_range_walk_cut(d, (struct kd_sink){ folded_ev, &t }, &err);
 	/* One line per node with self time: root first. */
 	for (uint32_t i = 0; i < t.nn && !rc; i++) {
 		uint32_t n = 0;
@@ -129,22 +136,22 @@ int kd_out_folded_stream(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 			continue;
 		for (uint32_t c = i; c != KD_NONE; c = t.nodes[c].parent) {
 			if (kd_grow(&path, &capp, n, sizeof(*path), "folded stacks"))
-				kd_dec_oom("folded stacks", SIZE_MAX);
+				kd_util_oom("folded stacks", SIZE_MAX);
 			path[n++] = c;
 		}
 		while (n--) {
 			const struct fnode *x = &t.nodes[path[n]];
 
 			if (x->parent == KD_NONE) {
-				put_clean(f, kd_dec_thread_label(d, x->func, lbl, sizeof(lbl)));
+				put_clean(f, kd_names_thread(d, x->func, lbl, sizeof(lbl)));
 			} else if (x->func == KD_NONE) {
 				fprintf(f, ";[up_to_%" PRIu32 "_frames_cut]", x->cut);
 			} else {
 				fputc(';', f);
-				put_clean(f, kd_dec_func_name(d, x->func));
+				put_clean(f, kd_names_func(d, x->func));
 			}
 		}
-		fprintf(f, " %" PRIu64 "\n", kd_dec_ticks_ns(d, t.nodes[i].self));
+		fprintf(f, " %" PRIu64 "\n", kd_time_ticks_ns(d, t.nodes[i].self));
 	}
 	kd_umap_free(&t.map);
 	free(t.nodes);

@@ -24,16 +24,16 @@
  *     In this order a call's parent is the last call before it one level
  *     up, so parents, children and self time are rebuilt by the page.
  *     "lanes" counts the calls per depth.
- *   - per core, its runs (decoder.h struct kd_dec_run) sorted by begin:
+ *   - per core, its runs (result.h struct kd_dec_run) sorted by begin:
  *     thread index, begin delta, duration, as varints in base64;
  *   - requests and marks as flat JSON arrays (they are few); a request is
  *     [row, begin, end, kind, "id", flags, core, end row].
  *
  * Every time is in ticks since the file's window start ("t0"); the page
  * turns ticks into ns with tsc_hz and tsc_shift exactly as
- * kd_dec_ticks_ns() does, and into wall-clock time (UTC) from "wall0"
+ * kd_time_ticks_ns() does, and into wall-clock time (UTC) from "wall0"
  * (the window start's wall clock) on the axis, and through the anchors
- * (as kd_snap_wall_ns() does) in a call's details.
+ * (as kd_time_snap_wall_ns() does) in a call's details.
  *
  *   - per file, "muted" (the window budget's muted and excluded functions:
  *     name, why, since) and "muted_calls" (calls not recorded since), and
@@ -48,11 +48,20 @@
  * A page holds at most KD_HTML_MAX_CALLS calls (or --limit N): beyond
  * that kd_out_html() writes nothing and says how to cut the window.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-html.h"
+#include "result.h"
+#include "sink.h"
+#include "snap.h"
+#include "util.h"
 
 /* Generated from decoder/html/ by html-embed.cmake. */
 extern const unsigned char kd_html_page[], kd_html_css[], kd_html_js[];
@@ -345,15 +354,15 @@ static void header(FILE *f, const struct kd_dec *d)
 	jstr(f, in->hostname);
 	fputs(",\"reason\":", f);
 	jstr(f, in->reason);
-	kd_fmt_wall(in->snapshot_realtime_ns, 1, buf, sizeof(buf));
+	kd_time_fmt_wall(in->snapshot_realtime_ns, 1, buf, sizeof(buf));
 	fputs(",\"snapshot\":", f);
 	jstr(f, buf);
 	fprintf(f, ",\"hz\":\"%" PRIu64 "\",\"shift\":%" PRIu32 ",\"t0\":\"%" PRIu64
 	           "\",\"span\":%" PRIu64 ",\"wall0\":\"%" PRId64 "\",\"all\":%d",
 	        d->tsc_hz, d->shift, d->window_start, d->window_end - d->window_start,
-	        kd_dec_wall_ns(d, d->window_start), d->opts.all ? 1 : 0);
+	        kd_time_wall_ns(d, d->window_start), d->opts.all ? 1 : 0);
 	/* Anchors around the window only: the page interpolates like
-	 * kd_snap_wall_ns() for a call's exact start time. */
+	 * kd_time_snap_wall_ns() for a call's exact start time. */
 	while (a0 + 1 < s->nanchors && s->anchors[a0 + 1].tsc <= lo_tsc)
 		a0++;
 	while (a1 > a0 + 1 && s->anchors[a1 - 2].tsc >= hi_tsc)
@@ -365,7 +374,7 @@ static void header(FILE *f, const struct kd_dec *d)
 		        s->anchors[i].realtime_ns);
 	fputs("],\"losses\":[", f);
 	for (unsigned i = 0; s->have_loss && i < KTRACE_LOSS_COUNT; i++) {
-		const char *name = kd_loss_name(i);
+		const char *name = kd_read_loss_name(i);
 
 		if (!s->loss.count[i])
 			continue;
@@ -391,7 +400,7 @@ static void header(FILE *f, const struct kd_dec *d)
 	}
 	fprintf(f, "],\"muted_calls\":%" PRIu64 ",\"sched_status\":",
 	        s->have_budget ? s->budget.muted_calls : 0);
-	kd_dec_sched_status(d, buf, sizeof(buf));
+	kd_sched_status(d, buf, sizeof(buf));
 	jstr(f, buf);
 	fprintf(f, ",\"damaged\":%" PRIu32 ",\"warnings\":%" PRIu64 ",\"dropped\":%" PRIu64
 	           ",\"dropped_after\":%" PRIu64 ",\"lost_exits\":%" PRIu64
@@ -419,7 +428,7 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 	fputs(",\"funcs\":[", f);
 	for (uint32_t i = 0; i < d->nfuncs; i++) {
 		fputs(i ? "," : "", f);
-		jstr(f, kd_dec_func_name(d, i));
+		jstr(f, kd_names_func(d, i));
 	}
 	fputs("],\"names\":{", f);
 	for (uint32_t i = 0; i < d->snap.nnames; i++) {
@@ -435,7 +444,7 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		const char *id = NULL;
 
 		if (r != KD_NONE)
-			id = kd_req_id_str(&d->reqs[r], ib, sizeof(ib));
+			id = kd_names_req_id(&d->reqs[r], ib, sizeof(ib));
 		else
 			snprintf(ib, sizeof(ib), "%" PRIu64, t->request_id);
 		fputs(",\"trigger\":{\"kind\":", f);
@@ -528,7 +537,7 @@ static int file_json(FILE *f, const struct kd_dec *d, const struct kd_out_opts *
 		const struct kd_dec_request *r = &d->reqs[i];
 
 		char ib[48];
-		const char *id = kd_req_id_str(r, ib, sizeof(ib));
+		const char *id = kd_names_req_id(r, ib, sizeof(ib));
 
 		/* [row, begin, end, kind, "id", flags, core, end row]: the page
 		 * prints "kind #" + id: "1234", "3.17" (format 1), "id=987654" */
@@ -677,7 +686,7 @@ static void put_key(FILE *f, const char *key, size_t klen, void *ctx)
 	}
 }
 
-uint64_t kd_html_calls(struct kd_dec *const *decs, int n, const struct kd_out_opts *o)
+uint64_t kd_out_html_calls(struct kd_dec *const *decs, int n, const struct kd_out_opts *o)
 {
 	uint64_t calls = 0;
 
@@ -694,7 +703,7 @@ int kd_out_html(FILE *f, struct kd_dec **decs, int n, const struct kd_out_opts *
 {
 	uint64_t max = o && o->limit && o->limit < KD_HTML_MAX_CALLS ? o->limit
 	                                                                 : KD_HTML_MAX_CALLS;
-	uint64_t calls = kd_html_calls(decs, n, o);
+	uint64_t calls = kd_out_html_calls(decs, n, o);
 	struct page p = { decs, n, o, 0 };
 
 	if (calls > max) {

@@ -36,52 +36,56 @@
  *
  * Streamed.  A file alone in its process group (the usual case) is opened
  * for the stream: its thread sequences are written while the builder walks
- * it (kd_dec_walk_cut, with a range cut on the walk), one thread after
+ * it (kd_range_walk_cut, with a range cut on the walk), one thread after
  * another in recorded order, as the events come; memory is the open
  * sequence's name table and the builder's stack, nothing per call.
  * Requests, cores and the "ktrace" note follow from d->reqs and d->runs
- * (per request, per run).  Several snapshots of one process are merged
- * from collected calls (below); the same events come out of both ways
- * (test_decoder_perfetto compares the bytes).
+ * (per request, per run).  Several snapshots of one process are written
+ * from their collected calls, as merge.c cut them (below); the same events
+ * come out of both ways (test_decoder_perfetto compares the bytes).
  *
  * Order and time.  A thread's slices are written in recorded order (the
  * stream, or a walk over its collected calls in entry order, parent before
  * child), so nesting never depends on time; marks are instants among them,
  * in recorded order too.  A slice's BEGIN carries truncated_begin, its END
  * truncated_end and exit_lost (what the stream knows only at the end).  Times are CLOCK_REALTIME ns from each snapshot's anchors
- * (kd_dec_wall_ns), so files line up.  Events that share one tick (the
+ * (kd_time_wall_ns), so files line up.  Events that share one tick (the
  * counter >> tsc_shift, ~100 ns) get distinct times 1 ns apart in recorded
  * order, never reaching the next tick's time (beyond that, equal times keep
  * the recorded order): times within a tick are interpolated, and the
  * "ktrace" note says so.
  *
  * Several snapshots of one process (same host, pid and start_tsc:
- * kd_same_process, merge.c, which applies this rule to the other formats)
- * share one process group; sorted by window end, each next snapshot B is cut at the
- * previous one's window end C (ticks of one counter), per thread:
- *   - B's calls that ended at or before C are left out (the earlier file
- *     has them);
- *   - B's frames alive at C (entered before C, or at C's own tick if the
- *     earlier file saw that entry, and ended after C) are matched with the
- *     earlier file's frames still open at its end, innermost first, by
- *     function: a pair is one slice, its begin from the earlier file and its
- *     end from B;
- *   - B's unmatched outer frames (entered before both windows) begin before
- *     everything of the earlier file; the earlier file's unmatched outer
- *     frames stay open to the end.  Stacks that disagree otherwise are not
- *     merged: the earlier file's frames end at C and B's start afresh.
- * B's requests and runs that ended by C, and its marks up to C, are left
- * out; so are the earlier file's requests still open at C.  Files whose
- * windows do not overlap are placed one after the other.  Every tick of a
- * group is converted with the newest file's anchors.
+ * kd_merge_same_process) share one process group.  They are cut by merge.c
+ * (kd_merge_files, the one rule every format uses, in its file comment):
+ * each later snapshot B loses what the earlier one holds up to the cut C,
+ * a frame open across C is one call of B with the earlier begin (a join,
+ * d->merge.joins), and B's requests, marks, runs and off/on-CPU intervals
+ * start after C.  What is left here is writing that as one event sequence
+ * per thread (merge_file): B's events follow the earlier files', a joined
+ * frame's BEGIN where its begin was recorded among theirs, B's frames the
+ * earlier files never saw begin first, and the earlier files' frames still
+ * open that B does not know end after B's.  Files whose windows do not
+ * overlap are placed one after the other.  Every tick of a group is
+ * converted with the newest file's anchors.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "dec.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "out-perfetto.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- protobuf writer -------------------------------------------------------- */
 
@@ -484,8 +488,8 @@ static int64_t clk_next(struct clk *c, const struct kd_dec *d, uint64_t tick)
 		raw = c->raw;
 		lim = c->lim;
 	} else {
-		raw = kd_dec_wall_ns(d, tick);
-		lim = kd_dec_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
+		raw = kd_time_wall_ns(d, tick);
+		lim = kd_time_wall_ns(d, tick < UINT64_MAX ? tick + 1 : tick);
 		c->raw = raw;
 		c->lim = lim;
 	}
@@ -505,9 +509,9 @@ static int64_t clk_next(struct clk *c, const struct kd_dec *d, uint64_t tick)
 
 struct gfile {
 	struct kd_dec *d;
-	uint64_t cut;             /* ticks: previous file's window end (if overlap) */
-	int overlap;              /* this file's window starts by the previous end */
-	int has_next_overlap;     /* the next file overlaps this one */
+	uint64_t cut;             /* ticks: merge.c's cut (an earlier snapshot of the
+	                             process ends there), if overlap */
+	int overlap;              /* merge.c cut this file (d->merge.cut) */
 	uint32_t *order;          /* call indices grouped by thread, entry order */
 	uint32_t *first;          /* [nthreads + 1]: start of each thread in order */
 	uint32_t *local;          /* [ncalls]: position within its thread */
@@ -538,27 +542,15 @@ struct group {
 	                             are written while it is walked */
 };
 
-/* A file opened for the stream, in a group of several: its calls collected
- * (through the range cut, if any) for the merge.  0 or KD_ENOMEM. */
-static int collect(struct kd_dec *d)
-{
-	struct kd_collector c;
-	struct kd_dec_error err;
-	int rc;
-
-	kd_collector_init(&c, d);
-	rc = kd_dec_walk_cut(d, kd_collector_sink(&c), &err);
-	kd_collector_free(&c);
-	return rc ? KD_ENOMEM : 0;
-}
-
 /* One entry of a thread's merged slice sequence. */
 struct sev {
 	uint64_t tick;            /* ticks */
 	uint32_t call;            /* call index in the file */
 	uint16_t file;            /* file index in the group */
 	uint8_t end;              /* 1: SLICE_END */
-	uint8_t open;             /* end of a frame still open at its file's end */
+	uint8_t open;             /* END: of a frame still open at its file's end;
+	                             BEGIN: of a frame merge.c joined (its begin is
+	                             an earlier file's: struct kd_merge_join) */
 };
 
 struct vec {
@@ -634,11 +626,9 @@ static int is_open(const struct kd_dec_call *c)
 
 /*
  * Append to out the begin/end events of thread th of file fi in recorded
- * order (pre-order over parent links, children in entry order), keeping only
- * calls that end after min_end (0: all).
+ * order (pre-order over parent links, children in entry order).
  */
-static void walk_file(const struct group *g, uint32_t fi, uint32_t th, uint64_t min_end,
-                      int keep_all, struct vec *out)
+static void walk_file(const struct group *g, uint32_t fi, uint32_t th, struct vec *out)
 {
 	const struct gfile *gf = &g->files[fi];
 	const struct kd_dec *d = gf->d;
@@ -661,10 +651,7 @@ static void walk_file(const struct group *g, uint32_t fi, uint32_t th, uint64_t 
 		const struct kd_dec_call *c = &d->calls[gf->order[lo + j]];
 		uint32_t p = c->parent;
 
-		if (!keep_all && c->end <= min_end)
-			continue;
-		if (p < d->ncalls && d->calls[p].thread == th && gf->local[p] != j &&
-		    (keep_all || d->calls[p].end > min_end)) {
+		if (p < d->ncalls && d->calls[p].thread == th && gf->local[p] != j) {
 			sib[j] = child[gf->local[p]];
 			child[gf->local[p]] = j;
 		} else {
@@ -702,98 +689,153 @@ out:
 	free(stk);
 }
 
-static const char *sev_func(const struct group *g, const struct sev *e)
+/* merge.c's join of call `call` of file fi, or NULL. */
+static const struct kd_merge_join *join_of(const struct group *g, uint32_t fi, uint32_t call)
 {
-	const struct kd_dec *d = g->files[e->file].d;
+	const struct kd_dec *d = g->files[fi].d;
 
-	return kd_dec_func_name(d, d->calls[e->call].func);
+	for (uint32_t i = 0; i < d->merge.njoins; i++)
+		if (d->merge.joins[i].call == call)
+			return &d->merge.joins[i];
+	return NULL;
+}
+
+/* Index in the group of file d, or KD_NONE. */
+static uint32_t file_of(const struct group *g, const struct kd_dec *d)
+{
+	for (uint32_t i = 0; i < g->nfiles; i++)
+		if (g->files[i].d == d)
+			return i;
+	return KD_NONE;
+}
+
+/* Where an event was recorded: its file and its place in its tick (a joined
+ * frame's BEGIN: the earlier file's). */
+static void sev_origin(const struct group *g, const struct sev *e, uint32_t *file, uint32_t *sub)
+{
+	const struct kd_dec_call *c = &g->files[e->file].d->calls[e->call];
+	const struct kd_merge_join *j;
+
+	*file = e->file;
+	*sub = e->end ? c->end_sub : c->begin_sub;
+	if (!e->end && e->open && (j = join_of(g, e->file, e->call)) &&
+	    file_of(g, j->from) != KD_NONE) {
+		*file = file_of(g, j->from);
+		*sub = j->sub;
+	}
+}
+
+/* Insert e into m at position p. */
+static void vinsert(struct vec *m, size_t p, struct sev e)
+{
+	vpush(m, e);
+	if (m->oom)
+		return;
+	memmove(&m->v[p + 1], &m->v[p], (m->n - 1 - p) * sizeof(*m->v));
+	m->v[p] = e;
 }
 
 /*
- * Append file fi's events (thread th) to the merged sequence m, cut at the
- * previous file's window end: frames open there in both are matched from the
- * innermost out by function and become one slice.
+ * Append file fi's events (thread th) to the merged sequence m, as merge.c
+ * cut them (kd_merge_files: the calls the earlier file holds are gone, a
+ * frame open across the cut is one call of this file, joined, with the
+ * earlier begin).  In recorded order: a joined frame's BEGIN where its
+ * begin was recorded among the earlier files' events; this file's frames
+ * alive at the cut that the earlier files never saw begin first; the
+ * earlier files' frames still open, that this file does not know, end
+ * after it.  Stacks that disagree (merge.c joined nothing though both
+ * have frames open at the cut): the earlier frames end at their end, this
+ * file's start afresh.
  */
 static void merge_file(const struct group *g, uint32_t fi, uint32_t th, struct vec *m)
 {
 	const struct gfile *gf = &g->files[fi];
+	const struct kd_dec *d = gf->d;
 	struct vec b = { 0 };
-	size_t tail = 0, head = 0, q = 0, k, hn;
+	struct sev *outer = NULL;
+	size_t tail = 0, head = 0, hn, q = 0, nouter;
 
 	if (!gf->overlap || !m->n) {
-		walk_file(g, fi, th, 0, 1, m);
+		walk_file(g, fi, th, m);
 		return;
 	}
-	walk_file(g, fi, th, gf->cut, 0, &b);
+	walk_file(g, fi, th, &b);
 	if (b.oom) {
 		m->oom = 1;
 		free(b.v);
 		return;
 	}
-	/* m's open tail: ends of frames still open at the cut (innermost first,
-	 * so the outermost is m's last event). */
+	/* m's open tail: ends of frames still open at the cut, not joined. */
 	while (tail < m->n && m->v[m->n - 1 - tail].end && m->v[m->n - 1 - tail].open)
 		tail++;
-	/* b's head: begins of its frames alive at the cut, outermost first. */
-	while (head < b.n && !b.v[head].end &&
-	       g->files[fi].d->calls[b.v[head].call].begin <= gf->cut)
+	/* b's head: begins of its frames alive at the cut, outermost first:
+	 * unknown to the earlier files, joined (the innermost of those alive
+	 * before the cut's tick), then entered at the cut's tick. */
+	while (head < b.n && !b.v[head].end && d->calls[b.v[head].call].begin <= gf->cut)
 		head++;
-	k = tail;
-	hn = head;
-	for (;;) {
-		q = 0;
-		while (q < k && q < hn &&
-		       !strcmp(sev_func(g, &m->v[m->n - k + q]), sev_func(g, &b.v[hn - 1 - q])))
+	for (hn = head; hn > 0 && !join_of(g, fi, b.v[hn - 1].call) &&
+	                d->calls[b.v[hn - 1].call].begin == gf->cut; hn--)
+		;
+	for (size_t i = 0; i < hn; i++)
+		if (join_of(g, fi, b.v[i].call))
 			q++;
-		/* A frame b entered at the cut's own tick may be one the earlier
-		 * file did not see: unmatched, it is no spine but new in b. */
-		if (q == hn || g->files[fi].d->calls[b.v[hn - 1].call].begin != gf->cut)
-			break;
-		hn--;
-	}
-	if (k > q && hn > q) {
-		/* Inconsistent stacks: close the earlier file's frames at its end
-		 * and start this file's on their own. */
+	if (!q && tail && hn) {
 		for (size_t i = 0; i < b.n; i++)
 			vpush(m, b.v[i]);
-	} else {
-		/* Drop the matched ends from m (b ends those frames); keep the
-		 * unmatched outer ends of m for after b. */
-		struct sev *outer = NULL;
-		size_t nouter = k - q;
-
-		if (nouter) {
-			outer = malloc(nouter * sizeof(*outer));
-			if (!outer) {
-				m->oom = 1;
-				free(b.v);
-				return;
-			}
-			memcpy(outer, &m->v[m->n - nouter], nouter * sizeof(*outer));
-		}
-		m->n -= k;
-		if (hn > q) {
-			/* b knows frames outer to all of m: they begin first. */
-			size_t extra = hn - q;
-			uint64_t t0 = m->n ? m->v[0].tick : 0;
-
-			for (size_t i = 0; i < extra; i++)
-				vpush(m, b.v[0]);
-			if (!m->oom) {
-				memmove(&m->v[extra], &m->v[0], (m->n - extra) * sizeof(*m->v));
-				for (size_t i = 0; i < extra; i++) {
-					m->v[i] = b.v[i];
-					if (m->n > extra && m->v[i].tick > t0)
-						m->v[i].tick = t0;
-				}
-			}
-		}
-		for (size_t i = hn; i < b.n; i++)
-			vpush(m, b.v[i]);
-		for (size_t i = 0; i < nouter; i++)
-			vpush(m, outer[i]);
-		free(outer);
+		free(b.v);
+		return;
 	}
+	nouter = tail;
+	if (nouter) {
+		outer = malloc(nouter * sizeof(*outer));
+		if (!outer) {
+			m->oom = 1;
+			free(b.v);
+			return;
+		}
+		memcpy(outer, &m->v[m->n - nouter], nouter * sizeof(*outer));
+	}
+	m->n -= nouter;
+	/* The joined frames' BEGINs, outermost first, where they were recorded. */
+	for (size_t i = hn - q; i < hn && !m->oom; i++) {
+		struct sev e = b.v[i];
+		uint32_t of, os, ef, es;
+		uint64_t tick = d->calls[e.call].begin;
+		size_t p, last = m->n;
+
+		e.open = 1;
+		sev_origin(g, &e, &of, &os);
+		for (p = 0; p < m->n; p++) {
+			sev_origin(g, &m->v[p], &ef, &es);
+			if (ef != of)
+				continue;
+			last = p + 1;
+			if (m->v[p].tick > tick || (m->v[p].tick == tick && es > os))
+				break;
+		}
+		vinsert(m, p < m->n ? p : last, e);
+	}
+	if (hn > q && !m->oom) {
+		/* b knows frames outer to all of m: they begin first. */
+		size_t extra = hn - q;
+		uint64_t t0 = m->n ? m->v[0].tick : 0;
+
+		for (size_t i = 0; i < extra; i++)
+			vpush(m, b.v[0]);
+		if (!m->oom) {
+			memmove(&m->v[extra], &m->v[0], (m->n - extra) * sizeof(*m->v));
+			for (size_t i = 0; i < extra; i++) {
+				m->v[i] = b.v[i];
+				if (m->n > extra && m->v[i].tick > t0)
+					m->v[i].tick = t0;
+			}
+		}
+	}
+	for (size_t i = hn; i < b.n; i++)
+		vpush(m, b.v[i]);
+	for (size_t i = 0; i < nouter; i++)
+		vpush(m, outer[i]);
+	free(outer);
 	free(b.v);
 }
 
@@ -858,7 +900,7 @@ static void th_mark(struct pf *w, struct clk *ck, const struct kd_dec *clk,
 {
 	char nb[64];
 	size_t te = event_begin(w, clk_next(ck, clk, tick), TYPE_INSTANT,
-	                        kd_dec_name(d, name, nb, sizeof(nb)), w->track);
+	                        kd_names_id(d, name, nb, sizeof(nb)), w->track);
 
 	ann_uint(w, "value", value);
 	event_end(w, te);
@@ -876,7 +918,7 @@ static void write_mark(struct pf *w, const struct group *g, struct clk *ck, cons
  * calls entered before the window, if earlier). */
 static int64_t thread_t0(const struct group *g, const struct kd_dec_thread *t)
 {
-	return kd_dec_wall_ns(g->clk, t->first_tick < t->start_tick ? t->first_tick : t->start_tick);
+	return kd_time_wall_ns(g->clk, t->first_tick < t->start_tick ? t->first_tick : t->start_tick);
 }
 
 static void write_thread(struct pf *w, const struct group *g, const struct gthread *gt)
@@ -897,8 +939,6 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		for (uint32_t j = g->files[fi].mfirst[th]; j < g->files[fi].mfirst[th + 1]; j++) {
 			uint32_t i = g->files[fi].morder[j];
 
-			if (g->files[fi].overlap && d->marks[i].tick <= g->files[fi].cut)
-				continue;
 			if (kd_grow(&mks, &cmk, nmk, sizeof(*mks), "the perfetto trace")) {
 				m.oom = 1;
 				break;
@@ -915,13 +955,13 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 	if (nmk)
 		qsort(mks, nmk, sizeof(*mks), cmp_mk);
 	if (m.n) {
-		int64_t first = kd_dec_wall_ns(g->clk, m.v[0].tick);
+		int64_t first = kd_time_wall_ns(g->clk, m.v[0].tick);
 
 		if (first < t0)
 			t0 = first;
 	}
 	if (nmk) {
-		int64_t first = kd_dec_wall_ns(g->clk, mks[0].tick);
+		int64_t first = kd_time_wall_ns(g->clk, mks[0].tick);
 
 		if (first < t0)
 			t0 = first;
@@ -933,17 +973,18 @@ static void write_thread(struct pf *w, const struct group *g, const struct gthre
 		const struct sev *e = &m.v[i];
 		const struct kd_dec *d = g->files[e->file].d;
 		const struct kd_dec_call *c = &d->calls[e->call];
-		uint32_t sub = e->end ? c->end_sub : c->begin_sub;
+		uint32_t file, sub;
 
+		sev_origin(g, e, &file, &sub);
 		/* Marks in recorded order among the slices (as the stream has them). */
 		while (mi < nmk && (mks[mi].tick < e->tick || (mks[mi].tick == e->tick &&
-		                                               mks[mi].file == e->file &&
+		                                               mks[mi].file == file &&
 		                                               mks[mi].sub < sub)))
 			write_mark(w, g, &ck, &mks[mi++]);
 		if (e->end)
 			th_end(w, &ck, g->clk, e->tick, c->flags);
 		else
-			th_begin(w, &ck, g->clk, e->tick, kd_dec_func_name(d, c->func), c->flags);
+			th_begin(w, &ck, g->clk, e->tick, kd_names_func(d, c->func), c->flags);
 	}
 	while (mi < nmk && !w->oom)
 		write_mark(w, g, &ck, &mks[mi++]);
@@ -954,7 +995,7 @@ out:
 
 /*
  * A file alone in its group, opened for the stream (opts.stream): its
- * thread tracks are written while the builder walks it (kd_dec_walk_cut,
+ * thread tracks are written while the builder walks it (kd_range_walk_cut,
  * which also applies a --from/--to/--min-dur range).  The stream brings
  * each thread's events in recorded order, one thread after another, so one
  * sequence is open at a time and memory is the stack and the name table.
@@ -986,7 +1027,7 @@ static void pf_stream_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *
 		return;
 	case KD_EV_CALL_BEGIN:
 		if (s->on)
-			th_begin(w, &s->ck, s->g->clk, e->tick, kd_dec_func_name(d, e->func), e->flags);
+			th_begin(w, &s->ck, s->g->clk, e->tick, kd_names_func(d, e->func), e->flags);
 		return;
 	case KD_EV_CALL_END:
 		if (s->on)
@@ -1017,7 +1058,7 @@ static int write_threads_streamed(struct pf *w, struct group *g, const struct kd
 		if (want_thread(o, g->threads[i].tid - (int32_t)g->tid_off) &&
 		    g->threads[i].th[0] < d->nthreads)
 			s.gth[g->threads[i].th[0]] = i;
-	rc = kd_dec_walk_cut(d, (struct kd_sink){ pf_stream_ev, &s }, &err);
+	rc = kd_range_walk_cut(d, (struct kd_sink){ pf_stream_ev, &s }, &err);
 	free(s.gth);
 	return rc ? KD_ENOMEM : 0;
 }
@@ -1152,7 +1193,7 @@ static void write_descriptors(struct pf *w, const struct group *g, const struct 
 {
 	const struct kd_dec *d0 = g->files[0].d;
 	const char *exe = strrchr(d0->snap.info.exe, '/');
-	int64_t t0 = kd_dec_wall_ns(d0, d0->window_start);
+	int64_t t0 = kd_time_wall_ns(d0, d0->window_start);
 	char buf[512];
 	size_t td, pd;
 
@@ -1209,8 +1250,6 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 
 			if (e <= b || r->thread >= d->nthreads)
 				continue;
-			if (g->files[fi].overlap && e <= g->files[fi].cut)
-				continue;
 			if (!want_thread(o, d->threads[r->thread].tid))
 				continue;
 			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
@@ -1224,8 +1263,6 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 			const struct kd_dec_run *r = &d->runs[i];
 
 			if (r->core >= d->snap.ncores || r->thread >= d->nthreads)
-				continue;
-			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
 				continue;
 			if (!want_thread(o, d->threads[r->thread].tid))
 				continue;
@@ -1251,7 +1288,7 @@ static void write_cores(struct pf *w, const struct group *g, const struct kd_out
 
 			snprintf(buf, sizeof(buf), "cpu %" PRIu32, sp[i].lane);
 			child_track(w, g, uuid, buf, 0);
-			seq_open(w, uuid, kd_dec_wall_ns(g->clk, sp[i].begin));
+			seq_open(w, uuid, kd_time_wall_ns(g->clk, sp[i].begin));
 			memset(&ck, 0, sizeof(ck));
 		}
 		snprintf(buf, sizeof(buf), "%s %" PRId64, d->threads[thread].name,
@@ -1317,10 +1354,6 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			const struct kd_dec_request *r = &d->reqs[i];
 			uint32_t k;
 
-			if (g->files[fi].overlap && r->end <= g->files[fi].cut)
-				continue;
-			if (g->files[fi].has_next_overlap && (r->flags & KD_REQ_TRUNC_END))
-				continue;
 			if (r->thread >= d->nthreads || !want_thread(o, d->threads[r->thread].tid))
 				continue;
 			if (kd_grow(&sp, &cap, n, sizeof(*sp), "the perfetto trace")) {
@@ -1390,40 +1423,40 @@ static void write_requests(struct pf *w, const struct group *g, const struct kd_
 			else
 				snprintf(buf, sizeof(buf), "requests");
 			sub_track(w, k < g->nthreads ? g->threads[k].uuid : g->uuid, uuid, buf, 0);
-			seq_open(w, uuid, kd_dec_wall_ns(g->clk, r->begin));
+			seq_open(w, uuid, kd_time_wall_ns(g->clk, r->begin));
 			memset(&ck, 0, sizeof(ck));
 		}
 		if (sp[i].idx & KD_PF_HANDOFF) {
 			snprintf(buf, sizeof(buf), "request:%s ended here",
-			         kd_dec_name(d, r->kind, nb, sizeof(nb)));
+			         kd_names_id(d, r->kind, nb, sizeof(nb)));
 			te = event_begin(w, clk_next(&ck, g->clk, r->end), TYPE_INSTANT, buf, w->track);
 			pb_fixed64(&w->b, TE_TERMINATING_FLOW_IDS,
 			           flow_id(g, sp[i].file, sp[i].idx & ~KD_PF_HANDOFF));
 			ann_uint(w, "id", r->id);
-			ann_str(w, "began_on", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+			ann_str(w, "began_on", kd_names_thread(d, r->thread, nb, sizeof(nb)));
 			event_end(w, te);
 			continue;
 		}
-		snprintf(buf, sizeof(buf), "request:%s%s", kd_dec_name(d, r->kind, nb, sizeof(nb)),
+		snprintf(buf, sizeof(buf), "request:%s%s", kd_names_id(d, r->kind, nb, sizeof(nb)),
 		         (r->flags & KD_REQ_TRIGGER) ? " (TRIGGER)" : "");
 		te = event_begin(w, clk_next(&ck, g->clk, r->begin), TYPE_SLICE_BEGIN, buf, w->track);
 		if (handed_off(r) && gthread_of(g, sp[i].file, r->end_thread) != KD_NONE) {
 			pb_fixed64(&w->b, TE_FLOW_IDS, flow_id(g, sp[i].file, sp[i].idx));
-			ann_str(w, "ended_on", kd_dec_thread_label(d, r->end_thread, nb, sizeof(nb)));
+			ann_str(w, "ended_on", kd_names_thread(d, r->end_thread, nb, sizeof(nb)));
 		}
 		ann_uint(w, "id", r->id);
 		if (r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) {
 			char lb[128];
 
-			ann_str(w, "request", kd_req_label(d, r, lb, sizeof(lb)));
+			ann_str(w, "request", kd_names_req(d, r, lb, sizeof(lb)));
 		}
-		ann_str(w, "thread", kd_dec_thread_label(d, r->thread, nb, sizeof(nb)));
+		ann_str(w, "thread", kd_names_thread(d, r->thread, nb, sizeof(nb)));
 		if (d->sched) {
 			uint64_t off[2];
 
-			kd_dec_offcpu_in(d, r->thread, r->begin, r->end, off);
-			ann_uint(w, "blocked_ns", kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED]));
-			ann_uint(w, "preempted_ns", kd_dec_ticks_ns(d, off[KD_OFF_PREEMPTED]));
+			kd_sched_offcpu_in(d, r->thread, r->begin, r->end, off);
+			ann_uint(w, "blocked_ns", kd_time_ticks_ns(d, off[KD_OFF_BLOCKED]));
+			ann_uint(w, "preempted_ns", kd_time_ticks_ns(d, off[KD_OFF_PREEMPTED]));
 		}
 		if (r->flags & KD_REQ_TRIGGER)
 			ann_bool(w, "trigger");
@@ -1463,8 +1496,6 @@ static void write_offcpu(struct pf *w, const struct group *g, const struct kd_ou
 
 			if (t == KD_NONE || !d->sched || !d->offcpu_first)
 				continue;
-			if (g->files[fi].overlap && g->files[fi].cut > lo)
-				lo = g->files[fi].cut;
 			for (uint32_t i = d->offcpu_first[t]; i < d->offcpu_first[t + 1] && !w->oom; i++) {
 				const struct kd_dec_offcpu *q = &d->offcpu[i];
 				uint64_t b = q->begin < lo ? lo : q->begin;
@@ -1475,7 +1506,7 @@ static void write_offcpu(struct pf *w, const struct group *g, const struct kd_ou
 					continue;
 				if (!opened) {
 					sub_track(w, gt->uuid, uuid, "off-CPU", 0);
-					seq_open(w, uuid, kd_dec_wall_ns(g->clk, b));
+					seq_open(w, uuid, kd_time_wall_ns(g->clk, b));
 					opened = 1;
 				}
 				te = event_begin(w, clk_next(&ck, g->clk, b), TYPE_SLICE_BEGIN,
@@ -1496,28 +1527,28 @@ static void write_note(struct pf *w, const struct group *g)
 {
 	uint64_t uuid = sub_uuid(g, UU_NOTE, 0);
 	const struct kd_dec *d0 = g->files[0].d;
-	int64_t t0 = kd_dec_wall_ns(g->clk, d0->window_start);
+	int64_t t0 = kd_time_wall_ns(g->clk, d0->window_start);
 	struct clk ck = { 0 };
 	char buf[512], a[32], b[32];
 	size_t te;
 
 	child_track(w, g, uuid, "ktrace", t0);
 	seq_open(w, uuid, t0);
-	kd_fmt_dur(kd_dec_ticks_ns(d0, 1), a, sizeof(a));
+	kd_time_fmt_dur(kd_time_ticks_ns(d0, 1), a, sizeof(a));
 	snprintf(buf, sizeof(buf), "ktrace-decode: times within one %s tick are interpolated "
 	         "(1 ns steps in recorded order)", a);
 	te = event_begin(w, clk_next(&ck, g->clk, d0->window_start), TYPE_INSTANT, buf, w->track);
 	for (uint32_t fi = 0; fi < g->nfiles; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
 
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 1, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 1, b, sizeof(b));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->window_start), 1, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->window_end), 1, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "%s: window %s .. %s UTC, reason %s%s", d->file, a, b,
 		         d->snap.info.reason,
 		         g->files[fi].overlap ? " (calls already in the previous file left out)" : "");
 		ann_str(w, "file", buf);
 	}
-	ann_uint(w, "tick_ns", kd_dec_ticks_ns(d0, 1));
+	ann_uint(w, "tick_ns", kd_time_ticks_ns(d0, 1));
 	event_end(w, te);
 	for (uint32_t fi = 0; fi < g->nfiles && !w->oom; fi++) {
 		const struct kd_dec *d = g->files[fi].d;
@@ -1527,8 +1558,8 @@ static void write_note(struct pf *w, const struct group *g)
 		if (!d->snap.have_trigger)
 			continue;
 		end_tick = d->trigger_req < d->nreqs ? d->reqs[d->trigger_req].end : t->end_tsc >> d->shift;
-		kd_fmt_dur(t->duration_ns, a, sizeof(a));
-		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_time_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_time_fmt_dur(t->threshold_ns, b, sizeof(b));
 		snprintf(buf, sizeof(buf), "TRIGGER: slow %s request (%s > %s)", t->kind, a, b);
 		te = event_begin(w, clk_next(&ck, g->clk, end_tick), TYPE_INSTANT, buf, w->track);
 		ann_uint(w, "request_id", t->request_id);
@@ -1549,6 +1580,16 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 
 	if (!gs)
 		return KD_ENOMEM;
+	/* Snapshots of one process that overlap: cut once by merge.c (as for
+	 * summary, text, chrome and html), collected for it; once only. */
+	if (n > 1) {
+		int merged = 0;
+
+		for (uint32_t i = 0; i < n; i++)
+			merged |= decs[i] && decs[i]->merge.group;
+		if (!merged)
+			kd_merge_files(decs, n);
+	}
 	/* Group the files by process; within a group, by window end. */
 	for (uint32_t i = 0; i < n; i++) {
 		struct kd_dec *d = decs[i];
@@ -1557,7 +1598,7 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		if (!d)
 			continue;
 		/* (a group's file index is 16 bits in struct sev) */
-		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !kd_same_process(gs[g].files[0].d, d)); g++)
+		for (g = 0; g < ng && (gs[g].nfiles >= 0xffff || !kd_merge_same_process(gs[g].files[0].d, d)); g++)
 			;
 		if (g == ng) {
 			gs[g].files = calloc(n, sizeof(*gs[g].files));
@@ -1572,18 +1613,19 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 	for (uint32_t g = 0; g < ng; g++) {
 		struct group *gr = &gs[g];
 
-		/* Snapshots of one process merge on their collected calls (the
-		 * range, if any, cut while collecting); a file alone streams. */
+		/* Snapshots of one process are written from their collected calls
+		 * (the range, if any, cut while collecting); a file alone streams. */
 		gr->streamed = gr->nfiles == 1 && gr->files[0].d->opts.stream;
 		for (uint32_t i = 0; i < gr->nfiles; i++) {
 			struct kd_dec *d = gr->files[i].d;
+			struct kd_dec_error err;
 			int64_t ws;
 
-			if (!gr->streamed && d->opts.stream && collect(d)) {
+			if (!gr->streamed && d->opts.stream && kd_dec_collect(d, &err)) {
 				rc = KD_ENOMEM;
 				goto out;
 			}
-			ws = kd_dec_wall_ns(d, kd_range_start(d));
+			ws = kd_time_wall_ns(d, kd_range_start(d));
 			if (ws < t0)
 				t0 = ws;
 		}
@@ -1601,13 +1643,8 @@ int kd_out_perfetto(FILE *f, struct kd_dec *const *decs, uint32_t n,
 				rc = KD_ENOMEM;
 				goto out;
 			}
-			if (i) {
-				const struct kd_dec *prev = gr->files[i - 1].d;
-
-				gr->files[i].cut = prev->window_end;
-				gr->files[i].overlap = gr->files[i].d->window_start <= prev->window_end;
-				gr->files[i - 1].has_next_overlap = gr->files[i].overlap;
-			}
+			gr->files[i].cut = gr->files[i].d->merge.cut;
+			gr->files[i].overlap = i && gr->files[i].d->merge.cut != 0;
 		}
 		/* Distinct pids (and tids) for distinct processes with one pid. */
 		for (uint32_t k = 0; k < g; k++)

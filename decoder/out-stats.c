@@ -8,12 +8,20 @@
  * same function adds nothing to total).  "self" is time in the function
  * minus time in its callees.
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-stats.h"
+#include "result.h"
+#include "sink.h"
+#include "util.h"
 
 /*
  * Everything is summed and sorted in ticks and converted to ns once per
@@ -95,7 +103,7 @@ static uint64_t rank(const uint64_t *v, uint64_t n, double q)
 	return v[r - 1];
 }
 
-struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
+struct kd_func_stats *kd_out_stats_funcs(const struct kd_dec *d, int32_t tid,
                                              int have_tid, uint32_t *nout)
 {
 	size_t nf = (size_t)d->nfuncs + 1;
@@ -144,12 +152,12 @@ struct kd_func_stats *kd_func_stats(const struct kd_dec *d, int32_t tid,
 		s = &st[ns++];
 		s->func = f;
 		s->calls = n;
-		s->total = kd_dec_ticks_ns(d, total[f]);
-		s->self = kd_dec_ticks_ns(d, self[f]);
-		s->mean = (double)kd_dec_ticks_ns(d, sum[f]) / (double)n;
-		s->p50 = kd_dec_ticks_ns(d, rank(dur + off[f], n, 0.50));
-		s->p99 = kd_dec_ticks_ns(d, rank(dur + off[f], n, 0.99));
-		s->max = kd_dec_ticks_ns(d, dur[off[f + 1] - 1]);
+		s->total = kd_time_ticks_ns(d, total[f]);
+		s->self = kd_time_ticks_ns(d, self[f]);
+		s->mean = (double)kd_time_ticks_ns(d, sum[f]) / (double)n;
+		s->p50 = kd_time_ticks_ns(d, rank(dur + off[f], n, 0.50));
+		s->p99 = kd_time_ticks_ns(d, rank(dur + off[f], n, 0.99));
+		s->max = kd_time_ticks_ns(d, dur[off[f + 1] - 1]);
 	}
 	qsort(st, ns, sizeof(*st), cmp_stats);
 	free(dur);
@@ -213,7 +221,7 @@ static void stats_sched(FILE *f, const struct kd_dec *d, const struct kd_out_opt
 		r->calls++;
 		if (recursive(d, i))
 			continue;
-		kd_dec_offcpu_in(d, c->thread, c->begin, c->end, x);
+		kd_sched_offcpu_in(d, c->thread, c->begin, c->end, x);
 		r->wall += c->end - c->begin;
 		r->off[0] += x[0];
 		r->off[1] += x[1];
@@ -235,14 +243,14 @@ static void stats_sched(FILE *f, const struct kd_dec *d, const struct kd_out_opt
 			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
 			break;
 		}
-		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].wall), w, sizeof(w));
-		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].wall > o2 ? row[i].wall - o2 : 0), on,
+		kd_time_fmt_dur(kd_time_ticks_ns(d, row[i].wall), w, sizeof(w));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, row[i].wall > o2 ? row[i].wall - o2 : 0), on,
 		                sizeof(on));
-		kd_fmt_dur(kd_dec_ticks_ns(d, o2), off, sizeof(off));
-		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].off[0]), bl, sizeof(bl));
-		kd_fmt_dur(kd_dec_ticks_ns(d, row[i].off[1]), pr, sizeof(pr));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, o2), off, sizeof(off));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, row[i].off[0]), bl, sizeof(bl));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, row[i].off[1]), pr, sizeof(pr));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s  %s\n", row[i].calls, w, on, off, bl,
-		        pr, kd_dec_func_name(d, row[i].func));
+		        pr, kd_names_func(d, row[i].func));
 	}
 	free(row);
 }
@@ -251,7 +259,7 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 {
 	uint32_t n;
 	struct kd_func_stats *st =
-		kd_func_stats(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
+		kd_out_stats_funcs(d, o ? o->tid : 0, o ? o->have_tid : 0, &n);
 	char t[32], s[32], m[32], p50[32], p99[32], mx[32];
 
 	if (!st) {
@@ -267,15 +275,15 @@ void kd_out_stats(FILE *f, const struct kd_dec *d, const struct kd_out_opts *o)
 			fprintf(f, "... %" PRIu32 " more functions\n", n - i);
 			break;
 		}
-		kd_fmt_dur(st[i].total, t, sizeof(t));
-		kd_fmt_dur(st[i].self, s, sizeof(s));
-		kd_fmt_dur(st[i].mean < 1.8e19 ? (uint64_t)(st[i].mean + 0.5) : UINT64_MAX, m,
+		kd_time_fmt_dur(st[i].total, t, sizeof(t));
+		kd_time_fmt_dur(st[i].self, s, sizeof(s));
+		kd_time_fmt_dur(st[i].mean < 1.8e19 ? (uint64_t)(st[i].mean + 0.5) : UINT64_MAX, m,
 		                sizeof(m));
-		kd_fmt_dur(st[i].p50, p50, sizeof(p50));
-		kd_fmt_dur(st[i].p99, p99, sizeof(p99));
-		kd_fmt_dur(st[i].max, mx, sizeof(mx));
+		kd_time_fmt_dur(st[i].p50, p50, sizeof(p50));
+		kd_time_fmt_dur(st[i].p99, p99, sizeof(p99));
+		kd_time_fmt_dur(st[i].max, mx, sizeof(mx));
 		fprintf(f, "%10" PRIu64 " %12s %12s %12s %12s %12s %12s  %s%s\n", st[i].calls, t, s,
-		        m, p50, p99, mx, kd_dec_func_name(d, st[i].func),
+		        m, p50, p99, mx, kd_names_func(d, st[i].func),
 		        kd_budget_muted(d, st[i].func) >= 0 ? "  [muted: calls before muting only]" : "");
 	}
 	free(st);

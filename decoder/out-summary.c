@@ -3,13 +3,24 @@
  * first (text, stats, explain; the others on stderr with -v): file,
  * process, clock, window, per-core and per-thread activity, losses,
  * damage, trigger, requests, the budget; and for several files, the list
- * of them on one time axis (kd_out_merge_summary).
+ * of them on one time axis (kd_out_summary_merged).
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "merge.h"
+#include "names.h"
+#include "out-summary.h"
+#include "requests.h"
+#include "result.h"
+#include "sink.h"
+#include "snap.h"
+#include "util.h"
 
 static const char *clock_name(uint32_t c)
 {
@@ -90,10 +101,10 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		           "functions were skipped in the hooks, not patched out\n");
 	else if (in->flags & KTRACE_INFO_LEAN)
 		fprintf(f, "lean:      lean-mode functions: muted ones patched out to nops\n");
-	kd_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
+	kd_time_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
 	fprintf(f, "snapshot:  %s UTC", a);
 	if (in->prev_write_end_tsc) {
-		kd_fmt_wall(kd_snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
+		kd_time_fmt_wall(kd_time_snap_wall_ns(s, in->prev_write_end_tsc), 0, b, sizeof(b));
 		fprintf(f, " (previous file done %s: requests begun before it cannot trigger)", b);
 	}
 	fprintf(f, "\n");
@@ -102,7 +113,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	        in->tsc_shift, (double)((uint64_t)1 << in->tsc_shift) * 1e9 / (double)in->tsc_hz,
 	        s->nanchors);
 	if (s->wall_steps) {
-		kd_fmt_wall(kd_snap_wall_ns(s, s->wall_step_max_tsc), 0, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_snap_wall_ns(s, s->wall_step_max_tsc), 0, a, sizeof(a));
 		fprintf(f, "wallclock: the wall clock stepped %" PRIu32 " time%s while recording "
 		           "(largest %+.3f s, before %s UTC; %+.3f s in all): times map through "
 		           "the monotonic clock, at the wall-clock offset of the snapshot\n",
@@ -112,13 +123,13 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	fprintf(f, "rings:     %" PRIu32 " cpus, %" PRIu64 " bytes per core\n", in->ncpus,
 	        in->ring_bytes_per_core);
 
-	kd_fmt_wall(kd_dec_wall_ns(d, d->window_start), 0, a, sizeof(a));
-	kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-	fmt_secs(kd_dec_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
+	kd_time_fmt_wall(kd_time_wall_ns(d, d->window_start), 0, a, sizeof(a));
+	kd_time_fmt_wall(kd_time_wall_ns(d, d->window_end), 0, b, sizeof(b));
+	fmt_secs(kd_time_ticks_ns(d, d->window_end - d->window_start), c, sizeof(c));
 	fprintf(f, "window:    %s .. %s UTC (%s)%s\n", a, b, c,
 	        d->opts.all ? ", --all: includes partial data" :
 	        d->window_limited ? ", complete window (wrapped rings lost older data)" : "");
-	kd_out_range_note(f, d);
+	kd_range_note(f, d);
 	if (d->dropped) {
 		fprintf(f, "dropped:   %" PRIu64 " older records before the complete window "
 		           "(stacks there may be incomplete; --all keeps them):", d->dropped);
@@ -152,13 +163,13 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			        "-", "-", "0", "-", co->wrapped ? "wrapped" : "not wrapped");
 			continue;
 		}
-		span = kd_dec_ticks_ns(d, cs->last_tick - cs->first_tick);
+		span = kd_time_ticks_ns(d, cs->last_tick - cs->first_tick);
 		/* the rate is over the part of the span inside the window */
 		rate = cs->last_tick > d->window_start ?
-		       kd_dec_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
+		       kd_time_ticks_ns(d, cs->last_tick - (cs->first_tick > d->window_start ?
 		                                                cs->first_tick : d->window_start)) : 0;
-		kd_fmt_wall(kd_dec_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
+		kd_time_fmt_wall(kd_time_wall_ns(d, cs->first_tick), 0, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_wall_ns(d, cs->last_tick), 0, b, sizeof(b));
 		fmt_secs(span, c, sizeof(c));
 		fprintf(f, "  %5" PRIu32 "  %-18s  %-18s  %12s  %10" PRIu64 "  %12.0f  %s", co->cpu, a,
 		        b, c, cs->events, rate ? (double)cs->events * 1e9 / (double)rate : 0.0,
@@ -218,7 +229,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		int any = 0;
 
 		for (unsigned i = 0; i < KTRACE_LOSS_COUNT; i++) {
-			const char *n = kd_loss_name(i);
+			const char *n = kd_read_loss_name(i);
 
 			if (!s->loss.count[i])
 				continue;
@@ -244,14 +255,14 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 	{
 		char sl[512];
 
-		kd_dec_sched_status(d, sl, sizeof(sl));
+		kd_sched_status(d, sl, sizeof(sl));
 		fprintf(f, "%s\n", sl);
 	}
 	if (s->have_trigger) {
 		const struct ktrace_trigger_rec *t = &s->trigger;
 
-		kd_fmt_dur(t->duration_ns, a, sizeof(a));
-		kd_fmt_dur(t->threshold_ns, b, sizeof(b));
+		kd_time_fmt_dur(t->duration_ns, a, sizeof(a));
+		kd_time_fmt_dur(t->threshold_ns, b, sizeof(b));
 		if (t->why == KTRACE_TRIGGER_PERCENTILE)
 			snprintf(c, sizeof(c), "p%.3g of %" PRIu32 " earlier",
 			         t->percentile_x1000 / 1000.0, t->samples);
@@ -260,20 +271,20 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		if (d->trigger_req != KD_NONE &&
 		    (s->hdr.version >= 2 || (d->reqs[d->trigger_req].id >> 32)))
 			fprintf(f, "trigger:   slow \"%s\" request %s on tid %" PRId32 ": %s > %s (%s)",
-			        t->kind, kd_req_id_str(&d->reqs[d->trigger_req], lbl, sizeof(lbl)),
+			        t->kind, kd_names_req_id(&d->reqs[d->trigger_req], lbl, sizeof(lbl)),
 			        t->tid, a, b, c);
 		else /* format 1 with a small id (written before ids were slot.seq) */
 			fprintf(f, "trigger:   slow \"%s\" request id %" PRIu64 " on tid %" PRId32
 			           ": %s > %s (%s)", t->kind, t->request_id, t->tid, a, b, c);
 		if (d->trigger_req != KD_NONE)
 			fprintf(f, ", on thread %s",
-			        kd_dec_thread_label(d, d->reqs[d->trigger_req].thread, lbl,
+			        kd_names_thread(d, d->reqs[d->trigger_req].thread, lbl,
 			                                 sizeof(lbl)));
 		if (t->suppressed)
 			fprintf(f, ", %" PRIu64 " triggers suppressed", t->suppressed);
 		if (t->flags & KTRACE_TRIGGER_SCHED_KNOWN) {
-			kd_fmt_dur(t->preempted_ns, a, sizeof(a));
-			kd_fmt_dur(t->blocked_ns, b, sizeof(b));
+			kd_time_fmt_dur(t->preempted_ns, a, sizeof(a));
+			kd_time_fmt_dur(t->blocked_ns, b, sizeof(b));
 			fprintf(f, "; preempted %s (%" PRIu32 " times), blocked %s", a, t->npreempt, b);
 		}
 		if (t->trigger_on == KTRACE_TRIGGER_ON_RUN)
@@ -293,7 +304,7 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 			           "they ran and written when they ended (not counted as the cores' "
 			           "events above)\n", held);
 	}
-	kd_out_requests(f, d, "");
+	kd_requests_lines(f, d, "");
 	kd_budget_lines(f, d);
 }
 
@@ -310,12 +321,12 @@ static const char *proc_label(const struct kd_dec *d, char *buf, size_t len)
 	return buf;
 }
 
-void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
+void kd_out_summary_merged(FILE *f, struct kd_dec *const *decs, uint32_t n)
 {
 	int64_t base = kd_merge_origin(decs, n);
 	char a[48], b[48], o[32], lbl[400], cut[48];
 
-	kd_fmt_wall(base, 1, a, sizeof(a));
+	kd_time_fmt_wall(base, 1, a, sizeof(a));
 	fprintf(f, "\nmerged timeline of %" PRIu32 " files, on CLOCK_REALTIME from each file's "
 	           "anchors, starting %s UTC:\n", n, a);
 	for (uint32_t i = 0; i < n; i++) {
@@ -324,15 +335,15 @@ void kd_out_merge_summary(FILE *f, struct kd_dec *const *decs, uint32_t n)
 
 		if (!d)
 			continue;
-		s = kd_dec_wall_ns(d, d->window_start);
-		kd_fmt_wall(s, 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->window_end), 0, b, sizeof(b));
-		kd_fmt_dur(s > base ? (uint64_t)(s - base) : 0, o, sizeof(o));
+		s = kd_time_wall_ns(d, d->window_start);
+		kd_time_fmt_wall(s, 0, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->window_end), 0, b, sizeof(b));
+		kd_time_fmt_dur(s > base ? (uint64_t)(s - base) : 0, o, sizeof(o));
 		fprintf(f, "  [%" PRIu32 "] %s: %s, window %s .. %s UTC (+%s), clock offset used "
 		           "+0 ns (%" PRIu32 " anchors)\n",
 		        i + 1, d->file, proc_label(d, lbl, sizeof(lbl)), a, b, o, d->snap.nanchors);
 		if (d->merge.cut) {
-			kd_fmt_wall(kd_dec_wall_ns(d, d->merge.cut), 0, cut, sizeof(cut));
+			kd_time_fmt_wall(kd_time_wall_ns(d, d->merge.cut), 0, cut, sizeof(cut));
 			fprintf(f, "      overlaps an earlier snapshot of process group %" PRIu32
 			           " up to %s: %" PRIu64 " calls it holds left out here, %" PRIu64
 			           " frames open across the cut joined\n",

@@ -3,13 +3,13 @@
  * request and off-CPU interval in time order, from the event stream, with
  * memory bounded by threads x stack depth + marks, requests, off-CPU
  * intervals + buffers, not by calls.   Its pieces (the line, the
- * order: kd_text_line, kd_text_item_cmp) first, then the spool, then the
+ * order: kd_out_text_line, kd_out_text_item_cmp) first, then the spool, then the
  * timeline of several files (kd_out_text_merged).
  *
  * The builder emits one thread after another; the timeline interleaves
  * them by time.  An external merge:
  *
- *   1. spool: the walk (through the range, kd_dec_walk_cut) writes each
+ *   1. spool: the walk (through the range, kd_range_walk_cut) writes each
  *      thread's calls, in begin (recorded) order, as fixed 32-byte records
  *      into one spool; a thread's records are contiguous.  A call's record
  *      is reserved at CALL_BEGIN and filled at CALL_END from the open-frame
@@ -20,7 +20,7 @@
  *   2. merge: a heap over the threads' cursors (each reading 128 records at
  *      a time) plus the sorted marks, requests and off-CPU intervals (kept
  *      by the builder and sched.c anyway: not per call) yields the lines in
- *      kd_text_item_cmp order.  A thread's begin order is that order
+ *      kd_out_text_item_cmp order.  A thread's begin order is that order
  *      already (ticks never go back within a thread, stream.h; `sub`
  *      numbers a tick's events), which the spool checks; were it ever not,
  *      the stream falls back to the collected calls for that file (same
@@ -36,6 +36,7 @@
  * speed.  --limit N spools at most N calls per thread (the first N lines
  * cannot need more), so a limited timeline writes no file at all.
  */
+#include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -43,7 +44,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "budget.h"
+#include "dec.h"
+#include "kd_time.h"
+#include "names.h"
+#include "out-text.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- text timeline -------------------------------------------------------- */
 
@@ -53,7 +62,7 @@
  * always follows it and a shallower later call never comes between.
  * Off-CPU intervals (no recorded place) come first in their tick.
  */
-int kd_text_item_cmp(const void *a, const void *b)
+int kd_out_text_item_cmp(const void *a, const void *b)
 {
 	const struct kd_text_item *x = a, *y = b;
 
@@ -68,43 +77,43 @@ int kd_text_item_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-int kd_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o)
+int kd_out_text_want_thread(const struct kd_dec *d, uint32_t th, const struct kd_out_opts *o)
 {
 	return !o || !o->have_tid || (th < d->nthreads && d->threads[th].tid == o->tid);
 }
 
-size_t kd_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
+size_t kd_out_text_items(const struct kd_dec *d, const struct kd_out_opts *o, int calls,
                      struct kd_text_item **out)
 {
 	size_t n = 0, cap = (calls ? (size_t)d->ncalls : 0) + d->nmarks + d->nreqs + d->noffcpu;
 	struct kd_text_item *it = kd_xmalloc((cap ? cap : 1) * sizeof(*it), "the text timeline");
 
 	for (uint32_t i = 0; calls && i < d->ncalls; i++)
-		if (kd_text_want_thread(d, d->calls[i].thread, o))
+		if (kd_out_text_want_thread(d, d->calls[i].thread, o))
 			it[n++] = (struct kd_text_item){ d->calls[i].begin, d->calls[i].thread,
 			                                 d->calls[i].begin_sub, KD_TEXT_CALL, i };
 	for (uint32_t i = 0; i < d->nmarks; i++)
-		if (kd_text_want_thread(d, d->marks[i].thread, o))
+		if (kd_out_text_want_thread(d, d->marks[i].thread, o))
 			it[n++] = (struct kd_text_item){ d->marks[i].tick, d->marks[i].thread,
 			                                 d->marks[i].sub, KD_TEXT_MARK, i };
 	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (kd_text_want_thread(d, d->reqs[i].thread, o))
+		if (kd_out_text_want_thread(d, d->reqs[i].thread, o))
 			it[n++] = (struct kd_text_item){ d->reqs[i].begin, d->reqs[i].thread,
 			                                 d->reqs[i].begin_sub, KD_TEXT_REQ, i };
 	for (uint32_t i = 0; i < d->noffcpu; i++)
-		if (kd_text_want_thread(d, d->offcpu[i].thread, o) &&
+		if (kd_out_text_want_thread(d, d->offcpu[i].thread, o) &&
 		    d->offcpu[i].end > d->window_start && d->offcpu[i].begin < d->window_end)
 			it[n++] = (struct kd_text_item){ d->offcpu[i].begin, d->offcpu[i].thread, 0,
 			                                 KD_TEXT_OFF, i };
-	qsort(it, n, sizeof(*it), kd_text_item_cmp);
+	qsort(it, n, sizeof(*it), kd_out_text_item_cmp);
 	*out = it;
 	return n;
 }
 
 /*
- * kd_fmt_wall(ns, 0, ...) without gmtime_r and snprintf: "HH:MM:SS.nnnnnnnnn"
+ * kd_time_fmt_wall(ns, 0, ...) without gmtime_r and snprintf: "HH:MM:SS.nnnnnnnnn"
  * from the epoch's seconds (UTC has no leap seconds in time_t, as gmtime).
- * Times before 1970 or after 9999 go to kd_fmt_wall.  A timeline prints
+ * Times before 1970 or after 9999 go to kd_time_fmt_wall.  A timeline prints
  * millions of these: gmtime and the format were a tenth of text's time.
  */
 static void fmt_tod(int64_t ns, char *buf, size_t len)
@@ -113,7 +122,7 @@ static void fmt_tod(int64_t ns, char *buf, size_t len)
 	uint32_t s;
 
 	if (ns < 0 || sec > 253402300799ll || len < 19) {
-		kd_fmt_wall(ns, 0, buf, len);
+		kd_time_fmt_wall(ns, 0, buf, len);
 		return;
 	}
 	s = (uint32_t)(sec % 86400);
@@ -133,7 +142,7 @@ static void fmt_tod(int64_t ns, char *buf, size_t len)
 	buf[18] = '\0';
 }
 
-void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
+void kd_out_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
                   const struct kd_dec_call *c)
 {
 	char w[48], dur[32], lbl[64], nb[96], kb[64], eb[96];
@@ -141,18 +150,18 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 
 	/* The tick's time (time.c, as every format); chrome adds x->sub ns
 	 * within the tick to make times distinct, text needs no such. */
-	fmt_tod(kd_dec_wall_ns(d, x->tick), w, sizeof(w));
+	fmt_tod(kd_time_wall_ns(d, x->tick), w, sizeof(w));
 	if (x->type == KD_TEXT_CALL) {
 		uint32_t depth = c->depth > 60 ? 60 : c->depth;
 
 		th = c->thread;
 		core = c->core;
-		kd_fmt_dur(kd_dec_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, c->end - c->begin), dur, sizeof(dur));
 		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " %*s%s%s  %s%s%s%s%s\n", w,
-		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        kd_names_thread(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0, (int)(depth * 2), "",
 		        (c->flags & KD_CALL_SPAN) ? "span " : "",
-		        kd_dec_func_short(d, c->func), dur,
+		        kd_names_func_short(d, c->func), dur,
 		        (c->flags & KD_CALL_TRUNC_BEGIN) ? "  [entered before window]" : "",
 		        (c->flags & KD_CALL_EXIT_LOST) ? "  [exit lost]" :
 		        (c->flags & KD_CALL_TRUNC_END) ? "  [still running at window end]" : "",
@@ -162,9 +171,9 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 	} else if (x->type == KD_TEXT_OFF) {
 		const struct kd_dec_offcpu *q = &d->offcpu[x->idx];
 
-		kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, q->end - q->begin), dur, sizeof(dur));
 		fprintf(f, "%s  %-20s        ~~ off-CPU (%s) %s\n", w,
-		        kd_dec_thread_label(d, q->thread, lbl, sizeof(lbl)),
+		        kd_names_thread(d, q->thread, lbl, sizeof(lbl)),
 		        q->why == KD_OFF_PREEMPTED ? "preempted" : "blocked", dur);
 	} else if (x->type == KD_TEXT_MARK) {
 		const struct kd_dec_mark *m = &d->marks[x->idx];
@@ -172,15 +181,15 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 		th = m->thread;
 		core = m->core;
 		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " * mark %s = %" PRIu64 " (0x%" PRIx64 ")\n",
-		        w, kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        w, kd_names_thread(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-		        kd_dec_name(d, m->name, nb, sizeof(nb)), m->value, m->value);
+		        kd_names_id(d, m->name, nb, sizeof(nb)), m->value, m->value);
 	} else {
 		const struct kd_dec_request *r = &d->reqs[x->idx];
 
 		th = r->thread;
 		core = r->core;
-		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
 		/* format 2: a request ended on another thread says where */
 		eb[0] = 0;
 		if ((r->flags & (KD_REQ_NUMBERED | KD_REQ_USER_ID)) && r->end_thread != KD_NONE &&
@@ -188,13 +197,13 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 			char el[64];
 
 			snprintf(eb, sizeof(eb), "  ended on %s",
-			         kd_dec_thread_label(d, r->end_thread, el, sizeof(el)));
+			         kd_names_thread(d, r->end_thread, el, sizeof(el)));
 		}
 		fprintf(f, "%s  %-20s cpu%-3" PRIu32 " >> request %s  %s%s%s%s%s%s%s\n", w,
-		        kd_dec_thread_label(d, th, lbl, sizeof(lbl)),
+		        kd_names_thread(d, th, lbl, sizeof(lbl)),
 		        core < d->snap.ncores ? d->snap.cores[core].cpu : 0,
-		        kd_req_label(d, r, nb, sizeof(nb)), dur,
-		        r->keep ? "  kept: " : "", r->keep ? kd_req_keep_str(r->keep, kb, sizeof(kb)) : "",
+		        kd_names_req(d, r, nb, sizeof(nb)), dur,
+		        r->keep ? "  kept: " : "", r->keep ? kd_names_req_keep(r->keep, kb, sizeof(kb)) : "",
 		        eb,
 		        (r->flags & KD_REQ_TRUNC_BEGIN) ? "  [began before window]" : "",
 		        (r->flags & KD_REQ_TRUNC_END) ? "  [not finished in window]" : "",
@@ -202,7 +211,7 @@ void kd_text_line(FILE *f, const struct kd_dec *d, const struct kd_text_item *x,
 	}
 }
 
-void kd_text_header(FILE *f, const struct kd_dec *d)
+void kd_out_text_header(FILE *f, const struct kd_dec *d)
 {
 	fprintf(f, "\ntimeline (UTC, one line per call at its entry):\n");
 	kd_budget_note(f, d, "");
@@ -231,17 +240,17 @@ void kd_out_text_cores(FILE *f, const struct kd_dec *d, const struct kd_out_opts
 			break;
 		}
 		if (r->begin > prev && prev >= d->window_start) {
-			kd_fmt_wall(kd_dec_wall_ns(d, prev), 0, w, sizeof(w));
-			kd_fmt_dur(kd_dec_ticks_ns(d, r->begin - prev), dur, sizeof(dur));
+			kd_time_fmt_wall(kd_time_wall_ns(d, prev), 0, w, sizeof(w));
+			kd_time_fmt_dur(kd_time_ticks_ns(d, r->begin - prev), dur, sizeof(dur));
 			fprintf(f, "%s  cpu%-3" PRIu32 " other  %s\n", w, r->cpu, dur);
 			lines++;
 		}
-		if (!kd_text_want_thread(d, r->thread, o))
+		if (!kd_out_text_want_thread(d, r->thread, o))
 			continue;
-		kd_fmt_wall(kd_dec_wall_ns(d, r->begin), 0, w, sizeof(w));
-		kd_fmt_dur(kd_dec_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
+		kd_time_fmt_wall(kd_time_wall_ns(d, r->begin), 0, w, sizeof(w));
+		kd_time_fmt_dur(kd_time_ticks_ns(d, r->end - r->begin), dur, sizeof(dur));
 		fprintf(f, "%s  cpu%-3" PRIu32 " %s  %s\n", w, r->cpu,
-		        kd_dec_thread_label(d, r->thread, lbl, sizeof(lbl)), dur);
+		        kd_names_thread(d, r->thread, lbl, sizeof(lbl)), dur);
 		lines++;
 	}
 }
@@ -394,12 +403,12 @@ static void spool_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			t->th[t->cur].first = t->nrec;
 		return;
 	case KD_EV_CALL_BEGIN:
-		if (e->thread >= t->nth || !kd_text_want_thread(d, e->thread, &t->o))
+		if (e->thread >= t->nth || !kd_out_text_want_thread(d, e->thread, &t->o))
 			return;
 		th = &t->th[e->thread];
 		if (t->depth >= t->capstack &&
 		    kd_grow(&t->stack, &t->capstack, t->depth, sizeof(*t->stack), "the text timeline"))
-			kd_dec_oom("the text timeline", SIZE_MAX);
+			kd_util_oom("the text timeline", SIZE_MAX);
 		fr = &t->stack[t->depth++];
 		fr->r = (struct rec){ e->tick, e->tick, e->func, e->depth, e->core,
 		                      (uint16_t)e->flags,
@@ -420,7 +429,7 @@ static void spool_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 		th->n++;
 		return;
 	case KD_EV_CALL_END:
-		if (e->thread >= t->nth || !kd_text_want_thread(d, e->thread, &t->o) || !t->depth)
+		if (e->thread >= t->nth || !kd_out_text_want_thread(d, e->thread, &t->o) || !t->depth)
 			return;
 		fr = &t->stack[--t->depth];
 		if (fr->at == NOT_SPOOLED)
@@ -497,7 +506,7 @@ static int advance(struct kd_text_stream *t, uint32_t src, struct hent *h)
 
 static int hless(const struct hent *a, const struct hent *b)
 {
-	return kd_text_item_cmp(&a->key, &b->key) < 0;
+	return kd_out_text_item_cmp(&a->key, &b->key) < 0;
 }
 
 static void sift_down(struct kd_text_stream *t, uint32_t i)
@@ -528,20 +537,20 @@ static int collect_instead(struct kd_text_stream *t)
 	char msg[512];
 
 	if (kd_dec_collect(t->d, &err)) {
-		kd_dec_error_format(&err, t->d->file, msg, sizeof(msg));
+		kd_util_error_format(&err, t->d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		return -1;
 	}
-	t->d->opts.stream = 1; /* its calls go with the stream (kd_text_stream_free) */
+	t->d->opts.stream = 1; /* its calls go with the stream (kd_out_text_stream_free) */
 	t->owns_calls = 1;
 	free(t->other);
-	t->nother = kd_text_items(t->d, &t->o, 1, &t->other);
+	t->nother = kd_out_text_items(t->d, &t->o, 1, &t->other);
 	t->left = t->nother;
 	t->collected = 1;
 	return 0;
 }
 
-int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
+int kd_out_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
                         const struct kd_out_opts *o)
 {
 	struct kd_text_stream *t = kd_xcalloc(1, sizeof(*t), "the text timeline");
@@ -558,17 +567,17 @@ int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
 	if (!d->opts.stream) {
 		/* A collected file (the merge of overlapping snapshots cut its
 		 * calls): its calls, sorted with the rest. */
-		t->nother = kd_text_items(d, &t->o, 1, &t->other);
+		t->nother = kd_out_text_items(d, &t->o, 1, &t->other);
 		t->left = t->nother;
 		t->collected = 1;
 		*out = t;
 		return 0;
 	}
 	t->w = kd_xmalloc(WBUF_RECS * sizeof(*t->w), "the text timeline");
-	if (kd_dec_walk_cut(d, (struct kd_sink){ spool_ev, t }, &err)) {
-		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+	if (kd_range_walk_cut(d, (struct kd_sink){ spool_ev, t }, &err)) {
+		kd_util_error_format(&err, d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
-		kd_text_stream_free(t);
+		kd_out_text_stream_free(t);
 		return -1;
 	}
 	if (t->werr) {
@@ -576,7 +585,7 @@ int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
 		        "(it holds 32 bytes per call: set TMPDIR to a directory with room, or cut "
 		        "the window with --from/--to, --thread or --limit)\n",
 		        d->file, spool_dir(), strerror(t->werr));
-		kd_text_stream_free(t);
+		kd_out_text_stream_free(t);
 		return -1;
 	}
 	free(t->stack);
@@ -588,11 +597,11 @@ int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
 		free(t->w);
 		t->w = NULL;
 		if (collect_instead(t)) {
-			kd_text_stream_free(t);
+			kd_out_text_stream_free(t);
 			return -1;
 		}
 	} else {
-		t->nother = kd_text_items(d, &t->o, 0, &t->other);
+		t->nother = kd_out_text_items(d, &t->o, 0, &t->other);
 		t->left = t->nother;
 		for (uint32_t i = 0; i < t->nth; i++)
 			t->left += t->th[i].total;
@@ -612,7 +621,7 @@ int kd_text_stream_open(struct kd_text_stream **out, struct kd_dec *d,
 	return 0;
 }
 
-int kd_text_stream_next(struct kd_text_stream *t, FILE *f)
+int kd_out_text_stream_next(struct kd_text_stream *t, FILE *f)
 {
 	struct hent *h;
 
@@ -622,7 +631,7 @@ int kd_text_stream_next(struct kd_text_stream *t, FILE *f)
 		if (t->oi >= t->nother)
 			return 0;
 		x = &t->other[t->oi++];
-		kd_text_line(f, t->d, x, x->type == KD_TEXT_CALL ? &t->d->calls[x->idx] : NULL);
+		kd_out_text_line(f, t->d, x, x->type == KD_TEXT_CALL ? &t->d->calls[x->idx] : NULL);
 		t->left--;
 		return 1;
 	}
@@ -630,14 +639,14 @@ int kd_text_stream_next(struct kd_text_stream *t, FILE *f)
 		return 0;
 	h = &t->heap[0];
 	if (h->src == OTHER) {
-		kd_text_line(f, t->d, &h->key, NULL);
+		kd_out_text_line(f, t->d, &h->key, NULL);
 	} else {
 		struct kd_dec_call c = { .begin = h->r.begin, .end = h->r.end, .func = h->r.func,
 			                 .thread = h->src, .parent = KD_NONE, .depth = h->r.depth,
 			                 .core = h->r.core, .flags = h->r.flags,
 			                 .begin_sub = h->r.sub };
 
-		kd_text_line(f, t->d, &h->key, &c);
+		kd_out_text_line(f, t->d, &h->key, &c);
 	}
 	if (t->left)
 		t->left--;
@@ -647,12 +656,12 @@ int kd_text_stream_next(struct kd_text_stream *t, FILE *f)
 	return 1;
 }
 
-uint64_t kd_text_stream_left(const struct kd_text_stream *t)
+uint64_t kd_out_text_stream_left(const struct kd_text_stream *t)
 {
 	return t->left;
 }
 
-void kd_text_stream_free(struct kd_text_stream *t)
+void kd_out_text_stream_free(struct kd_text_stream *t)
 {
 	if (!t)
 		return;
@@ -679,16 +688,16 @@ int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 	uint64_t lines = 0;
 	int rc = 0;
 
-	if (kd_text_stream_open(&t, d, o))
+	if (kd_out_text_stream_open(&t, d, o))
 		return -1;
-	kd_text_header(f, d);
+	kd_out_text_header(f, d);
 	for (;;) {
 		if (o && o->limit && lines >= o->limit && t->left) {
 			fprintf(f, "... %" PRIu64 " more lines (--limit %" PRIu64 ")\n", t->left,
 			        o->limit);
 			break;
 		}
-		if (!kd_text_stream_next(t, f))
+		if (!kd_out_text_stream_next(t, f))
 			break;
 		lines++;
 	}
@@ -698,7 +707,7 @@ int kd_out_text(FILE *f, struct kd_dec *d, const struct kd_out_opts *o)
 		rc = -1;
 	}
 	kd_out_text_cores(f, d, o);
-	kd_text_stream_free(t);
+	kd_out_text_stream_free(t);
 	return rc;
 }
 
@@ -747,15 +756,15 @@ static void tl_next(struct tl *t)
 	t->cur = NULL;
 	if (t->ts) {
 		rewind(t->lf);
-		if (kd_text_stream_next(t->ts, t->lf)) {
+		if (kd_out_text_stream_next(t->ts, t->lf)) {
 			if (fflush(t->lf) != 0 || !t->lbuf)
-				kd_dec_oom("the merged timeline", 0);
+				kd_util_oom("the merged timeline", 0);
 			t->cur = t->lbuf;
 			t->curlen = (size_t)ftello(t->lf);
 			if (t->curlen && t->cur[t->curlen - 1] == '\n')
 				t->curlen--;
 		} else {
-			kd_text_stream_free(t->ts);
+			kd_out_text_stream_free(t->ts);
 			t->ts = NULL;
 		}
 	}
@@ -796,23 +805,23 @@ int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
 			continue;
 		/* A stream spools each thread's first --limit calls only: the
 		 * merged first N lines take at most N of each file. */
-		if (kd_text_stream_open(&t[i].ts, decs[i], &one)) {
+		if (kd_out_text_stream_open(&t[i].ts, decs[i], &one)) {
 			rc = -1; /* said on stderr; the other files still merge */
 			continue;
 		}
 		t[i].lf = open_memstream(&t[i].lbuf, &t[i].llen);
 		if (!t[i].lf)
-			kd_dec_oom("the merged timeline", 0);
+			kd_util_oom("the merged timeline", 0);
 		m = open_memstream(&t[i].buf, &t[i].len);
 		if (!m)
-			kd_dec_oom("the merged timeline", 0);
+			kd_util_oom("the merged timeline", 0);
 		one.limit = 0;
 		kd_out_text_cores(m, decs[i], &one);
 		one.limit = o ? o->limit : 0;
 		if (fclose(m) != 0 || !t[i].buf)
-			kd_dec_oom("the merged timeline", t[i].len);
+			kd_util_oom("the merged timeline", t[i].len);
 		t[i].p = t[i].buf;
-		w = kd_dec_wall_ns(decs[i], decs[i]->window_start);
+		w = kd_time_wall_ns(decs[i], decs[i]->window_start);
 		t[i].day = w - ((w % 86400000000000ll) + 86400000000000ll) % 86400000000000ll;
 		t[i].last = w;
 		tl_next(&t[i]);
@@ -836,7 +845,7 @@ int kd_out_text_merged(FILE *f, struct kd_dec *const *decs, uint32_t n,
 		tl_next(&t[best]);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		kd_text_stream_free(t[i].ts);
+		kd_out_text_stream_free(t[i].ts);
 		if (t[i].lf)
 			fclose(t[i].lf);
 		free(t[i].lbuf);

@@ -1,7 +1,7 @@
 /*
  * range.c - time-range selection: --from / --to / --around-trigger /
  * --min-dur, one cut for every format: a filter on the event stream
- * (kd_range_filter, below), in front of a streamed sink (kd_dec_walk_cut)
+ * (kd_range_filter, below), in front of a streamed sink (kd_range_walk_cut)
  * or of the collector for the formats that need every call in memory
  * (kd_dec_collect with d->cut.range set: kd_range_collect).
  *
@@ -27,18 +27,26 @@
  * request, and d->cut.trigger_clipped says when the range clips it (explain
  * then does not name it).  Everything but the calls is cut by cut_rest().
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "decoder.h"
+#include "build.h"
+#include "collect.h"
+#include "kd_time.h"
+#include "range.h"
+#include "result.h"
+#include "sink.h"
+#include "stream.h"
+#include "util.h"
 
 /*
  * A call cut by the range keeps no place within the edge's tick from its
  * original records (their order there would be meaningless: the cut moved
  * them): its begin comes first in the range's first tick (sub 0) and its
- * end last in the last one (a sub kd_dec_event_ns caps just below the next
+ * end last in the last one (a sub kd_time_event_ns caps just below the next
  * tick), so calls cut at one edge nest as their depths say, and a call
  * recorded at that tick nests inside them.
  */
@@ -83,7 +91,7 @@ static int parse_dur(const char *s, uint64_t *ns)
 	return -1;
 }
 
-int kd_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len)
+int kd_range_parse_duration(const char *opt, const char *s, uint64_t *ns, char *msg, size_t len)
 {
 	if (parse_dur(s, ns) == 0)
 		return 0;
@@ -142,7 +150,7 @@ static int parse_clock(const char *s, int64_t *ns, int *dated)
 	return 0;
 }
 
-int kd_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len)
+int kd_range_parse_when(const char *opt, const char *s, struct kd_when *w, char *msg, size_t len)
 {
 	memset(w, 0, sizeof(*w));
 	w->text = s;
@@ -208,8 +216,8 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 
 		if (!decs[i])
 			continue;
-		s = kd_dec_wall_ns(decs[i], decs[i]->window_start);
-		e = kd_dec_wall_ns(decs[i], decs[i]->window_end);
+		s = kd_time_wall_ns(decs[i], decs[i]->window_start);
+		e = kd_time_wall_ns(decs[i], decs[i]->window_end);
 		if (s < lo)
 			lo = s;
 		if (e > hi)
@@ -232,13 +240,16 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 		}
 		if (trig->trigger_req != KD_NONE) {
 			q = &trig->reqs[trig->trigger_req];
-			r->from_ns = kd_dec_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
-			r->to_ns = kd_dec_wall_ns(trig, q->end) + (int64_t)r->around_ns;
+			r->from_ns = kd_time_wall_ns(trig, q->begin) - (int64_t)r->around_ns;
+			r->to_ns = kd_time_wall_ns(trig, q->end) + (int64_t)r->around_ns;
+		} else if (trig->trigger_at.known) { /* not walked yet: the prepare's scan's */
+			r->from_ns = kd_time_wall_ns(trig, trig->trigger_at.begin) - (int64_t)r->around_ns;
+			r->to_ns = kd_time_wall_ns(trig, trig->trigger_at.end) + (int64_t)r->around_ns;
 		} else { /* not walked yet (a streamed sink): the TRIGGER record, in
 		          * ticks as the walk would give the request */
-			r->from_ns = kd_dec_wall_ns(trig, trig->snap.trigger.begin_tsc >> trig->shift) -
+			r->from_ns = kd_time_wall_ns(trig, trig->snap.trigger.begin_tsc >> trig->shift) -
 			             (int64_t)r->around_ns;
-			r->to_ns = kd_dec_wall_ns(trig, trig->snap.trigger.end_tsc >> trig->shift) +
+			r->to_ns = kd_time_wall_ns(trig, trig->snap.trigger.end_tsc >> trig->shift) +
 			           (int64_t)r->around_ns;
 		}
 	}
@@ -246,16 +257,16 @@ int kd_range_resolve(struct kd_range *r, struct kd_dec *const *decs, uint32_t n,
 		r->from_ns = when_ns(&r->from, lo, lo);
 	if (r->to.kind)
 		r->to_ns = when_ns(&r->to, lo, r->from.kind ? r->from_ns : hi);
-	kd_fmt_wall(lo, 0, a, sizeof(a));
-	kd_fmt_wall(hi, 0, b, sizeof(b));
+	kd_time_fmt_wall(lo, 0, a, sizeof(a));
+	kd_time_fmt_wall(hi, 0, b, sizeof(b));
 	if (r->from_ns > r->to_ns) {
-		kd_fmt_wall(r->from_ns, 0, c, sizeof(c));
+		kd_time_fmt_wall(r->from_ns, 0, c, sizeof(c));
 		snprintf(msg, len, "the range ends before it begins (from %s); give --to a later "
 		         "time than --from (the window is %s .. %s UTC)", c, a, b);
 		return -1;
 	}
 	if (r->from_ns > hi || r->to_ns < lo) {
-		kd_fmt_wall(r->from_ns > hi ? r->from_ns : r->to_ns, 0, c, sizeof(c));
+		kd_time_fmt_wall(r->from_ns > hi ? r->from_ns : r->to_ns, 0, c, sizeof(c));
 		snprintf(msg, len, "the range (%s %s) is outside the snapshot's window %s .. %s UTC; "
 		         "choose times inside it", r->from_ns > hi ? "from" : "to", c, a, b);
 		return -1;
@@ -271,7 +282,7 @@ static uint64_t tick_at(const struct kd_dec *d, int64_t ns, uint64_t lo, uint64_
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (kd_dec_wall_ns(d, mid) >= ns)
+		if (kd_time_wall_ns(d, mid) >= ns)
 			hi = mid;
 		else
 			lo = mid + 1;
@@ -295,7 +306,7 @@ static int clamp_iv(uint64_t *b, uint64_t *e, uint64_t from, uint64_t to, int *c
 	return 1;
 }
 
-void kd_dec_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to)
+void kd_range_cut_intervals(struct kd_dec *d, uint64_t from, uint64_t to)
 {
 	uint32_t k = 0;
 	int cb, ce;
@@ -343,8 +354,8 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
 	*from = d->window_start;
 	*to = d->window_end;
 	*min = 0;
-	if (r->active && (r->from_ns > kd_dec_wall_ns(d, d->window_end) ||
-	                  r->to_ns < kd_dec_wall_ns(d, d->window_start))) {
+	if (r->active && (r->from_ns > kd_time_wall_ns(d, d->window_end) ||
+	                  r->to_ns < kd_time_wall_ns(d, d->window_start))) {
 		/* The range misses this file (another file's window holds it):
 		 * nothing of it stays. */
 		*from = UINT64_MAX;
@@ -357,7 +368,7 @@ int kd_range_ticks(const struct kd_dec *d, const struct kd_range *r, uint64_t *f
 		if (r->to_ns != INT64_MAX) {
 			*to = tick_at(d, r->to_ns, d->window_start, d->window_end);
 			/* the last tick at or before to_ns */
-			if (*to > d->window_start && kd_dec_wall_ns(d, *to) > r->to_ns)
+			if (*to > d->window_start && kd_time_wall_ns(d, *to) > r->to_ns)
 				(*to)--;
 		}
 		if (*to < *from)
@@ -401,7 +412,7 @@ static void cut_rest(struct kd_dec *d, uint64_t from, uint64_t to)
 	}
 	d->nreqs = k;
 	d->trigger_req = trig;
-	kd_dec_cut_intervals(d, from, to);
+	kd_range_cut_intervals(d, from, to);
 	if (d->sched) {
 		if (d->sched_from < from)
 			d->sched_from = from;
@@ -433,13 +444,13 @@ static int range_begin(struct kd_dec *d, const struct kd_range *r, uint64_t *fro
 	return d->cut.state || *min;
 }
 
-void kd_out_range_note(FILE *f, const struct kd_dec *d)
+void kd_range_note(FILE *f, const struct kd_dec *d)
 {
 	char a[48], b[48], c[32];
 
 	if (d->cut.state) {
-		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_start), 0, a, sizeof(a));
-		kd_fmt_wall(kd_dec_wall_ns(d, d->cut.full_end), 0, b, sizeof(b));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->cut.full_start), 0, a, sizeof(a));
+		kd_time_fmt_wall(kd_time_wall_ns(d, d->cut.full_end), 0, b, sizeof(b));
 		if (d->cut.state == 2)
 			fprintf(f, "range:     misses the snapshot's window %s .. %s UTC: all %" PRIu64
 			           " calls left out\n", a, b, d->cut.calls_out);
@@ -450,7 +461,7 @@ void kd_out_range_note(FILE *f, const struct kd_dec *d)
 			        a, b, d->cut.calls_out);
 	}
 	if (d->cut.min_dur_ns) {
-		kd_fmt_dur(d->cut.min_dur_ns, c, sizeof(c));
+		kd_time_fmt_dur(d->cut.min_dur_ns, c, sizeof(c));
 		fprintf(f, "min-dur:   %" PRIu64 " calls shorter than %s left out of the timeline; "
 		           "their time stays in their callers' self time\n", d->cut.min_dur_dropped, c);
 	}
@@ -511,7 +522,7 @@ static uint32_t rf_put(struct kd_range_filter *f, const struct kd_dec *d, const 
 		return KD_NONE;
 	}
 	if (kd_grow(&f->q, &f->qcap, f->qn, sizeof(struct rf_item), "the range filter"))
-		kd_dec_oom("the range filter", SIZE_MAX);
+		kd_util_oom("the range filter", SIZE_MAX);
 	q = &((struct rf_item *)f->q)[f->qn];
 	q->ev = *e;
 	q->wait = wait;
@@ -588,7 +599,7 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 	case KD_EV_CALL_BEGIN:
 		rf_decide(f, e->tick);
 		if (kd_grow(&f->stack, &f->cap, f->depth, sizeof(*fr), "the range filter"))
-			kd_dec_oom("the range filter", SIZE_MAX);
+			kd_util_oom("the range filter", SIZE_MAX);
 		fr = &((struct rf_frame *)f->stack)[f->depth++];
 		fr->begin = *e;
 		fr->kids = 0;
@@ -597,7 +608,7 @@ static void rf_ev(void *ctx, const struct kd_dec *d, const struct kd_ev *e)
 			if (kd_grow(&f->in_parent, &f->cap_parent, f->npos, sizeof(*f->in_parent),
 			            "the range filter") ||
 			    kd_grow(&f->in_kept, &f->cap_kept, f->npos, 1, "the range filter"))
-				kd_dec_oom("the range filter", SIZE_MAX);
+				kd_util_oom("the range filter", SIZE_MAX);
 			fr->pos = f->npos++;
 			f->in_parent[fr->pos] = f->depth > 1 ? fr[-1].pos : KD_NONE;
 			f->in_kept[fr->pos] = 0;
@@ -757,7 +768,7 @@ static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_
 	int rc;
 
 	if (!r || !(r->active || r->min_dur_ns))
-		return kd_dec_walk(d, sink, err);
+		return kd_build_walk(d, sink, err);
 	if (d->cut.walked) {
 		d->window_start = d->cut.full_start;
 		d->window_end = d->cut.full_end;
@@ -766,7 +777,7 @@ static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_
 	d->cut.calls_out = d->cut.min_dur_dropped = 0;
 	sink = kd_range_filter(&f, r, sink);
 	f.track = track;
-	rc = kd_dec_walk(d, sink, err);
+	rc = kd_build_walk(d, sink, err);
 	d->cut.calls_out = f.calls_out;
 	d->cut.min_dur_dropped = f.min_dropped;
 	if (!rc && track)
@@ -783,12 +794,12 @@ static int walk_cut(struct kd_dec *d, struct kd_sink sink, int track, struct kd_
 	return 0;
 }
 
-int kd_dec_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+int kd_range_walk_cut(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
 	return walk_cut(d, sink, 0, err);
 }
 
-int kd_dec_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
+int kd_range_walk_cut_pos(struct kd_dec *d, struct kd_sink sink, struct kd_dec_error *err)
 {
 	return walk_cut(d, sink, 1, err);
 }
@@ -819,7 +830,7 @@ void kd_range_apply(struct kd_dec *d, const struct kd_range *r)
 	if (rc) {
 		char msg[512];
 
-		kd_dec_error_format(&err, d->file, msg, sizeof(msg));
+		kd_util_error_format(&err, d->file, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 	}
 }

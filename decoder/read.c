@@ -24,7 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "read.h"
+#include "snap.h"
+#include "util.h"
 
 #define HDR_SIZE sizeof(struct ktrace_file_header)
 #define SEC_SIZE sizeof(struct ktrace_section)
@@ -50,13 +53,13 @@ static int fail(struct kd_dec_error *err, int code, int has_off, uint64_t off,
 	return code;
 }
 
-/* ---- the test hook (decoder.h) --------------------------------------------- */
+/* ---- the test hook (read.h) -------------------------------------------------- */
 
-void (*kd_dec_read_hook)(const char *path, uint64_t done, uint64_t total);
+void (*kd_read_hook)(const char *path, uint64_t done, uint64_t total);
 
 /* ---- names ---------------------------------------------------------------- */
 
-const char *kd_section_name(uint32_t type)
+const char *kd_read_section_name(uint32_t type)
 {
 	static const char *const names[] = {
 		[KTRACE_SEC_INFO] = "INFO",       [KTRACE_SEC_ANCHORS] = "ANCHORS",
@@ -73,7 +76,7 @@ const char *kd_section_name(uint32_t type)
 	return "unknown type";
 }
 
-const char *kd_loss_name(unsigned cause)
+const char *kd_read_loss_name(unsigned cause)
 {
 	static const char *const names[KTRACE_LOSS_COUNT] = {
 		[KTRACE_LOSS_OVERWRITTEN_BLOCKS] = "overwritten blocks",
@@ -157,7 +160,7 @@ struct sec {
 };
 
 #define SEC_FMT "section %" PRIu32 " (%s) "
-#define SEC_ARGS(x) (x)->index, kd_section_name((x)->s.type)
+#define SEC_ARGS(x) (x)->index, kd_read_section_name((x)->s.type)
 
 /* Fixed-size entries: size must be count * entsize. */
 static int check_array(const struct sec *x, uint64_t entsize, struct kd_dec_error *err)
@@ -205,7 +208,7 @@ static const uint8_t *src_get(const struct kd_src *s, struct kd_win *w, size_t c
 	}
 	k = s->len - off < w->cap ? s->len - off : w->cap;
 	w->off = off;
-	w->len = (size_t)kd_dec_pread(s->fd, w->mem, off, k, s->path, s->len);
+	w->len = (size_t)kd_read_pread(s->fd, w->mem, off, k, s->path, s->len);
 	return w->len >= n ? w->mem : NULL;
 }
 
@@ -234,7 +237,7 @@ static void win_free(struct kd_win *w)
 }
 
 /* A read of the file came up short (src_get, sec_load): an error of the
- * device (errno, as kd_dec_pread leaves it), or end of file in a file that
+ * device (errno, as kd_read_pread leaves it), or end of file in a file that
  * shrank since fstat. */
 static int truncated(const struct kd_snap *snap, struct kd_dec_error *err)
 {
@@ -347,7 +350,7 @@ static int read_anchors(struct kd_snap *snap, const struct sec *x, struct kd_dec
 		snap->anchors[j++] = snap->anchors[i];
 	}
 	snap->nanchors = j;
-	kd_snap_find_steps(snap);
+	kd_time_find_steps(snap);
 	return 0;
 }
 
@@ -1027,7 +1030,7 @@ static int sec_load(struct kd_snap *snap, struct sec *x)
 	}
 	x->mem = kd_xmalloc((size_t)x->s.size + 1, "a section");
 	x->p = x->mem;
-	return kd_dec_pread(snap->src.fd, x->mem, x->s.offset, x->s.size, snap->src.path,
+	return kd_read_pread(snap->src.fd, x->mem, x->s.offset, x->s.size, snap->src.path,
 	                    snap->src.len) == x->s.size ? 0 : -1;
 }
 
@@ -1400,7 +1403,7 @@ const struct ktrace_thread_rec *kd_snap_thread(const struct kd_snap *snap,
  * O_NONBLOCK is cleared again once fstat() says what it is, for the caller's
  * reads.  Returns the descriptor, or -1 with errno set.
  */
-int kd_dec_open_path(const char *path, struct stat *st)
+int kd_read_open_path(const char *path, struct stat *st)
 {
 	int fd, fl;
 
@@ -1425,7 +1428,7 @@ int kd_dec_open_path(const char *path, struct stat *st)
 /* Bytes per pread(); the test hook runs before each. */
 #define READ_CHUNK (16u << 20)
 
-uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
+uint64_t kd_read_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *path,
                            uint64_t total)
 {
 	uint64_t done = 0;
@@ -1434,8 +1437,8 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
 		size_t k = n - done < READ_CHUNK ? (size_t)(n - done) : READ_CHUNK;
 		ssize_t r;
 
-		if (kd_dec_read_hook)
-			kd_dec_read_hook(path, off + done, total);
+		if (kd_read_hook)
+			kd_read_hook(path, off + done, total);
 		r = pread(fd, (char *)buf + done, k, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -1451,13 +1454,13 @@ uint64_t kd_dec_pread(int fd, void *buf, uint64_t off, uint64_t n, const char *p
 }
 
 /*
- * Read what kd_dec_open_path opened (fd, st; fd < 0: the open failed with
+ * Read what kd_read_open_path opened (fd, st; fd < 0: the open failed with
  * errno) whole into memory, and close it: pipes and sockets
  * (`ktrace-decode <(zcat f.ktrace.gz)`), read to EOF, since they cannot be
  * read twice.  Regular files never come here (kd_snap_read_fd reads them
  * in windows); anything else (a directory, a device) is refused.
  */
-int kd_dec_read_fd(int fd, const struct stat *st, char **bufp, size_t *lenp,
+int kd_read_whole_fd(int fd, const struct stat *st, char **bufp, size_t *lenp,
                         struct kd_dec_error *err)
 {
 	char *buf = NULL;
@@ -1466,7 +1469,7 @@ int kd_dec_read_fd(int fd, const struct stat *st, char **bufp, size_t *lenp,
 
 	if (fd < 0) {
 		snprintf(msg, sizeof(msg), "cannot open: %s", strerror(errno));
-		return kd_dec_fail(err, KD_EIO, msg);
+		return kd_util_fail(err, KD_EIO, msg);
 	}
 	if (S_ISFIFO(st->st_mode) || S_ISSOCK(st->st_mode)) {
 		size_t cap = 0;
@@ -1503,6 +1506,6 @@ int kd_dec_read_fd(int fd, const struct stat *st, char **bufp, size_t *lenp,
 fail_io:
 	free(buf);
 	close(fd);
-	return kd_dec_fail(err, KD_EIO, msg);
+	return kd_util_fail(err, KD_EIO, msg);
 }
 

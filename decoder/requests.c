@@ -17,13 +17,19 @@
  * so the histogram's window is the decoded one to within one slice each
  * side (the span is printed).
  */
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "names.h"
+#include "requests.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
-uint64_t kd_req_bucket_hi(uint32_t b, uint32_t sub_bits)
+uint64_t kd_requests_bucket_hi(uint32_t b, uint32_t sub_bits)
 {
 	uint32_t e, m;
 	uint64_t lo;
@@ -50,7 +56,7 @@ static uint64_t tsc_ns(const struct kd_dec *d, uint64_t t)
 	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
 }
 
-int kd_req_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
+int kd_requests_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
                 struct kd_req_hist *h)
 {
 	const struct kd_snap *s = &d->snap;
@@ -103,7 +109,7 @@ int kd_req_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
 		for (uint32_t b = 0; b < lim; b++) {
 			acc += cnt[b];
 			if (acc >= rank) {
-				uint64_t hi = kd_req_bucket_hi(b, sb);
+				uint64_t hi = kd_requests_bucket_hi(b, sb);
 
 				/* hi is exclusive; values below 2^sub_bits are exact */
 				if (b < (1u << sb))
@@ -125,7 +131,7 @@ int kd_req_hist(const struct kd_dec *d, uint32_t k, uint64_t from, uint64_t to,
 	return 0;
 }
 
-uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id)
+uint32_t kd_requests_kind_index(const struct kd_dec *d, uint32_t kind_id)
 {
 	for (uint32_t k = 0; d->snap.have_reqs && k < d->snap.req_hdr.nkinds; k++)
 		if (d->snap.req_kinds[k].rec.kind_id == kind_id)
@@ -133,7 +139,7 @@ uint32_t kd_req_kind_index(const struct kd_dec *d, uint32_t kind_id)
 	return KD_NONE;
 }
 
-void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
+void kd_requests_lines(FILE *f, const struct kd_dec *d, const char *indent)
 {
 	const struct kd_snap *s = &d->snap;
 	char nb[64], a[32], b[32], c[32], e[32], g[32], t[32];
@@ -146,7 +152,7 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 	        "held aside while running, kept whole only if slow or sampled" :
 	        "recorded as they ran (not held aside)");
 	if ((s->req_hdr.flags & KTRACE_REQS_HOLD) && s->req_hdr.gap_us) {
-		kd_fmt_dur((uint64_t)s->req_hdr.gap_us * 1000, a, sizeof(a));
+		kd_time_fmt_dur((uint64_t)s->req_hdr.gap_us * 1000, a, sizeof(a));
 		fprintf(f, "%s  between requests: held aside too; %" PRIu32 " gaps kept whole "
 		           "since start (%s or longer, sampled, with a mark or after a "
 		           "trigger), the rest reduced to the calls the nesting needs\n",
@@ -163,19 +169,19 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 
 		fprintf(f, "%s  %s: %" PRIu64 " ended; kept %" PRIu64 " slow, %" PRIu64 " sampled, %"
 		           PRIu64 " other; %" PRIu64 " not kept (counted only)\n", indent,
-		        kd_dec_name(d, r->kind_id, nb, sizeof(nb)), r->ended, r->kept_slow,
+		        kd_names_id(d, r->kind_id, nb, sizeof(nb)), r->ended, r->kept_slow,
 		        r->kept_sampled, r->kept_other, r->dropped);
-		if (kd_req_hist(d, k, d->window_start, d->window_end, &h) == 0 && h.count) {
-			kd_fmt_wall(kd_snap_wall_ns(s, h.first_tsc), 0, a, sizeof(a));
-			kd_fmt_wall(kd_snap_wall_ns(s, h.last_tsc), 0, b, sizeof(b));
+		if (kd_requests_hist(d, k, d->window_start, d->window_end, &h) == 0 && h.count) {
+			kd_time_fmt_wall(kd_time_snap_wall_ns(s, h.first_tsc), 0, a, sizeof(a));
+			kd_time_fmt_wall(kd_time_snap_wall_ns(s, h.last_tsc), 0, b, sizeof(b));
 			fprintf(f, "%s    latency of the %" PRIu64 " that ended in %s .. %s UTC "
 			           "(%" PRIu32 " slice%s: the window to within one slice), %.1f/s\n",
 			        indent, h.count, a, b, h.nslices, h.nslices == 1 ? "" : "s", h.per_s);
-			kd_fmt_dur(h.pct_ns[0], a, sizeof(a));
-			kd_fmt_dur(h.pct_ns[1], b, sizeof(b));
-			kd_fmt_dur(h.pct_ns[2], c, sizeof(c));
-			kd_fmt_dur(h.pct_ns[3], e, sizeof(e));
-			kd_fmt_dur(h.max_ns, g, sizeof(g));
+			kd_time_fmt_dur(h.pct_ns[0], a, sizeof(a));
+			kd_time_fmt_dur(h.pct_ns[1], b, sizeof(b));
+			kd_time_fmt_dur(h.pct_ns[2], c, sizeof(c));
+			kd_time_fmt_dur(h.pct_ns[3], e, sizeof(e));
+			kd_time_fmt_dur(h.max_ns, g, sizeof(g));
 			fprintf(f, "%s    p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (a percentile is at "
 			           "most %.2f %% above the true value, never below)\n", indent, a, b, c,
 			        e, g, h.err_pct);
@@ -189,9 +195,9 @@ void kd_out_requests(FILE *f, const struct kd_dec *d, const char *indent)
 					oldest = d->reqs[i].begin;
 			}
 		if (r->threshold_ns)
-			kd_fmt_dur(r->threshold_ns, t, sizeof(t));
+			kd_time_fmt_dur(r->threshold_ns, t, sizeof(t));
 		if (nslow) {
-			kd_fmt_dur(kd_dec_ticks_ns(d, d->window_end > oldest ? d->window_end - oldest : 0),
+			kd_time_fmt_dur(kd_time_ticks_ns(d, d->window_end > oldest ? d->window_end - oldest : 0),
 			           a, sizeof(a));
 			fprintf(f, "%s    slow requests kept back to %s before the window end "
 			           "(%" PRIu32 " in the file; slow: over %s)\n", indent, a, nslow,

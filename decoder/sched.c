@@ -15,12 +15,17 @@
  * Threads that never wrote a traced event (no THREADS entry) are added to
  * d->threads under the name the SCHED section gives, or "tid N".
  */
+#include <stdio.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "kd_sched.h"
+#include "kd_time.h"
+#include "result.h"
+#include "snap.h"
+#include "util.h"
 
 static uint64_t mono_to_tick(const struct kd_dec *d, int64_t t)
 {
@@ -143,7 +148,7 @@ static uint64_t exit_tick(const struct kd_dec *d, uint32_t th, uint64_t since)
 	return e < since ? since : e < d->sched_to ? e : d->sched_to;
 }
 
-int kd_dec_sched(struct kd_dec *d)
+int kd_sched_decode(struct kd_dec *d)
 {
 	const struct kd_snap *s = &d->snap;
 	uint32_t n = s->nsched_recs, noff = 0, non = 0;
@@ -266,7 +271,7 @@ oom:
 	return KD_ENOMEM;
 }
 
-void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
+void kd_sched_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint64_t e,
                            uint64_t out[2])
 {
 	uint32_t lo, hi;
@@ -294,19 +299,19 @@ void kd_dec_offcpu_in(const struct kd_dec *d, uint32_t thread, uint64_t b, uint6
 	}
 }
 
-void kd_dec_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
+void kd_sched_fmt_split(const struct kd_dec *d, uint64_t wall, const uint64_t off[2],
                            char *buf, size_t len)
 {
 	char a[32], b[32], c[32];
 	uint64_t o = off[0] + off[1];
 
-	kd_fmt_dur(kd_dec_ticks_ns(d, wall > o ? wall - o : 0), a, sizeof(a));
-	kd_fmt_dur(kd_dec_ticks_ns(d, off[0]), b, sizeof(b));
-	kd_fmt_dur(kd_dec_ticks_ns(d, off[1]), c, sizeof(c));
+	kd_time_fmt_dur(kd_time_ticks_ns(d, wall > o ? wall - o : 0), a, sizeof(a));
+	kd_time_fmt_dur(kd_time_ticks_ns(d, off[0]), b, sizeof(b));
+	kd_time_fmt_dur(kd_time_ticks_ns(d, off[1]), c, sizeof(c));
 	snprintf(buf, len, "%s on-CPU, %s blocked, %s preempted", a, b, c);
 }
 
-void kd_dec_sched_status(const struct kd_dec *d, char *buf, size_t len)
+void kd_sched_status(const struct kd_dec *d, char *buf, size_t len)
 {
 	const struct kd_snap *s = &d->snap;
 	const struct ktrace_sched_hdr *h = &s->sched;

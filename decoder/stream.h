@@ -39,12 +39,15 @@
  * dropped call's duration to the parent's self when forwarding the parent's
  * END.  kd_filter_pass() is the identity filter to start from.
  * kd_range_filter (range.c) is the time range and --min-dur; every walk
- * goes through kd_dec_walk_cut(), which puts it in front of the sink when
+ * goes through kd_range_walk_cut(), which puts it in front of the sink when
  * d->cut.range is set: a streamed sink's walk and the collector's alike.
  *
  * In-memory sinks (stats, explain, html, the tests' kd_dec_open_*) get
- * d->calls from kd_collector, a sink that appends every call
- * (kd_dec_collect: behind the range filter when d->cut.range is set).
+ * d->calls from kd_collector (collect.h), a sink that appends every call
+ * (kd_dec_collect, dec.h: behind the range filter when d->cut.range is set).
+ *
+ * An output format includes this, sink.h (its options, the walk) and the
+ * helpers it uses; the decoded result is result.h.
  */
 #ifndef KD_STREAM_H
 #define KD_STREAM_H
@@ -80,7 +83,7 @@ struct kd_ev {
 	uint64_t seq;             /* the thread's recorded order */
 	uint32_t sub;             /* CALL_*, MARK, REQ_*: place among the thread's
 	                             events of the same tick (0, 1, ...): the
-	                             time is kd_dec_event_ns(d, tick, sub) */
+	                             time is kd_time_event_ns(d, tick, sub) */
 };
 
 struct kd_dec;
@@ -91,29 +94,5 @@ struct kd_sink {
 	void *ctx;
 };
 
-/* The collector: appends calls to d->calls (index at CALL_BEGIN, parent from
- * its own stack), as kd_dec_open_* always did. */
-struct kd_collector {
-	struct kd_dec *d;
-	size_t capcalls;
-	uint32_t *stack;          /* open call indices of the current thread */
-	size_t capstack;
-	uint32_t depth;
-};
-void kd_collector_init(struct kd_collector *c, struct kd_dec *d);
-struct kd_sink kd_collector_sink(struct kd_collector *c);
-void kd_collector_free(struct kd_collector *c);
-/* Walk d (opened with opts.stream, or again) with the collector: d->calls
- * filled, opts.stream cleared; with d->cut.range set, through the range
- * filter (kd_range_collect, range.c).  0, or an error from kd_dec_walk. */
-struct kd_dec_error;
-int kd_dec_collect(struct kd_dec *d, struct kd_dec_error *err);
-int kd_range_collect(struct kd_dec *d, struct kd_collector *c, struct kd_dec_error *err);
-
-/* The identity filter: forwards everything to next. */
-struct kd_filter_pass {
-	struct kd_sink next;
-};
-struct kd_sink kd_filter_pass(struct kd_filter_pass *f);
 
 #endif /* KD_STREAM_H */

@@ -24,7 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decoder.h"
+#include "names.h"
+#include "read.h"
+#include "result.h"
+#include "snap.h"
+#include "symbols.h"
+#include "util.h"
 
 struct elf_sym {
 	uint64_t addr;       /* ELF virtual address */
@@ -284,7 +289,7 @@ static int read_range(int fd, struct kd_elf *e, const char *path, uint64_t off, 
 		return 0;
 	if (n > e->len - off)
 		n = e->len - off;
-	return kd_dec_pread(fd, e->buf + off, off, n, path, e->len) == n ? 0 : -1;
+	return kd_read_pread(fd, e->buf + off, off, n, path, e->len) == n ? 0 : -1;
 }
 
 /*
@@ -353,7 +358,7 @@ int kd_elf_open(const char *path, struct kd_elf **out, struct kd_dec_error *err)
 
 	*out = NULL;
 	/* Never blocks: the path comes from the snapshot and may name a FIFO. */
-	fd = kd_dec_open_path(path, &st);
+	fd = kd_read_open_path(path, &st);
 	if (fd < 0)
 		return eio(err, "cannot open %s: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
@@ -464,7 +469,7 @@ struct symcache {
 	uint32_t n;
 };
 
-void kd_symcache_free(void *p)
+void kd_symbols_cache_free(void *p)
 {
 	struct symcache *c = p;
 
@@ -616,7 +621,7 @@ static const char *symbolize_addr(struct kd_dec *d, struct symcache *c, uint64_t
 
 	if (!m) {
 		snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
-		return kd_dec_strdup(d, buf);
+		return kd_names_strdup(d, buf);
 	}
 	{
 		uint64_t off = addr - m->start + m->file_offset, vaddr, start = 0;
@@ -629,11 +634,11 @@ static const char *symbolize_addr(struct kd_dec *d, struct symcache *c, uint64_t
 			return name; /* lives as long as the cache */
 		if (name) {
 			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, name, vaddr - start);
-			return kd_dec_strdup(d, buf);
+			return kd_names_strdup(d, buf);
 		}
 		snprintf(buf, sizeof(buf), "0x%" PRIx64 "(%s+0x%" PRIx64 ")", addr,
 		         base_name(m->path), off);
-		return kd_dec_strdup(d, buf);
+		return kd_names_strdup(d, buf);
 	}
 }
 
@@ -646,12 +651,12 @@ static const char *demangled(struct kd_dec *d, const char *name)
 	const char *r = name;
 	size_t n = plus ? (size_t)(plus - name) : strlen(name);
 
-	if (d->opts.raw_names || !kd_name_is_mangled(name) || n >= sizeof(base))
+	if (d->opts.raw_names || !kd_names_is_mangled(name) || n >= sizeof(base))
 		return name;
 	memcpy(base, name, n);
 	base[n] = 0;
-	if ((dm = kd_demangle(base)) == NULL) {
-		if (kd_demangler_missing() && !d->pass.warned_demangle) {
+	if ((dm = kd_names_demangle(base)) == NULL) {
+		if (kd_names_demangler_missing() && !d->pass.warned_demangle) {
 			d->pass.warned_demangle = 1;
 			fprintf(stderr, "ktrace-decode: %s: C++ names stay mangled: libstdc++.so.6 "
 			        "(its __cxa_demangle) is not installed; install libstdc++6, or "
@@ -662,7 +667,7 @@ static const char *demangled(struct kd_dec *d, const char *name)
 	if ((full = malloc(strlen(dm) + strlen(name + n) + 1)) != NULL) {
 		strcpy(full, dm);
 		strcat(full, name + n);
-		r = kd_dec_strdup(d, full);
+		r = kd_names_strdup(d, full);
 		free(full);
 	}
 	free(dm);
@@ -673,9 +678,9 @@ static const char *demangled(struct kd_dec *d, const char *name)
 static void set_short(struct kd_dec *d, struct kd_dec_func *f)
 {
 	char buf[KD_SHORT_NAME_MAX * 2];
-	const char *s = kd_name_shorten(f->name, buf, sizeof(buf));
+	const char *s = kd_names_shorten(f->name, buf, sizeof(buf));
 
-	f->short_name = s == f->name ? f->name : kd_dec_strdup(d, s);
+	f->short_name = s == f->name ? f->name : kd_names_strdup(d, s);
 }
 
 /* The source file of the local symbol at addr (base name), or NULL. */
@@ -754,14 +759,14 @@ static void label_repeats(struct kd_dec *d, struct symcache *c)
 				         base_name(m->path), f->addr - m->start + m->file_offset);
 			else
 				snprintf(buf, sizeof(buf), "%s [0x%" PRIx64 "]", f->sym, f->addr);
-			f->name = kd_dec_strdup(d, buf);
+			f->name = kd_names_strdup(d, buf);
 			set_short(d, f);
 		}
 	}
 	free(ix);
 }
 
-void kd_dec_symbolize(struct kd_dec *d)
+void kd_symbols_resolve(struct kd_dec *d)
 {
 	struct symcache *c = NULL;
 	char buf[64];
@@ -782,13 +787,13 @@ void kd_dec_symbolize(struct kd_dec *d)
 				f->name = s;
 			} else {
 				snprintf(buf, sizeof(buf), "span#%" PRIu32, f->id);
-				f->name = kd_dec_strdup(d, buf);
+				f->name = kd_names_strdup(d, buf);
 			}
 			break;
 		}
 		case KD_FUNC_UNKNOWN_ID:
 			snprintf(buf, sizeof(buf), "func#%" PRIu32, f->id);
-			f->name = kd_dec_strdup(d, buf);
+			f->name = kd_names_strdup(d, buf);
 			break;
 		default:
 			f->name = demangled(d, symbolize_addr(d, c, f->addr));

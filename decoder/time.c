@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "decoder.h"
+#include "kd_time.h"
+#include "result.h"
+#include "snap.h"
 
 /* ---- stage 4: time --------------------------------------------------------- */
 
@@ -22,7 +24,7 @@ static int64_t clamp_i64(__int128 v)
 	return (int64_t)v;
 }
 
-uint64_t kd_dec_ticks_ns(const struct kd_dec *d, uint64_t ticks)
+uint64_t kd_time_ticks_ns(const struct kd_dec *d, uint64_t ticks)
 {
 	unsigned __int128 v = ((unsigned __int128)ticks << d->shift) * 1000000000u;
 
@@ -49,7 +51,7 @@ static int64_t extrapolate(uint64_t hz, uint64_t t0, int64_t r0, uint64_t tsc)
  * (0), or whose monotonic times do not follow the counter, are not
  * compared.
  */
-void kd_snap_find_steps(struct kd_snap *snap)
+void kd_time_find_steps(struct kd_snap *snap)
 {
 	const struct ktrace_anchor_rec *a = snap->anchors;
 
@@ -93,7 +95,7 @@ static int64_t anchor_wall(const struct kd_snap *snap, uint32_t i)
 	return clamp_i64((__int128)a[i].monotonic_ns + z->realtime_ns - z->monotonic_ns);
 }
 
-int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
+int64_t kd_time_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 {
 	const struct ktrace_anchor_rec *a = snap->anchors;
 	uint64_t hz = snap->info.tsc_hz ? snap->info.tsc_hz : 1000000000u;
@@ -122,14 +124,14 @@ int64_t kd_snap_wall_ns(const struct kd_snap *snap, uint64_t tsc)
 	                                                 (__int128)anchor_wall(snap, lo))));
 }
 
-int64_t kd_dec_wall_ns(const struct kd_dec *d, uint64_t tick)
+int64_t kd_time_wall_ns(const struct kd_dec *d, uint64_t tick)
 {
 	unsigned __int128 tsc = (unsigned __int128)tick << d->shift;
 
-	return kd_snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
+	return kd_time_snap_wall_ns(&d->snap, tsc > UINT64_MAX ? UINT64_MAX : (uint64_t)tsc);
 }
 
-void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len)
+void kd_time_fmt_wall(int64_t ns, int date, char *buf, size_t len)
 {
 	int64_t sec = ns / 1000000000, frac = ns % 1000000000;
 	time_t t;
@@ -153,7 +155,7 @@ void kd_fmt_wall(int64_t ns, int date, char *buf, size_t len)
 		         frac);
 }
 
-void kd_fmt_dur(uint64_t ns, char *buf, size_t len)
+void kd_time_fmt_dur(uint64_t ns, char *buf, size_t len)
 {
 	if (ns < 1000)
 		snprintf(buf, len, "%" PRIu64 " ns", ns);
@@ -166,14 +168,14 @@ void kd_fmt_dur(uint64_t ns, char *buf, size_t len)
 }
 
 
-int64_t kd_dec_event_ns(const struct kd_dec *d, uint64_t tick, uint32_t sub)
+int64_t kd_time_event_ns(const struct kd_dec *d, uint64_t tick, uint32_t sub)
 {
-	int64_t w = kd_dec_wall_ns(d, tick), next;
+	int64_t w = kd_time_wall_ns(d, tick), next;
 
 	if (!sub)
 		return w;
 	/* Never at or past the next tick's time (the same conversion). */
-	next = kd_dec_wall_ns(d, tick + 1);
+	next = kd_time_wall_ns(d, tick + 1);
 	if (next - w <= 1)
 		return w;
 	if ((int64_t)sub > next - w - 1)

@@ -15,7 +15,7 @@
 
 /* ---- errors ----------------------------------------------------------------- */
 
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
+int kd_util_fail(struct kd_dec_error *err, int code, const char *msg)
 {
 	if (err) {
 		err->code = code;
@@ -26,7 +26,7 @@ int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg)
 	return code;
 }
 
-void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
+void kd_util_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len)
 {
 	if (err->has_offset)
@@ -38,7 +38,7 @@ void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
 
 /* ---- memory ----------------------------------------------------------------- */
 
-void kd_dec_oom(const char *what, size_t bytes)
+void kd_util_oom(const char *what, size_t bytes)
 {
 	fprintf(stderr, "ktrace-decode: out of memory (%zu bytes for %s); decode one file at a "
 	        "time or raise the memory limit (ulimit -v)\n", bytes, what);
@@ -50,7 +50,7 @@ void *kd_xmalloc(size_t n, const char *what)
 	void *p = malloc(n ? n : 1);
 
 	if (!p)
-		kd_dec_oom(what, n);
+		kd_util_oom(what, n);
 	return p;
 }
 
@@ -59,10 +59,10 @@ void *kd_xcalloc(size_t n, size_t size, const char *what)
 	void *p;
 
 	if (size && n > SIZE_MAX / size)
-		kd_dec_oom(what, SIZE_MAX);
+		kd_util_oom(what, SIZE_MAX);
 	p = calloc(n ? n : 1, size ? size : 1);
 	if (!p)
-		kd_dec_oom(what, n * size);
+		kd_util_oom(what, n * size);
 	return p;
 }
 
@@ -71,7 +71,7 @@ void *kd_xrealloc(void *p, size_t n, const char *what)
 	void *q = realloc(p, n ? n : 1);
 
 	if (!q)
-		kd_dec_oom(what, n);
+		kd_util_oom(what, n);
 	return q;
 }
 
@@ -130,7 +130,7 @@ int kd_grow(void *arrp, size_t *cap, size_t n, size_t sz, const char *what)
 	if (ncap > UINT32_MAX)
 		ncap = UINT32_MAX;
 	if (sz && ncap > SIZE_MAX / sz)
-		kd_dec_oom(what, SIZE_MAX);
+		kd_util_oom(what, SIZE_MAX);
 	*arr = kd_xrealloc(*arr, ncap * sz, what);
 	*cap = ncap;
 	return 0;

@@ -31,9 +31,9 @@ struct kd_dec_error {
 };
 
 /* Fill err (no offset); returns code. */
-int kd_dec_fail(struct kd_dec_error *err, int code, const char *msg);
+int kd_util_fail(struct kd_dec_error *err, int code, const char *msg);
 /* Format "ktrace-decode: FILE: offset 0x..: MSG" into buf. */
-void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
+void kd_util_error_format(const struct kd_dec_error *err, const char *file,
                               char *buf, size_t len);
 
 /*
@@ -45,7 +45,7 @@ void kd_dec_error_format(const struct kd_dec_error *err, const char *file,
  * (they never return NULL), except the image of an ELF file in symbols.c:
  * when that is refused, only that file's names are lost, with a warning.
  */
-void kd_dec_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
+void kd_util_oom(const char *what, size_t bytes) __attribute__((noreturn, cold));
 void *kd_xmalloc(size_t n, const char *what);
 void *kd_xcalloc(size_t n, size_t size, const char *what);
 void *kd_xrealloc(void *p, size_t n, const char *what);

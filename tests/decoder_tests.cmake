@@ -100,8 +100,9 @@ add_test(NAME test_decoder_corpus COMMAND ${CMAKE_COMMAND}
   -DOUT=${CMAKE_CURRENT_BINARY_DIR}/golden-corpus -P ${KTRACE_DEC_TESTS_DIR}/golden/golden.cmake)
 set_tests_properties(test_decoder_corpus PROPERTIES LABELS decoder TIMEOUT 300)
 
-# The decoder's files call each other without circles, and no output
-# format's file calls another's (nm on the library; skipped without nm).
+# The decoder's files include and call each other without circles, no
+# output format's file includes or calls another's or reaches the reader's
+# or builder's headers (the sources; nm on the library for the calls).
 add_test(NAME test_decoder_layers COMMAND python3 ${KTRACE_DEC_TESTS_DIR}/decoder_layers.py
-  $<TARGET_FILE:ktrace_decoder>)
+  ${PROJECT_SOURCE_DIR}/decoder $<TARGET_FILE:ktrace_decoder>)
 set_tests_properties(test_decoder_layers PROPERTIES LABELS decoder SKIP_RETURN_CODE 77)

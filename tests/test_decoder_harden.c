@@ -118,7 +118,7 @@ static void test_decoder_harden_module_fifo(void **state)
 	alarm(0);
 	assert_non_null(d);
 	assert_int_equal(d->ncalls, 1);
-	assert_string_equal(kd_dec_func_name(d, d->calls[0].func), "0x401000(lib.so+0x1000)");
+	assert_string_equal(kd_names_func(d, d->calls[0].func), "0x401000(lib.so+0x1000)");
 	assert_true(has_warning(d, "a FIFO"));
 	kd_dec_free(d);
 }
@@ -140,7 +140,7 @@ static void test_decoder_harden_module_special(void **state)
 		assert_non_null(d);
 		assert_int_equal(d->ncalls, 1);
 		/* Never symbolized from a special file; a warning says why. */
-		assert_non_null(strstr(kd_dec_func_name(d, d->calls[0].func), "0x401000"));
+		assert_non_null(strstr(kd_names_func(d, d->calls[0].func), "0x401000"));
 		assert_true(d->snap.warn.n >= 1);
 		kd_dec_free(d);
 	}
@@ -200,9 +200,9 @@ static void test_decoder_harden_snapshot_truncated(void **state)
 	trunc_path = path;
 	trunc_to = 0; /* a mapped file would lose every page: SIGBUS at once */
 	trunc_done = 0;
-	kd_dec_read_hook = truncate_hook;
+	kd_read_hook = truncate_hook;
 	assert_int_not_equal(kd_dec_open_file(path, NULL, &d, &err), 0);
-	kd_dec_read_hook = NULL;
+	kd_read_hook = NULL;
 	assert_int_equal(trunc_done, 1);
 	assert_null(d);
 	assert_int_equal(err.code, KD_EIO);
@@ -233,7 +233,7 @@ static void test_decoder_harden_snapshot_changed_between_passes(void **state)
 
 	/* Unchanged: decodes whole, not "changed". */
 	assert_int_equal(kd_dec_open_file(path, &o, &d, &err), 0);
-	assert_int_equal(kd_dec_walk(d, (struct kd_sink){ 0 }, &err), 0);
+	assert_int_equal(kd_build_walk(d, (struct kd_sink){ 0 }, &err), 0);
 	assert_int_equal(d->counts.calls, 1000000);
 	assert_false(kd_snap_changed(&d->snap));
 	/* Only its time changes: still "changed" (its bytes may have). */
@@ -245,7 +245,7 @@ static void test_decoder_harden_snapshot_changed_between_passes(void **state)
 	 * left, counts the rest as unreadable, and the file is "changed". */
 	assert_int_equal(kd_dec_open_file(path, &o, &d, &err), 0);
 	assert_int_equal(truncate(path, (off_t)(len / 4)), 0);
-	assert_int_equal(kd_dec_walk(d, (struct kd_sink){ 0 }, &err), 0);
+	assert_int_equal(kd_build_walk(d, (struct kd_sink){ 0 }, &err), 0);
 	assert_true(d->counts.calls < 1000000);
 	assert_true(kd_snap_changed(&d->snap));
 	kd_dec_free(d);
@@ -292,13 +292,13 @@ static void test_decoder_harden_elf_truncated(void **state)
 	trunc_path = copy;
 	trunc_to = 64; /* the ELF header survives, nothing after it */
 	trunc_done = 0;
-	kd_dec_read_hook = truncate_hook;
+	kd_read_hook = truncate_hook;
 	d = snapbuild_decode(sb, &o, &err);
-	kd_dec_read_hook = NULL;
+	kd_read_hook = NULL;
 	assert_non_null(d);
 	assert_int_equal(trunc_done, 1);
 	assert_true(has_warning(d, "truncated while it was read"));
-	assert_non_null(strstr(kd_dec_func_name(d, d->calls[0].func), "exe-copy+0x"));
+	assert_non_null(strstr(kd_names_func(d, d->calls[0].func), "exe-copy+0x"));
 	kd_dec_free(d);
 }
 
@@ -353,7 +353,7 @@ static void test_decoder_harden_folded_deep(void **state)
 	/* One line per depth up to the limit, then one for everything deeper. */
 	assert_int_equal(lines, KD_FOLD_DEPTH + 1);
 	/* No self time is lost by the cut: the lines add up to the outer call. */
-	assert_int_equal(sum, kd_dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin));
+	assert_int_equal(sum, kd_time_ticks_ns(d, d->calls[0].end - d->calls[0].begin));
 	free(out);
 	kd_dec_free(d);
 }

@@ -351,7 +351,7 @@ static void test_html_thread_filter(void **state)
 	snapbuild_enter(sb, 0, 2, 120, 0);
 	snapbuild_exit(sb, 0, 2, 130, 0);
 	d = decode(sb);
-	assert_int_equal(kd_html_calls(&d, 1, &o), 1);
+	assert_int_equal(kd_out_html_calls(&d, 1, &o), 1);
 	assert_int_equal(page(d, &o, &m), 0);
 	assert_null(strstr(m.p, "\"tid\":100,"));
 	assert_non_null(strstr(m.p, "\"tid\":101,"));

@@ -27,7 +27,7 @@ static uint32_t count(struct kd_dec *const *d, int n, const char *name, const st
 
 	for (int f = 0; f < n; f++)
 		for (uint32_t i = 0; i < d[f]->ncalls; i++)
-			if (!strcmp(kd_dec_func_name(d[f], d[f]->calls[i].func), name)) {
+			if (!strcmp(kd_names_func(d[f], d[f]->calls[i].func), name)) {
 				k++;
 				if (last)
 					*last = &d[f]->calls[i];
@@ -60,7 +60,7 @@ static void test_merge_two_snapshots_of_one_process(void **state)
 	snapbuild_exit(b, 0, 1, 1800, 0);
 	d[0] = decode(a);
 	d[1] = decode(b);
-	assert_true(kd_same_process(d[0], d[1]));
+	assert_true(kd_merge_same_process(d[0], d[1]));
 	assert_int_equal(d[0]->window_end, 1000);
 	assert_true(d[1]->window_start <= 1000);
 	/* the indices differ between the files */

@@ -245,7 +245,7 @@ static void test_outputs_chrome_well_formed(void **state)
 
 	(void)state;
 	mem_open(&m);
-	kd_out_chrome_begin(&ch, m.f, kd_dec_wall_ns(d, d->window_start));
+	kd_out_chrome_begin(&ch, m.f, kd_time_wall_ns(d, d->window_start));
 	kd_out_chrome_file(&ch, d, d->snap.info.pid, NULL);
 	kd_out_chrome_end(&ch);
 	mem_close(&m);
@@ -326,7 +326,7 @@ static void test_outputs_stats_exact(void **state)
 	snapbuild_exit(sb, 0, 1, t + 40, 2);
 	snapbuild_exit(sb, 0, 1, t + 100, 2);
 	d = decode(sb);
-	st = kd_func_stats(d, 0, 0, &n);
+	st = kd_out_stats_funcs(d, 0, 0, &n);
 	assert_non_null(st);
 	assert_int_equal(n, 3);
 	/* sorted by self: A (950), C (100), B (50) */
@@ -357,7 +357,7 @@ static void test_outputs_explain_names_cause_first(void **state)
 	char *p;
 
 	(void)state;
-	pick = kd_explain_pick(d, &med);
+	pick = kd_out_explain_pick(d, &med);
 	assert_int_not_equal(pick, KD_NONE);
 	assert_int_equal(d->reqs[pick].id, SNAPBUILD_GOLDEN_SLOW_REQ);
 	assert_true(d->reqs[pick].flags & KD_REQ_TRIGGER);
@@ -403,7 +403,7 @@ static void test_outputs_explain_without_trigger(void **state)
 		snapbuild_req(sb, 0, 1, t + 5200 + r + extra, 1, r, 1);
 	}
 	d = decode(sb);
-	assert_int_equal(d->reqs[kd_explain_pick(d, &med)].id, 3);
+	assert_int_equal(d->reqs[kd_out_explain_pick(d, &med)].id, 3);
 	assert_int_equal(d->reqs[med].id, 1); /* durations of 0,1,2,4 sorted: lower median */
 	mem_open(&m);
 	kd_out_explain(m.f, d, NULL);
@@ -490,7 +490,7 @@ static void test_outputs_explain_boundary_tick(void **state)
 	snapbuild_exit(sb, 0, 1, 2190, 0);
 	snapbuild_req(sb, 0, 1, 2200, 1, 3, 1);
 	d = decode(sb);
-	assert_int_equal(d->reqs[kd_explain_pick(d, &med)].id, 1);
+	assert_int_equal(d->reqs[kd_out_explain_pick(d, &med)].id, 1);
 	assert_int_equal(d->reqs[med].id, 2);
 	mem_open(&m);
 	kd_out_explain(m.f, d, NULL);
@@ -534,7 +534,7 @@ static void test_outputs_folded_adds_up(void **state)
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		self += d->calls[i].self;
 	/* each line is one stack's self ticks converted once: within a ns each */
-	self = kd_dec_ticks_ns(d, self);
+	self = kd_time_ticks_ns(d, self);
 	assert_true(sum <= self && self - sum <= lines);
 	free(m.p);
 	kd_dec_free(d);

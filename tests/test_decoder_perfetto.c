@@ -108,12 +108,12 @@ static void test_perfetto_ties_marks_requests(void **state)
 
 	(void)state;
 	d = decode(scenario());
-	f0 = kd_dec_func_name(d, d->calls[0].func);
-	f1 = kd_dec_func_name(d, d->calls[1].func);
+	f0 = kd_names_func(d, d->calls[0].func);
+	f1 = kd_names_func(d, d->calls[1].func);
 	f2 = NULL;
 	for (uint32_t i = 0; i < d->ncalls; i++)
 		if (d->funcs[d->calls[i].func].addr == 0xC000)
-			f2 = kd_dec_func_name(d, d->calls[i].func);
+			f2 = kd_names_func(d, d->calls[i].func);
 	assert_non_null(f2);
 	out = write_check(&d, 1, NULL);
 	/* Zero-length calls of one tick nest as recorded: f1 twice inside f0. */
@@ -227,7 +227,7 @@ static void merge_same_process(int entered)
 	d[1] = decode(merge_snap(0, entered));
 	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
-		const char *f = kd_dec_func_name(d[0], d[0]->calls[i].func);
+		const char *f = kd_names_func(d[0], d[0]->calls[i].func);
 
 		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
 			outer = f;
@@ -258,6 +258,63 @@ static void test_perfetto_merge_outer_frame_only_in_later_file(void **state)
 {
 	(void)state;
 	merge_same_process(0);
+}
+
+/* Three snapshots of one process, each going on from the previous one, the
+ * outer frame open at the end of the first two: cut twice (merge.c), it is
+ * one slice (its begin from the first file, through two joins) around every
+ * leaf, each leaf once. */
+static struct snapbuild *merge3_snap(int k)
+{
+	struct snapbuild *sb = snapbuild_new();
+
+	snapbuild_info(sb)->start_tsc = 5;
+	snapbuild_info(sb)->tsc_shift = 8;
+	snapbuild_info(sb)->tsc_hz = 2560000000u;
+	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
+	snapbuild_func(sb, 0, 0xA000);
+	snapbuild_func(sb, 1, 0xB000);
+	snapbuild_enter(sb, 0, 1, 1000, 0);
+	for (uint64_t i = 0; i < 10 + 10 * (uint64_t)k; i++) {
+		snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
+		snapbuild_exit(sb, 0, 1, 1105 + i * 10, 1);
+	}
+	if (k == 2)
+		snapbuild_exit(sb, 0, 1, 1450, 0);
+	snapbuild_core_copy_tsc(sb, 0, (1200ull + 100ull * (uint64_t)k + (k == 2 ? 100 : 0)) << 8);
+	return sb;
+}
+
+static void test_perfetto_merge_three_snapshots(void **state)
+{
+	struct kd_dec *d[3];
+	char *out, line[256];
+	const char *outer = NULL, *leaf = NULL;
+
+	(void)state;
+	d[0] = decode(merge3_snap(2));
+	d[1] = decode(merge3_snap(0));
+	d[2] = decode(merge3_snap(1));
+	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
+		const char *f = kd_names_func(d[0], d[0]->calls[i].func);
+
+		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
+			outer = f;
+		else
+			leaf = f;
+	}
+	assert_non_null(outer);
+	assert_non_null(leaf);
+	out = write_check(d, 3, NULL);
+	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 1\n", d[0]->snap.info.pid, outer);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 30\n", d[0]->snap.info.pid, leaf);
+	has_line(out, line);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 30\n", d[0]->snap.info.pid, outer, leaf);
+	has_line(out, line);
+	free(out);
+	for (int i = 0; i < 3; i++)
+		kd_dec_free(d[i]);
 }
 
 /* Two processes with one pid (two hosts): two process groups, distinct pids. */
@@ -387,8 +444,8 @@ static void test_perfetto_streamed_equals_collected(void **state)
 	img[2] = image(marks_in_a_tick(), &len[2]);
 	for (uint32_t k = 0; k < 3; k++) {
 		d = decode_image(img[k], len[k], 0);
-		w0 = kd_dec_wall_ns(d, d->window_start);
-		w1 = kd_dec_wall_ns(d, d->window_end);
+		w0 = kd_time_wall_ns(d, d->window_start);
+		w1 = kd_time_wall_ns(d, d->window_end);
 		kd_dec_free(d);
 		same_trace(&img[k], &len[k], 1, INT64_MIN, INT64_MAX, 0);
 		for (int i = 0; i <= 4; i++)
@@ -426,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_perfetto_offcpu_and_requests_on_threads),
 		cmocka_unit_test(test_perfetto_merge_same_process),
 		cmocka_unit_test(test_perfetto_merge_outer_frame_only_in_later_file),
+		cmocka_unit_test(test_perfetto_merge_three_snapshots),
 		cmocka_unit_test(test_perfetto_two_hosts),
 		cmocka_unit_test(test_perfetto_streamed_equals_collected),
 		cmocka_unit_test(test_perfetto_streamed_merge_equals_collected),

@@ -35,31 +35,31 @@ static void test_range_parse(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
-		if (kd_parse_when("--from", good[i], &w, msg, sizeof(msg)))
+		if (kd_range_parse_when("--from", good[i], &w, msg, sizeof(msg)))
 			fail_msg("'%s' refused: %s", good[i], msg);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (!kd_parse_when("--to", bad[i], &w, msg, sizeof(msg)))
+		if (!kd_range_parse_when("--to", bad[i], &w, msg, sizeof(msg)))
 			fail_msg("'%s' accepted", bad[i]);
 		assert_non_null(strstr(msg, "--to needs"));
 		assert_non_null(strstr(msg, "such as +1.5s"));
 	}
-	assert_int_equal(kd_parse_when("--from", "01:02:03.5", &w, msg, sizeof(msg)), 0);
+	assert_int_equal(kd_range_parse_when("--from", "01:02:03.5", &w, msg, sizeof(msg)), 0);
 	assert_int_equal(w.kind, KD_WHEN_TIME_OF_DAY);
 	assert_int_equal(w.ns, 3723500000000ll);
-	assert_int_equal(kd_parse_when("--from", "1970-01-02T00:00:01.000000002", &w, msg,
+	assert_int_equal(kd_range_parse_when("--from", "1970-01-02T00:00:01.000000002", &w, msg,
 	                               sizeof(msg)), 0);
 	assert_int_equal(w.kind, KD_WHEN_WALL);
 	assert_int_equal(w.ns, 86401000000002ll);
-	assert_int_equal(kd_parse_when("--from", "+1.5ms", &w, msg, sizeof(msg)), 0);
+	assert_int_equal(kd_range_parse_when("--from", "+1.5ms", &w, msg, sizeof(msg)), 0);
 	assert_int_equal(w.kind, KD_WHEN_OFFSET);
 	assert_int_equal(w.ns, 1500000);
-	assert_int_equal(kd_parse_duration("--min-dur", "2.5us", &ns, msg, sizeof(msg)), 0);
+	assert_int_equal(kd_range_parse_duration("--min-dur", "2.5us", &ns, msg, sizeof(msg)), 0);
 	assert_int_equal(ns, 2500);
-	assert_int_equal(kd_parse_duration("--min-dur", "3s", &ns, msg, sizeof(msg)), 0);
+	assert_int_equal(kd_range_parse_duration("--min-dur", "3s", &ns, msg, sizeof(msg)), 0);
 	assert_int_equal(ns, 3000000000ull);
-	assert_int_not_equal(kd_parse_duration("--min-dur", "10", &ns, msg, sizeof(msg)), 0);
+	assert_int_not_equal(kd_range_parse_duration("--min-dur", "10", &ns, msg, sizeof(msg)), 0);
 	assert_non_null(strstr(msg, "such as 200us"));
-	assert_int_not_equal(kd_parse_duration("--min-dur", "99999999999s", &ns, msg, sizeof(msg)),
+	assert_int_not_equal(kd_range_parse_duration("--min-dur", "99999999999s", &ns, msg, sizeof(msg)),
 	                     0);
 }
 
@@ -74,8 +74,8 @@ static uint8_t *golden(size_t *len, int64_t *w0, int64_t *w1)
 	assert_int_equal(snapbuild_finish(sb, &buf, len), 0);
 	snapbuild_free(sb);
 	d = decode_image(buf, *len, 0);
-	*w0 = kd_dec_wall_ns(d, d->window_start);
-	*w1 = kd_dec_wall_ns(d, d->window_end);
+	*w0 = kd_time_wall_ns(d, d->window_start);
+	*w1 = kd_time_wall_ns(d, d->window_end);
 	kd_dec_free(d);
 	return buf;
 }
@@ -100,7 +100,7 @@ static void compare_cut(const uint8_t *buf, size_t len, int64_t from_ns, int64_t
 	r.to_ns = to_ns;
 	r.min_dur_ns = min_ns;
 	kd_collector_init(&c, b);
-	assert_int_equal(kd_dec_walk(b, kd_range_filter(&f, &r, kd_collector_sink(&c)), &err), 0);
+	assert_int_equal(kd_build_walk(b, kd_range_filter(&f, &r, kd_collector_sink(&c)), &err), 0);
 	kd_collector_free(&c);
 	kd_range_filter_free(&f);
 	kd_range_apply(a, &r);
@@ -235,7 +235,7 @@ static char *out_of(struct kd_dec *d, int fmt)
 		struct kd_dec_error err;
 
 		if (d->opts.stream)
-			assert_int_equal(kd_dec_walk_cut(d, (struct kd_sink){ 0 }, &err), 0);
+			assert_int_equal(kd_range_walk_cut(d, (struct kd_sink){ 0 }, &err), 0);
 		kd_out_summary(f, d);
 	}
 	assert_int_equal(fclose(f), 0);
@@ -310,7 +310,7 @@ static void test_range_cut_calls_nest(void **state)
 	assert_true(outer != KD_NONE && inner != KD_NONE);
 	assert_true(d->calls[outer].begin_sub > d->calls[inner].begin_sub); /* as recorded */
 	r.active = 1;
-	r.from_ns = kd_dec_wall_ns(d, 500);
+	r.from_ns = kd_time_wall_ns(d, 500);
 	r.to_ns = INT64_MAX;
 	kd_range_apply(d, &r);
 	assert_int_equal(d->ncalls, 2);
@@ -364,8 +364,8 @@ static void test_range_explain_trigger_whole_only(void **state)
 
 	(void)state;
 	assert_int_not_equal(d->trigger_req, KD_NONE);
-	tb = kd_dec_wall_ns(d, d->reqs[d->trigger_req].begin);
-	te = kd_dec_wall_ns(d, d->reqs[d->trigger_req].end);
+	tb = kd_time_wall_ns(d, d->reqs[d->trigger_req].begin);
+	te = kd_time_wall_ns(d, d->reqs[d->trigger_req].end);
 	kd_dec_free(d);
 	for (int i = 0; i < 4; i++) {
 		struct kd_range r = { 0 };

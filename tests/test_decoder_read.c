@@ -531,7 +531,7 @@ static void test_read_error_format(void **state)
 	char buf[512];
 
 	(void)state;
-	kd_dec_error_format(&err, "x.ktrace", buf, sizeof(buf));
+	kd_util_error_format(&err, "x.ktrace", buf, sizeof(buf));
 	assert_string_equal(buf, "ktrace-decode: x.ktrace: offset 0x1c0: section 3 (FUNCS) "
 	                         "size 17 is not a multiple of 16");
 }

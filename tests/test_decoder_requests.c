@@ -115,7 +115,7 @@ static const struct kd_dec_request *find_req(const struct kd_dec *d, const char 
 	char buf[128];
 
 	for (uint32_t i = 0; i < d->nreqs; i++)
-		if (!strcmp(kd_req_label(d, &d->reqs[i], buf, sizeof(buf)), label))
+		if (!strcmp(kd_names_req(d, &d->reqs[i], buf, sizeof(buf)), label))
 			return &d->reqs[i];
 	fail_msg("no request \"%s\"", label);
 	return NULL;
@@ -432,10 +432,10 @@ static void test_requests_close_without_open(void **state)
 		assert_true(q->flags & KD_REQ_TRUNC_BEGIN);
 		if (with_trigger) {
 			assert_int_equal(d->trigger_req, 0);
-			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)), "get #4321");
+			assert_string_equal(kd_names_req(d, q, buf, sizeof(buf)), "get #4321");
 		} else {
 			assert_int_equal(d->trigger_req, KD_NONE);
-			assert_string_equal(kd_req_label(d, q, buf, sizeof(buf)),
+			assert_string_equal(kd_names_req(d, q, buf, sizeof(buf)),
 			                    "request (begun before the window)");
 		}
 		kd_dec_free(d);
@@ -627,7 +627,7 @@ static void test_requests_histogram(void **state)
 	d = decode(sb);
 	assert_int_equal(d->window_start, 1000000);
 	assert_int_equal(d->window_end, 5000000);
-	assert_int_equal(kd_req_hist(d, 0, d->window_start, d->window_end, &hist), 0);
+	assert_int_equal(kd_requests_hist(d, 0, d->window_start, d->window_end, &hist), 0);
 	assert_int_equal(hist.nslices, 3);
 	assert_int_equal(hist.count, nall);
 	assert_int_equal(hist.max_ticks, truemax);
@@ -662,7 +662,7 @@ static void test_requests_bucket_bounds(void **state)
 	(void)state;
 	for (uint64_t v = 1; v < (1ull << 40); v = v * 3 + 1) {
 		uint32_t b = snapbuild_req_bucket_of(v, 4);
-		uint64_t hi = kd_req_bucket_hi(b, 4);
+		uint64_t hi = kd_requests_bucket_hi(b, 4);
 
 		assert_true(hi > v);
 		if (v >= 16)
@@ -671,7 +671,7 @@ static void test_requests_bucket_bounds(void **state)
 		if (hi != UINT64_MAX)
 			assert_int_not_equal(snapbuild_req_bucket_of(hi, 4), b);
 	}
-	assert_int_equal(kd_req_bucket_hi(snapbuild_req_bucket_of(UINT64_MAX, 4), 4), UINT64_MAX);
+	assert_int_equal(kd_requests_bucket_hi(snapbuild_req_bucket_of(UINT64_MAX, 4), 4), UINT64_MAX);
 }
 
 /* ---- (f) hostile REQUESTS sections ------------------------------------------- */
@@ -800,6 +800,180 @@ static void test_requests_section_in_format1(void **state)
 	kd_dec_free(d);
 }
 
+/*
+ * --around-trigger needs the trigger request as a walk decodes it; a file
+ * opened for the stream gets it from kd_build_prepare's scan
+ * (d->trigger_at), without a walk.  On each scenario it must be exactly
+ * the collected decode's reqs[trigger_req] (begin and end ticks): a
+ * REQ_CLOSE_ANY from another thread, a REQ_CLOSE of a request begun before
+ * the window (matched to the trigger by its end), a trigger whose request
+ * is not in the window (rebuilt from the TRIGGER record), records stepping
+ * back in time (the walk's per-thread clamp), nested requests, format 1
+ * (the golden scenario), a held run (its thread walked in another order
+ * than the scan met it: the walk for the requests alone), that walk with
+ * the trigger's request begun on another thread than the one ending it.
+ * And the same after the streamed file is walked.
+ */
+static struct snapbuild *trigger_scenario(int v)
+{
+	struct snapbuild *sb;
+	struct ktrace_trigger_rec tr;
+
+	uint32_t p, seg;
+
+	if (v == 4) {
+		sb = snapbuild_new();
+		snapbuild_scenario_golden(sb);
+		return sb;
+	}
+	sb = new_sb();
+	memset(&tr, 0, sizeof(tr));
+	tr.kind_id = KIND_GET;
+	tr.thread_slot = 1;
+	tr.tid = 101;
+	tr.why = KTRACE_TRIGGER_ABSOLUTE;
+	strcpy(tr.kind, "get");
+	switch (v) {
+	case 0: /* ended on another thread; an outer request ended after it */
+		tr.request_id = 5;
+		tr.begin_tsc = 110;
+		tr.end_tsc = 128;
+		snapbuild_enter(sb, 0, 1, 90, 0);
+		snapbuild_req_open(sb, 0, 1, 100, KIND_GET, 6);
+		snapbuild_req_open(sb, 0, 1, 110, KIND_GET, 5);
+		snapbuild_enter(sb, 1, 2, 120, 1);
+		snapbuild_req_close_any(sb, 1, 2, 130, KTRACE_REQ_DIRECT, KIND_GET, 5, 1);
+		snapbuild_exit(sb, 1, 2, 135, 1);
+		snapbuild_req_close(sb, 0, 1, 140, KTRACE_REQ_SLOW);
+		snapbuild_exit(sb, 0, 1, 400, 0);
+		break;
+	case 1: /* begun before the window: the REQ_CLOSE near the trigger's end */
+		tr.request_id = 4321;
+		tr.begin_tsc = 500;
+		tr.end_tsc = 1502;
+		snapbuild_enter(sb, 0, 1, 1000, 0);
+		snapbuild_exit(sb, 0, 1, 1400, 0);
+		snapbuild_req_close(sb, 0, 1, 1500, KTRACE_REQ_SLOW | KTRACE_REQ_TRIGGER);
+		break;
+	case 2: /* not in the window: from the TRIGGER record */
+		tr.request_id = 99;
+		tr.begin_tsc = 150;
+		tr.end_tsc = 260;
+		snapbuild_enter(sb, 0, 1, 200, 0);
+		snapbuild_exit(sb, 0, 1, 300, 0);
+		break;
+	case 5: /* a held run (the thread walked in another order than the scan's),
+	         * its REQ_OPEN stepping back below the ring record before it */
+		tr.request_id = 7;
+		tr.begin_tsc = 1015;
+		tr.end_tsc = 1080;
+		snapbuild_enter(sb, 0, 1, 1000, 0);
+		snapbuild_enter(sb, 0, 1, 1010, 1);
+		snapbuild_exit(sb, 0, 1, 1020, 1);
+		p = snapbuild_pos(sb, 0);
+		seg = snapbuild_seg(sb, 1);
+		snapbuild_enter(sb, 0, 1, 1100, 2);
+		snapbuild_exit(sb, 0, 1, 1110, 2);
+		snapbuild_exit(sb, 0, 1, 1120, 0);
+		snapbuild_held(sb, 0, 1, 1015, seg, p, 5, 0);
+		snapbuild_req_open(sb, 0, 1, 1015, KIND_GET, 7);   /* clamped to 1020 */
+		snapbuild_enter(sb, 0, 1, 1040, 3);
+		snapbuild_exit(sb, 0, 1, 1070, 3);
+		snapbuild_req_close(sb, 0, 1, 1080, KTRACE_REQ_SLOW);
+		snapbuild_held_end(sb, 0);
+		break;
+	case 6: /* a held run (so the walk for the requests), and the trigger's
+	         * request begun on thread 2 and ended on the trigger's thread 1
+	         * (REQ_CLOSE_ANY): thread 2 is walked too */
+		tr.request_id = 9;
+		tr.begin_tsc = 1200;
+		tr.end_tsc = 1300;
+		snapbuild_enter(sb, 0, 1, 1000, 0);
+		p = snapbuild_pos(sb, 0);
+		seg = snapbuild_seg(sb, 1);
+		snapbuild_exit(sb, 0, 1, 1100, 0);
+		snapbuild_held(sb, 0, 1, 1010, seg, p, 5, 0);
+		snapbuild_req_open(sb, 0, 1, 1010, KIND_GET, 7);
+		snapbuild_req_close(sb, 0, 1, 1050, KTRACE_REQ_SLOW);
+		snapbuild_held_end(sb, 0);
+		snapbuild_enter(sb, 1, 2, 1150, 1);
+		snapbuild_req_open(sb, 1, 2, 1200, KIND_GET, 9);
+		snapbuild_exit(sb, 1, 2, 1250, 1);
+		snapbuild_enter(sb, 0, 1, 1280, 2);
+		snapbuild_req_close_any(sb, 0, 1, 1300, KTRACE_REQ_DIRECT, KIND_GET, 9, 2);
+		snapbuild_exit(sb, 0, 1, 1310, 2);
+		break;
+	default: /* 3: records stepping back; nested requests closed innermost first */
+		tr.request_id = 8;
+		tr.begin_tsc = 300;
+		tr.end_tsc = 350;
+		snapbuild_enter(sb, 0, 1, 300, 0);
+		snapbuild_req_open(sb, 0, 1, 295, KIND_GET, 8);   /* clamped to 300 */
+		snapbuild_req_open(sb, 0, 1, 310, KIND_GET, 9);
+		snapbuild_enter(sb, 0, 1, 330, 1);
+		snapbuild_req_close(sb, 0, 1, 325, KTRACE_REQ_NESTED); /* #9, at 330 */
+		snapbuild_exit(sb, 0, 1, 345, 1);
+		snapbuild_req_close(sb, 0, 1, 340, KTRACE_REQ_SLOW);  /* #8, at 345 */
+		snapbuild_exit(sb, 0, 1, 360, 0);
+		break;
+	}
+	snapbuild_trigger(sb, &tr);
+	return sb;
+}
+
+static struct kd_dec *open_image(const uint8_t *buf, size_t len, int stream)
+{
+	struct kd_dec_opts o = { .no_symbols = 1, .stream = stream, .find_trigger = stream };
+	struct kd_dec_error err;
+	struct kd_dec *d;
+
+	if (kd_dec_open_buffer(buf, len, "image", &o, &d, &err) != 0)
+		fail_msg("decode failed: %s", err.msg);
+	return d;
+}
+
+static void test_requests_trigger_before_walk(void **state)
+{
+	(void)state;
+	for (int v = 0; v < 7; v++) {
+		struct snapbuild *sb = trigger_scenario(v);
+		struct kd_dec *c, *s;
+		struct kd_dec_error err;
+		const struct kd_dec_request *q;
+		uint8_t *buf;
+		size_t len;
+
+		assert_int_equal(snapbuild_finish(sb, &buf, &len), 0);
+		snapbuild_free(sb);
+		c = open_image(buf, len, 0);
+		s = open_image(buf, len, 1);
+		if (c->trigger_req >= c->nreqs)
+			fail_msg("scenario %d: no trigger request decoded", v);
+		q = &c->reqs[c->trigger_req];
+		if (!s->trigger_at.known || s->trigger_at.begin != q->begin ||
+		    s->trigger_at.end != q->end)
+			fail_msg("scenario %d: before the walk: known %d [%llu, %llu]; walked [%llu, %llu]",
+			         v, s->trigger_at.known, (unsigned long long)s->trigger_at.begin,
+			         (unsigned long long)s->trigger_at.end, (unsigned long long)q->begin,
+			         (unsigned long long)q->end);
+		assert_int_equal(s->trigger_req, KD_NONE); /* nothing else known yet */
+		assert_int_equal(s->nreqs, 0);
+		if (v == 3)
+			assert_int_equal(q->begin, 300);
+		if (v == 5)
+			assert_int_equal(q->begin, 1020);
+		if (v == 6)
+			assert_int_equal(q->begin, 1200);
+		assert_int_equal(kd_build_walk(s, (struct kd_sink){ 0 }, &err), 0);
+		assert_int_equal(s->trigger_req, c->trigger_req);
+		assert_int_equal(s->reqs[s->trigger_req].begin, q->begin);
+		assert_int_equal(s->reqs[s->trigger_req].end, q->end);
+		kd_dec_free(c);
+		kd_dec_free(s);
+		free(buf);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -809,6 +983,7 @@ int main(void)
 		cmocka_unit_test(test_requests_held_order_and_chunks),
 		cmocka_unit_test(test_requests_across_threads_and_nested),
 		cmocka_unit_test(test_requests_close_without_open),
+		cmocka_unit_test(test_requests_trigger_before_walk),
 		cmocka_unit_test(test_requests_format1_label),
 		cmocka_unit_test(test_requests_explain_answer_first),
 		cmocka_unit_test(test_requests_histogram),

@@ -142,13 +142,13 @@ static void test_decoder_sched_intervals(void **state)
 	assert_true(d->sched);
 	assert_int_equal(d->snap.nsched_recs, 8);
 	/* main: two intervals, blocked then preempted */
-	kd_dec_offcpu_in(d, 0, 1000, 5000, off);
+	kd_sched_offcpu_in(d, 0, 1000, 5000, off);
 	assert_int_equal(off[KD_OFF_BLOCKED], 1000);
 	assert_int_equal(off[KD_OFF_PREEMPTED], 200);
-	kd_dec_offcpu_in(d, 0, 2000, 4000, off);  /* g holds the blocked one */
+	kd_sched_offcpu_in(d, 0, 2000, 4000, off);  /* g holds the blocked one */
 	assert_int_equal(off[KD_OFF_BLOCKED], 1000);
 	assert_int_equal(off[KD_OFF_PREEMPTED], 0);
-	kd_dec_offcpu_in(d, 0, 3000, 4300, off);  /* partial overlaps */
+	kd_sched_offcpu_in(d, 0, 3000, 4300, off);  /* partial overlaps */
 	assert_int_equal(off[KD_OFF_BLOCKED], 500);
 	assert_int_equal(off[KD_OFF_PREEMPTED], 100);
 	/* the tid THREADS does not know gets a thread, named from SCHED */
@@ -215,7 +215,7 @@ static void test_decoder_sched_status_lines(void **state)
 	add_sched(sb, KTRACE_SCHED_REFUSED, EACCES, 0, 0);
 	d = decode(sb);
 	assert_false(d->sched);
-	kd_dec_sched_status(d, line, sizeof(line));
+	kd_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (perf_event_open: EACCES, "
 	                          "kernel.perf_event_paranoid=3; allow with sysctl "
 	                          "kernel.perf_event_paranoid=2 or CAP_PERFMON)");
@@ -227,7 +227,7 @@ static void test_decoder_sched_status_lines(void **state)
 	add_sched(sb, KTRACE_SCHED_REFUSED, EPERM, 0, 0);
 	sched_paranoid = 3;
 	d = decode(sb);
-	kd_dec_sched_status(d, line, sizeof(line));
+	kd_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (perf_event_open: EPERM, "
 	                          "kernel.perf_event_paranoid=2, which allows it: a seccomp "
 	                          "filter or a security module (container profile, SELinux, "
@@ -238,7 +238,7 @@ static void test_decoder_sched_status_lines(void **state)
 	sb = base();
 	add_sched(sb, KTRACE_SCHED_SECCOMP, 0, 0, 0);
 	d = decode(sb);
-	kd_dec_sched_status(d, line, sizeof(line));
+	kd_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (a seccomp filter is active: "
 	                          "perf_event_open was not tried, as a filter may kill the "
 	                          "process on it; KTRACE_SCHED=on tries it)");
@@ -247,14 +247,14 @@ static void test_decoder_sched_status_lines(void **state)
 	sb = base();
 	add_sched(sb, KTRACE_SCHED_OFF, 0, 0, 0);
 	d = decode(sb);
-	kd_dec_sched_status(d, line, sizeof(line));
+	kd_sched_status(d, line, sizeof(line));
 	assert_string_equal(line, "scheduling: not recorded (KTRACE_SCHED=off)");
 	kd_dec_free(d);
 
 	sb = base();  /* an older file: no section at all */
 	d = decode(sb);
 	assert_false(d->snap.have_sched);
-	kd_dec_sched_status(d, line, sizeof(line));
+	kd_sched_status(d, line, sizeof(line));
 	assert_non_null(strstr(line, "scheduling: not recorded (no SCHED section"));
 	kd_dec_free(d);
 }
@@ -349,7 +349,7 @@ static void test_decoder_sched_chrome_nests_at_window_ends(void **state)
 	assert_true(d->offcpu[0].end > d->window_end);
 	out = run_sink(d, "chrome");
 	assert_true(chrome_x(out, "off-CPU: blocked", 100, &ob, &oe));
-	assert_true(chrome_x(out, kd_dec_func_short(d, 1), 100, &cb, &ce));
+	assert_true(chrome_x(out, kd_names_func_short(d, 1), 100, &cb, &ce));
 	if (!(cb <= ob && oe <= ce))
 		fail_msg("off-CPU [%" PRIu64 ", %" PRIu64 "] is not inside the truncated call [%" PRIu64
 		         ", %" PRIu64 "]:\n%s", ob, oe, cb, ce, out);

@@ -107,7 +107,7 @@ static void test_symbols_repeated_names(void **state)
 	assert_string_equal(name_of(d, b), "twin [symbols_twin_b.c]");
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (d->funcs[i].addr == a || d->funcs[i].addr == b)
-			assert_string_equal(kd_dec_func_sym(d, i), "twin");
+			assert_string_equal(kd_names_func_sym(d, i), "twin");
 	kd_dec_free(d);
 }
 

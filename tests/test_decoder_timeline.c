@@ -39,8 +39,8 @@ static uint32_t core_ticks(struct kd_dec *d, uint32_t core, uint64_t *out, uint3
 	struct kd_dec_event ev;
 	uint32_t n = 0;
 
-	kd_core_iter_init(&it, &d->snap, core, NULL);
-	while (kd_core_iter_next(&it, &ev)) {
+	kd_iter_init(&it, &d->snap, core, NULL);
+	while (kd_iter_record(&it, &ev)) {
 		if (n < max) {
 			out[n] = ev.tick;
 			if (evs)
@@ -152,7 +152,7 @@ static void test_timeline_idle_for_minutes(void **state)
 	assert_int_equal(core_ticks(d, 0, got, 4, NULL), 2);
 	assert_int_equal(got[1], 1000 + minutes);
 	assert_int_equal(d->ncalls, 1);
-	assert_int_equal(kd_dec_ticks_ns(d, d->calls[0].end - d->calls[0].begin), minutes);
+	assert_int_equal(kd_time_ticks_ns(d, d->calls[0].end - d->calls[0].begin), minutes);
 	kd_dec_free(d);
 }
 
@@ -352,7 +352,7 @@ static void test_timeline_unknown_ext_and_addr_records(void **state)
 	assert_non_null(c);
 	assert_int_equal(c->end - c->begin, 70);
 	assert_int_equal(c->flags, 0);
-	assert_string_equal(kd_dec_func_name(d, c->func), "0x7f0012345678");
+	assert_string_equal(kd_names_func(d, c->func), "0x7f0012345678");
 	assert_int_equal(d->snap.warn.total, 0);
 	kd_dec_free(d);
 }
@@ -397,7 +397,7 @@ static void test_timeline_spans_nest_with_functions(void **state)
 	assert_int_equal(d->ncalls, 3);
 	c = &d->calls[1];
 	assert_true(c->flags & KD_CALL_SPAN);
-	assert_string_equal(kd_dec_func_name(d, c->func), "commit");
+	assert_string_equal(kd_names_func(d, c->func), "commit");
 	assert_int_equal(c->depth, 1);
 	assert_int_equal(c->end - c->begin, 30);
 	assert_int_equal(c->self, 20);
@@ -484,11 +484,11 @@ static void test_timeline_wall_clock(void **state)
 	snapbuild_anchor(sb, 3000000, 5001000010ll);  /* 10 ns of drift over 1 ms */
 	snapbuild_enter(sb, 0, 1, 2000000, 0);
 	d = decode(sb);
-	assert_int_equal(kd_dec_ticks_ns(d, 2000000), 1000000);
-	assert_int_equal(kd_dec_wall_ns(d, 1000000), 5000000000ll);
-	assert_int_equal(kd_dec_wall_ns(d, 2000000), 5000500005ll);  /* interpolated */
-	assert_int_equal(kd_dec_wall_ns(d, 5000000), 5002000010ll);  /* extrapolated */
-	assert_int_equal(kd_dec_wall_ns(d, 0), 4999500000ll);
+	assert_int_equal(kd_time_ticks_ns(d, 2000000), 1000000);
+	assert_int_equal(kd_time_wall_ns(d, 1000000), 5000000000ll);
+	assert_int_equal(kd_time_wall_ns(d, 2000000), 5000500005ll);  /* interpolated */
+	assert_int_equal(kd_time_wall_ns(d, 5000000), 5002000010ll);  /* extrapolated */
+	assert_int_equal(kd_time_wall_ns(d, 0), 4999500000ll);
 	kd_dec_free(d);
 }
 
@@ -500,11 +500,11 @@ static void test_timeline_ticks_ns_no_overflow(void **state)
 	memset(&d, 0, sizeof(d));
 	d.shift = 32;
 	d.tsc_hz = 1000000;
-	assert_int_equal(kd_dec_ticks_ns(&d, 1), 4294967296000ull);
-	assert_int_equal(kd_dec_ticks_ns(&d, UINT64_MAX), UINT64_MAX); /* saturates */
+	assert_int_equal(kd_time_ticks_ns(&d, 1), 4294967296000ull);
+	assert_int_equal(kd_time_ticks_ns(&d, UINT64_MAX), UINT64_MAX); /* saturates */
 	d.shift = 8;
 	d.tsc_hz = 2560000000ull;
-	assert_int_equal(kd_dec_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
+	assert_int_equal(kd_time_ticks_ns(&d, 1000000000000ull), 100000000000000ull);
 }
 
 /* A thread migrates within one tick, onto a core whose clock is behind:

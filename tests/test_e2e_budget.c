@@ -80,7 +80,7 @@ static void finish(struct run *r)
 static const struct ktrace_muted_rec *muted(const struct kd_dec *d, const char *name)
 {
 	for (uint32_t f = 0; f < d->nfuncs; f++) {
-		const char *n = kd_dec_func_name(d, f);
+		const char *n = kd_names_func(d, f);
 		int m = kd_budget_muted(d, f);
 		if (m >= 0 && strcmp(n, name) == 0)
 			return &d->snap.muted[m];
@@ -147,7 +147,7 @@ static void test_e2e_budget_steady_window(void **state)
 	(void)state;
 	run(&r, "steady", "11", env);
 	const struct kd_dec *d = r.d;
-	double window_s = (double)kd_dec_ticks_ns(d, d->window_end - d->window_start) / 1e9;
+	double window_s = (double)kd_time_ticks_ns(d, d->window_end - d->window_start) / 1e9;
 	if (window_s < 9.5)
 		fail_msg("window %.3f s < 9.5 s", window_s);
 	assert_true(d->snap.have_budget);

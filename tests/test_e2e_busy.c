@@ -360,7 +360,7 @@ static void check_sample(const struct busy *b, const struct kt_file *f, const st
 		 * (not the warm-up's, nor the slow ones) */
 		if (!(r->keep & KTRACE_REQ_SAMPLED))
 			continue;
-		ns = kd_dec_ticks_ns(d, r->end - r->begin);
+		ns = kd_time_ticks_ns(d, r->end - r->begin);
 		durs[n++] = ns;
 	}
 	print_message("typical get requests kept: %u (threshold %llu ns)\n", n,

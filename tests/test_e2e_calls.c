@@ -79,7 +79,7 @@ static void check_calls(const struct kd_dec *d, int pid)
 	assert_true(d->snap.have_loss);
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		if (d->snap.loss.count[i] != 0)
-			fail_msg("loss counter %s = %llu", kd_loss_name((unsigned)i),
+			fail_msg("loss counter %s = %llu", kd_read_loss_name((unsigned)i),
 			         (unsigned long long)d->snap.loss.count[i]);
 	assert_int_equal(d->snap.info.pid, (uint32_t)pid);
 	assert_int_equal(d->lost_exits, 0);

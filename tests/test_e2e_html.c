@@ -347,11 +347,11 @@ static void check_click(const char *func, const char *thread_name)
 	 * the text output prints it. */
 	if (strncmp(buf, func, strlen(func)))
 		fail_msg("clicking %s shows: %s", func, buf);
-	kd_fmt_dur(kd_ns(d, c), want, sizeof(want));
+	kd_time_fmt_dur(kd_ns(d, c), want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the duration %s", func, buf, want);
 	/* The start in UTC wall-clock time, as the text output prints it. */
-	kd_fmt_wall(kd_dec_wall_ns(d, c->begin), 0, want, sizeof(want));
+	kd_time_fmt_wall(kd_time_wall_ns(d, c->begin), 0, want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("clicking %s shows: %s; expected the start %s", func, buf, want);
 	snprintf(want, sizeof(want), "%s (%d)", thread_name, d->threads[c->thread].tid);
@@ -393,11 +393,11 @@ static void test_e2e_html_goto_slow_request(void **state)
 
 		/* the id as every format prints it (format 1: slot.seq) */
 		snprintf(want, sizeof(want), "request get %s (the slow request: trigger)",
-		         kd_req_id_str(q, ib, sizeof(ib)));
+		         kd_names_req_id(q, ib, sizeof(ib)));
 	}
 	if (!strstr(buf, want))
 		fail_msg("details: %s; expected %s", buf, want);
-	kd_fmt_dur(kd_dec_ticks_ns(d, q->end - q->begin), want, sizeof(want));
+	kd_time_fmt_dur(kd_time_ticks_ns(d, q->end - q->begin), want, sizeof(want));
 	if (!strstr(buf, want))
 		fail_msg("details: %s; expected the duration %s", buf, want);
 	/* The header says what fired; a page without a trigger has no button. */
@@ -447,7 +447,7 @@ static void test_e2e_html_links_search_and_trigger(void **state)
 		char ib[48];
 
 		snprintf(want, sizeof(want), "get %s (the slow request: trigger)",
-		         kd_req_id_str(&fx.trig.d->reqs[fx.trig.d->trigger_req], ib, sizeof(ib)));
+		         kd_names_req_id(&fx.trig.d->reqs[fx.trig.d->trigger_req], ib, sizeof(ib)));
 	}
 	if (!strstr(dom, want))
 		fail_msg("#trigger: the details do not show %s", want);

@@ -83,7 +83,7 @@ static int setup(void **state)
 	d = kd_open(fx.final);
 	if (!d)
 		return -1;
-	fx.win0 = kd_dec_wall_ns(d, d->window_start);
+	fx.win0 = kd_time_wall_ns(d, d->window_start);
 	kd_dec_free(d);
 	return 0;
 }

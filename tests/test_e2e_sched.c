@@ -157,7 +157,7 @@ static char *decode(const char *fmt, const char *file)
 	return out;
 }
 
-/* "<value> <unit>" (kd_fmt_dur) just before " label" in line -> ns. */
+/* "<value> <unit>" (kd_time_fmt_dur) just before " label" in line -> ns. */
 static double dur_before(const char *line, const char *label)
 {
 	const char *e = strstr(line, label), *s;
@@ -254,7 +254,7 @@ static unsigned offcpu_in_call(const struct kd_dec *d, uint32_t th,
 		if (q->thread != th || q->end <= c->begin || q->begin >= c->end ||
 		    q->why != KD_OFF_BLOCKED)
 			continue;
-		if (kd_dec_ticks_ns(d, q->end - q->begin) < min_ns)
+		if (kd_time_ticks_ns(d, q->end - q->begin) < min_ns)
 			continue;
 		n++;
 		if (!*longest || q->end - q->begin > (*longest)->end - (*longest)->begin)
@@ -310,7 +310,7 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	/* one blocked interval of more than 1 ms (a page fault or the
 	 * library's first-call slow path may block for microseconds) */
 	assert_int_equal(offcpu_in_call(d, th, c, 1000000, &q), 1);
-	ns = kd_dec_ticks_ns(d, q->end - q->begin);
+	ns = kd_time_ticks_ns(d, q->end - q->begin);
 	assert_true(ns >= 4900000);           /* nanosleep sleeps at least 5 ms */
 	assert_true(ns <= 500000000);         /* and wakes (a loaded machine is slow) */
 	assert_true(q->begin >= c->begin && q->end <= c->end);
@@ -319,8 +319,8 @@ static void test_sched_sleep_5ms_is_one_interval_inside_the_call(void **state)
 	{
 		uint64_t off[2];
 
-		kd_dec_offcpu_in(d, th, c->begin, c->end, off);
-		assert_true(kd_dec_ticks_ns(d, off[KD_OFF_BLOCKED] - (q->end - q->begin)) <
+		kd_sched_offcpu_in(d, th, c->begin, c->end, off);
+		assert_true(kd_time_ticks_ns(d, off[KD_OFF_BLOCKED] - (q->end - q->begin)) <
 		            1000000);
 	}
 	kd_dec_free(d);

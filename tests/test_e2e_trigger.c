@@ -114,7 +114,7 @@ static void check_trigger_file(const struct kd_dec *d, int tid, uint32_t why,
 	assert_true(q->flags & KD_REQ_TRIGGER);
 	assert_true(q->id == t->request_id);
 	assert_int_equal(d->threads[q->thread].tid, tid);
-	assert_true(kd_dec_ticks_ns(d, q->end - q->begin) >= min_dur_ns * 99 / 100);
+	assert_true(kd_time_ticks_ns(d, q->end - q->begin) >= min_dur_ns * 99 / 100);
 	/* Written no earlier than the post-trigger delay after the request. */
 	double waited_ns = (double)(d->snap.info.snapshot_tsc - t->end_tsc) * 1e9 /
 	                   (double)d->snap.info.tsc_hz;

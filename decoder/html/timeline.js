@@ -34,7 +34,7 @@
 
   // ---- formatting -------------------------------------------------------
 
-  // Like kd_fmt_dur() in the decoder: "950 ns", "12.345 us", ...
+  // Like kd_time_fmt_dur() in the decoder: "950 ns", "12.345 us", ...
   function fmtDur(ns) {
     if (ns < 1000) return Math.round(ns) + ' ns';
     if (ns < 1e6) return (ns / 1e3).toFixed(3) + ' us';
@@ -194,12 +194,12 @@
     this.anchors = f.anchors.map(function (a) { return [BigInt(a[0]), BigInt(a[1])]; });
     this.snapTsc = BigInt(f.snap_tsc); this.snapRt = BigInt(f.snap_rt);
   }
-  // Ticks (a difference) -> ns, as kd_dec_ticks_ns().
+  // Ticks (a difference) -> ns, as kd_time_ticks_ns().
   Clock.prototype.durNs = function (ticks) {
     if (this.hz === 0n || ticks <= 0) return 0;
     return Number((BigInt(Math.round(ticks)) << this.shift) * 1000000000n / this.hz);
   };
-  // Tick since the window start -> BigInt wall ns, as kd_dec_wall_ns().
+  // Tick since the window start -> BigInt wall ns, as kd_time_wall_ns().
   Clock.prototype.wall = function (tick) {
     var tsc = (this.t0 + BigInt(tick)) << this.shift, a = this.anchors, n = a.length;
     var hz = this.hz || 1000000000n;

@@ -15,7 +15,7 @@ struct kd_dec *kd_open(const char *path)
 
 	memset(&o, 0, sizeof(o));
 	if (kd_dec_open_file(path, &o, &d, &err) != 0) {
-		kd_dec_error_format(&err, path, msg, sizeof(msg));
+		kd_util_error_format(&err, path, msg, sizeof(msg));
 		fprintf(stderr, "%s\n", msg);
 		return NULL;
 	}
@@ -40,7 +40,7 @@ uint32_t kd_thread_tid(const struct kd_dec *d, int32_t tid)
 
 const char *kd_func(const struct kd_dec *d, const struct kd_dec_call *c)
 {
-	const char *n = kd_dec_func_name(d, c->func);
+	const char *n = kd_names_func(d, c->func);
 	return n ? n : "?";
 }
 
@@ -73,7 +73,7 @@ uint64_t kd_count_flags(const struct kd_dec *d, uint32_t flags)
 
 uint64_t kd_ns(const struct kd_dec *d, const struct kd_dec_call *c)
 {
-	return kd_dec_ticks_ns(d, c->end - c->begin);
+	return kd_time_ticks_ns(d, c->end - c->begin);
 }
 
 const char *kd_name(const struct kd_dec *d, uint32_t id)

@@ -142,7 +142,7 @@ static void symbolize_specials(struct kd_dec *d, size_t seed)
 	}
 	d->opts.no_symbols = 0;
 	d->opts.sysroot = NULL;
-	kd_dec_symbolize(d);
+	kd_symbols_resolve(d);
 	for (uint32_t i = 0; i < d->nfuncs; i++)
 		if (!d->funcs[i].name)
 			abort();
@@ -233,7 +233,7 @@ static void run(const uint8_t *data, size_t size)
 	for (int all = 0; all < 2; all++) {
 		opts.all = all;
 		if (kd_dec_open_buffer(data, size, "fuzz", &opts, &d, &err) != 0) {
-			kd_dec_error_format(&err, "fuzz", msg, sizeof(msg));
+			kd_util_error_format(&err, "fuzz", msg, sizeof(msg));
 			fputs(msg, null);
 			kd_dec_free(prev);
 			return;
@@ -245,7 +245,7 @@ static void run(const uint8_t *data, size_t size)
 		kd_out_explain(null, d, &oo);
 		kd_out_html(null, &d, 1, &oo);
 		kd_out_folded_stream(null, d, &oo);
-		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
+		kd_out_chrome_begin(&ch, null, kd_time_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		kd_out_chrome_end(&ch);
 		if (all)
@@ -270,7 +270,7 @@ static void run(const uint8_t *data, size_t size)
 	if (kd_dec_open_buffer(data, size, "fuzz", &opts, &d, &err) == 0) {
 		kd_out_folded_stream(null, d, &oo);
 		kd_out_summary(null, d);
-		kd_out_chrome_begin(&ch, null, kd_dec_wall_ns(d, d->window_start));
+		kd_out_chrome_begin(&ch, null, kd_time_wall_ns(d, d->window_start));
 		kd_out_chrome_file(&ch, d, d->snap.info.pid, &oo);
 		kd_out_chrome_end(&ch);
 		same_text(d, data, size, &opts);

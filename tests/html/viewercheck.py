@@ -59,13 +59,13 @@ def run(argv):
 
 
 def dur_ns(text):
-    """'600.460 us' -> 600460 (kd_fmt_dur's units)."""
+    """'600.460 us' -> 600460 (kd_time_fmt_dur's units)."""
     m = re.match(r'\s*([0-9.]+)\s*(ns|us|ms|s)\b', text)
     return round(float(m.group(1)) * {'ns': 1, 'us': 1e3, 'ms': 1e6, 's': 1e9}[m.group(2)])
 
 
 def fmt_dur(ns):
-    """As kd_fmt_dur() and the page's fmtDur(): the text stats prints."""
+    """As kd_time_fmt_dur() and the page's fmtDur(): the text stats prints."""
     if ns < 1000:
         return '%d ns' % round(ns)
     if ns < 1e6:
