@@ -67,7 +67,7 @@ void kd_budget_lines(FILE *f, const struct kd_dec *d)
 {
 	const struct kd_snap *s = &d->snap;
 	const struct ktrace_budget_rec *b = &s->budget;
-	uint64_t held = UINT64_MAX, events = 0;
+	uint64_t held = UINT64_MAX;
 	int projected = 0;
 	char a[64], nb[64];
 
@@ -83,6 +83,10 @@ void kd_budget_lines(FILE *f, const struct kd_dec *d)
 		           " us, or 1 in 100,000 or more >= %" PRIu32 " us; preempted time not "
 		           "counted)",
 		        b->max_us, b->max_us, b->max_us * 100);
+	if ((b->flags & KTRACE_BUDGET_FILTER_ON) && b->cpu_wps)   /* KTRACE_CPU_PCT */
+		fprintf(f, "\n           CPU budget %" PRIu32 " %% of each core: a core recording more "
+		           "than %" PRIu64 " events/s is under pressure at once, and then functions "
+		           "kept only by long calls are muted too", b->cpu_pct, b->cpu_wps);
 	fprintf(f, "\n           rate per core (last second):");
 	for (uint32_t c = 0; c < b->ncores; c++) {
 		const struct ktrace_budget_core_rec *cr = &s->budget_cores[c];
@@ -109,8 +113,6 @@ void kd_budget_lines(FILE *f, const struct kd_dec *d)
 		fprintf(f, "muted:     none\n");
 		return;
 	}
-	for (uint32_t i = 0; i < s->nmuted; i++)
-		events += s->muted[i].why == KTRACE_MUTE_HOT_SHORT ? s->muted[i].events_before : 0;
 	fprintf(f, "muted:     %" PRIu32 " functions (their calls are not in the window after "
 	           "muting; their time is in their callers' self time); %" PRIu64
 	           " calls skipped since\n", s->nmuted, b->muted_calls);
@@ -128,9 +130,11 @@ void kd_budget_lines(FILE *f, const struct kd_dec *d)
 			        kd_budget_muted_name(d, i, nb, sizeof(nb)), since);
 		else
 			fprintf(f, "  %-28s %5.1f%% of events when muted at %s UTC; ~%" PRIu64
-			           " events before; %" PRIu64 " calls observed, longest %s\n",
+			           " events before; %" PRIu64 " calls observed, longest %s%s\n",
 			        kd_budget_muted_name(d, i, nb, sizeof(nb)), (double)m->share_ppm / 1e4, since,
-			        m->events_before, m->calls_observed, mx);
+			        m->events_before, m->calls_observed, mx,
+			        m->why == KTRACE_MUTE_HOT_CPU ? " (over the CPU budget: some calls long)"
+			                                      : "");
 	}
 }
 

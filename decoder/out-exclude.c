@@ -353,6 +353,8 @@ static uint32_t xobserve(const struct kd_dec *d, const struct xmods *m, struct x
 		double el = s->info.tsc_hz && r->since_tsc > s->info.start_tsc
 		            ? (double)(r->since_tsc - s->info.start_tsc) / (double)s->info.tsc_hz : 0;
 
+		if (r->why == KTRACE_MUTE_HOT_CPU)
+			continue;   /* long calls: never a compile-time exclusion (the rule below) */
 		if (!x) {
 			unnamed++;
 			continue;

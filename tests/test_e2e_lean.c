@@ -311,13 +311,17 @@ static void test_e2e_lean_budget(void **state)
 	done(&r);
 }
 
-/* Is function name muted in the snapshot's BUDGET section? */
-static int is_muted(const struct kd_dec *d, const char *name)
+
+/* The muted entry of function name, or NULL. */
+static const struct ktrace_muted_rec *muted_rec(const struct kd_dec *d, const char *name)
 {
-	for (uint32_t f = 0; f < d->nfuncs; f++)
-		if (strcmp(kd_dec_func_name(d, f), name) == 0 && kd_budget_muted(d, f) >= 0)
-			return 1;
-	return 0;
+	for (uint32_t f = 0; f < d->nfuncs; f++) {
+		int m;
+
+		if (strcmp(kd_names_func(d, f), name) == 0 && (m = kd_budget_muted(d, f)) >= 0)
+			return &d->snap.muted[m];
+	}
+	return NULL;
 }
 
 /* The CPU side of the budget (filter.c, KTRACE_CPU_PCT): a burst of 1.1 M
@@ -338,7 +342,7 @@ static void test_e2e_lean_cpu_budget(void **state)
 	assert_non_null(b = strstr(r.p.out, "burst "));
 	n = strtoull(b + 6, NULL, 10);
 	assert_true(n > 0);
-	assert_true(is_muted(r.d, "leaf"));
+	assert_true(muted_rec(r.d, "leaf") != NULL);
 	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
 	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
 	assert_int_equal(r.d->lost_exits, 0);
@@ -349,24 +353,12 @@ static void test_e2e_lean_cpu_budget(void **state)
 	    NULL);
 	assert_non_null(b = strstr(q.p.out, "burst "));
 	n = strtoull(b + 6, NULL, 10);
-	assert_false(is_muted(q.d, "leaf"));
-	assert_false(is_muted(q.d, "mid"));
+	assert_false(muted_rec(q.d, "leaf") != NULL);
+	assert_false(muted_rec(q.d, "mid") != NULL);
 	assert_int_equal(kd_count(q.d, q.th, "mid"), n);
 	assert_int_equal(kd_count(q.d, q.th, "leaf"), 10 * n);
 	assert_int_equal(q.d->lost_exits, 0);
 	done(&q);
-}
-
-/* The muted entry of function name, or NULL. */
-static const struct ktrace_muted_rec *muted_rec(const struct kd_dec *d, const char *name)
-{
-	for (uint32_t f = 0; f < d->nfuncs; f++) {
-		int m;
-
-		if (strcmp(kd_dec_func_name(d, f), name) == 0 && (m = kd_budget_muted(d, f)) >= 0)
-			return &d->snap.muted[m];
-	}
-	return NULL;
 }
 
 /* A hot function with a 10 us call 1 in 20 is never muted by the window's
