@@ -553,20 +553,15 @@ pre_event(struct kd_build *b, struct tstate *s, const struct kd_dec_event *ev)
 	}
 }
 
-static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
-                          uint64_t tick)
+/* A request record of thread th at tick as a struct reqev (seq: its
+ * order among the requests).  Shared by the walk (on_request_ev) and the
+ * scan (scan_request). */
+static void reqev_set(struct reqev *r, const struct kd_dec_event *ev, uint32_t th, uint64_t tick,
+                      uint64_t seq)
 {
-	struct kd_ev e = { 0 };
-	struct reqev *r;
-
-	if (kd_grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs), "the requests")) {
-		b->oom = 1;
-		return;
-	}
-	r = &b->reqevs[b->nreqevs];
 	memset(r, 0, sizeof(*r));
 	r->tick = tick;
-	r->seq = b->nreqevs;
+	r->seq = seq;
 	r->thread = th;
 	r->core = ev->core;
 	r->kind = ev->id;
@@ -599,6 +594,20 @@ static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uin
 	default:
 		break;
 	}
+}
+
+static void on_request_ev(struct kd_build *b, const struct kd_dec_event *ev, uint32_t th,
+                          uint64_t tick)
+{
+	struct kd_ev e = { 0 };
+	struct reqev *r;
+
+	if (kd_grow(&b->reqevs, &b->capreqevs, b->nreqevs, sizeof(*b->reqevs), "the requests")) {
+		b->oom = 1;
+		return;
+	}
+	r = &b->reqevs[b->nreqevs];
+	reqev_set(r, ev, th, tick, b->nreqevs);
 	e.kind = r->end == RQ_BEGIN ? KD_EV_REQ_BEGIN : KD_EV_REQ_END;
 	e.thread = th;
 	e.func = r->kind;
@@ -921,40 +930,9 @@ static void scan_request(struct kd_build *b, const struct kd_dec_event *ev, uint
 		return;
 	}
 	r = &b->reqevs[b->nreqevs];
-	memset(r, 0, sizeof(*r));
-	r->tick = tick;
-	r->seq = (uint64_t)th << 40 | b->nreqevs;
-	r->thread = th;
-	r->core = ev->core;
-	r->kind = ev->id;
-	r->id = ev->value;
+	reqev_set(r, ev, th, tick, (uint64_t)th << 40 | b->nreqevs);
 	r->at_call = KD_NONE;
 	r->top = KD_NONE;
-	switch (ev->kind) {
-	case KD_DK_REQ_END:
-		r->end = RQ_END;
-		break;
-	case KD_DK_REQ_OPEN:
-		r->numbered = 1;
-		r->has_uid = ev->aux;
-		r->uid = ev->value2;
-		break;
-	case KD_DK_REQ_CLOSE:
-		r->end = RQ_CLOSE;
-		r->numbered = 1;
-		r->keep = ev->id;
-		r->kind = KD_NONE;
-		r->id = 0;
-		break;
-	case KD_DK_REQ_CLOSE_ANY:
-		r->end = RQ_CLOSE_ANY;
-		r->numbered = 1;
-		r->keep = ev->aux;
-		r->begin_slot = (uint32_t)ev->value2;
-		break;
-	default:
-		break;
-	}
 	b->nreqevs++;
 }
 
