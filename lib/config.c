@@ -366,6 +366,9 @@ static KT_NOINSTR void budget_settings(struct kt_config *c)
 			ktrace__say("KTRACE_CPU_PCT='%s' is not auto or a whole number of percent "
 			            "from 0 to 100; using auto (2 in the lean mode, 0 otherwise)", s);
 	}
+	if (!c->filter && c->cpu_pct > 0)
+		ktrace__say("KTRACE_CPU_PCT=%d has no effect with KTRACE_FILTER=off "
+		            "(nothing is muted)", c->cpu_pct);
 	v = c->filter_max_us;
 	num("KTRACE_FILTER_MAX_US", 1, 60000000, &v, "microseconds");
 	c->filter_max_us = (uint32_t)v;

@@ -497,18 +497,23 @@ static KT_NOINSTR int setup(void)
 		if (!F.cs[c].htsc || !F.cs[c].hpos)
 			return -1;
 	}
-	{   /* the clock read, the bulk of an event's cost */
+	/* The clock read, the bulk of an event's cost: the fastest of 8
+	 * rounds (a preemption inside one would make the CPU budget far too
+	 * strict for the process's life), bounded to [2, 200] ns. */
+	F.event_ns = 200.0;
+	for (int r = 0; r < 8; r++) {
 		int64_t t0 = ktrace__monotonic_ns(), t1;
 		uint64_t x = 0;
 
-		for (int i = 0; i < 4096; i++)
+		for (int i = 0; i < 512; i++)
 			x += ktrace__now();
 		t1 = ktrace__monotonic_ns();
 		__asm__ volatile("" : : "r"(x));
-		F.event_ns = (double)(t1 - t0) / 4096.0 + 1.0;
-		if (F.event_ns < 2.0)
-			F.event_ns = 2.0;
+		if ((double)(t1 - t0) / 512.0 + 1.0 < F.event_ns)
+			F.event_ns = (double)(t1 - t0) / 512.0 + 1.0;
 	}
+	if (F.event_ns < 2.0)
+		F.event_ns = 2.0;
 	F.ready = 1;
 	return 0;
 }
@@ -599,10 +604,14 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 
 		/* A wait during a lean patch batch is ktrace's: the batch holds
 		 * the mapping lock (mprotect), which the thread's page faults
-		 * wait for.  It counts as time preempted. */
-		if (pre >= 0 && blk > 0 && ktrace__lean_batch_during(b_ns, e_ns)) {
-			pre += blk;
-			blk = 0;
+		 * wait for.  As much of it as the batches lasted counts as time
+		 * preempted. */
+		int64_t ov = pre >= 0 && blk > 0 ? ktrace__lean_batch_overlap(b_ns, e_ns) : 0;
+
+		if (ov > 0) {
+			int64_t mv = ov < blk ? ov : blk;
+			pre += mv;
+			blk -= mv;
 		}
 		if (pre >= 0 && blk >= (int64_t)ktrace__cfg.filter_max_us * 1000)
 			o->blocked_long++;
@@ -878,7 +887,8 @@ static KT_NOINSTR int candidate_cpu(uint32_t id)
 	struct fobs *o = &F.obs[id];
 
 	return o->count > 0 && o->why == 0 && !o->blocked_long && o->calls >= MIN_CALLS &&
-	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
+	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0 &&
+	       ktrace__lean_fn(id);
 }
 
 /* Mute o's function (id) in epoch, for why. */
@@ -910,8 +920,11 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 
 	if (sample_words == 0)
 		return;
+	/* Under CPU pressure alone, only lean functions: a muted
+	 * -finstrument-functions call still costs both hooks, so muting one
+	 * buys little CPU and loses its calls (a program may mix the modes). */
 	for (uint32_t id = 0; id < NF; id++)
-		if (candidate(id)) {
+		if (candidate(id) && (window || ktrace__lean_fn(id))) {
 			ids[n++] = id;
 			all += F.obs[id].count;
 		} else if (F.obs[id].count && kt_load(&fmute[id], relaxed) != 0) {
@@ -919,13 +932,12 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			removed += F.obs[id].count;
 		}
 	sort_by_count(ids, n);
-	F.none_left = n == 0;
 	/* When even every candidate cannot make the rate fit, mute only those
 	 * that matter, writing at least MIN_SHARE of the budget R: a function
 	 * called a few hundred times a second would lose its rare long call
 	 * to the filter (it is not observed once muted) and save nothing that
 	 * counts. */
-	if (all < need * (double)sample_words)
+	if (removed + all < need * (double)sample_words)
 		floor = (uint64_t)(R / MIN_SHARE * (double)sample_words / k->int_wps);
 	epoch = kt_load(&ktrace__mute_epoch, relaxed) + 1;
 	for (uint32_t i = 0; i < n && removed < need * (double)sample_words; i++) {
@@ -953,6 +965,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			ids[muted++] = ids[i];
 		}
 	}
+	F.none_left = muted == 0;
 	if (window)
 		F.short_window = 0;
 	if (window && removed < need * (double)sample_words) {
@@ -1015,7 +1028,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	int64_t now_ns = ktrace__monotonic_ns();
 	uint64_t now, hz = ktrace__tsc_hz();
 	double R, cap = g->ring_words / 4.0;
-	int decided = 0, pressure = 0;
+	int decided = 0, pressure = 0, any_pressure = 0;
 
 	int64_t en = early_ns();
 	uint64_t et = en == EARLY_NS ? EARLY_TICKS : LEAN_EARLY_TICKS;
@@ -1036,7 +1049,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		*wait_ns = look;
 	/* A hint (a block filled over the CPU budget) decides at once, at
 	 * most every HINT_MIN_NS. */
-	int hinted = kt_load(&hint, relaxed) && now_ns - F.last_ns >= HINT_MIN_NS;
+	int hinted = kt_load(&hint, relaxed) && !F.none_left && now_ns - F.last_ns >= HINT_MIN_NS;
 
 	if (hz == 0 || (now_ns - F.last_ns < every && !hinted && !rate_jump(hz)))
 		return;
@@ -1049,9 +1062,13 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	R = (double)g->ring_words / ktrace__cfg.window_s;
 	cw = cpu_wps();
 	now = ktrace__now();
-	/* relaxed: a threshold for claim_block (ring.c) */
-	kt_store(&ktrace__g.hint_ticks,
-	         ktrace__cfg.filter && cw > 0 ? (uint64_t)((double)BW / cw * (double)hz) : 0, relaxed);
+	{   /* relaxed: a threshold for claim_block (ring.c); stored only when
+	     * it changes (the line is read by every block claim) */
+		uint64_t ht = ktrace__cfg.filter && cw > 0 ? (uint64_t)((double)BW / cw * (double)hz) : 0;
+
+		if (kt_load(&ktrace__g.hint_ticks, relaxed) != ht)
+			kt_store(&ktrace__g.hint_ticks, ht, relaxed);
+	}
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		struct cst *k = &F.cs[c];
 		/* acquire: as ktrace__ring_mark (every word below pos is visible). */
@@ -1094,6 +1111,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		int wp = k->tokens < 0 && k->int_wps > R, cp = cw > 0 && k->int_wps > cw;
 
 		pressure |= wp;
+		any_pressure |= wp || cp;
 		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && (wp || cp)) {
 			decide(k, words, now, wp ? R : cw, wp, cw);
 			decided = 1;
@@ -1103,6 +1121,8 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		F.cooldown--;
 	if (!pressure)
 		F.short_window = 0;   /* the window holds again */
+	if (!any_pressure)
+		F.none_left = 0;      /* the next pressure decides at the early pace again */
 }
 
 /* ---- snapshot --------------------------------------------------------------- */

@@ -34,7 +34,6 @@
 #define kt_cas(p, e, v, mo) \
 	atomic_compare_exchange_strong_explicit((p), (e), (v), memory_order_##mo, \
 	                                        memory_order_relaxed)
-#define kt_xchg(p, v, mo)   atomic_exchange_explicit((p), (v), memory_order_##mo)
 #define kt_fence(mo)        atomic_thread_fence(memory_order_##mo)
 
 /* ---- per-core ring (ring.c) -------------------------------------------- */
@@ -523,9 +522,9 @@ void ktrace__lean_tick(int64_t *wait_ns);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
 int ktrace__lean_active(void);            /* a lean hook has run */
 void ktrace__lean_init(void);             /* init, before the writer starts */
-/* Writer thread: did a patch batch run within [from, to] (CLOCK_MONOTONIC
- * ns)? */
-int ktrace__lean_batch_during(int64_t from, int64_t to);
+/* Writer thread: ns of patch batches within [from, to] (CLOCK_MONOTONIC). */
+int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to);
+int ktrace__lean_fn(uint32_t id);         /* compact id of a lean function */
 /* Writer thread, before the epoch that mutes compact id is published:
  * the function learns its exit sites again before it is patched out. */
 void ktrace__lean_muting(uint32_t id);

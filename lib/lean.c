@@ -283,8 +283,7 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 	}
 }
 
-
-
+/* Still learning the function's exit sites?  Counts this call. */
 static KT_NOINSTR int learning(struct lfn *l)
 {
 	if (l == NULL || kt_load(&wx_denied, relaxed))
@@ -808,14 +807,27 @@ static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 static KT_NOINSTR void atfork_child(void) { pthread_mutex_init(&patch_lock, NULL); }
 
-KT_NOINSTR int ktrace__lean_batch_during(int64_t from, int64_t to)
+KT_NOINSTR int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to)
 {
-	for (uint32_t i = 0; i < NBATCHT && i < batch_n; i++)
-		if (batch_t[i][0] <= to && batch_t[i][1] >= from)
-			return 1;
-	return 0;
+	int64_t ns = 0;
+
+	for (uint32_t i = 0; i < NBATCHT && i < batch_n; i++) {
+		int64_t a = batch_t[i][0] > from ? batch_t[i][0] : from;
+		int64_t b = batch_t[i][1] < to ? batch_t[i][1] : to;
+
+		if (b > a)
+			ns += b - a;
+	}
+	return ns;
 }
 
+/* A compact id whose function is in the lean mode (its entry site is
+ * known): the CPU side of the budget mutes only these (filter.c). */
+KT_NOINSTR int ktrace__lean_fn(uint32_t id)
+{
+	/* relaxed: a hint; a function noted a moment later waits a decision. */
+	return id < NF && kt_load(&lf[id].st, relaxed) == LS_READY;
+}
 
 /* Patching batches at most this often: the functions a program's start
  * makes hot arrive over a few ms, and each batch costs its threads the
@@ -912,12 +924,13 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}
-KT_NOINSTR int ktrace__lean_batch_during(int64_t from, int64_t to)
+KT_NOINSTR int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to)
 {
 	(void)from;
 	(void)to;
 	return 0;
 }
+KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }

@@ -273,7 +273,7 @@ static inline KT_NOINSTR uint32_t ts20(uint64_t now)
 /* Pad the rest of the current block and start the next one at S; returns
  * the new pos (after the BLOCK_START record). */
 static KT_NOINSTR uint32_t claim_block(struct kt_core *k, uint32_t pos, uint32_t slot,
-                                       uint64_t now)
+                                       uint64_t now, int *hint)
 {
 	uint32_t S = (pos + BW - 1) & ~(BW - 1);
 	uint32_t b = (S & ktrace__g.ring_mask) / BW;
@@ -300,10 +300,14 @@ static KT_NOINSTR uint32_t claim_block(struct kt_core *k, uint32_t pos, uint32_t
 	used = kt_add(&k->blocks_used, 1, relaxed) + 1;
 	if (used > ktrace__g.nblocks)
 		ktrace__count_loss(KTRACE_LOSS_OVERWRITTEN_BLOCKS, 1);
-	/* relaxed: a threshold the writer sets; a late view only delays a
-	 * hint by a block. */
-	if (now - kt_load(&k->claim_tsc, relaxed) < kt_load(&ktrace__g.hint_ticks, relaxed))
-		ktrace__filter_hint();
+	/* The block before this one filled faster than the CPU budget allows:
+	 * *hint, for the caller to wake the writer once it has unlocked (a
+	 * woken writer could otherwise wait here for the lock).  A held run
+	 * written out (hint NULL) is not a rate: its records were made
+	 * earlier.  relaxed: a threshold the writer sets; a late view only
+	 * delays a hint by a block. */
+	if (hint && now - kt_load(&k->claim_tsc, relaxed) < kt_load(&ktrace__g.hint_ticks, relaxed))
+		*hint = 1;
 	/* relaxed: under the core lock; atomic for the sanitizers, which do
 	 * not see the rseq ownership of a core (as for the ring's words). */
 	kt_store(&k->claim_tsc, now, relaxed);
@@ -332,7 +336,7 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	struct kt_core *k;
 	uint64_t s, now, deadline, step = ktrace__g.forward_max;
 	uint32_t pos, owner, used, need;
-	int new_seg;
+	int new_seg, hint = 0;
 
 	if (t->hold) {
 		/* The thread runs a request: its records are held aside
@@ -361,7 +365,7 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	}
 	need = 1 + npayload + (new_seg ? 3 : 0) + (now >= deadline ? 4 : 0);
 	if (used == 0 || used + need > BW) {
-		pos = claim_block(k, pos, t->slot, now);
+		pos = claim_block(k, pos, t->slot, now, &hint);
 		pos = put_thread(k, pos, t, now);
 		deadline = now + step;
 	} else {
@@ -387,6 +391,8 @@ KT_NOINSTR void ktrace__emit(struct kt_thread *t, uint32_t ev, const uint32_t *p
 	/* release: publishes the words above (I2) and unlocks; pairs with the
 	 * snapshot's acquire load of state and the next holder's lock. */
 	kt_store(&k->state, KT_STATE(pos, t->slot), release);
+	if (hint)
+		ktrace__filter_hint();
 }
 
 /* The word counter of core cpu's stream now: the position a record this
@@ -447,7 +453,7 @@ KT_NOINSTR void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *
 		used = pos & (BW - 1);
 		/* HELD header (7 words) and at least one record of the run */
 		if (used == 0 || used + 7 + rec_words(w[i]) > BW) {
-			pos = claim_block(k, pos, t->slot, now);
+			pos = claim_block(k, pos, t->slot, now, NULL);
 			used = pos & (BW - 1);
 		}
 		room = BW - used - 7;
