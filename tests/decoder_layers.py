@@ -194,6 +194,10 @@ def call_graph(lib):
         obj, rest = parts[-2], parts[-1]
         f = obj[:-4] if obj.endswith('.c.o') else obj
         p = rest.split()
+        # a sanitizer's own symbols (ASan's __odr_asan.NAME per global)
+        if len(p) >= 2 and p[-1].startswith(('__odr_asan', '__asan', '__tsan', '__ubsan',
+                                             '__sanitizer', '__sancov')):
+            continue
         if len(p) == 3 and p[1] in 'TDBR':
             defs[p[2]] = f
         elif len(p) == 2 and p[0] == 'U':
