@@ -220,9 +220,10 @@ static void cut_pair(struct kd_dec *a, struct kd_dec *b)
 
 		if (tb == KD_NONE)
 			continue;
-		sa = va + fa[ta];
+		/* no frame open at the cut in a file: its list is NULL (and empty) */
+		sa = va ? va + fa[ta] : NULL;
 		na = fa[ta + 1] - fa[ta];
-		sb = vb + fb[tb];
+		sb = vb ? vb + fb[tb] : NULL;
 		nb = fb[tb + 1] - fb[tb];
 		for (;;) {
 			q = 0;
