@@ -170,7 +170,7 @@ __attribute__((noinline)) int tail_a(int x) { return tail_b(x + 1); }
 
 /* ---- hot: the budget ---------------------------------------------------------- */
 
-__attribute__((noinline)) int leaf(int x) { sink += x; return x * 2; }
+__attribute__((noinline)) int leaf(int x) { sink ^= x; return x * 2; }   /* ^: no overflow */
 
 __attribute__((noinline)) int mid(int n)
 {
