@@ -1049,7 +1049,13 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		*wait_ns = look;
 	/* A hint (a block filled over the CPU budget) decides at once, at
 	 * most every HINT_MIN_NS. */
-	int hinted = kt_load(&hint, relaxed) && !F.none_left && now_ns - F.last_ns >= HINT_MIN_NS;
+	/* After the early decisions, and after one that found nothing to mute
+	 * (a core kept over the budget by what may not be muted), a hint
+	 * decides at most every EARLY_NS: a new hot phase is still caught
+	 * within ~10 ms, without a decision every millisecond for nothing. */
+	int hinted = kt_load(&hint, relaxed) &&
+	             now_ns - F.last_ns >= (F.none_left && F.decisions >= et ? EARLY_NS
+	                                                                      : HINT_MIN_NS);
 
 	if (hz == 0 || (now_ns - F.last_ns < every && !hinted && !rate_jump(hz)))
 		return;
