@@ -605,19 +605,11 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
 		if (ev)
 			*ce = ((uint64_t)a << 16) | skip | ev;
-		if (skip && skipped(t, ev, skip, exit_flag)) {
-			/* not recorded in this thread's view */
-		} else if (ev) {
-			if (!ktrace__try_fast(t, ev | exit_flag))
-				ktrace__emit(t, ev | exit_flag, NULL, 0);
-		} else {
-			uint32_t p[3] = {
-				KTRACE_EXT_WORD(exit_flag ? KTRACE_EXT_FUNC_EXIT_ADDR
-				                          : KTRACE_EXT_FUNC_ENTER_ADDR, 0),
-				(uint32_t)a, (uint32_t)((uint64_t)a >> 32)};
-			*ce = full;
-			if (t->hold || !t->rseq || !append4(t, t->rseq, p[0], p[1], p[2]))
-				ktrace__emit(t, 3, p, 3);
+		/* skipped: not recorded in this thread's view */
+		if (!(skip && skipped(t, ev, skip, exit_flag))) {
+			if (!ev)   /* past the compact ids: recorded by address */
+				*ce = full;
+			ktrace__record_func(t, a, ev, exit_flag);
 		}
 	}
 	t->nest--;
