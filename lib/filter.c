@@ -875,8 +875,6 @@ static KT_NOINSTR int candidate(uint32_t id)
 	       kt_load(&fmute[id], relaxed) == 0 && kt_load(&fstatic[id], relaxed) == 0;
 }
 
-/* Mute the hottest candidates of this sample until the rate fits R (the
- * window's rate, or the CPU's when only that one is exceeded: window 0). */
 /* Under CPU pressure only: a function that is not a candidate because of
  * its long calls (but never blocked) may still be muted, hottest first
  * (KTRACE_MUTE_HOT_CPU): the CPU share is the budget the user set, and the
@@ -1033,7 +1031,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	int64_t en = early_ns();
 	uint64_t et = en == EARLY_NS ? EARLY_TICKS : LEAN_EARLY_TICKS;
 	/* Early, decide often, unless the last decision found nothing left
-	 * to mute (a hint or a jump still decides at once). */
+	 * to mute (a hint or a jump still decides sooner). */
 	int64_t every = !F.none_left && (F.decisions < et || F.decisions < F.fast_until) ? en
 	                                                                              : INTERVAL_NS;
 	double cw;
@@ -1048,10 +1046,9 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	if (wait_ns && look < *wait_ns)
 		*wait_ns = look;
 	/* A hint (a block filled over the CPU budget) decides at once, at
-	 * most every HINT_MIN_NS. */
-	/* After the early decisions, and after one that found nothing to mute
-	 * (a core kept over the budget by what may not be muted), a hint
-	 * decides at most every EARLY_NS: a new hot phase is still caught
+	 * most every HINT_MIN_NS; after the early decisions, once one found
+	 * nothing to mute (a core kept over the budget by what may not be
+	 * muted), at most every EARLY_NS: a new hot phase is still caught
 	 * within ~10 ms, without a decision every millisecond for nothing. */
 	int hinted = kt_load(&hint, relaxed) &&
 	             now_ns - F.last_ns >= (F.none_left && F.decisions >= et ? EARLY_NS

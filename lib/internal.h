@@ -508,7 +508,8 @@ void *ktrace__budget_serialize(size_t *len, uint32_t *count);
 int ktrace__filter_on(void);
 void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
 /* A core filled a block faster than the CPU budget allows: ask the writer
- * for a decision now (ring.c, under the core lock; async-signal-safe). */
+ * for a decision now (ring.c, after the core lock is released;
+ * async-signal-safe). */
 void ktrace__filter_hint(void);
 int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t id,
                                uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
