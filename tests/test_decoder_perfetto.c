@@ -217,15 +217,14 @@ static struct snapbuild *merge_snap(int k, int entered)
 	return sb;
 }
 
-static void merge_same_process(int entered)
+/* The merged trace of the n files d[] (the first holds both functions:
+ * outer at 0xA000, a leaf) has one outer slice on thread 100 and leaves
+ * leaf slices, all nested in it. */
+static void check_one_outer(struct kd_dec **d, int n, int leaves)
 {
-	struct kd_dec *d[2];
 	char *out, line[256];
 	const char *outer = NULL, *leaf = NULL;
 
-	d[0] = decode(merge_snap(1, entered)); /* order given does not matter */
-	d[1] = decode(merge_snap(0, entered));
-	assert_true(d[1]->window_end < d[0]->window_end);
 	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
 		const char *f = kd_names_func(d[0], d[0]->calls[i].func);
 
@@ -236,14 +235,26 @@ static void merge_same_process(int entered)
 	}
 	assert_non_null(outer);
 	assert_non_null(leaf);
-	out = write_check(d, 2, NULL);
+	out = write_check(d, n, NULL);
 	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 1\n", d[0]->snap.info.pid, outer);
 	has_line(out, line);
-	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 20\n", d[0]->snap.info.pid, leaf);
+	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s %d\n", d[0]->snap.info.pid, leaf,
+	         leaves);
 	has_line(out, line);
-	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 20\n", d[0]->snap.info.pid, outer, leaf);
+	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s %d\n", d[0]->snap.info.pid, outer,
+	         leaf, leaves);
 	has_line(out, line);
 	free(out);
+}
+
+static void merge_same_process(int entered)
+{
+	struct kd_dec *d[2];
+
+	d[0] = decode(merge_snap(1, entered)); /* order given does not matter */
+	d[1] = decode(merge_snap(0, entered));
+	assert_true(d[1]->window_end < d[0]->window_end);
+	check_one_outer(d, 2, 20);
 	kd_dec_free(d[0]);
 	kd_dec_free(d[1]);
 }
@@ -288,31 +299,12 @@ static struct snapbuild *merge3_snap(int k)
 static void test_perfetto_merge_three_snapshots(void **state)
 {
 	struct kd_dec *d[3];
-	char *out, line[256];
-	const char *outer = NULL, *leaf = NULL;
 
 	(void)state;
 	d[0] = decode(merge3_snap(2));
 	d[1] = decode(merge3_snap(0));
 	d[2] = decode(merge3_snap(1));
-	for (uint32_t i = 0; i < d[0]->ncalls; i++) {
-		const char *f = kd_names_func(d[0], d[0]->calls[i].func);
-
-		if (d[0]->funcs[d[0]->calls[i].func].addr == 0xA000)
-			outer = f;
-		else
-			leaf = f;
-	}
-	assert_non_null(outer);
-	assert_non_null(leaf);
-	out = write_check(d, 3, NULL);
-	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 1\n", d[0]->snap.info.pid, outer);
-	has_line(out, line);
-	snprintf(line, sizeof(line), "slices %" PRIu32 " 100 main %s 30\n", d[0]->snap.info.pid, leaf);
-	has_line(out, line);
-	snprintf(line, sizeof(line), "nest %" PRIu32 " 100 %s %s 30\n", d[0]->snap.info.pid, outer, leaf);
-	has_line(out, line);
-	free(out);
+	check_one_outer(d, 3, 30);
 	for (int i = 0; i < 3; i++)
 		kd_dec_free(d[i]);
 }

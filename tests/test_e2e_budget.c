@@ -76,18 +76,6 @@ static void finish(struct run *r)
 	free(r->dir);
 }
 
-/* The muted entry of function name, or NULL. */
-static const struct ktrace_muted_rec *muted(const struct kd_dec *d, const char *name)
-{
-	for (uint32_t f = 0; f < d->nfuncs; f++) {
-		const char *n = kd_names_func(d, f);
-		int m = kd_budget_muted(d, f);
-		if (m >= 0 && strcmp(n, name) == 0)
-			return &d->snap.muted[m];
-	}
-	return NULL;
-}
-
 /* The decoder's text output of FILE in the given format. */
 static char *decode(const char *fmt, const char *path, char **err)
 {
@@ -153,12 +141,12 @@ static void test_e2e_budget_steady_window(void **state)
 	assert_true(d->snap.have_budget);
 	assert_int_equal(d->snap.budget.window_s, 10);
 	assert_true(d->snap.info.flags & KTRACE_INFO_FILTER);
-	const struct ktrace_muted_rec *ma = muted(d, "tiny_a"), *mb = muted(d, "tiny_b");
+	const struct ktrace_muted_rec *ma = kd_muted(d, "tiny_a"), *mb = kd_muted(d, "tiny_b");
 	assert_non_null(ma);
 	assert_non_null(mb);
 	assert_int_equal(ma->why, KTRACE_MUTE_HOT_SHORT);
-	assert_null(muted(d, "medium"));
-	assert_null(muted(d, "slow"));
+	assert_null(kd_muted(d, "medium"));
+	assert_null(kd_muted(d, "slow"));
 	/* Every medium and slow call between two marks, exactly. */
 	for (int t = 0; t < 2; t++) {
 		const char *name = t ? "medium-1" : "medium-0";
@@ -213,7 +201,7 @@ static void test_e2e_budget_burst(void **state)
 
 	run(&r, "burst", "300000", NULL);   /* more than the ring, even split over two cores */
 	assert_true(r.d->snap.have_budget);
-	assert_non_null(muted(r.d, "tiny_a"));
+	assert_non_null(kd_muted(r.d, "tiny_a"));
 	finish(&r);
 }
 
@@ -229,8 +217,8 @@ static void test_e2e_budget_long_call_ineligible(void **state)
 	/* Under pressure (it writes far above the budget): tiny_a is muted,
 	 * or, if preemptions made it look long too, the filter says it ran
 	 * out of candidates.  Never sometimes_long, the hottest. */
-	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
-	assert_null(muted(r.d, "sometimes_long"));
+	assert_true(kd_muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
+	assert_null(kd_muted(r.d, "sometimes_long"));
 	assert_true(mark_range(r.d, "long-calls", &a, &b));
 	assert_int_equal(calls_between(r.d, "sometimes_long", a, b), b->value - a->value);
 	finish(&r);
@@ -246,8 +234,8 @@ static void test_e2e_budget_rare_long_call_ineligible(void **state)
 
 	(void)state;
 	run(&r, "rare", "2", env);
-	assert_true(muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
-	assert_null(muted(r.d, "rarely_long"));
+	assert_true(kd_muted(r.d, "tiny_a") != NULL || (r.d->snap.budget.flags & KTRACE_BUDGET_SHORT));
+	assert_null(kd_muted(r.d, "rarely_long"));
 	assert_true(kd_count(r.d, KD_NONE, "rarely_long") > 0);
 	finish(&r);
 }
@@ -265,10 +253,10 @@ static void test_e2e_budget_exclude_include(void **state)
 	assert_int_equal(kd_count(r.d, KD_NONE, "lib_leaf"), 0);
 	assert_int_equal(kd_count(r.d, KD_NONE, "static_keep"), 1000);
 	assert_int_equal(kd_count(r.d, KD_NONE, "main_fn"), 1);
-	assert_non_null(muted(r.d, "static_leaf"));
-	assert_int_equal(muted(r.d, "static_leaf")->why, KTRACE_MUTE_EXCLUDE);
-	assert_non_null(muted(r.d, "lib_leaf"));
-	assert_null(muted(r.d, "static_keep"));
+	assert_non_null(kd_muted(r.d, "static_leaf"));
+	assert_int_equal(kd_muted(r.d, "static_leaf")->why, KTRACE_MUTE_EXCLUDE);
+	assert_non_null(kd_muted(r.d, "lib_leaf"));
+	assert_null(kd_muted(r.d, "static_keep"));
 	finish(&r);
 
 	/* Without the settings, all of them are recorded. */

@@ -312,18 +312,6 @@ static void test_e2e_lean_budget(void **state)
 }
 
 
-/* The muted entry of function name, or NULL. */
-static const struct ktrace_muted_rec *muted_rec(const struct kd_dec *d, const char *name)
-{
-	for (uint32_t f = 0; f < d->nfuncs; f++) {
-		int m;
-
-		if (strcmp(kd_names_func(d, f), name) == 0 && (m = kd_budget_muted(d, f)) >= 0)
-			return &d->snap.muted[m];
-	}
-	return NULL;
-}
-
 /* The CPU side of the budget (filter.c, KTRACE_CPU_PCT): a burst of 1.1 M
  * calls (2.2 M words, tens of ms) fits a quarter of a 64 MiB ring, so the
  * window mutes nothing, but it takes far more than 2 % of the core: in the
@@ -342,7 +330,7 @@ static void test_e2e_lean_cpu_budget(void **state)
 	assert_non_null(b = strstr(r.p.out, "burst "));
 	n = strtoull(b + 6, NULL, 10);
 	assert_true(n > 0);
-	assert_true(muted_rec(r.d, "leaf") != NULL);
+	assert_true(kd_muted(r.d, "leaf") != NULL);
 	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
 	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
 	assert_int_equal(r.d->lost_exits, 0);
@@ -353,8 +341,8 @@ static void test_e2e_lean_cpu_budget(void **state)
 	    NULL);
 	assert_non_null(b = strstr(q.p.out, "burst "));
 	n = strtoull(b + 6, NULL, 10);
-	assert_false(muted_rec(q.d, "leaf") != NULL);
-	assert_false(muted_rec(q.d, "mid") != NULL);
+	assert_false(kd_muted(q.d, "leaf") != NULL);
+	assert_false(kd_muted(q.d, "mid") != NULL);
 	assert_int_equal(kd_count(q.d, q.th, "mid"), n);
 	assert_int_equal(kd_count(q.d, q.th, "leaf"), 10 * n);
 	assert_int_equal(q.d->lost_exits, 0);
@@ -377,7 +365,7 @@ static void test_e2e_lean_cpu_budget_long_calls(void **state)
 	run(&r, BIN "e2e_lean", "mixed", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", "KTRACE_CPU_PCT=1",
 	    NULL);
 	assert_non_null(strstr(r.p.out, "mixed 200000"));
-	assert_non_null(m = muted_rec(r.d, "mixed"));
+	assert_non_null(m = kd_muted(r.d, "mixed"));
 	assert_int_equal(m->why, KTRACE_MUTE_HOT_CPU);
 	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
 	assert_int_equal(r.d->lost_exits, 0);
@@ -385,7 +373,7 @@ static void test_e2e_lean_cpu_budget_long_calls(void **state)
 	done(&r);
 	run(&q, BIN "e2e_lean", "mixed", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", "KTRACE_CPU_PCT=0",
 	    NULL);
-	assert_null(muted_rec(q.d, "mixed"));
+	assert_null(kd_muted(q.d, "mixed"));
 	assert_int_equal(kd_count(q.d, q.th, "mixed"), 200000);
 	done(&q);
 }

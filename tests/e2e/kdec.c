@@ -81,3 +81,14 @@ const char *kd_name(const struct kd_dec *d, uint32_t id)
 	const char *s = kd_snap_name(&d->snap, id);
 	return s ? s : "";
 }
+
+const struct ktrace_muted_rec *kd_muted(const struct kd_dec *d, const char *name)
+{
+	for (uint32_t f = 0; f < d->nfuncs; f++) {
+		int m = kd_budget_muted(d, f);
+
+		if (m >= 0 && strcmp(kd_names_func(d, f), name) == 0)
+			return &d->snap.muted[m];
+	}
+	return NULL;
+}

@@ -27,5 +27,7 @@ uint64_t kd_count_flags(const struct kd_dec *d, uint32_t flags);
 uint64_t kd_ns(const struct kd_dec *d, const struct kd_dec_call *c);
 /* Name of a mark/request name id. */
 const char *kd_name(const struct kd_dec *d, uint32_t id);
+/* The BUDGET section's entry of function name (muted or excluded), or NULL. */
+const struct ktrace_muted_rec *kd_muted(const struct kd_dec *d, const char *name);
 
 #endif /* KDEC_H */
