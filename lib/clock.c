@@ -15,8 +15,10 @@
  * the writer thread exists (pthread_create orders the two).  The counter
  * frequency is the slope between the oldest and newest anchors, which
  * refines itself as the process runs; before 50 ms of anchors exist it is
- * measured once for 2 ms (by the writer thread as it starts; +-30 ns of
- * clock reads in 2 ms: 3e-5, enough for the budget and the triggers).
+ * measured once over 250 us (by the writer thread as it starts; +-30 ns
+ * of clock reads in 250 us: 1.2e-4, enough for the budget and the
+ * triggers; 2 ms before, which delayed the budget's first decision while
+ * a program's start recorded every call).
  */
 #include "internal.h"
 
@@ -31,7 +33,7 @@
 
 static struct ktrace_anchor_rec anchors[KT_ANCHORS]; /* writer thread */
 static uint64_t anchor_count;                        /* ever taken */
-static uint64_t quick_hz;                            /* 2 ms calibration */
+static uint64_t quick_hz;                            /* 250 us calibration */
 
 static KT_NOINSTR int64_t ts_ns(clockid_t id)
 {
@@ -181,15 +183,35 @@ KT_NOINSTR void ktrace__anchor_take(void)
 	anchor_count++;
 }
 
+/* One (counter, monotonic) pair: the counter read between two clock
+ * reads, the tightest of a few tries (a preemption or a hypervisor exit
+ * between the reads widens one try, not all). */
+static KT_NOINSTR void pair_now(uint64_t *c, int64_t *m)
+{
+	int64_t best = INT64_MAX;
+
+	for (int i = 0; i < 4; i++) {
+		int64_t m0 = ktrace__monotonic_ns();
+		uint64_t c0 = ktrace__now();
+		int64_t m1 = ktrace__monotonic_ns();
+
+		if (m1 - m0 < best) {
+			best = m1 - m0;
+			*c = c0;
+			*m = m0 + (m1 - m0) / 2;
+		}
+	}
+}
+
 static KT_NOINSTR uint64_t measure_hz(void)
 {
-	int64_t m0 = ktrace__monotonic_ns(), m1;
-	uint64_t c0 = ktrace__now(), c1;
-	struct timespec d = {0, 2 * 1000 * 1000};
+	int64_t m0, m1;
+	uint64_t c0, c1;
+	struct timespec d = {0, 250 * 1000};
 
+	pair_now(&c0, &m0);
 	nanosleep(&d, NULL);
-	m1 = ktrace__monotonic_ns();
-	c1 = ktrace__now();
+	pair_now(&c1, &m1);
 	if (m1 <= m0)
 		return 1000000000;
 	return (uint64_t)((long double)(c1 - c0) * 1e9L / (long double)(m1 - m0));

@@ -963,7 +963,10 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 			ids[muted++] = ids[i];
 		}
 	}
-	F.none_left = muted == 0;
+	/* Nothing left: nothing muted and the rate does not fit.  A decision
+	 * that finds the rate fitting once the mutes not yet adopted are
+	 * gone (a hint or a jump just after a mute) has not run out. */
+	F.none_left = muted == 0 && removed < need * (double)sample_words;
 	if (window)
 		F.short_window = 0;
 	if (window && removed < need * (double)sample_words) {
@@ -1050,9 +1053,13 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	 * nothing to mute (a core kept over the budget by what may not be
 	 * muted), at most every EARLY_NS: a new hot phase is still caught
 	 * within ~10 ms, without a decision every millisecond for nothing. */
-	int hinted = kt_load(&hint, relaxed) &&
-	             now_ns - F.last_ns >= (F.none_left && F.decisions >= et ? EARLY_NS
-	                                                                      : HINT_MIN_NS);
+	int64_t hint_gap = F.none_left && F.decisions >= et ? EARLY_NS : HINT_MIN_NS;
+	int hinted = kt_load(&hint, relaxed) && now_ns - F.last_ns >= hint_gap;
+
+	/* A hint too soon stays set (and wakes no one again): come back for
+	 * it when it may decide, not at the next look. */
+	if (kt_load(&hint, relaxed) && !hinted && wait_ns && F.last_ns + hint_gap - now_ns < *wait_ns)
+		*wait_ns = F.last_ns + hint_gap - now_ns;
 
 	if (hz == 0 || (now_ns - F.last_ns < every && !hinted && !rate_jump(hz)))
 		return;

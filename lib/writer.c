@@ -115,6 +115,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
+		ktrace__ring_prefault();         /* ring pages ahead of the writers */
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
 		ktrace__sched_drain();
@@ -124,8 +125,13 @@ static KT_NOINSTR void *writer_main(void *arg)
 			kt_store(&ktrace__g.after_until, ktrace__now(), relaxed);
 		if (!have_trig && !ktrace__signal_pending()) {
 			if (!ktrace__api_pending()) {
+				/* A futex timeout never ends early: the deadline has
+				 * passed when it returns; the 50 us keep a deadline
+				 * just missed from spinning the loop (was 1 ms, from
+				 * a millisecond poll: the lean mode's 2 ms decisions
+				 * and batches came 3 ms apart). */
 				struct timespec ts = {(time_t)(wait_ns / 1000000000),
-				                      (long)(wait_ns % 1000000000) + 1000000};
+				                      (long)(wait_ns % 1000000000) + 50000};
 				if (ts.tv_nsec >= 1000000000) {
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000;
