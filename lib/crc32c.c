@@ -2,13 +2,17 @@
  * crc32c.c - CRC-32C (Castagnoli): the SSE4.2 crc32 instruction where the
  * cpu has it (8 bytes per instruction, several times the table's speed:
  * a 512 MiB window is checksummed in a fraction of the time), else
- * slice-by-8 tables.  Both are built or chosen by a load-time constructor,
- * before any thread of the program can take a snapshot or read one, so
- * later calls only read constant data: thread-safe and async-signal-safe.
+ * slice-by-8 tables.  A load-time constructor chooses (and builds the
+ * tables if needed) before any thread of the program can take a snapshot
+ * or read one, so later calls only read constant data: thread-safe and
+ * async-signal-safe.
  */
 #include "crc32c.h"
 
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "ktrace_crc32c.h" /* the portable fallback, shared with the decoder */
 
@@ -17,11 +21,17 @@ static uint32_t table[8][256];
 static int use_sse42;   /* set once by the constructor */
 #endif
 
+/* One cpuid (leaf 1), not __builtin_cpu_init's dozen: in a VM each is a
+ * hypervisor exit, and this runs in every traced program's start-up; the
+ * tables only where there is no crc32 instruction. */
 __attribute__((constructor, no_instrument_function)) static void build_tables(void)
 {
 #if defined(__x86_64__)
-	__builtin_cpu_init();
-	use_sse42 = __builtin_cpu_supports("sse4.2");
+	unsigned int a, b, c, d;
+
+	use_sse42 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+	if (use_sse42)
+		return;
 #endif
 	ktrace_crc32c_tables(table);
 }

@@ -137,9 +137,29 @@ static KT_NOINSTR uint32_t wait_id(_Atomic uint32_t *p, uint32_t pending)
 	return v;
 }
 
+/*
+ * A function's first slot.  Each 64 KiB of code has a run of 1024 slots
+ * (one per 64 bytes, in address order; functions closer than that take
+ * the next free slot), placed at random: a program's first calls touch
+ * about one page of the table per 16 KiB of code, not one page per
+ * function as with a hash spreading every function over the 4 MiB
+ * (Lua: ~550 pages, each a read fault, a write fault and a TLB flush
+ * interrupting the other cores once a second thread exists).
+ */
+static inline KT_NOINSTR uint64_t fslot(uintptr_t fn)
+{
+	return ((uint64_t)(fn >> 6) & 1023u) + (mix((uint64_t)fn >> 16) << 10);
+}
+
 KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 {
-	uint64_t h = mix(fn);
+	uint64_t h = fslot(fn);
+
+	/* A store first: a page of the table this touches for the first time
+	 * is then allocated as it is written, not mapped to the zero page by
+	 * the loads below and copied at the claim, with a TLB flush that
+	 * interrupts every other core running the program. */
+	__atomic_store_n(&ftab[h & (KT_FTAB - 1)].pad, 0, __ATOMIC_RELAXED);
 
 	for (uint32_t i = 0; i < KT_FTAB; i++) {
 		struct kt_fslot *s = &ftab[(h + i) & (KT_FTAB - 1)];

@@ -70,7 +70,9 @@ struct kt_core {
 	                                   path's are pos - S); informational */
 	_Atomic uint64_t claim_tsc;  /* counter at the last block claimed; under
 	                                the core lock (filter.c's hint) */
-	char pad2[KT_CACHELINE - 32];
+	uint64_t prefault_bytes;     /* ring bytes faulted in ahead; writer
+	                                thread only (ktrace__ring_prefault) */
+	char pad2[KT_CACHELINE - 40];
 };
 
 struct kt_globals {
@@ -310,6 +312,7 @@ void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t
                                 uint32_t chunk);
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
+void ktrace__ring_prefault(void);  /* writer thread: pages ahead of the writers */
 
 /* trigger.c: per-kind bookkeeping of requests. */
 struct kt_req_end {

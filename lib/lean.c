@@ -33,11 +33,18 @@
  * which returns at once (no frame).  One batch: every site is in a module
  * dl_iterate_phdr lists (its loader lock keeps dlclose out meanwhile),
  *   P1 mprotect the pages RWX (failure: W^X, see below),
- *   P2 int3 over each site's first byte, sync every core,
+ *   W  a site inside one aligned 16 bytes (every entry site of a 16-byte
+ *      aligned function, 3 exit sites in 4): the 16 bytes written whole,
+ *      one lock cmpxchg16b, so a core fetching them sees the old call or
+ *      the new nop (or back), never a mix; P2's sync below then makes
+ *      every core fetch them anew,
+ *   P2 int3 over each other site's first byte, sync every core,
  *   P3 the other bytes, sync,
  *   P4 the first byte, sync,
  *   P5 mprotect back to R-X.
- * A thread that executes a site between P2 and P4 traps; the SIGTRAP
+ * (A batch of W sites only: one sync.)  A thread that executes a site
+ * between P2 and P4 traps, a few us each in a VM, and a hot site is hit
+ * again and again until P4; the SIGTRAP
  * handler emulates the site's new instruction (a nop: skip it; a call:
  * push and jump), or, after P4, re-executes it.  "Sync" is membarrier's
  * SYNC_CORE (every core running this process serialises its instruction
@@ -50,6 +57,7 @@
  * in every snapshot (KTRACE_INFO_LEAN_NO_PATCH).
  */
 #include "internal.h"
+#include "snapshot.h"
 
 #if defined(__x86_64__)
 
@@ -64,6 +72,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <cpuid.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -138,6 +147,49 @@ static inline KT_NOINSTR uint8_t code_byte(uint64_t a)
 static inline KT_NOINSTR void code_poke(uint64_t a, uint8_t v)
 {
 	__asm__ volatile("movb %1, (%0)" : : "r"(a), "q"(v) : "memory");
+}
+
+/*
+ * An aligned 16 bytes of code, written whole: one locked cmpxchg16b, so a
+ * core fetching them sees the old bytes or the new ones, never a mix.
+ * Only the writer thread (under patch_lock) writes code, so the compare
+ * holds.  A cpu without cmpxchg16b (have_cx16) takes the int3 sequence.
+ */
+static KT_NOINSTR int have_cx16(void)
+{
+	static int have = -1;
+	unsigned int ea, eb, ec, ed;
+
+	if (have < 0)
+		have = __get_cpuid(1, &ea, &eb, &ec, &ed) && (ec & bit_CMPXCHG16B);
+	return have;
+}
+
+static KT_NOINSTR void code_set16(uint64_t a, const uint8_t *bytes, uint32_t off, uint32_t len)
+{
+	uint64_t lo, hi, nlo, nhi;
+	unsigned char ok;
+	uint8_t b[16];
+
+	__asm__ volatile("movq (%2), %0\n\tmovq 8(%2), %1" : "=&r"(lo), "=&r"(hi) : "r"(a) : "memory");
+	do {   /* lo, hi: what is there (a failed compare loads it) */
+		memcpy(b, &lo, 8);
+		memcpy(b + 8, &hi, 8);
+		memcpy(b + off, bytes, len);
+		memcpy(&nlo, b, 8);
+		memcpy(&nhi, b + 8, 8);
+		__asm__ volatile("lock cmpxchg16b (%[p])\n\tsete %[ok]"
+		                 : [ok] "=q"(ok), "+a"(lo), "+d"(hi)
+		                 : [p] "r"(a), "b"(nlo), "c"(nhi)
+		                 : "memory", "cc");
+	} while (!ok);
+}
+
+/* Does the site lie inside one aligned 16 bytes?  (Every entry site of a
+ * 16-byte aligned function, and 3 exit sites in 4.) */
+static inline KT_NOINSTR int one_chunk(uint64_t site, uint8_t len)
+{
+	return (site & 15) + len <= 16;
 }
 
 static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
@@ -283,15 +335,28 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 	}
 }
 
-/* Still learning the function's exit sites?  Counts this call. */
-static KT_NOINSTR int learning(struct lfn *l)
+/* Set when a function to be patched out has learned its exits (its
+ * last learning call began), cleared by the writer's next lean pass. */
+static _Atomic uint32_t ready_hint;
+
+/* Still learning the function's exit sites?  Counts this call.  The last
+ * learning call of a muted or excluded function (skip) wakes the writer:
+ * its sites can go now, not at the writer's next pass, which may be
+ * 10-100 ms away while the function runs at full speed through the
+ * hooks. */
+static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 {
+	uint32_t zero = 0;
+
 	if (l == NULL || kt_load(&wx_denied, relaxed))
 		return 0;
 	/* relaxed: a count; a few calls more or less learn the same. */
 	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
 		return 0;
-	kt_add(&l->learn, 1, relaxed);
+	/* relaxed: the wake's release add publishes the count. */
+	if (kt_add(&l->learn, 1, relaxed) == LEARN_CALLS - 1 && skip &&
+	    kt_load(&ready_hint, relaxed) == 0 && kt_cas(&ready_hint, &zero, 1, relaxed))
+		ktrace__writer_wake();
 	return 1;
 }
 
@@ -323,12 +388,40 @@ static KT_NOINSTR void ltop_sync(struct kt_thread *t)
 	__atomic_store_n(&t->ltop8, n ? t->lstk[n - 1].slot - 8 : ~0ull, __ATOMIC_RELAXED);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+
+/* The pages of [p, p + len) writable now (see lean_start). */
+static KT_NOINSTR void populate(const void *p, size_t len)
+{
+	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
+
+	madvise((void *)a, (size_t)(e - a), MADV_POPULATE_WRITE);
+}
+
+/* The first lean hook: the tables the slow paths read and then write
+ * are faulted in writable at once (no-op before Linux 5.14).  Otherwise
+ * a first read maps the zero page and the write after it copies it, with
+ * a TLB flush interrupting every other core running the program, once per
+ * page: ~90 of them in SQLite's first 100 ms. */
+static KT_NOINSTR void lean_start(void)
+{
+	int zero = 0;
+
+	/* relaxed: the flag orders nothing; any thread may populate too */
+	if (kt_cas(&lean_used, &zero, 1, relaxed)) {
+		populate(lf, sizeof(lf));
+		populate(sites, sizeof(sites));
+	}
+}
+
 static KT_NOINSTR struct kt_thread *slow_begin(void)
 {
 	struct kt_thread *t = kt_self();
 
 	if (!kt_load(&lean_used, relaxed))
-		kt_store(&lean_used, 1, relaxed);
+		lean_start();
 	if (t == &ktrace__idle) {
 		if (!ktrace__ensure_init() || (t = ktrace__self_alloc()) == NULL)
 			return NULL;
@@ -371,7 +464,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 	ev = ktrace__func_event(fn);
 	skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
 	l = note_fn(ev, site, len);
-	learn = learning(l) ? KT_FC_LEARN : 0;
+	learn = learning(l, skip) ? KT_FC_LEARN : 0;
 	ce = &t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];
 	if (ev)
 		__atomic_store_n(ce, (r << 16) | skip | learn | ev, __ATOMIC_RELAXED);
@@ -398,6 +491,11 @@ KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 
 	if (t == NULL)
 		return;
+	/* A new mute set is adopted here too: a thread in the fast path comes
+	 * here only when a block fills, and a call pattern of a fixed length
+	 * can make that an exit every time for a long while (1.4 ms measured,
+	 * recording a muted hot function at full rate). */
+	ktrace__filter_adopt(t);
 	close_below(t, (uint64_t)slot, 0);
 	if (t->lsp > 0 && t->lstk[t->lsp - 1].slot == (uint64_t)slot) {
 		struct kt_lframe *f = &t->lstk[t->lsp - 1];
@@ -599,9 +697,21 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* P1..P5 over pend[0..n); 0, or -1 when the pages could not be made
- * writable (nothing written). */
-static KT_NOINSTR int apply(uint32_t n)
+static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t b = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= b + p->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+/* P1..P5 over pend[0..n), sites of the module info; 0, or -1 when the
+ * pages could not be made writable (nothing written). */
+static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 {
 	static uint64_t pages[2 * MAXBATCH], plen[2 * MAXBATCH];
 	uint32_t np = 0, k = 0, i;
@@ -624,6 +734,15 @@ static KT_NOINSTR int apply(uint32_t n)
 			plen[k++] = 4096;
 		}
 	np = k;
+	/* One run from the first page to the last when the module's code
+	 * segment holds it all: each mprotect flushes the TLB of every core
+	 * running the program, an interrupt each (~10 us of the interrupted
+	 * thread's time in a VM, where it is a hypervisor exit), and the
+	 * pages between are the module's code too. */
+	if (np > 1 && in_exec(info, pages[0], pages[np - 1] + plen[np - 1] - pages[0])) {
+		plen[0] = pages[np - 1] + plen[np - 1] - pages[0];
+		np = 1;
+	}
 	patch_setup();
 	for (i = 0; i < np; i++)   /* P1 */
 		if (mprotect((void *)pages[i], plen[i], PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
@@ -633,11 +752,21 @@ static KT_NOINSTR int apply(uint32_t n)
 			errno = e;
 			return -1;
 		}
-	/* Publish the batch for the handler (seqlock writer): tseq odd, the
-	 * entries, ntrap, tseq even; release: all of it before the int3s. */
+	/* A site inside one aligned 16 bytes is written whole, in one
+	 * cmpxchg16b (W); the others (nt of them, first in pend after the sort
+	 * below) take the int3 sequence.  Publish those for the handler
+	 * (seqlock writer): tseq odd, the entries, ntrap, tseq even; release:
+	 * all of it before the int3s. */
+	for (i = k = 0; i < n; i++)
+		if (!one_chunk(pend[i].site, pend[i].len) || !have_cx16()) {
+			struct pend tmp = pend[k];
+			pend[k++] = pend[i];
+			pend[i] = tmp;
+		}
+	uint32_t nt = k;
 	kt_add(&tseq, 1, relaxed);
 	kt_fence(release);   /* odd before the entries: pairs with the handler's acquire fence */
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < nt; i++) {
 		uint64_t code = 0;
 
 		memcpy(&code, pend[i].now, pend[i].len);
@@ -645,18 +774,22 @@ static KT_NOINSTR int apply(uint32_t n)
 		kt_store(&trap[i][0], pend[i].site, relaxed);
 		kt_store(&trap[i][1], code, relaxed);
 	}
-	kt_store(&ntrap, n, relaxed);
+	kt_store(&ntrap, nt, relaxed);
 	kt_add(&tseq, 1, release);
-	for (i = 0; i < n; i++)    /* P2 */
+	for (i = 0; i < nt; i++)   /* P2 */
 		code_poke(pend[i].site, 0xcc);
+	for (i = nt; i < n; i++)   /* W */
+		code_set16(pend[i].site & ~15ull, pend[i].now, (uint32_t)(pend[i].site & 15), pend[i].len);
 	sync_cores(pages[0]);
-	for (i = 0; i < n; i++)    /* P3 */
-		for (uint32_t j = 1; j < pend[i].len; j++)
-			code_poke(pend[i].site + j, pend[i].now[j]);
-	sync_cores(pages[0]);
-	for (i = 0; i < n; i++)    /* P4 */
-		code_poke(pend[i].site, pend[i].now[0]);
-	sync_cores(pages[0]);
+	if (nt > 0) {
+		for (i = 0; i < nt; i++)   /* P3 */
+			for (uint32_t j = 1; j < pend[i].len; j++)
+				code_poke(pend[i].site + j, pend[i].now[j]);
+		sync_cores(pages[0]);
+		for (i = 0; i < nt; i++)   /* P4 */
+			code_poke(pend[i].site, pend[i].now[0]);
+		sync_cores(pages[0]);
+	}
 	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
@@ -717,17 +850,6 @@ struct mod_ctx {
 	uint8_t to[MAXBATCH];         /* their new value */
 };
 
-static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-		uint64_t b = info->dlpi_addr + p->p_vaddr;
-
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= b + p->p_memsz)
-			return 1;
-	}
-	return 0;
-}
 
 static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, const uint8_t *now,
                            uint8_t *flag, uint8_t to)
@@ -774,7 +896,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	if (m->n == 0)
 		return 0;
 	int64_t t0 = ktrace__monotonic_ns();
-	int rc = apply(m->n);
+	int rc = apply(info, m->n);
 	int64_t te = ktrace__monotonic_ns();
 
 	batch_t[batch_n % NBATCHT][0] = t0;
@@ -859,6 +981,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		atfork_done = 1;
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	}
+	kt_store(&ready_hint, 0, relaxed);
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
 	if (!work_to_do())

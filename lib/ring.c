@@ -142,9 +142,52 @@ KT_NOINSTR void ktrace__ring_reset(void)
 		kt_store(&k->blocks_used, 0, relaxed);
 		kt_store(&k->words_written, 0, relaxed);
 		kt_store(&k->state, KT_STATE(0, KT_OWNER_NONE), relaxed);
+		k->prefault_bytes = 0;
 	}
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		kt_store(&g->loss[i], 0, relaxed);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#endif
+#define PREFAULT_AHEAD (2u << 20)   /* bytes */
+
+/*
+ * Writer thread: fault in the ring pages just ahead of each core's
+ * writers, so a thread that claims a new block does not take the page
+ * fault itself.  Until a ring has been round once, every block claim
+ * touched a new page: ~1.3 us of the recording thread's time each on
+ * the VM, a few % of a short call-heavy run (peerbench's Lua and SQLite:
+ * ~800 faults in 90 ms).  Only cores in use, PREFAULT_AHEAD ahead of the
+ * blocks claimed: an idle core's ring stays untouched.  Pages a writer
+ * reaches first it faults itself, as before; a kernel without
+ * MADV_POPULATE_WRITE (before 5.14) or that refuses it turns this off.
+ */
+KT_NOINSTR void ktrace__ring_prefault(void)
+{
+	static int off;
+	struct kt_globals *g = &ktrace__g;
+	uint64_t ring_bytes = (uint64_t)g->ring_words * 4;
+
+	for (uint32_t c = 0; c < g->ncpus && !off; c++) {
+		struct kt_core *k = &g->cores[c];
+		/* relaxed: a position to stay ahead of, nothing read through it */
+		uint64_t used = kt_load(&k->blocks_used, relaxed) * BW * 4;
+		uint64_t from = k->prefault_bytes, to = used + PREFAULT_AHEAD;
+
+		if (used == 0 || from >= ring_bytes)
+			continue;
+		if (from < used)
+			from = used & ~(uint64_t)4095;   /* behind: the writers did it */
+		if (to > ring_bytes)
+			to = ring_bytes;
+		if (to <= from || to - from < PREFAULT_AHEAD / 4)
+			continue;   /* far enough ahead: no call */
+		if (madvise((char *)k->ring + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0)
+			off = 1;
+		k->prefault_bytes = to;
+	}
 }
 
 /* ---- the core lock ------------------------------------------------------ */
