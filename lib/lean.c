@@ -106,6 +106,8 @@ static _Atomic int wx_denied;       /* code could not be made writable */
 static _Atomic uint64_t n_patched, n_failed, n_nop;
 static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
+static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
+static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 /* The last batches' times (CLOCK_MONOTONIC ns), for the budget (filter.c):
  * writer thread only. */
@@ -758,7 +760,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	 * (seqlock writer): tseq odd, the entries, ntrap, tseq even; release:
 	 * all of it before the int3s. */
 	for (i = k = 0; i < n; i++)
-		if (!one_chunk(pend[i].site, pend[i].len) || !have_cx16()) {
+		if (!one_chunk(pend[i].site, pend[i].len) || !have_cx16() ||
+		    kt_load(&force_int3, relaxed)) {
 			struct pend tmp = pend[k];
 			pend[k++] = pend[i];
 			pend[i] = tmp;
@@ -791,6 +794,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 		sync_cores(pages[0]);
 	}
 	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
+	kt_add(&n_whole, n - nt, relaxed);
+	kt_add(&n_int3, nt, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 	return 0;
@@ -1031,6 +1036,16 @@ KT_NOINSTR void ktrace__lean_test_force(int mode)
 		usleep(1000);
 }
 
+/* Tests (hidden): the sites written so far whole and by the int3
+ * sequence; int3 >= 0 sets whether every site takes the int3 sequence. */
+KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3)
+{
+	if (int3 >= 0)
+		kt_store(&force_int3, int3, relaxed);
+	*whole = kt_load(&n_whole, relaxed);
+	*by_int3 = kt_load(&n_int3, relaxed);
+}
+
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                                    uint64_t *batches, uint64_t *ns)
 {
@@ -1063,5 +1078,10 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 	*patched = *failed = *nop_sites = *batches = *ns = 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
+KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3)
+{
+	(void)int3;
+	*whole = *by_int3 = 0;
+}
 
 #endif
