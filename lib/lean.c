@@ -801,14 +801,17 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	return 0;
 }
 
-/* The patch a function's sites should be in: 1 = out (nops). */
 /*
  * The patch a function's sites should be in: 1 = out (nops).  A function
  * the budget mutes learns its exit sites again first (ktrace__lean_muting),
  * from the calls of the phase that made it hot (its first calls may have
- * taken other paths): its next LEARN_CALLS calls, or RELEARN_NS at most.
+ * taken other paths): its next LEARN_CALLS calls, or RELEARN_NS at most
+ * (the writer wakes for it).  Until then each of its calls still goes
+ * through both hooks to be skipped (~7 ns): SQLite's speedtest1 made
+ * 0.5-0.65 M such calls in its first 90 ms with 100 ms here and 2 ms
+ * between batches, 0.11-0.15 M with 1 ms and 0.25 ms.
  */
-#define RELEARN_NS 100000000LL
+#define RELEARN_NS 2000000LL
 
 static int64_t pass_ns;   /* writer thread: CLOCK_MONOTONIC at this pass */
 
@@ -827,11 +830,13 @@ static KT_NOINSTR uint8_t wanted(uint32_t id)
 }
 
 /* Is any site not as wanted?  (NF loads: cheaper than walking the
- * modules, which only a change needs.) */
-static KT_NOINSTR int work_to_do(void)
+ * modules, which only a change needs.)  *due: the earliest end of a
+ * muted function's relearning by time (0: none), for the writer's wait. */
+static KT_NOINSTR int work_to_do(int64_t *due)
 {
 	uint32_t n = (uint32_t)ktrace__funcs_count();
 
+	*due = 0;
 	for (uint32_t id = 0; id < NF && id < n; id++) {
 		struct lfn *l = &lf[id];
 		uint8_t w;
@@ -840,6 +845,10 @@ static KT_NOINSTR int work_to_do(void)
 		if (kt_load(&l->st, relaxed) != LS_READY)
 			continue;
 		w = wanted(id);
+		if (!w && !l->nop_entry && l->relearn_ns != 0 &&
+		    kt_load(&l->learn, relaxed) < LEARN_CALLS &&
+		    (*due == 0 || l->relearn_ns + RELEARN_NS < *due))
+			*due = l->relearn_ns + RELEARN_NS;
 		if (l->nop_entry != w)
 			return 1;
 		for (int i = 0; i < NEXIT; i++)
@@ -957,19 +966,20 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 }
 
 /* Patching batches at most this often: the functions a program's start
- * makes hot arrive over a few ms, and each batch costs its threads the
- * traps of the sites they hit meanwhile and an interrupt per TLB flush
- * and membarrier (~160 us of the writer's time a batch on the VM); after
- * the first EARLY_BATCHES, 20 ms apart. */
-#define BATCH_GAP_NS 2000000LL
+ * makes hot arrive over a few ms, and each batch costs its threads an
+ * interrupt per TLB flush and membarrier (10-14 us each in a VM) and the
+ * traps of the int3 sites they hit meanwhile, against ~7 ns per call of
+ * a muted function not patched yet (see RELEARN_NS); after the first
+ * EARLY_BATCHES, 20 ms apart. */
+#define BATCH_GAP_NS 500000LL
 #define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
-#define EARLY_BATCHES 64
+#define EARLY_BATCHES 128
 
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	static int atfork_done;
 	static struct mod_ctx m;
-	int64_t now, gap;
+	int64_t now, gap, due;
 
 	if (!kt_load(&lean_used, relaxed))
 		return;
@@ -989,8 +999,11 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	kt_store(&ready_hint, 0, relaxed);
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
-	if (!work_to_do())
+	if (!work_to_do(&due)) {
+		if (due != 0 && wait_ns && due - now < *wait_ns)
+			*wait_ns = due - now > 0 ? due - now : 0;
 		return;
+	}
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);
