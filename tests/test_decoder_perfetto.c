@@ -189,8 +189,9 @@ static void test_perfetto_offcpu_and_requests_on_threads(void **state)
  * file's end is one slice.  With entered = 0 the outer frame was entered
  * before both windows: only the later file sees it (at its exit), and it
  * still encloses the leaves of both. */
-/* Snapshot k (0: the earlier, 1: the later) of merge_same_process. */
-static struct snapbuild *merge_snap(int k, int entered)
+/* What every snapshot of the merge tests starts with: one process, its
+ * main thread 100, outer (id 0) at 0xA000 and a leaf (id 1) at 0xB000. */
+static struct snapbuild *merge_base(void)
 {
 	struct snapbuild *sb = snapbuild_new();
 
@@ -200,6 +201,14 @@ static struct snapbuild *merge_snap(int k, int entered)
 	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
 	snapbuild_func(sb, 0, 0xA000);
 	snapbuild_func(sb, 1, 0xB000);
+	return sb;
+}
+
+/* Snapshot k (0: the earlier, 1: the later) of merge_same_process. */
+static struct snapbuild *merge_snap(int k, int entered)
+{
+	struct snapbuild *sb = merge_base();
+
 	if (entered)
 		snapbuild_enter(sb, 0, 1, 1000, 0); /* outer: open at a's end */
 	for (uint64_t i = 0; i < 10; i++) {
@@ -277,14 +286,8 @@ static void test_perfetto_merge_outer_frame_only_in_later_file(void **state)
  * leaf, each leaf once. */
 static struct snapbuild *merge3_snap(int k)
 {
-	struct snapbuild *sb = snapbuild_new();
+	struct snapbuild *sb = merge_base();
 
-	snapbuild_info(sb)->start_tsc = 5;
-	snapbuild_info(sb)->tsc_shift = 8;
-	snapbuild_info(sb)->tsc_hz = 2560000000u;
-	snapbuild_thread(sb, 1, 100, "main", KTRACE_THREAD_MAIN);
-	snapbuild_func(sb, 0, 0xA000);
-	snapbuild_func(sb, 1, 0xB000);
 	snapbuild_enter(sb, 0, 1, 1000, 0);
 	for (uint64_t i = 0; i < 10 + 10 * (uint64_t)k; i++) {
 		snapbuild_enter(sb, 0, 1, 1100 + i * 10, 1);
