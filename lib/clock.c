@@ -157,17 +157,19 @@ KT_NOINSTR void ktrace__clock_reset(void)
 	ktrace__anchor_take();
 }
 
-KT_NOINSTR void ktrace__anchor_take(void)
+/*
+ * A (counter, realtime, monotonic) triple into *a: the counter is read
+ * between the two monotonic reads, the realtime read next to it.  Both
+ * clocks are vDSO reads of ~30 ns, but a preemption or a hypervisor exit
+ * between them would put the pair microseconds or milliseconds apart:
+ * keep the tightest of up to tries, stopping early once one is within
+ * good_ns.
+ */
+static KT_NOINSTR void bracket(struct ktrace_anchor_rec *a, int tries, int64_t good_ns)
 {
-	struct ktrace_anchor_rec *a = &anchors[anchor_count % KT_ANCHORS];
 	int64_t best = INT64_MAX;
 
-	/* The counter is read between the two monotonic reads; the realtime
-	 * read is next to it.  Both clocks are vDSO reads of ~30 ns, but a
-	 * preemption between them on a loaded machine would put the pair
-	 * milliseconds apart: keep the tightest of a few tries (the switch
-	 * records of sched.c are mapped onto the counter through these). */
-	for (int i = 0; i < 8 && best > 2000; i++) {
+	for (int i = 0; i < tries && best > good_ns; i++) {
 		int64_t m0 = ktrace__monotonic_ns();
 		uint64_t c = ktrace__now();
 		int64_t r = ktrace__realtime_ns();
@@ -180,41 +182,29 @@ KT_NOINSTR void ktrace__anchor_take(void)
 			a->monotonic_ns = m0 + (m1 - m0) / 2;
 		}
 	}
-	anchor_count++;
 }
 
-/* One (counter, monotonic) pair: the counter read between two clock
- * reads, the tightest of a few tries (a preemption or a hypervisor exit
- * between the reads widens one try, not all). */
-static KT_NOINSTR void pair_now(uint64_t *c, int64_t *m)
+/* An anchor: the switch records of sched.c are mapped onto the counter
+ * through these, so up to 8 tries, and 2 us is tight enough. */
+KT_NOINSTR void ktrace__anchor_take(void)
 {
-	int64_t best = INT64_MAX;
-
-	for (int i = 0; i < 4; i++) {
-		int64_t m0 = ktrace__monotonic_ns();
-		uint64_t c0 = ktrace__now();
-		int64_t m1 = ktrace__monotonic_ns();
-
-		if (m1 - m0 < best) {
-			best = m1 - m0;
-			*c = c0;
-			*m = m0 + (m1 - m0) / 2;
-		}
-	}
+	bracket(&anchors[anchor_count % KT_ANCHORS], 8, 2000);
+	anchor_count++;
 }
 
 static KT_NOINSTR uint64_t measure_hz(void)
 {
-	int64_t m0, m1;
-	uint64_t c0, c1;
+	struct ktrace_anchor_rec a0, a1;
 	struct timespec d = {0, 250 * 1000};
 
-	pair_now(&c0, &m0);
+	/* the tightest of 4 at each end: the rate's error is theirs */
+	bracket(&a0, 4, 0);
 	nanosleep(&d, NULL);
-	pair_now(&c1, &m1);
-	if (m1 <= m0)
+	bracket(&a1, 4, 0);
+	if (a1.monotonic_ns <= a0.monotonic_ns)
 		return 1000000000;
-	return (uint64_t)((long double)(c1 - c0) * 1e9L / (long double)(m1 - m0));
+	return (uint64_t)((long double)(a1.tsc - a0.tsc) * 1e9L /
+	                  (long double)(a1.monotonic_ns - a0.monotonic_ns));
 }
 
 KT_NOINSTR uint64_t ktrace__tsc_hz(void)
