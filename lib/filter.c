@@ -1054,11 +1054,12 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	 * muted), at most every EARLY_NS: a new hot phase is still caught
 	 * within ~10 ms, without a decision every millisecond for nothing. */
 	int64_t hint_gap = F.none_left && F.decisions >= et ? EARLY_NS : HINT_MIN_NS;
-	int hinted = kt_load(&hint, relaxed) && now_ns - F.last_ns >= hint_gap;
+	int hint_set = kt_load(&hint, relaxed) != 0;
+	int hinted = hint_set && now_ns - F.last_ns >= hint_gap;
 
 	/* A hint too soon stays set (and wakes no one again): come back for
 	 * it when it may decide, not at the next look. */
-	if (kt_load(&hint, relaxed) && !hinted && wait_ns && F.last_ns + hint_gap - now_ns < *wait_ns)
+	if (hint_set && !hinted && wait_ns && F.last_ns + hint_gap - now_ns < *wait_ns)
 		*wait_ns = F.last_ns + hint_gap - now_ns;
 
 	if (hz == 0 || (now_ns - F.last_ns < every && !hinted && !rate_jump(hz)))

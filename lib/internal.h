@@ -23,6 +23,9 @@
 #define KT_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define KT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KT_CACHELINE 64
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23      /* Linux 5.14; older glibc headers lack it */
+#endif
 
 /*
  * Atomic helpers.  Every call site names its order; the comments there say

@@ -390,9 +390,6 @@ static KT_NOINSTR void ltop_sync(struct kt_thread *t)
 	__atomic_store_n(&t->ltop8, n ? t->lstk[n - 1].slot - 8 : ~0ull, __ATOMIC_RELAXED);
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
-#endif
 
 /* The pages of [p, p + len) writable now (see lean_start). */
 static KT_NOINSTR void populate(const void *p, size_t len)
@@ -755,8 +752,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 			return -1;
 		}
 	/* A site inside one aligned 16 bytes is written whole, in one
-	 * cmpxchg16b (W); the others (nt of them, first in pend after the sort
-	 * below) take the int3 sequence.  Publish those for the handler
+	 * cmpxchg16b (W); the others (nt of them, moved to the front of pend
+	 * here) take the int3 sequence.  Publish those for the handler
 	 * (seqlock writer): tseq odd, the entries, ntrap, tseq even; release:
 	 * all of it before the int3s. */
 	for (i = k = 0; i < n; i++)
@@ -863,7 +860,6 @@ struct mod_ctx {
 	uint8_t *flag[MAXBATCH];      /* nop_entry / nop_exit[] to set */
 	uint8_t to[MAXBATCH];         /* their new value */
 };
-
 
 static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, const uint8_t *now,
                            uint8_t *flag, uint8_t to)

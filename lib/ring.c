@@ -148,9 +148,6 @@ KT_NOINSTR void ktrace__ring_reset(void)
 		kt_store(&g->loss[i], 0, relaxed);
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23   /* Linux 5.14 */
-#endif
 #define PREFAULT_AHEAD (2u << 20)   /* bytes */
 
 /*

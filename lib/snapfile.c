@@ -275,9 +275,6 @@ KT_NOINSTR void ktrace__wfree(void *p)
 		unmap((unsigned char *)p - 64, *(size_t *)((unsigned char *)p - 64));
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 
 /* The buffers one snapshot needs besides the ring copies, in one mapping. */
