@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,6 +56,10 @@ static _Atomic uint32_t wake_seq;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handler");
 static pthread_t writer;
 static _Atomic int writer_running;
+/* The creating thread's cpu mask, which the writer takes back once it
+ * runs (start_writer); set before pthread_create, which publishes it. */
+static cpu_set_t writer_mask;
+static int writer_pinned;
 static _Atomic int writing;            /* 1 while a file is being written */
 
 /* ---- messages ------------------------------------------------------------ */
@@ -103,6 +108,8 @@ static KT_NOINSTR void *writer_main(void *arg)
 	uint32_t ticks = 0;
 
 	(void)arg;
+	if (writer_pinned)   /* started on another cpu: back to the program's set */
+		sched_setaffinity(0, sizeof(writer_mask), &writer_mask);
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 	for (;;) {
 		int64_t wait_ns = 100 * 1000000LL, now;
@@ -168,6 +175,30 @@ static KT_NOINSTR void *writer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Start the writer on a cpu the creating thread is not on, where it may
+ * run.  A new thread is queued on its parent's cpu, and a program busy
+ * from its first instruction kept it waiting there for a time slice,
+ * 0.2-4 ms on the 2-core VM (the other core idle), while the writer's
+ * first budget decision waited and every call of the program's hot start
+ * was recorded.  The writer takes back the creator's mask at once.
+ */
+static KT_NOINSTR void start_elsewhere(pthread_attr_t *at)
+{
+	cpu_set_t other;
+	int cpu = sched_getcpu();
+
+	writer_pinned = 0;
+	if (cpu < 0 || cpu >= CPU_SETSIZE ||
+	    sched_getaffinity(0, sizeof(writer_mask), &writer_mask) != 0)
+		return;
+	other = writer_mask;
+	CPU_CLR(cpu, &other);
+	if (CPU_COUNT(&other) == 0 || pthread_attr_setaffinity_np(at, sizeof(other), &other) != 0)
+		return;
+	writer_pinned = 1;
+}
+
 /* at_start: from start-up, where a failure turns tracing off; else a
  * fork child's, where only snapshots are lost. */
 static KT_NOINSTR int start_writer(int at_start)
@@ -182,6 +213,7 @@ static KT_NOINSTR int start_writer(int at_start)
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, KT_WRITER_STACK);
+	start_elsewhere(&at);
 	r = pthread_create(&writer, &at, writer_main, NULL);
 	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -457,6 +457,24 @@ static void test_e2e_hostile_relative_dir_after_chdir(void **state)
 	run_cwd("chdir", "snaps", "snaps");
 }
 
+/* The writer thread starts on a cpu the program's thread is not on (a new
+ * thread waits for its parent's cpu otherwise), then takes the program's
+ * cpu set back: it must end with the same set as the program. */
+static void test_e2e_hostile_writer_keeps_program_cpus(void **state)
+{
+	struct run r;
+	char rest[4600], mine[256], its[256];
+
+	(void)state;
+	start(&r, "affinity", NULL, NULL);
+	expect(&r, "affinity", rest, sizeof(rest));
+	if (sscanf(rest, "%255s %255s", mine, its) != 2)
+		fail_msg("bad affinity line: %s", rest);
+	if (strcmp(mine, its) != 0)
+		fail_msg("the program may run on cpus %s, its writer thread on %s", mine, its);
+	finish(&r);
+}
+
 /* ---- 5. predictable names --------------------------------------------------------- */
 
 static void test_e2e_hostile_names_taken_by_another_user(void **state)
@@ -624,6 +642,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostile_signal_flood_bytes_per_minute),
 		cmocka_unit_test(test_e2e_hostile_daemon_writes_where_it_started),
 		cmocka_unit_test(test_e2e_hostile_relative_dir_after_chdir),
+		cmocka_unit_test(test_e2e_hostile_writer_keeps_program_cpus),
 		cmocka_unit_test(test_e2e_hostile_names_taken_by_another_user),
 		cmocka_unit_test(test_e2e_hostile_full_64mib_ring_under_load),
 		cmocka_unit_test(test_e2e_hostile_exit_wait_survives_signal_flood),

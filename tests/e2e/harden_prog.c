@@ -37,6 +37,9 @@
  *   bigring N     two threads call traced functions as fast as they can;
  *                 once each made N calls (or after 20 s), main snapshots
  *                 while they go on ("snapshot <rc> <path>").
+ *   affinity      "affinity <main's Cpus_allowed_list> <the writer's>", once
+ *                 they are equal or after 2 s (the writer starts on
+ *                 another cpu, then takes the program's set back).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -390,6 +393,74 @@ static int mode_bigring(long min_calls)
 	return 0;
 }
 
+/* ---- affinity ------------------------------------------------------------- */
+
+/* The Cpus_allowed_list of /proc/self/<task>status into out ("?" if none). */
+static void cpus_of(const char *task, char *out, size_t len)
+{
+	char p[300], buf[4096], *l;
+	int fd;
+	ssize_t n;
+
+	snprintf(out, len, "?");
+	snprintf(p, sizeof(p), "/proc/self/%sstatus", task);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	if ((l = strstr(buf, "Cpus_allowed_list:")) != NULL)
+		sscanf(l + strlen("Cpus_allowed_list:"), "%255s", out);
+}
+
+/* The writer's task directory ("task/<tid>/"), or "" if it has none. */
+static void writer_task(char *out, size_t len)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	out[0] = 0;
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char p[300], buf[256];
+		int fd;
+		ssize_t n;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
+		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0 && strncmp(buf, "ktrace-writer", 13) == 0)
+			snprintf(out, len, "task/%s/", e->d_name);
+	}
+	closedir(d);
+}
+
+static int mode_affinity(void)
+{
+	char mine[256], its[256], task[300];
+
+	for (int64_t end = now_ms() + 2000;; sleep_ms(10)) {
+		work(100);
+		cpus_of("", mine, sizeof(mine));
+		writer_task(task, sizeof(task));
+		if (task[0])
+			cpus_of(task, its, sizeof(its));
+		else
+			snprintf(its, sizeof(its), "none");
+		if (!strcmp(mine, its) || now_ms() > end)
+			break;
+	}
+	printf("affinity %s %s\n", mine, its);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -415,7 +486,9 @@ int main(int argc, char **argv)
 		return mode_stderr(argv[2]);
 	if (!strcmp(m, "bigring") && argc > 2)
 		return mode_bigring(atol(argv[2]));
+	if (!strcmp(m, "affinity"))
+		return mode_affinity();
 	fprintf(stderr, "usage: %s fds|secure DIR|rlimit|spin|wait|daemon|chdir|exitflood|"
-	        "stderr FILE|bigring N\n", argv[0]);
+	        "stderr FILE|bigring N|affinity\n", argv[0]);
 	return 2;
 }
