@@ -902,7 +902,7 @@ static KT_NOINSTR void mute_one(uint32_t id, uint32_t why, uint32_t epoch, uint6
 	o->share_ppm = (uint32_t)((uint64_t)o->count * 1000000 / sample_words);
 	/* relaxed: published by the release store of the epoch. */
 	kt_store(&fmute[id], epoch, relaxed);
-	ktrace__lean_muting(id);   /* before the epoch: learn exits again */
+	ktrace__lean_muting(id);   /* before the epoch: its learning's deadline */
 }
 
 /* Mute the hottest candidates of this sample until the rate fits R (the

@@ -533,7 +533,7 @@ void ktrace__lean_init(void);             /* init, before the writer starts */
 int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to);
 int ktrace__lean_fn(uint32_t id);         /* compact id of a lean function */
 /* Writer thread, before the epoch that mutes compact id is published:
- * the function learns its exit sites again before it is patched out. */
+ * starts the deadline of its learning, if unfinished (lean.c). */
 void ktrace__lean_muting(uint32_t id);
 /* The lean hooks behind the __fentry__ / __return__ trampolines: r is
  * the return address into the function, slot the address of its own
@@ -550,7 +550,8 @@ void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev, uint32_
  * batches and the ns they took (wall time, mprotect to mprotect). */
 void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                         uint64_t *batches, uint64_t *ns);
-void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3);   /* tests */
+void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
+                             uint64_t *by_int3);   /* tests */
 void ktrace__lean_test_force(int mode);
 
 /* ---- scheduling (sched.c) --------------------------------------------- */

@@ -37,8 +37,12 @@
  *      aligned function, 3 exit sites in 4): the 16 bytes written whole,
  *      one lock cmpxchg16b, so a core fetching them sees the old call or
  *      the new nop (or back), never a mix; P2's sync below then makes
- *      every core fetch them anew,
- *   P2 int3 over each other site's first byte, sync every core,
+ *      every core fetch them anew.  A site across two such 16 bytes with
+ *      its first two bytes in the first (3 exit sites in 16) goes out as
+ *      a 2-byte jump over the call's other bytes, written the same way
+ *      (jump_form),
+ *   P2 int3 over each other site's first byte (1 exit site in 16), sync
+ *      every core,
  *   P3 the other bytes, sync,
  *   P4 the first byte, sync,
  *   P5 mprotect back to R-X.
@@ -97,7 +101,7 @@ struct lfn {
 	/* writer thread only */
 	uint8_t nop_entry;             /* the entry site is a nop now */
 	uint8_t nop_exit[NEXIT];
-	int64_t relearn_ns;            /* muted: learning again since (0 = not yet) */
+	int64_t muted_ns;              /* muted at (0 = not muted): its learning ends LEARN_WAIT_NS later */
 };
 
 static struct lfn lf[NF];
@@ -108,6 +112,7 @@ static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
 static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
+static _Atomic uint64_t n_jump;            /* of the whole ones, in jump form */
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 /* The last batches' times (CLOCK_MONOTONIC ns), for the budget (filter.c):
  * writer thread only. */
@@ -192,6 +197,37 @@ static KT_NOINSTR void code_set16(uint64_t a, const uint8_t *bytes, uint32_t off
 static inline KT_NOINSTR int one_chunk(uint64_t site, uint8_t len)
 {
 	return (site & 15) + len <= 16;
+}
+
+/*
+ * A site across two aligned 16 bytes whose first two bytes are in the
+ * first (an exit site at 12, 13 or 14 of its 16; 3 in 16 of them) goes
+ * out as "jmp +len-2" over the call's other bytes, which stay: the first
+ * 16 bytes are written whole, and a core fetching the site sees the call
+ * or the jump, never a mix.  Back in, the call's first two bytes return
+ * the same way.  Only a site at 15 of its 16 (1 exit site in 16) takes
+ * the int3 sequence.  A jump costs what a nop does (measured: Lua's
+ * speedtest, no difference); the int3 sequence costs two more syncs per
+ * batch (an interrupt each on every core running the program) and a trap
+ * (a signal) each time a thread runs the site meanwhile: 112 traps in
+ * SQLite's 0.09 s run before this.
+ */
+static inline KT_NOINSTR int jump_form(uint64_t site, uint8_t len)
+{
+	return !one_chunk(site, len) && (site & 15) <= 14;
+}
+
+/* The bytes that take a site of len out, into buf: a nop, or the jump
+ * over the rest of orig. */
+static KT_NOINSTR const uint8_t *out_bytes(uint64_t site, uint8_t len, const uint8_t *orig,
+                                           uint8_t *buf)
+{
+	if (!jump_form(site, len))
+		return len == 5 ? nop5 : nop6;
+	buf[0] = 0xeb;
+	buf[1] = (uint8_t)(len - 2);
+	memcpy(buf + 2, orig + 2, len - 2u);
+	return buf;
 }
 
 static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
@@ -752,13 +788,14 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 			return -1;
 		}
 	/* A site inside one aligned 16 bytes is written whole, in one
-	 * cmpxchg16b (W); the others (nt of them, moved to the front of pend
-	 * here) take the int3 sequence.  Publish those for the handler
-	 * (seqlock writer): tseq odd, the entries, ntrap, tseq even; release:
-	 * all of it before the int3s. */
+	 * cmpxchg16b (W), and so is the first 16 bytes' part of one in jump
+	 * form (the rest of its bytes do not change); the others (nt of them,
+	 * moved to the front of pend here) take the int3 sequence.  Publish
+	 * those for the handler (seqlock writer): tseq odd, the entries,
+	 * ntrap, tseq even; release: all of it before the int3s. */
 	for (i = k = 0; i < n; i++)
-		if (!one_chunk(pend[i].site, pend[i].len) || !have_cx16() ||
-		    kt_load(&force_int3, relaxed)) {
+		if (!(one_chunk(pend[i].site, pend[i].len) || jump_form(pend[i].site, pend[i].len)) ||
+		    !have_cx16() || kt_load(&force_int3, relaxed)) {
 			struct pend tmp = pend[k];
 			pend[k++] = pend[i];
 			pend[i] = tmp;
@@ -778,8 +815,12 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	kt_add(&tseq, 1, release);
 	for (i = 0; i < nt; i++)   /* P2 */
 		code_poke(pend[i].site, 0xcc);
-	for (i = nt; i < n; i++)   /* W */
-		code_set16(pend[i].site & ~15ull, pend[i].now, (uint32_t)(pend[i].site & 15), pend[i].len);
+	for (i = nt; i < n; i++) {   /* W: up to the end of the 16 bytes */
+		uint32_t off = (uint32_t)(pend[i].site & 15);
+
+		code_set16(pend[i].site & ~15ull, pend[i].now, off,
+		           off + pend[i].len <= 16 ? pend[i].len : 16 - off);
+	}
 	sync_cores(pages[0]);
 	if (nt > 0) {
 		for (i = 0; i < nt; i++)   /* P3 */
@@ -793,22 +834,26 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
 	kt_add(&n_whole, n - nt, relaxed);
 	kt_add(&n_int3, nt, relaxed);
+	for (i = nt; i < n; i++)
+		if (!one_chunk(pend[i].site, pend[i].len))
+			kt_add(&n_jump, 1, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 	return 0;
 }
 
 /*
- * The patch a function's sites should be in: 1 = out (nops).  A function
- * the budget mutes learns its exit sites again first (ktrace__lean_muting),
- * from the calls of the phase that made it hot (its first calls may have
- * taken other paths): its next LEARN_CALLS calls, or RELEARN_NS at most
- * (the writer wakes for it).  Until then each of its calls still goes
- * through both hooks to be skipped (~7 ns): SQLite's speedtest1 made
- * 0.5-0.65 M such calls in its first 90 ms with 100 ms here and 2 ms
- * between batches, 0.11-0.15 M with 1 ms and 0.25 ms.
+ * The patch a function's sites should be in: 1 = out (nops).  A muted
+ * function goes out with the exit sites its first LEARN_CALLS calls took;
+ * one muted before it made that many finishes learning first, for
+ * LEARN_WAIT_NS at most (the writer wakes for it).  Until then each of its
+ * calls still goes through both hooks to be skipped (~7 ns).  An exit
+ * site it takes only later keeps calling __return__, which returns in
+ * three instructions.  (Learning the exits again after the mute, from
+ * the phase that made the function hot, cost Lua's 0.09 s run 3 %: its
+ * muted functions waited up to LEARN_WAIT_NS, skipped through the hooks.)
  */
-#define RELEARN_NS 2000000LL
+#define LEARN_WAIT_NS 2000000LL
 
 static int64_t pass_ns;   /* writer thread: CLOCK_MONOTONIC at this pass */
 
@@ -823,7 +868,7 @@ static KT_NOINSTR uint8_t wanted(uint32_t id)
 		return 0;
 	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
 		return 1;
-	return l->relearn_ns != 0 && pass_ns - l->relearn_ns > RELEARN_NS;
+	return l->muted_ns != 0 && pass_ns - l->muted_ns > LEARN_WAIT_NS;
 }
 
 /* Is any site not as wanted?  (NF loads: cheaper than walking the
@@ -842,10 +887,10 @@ static KT_NOINSTR int work_to_do(int64_t *due)
 		if (kt_load(&l->st, relaxed) != LS_READY)
 			continue;
 		w = wanted(id);
-		if (!w && !l->nop_entry && l->relearn_ns != 0 &&
+		if (!w && !l->nop_entry && l->muted_ns != 0 &&
 		    kt_load(&l->learn, relaxed) < LEARN_CALLS &&
-		    (*due == 0 || l->relearn_ns + RELEARN_NS < *due))
-			*due = l->relearn_ns + RELEARN_NS;
+		    (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
+			*due = l->muted_ns + LEARN_WAIT_NS;
 		if (l->nop_entry != w)
 			return 1;
 		for (int i = 0; i < NEXIT; i++)
@@ -890,17 +935,20 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			continue;
 		uint8_t want = wanted(id);
 
+		uint8_t buf[7];
+
 		if (m->n + 1 + NEXIT > MAXBATCH)
 			break;   /* the next tick */
 		if (l->nop_entry != want)
-			add(m, l->site, l->len, want ? (l->len == 5 ? nop5 : nop6) : l->orig,
+			add(m, l->site, l->len, want ? out_bytes(l->site, l->len, l->orig, buf) : l->orig,
 			    &l->nop_entry, want);
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
 			uint64_t s = kt_load(&l->exits[i], acquire);
 
 			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 5))
-				add(m, s, 5, want ? nop5 : l->exit_orig[i], &l->nop_exit[i], want);
+				add(m, s, 5, want ? out_bytes(s, 5, l->exit_orig[i], buf) : l->exit_orig[i],
+				    &l->nop_exit[i], want);
 		}
 	}
 	if (m->n == 0)
@@ -965,7 +1013,7 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id)
  * makes hot arrive over a few ms, and each batch costs its threads an
  * interrupt per TLB flush and membarrier (10-14 us each in a VM) and the
  * traps of the int3 sites they hit meanwhile, against ~7 ns per call of
- * a muted function not patched yet (see RELEARN_NS); after the first
+ * a muted function not patched yet (see LEARN_WAIT_NS); after the first
  * EARLY_BATCHES, 20 ms apart. */
 #define BATCH_GAP_NS 500000LL
 #define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
@@ -1011,10 +1059,9 @@ KT_NOINSTR void ktrace__lean_muting(uint32_t id)
 {
 	if (id >= NF)
 		return;
-	/* relaxed: a count; the epoch's release store publishes it to the
-	 * threads that adopt the mute (their caches get KT_FC_LEARN again). */
-	kt_store(&lf[id].learn, 0, relaxed);
-	lf[id].relearn_ns = ktrace__monotonic_ns();
+	/* The deadline of the learning it has not finished (see LEARN_WAIT_NS);
+	 * one that has finished is patched out in the next batch. */
+	lf[id].muted_ns = ktrace__monotonic_ns();
 }
 
 KT_NOINSTR int ktrace__lean_active(void)
@@ -1045,13 +1092,16 @@ KT_NOINSTR void ktrace__lean_test_force(int mode)
 		usleep(1000);
 }
 
-/* Tests (hidden): the sites written so far whole and by the int3
- * sequence; int3 >= 0 sets whether every site takes the int3 sequence. */
-KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3)
+/* Tests (hidden): the sites written so far whole (of them, in jump form)
+ * and by the int3 sequence; int3 >= 0 sets whether every site takes the
+ * int3 sequence. */
+KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
+                                        uint64_t *by_int3)
 {
 	if (int3 >= 0)
 		kt_store(&force_int3, int3, relaxed);
 	*whole = kt_load(&n_whole, relaxed);
+	*by_jump = kt_load(&n_jump, relaxed);
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
@@ -1087,10 +1137,11 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 	*patched = *failed = *nop_sites = *batches = *ns = 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
-KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3)
+KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
+                                        uint64_t *by_int3)
 {
 	(void)int3;
-	*whole = *by_int3 = 0;
+	*whole = *by_jump = *by_int3 = 0;
 }
 
 #endif

@@ -430,7 +430,7 @@ static void test_e2e_lean_wx(void **state)
 static void test_e2e_lean_flip(void **state)
 {
 	struct run r;
-	uint64_t tw = 0, outer_tw = 0, inner_tw = 0;
+	uint64_t tw = 0, outer_tw = 0, inner_tw = 0, pads_tw = 0, pad_tw[16] = {0};
 
 	(void)state;
 	if (no_lean())
@@ -452,11 +452,25 @@ static void test_e2e_lean_flip(void **state)
 		if (kd_is(r.d, c, "inner") && strcmp(pn, "outer") == 0 && c->parent < r.d->ncalls &&
 		    strcmp(parent_name(r.d, &r.d->calls[c->parent]), "tail_worker") == 0)
 			inner_tw++;
+		if (kd_is(r.d, c, "pads") && strcmp(pn, "tail_worker") == 0)
+			pads_tw++;
+		for (int k = 0; k < 16; k++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "pad%d", k);
+			if (kd_is(r.d, c, name) && strcmp(pn, "pads") == 0 && c->parent < r.d->ncalls &&
+			    strcmp(parent_name(r.d, &r.d->calls[c->parent]), "tail_worker") == 0)
+				pad_tw[k]++;
+		}
 	}
-	/* After the flipping, everything patched back in: exact. */
+	/* After the flipping, everything patched back in: exact, the sites
+	 * that went out whole, in jump form and by int3 too. */
 	assert_int_equal(tw, 8);
 	assert_int_equal(outer_tw, 80);
 	assert_int_equal(inner_tw, 400);
+	assert_int_equal(pads_tw, 80);
+	for (int k = 0; k < 16; k++)
+		assert_int_equal(pad_tw[k], 80);
 	done(&r);
 }
 

@@ -20,9 +20,13 @@
  *            patched out).
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
- *   flip     (static build) 8 threads run outer > inner while main patches
- *            every function out and in again for ~1 s; then each thread
- *            runs outer x 10 more; prints "patches <n> <ns per patch>".
+ *   flip     (static build) 8 threads run outer > inner and pads > pad0
+ *            .. pad15 while main patches every function out and in again
+ *            for ~1 s; then each thread runs outer and pads x 10 more;
+ *            prints "patches <n> <ns per patch>".  pad<k>'s exit site is
+ *            k bytes further into its 16-byte aligned function than
+ *            pad1's (GCC 12: pad3-5 at 12-14 of their 16 bytes, in jump
+ *            form, pad6 at 15, by int3; the rest whole).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -284,12 +288,13 @@ static const char *forbid_wx(void)
 void ktrace__lean_test_force(int mode);   /* lean.c: 1 all out, 2 all in, 0 as decided */
 void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                         uint64_t *batches, uint64_t *ns);
-void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3);
+void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint64_t *by_int3);
 #else
-static void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_int3)
+static void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
+                                    uint64_t *by_int3)
 {
 	(void)int3;
-	*whole = *by_int3 = 0;
+	*whole = *by_jump = *by_int3 = 0;
 }
 static void ktrace__lean_test_force(int mode) { (void)mode; }
 static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *b, uint64_t *ns)
@@ -297,6 +302,30 @@ static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *
 	*p = *f = *n = *b = *ns = 0;
 }
 #endif
+
+/* pad<k>: k bytes of nops move its exit site (and nothing else) k bytes
+ * (pad0's return value takes a shorter instruction); returns x + k. */
+#define PAD(k)                                                           \
+	__attribute__((noinline, aligned(16))) int pad##k(int x)          \
+	{                                                                \
+		__asm__ volatile(".skip " #k ", 0x90");                  \
+		return x + k;                                            \
+	}
+PAD(0) PAD(1) PAD(2) PAD(3) PAD(4) PAD(5) PAD(6) PAD(7)
+PAD(8) PAD(9) PAD(10) PAD(11) PAD(12) PAD(13) PAD(14) PAD(15)
+
+/* Each pad once; their results checked (a site patched wrong would skip
+ * or garble code). */
+__attribute__((noinline)) int pads(int x)
+{
+	int s = pad0(x) + pad1(x) + pad2(x) + pad3(x) + pad4(x) + pad5(x) + pad6(x) + pad7(x) +
+	        pad8(x) + pad9(x) + pad10(x) + pad11(x) + pad12(x) + pad13(x) + pad14(x) +
+	        pad15(x);
+
+	if (s != 16 * x + 120)
+		abort();
+	return s;
+}
 
 static _Atomic int stop;
 static _Atomic long worker_calls;
@@ -308,6 +337,7 @@ __attribute__((noinline)) void *worker(void *arg)
 	(void)arg;
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		outer(INNER);
+		pads((int)n & 1023);
 		n++;
 	}
 	__atomic_fetch_add(&worker_calls, n, __ATOMIC_RELAXED);
@@ -317,15 +347,17 @@ __attribute__((noinline)) void *worker(void *arg)
 __attribute__((noinline)) void *tail_worker(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 10; i++) {
 		outer(INNER);
+		pads(i);
+	}
 	return NULL;
 }
 
 static int do_flip(void)
 {
 	pthread_t th[8];
-	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1, w0, w1, i0, i1, w2, i2, pm, bm, nsm;
+	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1, w0, w1, i0, i1, w2, i2, pm, bm, nsm, j0, j1, j2;
 	int64_t t0, t1;
 
 	for (int i = 0; i < 8; i++)
@@ -336,10 +368,10 @@ static int do_flip(void)
 	/* The first 12 flips write every site by the int3 sequence, the
 	 * others as ktrace chooses (one cmpxchg16b for a site inside 16
 	 * aligned bytes): both paths run under the 8 threads. */
-	ktrace__lean_test_paths(1, &w0, &i0);
+	ktrace__lean_test_paths(1, &w0, &j0, &i0);
 	for (int i = 0; i < 25; i++) {
 		if (i == 12) {
-			ktrace__lean_test_paths(0, &w1, &i1);
+			ktrace__lean_test_paths(0, &w1, &j1, &i1);
 			ktrace__lean_stats(&pm, &f, &nop, &bm, &nsm);
 		}
 		ktrace__lean_test_force(1 + i % 2);
@@ -349,7 +381,7 @@ static int do_flip(void)
 	usleep(100000);
 	t1 = now_ns();
 	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
-	ktrace__lean_test_paths(-1, &w2, &i2);
+	ktrace__lean_test_paths(-1, &w2, &j2, &i2);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
@@ -358,10 +390,11 @@ static int do_flip(void)
 		pthread_create(&th[i], NULL, tail_worker, NULL);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
-	printf("flip sites written by int3 %llu (%.1f us per batch), then whole %llu and by int3 "
-	       "%llu (%.1f us per batch)\n",
+	printf("flip sites written by int3 %llu (%.1f us per batch), then whole %llu (%llu of them "
+	       "in jump form) and by int3 %llu (%.1f us per batch)\n",
 	       (unsigned long long)(i1 - i0), bm > b0 ? (nsm - ns0) / 1e3 / (double)(bm - b0) : 0.0,
-	       (unsigned long long)(w2 - w1), (unsigned long long)(i2 - i1),
+	       (unsigned long long)(w2 - w1), (unsigned long long)(j2 - j1),
+	       (unsigned long long)(i2 - i1),
 	       b1 > bm ? (ns1 - nsm) / 1e3 / (double)(b1 - bm) : 0.0);
 	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
 	       "%.1f us per batch, %.1f us per site\n",
@@ -370,9 +403,10 @@ static int do_flip(void)
 	       (unsigned long long)(b1 - b0), b1 > b0 ? (ns1 - ns0) / 1e3 / (double)(b1 - b0) : 0.0,
 	       p1 > p0 ? (ns1 - ns0) / 1e3 / (double)(p1 - p0) : 0.0);
 #if defined(LEAN_STATIC)
-	/* Both write paths ran: the first half only by int3, the second
-	 * whole at least for the entry sites (16-byte aligned functions). */
-	if (i1 - i0 == 0 || w1 != w0 || w2 - w1 == 0)
+	/* Every write path ran: the first half only by int3, the second
+	 * whole (every entry site), in jump form (pad12-14's exits) and by
+	 * int3 (pad15's). */
+	if (i1 - i0 == 0 || w1 != w0 || j1 != j0 || w2 - w1 == 0 || j2 - j1 == 0 || i2 - i1 == 0)
 		return 1;
 #endif
 	return p1 - p0 > 0 ? 0 : 1;
