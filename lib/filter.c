@@ -78,6 +78,10 @@
                                      function costs a nop: over the same 200 ms */
 #define LEAN_EARLY_TICKS 100
 #define HINT_MIN_NS 1000000LL     /* between decisions a hint asks for */
+#define LEAN_HINT_MIN_NS 250000LL /* the same in the lean mode: a new hot
+                                     phase records at 40-80 M events/s until
+                                     its decision, and a decision costs the
+                                     writer's core ~0.1 ms */
 #define LONG_RATIO 100           /* see candidate() */
 #define VERY_LONG 100            /* see candidate() */
 #define VERY_RATIO 100000        /* see candidate() */
@@ -1053,7 +1057,9 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	 * nothing to mute (a core kept over the budget by what may not be
 	 * muted), at most every EARLY_NS: a new hot phase is still caught
 	 * within ~10 ms, without a decision every millisecond for nothing. */
-	int64_t hint_gap = F.none_left && F.decisions >= et ? EARLY_NS : HINT_MIN_NS;
+	int64_t hint_gap = F.none_left && F.decisions >= et ? EARLY_NS
+	                   : ktrace__lean_active()           ? LEAN_HINT_MIN_NS
+	                                                     : HINT_MIN_NS;
 	int hint_set = kt_load(&hint, relaxed) != 0;
 	int hinted = hint_set && now_ns - F.last_ns >= hint_gap;
 
