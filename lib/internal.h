@@ -128,6 +128,7 @@ extern struct kt_globals ktrace__g;
 #define KT_FC_LEARN    0x2000u       /* lean entry: still learning the
                                         function's exit sites (lean.c) */
 #define KT_LEAN_DEPTH  256           /* lean frames a thread tracks */
+#define KT_FL_EVERY    1024          /* frameless returns per exit-site look */
 
 #define KT_MUTE_LEVELS 16            /* adoptions with skipped frames open */
 
@@ -185,6 +186,9 @@ struct kt_thread {
 	                                once when it is above its rsp (the frame
 	                                exiting was not recorded) */
 	uint32_t lsp;                /* frames in lstk */
+	uint32_t nfl;                /* __return__'s frameless returns to go
+	                                before one learns its exit site: its
+	                                asm counts down, lean.c sets it again */
 	struct kt_lframe {
 		uint64_t slot;           /* address of the frame's return address */
 		uint64_t fn;             /* function address */
@@ -373,6 +377,7 @@ void ktrace__clock_reset(void);      /* fork child */
 /* Event number for fn's entry (KTRACE_EV_ENTER_BASE + id), or 0 when fn has
  * no compact id (then use the full-address record). */
 uint32_t ktrace__func_event(uintptr_t fn);
+uint32_t ktrace__func_find(uintptr_t fn);   /* 0: fn has no compact event */
 size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max);
 size_t ktrace__funcs_count(void);
 /* Name id for a user string (marks, spans, kinds); 0 when the table is full. */
@@ -382,6 +387,8 @@ const char *ktrace__name_text(uint32_t id);
 /* Module map: note that addr was seen (rescans /proc/self/maps when addr is
  * in no known module), and serialize all modules ever seen. */
 void ktrace__module_note(uintptr_t addr);
+/* The code mapping [start, end) of a module that holds addr: 0, or -1. */
+int ktrace__module_span(uintptr_t addr, uint64_t *start, uint64_t *end);
 int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *path,
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);
@@ -542,8 +549,10 @@ void ktrace__lean_muting(uint32_t id);
 int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot);
 extern _Atomic uint8_t ktrace__lean_skip;   /* tracing off: __fentry__ returns */
 int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot);
+int ktrace__lean_frameless_fast(uint64_t r, uint64_t *slot);   /* returns 1 */
 void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot);
 void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot);
+void ktrace__lean_frameless(uint64_t r, uint64_t *slot);   /* record.c's asm */
 /* Record event ev (| exit_flag) of fn from a slow path (record.c). */
 void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev, uint32_t exit_flag);
 /* Tests: sites patched and failed since start, sites nop'ed now, patch

@@ -342,35 +342,36 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
 	return l;
 }
 
-/* An exit site ending at r of a learning function. */
-static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
+/* An exit site ending at r of a learning function: 1 if it is new. */
+static KT_NOINSTR int learn_exit(uint32_t ev, uint64_t r)
 {
 	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
 	uint64_t site = r - 5;
 	struct lfn *l;
 
 	if (ev == 0 || id >= NF || code_byte(site) != 0xe8)
-		return;
+		return 0;
 	l = &lf[id];
 	for (int i = 0; i < NEXIT; i++) {
 		/* acquire: pairs with the release publish below. */
 		uint64_t v = kt_load(&l->exits[i], acquire), zero = 0;
 
 		if (v == site)
-			return;
+			return 0;
 		if (v != 0)
 			continue;
 		/* relaxed: a claim; the publish below is the release. */
 		if (!kt_cas(&l->exits[i], &zero, 1, relaxed)) {
 			if (zero == site)
-				return;
+				return 0;
 			continue;
 		}
 		code_read(l->exit_orig[i], site, 5);
 		/* release: exit_orig before the writer reads the site. */
 		kt_store(&l->exits[i], site, release);
-		return;
+		return 1;
 	}
+	return 0;
 }
 
 /* Set when a function to be patched out has learned its exits (its
@@ -542,6 +543,113 @@ KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 		t->lsp--;
 	}
 	ltop_sync(t);
+	t->nest--;
+}
+
+/* The rel32 call at a (opcode byte first) calls to, or 0 if none. */
+static KT_NOINSTR uint64_t call_target(uint64_t a)
+{
+	uint8_t b[4];
+	int32_t d;
+
+	if (code_byte(a) != 0xe8)
+		return 0;
+	code_read(b, a + 1, 4);
+	memcpy(&d, b, 4);
+	return a + 5 + (uint64_t)(int64_t)d;
+}
+
+/* Is there an entry site calling __fentry__ as l's does in [a, e)?  (A
+ * function never called, so not in lf[], whose code lies between.) */
+static KT_NOINSTR int entry_between(const struct lfn *l, uint64_t a, uint64_t e)
+{
+	uint8_t o[7];
+	int32_t d;
+	uint64_t want;
+
+	memcpy(o, l->orig, sizeof(o));
+	memcpy(&d, &o[l->len - 4], 4);
+	want = l->site + l->len + (uint64_t)(int64_t)d;   /* __fentry__, or its GOT slot */
+	for (uint64_t p = a; p + 6 <= e; p++) {
+		uint8_t c = code_byte(p);
+
+		if (c == 0xe8 && call_target(p) == want)
+			return 1;
+		if (c == 0xff && code_byte(p + 1) == 0x15) {
+			uint8_t b[4];
+			code_read(b, p + 2, 4);
+			memcpy(&d, b, 4);
+			if (p + 6 + (uint64_t)(int64_t)d == want)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The compact event of the function whose exit site is site, called from
+ * ra: its caller's direct call (the 5 bytes before ra) gives its address;
+ * else (an indirect call, or a PLT stub) the known function with the
+ * nearest entry at or before the site in the same mapping, at most 64 KiB
+ * before, with no entry site of another function between.  0: not found.
+ * A site in a function's cold part (foo.cold, placed far from foo) may be
+ * given to the function before it: harmless, since only a muted function
+ * learns sites this way (below) and the frameless function whose exit it
+ * is had its entry skipped too.
+ */
+static KT_NOINSTR uint32_t exit_owner(uint64_t site, uint64_t ra)
+{
+	uint64_t lo, hi, fn, best = 0;
+	uint32_t ev = 0, n = (uint32_t)ktrace__funcs_count(), bid = 0;
+
+	if (ktrace__module_span(ra, &lo, &hi) == 0 && ra - 5 >= lo &&
+	    (fn = call_target(ra - 5)) != 0 && (ev = ktrace__func_find(fn)) != 0)
+		return ev;
+	if (ktrace__module_span(site, &lo, &hi) != 0)
+		return 0;
+	for (uint32_t id = 0; id < NF && id < n; id++) {
+		/* acquire: pairs with note_fn's release of site and orig */
+		if (kt_load(&lf[id].st, acquire) != LS_READY)
+			continue;
+		uint64_t s = lf[id].site;
+		if (s <= site && s > best && s >= lo && site - s < 65536) {
+			best = s;
+			bid = id;
+		}
+	}
+	if (best == 0 || entry_between(&lf[bid], best + lf[bid].len, site))
+		return 0;
+	return KTRACE_EV_ENTER_BASE + bid;
+}
+
+/*
+ * A frameless return that learns (record.c: about every KT_FL_EVERY-th
+ * return whose entry was not recorded, per thread).  A function's exit sites are
+ * learned from its first LEARN_CALLS calls; one they never took keeps
+ * calling __return__ after the function is patched out, a call and a few
+ * instructions each time.  Only a muted or excluded function, known and
+ * in the lean mode, learns the site (exit_owner says whose it is); the
+ * writer then patches it out with the others.
+ */
+KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
+{
+	struct kt_thread *t = kt_self();
+	uint64_t ra = *slot, lo, hi;
+	uint32_t ev, zero = 0;
+
+	if (t != &ktrace__idle)   /* the next look: KT_FL_EVERY / 2 .. 3/2 away */
+		t->nfl = KT_FL_EVERY / 2 + (uint32_t)(ktrace__now() % KT_FL_EVERY);
+	if (t == &ktrace__idle || t->nest || t->in_vfork || kt_load(&wx_denied, relaxed) ||
+	    ktrace__module_span(r - 5, &lo, &hi) != 0 || r - 5 < lo)
+		return;
+	t->nest++;
+	ev = exit_owner(r - 5, ra);
+	if (ev != 0 && ev - KTRACE_EV_ENTER_BASE < NF &&
+	    /* relaxed: a hint; patch_module reads it with acquire */
+	    kt_load(&lf[ev - KTRACE_EV_ENTER_BASE].st, relaxed) == LS_READY &&
+	    ktrace__filter_flags(ev, UINT32_MAX) != 0 && learn_exit(ev, r) &&
+	    kt_load(&ready_hint, relaxed) == 0 && kt_cas(&ready_hint, &zero, 1, relaxed))
+		ktrace__writer_wake();
 	t->nest--;
 }
 
@@ -1131,6 +1239,7 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
+KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                                    uint64_t *batches, uint64_t *ns)
 {

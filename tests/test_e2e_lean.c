@@ -21,6 +21,10 @@
  *               snapshot.
  *   flip        8 threads run while every site is patched out and in 25
  *               times: no crash, no exit lost, exact counts after.
+ *   late exits  excluded functions whose first calls took one return and
+ *               later ones another (called directly, and through a
+ *               pointer) stop calling __return__ there: the sampled
+ *               frameless returns learned those sites.
  * Skipped where there is no lean mode (not x86-64, or under an emulator).
  */
 #include <setjmp.h>
@@ -427,6 +431,28 @@ static void test_e2e_lean_wx(void **state)
 	done(&q);
 }
 
+static void test_e2e_lean_late_exits(void **state)
+{
+	struct run r;
+	const char *l;
+	int a = -2, b = -2;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "late", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=late_a,late_b", NULL);
+	assert_non_null(l = strstr(r.p.out, "late calls "));
+	/* Without the learning, 1 and 1: the exit site each one's first
+	 * calls never took still calls __return__. */
+	if (sscanf(l, "late calls %d %d", &a, &b) != 2 || a != 0 || b != 0)
+		fail_msg("exit sites still calling __return__: %d %d, want 0 0\n%s", a, b, r.p.out);
+	assert_int_equal(kd_count(r.d, r.th, "late_a"), 0);
+	assert_int_equal(kd_count(r.d, r.th, "late_b"), 0);
+	assert_int_equal(kd_count(r.d, r.th, "late_loop"), 2);
+	done(&r);
+}
+
 static void test_e2e_lean_flip(void **state)
 {
 	struct run r;
@@ -492,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_disabled),
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_flip),
+		cmocka_unit_test(test_e2e_lean_late_exits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

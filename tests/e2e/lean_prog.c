@@ -20,6 +20,12 @@
  *            patched out).
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
+ *   late     late_a (direct calls) and late_b (through a pointer), both
+ *            excluded by the test, return one way 100 times, then the
+ *            other 300,000 times; after 300 ms: "late calls <a> <b>", how
+ *            many of each one's two exit sites still call __return__
+ *            (static build; -1 where they cannot be told): 0 once the
+ *            sites their first calls never took are learned and patched.
  *   flip     (static build) 8 threads run outer > inner and pads > pad0
  *            .. pad15 while main patches every function out and in again
  *            for ~1 s; then each thread runs outer and pads x 10 more;
@@ -327,6 +333,85 @@ __attribute__((noinline)) int pads(int x)
 	return s;
 }
 
+/* ---- late: exit sites a function's first calls never took -------------------- */
+
+
+/* Two returns each: x == 0 one way, else the other. */
+__attribute__((noinline)) int late_a(int x)
+{
+	if (x == 0) {
+		sink += 1;
+		return 1;
+	}
+	sink += x;
+	return x * 7;
+}
+
+__attribute__((noinline)) int late_b(int x)
+{
+	if (x == 0) {
+		sink += 2;
+		return 2;
+	}
+	sink += x;
+	return x * 5;
+}
+
+static int (*volatile late_b_ptr)(int) = late_b;
+
+__attribute__((noinline)) int late_loop(int n, int x)
+{
+	int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += late_a(x) + late_b_ptr(x);
+	return s;
+}
+
+#if defined(LEAN_STATIC)
+void __return__(void);
+
+/* Of f's two exit sites (5 bytes, then its ret), how many still call
+ * __return__ (a direct call in the static build); -1 if two were not
+ * found. */
+static int exit_calls(const unsigned char *f)
+{
+	static const unsigned char nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+	int sites = 0, calls = 0;
+
+	for (int i = 0; i + 6 <= 128 && sites < 2; i++) {
+		int32_t d;
+
+		if (f[i + 5] != 0xc3)
+			continue;
+		memcpy(&d, f + i + 1, 4);
+		if (f[i] == 0xe8 && (uintptr_t)(f + i + 5) + (intptr_t)d == (uintptr_t)__return__)
+			calls++;
+		else if (memcmp(f + i, nop5, 5) != 0 && !(f[i] == 0xeb && f[i + 1] == 3))
+			continue;
+		sites++;
+		i += 5;
+	}
+	return sites == 2 ? calls : -1;
+}
+#else
+static int exit_calls(const unsigned char *f)
+{
+	(void)f;
+	return -1;
+}
+#endif
+
+static int do_late(void)
+{
+	if (late_loop(100, 0) != 300 || late_loop(300000, 1) != 300000 * 12)
+		return 1;
+	usleep(300000);
+	printf("late calls %d %d\n", exit_calls((const unsigned char *)(uintptr_t)late_a),
+	       exit_calls((const unsigned char *)(uintptr_t)late_b));
+	return 0;
+}
+
 static _Atomic int stop;
 static _Atomic long worker_calls;
 
@@ -461,6 +546,8 @@ int main(int argc, char **argv)
 		do_count();
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
+	} else if (strcmp(mode, "late") == 0) {
+		bad = do_late();
 	}
 	fflush(stdout);
 	rc = ktrace_snapshot(mode);
