@@ -237,6 +237,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__funcs_fork_child();
 	ktrace__sched_fork_child();
 	ktrace__hold_fork_child(t);
+	ktrace__registry_fork_child(t);
 	kt_store(&ktrace__g.after_until, 0, relaxed); /* the parent's trigger */
 	/* Re-register under the child's tid on the next event. */
 	t->slot = 0;

@@ -195,6 +195,7 @@ struct kt_thread {
 		uint32_t ev;             /* entry event (0: full-address record) */
 		uint32_t flags;          /* KT_LF_* */
 	} lstk[KT_LEAN_DEPTH];
+	int32_t reg_idx;             /* index in record.c's registry, -1: none */
 };
 
 /*
@@ -305,6 +306,11 @@ void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more, uint3
 void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                        uint32_t npayload);
 void ktrace__hold_fork_child(struct kt_thread *t);
+/* Writer thread: open[id] = 1 for each compact id with a lean frame open
+ * on some thread (record.c's registry of thread structs); -1 when a thread
+ * could not be registered (then any may be open). */
+int ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
+void ktrace__registry_fork_child(struct kt_thread *self);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);
 uint64_t ktrace__hold_gaps_kept(void);   /* gaps kept whole since start */

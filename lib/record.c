@@ -29,6 +29,8 @@
  * another thread owns the stream, core locked) goes to ktrace__slow_func.
  */
 #include "internal.h"
+
+#include <sched.h>
 #include "rseq.h"
 
 #include <string.h>
@@ -388,7 +390,7 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 	 * after the push. */
 	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
 	__asm__ volatile("" ::: "memory");
-	t->lsp = n + 1;
+	__atomic_store_n(&t->lsp, n + 1, __ATOMIC_RELAXED);
 	__asm__ volatile("" ::: "memory");
 	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
 	/* a handler in between recomputes it at its last pop */
@@ -419,7 +421,7 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 	} else if (KT_UNLIKELY(!append_hold(t, rs, ev))) {
 		return 1;
 	}
-	t->lsp = n - 1;
+	__atomic_store_n(&t->lsp, n - 1, __ATOMIC_RELAXED);
 	__asm__ volatile("" ::: "memory");
 	__atomic_store_n(&t->ltop8, n > 1 ? t->lstk[n - 2].slot - 8 : ~0ull, __ATOMIC_RELAXED);
 	return 0;
@@ -561,6 +563,87 @@ __asm__(".text\n"
 /* ---- slow path ---------------------------------------------------------- */
 
 /*
+ * The registry of thread structs, for the writer's look at the lean frames
+ * open on every thread (ktrace__lean_open_frames; lean.c waits for them
+ * before an exit site goes out).  A struct is added when it is mapped and
+ * removed before it is unmapped; removal waits while the writer looks
+ * (scanning), a handshake with sequentially consistent stores and loads:
+ * the writer either sees the slot empty or is seen looking.  A thread
+ * that finds no free slot is counted in reg_over, and the writer then
+ * takes every function as open.
+ */
+#define KT_REG 4096
+static struct kt_thread *_Atomic reg[KT_REG];
+static _Atomic uint32_t reg_over;
+static _Atomic int scanning;
+
+static KT_NOINSTR void reg_add(struct kt_thread *t)
+{
+	t->reg_idx = -1;
+	for (int32_t i = 0; i < KT_REG; i++) {
+		struct kt_thread *none = NULL;
+
+		if (kt_load(&reg[i], relaxed) == NULL && kt_cas(&reg[i], &none, t, seq_cst)) {
+			t->reg_idx = i;
+			return;
+		}
+	}
+	kt_add(&reg_over, 1, seq_cst);
+}
+
+static KT_NOINSTR void reg_remove(struct kt_thread *t)
+{
+	if (t->reg_idx < 0) {
+		kt_add(&reg_over, (uint32_t)-1, seq_cst);
+		return;
+	}
+	kt_store(&reg[t->reg_idx], NULL, seq_cst);
+	while (kt_load(&scanning, seq_cst))
+		sched_yield();
+}
+
+KT_NOINSTR int ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
+{
+	int over;
+
+	memset(open, 0, nf);
+	kt_store(&scanning, 1, seq_cst);
+	over = kt_load(&reg_over, seq_cst) != 0;
+	for (uint32_t i = 0; i < KT_REG; i++) {
+		struct kt_thread *t = kt_load(&reg[i], seq_cst);
+		uint32_t n;
+
+		if (t == NULL)
+			continue;
+		/* another thread's frames: word loads of what it stores whole
+		 * (lframe_set); a frame pushed or popped meanwhile is seen or
+		 * not, and lean.c allows for either */
+		n = __atomic_load_n(&t->lsp, __ATOMIC_RELAXED);
+		for (uint32_t k = 0; k < n && k < KT_LEAN_DEPTH; k++) {
+			uint32_t id = __atomic_load_n(&t->lstk[k].ev, __ATOMIC_RELAXED) - KTRACE_EV_ENTER_BASE;
+
+			if (id < nf)
+				open[id] = 1;
+		}
+	}
+	kt_store(&scanning, 0, seq_cst);
+	return over ? -1 : 0;
+}
+
+/* A fork child: the other threads are gone, their structs stay mapped
+ * (copies) but are no one's. */
+KT_NOINSTR void ktrace__registry_fork_child(struct kt_thread *self)
+{
+	for (uint32_t i = 0; i < KT_REG; i++)
+		if (kt_load(&reg[i], relaxed) != self)
+			kt_store(&reg[i], NULL, relaxed);
+	kt_store(&reg_over, 0, relaxed);
+	kt_store(&scanning, 0, relaxed);
+	if (self != &ktrace__idle && self->reg_idx < 0)
+		reg_add(self);
+}
+
+/*
  * The thread's first event (or API call): map its struct kt_thread.  mmap
  * is async-signal-safe, and the pointer is installed with a CAS on the
  * thread's own TLS word: a traced signal handler that ran in between and
@@ -588,6 +671,7 @@ KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
 		munmap(t, sizeof(*t));
 		return idle;   /* the handler's */
 	}
+	reg_add(t);
 	return t;
 }
 
@@ -601,6 +685,7 @@ KT_NOINSTR void ktrace__self_release(void)
 	if (t == &ktrace__idle)
 		return;
 	__atomic_store_n(&ktrace__tp, &ktrace__idle, __ATOMIC_RELAXED);
+	reg_remove(t);
 	munmap(t, sizeof(*t));
 }
 
