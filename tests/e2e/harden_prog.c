@@ -102,41 +102,63 @@ static __attribute__((no_instrument_function)) void sleep_ms(int ms)
 
 /* ---- fds ---------------------------------------------------------------- */
 
+/* Read /proc/self/<task><file> into buf (NUL-terminated): its length, or
+ * -1. */
+static ssize_t read_task_file(const char *task, const char *file, char *buf, size_t len)
+{
+	char p[300];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "/proc/self/%s%s", task, file);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
+/* The writer thread's task directory ("task/<tid>/") into out, or "" if it
+ * has none. */
+static void writer_task(char *out, size_t len)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	out[0] = 0;
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char task[300], buf[256];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(task, sizeof(task), "task/%s/", e->d_name);
+		if (read_task_file(task, "comm", buf, sizeof(buf)) > 0 &&
+		    strncmp(buf, "ktrace-writer", 13) == 0)
+			snprintf(out, len, "%s", task);
+	}
+	closedir(d);
+}
+
 /* utime + stime of the thread named ktrace-writer, in clock ticks; -1 if
  * there is none. */
 static long writer_ticks(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	long ticks = -1;
+	char task[300], buf[1024], *s;
+	long ut = 0, st = 0;
 
-	if (d == NULL)
+	writer_task(task, sizeof(task));
+	if (task[0] == 0 || read_task_file(task, "stat", buf, sizeof(buf)) <= 0)
 		return -1;
-	while ((e = readdir(d)) != NULL) {
-		char p[300], buf[1024];
-		int fd;
-		ssize_t n;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/stat", e->d_name);
-		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = 0;
-		if (strstr(buf, "(ktrace-writer)") == NULL)
-			continue;
-		/* Fields after the ")": state is 3, utime 14, stime 15. */
-		char *s = strrchr(buf, ')');
-		long ut = 0, st = 0;
-		if (s && sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld",
-		                &ut, &st) == 2)
-			ticks = ut + st;
-	}
-	closedir(d);
-	return ticks;
+	/* Fields after the ")": state is 3, utime 14, stime 15. */
+	s = strrchr(buf, ')');
+	if (s && sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) == 2)
+		return ut + st;
+	return -1;
 }
 
 static int count_files(const char *dir, char *last, size_t len)
@@ -398,48 +420,12 @@ static int mode_bigring(long min_calls)
 /* The Cpus_allowed_list of /proc/self/<task>status into out ("?" if none). */
 static void cpus_of(const char *task, char *out, size_t len)
 {
-	char p[300], buf[4096], *l;
-	int fd;
-	ssize_t n;
+	char buf[4096], *l;
 
 	snprintf(out, len, "?");
-	snprintf(p, sizeof(p), "/proc/self/%sstatus", task);
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	if ((l = strstr(buf, "Cpus_allowed_list:")) != NULL)
+	if (read_task_file(task, "status", buf, sizeof(buf)) > 0 &&
+	    (l = strstr(buf, "Cpus_allowed_list:")) != NULL)
 		sscanf(l + strlen("Cpus_allowed_list:"), "%255s", out);
-}
-
-/* The writer's task directory ("task/<tid>/"), or "" if it has none. */
-static void writer_task(char *out, size_t len)
-{
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-
-	out[0] = 0;
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		char p[300], buf[256];
-		int fd;
-		ssize_t n;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", e->d_name);
-		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n > 0 && strncmp(buf, "ktrace-writer", 13) == 0)
-			snprintf(out, len, "task/%s/", e->d_name);
-	}
-	closedir(d);
 }
 
 static int mode_affinity(void)
