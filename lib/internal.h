@@ -565,7 +565,7 @@ void ktrace__record_func(struct kt_thread *t, uintptr_t fn, uint32_t ev, uint32_
  * batches and the ns they took (wall time, mprotect to mprotect). */
 void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                         uint64_t *batches, uint64_t *ns);
-void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
+void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint64_t *by_ret,
                              uint64_t *by_int3);   /* tests */
 void ktrace__lean_test_force(int mode);
 

@@ -4,8 +4,9 @@
  * Code compiled with the lean flags (pkg-config --variable=lean_cflags
  * ktrace: -pg -mfentry -minstrument-return=call) calls __fentry__ as each
  * function's first instruction and __return__ before each ret, after
- * inlining: inlined copies call nothing, and GCC then makes no sibling
- * calls (every ret is instrumented).  In a PIE or a shared library the
+ * inlining: inlined copies call nothing, and a sibling call calls
+ * __return__ before its jump ("call __return__; jmp f").  In a PIE or a
+ * shared library the
  * entry site is "call *__fentry__@GOTPCREL(%rip)" (6 bytes, or "addr32
  * call" once the linker resolved it locally), elsewhere "call" (5 bytes);
  * an exit site is always a 5-byte "call __return__@PLT".  The trampolines
@@ -33,16 +34,15 @@
  * which returns at once (no frame).  One batch: every site is in a module
  * dl_iterate_phdr lists (its loader lock keeps dlclose out meanwhile),
  *   P1 mprotect the pages RWX (failure: W^X, see below),
- *   W  a site inside one aligned 16 bytes (every entry site of a 16-byte
- *      aligned function, 3 exit sites in 4): the 16 bytes written whole,
- *      one lock cmpxchg16b, so a core fetching them sees the old call or
- *      the new nop (or back), never a mix; P2's sync below then makes
- *      every core fetch them anew.  A site across two such 16 bytes with
- *      its first two bytes in the first (3 exit sites in 16) goes out as
- *      a 2-byte jump over the call's other bytes, written the same way
- *      (jump_form),
- *   P2 int3 over each other site's first byte (1 exit site in 16), sync
- *      every core,
+ *   W  a site whose changing bytes lie inside one aligned 16 bytes
+ *      (every entry site of a 16-byte aligned function, every exit site
+ *      followed by ret, which becomes a ret, and most others; FORMS
+ *      below): the 16 bytes written whole, one lock cmpxchg16b, so a core
+ *      fetching them sees the old call or the new instruction (or back),
+ *      never a mix; P2's sync below then makes every core fetch them
+ *      anew,
+ *   P2 int3 over each other site's first byte (a sibling call's exit at
+ *      15 of its 16 bytes), sync every core,
  *   P3 the other bytes, sync,
  *   P4 the first byte, sync,
  *   P5 mprotect back to R-X.
@@ -112,7 +112,7 @@ static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
 static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
-static _Atomic uint64_t n_jump;            /* of the whole ones, in jump form */
+static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 /* The last batches' times (CLOCK_MONOTONIC ns), for the budget (filter.c):
  * writer thread only. */
@@ -127,8 +127,11 @@ static const uint8_t nop6[6] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00};
 struct pend {
 	uint64_t site;
 	uint8_t len;
+	uint8_t lead;                  /* its first bytes that change (FORMS) */
+	uint8_t form;                  /* FORM_* */
 	uint8_t now[7];                /* the bytes being written */
 };
+enum { FORM_NOP, FORM_JUMP, FORM_RET };
 static struct pend pend[MAXBATCH];   /* the writer thread's */
 /* The same, for the SIGTRAP handler: (site, new bytes | len << 56) word
  * pairs under a sequence count (odd while they change); ntrap = 0 when no
@@ -200,33 +203,52 @@ static inline KT_NOINSTR int one_chunk(uint64_t site, uint8_t len)
 }
 
 /*
- * A site across two aligned 16 bytes whose first two bytes are in the
- * first (an exit site at 12, 13 or 14 of its 16; 3 in 16 of them) goes
- * out as "jmp +len-2" over the call's other bytes, which stay: the first
- * 16 bytes are written whole, and a core fetching the site sees the call
- * or the jump, never a mix.  Back in, the call's first two bytes return
- * the same way.  Only a site at 15 of its 16 (1 exit site in 16) takes
- * the int3 sequence.  A jump costs what a nop does (measured: Lua's
- * speedtest, no difference); the int3 sequence costs two more syncs per
- * batch (an interrupt each on every core running the program) and a trap
- * (a signal) each time a thread runs the site meanwhile: 112 traps in
- * SQLite's 0.09 s run before this.
+ * FORMS.  What a site becomes when it goes out, and how many of its first
+ * bytes change (lead; the others keep the call's bytes):
+ *   ret   an exit site followed by "ret" (every exit but a sibling call's:
+ *         SQLite 1831 of 2311): its first byte becomes "ret" itself, one
+ *         byte, so the function returns there; lead 1;
+ *   jump  a site across two aligned 16 bytes whose first two bytes are
+ *         in the first (at 12, 13 or 14 of its 16): "jmp +len-2" over the
+ *         call's other bytes; lead 2;
+ *   nop   the others: a nop of its length; lead len.
+ * A site whose lead bytes lie inside one aligned 16 bytes is written by
+ * one cmpxchg16b of them (W, apply()), so a core fetching the site sees
+ * the call or the new instruction, never a mix; back in, the same bytes
+ * return the same way.  Only the others (a sibling call's exit at 15 of
+ * its 16) take the int3 sequence: two more syncs per batch (an interrupt
+ * each on every core running the program) and a trap (a signal) each
+ * time a thread runs the site meanwhile (60-110 traps in SQLite's 0.09 s
+ * run with the jump form alone, 112 before it).  A ret or a jump costs
+ * what a nop does, or less.
  */
-static inline KT_NOINSTR int jump_form(uint64_t site, uint8_t len)
+static KT_NOINSTR int site_form(uint64_t site, uint8_t len, int is_exit)
 {
-	return !one_chunk(site, len) && (site & 15) <= 14;
+	if (is_exit && len == 5 && code_byte(site + 5) == 0xc3)
+		return FORM_RET;
+	if (!one_chunk(site, len) && (site & 15) <= 14)
+		return FORM_JUMP;
+	return FORM_NOP;
 }
 
-/* The bytes that take a site of len out, into buf: a nop, or the jump
- * over the rest of orig. */
-static KT_NOINSTR const uint8_t *out_bytes(uint64_t site, uint8_t len, const uint8_t *orig,
+static inline KT_NOINSTR uint8_t form_lead(int form, uint8_t len)
+{
+	return form == FORM_RET ? 1 : form == FORM_JUMP ? 2 : len;
+}
+
+/* The bytes that take a site of len out, in form, into buf. */
+static KT_NOINSTR const uint8_t *out_bytes(int form, uint8_t len, const uint8_t *orig,
                                            uint8_t *buf)
 {
-	if (!jump_form(site, len))
+	if (form == FORM_NOP)
 		return len == 5 ? nop5 : nop6;
-	buf[0] = 0xeb;
-	buf[1] = (uint8_t)(len - 2);
-	memcpy(buf + 2, orig + 2, len - 2u);
+	memcpy(buf, orig, len);
+	if (form == FORM_RET) {
+		buf[0] = 0xc3;
+	} else {
+		buf[0] = 0xeb;
+		buf[1] = (uint8_t)(len - 2);
+	}
 	return buf;
 }
 
@@ -913,8 +935,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	 * those for the handler (seqlock writer): tseq odd, the entries,
 	 * ntrap, tseq even; release: all of it before the int3s. */
 	for (i = k = 0; i < n; i++)
-		if (!(one_chunk(pend[i].site, pend[i].len) || jump_form(pend[i].site, pend[i].len)) ||
-		    !have_cx16() || kt_load(&force_int3, relaxed)) {
+		if ((pend[i].site & 15) + pend[i].lead > 16 || !have_cx16() ||
+		    kt_load(&force_int3, relaxed)) {
 			struct pend tmp = pend[k];
 			pend[k++] = pend[i];
 			pend[i] = tmp;
@@ -954,8 +976,10 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	kt_add(&n_whole, n - nt, relaxed);
 	kt_add(&n_int3, nt, relaxed);
 	for (i = nt; i < n; i++)
-		if (!one_chunk(pend[i].site, pend[i].len))
+		if (pend[i].form == FORM_JUMP)
 			kt_add(&n_jump, 1, relaxed);
+		else if (pend[i].form == FORM_RET)
+			kt_add(&n_ret, 1, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 	return 0;
@@ -1025,13 +1049,15 @@ struct mod_ctx {
 	uint8_t to[MAXBATCH];         /* their new value */
 };
 
-static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, const uint8_t *now,
-                           uint8_t *flag, uint8_t to)
+static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int form,
+                           const uint8_t *now, uint8_t *flag, uint8_t to)
 {
 	struct pend *p = &pend[m->n];
 
 	p->site = site;
 	p->len = len;
+	p->form = (uint8_t)form;
+	p->lead = form_lead(form, len);
 	memcpy(p->now, now, len);
 	m->flag[m->n] = flag;
 	m->to[m->n] = to;
@@ -1086,18 +1112,24 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				exits_in = 0;
 		/* Out: the entry first, the exits a batch later; in: the exits
 		 * first (see EXITS_AFTER). */
-		if (l->nop_entry != want && (want || exits_in))
-			add(m, l->site, l->len, want ? out_bytes(l->site, l->len, l->orig, buf) : l->orig,
+		if (l->nop_entry != want && (want || exits_in)) {
+			int f = site_form(l->site, l->len, 0);
+
+			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
 			    &l->nop_entry, want);
+		}
 		if (want && (!l->nop_entry || (open_ok && open_ids[id])))
 			continue;   /* exits after the entry, none running (EXITS_AFTER) */
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
 			uint64_t s = kt_load(&l->exits[i], acquire);
 
-			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 5))
-				add(m, s, 5, want ? out_bytes(s, 5, l->exit_orig[i], buf) : l->exit_orig[i],
+			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 6)) {
+				int f = site_form(s, 5, 1);
+
+				add(m, s, 5, f, want ? out_bytes(f, 5, l->exit_orig[i], buf) : l->exit_orig[i],
 				    &l->nop_exit[i], want);
+			}
 		}
 	}
 	if (m->n == 0)
@@ -1253,12 +1285,13 @@ KT_NOINSTR void ktrace__lean_test_force(int mode)
  * and by the int3 sequence; int3 >= 0 sets whether every site takes the
  * int3 sequence. */
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
-                                        uint64_t *by_int3)
+                                        uint64_t *by_ret, uint64_t *by_int3)
 {
 	if (int3 >= 0)
 		kt_store(&force_int3, int3, relaxed);
 	*whole = kt_load(&n_whole, relaxed);
 	*by_jump = kt_load(&n_jump, relaxed);
+	*by_ret = kt_load(&n_ret, relaxed);
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
@@ -1296,10 +1329,10 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
-                                        uint64_t *by_int3)
+                                        uint64_t *by_ret, uint64_t *by_int3)
 {
 	(void)int3;
-	*whole = *by_jump = *by_int3 = 0;
+	*whole = *by_jump = *by_ret = *by_int3 = 0;
 }
 
 #endif

@@ -29,10 +29,11 @@
  *   flip     (static build) 8 threads run outer > inner and pads > pad0
  *            .. pad15 while main patches every function out and in again
  *            for ~1 s; then each thread runs outer and pads x 10 more;
- *            prints "patches <n> <ns per patch>".  pad<k>'s exit site is
- *            k bytes further into its 16-byte aligned function than
- *            pad1's (GCC 12: pad3-5 at 12-14 of their 16 bytes, in jump
- *            form, pad6 at 15, by int3; the rest whole).
+ *            prints "patches <n> <ns per patch>".  pad<k>'s exit site (a
+ *            sibling call's) is k bytes further into its 16-byte aligned
+ *            function than pad0's, so some lie at 12-14 of their 16 bytes
+ *            (jump form) and one at 15 (int3); pad_leaf's and the others'
+ *            exits are followed by a ret (ret form).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -294,13 +295,14 @@ static const char *forbid_wx(void)
 void ktrace__lean_test_force(int mode);   /* lean.c: 1 all out, 2 all in, 0 as decided */
 void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                         uint64_t *batches, uint64_t *ns);
-void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint64_t *by_int3);
+void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint64_t *by_ret,
+                             uint64_t *by_int3);
 #else
 static void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
-                                    uint64_t *by_int3)
+                                    uint64_t *by_ret, uint64_t *by_int3)
 {
 	(void)int3;
-	*whole = *by_jump = *by_int3 = 0;
+	*whole = *by_jump = *by_ret = *by_int3 = 0;
 }
 static void ktrace__lean_test_force(int mode) { (void)mode; }
 static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *b, uint64_t *ns)
@@ -309,13 +311,21 @@ static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *
 }
 #endif
 
-/* pad<k>: k bytes of nops move its exit site (and nothing else) k bytes
- * (pad0's return value takes a shorter instruction); returns x + k. */
+/* pad<k>: k bytes of nops move its exit site (and nothing else) k bytes;
+ * it tail-calls pad_leaf ("call __return__; jmp pad_leaf": an exit site
+ * not followed by a ret, so its geometry picks how it is written), which
+ * returns x + k through an exit followed by a ret. */
+__attribute__((noinline)) int pad_leaf(int x)
+{
+	sink ^= x;
+	return x;
+}
+
 #define PAD(k)                                                           \
 	__attribute__((noinline, aligned(16))) int pad##k(int x)          \
 	{                                                                \
 		__asm__ volatile(".skip " #k ", 0x90");                  \
-		return x + k;                                            \
+		return pad_leaf(x + k);                                  \
 	}
 PAD(0) PAD(1) PAD(2) PAD(3) PAD(4) PAD(5) PAD(6) PAD(7)
 PAD(8) PAD(9) PAD(10) PAD(11) PAD(12) PAD(13) PAD(14) PAD(15)
@@ -367,8 +377,9 @@ __attribute__((noinline)) int late_loop(int n, int x)
 void __return__(void);
 
 /* Of f's two exit sites (5 bytes, then its ret), how many still call
- * __return__ (a direct call in the static build); -1 if two were not
- * found. */
+ * __return__ (a direct call in the static build) rather than being
+ * patched out (a nop, a jump, or a ret over the call's first byte); -1
+ * if two were not found. */
 static int exit_calls(const unsigned char *f)
 {
 	static const unsigned char nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
@@ -382,8 +393,9 @@ static int exit_calls(const unsigned char *f)
 		memcpy(&d, f + i + 1, 4);
 		if (f[i] == 0xe8 && (uintptr_t)(f + i + 5) + (intptr_t)d == (uintptr_t)__return__)
 			calls++;
-		else if (memcmp(f + i, nop5, 5) != 0 && !(f[i] == 0xeb && f[i + 1] == 3))
-			continue;
+		else if (memcmp(f + i, nop5, 5) != 0 && !(f[i] == 0xeb && f[i + 1] == 3) &&
+		         !(f[i] == 0xc3 && (uintptr_t)(f + i + 5) + (intptr_t)d == (uintptr_t)__return__))
+			continue;   /* not an exit site, nor one patched out (nop, jump, ret) */
 		sites++;
 		i += 5;
 	}
@@ -438,6 +450,7 @@ static int do_flip(void)
 {
 	pthread_t th[8];
 	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1, w0, w1, i0, i1, w2, i2, pm, bm, nsm, j0, j1, j2;
+	uint64_t r0, r1, r2;
 	int64_t t0, t1;
 
 	for (int i = 0; i < 8; i++)
@@ -448,10 +461,10 @@ static int do_flip(void)
 	/* The first 12 flips write every site by the int3 sequence, the
 	 * others as ktrace chooses (one cmpxchg16b for a site inside 16
 	 * aligned bytes): both paths run under the 8 threads. */
-	ktrace__lean_test_paths(1, &w0, &j0, &i0);
+	ktrace__lean_test_paths(1, &w0, &j0, &r0, &i0);
 	for (int i = 0; i < 25; i++) {
 		if (i == 12) {
-			ktrace__lean_test_paths(0, &w1, &j1, &i1);
+			ktrace__lean_test_paths(0, &w1, &j1, &r1, &i1);
 			ktrace__lean_stats(&pm, &f, &nop, &bm, &nsm);
 		}
 		ktrace__lean_test_force(1 + i % 2);
@@ -461,7 +474,7 @@ static int do_flip(void)
 	usleep(100000);
 	t1 = now_ns();
 	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
-	ktrace__lean_test_paths(-1, &w2, &j2, &i2);
+	ktrace__lean_test_paths(-1, &w2, &j2, &r2, &i2);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
@@ -471,10 +484,10 @@ static int do_flip(void)
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
 	printf("flip sites written by int3 %llu (%.1f us per batch), then whole %llu (%llu of them "
-	       "in jump form) and by int3 %llu (%.1f us per batch)\n",
+	       "in jump form, %llu in ret form) and by int3 %llu (%.1f us per batch)\n",
 	       (unsigned long long)(i1 - i0), bm > b0 ? (nsm - ns0) / 1e3 / (double)(bm - b0) : 0.0,
 	       (unsigned long long)(w2 - w1), (unsigned long long)(j2 - j1),
-	       (unsigned long long)(i2 - i1),
+	       (unsigned long long)(r2 - r1), (unsigned long long)(i2 - i1),
 	       b1 > bm ? (ns1 - nsm) / 1e3 / (double)(b1 - bm) : 0.0);
 	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
 	       "%.1f us per batch, %.1f us per site\n",
@@ -484,9 +497,10 @@ static int do_flip(void)
 	       p1 > p0 ? (ns1 - ns0) / 1e3 / (double)(p1 - p0) : 0.0);
 #if defined(LEAN_STATIC)
 	/* Every write path ran: the first half only by int3, the second
-	 * whole (every entry site), in jump form (pad12-14's exits) and by
-	 * int3 (pad15's). */
-	if (i1 - i0 == 0 || w1 != w0 || j1 != j0 || w2 - w1 == 0 || j2 - j1 == 0 || i2 - i1 == 0)
+	 * whole (every entry site), in ret form (exits followed by a ret), in
+	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16). */
+	if (i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || w2 - w1 == 0 || j2 - j1 == 0 ||
+	    r2 - r1 == 0 || i2 - i1 == 0)
 		return 1;
 #endif
 	return p1 - p0 > 0 ? 0 : 1;
