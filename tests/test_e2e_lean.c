@@ -456,7 +456,7 @@ static void test_e2e_lean_late_exits(void **state)
 static void test_e2e_lean_flip(void **state)
 {
 	struct run r;
-	uint64_t tw = 0, outer_tw = 0, inner_tw = 0, pads_tw = 0, pad_tw[16] = {0}, leaf_tw = 0;
+	uint64_t tw = 0, outer_tw = 0, inner_tw = 0, pads_tw = 0, pad_tw[17] = {0}, leaf_tw = 0;
 
 	(void)state;
 	if (no_lean())
@@ -484,7 +484,7 @@ static void test_e2e_lean_flip(void **state)
 		if (kd_is(r.d, c, "pad_leaf") && strcmp(pn, "pads") == 0 && c->parent < r.d->ncalls &&
 		    strcmp(parent_name(r.d, &r.d->calls[c->parent]), "tail_worker") == 0)
 			leaf_tw++;
-		for (int k = 0; k < 16; k++) {
+		for (int k = 0; k < 17; k++) {
 			char name[8];
 
 			snprintf(name, sizeof(name), "pad%d", k);
@@ -499,9 +499,9 @@ static void test_e2e_lean_flip(void **state)
 	assert_int_equal(outer_tw, 80);
 	assert_int_equal(inner_tw, 400);
 	assert_int_equal(pads_tw, 80);
-	for (int k = 0; k < 16; k++)
+	for (int k = 0; k < 17; k++)
 		assert_int_equal(pad_tw[k], 80);
-	assert_int_equal(leaf_tw, 16 * 80);
+	assert_int_equal(leaf_tw, 17 * 80);
 	done(&r);
 }
 
