@@ -151,28 +151,6 @@ static inline KT_NOINSTR uint64_t fslot(uintptr_t fn)
 	return ((uint64_t)(fn >> 6) & 1023u) + (mix((uint64_t)fn >> 16) << 10);
 }
 
-/* The compact event of a function that has one, without giving one to an
- * address that has none: 0 then. */
-KT_NOINSTR uint32_t ktrace__func_find(uintptr_t fn)
-{
-	uint64_t h = fslot(fn);
-
-	for (uint32_t i = 0; i < KT_FTAB; i++) {
-		struct kt_fslot *s = &ftab[(h + i) & (KT_FTAB - 1)];
-		/* acquire: pairs with the claimer's release store of the id. */
-		uint64_t a = kt_load(&s->addr, acquire);
-		uint32_t id;
-
-		if (a == 0)
-			return 0;
-		if (a != (uint64_t)fn)
-			continue;
-		id = kt_load(&s->id, acquire);
-		return id == KT_ID_FULL || id == KT_ID_PENDING ? 0 : KTRACE_EV_ENTER_BASE + id - 1;
-	}
-	return 0;
-}
-
 KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 {
 	uint64_t h = fslot(fn);
@@ -490,20 +468,6 @@ KT_NOINSTR int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offs
 				k = len - 1;
 			memcpy(path, mods[i].path, k);
 			path[k] = 0;
-			return 0;
-		}
-	return -1;
-}
-
-KT_NOINSTR int ktrace__module_span(uintptr_t addr, uint64_t *start, uint64_t *end)
-{
-	/* acquire: pairs with the release store of nmods after an append. */
-	uint32_t n = kt_load(&nmods, acquire);
-
-	for (uint32_t i = 0; i < n; i++)
-		if (addr >= mods[i].start && addr < mods[i].end) {
-			*start = mods[i].start;
-			*end = mods[i].end;
 			return 0;
 		}
 	return -1;

@@ -223,6 +223,8 @@ static KT_NOINSTR void fork_child(void)
 {
 	struct kt_thread *t = kt_self();
 
+	/* First: the parent's other threads are gone whatever else fails. */
+	ktrace__registry_fork_child(t);
 	if (kt_load(&ktrace__g.state, acquire) != KT_READY)
 		return;
 	if (t == &ktrace__idle) {
@@ -237,7 +239,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__funcs_fork_child();
 	ktrace__sched_fork_child();
 	ktrace__hold_fork_child(t);
-	ktrace__registry_fork_child(t);
+	ktrace__registry_fork_child(t);   /* again: t may be new */
 	kt_store(&ktrace__g.after_until, 0, relaxed); /* the parent's trigger */
 	/* Re-register under the child's tid on the next event. */
 	t->slot = 0;

@@ -307,8 +307,8 @@ void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload
                        uint32_t npayload);
 void ktrace__hold_fork_child(struct kt_thread *t);
 /* Writer thread: open[id] = 1 for each compact id with a lean frame open
- * on some thread (record.c's registry of thread structs); -1 when a thread
- * could not be registered (then any may be open). */
+ * on some registered thread (record.c's registry of thread structs); -1
+ * when some thread could not be registered (its frames are not seen). */
 int ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
 void ktrace__registry_fork_child(struct kt_thread *self);
 void ktrace__hold_before_snapshot(void);
@@ -383,7 +383,6 @@ void ktrace__clock_reset(void);      /* fork child */
 /* Event number for fn's entry (KTRACE_EV_ENTER_BASE + id), or 0 when fn has
  * no compact id (then use the full-address record). */
 uint32_t ktrace__func_event(uintptr_t fn);
-uint32_t ktrace__func_find(uintptr_t fn);   /* 0: fn has no compact event */
 size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max);
 size_t ktrace__funcs_count(void);
 /* Name id for a user string (marks, spans, kinds); 0 when the table is full. */
@@ -393,8 +392,6 @@ const char *ktrace__name_text(uint32_t id);
 /* Module map: note that addr was seen (rescans /proc/self/maps when addr is
  * in no known module), and serialize all modules ever seen. */
 void ktrace__module_note(uintptr_t addr);
-/* The code mapping [start, end) of a module that holds addr: 0, or -1. */
-int ktrace__module_span(uintptr_t addr, uint64_t *start, uint64_t *end);
 int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offset, char *path,
                       size_t len);
 size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *count);

@@ -575,37 +575,28 @@ KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 	t->nest--;
 }
 
-/* The rel32 call at a (opcode byte first) calls to, or 0 if none. */
-static KT_NOINSTR uint64_t call_target(uint64_t a)
-{
-	uint8_t b[4];
-	int32_t d;
-
-	if (code_byte(a) != 0xe8)
-		return 0;
-	code_read(b, a + 1, 4);
-	memcpy(&d, b, 4);
-	return a + 5 + (uint64_t)(int64_t)d;
-}
-
 /* Is there an entry site calling __fentry__ as l's does in [a, e)?  (A
- * function never called, so not in lf[], whose code lies between.) */
+ * function never called, so not in lf[], whose code lies between.)  The
+ * writer thread, under the loader's lock, with [a, e) in one code
+ * segment. */
 static KT_NOINSTR int entry_between(const struct lfn *l, uint64_t a, uint64_t e)
 {
-	uint8_t o[7];
+	uint8_t o[7], b[4];
 	int32_t d;
 	uint64_t want;
 
 	memcpy(o, l->orig, sizeof(o));
 	memcpy(&d, &o[l->len - 4], 4);
 	want = l->site + l->len + (uint64_t)(int64_t)d;   /* __fentry__, or its GOT slot */
-	for (uint64_t p = a; p + 6 <= e; p++) {
+	for (uint64_t p = a; p + 5 <= e; p++) {
 		uint8_t c = code_byte(p);
 
-		if (c == 0xe8 && call_target(p) == want)
-			return 1;
-		if (c == 0xff && code_byte(p + 1) == 0x15) {
-			uint8_t b[4];
+		if (c == 0xe8) {   /* call rel32 (or the end of "addr32 call") */
+			code_read(b, p + 1, 4);
+			memcpy(&d, b, 4);
+			if (p + 5 + (uint64_t)(int64_t)d == want)
+				return 1;
+		} else if (c == 0xff && p + 6 <= e && code_byte(p + 1) == 0x15) {
 			code_read(b, p + 2, 4);
 			memcpy(&d, b, 4);
 			if (p + 6 + (uint64_t)(int64_t)d == want)
@@ -615,75 +606,131 @@ static KT_NOINSTR int entry_between(const struct lfn *l, uint64_t a, uint64_t e)
 	return 0;
 }
 
-/*
- * The compact event of the function whose exit site is site, called from
- * ra: its caller's direct call (the 5 bytes before ra) gives its address;
- * else (an indirect call, or a PLT stub) the known function with the
- * nearest entry at or before the site in the same mapping, at most 64 KiB
- * before, with no entry site of another function between.  0: not found.
- * A site in a function's cold part (foo.cold, placed far from foo) may be
- * given to the function before it: harmless, since only a muted function
- * learns sites this way (below) and the frameless function whose exit it
- * is had its entry skipped too.
- */
-static KT_NOINSTR uint32_t exit_owner(uint64_t site, uint64_t ra)
+/* The PT_LOAD code segment of info holding a: [*lo, *hi); 0, or -1. */
+static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, uint64_t *lo,
+                                   uint64_t *hi)
 {
-	uint64_t lo, hi, fn, best = 0;
-	uint32_t ev = 0, n = (uint32_t)ktrace__funcs_count(), bid = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t b = info->dlpi_addr + p->p_vaddr;
 
-	if (ktrace__module_span(ra, &lo, &hi) == 0 && ra - 5 >= lo &&
-	    (fn = call_target(ra - 5)) != 0 && (ev = ktrace__func_find(fn)) != 0)
-		return ev;
-	if (ktrace__module_span(site, &lo, &hi) != 0)
-		return 0;
-	for (uint32_t id = 0; id < NF && id < n; id++) {
-		/* acquire: pairs with note_fn's release of site and orig */
-		if (kt_load(&lf[id].st, acquire) != LS_READY)
-			continue;
-		uint64_t s = lf[id].site;
-		if (s <= site && s > best && s >= lo && site - s < 65536) {
-			best = s;
-			bid = id;
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a < b + p->p_memsz) {
+			*lo = b;
+			*hi = b + p->p_memsz;
+			return 0;
 		}
 	}
-	if (best == 0 || entry_between(&lf[bid], best + lf[bid].len, site))
-		return 0;
-	return KTRACE_EV_ENTER_BASE + bid;
+	return -1;
 }
 
 /*
- * A frameless return that learns (record.c: about every KT_FL_EVERY-th
- * return whose entry was not recorded, per thread).  A function's exit sites are
- * learned from its first LEARN_CALLS calls; one they never took keeps
- * calling __return__ after the function is patched out, a call and a few
- * instructions each time.  Only a muted or excluded function, known and
- * in the lean mode, learns the site (exit_owner says whose it is); the
- * writer then patches it out with the others.
+ * Exit sites from sampled frameless returns (record.c: about every
+ * KT_FL_EVERY-th return whose entry was not recorded, per thread).  A
+ * function's exit sites are learned from its first LEARN_CALLS calls; one
+ * they never took keeps calling __return__ after the function is patched
+ * out, a call and a few instructions each time.  The thread only queues
+ * the site (fl_q, a ring that drops the oldest when full) and wakes the
+ * writer; the writer finds whose exit it is under the loader's lock, with
+ * every byte it reads inside the site's code segment (a module may have
+ * been unloaded since): the known function with the nearest entry at or
+ * before the site, at most 64 KiB before, with no entry site of another
+ * function between.  Only a muted or excluded function learns the site,
+ * and the same pass patches it out.  A site in a function's cold part
+ * (foo.cold, placed far from foo) may be given to the function before it;
+ * the frameless function whose exit it is had its entry skipped too.
  */
+#define FLQ 256
+#define FLSEEN 1024
+static _Atomic uint64_t fl_q[FLQ];
+static _Atomic uint32_t fl_head;
+static _Atomic uint32_t fl_wake;  /* 1: a sample queued since the writer took them */
+/* Sites the writer looked at lately (cleared every FLSEEN_NS): a site it
+ * could not give away (its owner not muted, or its exits waiting for an
+ * open frame, EXITS_AFTER) is not queued again and again. */
+static _Atomic uint64_t fl_seen[FLSEEN];
+#define FLSEEN_NS 100000000LL
+static int64_t fl_seen_ns;        /* writer thread: when cleared */
+static uint64_t fl_sites[FLQ];    /* writer thread: this pass's, 0 = done */
+static uint32_t fl_n;
+
+static inline KT_NOINSTR uint32_t fl_hash(uint64_t site)
+{
+	return (uint32_t)((site * 0x9e3779b97f4a7c15ull) >> 54) % FLSEEN;
+}
+
 KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = kt_self();
-	uint64_t ra = *slot, lo, hi;
-	uint32_t ev, zero = 0;
+	uint32_t zero = 0;
 
+	(void)slot;
 	/* The next look: KT_FL_EVERY / 2 .. 3/2 away, from the counter's bits
 	 * mixed (its low bits alone can keep one parity in a VM, and a loop of
 	 * two frameless returns then had one of them sampled every time). */
 	if (t != &ktrace__idle)
 		t->nfl = KT_FL_EVERY / 2 +
 		         (uint32_t)(((ktrace__now() * 0x9e3779b97f4a7c15ull) >> 40) % KT_FL_EVERY);
-	if (t == &ktrace__idle || t->nest || t->in_vfork || kt_load(&wx_denied, relaxed) ||
-	    ktrace__module_span(r - 5, &lo, &hi) != 0 || r - 5 < lo)
+	/* relaxed: a filter; a stale view queues a site once more */
+	if (t == &ktrace__idle || t->in_vfork || kt_load(&wx_denied, relaxed) ||
+	    kt_load(&fl_seen[fl_hash(r - 5)], relaxed) == r - 5)
 		return;
-	t->nest++;
-	ev = exit_owner(r - 5, ra);
-	if (ev != 0 && ev - KTRACE_EV_ENTER_BASE < NF &&
-	    /* relaxed: a hint; patch_module reads it with acquire */
-	    kt_load(&lf[ev - KTRACE_EV_ENTER_BASE].st, relaxed) == LS_READY &&
-	    ktrace__filter_flags(ev, UINT32_MAX) != 0 && learn_exit(ev, r) &&
-	    kt_load(&ready_hint, relaxed) == 0 && kt_cas(&ready_hint, &zero, 1, relaxed))
+	/* relaxed: a sample; the wake's release add publishes it */
+	kt_store(&fl_q[kt_add(&fl_head, 1, relaxed) % FLQ], r - 5, relaxed);
+	if (kt_load(&fl_wake, relaxed) == 0 && kt_cas(&fl_wake, &zero, 1, relaxed))
 		ktrace__writer_wake();
-	t->nest--;
+}
+
+/* Writer thread: take the queued sites for this pass. */
+static KT_NOINSTR void fl_take(void)
+{
+	int64_t now = ktrace__monotonic_ns();
+
+	kt_store(&fl_wake, 0, relaxed);
+	if (now - fl_seen_ns > FLSEEN_NS) {
+		for (uint32_t i = 0; i < FLSEEN; i++)
+			kt_store(&fl_seen[i], 0, relaxed);
+		fl_seen_ns = now;
+	}
+	fl_n = 0;
+	for (uint32_t i = 0; i < FLQ; i++) {
+		uint64_t site = kt_load(&fl_q[i], relaxed)
+		                    ? atomic_exchange_explicit(&fl_q[i], 0, memory_order_relaxed)
+		                    : 0;
+
+		if (site != 0 && fl_n < FLQ)
+			fl_sites[fl_n++] = site;
+	}
+}
+
+/* Writer thread, under the loader's lock: learn the queued sites in
+ * info's code (see above). */
+static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
+{
+	uint32_t n = (uint32_t)ktrace__funcs_count();
+
+	for (uint32_t k = 0; k < fl_n; k++) {
+		uint64_t site = fl_sites[k], lo, hi, best = 0;
+		uint32_t bid = 0;
+
+		if (site == 0 || exec_segment(info, site, &lo, &hi) != 0 || site + 6 > hi)
+			continue;
+		fl_sites[k] = 0;
+		kt_store(&fl_seen[fl_hash(site)], site, relaxed);
+		for (uint32_t id = 0; id < NF && id < n; id++) {
+			/* acquire: pairs with note_fn's release of site and orig */
+			if (kt_load(&lf[id].st, acquire) != LS_READY)
+				continue;
+			uint64_t e = lf[id].site;
+			if (e <= site && e > best && e >= lo && site - e < 65536) {
+				best = e;
+				bid = id;
+			}
+		}
+		if (best == 0 || entry_between(&lf[bid], best + lf[bid].len, site) ||
+		    ktrace__filter_flags(KTRACE_EV_ENTER_BASE + bid, UINT32_MAX) == 0)
+			continue;
+		learn_exit(KTRACE_EV_ENTER_BASE + bid, site + 5);
+	}
 }
 
 /*
@@ -1076,8 +1123,8 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
  * ktrace__lean_open_frames).  Back in, the exits come first: a call
  * recorded at the entry then always finds its exits calling.  Left: a
  * thread stopped inside __fentry__ between its cache look and its push
- * for a whole batch gap or more; and with more threads than the registry
- * holds, the exits only wait for the next pass.
+ * for a whole batch gap or more; and the frames of threads the registry
+ * could not hold (more than 4096 at once) are not seen.
  * The price: a function muted while a recorded call of it stays open
  * (an outer call: Lua's luaD_precall under pcall) keeps its exits calling
  * __return__ until that call returns, three instructions and a countdown
@@ -1086,7 +1133,18 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
  * call nested under a gone one under TSan).
  */
 static uint8_t open_ids[NF];   /* writer thread: this pass's look */
-static int open_ok;            /* it saw every thread */
+
+/* Does the site going out still hold the bytes saved as its original?  A
+ * slow path reads them byte by byte, and a batch may have written the site
+ * meanwhile (another function's site, learned twice); such a site is left
+ * as it is rather than later "restored" to a mix. */
+static KT_NOINSTR int intact(uint64_t site, const uint8_t *orig, uint8_t len)
+{
+	uint8_t cur[7];
+
+	code_read(cur, site, len);
+	return memcmp(cur, orig, len) == 0;
+}
 
 /* One module, under the loader's lock: the sites of it that must change. */
 static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void *arg)
@@ -1097,6 +1155,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	(void)size;
 	if (kt_load(&wx_denied, relaxed))
 		return 1;
+	fl_learn(info);
 	for (id = 0; id < NF; id++) {
 		struct lfn *l = &lf[id];
 		/* acquire: pairs with note_fn's release of site and orig. */
@@ -1112,19 +1171,20 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				exits_in = 0;
 		/* Out: the entry first, the exits a batch later; in: the exits
 		 * first (see EXITS_AFTER). */
-		if (l->nop_entry != want && (want || exits_in)) {
+		if (l->nop_entry != want && (want || exits_in) && (!want || intact(l->site, l->orig, l->len))) {
 			int f = site_form(l->site, l->len, 0);
 
 			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
 			    &l->nop_entry, want);
 		}
-		if (want && (!l->nop_entry || (open_ok && open_ids[id])))
+		if (want && (!l->nop_entry || open_ids[id]))
 			continue;   /* exits after the entry, none running (EXITS_AFTER) */
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
 			uint64_t s = kt_load(&l->exits[i], acquire);
 
-			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 6)) {
+			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 6) &&
+			    (!want || intact(s, l->exit_orig[i], 5))) {
 				int f = site_form(s, 5, 1);
 
 				add(m, s, 5, f, want ? out_bytes(f, 5, l->exit_orig[i], buf) : l->exit_orig[i],
@@ -1223,15 +1283,16 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	}
 	kt_store(&ready_hint, 0, relaxed);
+	fl_take();
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
-	if (!work_to_do(&due)) {
+	if (!work_to_do(&due) && fl_n == 0) {
 		if (due != 0 && wait_ns && due - now < *wait_ns)
 			*wait_ns = due - now > 0 ? due - now : 0;
 		return;
 	}
 	batches0 = kt_load(&n_batches, relaxed);
-	open_ok = ktrace__lean_open_frames(open_ids, NF) == 0;
+	ktrace__lean_open_frames(open_ids, NF);
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);

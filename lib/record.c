@@ -569,8 +569,8 @@ __asm__(".text\n"
  * removed before it is unmapped; removal waits while the writer looks
  * (scanning), a handshake with sequentially consistent stores and loads:
  * the writer either sees the slot empty or is seen looking.  A thread
- * that finds no free slot is counted in reg_over, and the writer then
- * takes every function as open.
+ * that finds no free slot is counted in reg_over; its frames are not seen
+ * (lean.c's EXITS_AFTER says what that leaves).
  */
 #define KT_REG 4096
 static struct kt_thread *_Atomic reg[KT_REG];
@@ -637,6 +637,8 @@ KT_NOINSTR void ktrace__registry_fork_child(struct kt_thread *self)
 	for (uint32_t i = 0; i < KT_REG; i++)
 		if (kt_load(&reg[i], relaxed) != self)
 			kt_store(&reg[i], NULL, relaxed);
+		else if (self->reg_idx != (int32_t)i)
+			kt_store(&reg[i], NULL, relaxed);   /* not its slot (a second call) */
 	kt_store(&reg_over, 0, relaxed);
 	kt_store(&scanning, 0, relaxed);
 	if (self != &ktrace__idle && self->reg_idx < 0)

@@ -215,6 +215,14 @@ static KT_NOINSTR int start_writer(int at_start)
 	pthread_attr_setstacksize(&at, KT_WRITER_STACK);
 	start_elsewhere(&at);
 	r = pthread_create(&writer, &at, writer_main, NULL);
+	if (r != 0 && writer_pinned) {   /* the cpu set changed meanwhile: anywhere */
+		pthread_attr_destroy(&at);
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&at, KT_WRITER_STACK);
+		writer_pinned = 0;
+		r = pthread_create(&writer, &at, writer_main, NULL);
+	}
 	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
