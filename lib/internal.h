@@ -307,9 +307,9 @@ void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload
                        uint32_t npayload);
 void ktrace__hold_fork_child(struct kt_thread *t);
 /* Writer thread: open[id] = 1 for each compact id with a lean frame open
- * on some registered thread (record.c's registry of thread structs); -1
- * when some thread could not be registered (its frames are not seen). */
-int ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
+ * on some registered thread (record.c's registry of thread structs; a
+ * thread it could not hold is not seen). */
+void ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
 void ktrace__registry_fork_child(struct kt_thread *self);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);

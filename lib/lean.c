@@ -364,36 +364,35 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
 	return l;
 }
 
-/* An exit site ending at r of a learning function: 1 if it is new. */
-static KT_NOINSTR int learn_exit(uint32_t ev, uint64_t r)
+/* An exit site ending at r of a learning function. */
+static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 {
 	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
 	uint64_t site = r - 5;
 	struct lfn *l;
 
 	if (ev == 0 || id >= NF || code_byte(site) != 0xe8)
-		return 0;
+		return;
 	l = &lf[id];
 	for (int i = 0; i < NEXIT; i++) {
 		/* acquire: pairs with the release publish below. */
 		uint64_t v = kt_load(&l->exits[i], acquire), zero = 0;
 
 		if (v == site)
-			return 0;
+			return;
 		if (v != 0)
 			continue;
 		/* relaxed: a claim; the publish below is the release. */
 		if (!kt_cas(&l->exits[i], &zero, 1, relaxed)) {
 			if (zero == site)
-				return 0;
+				return;
 			continue;
 		}
 		code_read(l->exit_orig[i], site, 5);
 		/* release: exit_orig before the writer reads the site. */
 		kt_store(&l->exits[i], site, release);
-		return 1;
+		return;
 	}
-	return 0;
 }
 
 /* Set when a function to be patched out has learned its exits (its
@@ -621,6 +620,14 @@ static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, 
 		}
 	}
 	return -1;
+}
+
+/* Does one code segment of info hold [a, a + len)? */
+static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
+{
+	uint64_t lo, hi;
+
+	return exec_segment(info, a, &lo, &hi) == 0 && a + len <= hi;
 }
 
 /*
@@ -920,18 +927,6 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-		uint64_t b = info->dlpi_addr + p->p_vaddr;
-
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= b + p->p_memsz)
-			return 1;
-	}
-	return 0;
-}
-
 /* P1..P5 over pend[0..n), sites of the module info; 0, or -1 when the
  * pages could not be made writable (nothing written). */
 static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
@@ -975,9 +970,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 			errno = e;
 			return -1;
 		}
-	/* A site inside one aligned 16 bytes is written whole, in one
-	 * cmpxchg16b (W), and so is the first 16 bytes' part of one in jump
-	 * form (the rest of its bytes do not change); the others (nt of them,
+	/* A site whose lead bytes (FORMS) lie inside one aligned 16 bytes is
+	 * written whole, in one cmpxchg16b (W); the others (nt of them,
 	 * moved to the front of pend here) take the int3 sequence.  Publish
 	 * those for the handler (seqlock writer): tseq odd, the entries,
 	 * ntrap, tseq even; release: all of it before the int3s. */
@@ -1008,6 +1002,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 
 		code_set16(pend[i].site & ~15ull, pend[i].now, off,
 		           off + pend[i].len <= 16 ? pend[i].len : 16 - off);
+		if (pend[i].form != FORM_NOP)
+			kt_add(pend[i].form == FORM_JUMP ? &n_jump : &n_ret, 1, relaxed);
 	}
 	sync_cores(pages[0]);
 	if (nt > 0) {
@@ -1022,11 +1018,6 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
 	kt_store(&ntrap, 0, release);   /* P4 is done: a trap now re-executes */
 	kt_add(&n_whole, n - nt, relaxed);
 	kt_add(&n_int3, nt, relaxed);
-	for (i = nt; i < n; i++)
-		if (pend[i].form == FORM_JUMP)
-			kt_add(&n_jump, 1, relaxed);
-		else if (pend[i].form == FORM_RET)
-			kt_add(&n_ret, 1, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
 		mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
 	return 0;
@@ -1037,9 +1028,9 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n)
  * function goes out with the exit sites its first LEARN_CALLS calls took;
  * one muted before it made that many finishes learning first, for
  * LEARN_WAIT_NS at most (the writer wakes for it).  Until then each of its
- * calls still goes through both hooks to be skipped (~7 ns).  An exit
- * site it takes only later keeps calling __return__, which returns in
- * three instructions.  (Learning the exits again after the mute, from
+ * calls still goes through both hooks to be skipped.  An exit site it
+ * takes only later is learned from sampled frameless returns (fl_learn).
+ * (Learning the exits again after the mute, from
  * the phase that made the function hot, cost Lua's 0.09 s run 3 %: its
  * muted functions waited up to LEARN_WAIT_NS, skipped through the hooks.)
  */
@@ -1171,7 +1162,8 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				exits_in = 0;
 		/* Out: the entry first, the exits a batch later; in: the exits
 		 * first (see EXITS_AFTER). */
-		if (l->nop_entry != want && (want || exits_in) && (!want || intact(l->site, l->orig, l->len))) {
+		if (l->nop_entry != want && (want || exits_in) &&
+		    (!want || intact(l->site, l->orig, l->len))) {
 			int f = site_form(l->site, l->len, 0);
 
 			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
@@ -1253,9 +1245,9 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 /* Patching batches at most this often: the functions a program's start
  * makes hot arrive over a few ms, and each batch costs its threads an
  * interrupt per TLB flush and membarrier (10-14 us each in a VM) and the
- * traps of the int3 sites they hit meanwhile, against ~7 ns per call of
- * a muted function not patched yet (see LEARN_WAIT_NS); after the first
- * EARLY_BATCHES, 20 ms apart. */
+ * traps of the int3 sites they hit meanwhile, against both hooks' skip
+ * per call of a muted function not patched yet (see LEARN_WAIT_NS);
+ * after the first EARLY_BATCHES, 20 ms apart. */
 #define BATCH_GAP_NS 500000LL
 #define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
 #define EARLY_BATCHES 128
@@ -1342,9 +1334,9 @@ KT_NOINSTR void ktrace__lean_test_force(int mode)
 		usleep(1000);
 }
 
-/* Tests (hidden): the sites written so far whole (of them, in jump form)
- * and by the int3 sequence; int3 >= 0 sets whether every site takes the
- * int3 sequence. */
+/* Tests (hidden): the sites written so far whole (of them, in jump and in
+ * ret form) and by the int3 sequence; int3 >= 0 sets whether every site
+ * takes the int3 sequence. */
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

@@ -568,13 +568,12 @@ __asm__(".text\n"
  * before an exit site goes out).  A struct is added when it is mapped and
  * removed before it is unmapped; removal waits while the writer looks
  * (scanning), a handshake with sequentially consistent stores and loads:
- * the writer either sees the slot empty or is seen looking.  A thread
- * that finds no free slot is counted in reg_over; its frames are not seen
- * (lean.c's EXITS_AFTER says what that leaves).
+ * the writer either sees the slot empty or is seen looking.  The frames
+ * of a thread that finds no free slot are not seen (lean.c's EXITS_AFTER
+ * says what that leaves).
  */
 #define KT_REG 4096
 static struct kt_thread *_Atomic reg[KT_REG];
-static _Atomic uint32_t reg_over;
 static _Atomic int scanning;
 
 static KT_NOINSTR void reg_add(struct kt_thread *t)
@@ -588,27 +587,21 @@ static KT_NOINSTR void reg_add(struct kt_thread *t)
 			return;
 		}
 	}
-	kt_add(&reg_over, 1, seq_cst);
 }
 
 static KT_NOINSTR void reg_remove(struct kt_thread *t)
 {
-	if (t->reg_idx < 0) {
-		kt_add(&reg_over, (uint32_t)-1, seq_cst);
+	if (t->reg_idx < 0)
 		return;
-	}
 	kt_store(&reg[t->reg_idx], NULL, seq_cst);
 	while (kt_load(&scanning, seq_cst))
 		sched_yield();
 }
 
-KT_NOINSTR int ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
+KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
 {
-	int over;
-
 	memset(open, 0, nf);
 	kt_store(&scanning, 1, seq_cst);
-	over = kt_load(&reg_over, seq_cst) != 0;
 	for (uint32_t i = 0; i < KT_REG; i++) {
 		struct kt_thread *t = kt_load(&reg[i], seq_cst);
 		uint32_t n;
@@ -627,19 +620,15 @@ KT_NOINSTR int ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
 		}
 	}
 	kt_store(&scanning, 0, seq_cst);
-	return over ? -1 : 0;
 }
 
 /* A fork child: the other threads are gone, their structs stay mapped
  * (copies) but are no one's. */
 KT_NOINSTR void ktrace__registry_fork_child(struct kt_thread *self)
 {
-	for (uint32_t i = 0; i < KT_REG; i++)
-		if (kt_load(&reg[i], relaxed) != self)
+	for (uint32_t i = 0; i < KT_REG; i++)   /* keep only its own slot */
+		if (kt_load(&reg[i], relaxed) != self || self->reg_idx != (int32_t)i)
 			kt_store(&reg[i], NULL, relaxed);
-		else if (self->reg_idx != (int32_t)i)
-			kt_store(&reg[i], NULL, relaxed);   /* not its slot (a second call) */
-	kt_store(&reg_over, 0, relaxed);
 	kt_store(&scanning, 0, relaxed);
 	if (self != &ktrace__idle && self->reg_idx < 0)
 		reg_add(self);

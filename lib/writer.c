@@ -188,7 +188,6 @@ static KT_NOINSTR void start_elsewhere(pthread_attr_t *at)
 	cpu_set_t other;
 	int cpu = sched_getcpu();
 
-	writer_pinned = 0;
 	if (cpu < 0 || cpu >= CPU_SETSIZE ||
 	    sched_getaffinity(0, sizeof(writer_mask), &writer_mask) != 0)
 		return;
@@ -210,20 +209,20 @@ static KT_NOINSTR int start_writer(int at_start)
 	/* The writer inherits a full mask: no signal ever runs on it. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, KT_WRITER_STACK);
-	start_elsewhere(&at);
-	r = pthread_create(&writer, &at, writer_main, NULL);
-	if (r != 0 && writer_pinned) {   /* the cpu set changed meanwhile: anywhere */
-		pthread_attr_destroy(&at);
+	/* Elsewhere first; if that fails (the cpu set changed meanwhile),
+	 * anywhere. */
+	for (int elsewhere = 1;; elsewhere = 0) {
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&at, KT_WRITER_STACK);
 		writer_pinned = 0;
+		if (elsewhere)
+			start_elsewhere(&at);
 		r = pthread_create(&writer, &at, writer_main, NULL);
+		pthread_attr_destroy(&at);
+		if (r == 0 || !writer_pinned)
+			break;
 	}
-	pthread_attr_destroy(&at);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		ktrace__say("cannot start the snapshot writer thread in process %d: %s%s; %s",
