@@ -280,6 +280,31 @@ static void test_e2e_lean_exclude(void **state)
 	done(&r);
 }
 
+/* An excluded function is never recorded, so its exits need not wait a
+ * batch after its entry (lean.c, EXITS_AFTER, quiet()): leaf's entry and
+ * its exit go out together, in the one batch of the run. */
+static void test_e2e_lean_exclude_one_batch(void **state)
+{
+	struct run r;
+	const char *s;
+	unsigned long long b = 0, nop = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=leaf", NULL);
+	assert_int_equal(kd_count(r.d, r.th, "mid"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
+	assert_false(is_call(leaf_site(&r)));
+	s = strstr(r.p.out, "batches ");
+	assert_non_null(s);
+	assert_int_equal(sscanf(s, "batches %llu nop %llu", &b, &nop), 2);
+	assert_int_equal(nop, 2);   /* leaf's entry and its one exit */
+	assert_int_equal(b, 1);
+	done(&r);
+}
+
 static void test_e2e_lean_filter_off(void **state)
 {
 	struct run r;
@@ -516,6 +541,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_dlopen),
 		cmocka_unit_test(test_e2e_lean_cxx),
 		cmocka_unit_test(test_e2e_lean_exclude),
+		cmocka_unit_test(test_e2e_lean_exclude_one_batch),
 		cmocka_unit_test(test_e2e_lean_filter_off),
 		cmocka_unit_test(test_e2e_lean_budget),
 		cmocka_unit_test(test_e2e_lean_cpu_budget),

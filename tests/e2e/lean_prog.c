@@ -17,7 +17,8 @@
  *            them, or KTRACE_EXCLUDE does), then main > marker x 5.
  *   count    main > mid x COUNT > leaf x 10, then waits 300 ms and prints
  *            "leaf-site <first byte of leaf>" (a call, or a nop once
- *            patched out).
+ *            patched out) and "batches <n> nop <n>" (static build: the
+ *            patching batches that ran, the sites that are nops).
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
  *   late     late_a (direct calls) and late_b (through a pointer), both
@@ -252,6 +253,8 @@ static void do_burst(void)
 	printf("burst %d\n", BURST);
 }
 
+static void print_batches(void);
+
 static void do_count(void)
 {
 	long s = 0;
@@ -262,6 +265,7 @@ static void do_count(void)
 		marker();
 	usleep(300000);
 	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
+	print_batches();
 }
 
 /* ---- wx: forbid writable code ---------------------------------------------------- */
@@ -311,6 +315,16 @@ static void ktrace__lean_stats(uint64_t *p, uint64_t *f, uint64_t *n, uint64_t *
 	*p = *f = *n = *b = *ns = 0;
 }
 #endif
+
+/* "batches <batches that wrote> nop <sites that are nops now>" (0 0 but
+ * in the static build, which can reach the library's counters). */
+static void print_batches(void)
+{
+	uint64_t p, f, nop, b, ns;
+
+	ktrace__lean_stats(&p, &f, &nop, &b, &ns);
+	printf("batches %llu nop %llu\n", (unsigned long long)b, (unsigned long long)nop);
+}
 
 /* pad<k>: k bytes of nops move its exit site (and nothing else) k bytes;
  * it tail-calls pad_leaf ("call __return__; jmp pad_leaf": an exit site
