@@ -326,7 +326,7 @@ void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t
                                 uint32_t chunk);
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
-void ktrace__ring_prefault(void);  /* writer thread: pages ahead of the writers */
+void ktrace__ring_prefault(int64_t *wait_ns);  /* writer thread: pages ahead of the writers */
 
 /* trigger.c: per-kind bookkeeping of requests. */
 struct kt_req_end {
