@@ -475,6 +475,29 @@ static void test_e2e_hostile_writer_keeps_program_cpus(void **state)
 	finish(&r);
 }
 
+/* The writer asks for a 100 us time slice (writer.c, short_slice): woken
+ * on the cpu of a busy program thread, it then runs at once instead of
+ * after that thread's slice.  Kernels before 6.12 report no slice for
+ * SCHED_OTHER (0 for main too): nothing to check there. */
+static void test_e2e_hostile_writer_short_slice(void **state)
+{
+	struct run r;
+	char rest[256];
+	unsigned mp = 0, wp = 0;
+	unsigned long long mr = 0, wr = 0;
+
+	(void)state;
+	start(&r, "slice", NULL, NULL);
+	expect(&r, "slice", rest, sizeof(rest));
+	if (sscanf(rest, "%u %llu %u %llu", &mp, &mr, &wp, &wr) != 4)
+		fail_msg("bad slice line: %s", rest);
+	finish(&r);
+	if (mp != 0 || mr == 0)
+		skip();   /* not SCHED_OTHER, or a kernel that reports no slice */
+	assert_int_equal(wp, 0);
+	assert_int_equal(wr, 100000);
+}
+
 /* ---- 5. predictable names --------------------------------------------------------- */
 
 static void test_e2e_hostile_names_taken_by_another_user(void **state)
@@ -643,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostile_daemon_writes_where_it_started),
 		cmocka_unit_test(test_e2e_hostile_relative_dir_after_chdir),
 		cmocka_unit_test(test_e2e_hostile_writer_keeps_program_cpus),
+		cmocka_unit_test(test_e2e_hostile_writer_short_slice),
 		cmocka_unit_test(test_e2e_hostile_names_taken_by_another_user),
 		cmocka_unit_test(test_e2e_hostile_full_64mib_ring_under_load),
 		cmocka_unit_test(test_e2e_hostile_exit_wait_survives_signal_flood),

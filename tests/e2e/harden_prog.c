@@ -40,6 +40,10 @@
  *   affinity      "affinity <main's Cpus_allowed_list> <the writer's>", once
  *                 they are equal or after 2 s (the writer starts on
  *                 another cpu, then takes the program's set back).
+ *   slice         "slice <main's policy> <main's sched_runtime> <the
+ *                 writer's policy> <its sched_runtime>" (ns; the time slice
+ *                 a SCHED_OTHER thread asks for, Linux 6.12+), once the
+ *                 writer's differs from main's or after 2 s.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,12 +51,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -447,6 +453,44 @@ static int mode_affinity(void)
 	return 0;
 }
 
+/* ---- slice ------------------------------------------------------------------ */
+
+struct sattr {   /* the kernel's struct sched_attr, SCHED_ATTR_SIZE_VER0 */
+	uint32_t size, policy;
+	uint64_t flags;
+	int32_t nice;
+	uint32_t priority;
+	uint64_t runtime, deadline, period;
+};
+
+static void attr_of(int tid, struct sattr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (syscall(SYS_sched_getattr, tid, a, (unsigned)sizeof(*a), 0) != 0)
+		a->policy = 99;
+}
+
+static int mode_slice(void)
+{
+	struct sattr m, w;
+	char task[300];
+
+	attr_of(0, &m);
+	memset(&w, 0, sizeof(w));
+	for (int64_t end = now_ms() + 2000; now_ms() < end; sleep_ms(10)) {
+		work(100);
+		writer_task(task, sizeof(task));
+		if (task[0]) {
+			attr_of(atoi(task + strlen("task/")), &w);
+			if (w.runtime != m.runtime)
+				break;
+		}
+	}
+	printf("slice %u %llu %u %llu\n", m.policy, (unsigned long long)m.runtime, w.policy,
+	       (unsigned long long)w.runtime);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -474,7 +518,9 @@ int main(int argc, char **argv)
 		return mode_bigring(atol(argv[2]));
 	if (!strcmp(m, "affinity"))
 		return mode_affinity();
+	if (!strcmp(m, "slice"))
+		return mode_slice();
 	fprintf(stderr, "usage: %s fds|secure DIR|rlimit|spin|wait|daemon|chdir|exitflood|"
-	        "stderr FILE|bigring N|affinity\n", argv[0]);
+	        "stderr FILE|bigring N|affinity|slice\n", argv[0]);
 	return 2;
 }
