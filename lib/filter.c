@@ -248,10 +248,7 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 	 * half-cleared entry. */
 	for (uint32_t i = 0; i < KT_FCACHE_SIZE; i++)
 		__atomic_store_n(&t->fcache[i], 0, __ATOMIC_RELAXED);
-	/* release: the writer reads it before this thread's lean frames
-	 * (ktrace__lean_open_frames): every frame of a function muted by
-	 * then was pushed before. */
-	__atomic_store_n(&t->mute_epoch, e, __ATOMIC_RELEASE);
+	t->mute_epoch = e;
 }
 
 /*
@@ -334,21 +331,6 @@ KT_NOINSTR uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch)
 	 * value newer than our epoch is ignored below, whatever we see). */
 	m = kt_load(&fmute[id], relaxed);
 	return m != 0 && m <= epoch ? KT_FC_MUTED : 0;
-}
-
-KT_NOINSTR uint32_t ktrace__filter_quiet_epoch(uint32_t id)
-{
-	uint32_t m;
-
-	if (id >= NF)
-		return UINT32_MAX;
-	/* relaxed: published with the id (funcs.c's release/acquire). */
-	if (kt_load(&fstatic[id], relaxed) == ST_EXCLUDE)
-		return 0;
-	/* relaxed: written before the epoch that makes it a mute (release),
-	 * which the threads' epochs compared against it were read after. */
-	m = kt_load(&fmute[id], relaxed);
-	return m != 0 ? m : UINT32_MAX;
 }
 
 /*

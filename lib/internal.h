@@ -308,9 +308,8 @@ void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload
 void ktrace__hold_fork_child(struct kt_thread *t);
 /* Writer thread: open[id] = 1 for each compact id with a lean frame open
  * on some registered thread (record.c's registry of thread structs; a
- * thread it could not hold is not seen); *min_epoch = the oldest mute
- * epoch a registered thread follows (UINT32_MAX: none registered). */
-void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, uint32_t *min_epoch);
+ * thread it could not hold is not seen). */
+void ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
 void ktrace__registry_fork_child(struct kt_thread *self);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);
@@ -510,10 +509,9 @@ extern _Atomic uint32_t ktrace__mute_epoch;   /* grows when the mute set grows *
 void ktrace__filter_adopt(struct kt_thread *t);
 /* KT_FC_* bits of compact event ev in the view of mute epoch 'epoch'. */
 uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
-/* The mute epoch from which no thread following it records compact id
- * id: 0 for an excluded function, its mute's epoch for a muted one,
- * UINT32_MAX for one recorded. */
-uint32_t ktrace__filter_quiet_epoch(uint32_t id);
+/* sched.c: the Seccomp: mode of /proc/self/status (of the calling thread's
+ * own with this_thread), -1 if it cannot be read. */
+int ktrace__seccomp_mode(int this_thread);
 /* Slow path: an exit of compact event ev, muted in t's view, with no more
  * skipped frames open than t->mlw: 1 = its entry was skipped (counted in
  * mexit), 0 = its entry was recorded before the mute (record the exit). */

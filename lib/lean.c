@@ -46,8 +46,8 @@
  *   P3 the other bytes, sync,
  *   P4 the first byte, sync,
  *   P5 mprotect back to R-X.
- * (A batch of W sites only: one sync if some go back in; going out, none
- * but P5's, whose TLB flush interrupts every core running the program.)
+ * (A batch of W sites only: one sync if some go back in; going out, none:
+ * see apply().)
  * A thread that executes a site
  * between P2 and P4 traps, a few us each in a VM, and a hot site is hit
  * again and again until P4; the SIGTRAP
@@ -101,6 +101,7 @@ struct lfn {
 	_Atomic uint64_t exits[NEXIT]; /* 0 free, 1 claimed, else the site */
 	uint8_t exit_orig[NEXIT][5];   /* written before exits[i] is published */
 	/* writer thread only */
+	uint8_t learned;               /* learn reached LEARN_CALLS once (it may go back: learning()) */
 	uint8_t nop_entry;             /* the entry site is a nop now */
 	uint8_t nop_exit[NEXIT];
 	int64_t muted_ns;              /* muted at (0 = not muted): its learning ends LEARN_WAIT_NS later */
@@ -420,9 +421,11 @@ static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 	/* A load and a store, not a locked add: the lock waited for the
 	 * store buffer (the ring's stores) to drain, 40 % of this path's
 	 * time in SQLite (22 k learning calls per 0.09 s run).  Threads
-	 * racing here may lose a count (a few calls more learn) or both
-	 * see the last one (ready_hint wakes once); the writer's pass
-	 * reads the count in any case. */
+	 * racing here may lose counts, even take the count back below
+	 * LEARN_CALLS after the writer saw it there (a thread that loaded
+	 * early stores late): a few calls more learn, and the writer keeps
+	 * what it saw (lfn.learned), so nothing goes back in for it.  Both
+	 * may see the last one (ready_hint wakes once). */
 	kt_store(&l->learn, n + 1, relaxed);
 	if (n == LEARN_CALLS - 1 && skip &&
 	    kt_load(&ready_hint, relaxed) == 0 && kt_cas(&ready_hint, &zero, 1, relaxed))
@@ -1016,14 +1019,20 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 		if (pend[i].form != FORM_NOP)
 			kt_add(pend[i].form == FORM_JUMP ? &n_jump : &n_ret, 1, relaxed);
 	}
-	/* A batch of whole writes out needs no sync of its own: P5 below
-	 * takes write access from the pages it wrote, a TLB flush that
-	 * interrupts every core running the program (the fallback sync
-	 * above), and a core fetching meanwhile sees the old call or the
-	 * nop, which both keep nesting exact (EXITS_AFTER: exits go out a
-	 * batch later, once no frame is open).  One interrupt less per
-	 * batch, 10-14 us of each thread's time in a VM.  A batch that
-	 * brings sites back in, or writes int3 sites, syncs. */
+	/* A batch of whole writes out needs no sync of its own.  A core
+	 * that still runs a site's old bytes a moment after the write sees
+	 * the old call whole (or the new instruction whole), and the old
+	 * call only reaches a hook: an entry of a muted function is skipped
+	 * or, by a thread that has not adopted the mute yet, recorded with
+	 * its exits still calling (EXITS_AFTER: they go out a pass later,
+	 * once no frame of it is open; an excluded function's with its
+	 * entry, since none is ever recorded); an exit finds no frame.  And
+	 * P5 below takes write access from the pages written, a TLB flush
+	 * that interrupts the other cores running the program on most
+	 * kernels (the fallback sync above), an interrupt's return
+	 * serialising them.  One interrupt less per batch, 10-14 us of each
+	 * thread's time in a VM.  A batch that brings sites back in (their
+	 * order matters: exits before entries) or writes int3 sites syncs. */
 	if (nt > 0 || any_in)
 		sync_cores(pages[0]);
 	if (nt > 0) {
@@ -1067,8 +1076,8 @@ static KT_NOINSTR uint8_t wanted(uint32_t id)
 		return fo == 1;
 	if (ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, UINT32_MAX) == 0)
 		return 0;
-	if (kt_load(&l->learn, relaxed) >= LEARN_CALLS)
-		return 1;
+	if (l->learned || kt_load(&l->learn, relaxed) >= LEARN_CALLS)
+		return l->learned = 1;
 	return l->muted_ns != 0 && pass_ns - l->muted_ns > LEARN_WAIT_NS;
 }
 
@@ -1129,10 +1138,9 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
  * a recorded function, whose frame may lie below the gone one's) would
  * nest under it.  So a function's exits go out in a pass after the one
  * that took its entry out (no recorded call of it starts after that
- * batch), or in the same batch once no thread can record a call of it
- * (quiet(): excluded, or muted in an epoch every thread has adopted),
- * and only when no thread has a frame of it open: each pass first looks
- * at every thread's lean frames and epoch (open_ids, min_epoch,
+ * batch), or in the same batch if no thread ever records it (quiet():
+ * excluded), and only when no thread has a frame of it open: each pass
+ * first looks at every thread's lean frames (open_ids,
  * ktrace__lean_open_frames).  Back in, the exits come first: a call
  * recorded at the entry then always finds its exits calling.  Left: a
  * thread stopped inside __fentry__ between its cache look and its push
@@ -1146,16 +1154,18 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
  * call nested under a gone one under TSan).
  */
 static uint8_t open_ids[NF];   /* writer thread: this pass's look */
-static uint32_t min_epoch;     /* ... and the oldest mute epoch a thread follows */
 
-/* Can no call of id be recorded any more?  Excluded, or muted in an epoch
- * every thread follows (each has emptied its function cache since): a
- * recorded call of it can then only be one open now, which open_ids
- * shows, so its exits may go out in the batch that takes its entry out,
- * not a pass later. */
+/* Is id never recorded (KTRACE_EXCLUDE)?  Its flag is set before its id
+ * is published, so no thread ever records a call of it, whatever its
+ * cache holds: its exits may go out in the batch that takes its entry
+ * out.  (Not a muted function: a thread may still be recording a call of
+ * it from a cache entry read before it adopted the mute, even one whose
+ * signal handler adopted it meanwhile.  Not the tests' forced patching,
+ * whose functions are recorded.) */
 static KT_NOINSTR int quiet(uint32_t id)
 {
-	return !kt_load(&force, relaxed) && ktrace__filter_quiet_epoch(id) <= min_epoch;
+	return !kt_load(&force, relaxed) &&
+	       ktrace__filter_flags(KTRACE_EV_ENTER_BASE + id, 0) == KT_FC_EXCLUDED;
 }
 
 /* Does the site going out still hold the bytes saved as its original?  A
@@ -1321,7 +1331,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		return;
 	}
 	batches0 = kt_load(&n_batches, relaxed);
-	ktrace__lean_open_frames(open_ids, NF, &min_epoch);
+	ktrace__lean_open_frames(open_ids, NF);
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);

@@ -598,10 +598,9 @@ static KT_NOINSTR void reg_remove(struct kt_thread *t)
 		sched_yield();
 }
 
-KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, uint32_t *min_epoch)
+KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
 {
 	memset(open, 0, nf);
-	*min_epoch = UINT32_MAX;
 	kt_store(&scanning, 1, seq_cst);
 	for (uint32_t i = 0; i < KT_REG; i++) {
 		struct kt_thread *t = kt_load(&reg[i], seq_cst);
@@ -609,11 +608,6 @@ KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, uint32_t *m
 
 		if (t == NULL)
 			continue;
-		/* acquire: pairs with filter_adopt's release; its epoch first,
-		 * then the frames it pushed before adopting it. */
-		uint32_t e = __atomic_load_n(&t->mute_epoch, __ATOMIC_ACQUIRE);
-		if (e < *min_epoch)
-			*min_epoch = e;
 		/* another thread's frames: word loads of what it stores whole
 		 * (lframe_set); a frame pushed or popped meanwhile is seen or
 		 * not, and lean.c allows for either */

@@ -150,6 +150,7 @@ KT_NOINSTR void ktrace__ring_reset(void)
 
 #define PREFAULT_AHEAD (2u << 20)   /* bytes */
 #define PREFAULT_STEP (256u << 10)  /* bytes per core per writer pass */
+#define PREFAULT_PASS (1u << 20)    /* bytes per writer pass, all cores */
 
 /*
  * Writer thread: fault in the ring pages just ahead of each core's
@@ -161,8 +162,9 @@ KT_NOINSTR void ktrace__ring_reset(void)
  * blocks claimed: an idle core's ring stays untouched.  Pages a writer
  * reaches first it faults itself, as before; a kernel without
  * MADV_POPULATE_WRITE (before 5.14) or that refuses it turns this off.
- * At most PREFAULT_STEP per core per pass (~0.1 ms here), and the writer
- * comes back 0.1 ms later while behind (*wait_ns): the first 2 MiB in
+ * At most PREFAULT_STEP per core and PREFAULT_PASS in all per pass (~0.1
+ * and ~0.4 ms here), and the writer comes back 0.1 ms later while behind
+ * (*wait_ns): the first 2 MiB in
  * one call took the writer 0.8 ms at a program's start, while the budget's
  * first decision waited and every call was recorded (SQLite's 0.09 s
  * run: its first mute came 1 ms after the first call).
@@ -170,10 +172,12 @@ KT_NOINSTR void ktrace__ring_reset(void)
 KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 {
 	static int off;
+	static uint32_t next;   /* the core to start at: a capped pass serves all in turn */
 	struct kt_globals *g = &ktrace__g;
-	uint64_t ring_bytes = (uint64_t)g->ring_words * 4;
+	uint64_t ring_bytes = (uint64_t)g->ring_words * 4, left = PREFAULT_PASS;
 
-	for (uint32_t c = 0; c < g->ncpus && !off; c++) {
+	for (uint32_t i = 0; i < g->ncpus && !off; i++) {
+		uint32_t c = (next + i) % g->ncpus;
 		struct kt_core *k = &g->cores[c];
 		/* relaxed: a position to stay ahead of, nothing read through it */
 		uint64_t used = kt_load(&k->blocks_used, relaxed) * BW * 4;
@@ -187,11 +191,19 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 			to = ring_bytes;
 		if (to <= from || to - from < PREFAULT_AHEAD / 4)
 			continue;   /* far enough ahead: no call */
-		if (to - from > PREFAULT_STEP) {
-			to = from + PREFAULT_STEP;
+		if (left == 0 || to - from > PREFAULT_STEP || to - from > left) {
 			if (wait_ns && *wait_ns > 100000)
-				*wait_ns = 100000;
+				*wait_ns = 100000;   /* behind: back soon */
+			if (left == 0) {
+				next = c;   /* this one first next time */
+				break;
+			}
+			if (to - from > PREFAULT_STEP)
+				to = from + PREFAULT_STEP;
+			if (to - from > left)
+				to = from + left;
 		}
+		left -= to - from;
 		if (madvise((char *)k->ring + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0)
 			off = 1;
 		k->prefault_bytes = to;

@@ -148,12 +148,13 @@ static KT_NOINSTR void refuse(const char *what, int err)
  * Read in small pieces: this runs in the fork child handler and from the
  * first hook, on an application thread's stack (init.c).
  */
-static KT_NOINSTR int seccomp_mode(void)
+KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
 {
 	static const char key[] = "\nSeccomp:";
 	char buf[128];
 	size_t m = 1;   /* chars of key matched; the file starts a line */
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC), mode = -1, state = 0;
+	int fd = open(this_thread ? "/proc/thread-self/status" : "/proc/self/status",
+	              O_RDONLY | O_CLOEXEC), mode = -1, state = 0;
 	ssize_t n;
 
 	/* state: 0 looking for the key, 1 after it (blanks), 2 done */
@@ -188,7 +189,7 @@ static KT_NOINSTR int sandbox_allows(void)
 
 	if (ktrace__cfg.sched == 2)   /* KTRACE_SCHED=on: the user asked */
 		return 1;
-	mode = seccomp_mode();
+	mode = ktrace__seccomp_mode(0);
 	if (mode == 0)
 		return 1;
 	S.status = KTRACE_SCHED_SECCOMP;

@@ -126,12 +126,16 @@ struct kt_sched_attr {
  * takes no more cpu than before (the scheduler's fairness is the same),
  * needs no privilege, and keeps the thread's policy and nice value.  A
  * program that made its threads real-time (the writer inherits that) is
- * left alone.
+ * left alone, and so is one under a seccomp filter (or whose filter
+ * state cannot be read): a filter may kill the process on a call it does
+ * not expect, as for perf_event_open (sched.c, "Sandboxes").
  */
 static KT_NOINSTR void short_slice(void)
 {
 	struct kt_sched_attr a;
 
+	if (ktrace__seccomp_mode(1) != 0)
+		return;
 	memset(&a, 0, sizeof(a));
 	if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof(a), 0) != 0 || a.policy != SCHED_OTHER)
 		return;

@@ -498,6 +498,35 @@ static void test_e2e_hostile_writer_short_slice(void **state)
 	assert_int_equal(wr, 100000);
 }
 
+/* ... but not under a seccomp filter, which may kill the process on a
+ * call it does not expect (here one that only refuses perf_event_open):
+ * the writer's slice stays the program's. */
+static void test_e2e_hostile_writer_slice_not_under_seccomp(void **state)
+{
+	char *argv[] = {(char *)KTRACE_TEST_BINARY_DIR "/e2e_launch", (char *)"--seccomp",
+	                (char *)"eperm", (char *)PROG, (char *)"slice", NULL};
+	char *dir = kt_mkdtemp("slice"), envdir[4200];
+	const char *env[] = {envdir, "KTRACE_QUIET=1", NULL};
+	struct kt_proc p;
+	unsigned mp = 0, wp = 0;
+	unsigned long long mr = 0, wr = 0;
+	const char *s;
+
+	(void)state;
+	assert_non_null(dir);
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
+	if (kt_run(argv, env, &p, 60000) != 0)
+		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
+	s = strstr(p.out, "slice ");
+	if (s == NULL || sscanf(s, "slice %u %llu %u %llu", &mp, &mr, &wp, &wr) != 4)
+		fail_msg("no slice line: %s", p.out);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+	assert_int_equal(wp, mp);
+	assert_int_equal(wr, mr);
+}
+
 /* ---- 5. predictable names --------------------------------------------------------- */
 
 static void test_e2e_hostile_names_taken_by_another_user(void **state)
@@ -667,6 +696,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostile_relative_dir_after_chdir),
 		cmocka_unit_test(test_e2e_hostile_writer_keeps_program_cpus),
 		cmocka_unit_test(test_e2e_hostile_writer_short_slice),
+		cmocka_unit_test(test_e2e_hostile_writer_slice_not_under_seccomp),
 		cmocka_unit_test(test_e2e_hostile_names_taken_by_another_user),
 		cmocka_unit_test(test_e2e_hostile_full_64mib_ring_under_load),
 		cmocka_unit_test(test_e2e_hostile_exit_wait_survives_signal_flood),
