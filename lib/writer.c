@@ -225,13 +225,18 @@ static KT_NOINSTR void *writer_main(void *arg)
  * from its first instruction kept it waiting there for a time slice,
  * 0.2-4 ms on the 2-core VM (the other core idle), while the writer's
  * first budget decision waited and every call of the program's hot start
- * was recorded.  The writer takes back the creator's mask at once.
+ * was recorded.  The writer takes back the creator's mask at once.  Not
+ * under a seccomp filter (or where its state cannot be read): a filter
+ * may kill the process on sched_setaffinity, as on perf_event_open
+ * (sched.c, "Sandboxes").
  */
 static KT_NOINSTR void start_elsewhere(pthread_attr_t *at)
 {
 	cpu_set_t other;
 	int cpu = sched_getcpu();
 
+	if (ktrace__seccomp_mode(1) != 0)
+		return;
 	if (cpu < 0 || cpu >= CPU_SETSIZE ||
 	    sched_getaffinity(0, sizeof(writer_mask), &writer_mask) != 0)
 		return;

@@ -498,9 +498,49 @@ static void test_e2e_hostile_writer_short_slice(void **state)
 	assert_int_equal(wr, 100000);
 }
 
-/* ... but not under a seccomp filter, which may kill the process on a
- * call it does not expect (here one that only refuses perf_event_open):
- * the writer's slice stays the program's. */
+/* Run PROG mode under e2e_launch's seccomp filter flt; its stdout. */
+static char *run_filtered(const char *flt, const char *mode)
+{
+	char *argv[] = {(char *)KTRACE_TEST_BINARY_DIR "/e2e_launch", (char *)"--seccomp",
+	                (char *)flt, (char *)PROG, (char *)mode, NULL};
+	char *dir = kt_mkdtemp("filtered"), envdir[4200], *out;
+	const char *env[] = {envdir, "KTRACE_QUIET=1", NULL};
+	struct kt_proc p;
+
+	assert_non_null(dir);
+	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
+	if (kt_run(argv, env, &p, 60000) != 0)
+		fail_msg("under --seccomp %s: status %#x (signal %d); stdout:\n%s\nstderr:\n%s", flt,
+		         p.status, WIFSIGNALED(p.status) ? WTERMSIG(p.status) : 0, p.out, p.err);
+	out = strdup(p.out);
+	kt_proc_free(&p);
+	kt_rmtree(dir);
+	free(dir);
+	return out;
+}
+
+/* The writer's start on another cpu (sched_setaffinity) and its slice
+ * (sched_getattr, sched_setattr) are left out under a seccomp filter,
+ * which may kill the process on calls it does not expect: with one that
+ * kills on them, the program runs to its end. */
+static void test_e2e_hostile_writer_under_killing_filter(void **state)
+{
+	char *out;
+
+	(void)state;
+	out = run_filtered("killsched", "affinity");
+	if (strstr(out, "affinity ") == NULL)
+		fail_msg("no affinity line: %s", out);
+	free(out);
+	out = run_filtered("killsched", "chdir");   /* the writer ran: it wrote the snapshot */
+	if (strstr(out, "snapshot 0 ") == NULL)
+		fail_msg("no snapshot: %s", out);
+	free(out);
+}
+
+/* ... and under a filter that kills on none of them (it refuses
+ * perf_event_open only), the writer's slice stays the program's all the
+ * same. */
 static void test_e2e_hostile_writer_slice_not_under_seccomp(void **state)
 {
 	char *argv[] = {(char *)KTRACE_TEST_BINARY_DIR "/e2e_launch", (char *)"--seccomp",
@@ -697,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostile_writer_keeps_program_cpus),
 		cmocka_unit_test(test_e2e_hostile_writer_short_slice),
 		cmocka_unit_test(test_e2e_hostile_writer_slice_not_under_seccomp),
+		cmocka_unit_test(test_e2e_hostile_writer_under_killing_filter),
 		cmocka_unit_test(test_e2e_hostile_names_taken_by_another_user),
 		cmocka_unit_test(test_e2e_hostile_full_64mib_ring_under_load),
 		cmocka_unit_test(test_e2e_hostile_exit_wait_survives_signal_flood),

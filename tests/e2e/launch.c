@@ -6,6 +6,8 @@
  *     --seccomp kill     a seccomp filter that kills the process (SIGSYS)
  *                        on perf_event_open, as many allow-list sandboxes do
  *     --seccomp eperm    ... that makes perf_event_open fail with EPERM
+ *     --seccomp killsched  ... that kills on perf_event_open,
+ *                        sched_setaffinity, sched_setattr and sched_getattr
  *     --uid N            setgid/setuid to N (root only)
  *     --nproc N          RLIMIT_NPROC = N (after --uid: root ignores it)
  *     --memlock BYTES    RLIMIT_MEMLOCK = BYTES
@@ -32,13 +34,20 @@ int main(int argc, char **argv)
 		const char *o = argv[i], *v = argv[i + 1];
 
 		if (strcmp(o, "--seccomp") == 0) {
-			unsigned act = strcmp(v, "kill") == 0 ? SECCOMP_RET_KILL_PROCESS
+			/* kill / eperm: perf_event_open only; killsched: also
+			 * the scheduler calls a tracer might make (affinity,
+			 * sched_setattr) */
+			unsigned act = strncmp(v, "kill", 4) == 0 ? SECCOMP_RET_KILL_PROCESS
 			             : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+			unsigned more = strcmp(v, "killsched") == 0;
 			struct sock_filter f[] = {
 				BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_perf_event_open, 0, 1),
-				BPF_STMT(BPF_RET | BPF_K, act),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_perf_event_open, 4, 0),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_setaffinity : ~0u, 3, 0),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_setattr : ~0u, 2, 0),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_getattr : ~0u, 1, 0),
 				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+				BPF_STMT(BPF_RET | BPF_K, act),
 			};
 			struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
 
