@@ -191,17 +191,16 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 			to = ring_bytes;
 		if (to <= from || to - from < PREFAULT_AHEAD / 4)
 			continue;   /* far enough ahead: no call */
-		if (left == 0 || to - from > PREFAULT_STEP || to - from > left) {
+		uint64_t cap = left < PREFAULT_STEP ? left : PREFAULT_STEP;
+
+		if (to - from > cap) {   /* behind: back soon (out of bytes: this core first) */
 			if (wait_ns && *wait_ns > 100000)
-				*wait_ns = 100000;   /* behind: back soon */
-			if (left == 0) {
-				next = c;   /* this one first next time */
+				*wait_ns = 100000;
+			if (cap == 0) {
+				next = c;
 				break;
 			}
-			if (to - from > PREFAULT_STEP)
-				to = from + PREFAULT_STEP;
-			if (to - from > left)
-				to = from + left;
+			to = from + cap;
 		}
 		left -= to - from;
 		if (madvise((char *)k->ring + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0)

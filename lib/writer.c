@@ -60,6 +60,10 @@ static _Atomic int writer_running;
  * runs (start_writer); set before pthread_create, which publishes it. */
 static cpu_set_t writer_mask;
 static int writer_pinned;
+/* The creating thread is under a seccomp filter, or its state cannot be
+ * read (the writer inherits its filters): start_writer reads it once for
+ * start_elsewhere and short_slice, set before pthread_create. */
+static int writer_filtered;
 static _Atomic int writing;            /* 1 while a file is being written */
 
 /* ---- messages ------------------------------------------------------------ */
@@ -134,7 +138,7 @@ static KT_NOINSTR void short_slice(void)
 {
 	struct kt_sched_attr a;
 
-	if (ktrace__seccomp_mode(1) != 0)
+	if (writer_filtered)
 		return;
 	memset(&a, 0, sizeof(a));
 	if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof(a), 0) != 0 || a.policy != SCHED_OTHER)
@@ -235,7 +239,7 @@ static KT_NOINSTR void start_elsewhere(pthread_attr_t *at)
 	cpu_set_t other;
 	int cpu = sched_getcpu();
 
-	if (ktrace__seccomp_mode(1) != 0)
+	if (writer_filtered)
 		return;
 	if (cpu < 0 || cpu >= CPU_SETSIZE ||
 	    sched_getaffinity(0, sizeof(writer_mask), &writer_mask) != 0)
@@ -258,6 +262,7 @@ static KT_NOINSTR int start_writer(int at_start)
 	/* The writer inherits a full mask: no signal ever runs on it. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	writer_filtered = ktrace__seccomp_mode(1) != 0;
 	/* Elsewhere first; if that fails (the cpu set changed meanwhile),
 	 * anywhere. */
 	for (int elsewhere = 1;; elsewhere = 0) {

@@ -543,26 +543,15 @@ static void test_e2e_hostile_writer_under_killing_filter(void **state)
  * same. */
 static void test_e2e_hostile_writer_slice_not_under_seccomp(void **state)
 {
-	char *argv[] = {(char *)KTRACE_TEST_BINARY_DIR "/e2e_launch", (char *)"--seccomp",
-	                (char *)"eperm", (char *)PROG, (char *)"slice", NULL};
-	char *dir = kt_mkdtemp("slice"), envdir[4200];
-	const char *env[] = {envdir, "KTRACE_QUIET=1", NULL};
-	struct kt_proc p;
+	char *out = run_filtered("eperm", "slice");
 	unsigned mp = 0, wp = 0;
 	unsigned long long mr = 0, wr = 0;
-	const char *s;
+	const char *s = strstr(out, "slice ");
 
 	(void)state;
-	assert_non_null(dir);
-	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", dir);
-	if (kt_run(argv, env, &p, 60000) != 0)
-		fail_msg("status %#x; stdout:\n%s\nstderr:\n%s", p.status, p.out, p.err);
-	s = strstr(p.out, "slice ");
 	if (s == NULL || sscanf(s, "slice %u %llu %u %llu", &mp, &mr, &wp, &wr) != 4)
-		fail_msg("no slice line: %s", p.out);
-	kt_proc_free(&p);
-	kt_rmtree(dir);
-	free(dir);
+		fail_msg("no slice line: %s", out);
+	free(out);
 	assert_int_equal(wp, mp);
 	assert_int_equal(wr, mr);
 }
