@@ -459,7 +459,8 @@ static void test_e2e_hostile_relative_dir_after_chdir(void **state)
 
 /* The writer thread starts on a cpu the program's thread is not on (a new
  * thread waits for its parent's cpu otherwise), then takes the program's
- * cpu set back: it must end with the same set as the program. */
+ * cpu set back: it must have the same set as the program (until a wake
+ * on its waker's cpu takes that cpu out: the next test). */
 static void test_e2e_hostile_writer_keeps_program_cpus(void **state)
 {
 	struct run r;
@@ -473,6 +474,43 @@ static void test_e2e_hostile_writer_keeps_program_cpus(void **state)
 	if (strcmp(mine, its) != 0)
 		fail_msg("the program may run on cpus %s, its writer thread on %s", mine, its);
 	finish(&r);
+}
+
+/* A writer woken on the cpu of the thread that woke it leaves that cpu
+ * (writer.c, move_off): a futex wake queues it there once the scheduler
+ * sees no idle cpu elsewhere, and then every wake did the same, the
+ * program's thread waiting for each of the writer's passes.  The program
+ * puts its writer on its own cpu and wakes it with snapshots. */
+static void test_e2e_hostile_writer_leaves_waker_cpu(void **state)
+{
+	struct run r;
+	char rest[4600], its[256];
+	int c = -1;
+
+	(void)state;
+	start(&r, "moveoff", NULL, NULL);
+	expect(&r, "moveoff", rest, sizeof(rest));
+	finish(&r);
+	if (!strncmp(rest, "skip", 4)) {
+		print_message("skipped: fewer than two cpus, or no writer thread\n");
+		skip();
+	}
+	if (sscanf(rest, "%d %255s", &c, its) != 2)
+		fail_msg("bad moveoff line: %s", rest);
+	if (strcmp(its, "?") == 0)
+		fail_msg("the writer's cpus could not be read: %s", rest);
+	for (char *p = its; *p;) {   /* "0-3,5": the waker's cpu may not be in it */
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+
+		if (*end == '-')
+			b = strtol(end + 1, &end, 10);
+		if (c >= a && c <= b)
+			fail_msg("the writer may still run on its waker's cpu %d: %s", c, its);
+		p = *end == ',' ? end + 1 : end;
+		if (end == p && *p)
+			fail_msg("bad cpu list: %s", its);
+	}
 }
 
 /* The writer asks for a 100 us time slice (writer.c, short_slice): woken
@@ -724,6 +762,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_hostile_daemon_writes_where_it_started),
 		cmocka_unit_test(test_e2e_hostile_relative_dir_after_chdir),
 		cmocka_unit_test(test_e2e_hostile_writer_keeps_program_cpus),
+		cmocka_unit_test(test_e2e_hostile_writer_leaves_waker_cpu),
 		cmocka_unit_test(test_e2e_hostile_writer_short_slice),
 		cmocka_unit_test(test_e2e_hostile_writer_slice_not_under_seccomp),
 		cmocka_unit_test(test_e2e_hostile_writer_under_killing_filter),

@@ -40,6 +40,11 @@
  *   affinity      "affinity <main's Cpus_allowed_list> <the writer's>", once
  *                 they are equal or after 2 s (the writer starts on
  *                 another cpu, then takes the program's set back).
+ *   moveoff       main keeps to its cpu C and puts the writer thread there
+ *                 too, then snapshots (each wakes the writer from C) until
+ *                 the writer's Cpus_allowed_list is not C any more, or 2 s:
+ *                 "moveoff <C> <the writer's list>" ("moveoff skip" with
+ *                 fewer than two cpus, or no writer).
  *   slice         "slice <main's policy> <main's sched_runtime> <the
  *                 writer's policy> <its sched_runtime>" (ns; the time slice
  *                 a SCHED_OTHER thread asks for, Linux 6.12+), once the
@@ -50,6 +55,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -453,6 +459,37 @@ static int mode_affinity(void)
 	return 0;
 }
 
+static int mode_moveoff(void)
+{
+	char task[300], its[256], one[32];
+	int c = sched_getcpu();
+	cpu_set_t set;
+
+	writer_task(task, sizeof(task));
+	if (c < 0 || sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2 ||
+	    !task[0]) {
+		printf("moveoff skip\n");
+		return 0;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(c, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) != 0 ||
+	    sched_setaffinity(atoi(task + strlen("task/")), sizeof(set), &set) != 0) {
+		printf("moveoff skip\n");
+		return 0;
+	}
+	snprintf(one, sizeof(one), "%d", c);
+	for (int64_t end = now_ms() + 2000;; sleep_ms(20)) {
+		work(100);
+		ktrace_snapshot("moveoff");
+		cpus_of(task, its, sizeof(its));
+		if (strcmp(its, one) != 0 || now_ms() > end)
+			break;
+	}
+	printf("moveoff %d %s\n", c, its);
+	return 0;
+}
+
 /* ---- slice ------------------------------------------------------------------ */
 
 struct sattr {   /* the kernel's struct sched_attr, SCHED_ATTR_SIZE_VER0 */
@@ -518,9 +555,11 @@ int main(int argc, char **argv)
 		return mode_bigring(atol(argv[2]));
 	if (!strcmp(m, "affinity"))
 		return mode_affinity();
+	if (!strcmp(m, "moveoff"))
+		return mode_moveoff();
 	if (!strcmp(m, "slice"))
 		return mode_slice();
 	fprintf(stderr, "usage: %s fds|secure DIR|rlimit|spin|wait|daemon|chdir|exitflood|"
-	        "stderr FILE|bigring N|affinity|slice\n", argv[0]);
+	        "stderr FILE|bigring N|affinity|moveoff|slice\n", argv[0]);
 	return 2;
 }
