@@ -41,7 +41,7 @@
  *                 they are equal or after 2 s (the writer starts on
  *                 another cpu, then takes the program's set back).
  *   moveoff       main keeps to its cpu C and puts the writer thread there
- *                 too, then snapshots (each wakes the writer from C) until
+ *                 too (once it has the program's set), then snapshots (each wakes the writer from C) until
  *                 the writer's Cpus_allowed_list is not C any more, or 2 s:
  *                 "moveoff <C> <the writer's list>" ("moveoff skip" with
  *                 fewer than two cpus, or no writer).
@@ -461,7 +461,7 @@ static int mode_affinity(void)
 
 static int mode_moveoff(void)
 {
-	char task[300], its[256], one[32];
+	char task[300], its[256], mine[256], one[32];
 	int c = sched_getcpu();
 	cpu_set_t set;
 
@@ -470,6 +470,14 @@ static int mode_moveoff(void)
 	    !task[0]) {
 		printf("moveoff skip\n");
 		return 0;
+	}
+	/* The writer first takes the program's set back (writer_main): wait
+	 * for that, or it would undo the pinning below. */
+	cpus_of("", mine, sizeof(mine));
+	for (int64_t end = now_ms() + 2000; now_ms() < end; sleep_ms(10)) {
+		cpus_of(task, its, sizeof(its));
+		if (!strcmp(mine, its))
+			break;
 	}
 	CPU_ZERO(&set);
 	CPU_SET(c, &set);
