@@ -57,7 +57,8 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handl
 static pthread_t writer;
 static _Atomic int writer_running;
 /* The creating thread's cpu mask, which the writer takes back once it
- * runs (start_writer); set before pthread_create, which publishes it. */
+ * runs (start_writer; later it may leave a waker's cpu: move_off); set
+ * before pthread_create, which publishes it. */
 static cpu_set_t writer_mask;
 static int writer_pinned;
 /* The creating thread is under a seccomp filter, or its state cannot be
@@ -87,16 +88,20 @@ KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
 }
 
 /* The cpu of the last thread that woke the writer, + 1 (0: none since
- * the writer looked); see move_off. */
-static _Atomic int waker_cpu;
+ * the writer looked), noted only while track_waker is set (the writer
+ * may move: see move_off; where it may not, under a seccomp filter,
+ * getcpu is not called, a system call on some kernels). */
+static _Atomic int waker_cpu, track_waker;
 static __thread int on_writer __attribute__((tls_model("initial-exec")));   /* the writer */
 
-/* Async-signal-safe: a getcpu, one atomic add and one system call. */
+/* Async-signal-safe: a getcpu (see waker_cpu), one atomic add and one
+ * system call. */
 KT_NOINSTR void ktrace__writer_wake(void)
 {
 	int saved = errno;
 
-	if (!on_writer)   /* relaxed: published by the release add below */
+	/* relaxed: published by the release add below */
+	if (kt_load(&track_waker, relaxed) && !on_writer)
 		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
 	/* release: the request set before this call (sig_pending, or an
 	 * entry under api_mu / trig_mu) is visible to a writer that loads
@@ -164,34 +169,60 @@ static KT_NOINSTR void short_slice(void)
  * program's thread waits for each of the writer's passes, 50-110 times in
  * some of SQLite's 0.09 s runs, 2-6 ms in all, the other core idle.  So
  * when the writer wakes on its waker's cpu, it takes that cpu out of its
- * mask (the creator's, read at start) and moves; it stays out until the
- * writer finds itself on the cpu of a waker again.  At most once per
- * MOVE_GAP_NS: where every cpu is busy a move gains nothing and costs a
- * migration.  Only where the writer started elsewhere (start_elsewhere:
- * not under a seccomp filter, two cpus or more).
+ * set and moves; it stays out until the writer finds itself on the cpu of
+ * a waker again, and then comes back in as that one goes out.  A set
+ * someone else gave the writer since (taskset, the program) is kept: it
+ * becomes the set moves are made within, and one cpu is left alone.  At
+ * most once per MOVE_GAP_NS: where every cpu is busy a move gains nothing
+ * and costs a migration.  Only where the writer started elsewhere
+ * (start_elsewhere: not under a seccomp filter, two cpus or more).
+ * Writer thread only, but for track_waker.
  */
 #define MOVE_GAP_NS 10000000LL
 
+static int64_t move_last;         /* the last move */
+static cpu_set_t move_mine;       /* the set the writer last gave itself */
+static int move_out = -1;         /* the cpu it took out then, -1: none */
+
+static KT_NOINSTR void move_start(void)
+{
+	move_last = 0;
+	move_out = -1;
+	kt_store(&waker_cpu, 0, relaxed);
+	if (writer_pinned && sched_getaffinity(0, sizeof(move_mine), &move_mine) == 0)
+		kt_store(&track_waker, 1, relaxed);
+}
+
 static KT_NOINSTR void move_off(void)
 {
-	static int64_t last;
 	int w = kt_load(&waker_cpu, relaxed) - 1;
-	cpu_set_t other;
+	cpu_set_t cur, other;
 	int64_t now;
 
 	if (w < 0)
 		return;
 	kt_store(&waker_cpu, 0, relaxed);
-	if (!writer_pinned || sched_getcpu() != w || w >= CPU_SETSIZE)
+	if (w >= CPU_SETSIZE || sched_getcpu() != w)
 		return;
 	now = ktrace__monotonic_ns();
-	if (last != 0 && now - last < MOVE_GAP_NS)
+	if (move_last != 0 && now - move_last < MOVE_GAP_NS)
 		return;
-	last = now;
-	other = writer_mask;
+	move_last = now;
+	if (sched_getaffinity(0, sizeof(cur), &cur) != 0)
+		return;
+	if (!CPU_EQUAL(&cur, &move_mine)) {   /* set from outside since: keep it */
+		move_mine = cur;
+		move_out = -1;
+	}
+	other = move_mine;
+	if (move_out >= 0)
+		CPU_SET(move_out, &other);
 	CPU_CLR(w, &other);
-	if (CPU_COUNT(&other) > 0)
-		sched_setaffinity(0, sizeof(other), &other);
+	if (CPU_COUNT(&other) == 0 || CPU_EQUAL(&other, &cur) ||
+	    sched_setaffinity(0, sizeof(other), &other) != 0 ||
+	    sched_getaffinity(0, sizeof(move_mine), &move_mine) != 0)
+		return;
+	move_out = w;
 }
 
 static KT_NOINSTR void *writer_main(void *arg)
@@ -203,6 +234,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 	on_writer = 1;
 	if (writer_pinned)   /* started on another cpu: back to the program's set */
 		sched_setaffinity(0, sizeof(writer_mask), &writer_mask);
+	move_start();
 	short_slice();
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
 	for (;;) {
@@ -384,6 +416,8 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 	ktrace__rate_fork_child();      /* a new process: full buckets */
 	kt_store(&writing, 0, relaxed);
 	kt_store(&writer_running, 0, relaxed);
+	kt_store(&track_waker, 0, relaxed);   /* until the new writer's move_start */
+	kt_store(&waker_cpu, 0, relaxed);
 	kt_store(&writer_wanted, 1, release);
 }
 

@@ -480,11 +480,12 @@ static void test_e2e_hostile_writer_keeps_program_cpus(void **state)
  * (writer.c, move_off): a futex wake queues it there once the scheduler
  * sees no idle cpu elsewhere, and then every wake did the same, the
  * program's thread waiting for each of the writer's passes.  The program
- * puts its writer on its own cpu and wakes it with snapshots. */
+ * keeps its other cpus busy and wakes its writer with snapshots; given
+ * the waker's cpu alone (from outside), the writer stays there. */
 static void test_e2e_hostile_writer_leaves_waker_cpu(void **state)
 {
 	struct run r;
-	char rest[4600], its[256];
+	char rest[4600], its[256], alone[256], one[32];
 	int c = -1;
 
 	(void)state;
@@ -495,8 +496,11 @@ static void test_e2e_hostile_writer_leaves_waker_cpu(void **state)
 		print_message("skipped: fewer than two cpus, or no writer thread\n");
 		skip();
 	}
-	if (sscanf(rest, "%d %255s", &c, its) != 2)
+	if (sscanf(rest, "%d %255s %255s", &c, its, alone) != 3)
 		fail_msg("bad moveoff line: %s", rest);
+	snprintf(one, sizeof(one), "%d", c);
+	if (strcmp(alone, one) != 0)
+		fail_msg("given cpu %d alone, the writer took %s", c, alone);
 	if (strcmp(its, "?") == 0)
 		fail_msg("the writer's cpus could not be read: %s", rest);
 	for (char *p = its; *p;) {   /* "0-3,5": the waker's cpu may not be in it */

@@ -40,11 +40,11 @@
  *   affinity      "affinity <main's Cpus_allowed_list> <the writer's>", once
  *                 they are equal or after 2 s (the writer starts on
  *                 another cpu, then takes the program's set back).
- *   moveoff       main keeps to its cpu C and puts the writer thread there
- *                 too (once it has the program's set), then snapshots (each wakes the writer from C) until
- *                 the writer's Cpus_allowed_list is not C any more, or 2 s:
- *                 "moveoff <C> <the writer's list>" ("moveoff skip" with
- *                 fewer than two cpus, or no writer).
+ *   moveoff       main keeps to its cpu C, other cpus busy; the writer
+ *                 is given C alone, then the program's set, and woken by
+ *                 snapshots: "moveoff <C> <the writer's list at the end>
+ *                 <its list while given C alone>" ("moveoff skip": under
+ *                 a seccomp filter, fewer than two cpus or more than 16).
  *   slice         "slice <main's policy> <main's sched_runtime> <the
  *                 writer's policy> <its sched_runtime>" (ns; the time slice
  *                 a SCHED_OTHER thread asks for, Linux 6.12+), once the
@@ -459,42 +459,78 @@ static int mode_affinity(void)
 	return 0;
 }
 
+static _Atomic int spin_stop;
+
+static void *spinner(void *arg)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET((int)(intptr_t)arg, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	while (!spin_stop)
+		;
+	return NULL;
+}
+
+/* Snapshots (each wakes the writer from this thread) 20 ms apart until
+ * the writer's cpu list is not want (differ) or is (!differ), or 2 s. */
+static void wake_until(const char *task, const char *want, int differ, char *its, size_t len)
+{
+	for (int64_t end = now_ms() + 2000;; sleep_ms(20)) {
+		ktrace_snapshot("moveoff");
+		cpus_of(task, its, len);
+		if ((strcmp(its, want) != 0) == differ || now_ms() > end)
+			break;
+	}
+}
+
 static int mode_moveoff(void)
 {
-	char task[300], its[256], mine[256], one[32];
-	int c = sched_getcpu();
-	cpu_set_t set;
+	char task[300], its[256], mine[256], one[32], again[256], buf[4096], *l;
+	int c = sched_getcpu(), n = 0, wt;
+	pthread_t spin[16];
+	cpu_set_t set, all;
 
 	writer_task(task, sizeof(task));
-	if (c < 0 || sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2 ||
-	    !task[0]) {
+	if (read_task_file("", "status", buf, sizeof(buf)) <= 0 ||
+	    (l = strstr(buf, "Seccomp:")) == NULL || atoi(l + strlen("Seccomp:")) != 0 ||
+	    c < 0 || sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) < 2 ||
+	    CPU_COUNT(&all) > 16 || !CPU_ISSET(c, &all) || !task[0]) {
 		printf("moveoff skip\n");
 		return 0;
 	}
-	/* The writer first takes the program's set back (writer_main): wait
-	 * for that, or it would undo the pinning below. */
+	wt = atoi(task + strlen("task/"));
+	/* The writer first takes the program's set back (writer_main). */
 	cpus_of("", mine, sizeof(mine));
 	for (int64_t end = now_ms() + 2000; now_ms() < end; sleep_ms(10)) {
 		cpus_of(task, its, sizeof(its));
 		if (!strcmp(mine, its))
 			break;
 	}
+	/* Main on c, every other cpu busy: a wake leaves the writer on c. */
 	CPU_ZERO(&set);
 	CPU_SET(c, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) != 0 ||
-	    sched_setaffinity(atoi(task + strlen("task/")), sizeof(set), &set) != 0) {
+	if (sched_setaffinity(0, sizeof(set), &set) != 0) {
 		printf("moveoff skip\n");
 		return 0;
 	}
+	for (int k = 0; k < CPU_SETSIZE && n < 16; k++)
+		if (k != c && CPU_ISSET(k, &all) &&
+		    pthread_create(&spin[n], NULL, spinner, (void *)(intptr_t)k) == 0)
+			n++;
 	snprintf(one, sizeof(one), "%d", c);
-	for (int64_t end = now_ms() + 2000;; sleep_ms(20)) {
-		work(100);
-		ktrace_snapshot("moveoff");
-		cpus_of(task, its, sizeof(its));
-		if (strcmp(its, one) != 0 || now_ms() > end)
-			break;
-	}
-	printf("moveoff %d %s\n", c, its);
+	/* On c by a set of its own: it stays (one cpu, given from outside);
+	 * then back to the program's set, still on c: it leaves c. */
+	sched_setaffinity(wt, sizeof(set), &set);
+	wake_until(task, one, 1, again, sizeof(again));
+	sched_setaffinity(wt, sizeof(all), &all);
+	wake_until(task, mine, 0, its, sizeof(its));   /* the set is back */
+	wake_until(task, mine, 1, its, sizeof(its));   /* and then c leaves it */
+	spin_stop = 1;
+	for (int k = 0; k < n; k++)
+		pthread_join(spin[k], NULL);
+	printf("moveoff %d %s %s\n", c, its, again);
 	return 0;
 }
 
