@@ -105,7 +105,9 @@ shopt -u nullglob
 [ ${#snaps[@]} -gt 0 ] || die "no snapshot in build/demo-out: the trigger did not fire (server.log above)"
 snap=
 for f in "${snaps[@]}"; do # oldest first (names sort by time)
-	if "$DECODE" "$f" 2>/dev/null | grep -q "^reason: *trigger:"; then
+	# grep reads to the end: with -q it could exit at the match and the
+	# decoder, still writing, die of SIGPIPE (pipefail: no match).
+	if "$DECODE" "$f" 2>/dev/null | grep "^reason: *trigger:" >/dev/null; then
 		snap=$f
 		break
 	fi
@@ -130,7 +132,7 @@ echo "== writing the timelines"
 
 size() { du -h "$1" | cut -f1; }
 # "  trigger: "put" request #N on worker-2/1234 at ..." -> worker-2/1234
-on=$(sed -n 's/^  trigger: .* request #[0-9]* on \([^ ]*\) at .*/\1/p' "$OUT/explain.txt" | head -1)
+on=$(sed -n 's/^  trigger: .* request #[0-9]* on \([^ ]*\) at .*/\1/p' "$OUT/explain.txt" | sed -n 1p)
 cat <<EOF
 
 == done in $(($(date +%s) - t1)) s after the build.  Files in build/demo-out/:
