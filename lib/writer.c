@@ -417,7 +417,6 @@ KT_NOINSTR void ktrace__snapshot_fork_child(void)
 	kt_store(&writing, 0, relaxed);
 	kt_store(&writer_running, 0, relaxed);
 	kt_store(&track_waker, 0, relaxed);   /* until the new writer's move_start */
-	kt_store(&waker_cpu, 0, relaxed);
 	kt_store(&writer_wanted, 1, release);
 }
 

@@ -493,7 +493,8 @@ static void test_e2e_hostile_writer_leaves_waker_cpu(void **state)
 	expect(&r, "moveoff", rest, sizeof(rest));
 	finish(&r);
 	if (!strncmp(rest, "skip", 4)) {
-		print_message("skipped: fewer than two cpus, or no writer thread\n");
+		print_message("skipped: under a seccomp filter, fewer than two cpus or more "
+		              "than 16, or no writer thread\n");
 		skip();
 	}
 	if (sscanf(rest, "%d %255s %255s", &c, its, alone) != 3)

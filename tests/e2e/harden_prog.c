@@ -440,21 +440,30 @@ static void cpus_of(const char *task, char *out, size_t len)
 		sscanf(l + strlen("Cpus_allowed_list:"), "%255s", out);
 }
 
+/* Wait (2 s at most) for the writer to have the program's cpu set back
+ * (it starts on another cpu: writer_main): main's Cpus_allowed_list into
+ * mine[256], the writer's ("none": no writer) into its[256], its task
+ * ("task/<tid>/", "" if none) into task[300]. */
+static void program_set_back(char *mine, char *its, char *task)
+{
+	for (int64_t end = now_ms() + 2000;; sleep_ms(10)) {
+		work(100);
+		cpus_of("", mine, 256);
+		writer_task(task, 300);
+		if (task[0])
+			cpus_of(task, its, 256);
+		else
+			snprintf(its, 256, "none");
+		if (!strcmp(mine, its) || now_ms() > end)
+			break;
+	}
+}
+
 static int mode_affinity(void)
 {
 	char mine[256], its[256], task[300];
 
-	for (int64_t end = now_ms() + 2000;; sleep_ms(10)) {
-		work(100);
-		cpus_of("", mine, sizeof(mine));
-		writer_task(task, sizeof(task));
-		if (task[0])
-			cpus_of(task, its, sizeof(its));
-		else
-			snprintf(its, sizeof(its), "none");
-		if (!strcmp(mine, its) || now_ms() > end)
-			break;
-	}
+	program_set_back(mine, its, task);
 	printf("affinity %s %s\n", mine, its);
 	return 0;
 }
@@ -492,7 +501,7 @@ static int mode_moveoff(void)
 	pthread_t spin[16];
 	cpu_set_t set, all;
 
-	writer_task(task, sizeof(task));
+	program_set_back(mine, its, task);
 	if (read_task_file("", "status", buf, sizeof(buf)) <= 0 ||
 	    (l = strstr(buf, "Seccomp:")) == NULL || atoi(l + strlen("Seccomp:")) != 0 ||
 	    c < 0 || sched_getaffinity(0, sizeof(all), &all) != 0 || CPU_COUNT(&all) < 2 ||
@@ -501,13 +510,6 @@ static int mode_moveoff(void)
 		return 0;
 	}
 	wt = atoi(task + strlen("task/"));
-	/* The writer first takes the program's set back (writer_main). */
-	cpus_of("", mine, sizeof(mine));
-	for (int64_t end = now_ms() + 2000; now_ms() < end; sleep_ms(10)) {
-		cpus_of(task, its, sizeof(its));
-		if (!strcmp(mine, its))
-			break;
-	}
 	/* Main on c, every other cpu busy: a wake leaves the writer on c. */
 	CPU_ZERO(&set);
 	CPU_SET(c, &set);
