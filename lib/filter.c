@@ -558,6 +558,45 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
 }
 
 /*
+ * Intervals in which ktrace held the process's mapping lock for work of its
+ * own: a ring prefault (MADV_POPULATE_WRITE, ring.c), a lean patch batch
+ * (mprotect, lean.c), a snapshot's copy buffers (mmap, populate, munmap,
+ * snapfile.c), a read of /proc/self/maps (funcs.c).  A page fault, brk,
+ * mmap or mprotect of a program thread waits for them, and such a wait
+ * counted as the function's would keep it from being muted for good: Lua's
+ * luaH_new blocked 37 and 74 us in two calls at the start while the writer
+ * prefaulted the rings, then stayed recorded all run (131 k calls, 3.5 x
+ * the records of a run where it was muted).  A block that began in one
+ * counts as preempted, however long the thread then waited for a cpu
+ * (sched.c).  Noted by the thread doing the work (the writer, or one
+ * taking a snapshot or meeting a new module without it), read by the
+ * writer: relaxed words, a torn pair is a hint wrong once.
+ */
+#define NOWN 256          /* ~25 ms of prefault passes every 0.1 ms */
+#define OWN_SLACK_NS 2000 /* the two clocks' readings around a system call */
+static _Atomic int64_t own_t[NOWN][2];
+static _Atomic uint32_t own_n;
+
+KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
+{
+	uint32_t i = kt_add(&own_n, 1, relaxed) % NOWN;
+
+	kt_store(&own_t[i][0], t0, relaxed);
+	kt_store(&own_t[i][1], t1, relaxed);
+}
+
+KT_NOINSTR int ktrace__filter_own_at(int64_t t)
+{
+	uint32_t n = kt_load(&own_n, relaxed);
+
+	for (uint32_t i = 0; i < NOWN && i < n; i++)
+		if (t >= kt_load(&own_t[i][0], relaxed) - OWN_SLACK_NS &&
+		    t <= kt_load(&own_t[i][1], relaxed) + OWN_SLACK_NS)
+			return 1;
+	return 0;
+}
+
+/*
  * A call of function id on thread slot from tick b to tick e (complete), or
  * an entry still open from b while its thread recorded until e.  It is long
  * when it lasted max_ticks or more, not counting the time its thread was
@@ -601,22 +640,10 @@ static KT_NOINSTR void observe(uint32_t id, uint32_t slot, uint64_t b, uint64_t 
 		                  : -1;
 
 		/* It waited, at least KTRACE_FILTER_MAX_US: long for a reason of
-		 * its own.  Less is not trusted: the switch records are mapped
-		 * onto the counter through the anchors, so a block just after a
-		 * short call can overlap its end by a few us. */
-		int64_t b_ns = ktrace__counter_to_mono_ns(b << sh), e_ns = ktrace__counter_to_mono_ns(e << sh);
-
-		/* A wait during a lean patch batch is ktrace's: the batch holds
-		 * the mapping lock (mprotect), which the thread's page faults
-		 * wait for.  As much of it as the batches lasted counts as time
-		 * preempted. */
-		int64_t ov = pre >= 0 && blk > 0 ? ktrace__lean_batch_overlap(b_ns, e_ns) : 0;
-
-		if (ov > 0) {
-			int64_t mv = ov < blk ? ov : blk;
-			pre += mv;
-			blk -= mv;
-		}
+		 * its own (a wait for ktrace's hold of the mapping lock counts as
+		 * preempted: own_t).  Less is not trusted: the switch records are
+		 * mapped onto the counter through the anchors, so a block just
+		 * after a short call can overlap its end by a few us. */
 		if (pre >= 0 && blk >= (int64_t)ktrace__cfg.filter_max_us * 1000)
 			o->blocked_long++;
 		if (pre > 0) {

@@ -429,6 +429,7 @@ static KT_NOINSTR void rescan(void)
 
 	if (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
 		return;
+	int64_t t0 = ktrace__monotonic_ns();   /* reading maps takes the mapping lock */
 	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		while ((r = read(fd, buf, sizeof(scan_buf))) > 0) {
@@ -444,6 +445,7 @@ static KT_NOINSTR void rescan(void)
 		}
 		close(fd);
 	}
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	/* release: pairs with the acquire test-and-set of the next scanner. */
 	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
 }

@@ -326,6 +326,12 @@ void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
 void ktrace__ring_prefault(int64_t *wait_ns);  /* writer thread: pages ahead of the writers */
+/* Writer thread: from t0 to t1 (CLOCK_MONOTONIC ns) ktrace held the
+ * process's mapping lock for work of its own (a ring prefault, a lean patch
+ * batch's mprotect); a thread's page fault, brk or mmap waited for it
+ * meanwhile (filter.c: such a wait is not the function's). */
+void ktrace__filter_own_mm(int64_t t0, int64_t t1);
+int ktrace__filter_own_at(int64_t t);   /* is t in one of them? */
 
 /* trigger.c: per-kind bookkeeping of requests. */
 struct kt_req_end {
@@ -542,8 +548,6 @@ void ktrace__lean_tick(int64_t *wait_ns);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
 int ktrace__lean_active(void);            /* a lean hook has run */
 void ktrace__lean_init(void);             /* init, before the writer starts */
-/* Writer thread: ns of patch batches within [from, to] (CLOCK_MONOTONIC). */
-int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to);
 int ktrace__lean_fn(uint32_t id);         /* compact id of a lean function */
 /* Writer thread, before the epoch that mutes compact id is published:
  * starts the deadline of its learning, if unfinished (lean.c). */
@@ -585,7 +589,8 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
  * interval [from_ns, to_ns], the ns it spent preempted; -1 when scheduling
  * is not recorded, or the interval is not fully covered by the window;
  * *npreempt = the preemptions, *blocked_ns = the ns it was blocked (off the
- * cpu not runnable: a sleep, a lock, I/O). */
+ * cpu not runnable: a sleep, a lock, I/O).  A block that began while ktrace
+ * held the mapping lock (ktrace__filter_own_at) counts as preempted. */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                    uint32_t *npreempt, int64_t *blocked_ns);
 /* The same for a request's trigger (more switches allowed). */

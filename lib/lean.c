@@ -117,11 +117,7 @@ static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
-/* The last batches' times (CLOCK_MONOTONIC ns), for the budget (filter.c):
- * writer thread only. */
-#define NBATCHT 64
-static int64_t batch_t[NBATCHT][2];
-static uint32_t batch_n;
+static uint32_t batch_n;             /* writer thread: batches so far */
 
 static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
 static const uint8_t nop6[6] = {0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00};
@@ -1240,8 +1236,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	int rc = apply(info, m->n, any_in);
 	int64_t te = ktrace__monotonic_ns();
 
-	batch_t[batch_n % NBATCHT][0] = t0;
-	batch_t[batch_n % NBATCHT][1] = te;
+	ktrace__filter_own_mm(t0, te);
 	batch_n++;
 	kt_add(&batch_ns, (uint64_t)(te - t0), relaxed);
 	kt_add(&n_batches, 1, relaxed);
@@ -1269,20 +1264,6 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 static KT_NOINSTR void atfork_child(void) { pthread_mutex_init(&patch_lock, NULL); }
-
-KT_NOINSTR int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to)
-{
-	int64_t ns = 0;
-
-	for (uint32_t i = 0; i < NBATCHT && i < batch_n; i++) {
-		int64_t a = batch_t[i][0] > from ? batch_t[i][0] : from;
-		int64_t b = batch_t[i][1] < to ? batch_t[i][1] : to;
-
-		if (b > a)
-			ns += b - a;
-	}
-	return ns;
-}
 
 /* A compact id whose function is in the lean mode (its entry site is
  * known): the CPU side of the budget mutes only these (filter.c). */
@@ -1414,12 +1395,6 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}
-KT_NOINSTR int64_t ktrace__lean_batch_overlap(int64_t from, int64_t to)
-{
-	(void)from;
-	(void)to;
-	return 0;
-}
 KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }

@@ -561,14 +561,14 @@ static KT_NOINSTR int by_time(const void *a, const void *b)
  */
 static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_ns,
                                        uint32_t *npreempt, int64_t *blocked_ns,
-                                       struct ktrace_sched_rec *got, uint32_t cap);
+                                       struct ktrace_sched_rec *got, uint32_t cap, int own);
 
 KT_NOINSTR int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                              uint32_t *npreempt, int64_t *blocked_ns)
 {
 	struct ktrace_sched_rec got[64];
 
-	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, got, 64);
+	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, got, 64, 1);
 }
 
 /*
@@ -591,12 +591,14 @@ KT_NOINSTR int64_t ktrace__sched_request_preempted_ns(int32_t tid, int64_t from_
 	if (big == NULL &&
 	    (big = map_anon(KT_SCHED_TRIG_RECS * sizeof(struct ktrace_sched_rec))) == NULL)
 		return -1;
-	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, big, KT_SCHED_TRIG_RECS);
+	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, big, KT_SCHED_TRIG_RECS, 0);
 }
 
+/* own: a block that began while ktrace held the mapping lock (filter.c)
+ * counts as preempted: the window budget's view of the function. */
 static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_ns,
                                        uint32_t *npreempt, int64_t *blocked_ns,
-                                       struct ktrace_sched_rec *got, uint32_t cap)
+                                       struct ktrace_sched_rec *got, uint32_t cap, int own)
 {
 	uint32_t n = 0;
 	int64_t out = -1, sum = 0;
@@ -634,7 +636,8 @@ static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_
 			out = -1;
 		} else {
 			out = got[i].time_ns;
-			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT;
+			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT ||
+			          (own && ktrace__filter_own_at(out));
 			*npreempt += (uint32_t)preempt;
 		}
 	}

@@ -240,8 +240,11 @@ static KT_NOINSTR void fill_info(struct ktrace_info_rec *in, const char *reason,
 /* The writer's memory: mmap, never malloc (file comment).  NULL on failure. */
 static KT_NOINSTR void *map(size_t bytes)
 {
+	int64_t t0 = ktrace__monotonic_ns();
 	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());   /* the mapping lock: filter.c */
 
 	if (p == MAP_FAILED)
 		return NULL;
@@ -253,8 +256,12 @@ static KT_NOINSTR void *map(size_t bytes)
 
 static KT_NOINSTR void unmap(void *p, size_t bytes)
 {
-	if (p)
+	if (p) {
+		int64_t t0 = ktrace__monotonic_ns();
+
 		munmap(p, bytes ? bytes : 1);
+		ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+	}
 }
 
 /* For the writer's other files (filter.c, sched.c): zeroed memory from
@@ -354,7 +361,10 @@ static KT_NOINSTR void *copy_alloc(uint32_t c, uint32_t *max_blocks, size_t *byt
 	*max_blocks = want;
 	*bytes = (size_t)want * BLK_BYTES;
 	used += 64;   /* blocks the writer may still claim before the mark */
+	int64_t t0 = ktrace__monotonic_ns();
+
 	madvise(p, (size_t)(used < want ? used : want) * BLK_BYTES, MADV_POPULATE_WRITE);
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	return p;
 }
 

@@ -20,11 +20,21 @@
  *   static          static_leaf, static_keep and lib_leaf (a shared
  *                   library's function) 1000 times each, main_fn once.
  *   flood N         N calls of tiny_a at full speed (for KTRACE_FILTER=off).
+ *   mapwait SECONDS a thread ("filler") calls tiny_a at full speed for
+ *                   0.3 s (the test keeps it recorded with KTRACE_INCLUDE:
+ *                   the ring fills).  Then a thread ("mapper") calls
+ *                   mapper, which takes the mapping lock for writing (a
+ *                   no-op mprotect), once every 20 us while the main thread
+ *                   takes a snapshot ("mid": the writer maps and faults in
+ *                   its copy of the rings, holding the lock, and mapper
+ *                   waits) and 0.2 s after, then at full speed for
+ *                   SECONDS.  Nothing else maps or unmaps meanwhile.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "ktrace.h"
@@ -69,6 +79,15 @@ __attribute__((noinline)) void sometimes_long(unsigned long i)
 	if ((i & 63) == 0)
 		spin_us(150);
 	sink += 3;
+}
+
+/* Takes the mapping lock for writing: a PROT_READ page made PROT_READ
+ * again (no change, no TLB flush: short, unless the lock is held). */
+static void *map_page;
+__attribute__((noinline)) void mapper(void)
+{
+	mprotect(map_page, 4096, PROT_READ);
+	sink += 7;
 }
 
 __attribute__((noinline)) static void static_leaf(void) { sink += 5; }
@@ -131,6 +150,67 @@ static void rare_mode(double s)
 	ktrace_mark("rare-calls", n);
 }
 
+static volatile int mid_done;
+static double map_s;
+
+static void *filler(void *arg)
+{
+	int64_t end = now_ns() + 300000000;
+
+	(void)arg;
+	while (now_ns() < end)
+		for (int i = 0; i < 256; i++)
+			tiny_a();
+	return NULL;
+}
+
+static void *mapping(void *arg)
+{
+	int64_t end;
+
+	(void)arg;
+	/* slow: far below the budget, nothing to mute */
+	while (!mid_done) {
+		mapper();
+		spin_us(20);
+	}
+	/* slow for 0.2 s more: the budget's next decisions sample the call
+	 * that waited */
+	end = now_ns() + 200000000;
+	while (now_ns() < end) {
+		mapper();
+		spin_us(20);
+	}
+	/* fast: far above it; mapper is the only candidate */
+	end = now_ns() + (int64_t)(map_s * 1e9);
+	while (now_ns() < end)
+		for (int i = 0; i < 64; i++)
+			mapper();
+	return NULL;
+}
+
+static void mapwait_mode(double s)
+{
+	struct timespec d = {0, 50 * 1000 * 1000};
+	pthread_t t;
+	int rc;
+
+	map_s = s;
+	map_page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map_page == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	pthread_create(&t, NULL, filler, NULL);
+	pthread_join(t, NULL);
+	pthread_create(&t, NULL, mapping, NULL);
+	nanosleep(&d, NULL);   /* mapper's slow calls are being recorded */
+	rc = ktrace_snapshot("mid");
+	mid_done = 1;
+	pthread_join(t, NULL);
+	printf("mid %d\n", rc);
+}
+
 static void long_mode(double s)
 {
 	int64_t end = now_ns() + (int64_t)(s * 1e9);
@@ -165,6 +245,8 @@ int main(int argc, char **argv)
 		nanosleep(&quiet, NULL);   /* several decisions */
 	} else if (strcmp(mode, "rare") == 0) {
 		rare_mode(arg);
+	} else if (strcmp(mode, "mapwait") == 0) {
+		mapwait_mode(arg);
 	} else if (strcmp(mode, "long") == 0) {
 		long_mode(arg);
 	} else if (strcmp(mode, "static") == 0) {
@@ -175,7 +257,7 @@ int main(int argc, char **argv)
 			lib_leaf();
 		}
 	} else {
-		fprintf(stderr, "usage: %s steady|burst|long|rare|static|flood N\n", argv[0]);
+		fprintf(stderr, "usage: %s steady|burst|long|rare|mapwait|static|flood N\n", argv[0]);
 		return 2;
 	}
 	printf("snapshot %d\n", ktrace_snapshot("budget"));
