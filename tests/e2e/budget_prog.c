@@ -150,7 +150,7 @@ static void rare_mode(double s)
 	ktrace_mark("rare-calls", n);
 }
 
-static volatile int mid_done;
+static _Atomic int mid_done;
 static double map_s;
 
 static void *filler(void *arg)
