@@ -559,21 +559,26 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
 
 /*
  * Intervals in which ktrace held the process's mapping lock for work of its
- * own: a ring prefault (MADV_POPULATE_WRITE, ring.c), a lean patch batch
- * (mprotect, lean.c), a snapshot's copy buffers (mmap, populate, munmap,
- * snapfile.c), a read of /proc/self/maps (funcs.c).  A page fault, brk,
- * mmap or mprotect of a program thread waits for them, and such a wait
- * counted as the function's would keep it from being muted for good: Lua's
- * luaH_new blocked 37 and 74 us in two calls at the start while the writer
+ * own that can last: a ring prefault (MADV_POPULATE_WRITE, ring.c), a lean
+ * patch batch (mprotect, lean.c) or the lean tables' populate, a
+ * snapshot's copy buffers (mmap, populate, munmap, snapfile.c), a read of
+ * /proc/self/maps (funcs.c).  A page fault, brk, mmap or mprotect of a
+ * program thread waits for them, and such a wait counted as the
+ * function's would keep it from being muted for good: Lua's luaH_new
+ * blocked 37 and 74 us in two calls at the start while the writer
  * prefaulted the rings, then stayed recorded all run (131 k calls, 3.5 x
- * the records of a run where it was muted).  A block that began in one
- * counts as preempted, however long the thread then waited for a cpu
- * (sched.c).  Noted by the thread doing the work (the writer, or one
- * taking a snapshot or meeting a new module without it), read by the
- * writer: relaxed words, a torn pair is a hint wrong once.
+ * the records of a run where it was muted).  An off-cpu stretch that
+ * began in one counts as preempted up to OWN_CAP_NS after it ended (the
+ * thread's wake-up and its wait for a cpu: milliseconds on a loaded
+ * machine), the rest as blocked (sched.c).  Noted by the writer, and by
+ * a thread meeting a new module (funcs.c, maybe in a signal handler);
+ * read by the writer: relaxed words.  A pair read torn (a slot's old
+ * start with its new end) is dropped when it spans more than OWN_MAX_NS.
  */
-#define NOWN 256          /* ~25 ms of prefault passes every 0.1 ms */
-#define OWN_SLACK_NS 2000 /* the two clocks' readings around a system call */
+#define NOWN 1024         /* a pass of the prefault notes up to 4, a snapshot ~3 per core */
+#define OWN_SLACK_NS 2000 /* around the readings: the syscall's entry and exit */
+#define OWN_CAP_NS 20000000LL
+#define OWN_MAX_NS 1000000000LL
 static _Atomic int64_t own_t[NOWN][2];
 static _Atomic uint32_t own_n;
 
@@ -585,15 +590,19 @@ KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 	kt_store(&own_t[i][1], t1, relaxed);
 }
 
-KT_NOINSTR int ktrace__filter_own_at(int64_t t)
+KT_NOINSTR int64_t ktrace__filter_own_until(int64_t t)
 {
 	uint32_t n = kt_load(&own_n, relaxed);
+	int64_t until = 0;
 
-	for (uint32_t i = 0; i < NOWN && i < n; i++)
-		if (t >= kt_load(&own_t[i][0], relaxed) - OWN_SLACK_NS &&
-		    t <= kt_load(&own_t[i][1], relaxed) + OWN_SLACK_NS)
-			return 1;
-	return 0;
+	for (uint32_t i = 0; i < NOWN && i < n; i++) {
+		int64_t a = kt_load(&own_t[i][0], relaxed), b = kt_load(&own_t[i][1], relaxed);
+
+		if (b >= a && b - a <= OWN_MAX_NS && t >= a - OWN_SLACK_NS && t <= b + OWN_SLACK_NS &&
+		    b + OWN_CAP_NS > until)
+			until = b + OWN_CAP_NS;
+	}
+	return until;
 }
 
 /*

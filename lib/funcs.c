@@ -429,10 +429,13 @@ static KT_NOINSTR void rescan(void)
 
 	if (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
 		return;
-	int64_t t0 = ktrace__monotonic_ns();   /* reading maps takes the mapping lock */
 	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
+		int64_t t0 = ktrace__monotonic_ns();
+
+		/* each read takes the mapping lock (filter.c) */
 		while ((r = read(fd, buf, sizeof(scan_buf))) > 0) {
+			ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 			for (ssize_t i = 0; i < r; i++) {
 				if (buf[i] == '\n') {
 					line[ll] = 0;
@@ -442,10 +445,10 @@ static KT_NOINSTR void rescan(void)
 					line[ll++] = buf[i];
 				}
 			}
+			t0 = ktrace__monotonic_ns();
 		}
 		close(fd);
 	}
-	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	/* release: pairs with the acquire test-and-set of the next scanner. */
 	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
 }

@@ -326,12 +326,14 @@ void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
 void ktrace__ring_prefault(int64_t *wait_ns);  /* writer thread: pages ahead of the writers */
-/* Writer thread: from t0 to t1 (CLOCK_MONOTONIC ns) ktrace held the
- * process's mapping lock for work of its own (a ring prefault, a lean patch
- * batch's mprotect); a thread's page fault, brk or mmap waited for it
- * meanwhile (filter.c: such a wait is not the function's). */
+/* From t0 to t1 (CLOCK_MONOTONIC ns) ktrace held the process's mapping
+ * lock for work of its own (filter.c's own_t lists which); a thread's page
+ * fault, brk, mmap or mprotect waited for it meanwhile.  Any thread, also
+ * in a signal handler. */
 void ktrace__filter_own_mm(int64_t t0, int64_t t1);
-int ktrace__filter_own_at(int64_t t);   /* is t in one of them? */
+/* Writer thread: a block that began at t, in such a hold, counts as
+ * preempted until the returned time (0: not in one). */
+int64_t ktrace__filter_own_until(int64_t t);
 
 /* trigger.c: per-kind bookkeeping of requests. */
 struct kt_req_end {
@@ -590,7 +592,8 @@ void *ktrace__sched_serialize(size_t *len, uint32_t *count);
  * is not recorded, or the interval is not fully covered by the window;
  * *npreempt = the preemptions, *blocked_ns = the ns it was blocked (off the
  * cpu not runnable: a sleep, a lock, I/O).  A block that began while ktrace
- * held the mapping lock (ktrace__filter_own_at) counts as preempted. */
+ * held the mapping lock counts as preempted, for a while
+ * (ktrace__filter_own_until). */
 int64_t ktrace__sched_preempted_ns(int32_t tid, int64_t from_ns, int64_t to_ns,
                                    uint32_t *npreempt, int64_t *blocked_ns);
 /* The same for a request's trigger (more switches allowed). */

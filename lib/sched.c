@@ -601,7 +601,7 @@ static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_
                                        struct ktrace_sched_rec *got, uint32_t cap, int own)
 {
 	uint32_t n = 0;
-	int64_t out = -1, sum = 0;
+	int64_t out = -1, sum = 0, own_until = 0;
 	int preempt = 0;
 
 	*npreempt = 0;
@@ -629,20 +629,26 @@ static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_
 		}
 	}
 	qsort(got, n, sizeof(got[0]), by_time);
-	for (uint32_t i = 0; i < n; i++) {
-		if (got[i].what == KTRACE_SCHED_IN) {
-			if (out >= 0)
-				*(preempt ? &sum : blocked_ns) += got[i].time_ns - out;
-			out = -1;
-		} else {
-			out = got[i].time_ns;
-			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT ||
-			          (own && ktrace__filter_own_at(out));
-			*npreempt += (uint32_t)preempt;
+	for (uint32_t i = 0; i <= n; i++) {
+		int64_t t = i < n ? got[i].time_ns : to_ns;
+
+		if (i < n && got[i].what != KTRACE_SCHED_IN) {
+			out = t;
+			preempt = got[i].what == KTRACE_SCHED_OUT_PREEMPT;
+			own_until = !preempt && own ? ktrace__filter_own_until(out) : 0;
+			*npreempt += (uint32_t)(preempt || own_until > 0);
+			continue;
 		}
+		if (out >= 0 && preempt) {
+			sum += t - out;
+		} else if (out >= 0) {   /* blocked: ktrace's, up to own_until */
+			int64_t o = own_until > out ? (own_until < t ? own_until : t) - out : 0;
+
+			sum += o;
+			*blocked_ns += t - out - o;
+		}
+		out = -1;
 	}
-	if (out >= 0)
-		*(preempt ? &sum : blocked_ns) += to_ns - out;
 	return sum;
 }
 

@@ -244,14 +244,11 @@ static KT_NOINSTR void *map(size_t bytes)
 	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
 	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
-	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());   /* the mapping lock: filter.c */
-
-	if (p == MAP_FAILED)
-		return NULL;
 	/* relaxed: a flag (memlock.c); the program's lock is not ours to hold. */
-	if (kt_load(&ktrace__mlock_future, relaxed))
+	if (p != MAP_FAILED && kt_load(&ktrace__mlock_future, relaxed))
 		munlock(p, bytes ? bytes : 1);
-	return p;
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());   /* the mapping lock: filter.c */
+	return p == MAP_FAILED ? NULL : p;
 }
 
 static KT_NOINSTR void unmap(void *p, size_t bytes)
