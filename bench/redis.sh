@@ -14,6 +14,9 @@
 #           the command's proc in ktrace_request_begin/end, kind = the
 #           command's full name ("get", "config|get"), by a small edit of
 #           src/server.c made here
+#   ktracelean  (only if named in FLAVOURS) as ktrace, compiled in the lean
+#           mode (lean_cflags of ktrace.pc: x86-64, GCC) instead of
+#           -finstrument-functions: muted functions are patched to nops
 #   ktraceloop  (only if named in FLAVOURS) as ktrace, and each event-loop
 #           iteration (aeMain's aeProcessEvents call) a request of kind
 #           "loop" with the commands nested in it: every traced call but
@@ -147,9 +150,14 @@ build_flavour() {
 	empty) hook_lib
 	       cflags="-finstrument-functions"
 	       ldflags="-L$out/hook -Wl,-rpath,$out/hook -lkthook" ;;
-	ktrace|ktraceloop) patch_call "$d"
+	ktrace|ktraceloop|ktracelean) patch_call "$d"
 	       [ "$fl" = ktraceloop ] && patch_loop "$d"
 	       cflags="-finstrument-functions -I$root/include"
+	       if [ "$fl" = ktracelean ]; then
+	           cflags=$(sed -n 's/^lean_cflags=//p' "$kbuild/lib/ktrace.pc")
+	           [ -n "$cflags" ] || die "this build of ktrace has no lean mode (lean_cflags is empty in $kbuild/lib/ktrace.pc: x86-64 and GCC only)"
+	           cflags="$cflags -I$root/include"
+	       fi
 	       ldflags="-L$kbuild/lib -Wl,-rpath,$kbuild/lib -Wl,--no-as-needed -lktrace -Wl,--as-needed -lpthread" ;;
 	esac
 	# REDIS_CFLAGS/REDIS_LDFLAGS reach Redis's own objects only, not deps/.
