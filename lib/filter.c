@@ -61,6 +61,8 @@
  * INCLUDE: always recorded, never muted, and wins over EXCLUDE.
  */
 #include "internal.h"
+
+#include <sys/mman.h>
 #include "snapshot.h"
 
 #include <stdlib.h>
@@ -588,6 +590,15 @@ KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 
 	kt_store(&own_t[i][0], t0, relaxed);
 	kt_store(&own_t[i][1], t1, relaxed);
+}
+
+KT_NOINSTR int ktrace__populate_write(void *p, size_t len)
+{
+	int64_t t0 = ktrace__monotonic_ns();
+	int rc = madvise(p, len, MADV_POPULATE_WRITE);
+
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+	return rc;
 }
 
 KT_NOINSTR int64_t ktrace__filter_own_until(int64_t t)

@@ -331,6 +331,9 @@ void ktrace__ring_prefault(int64_t *wait_ns);  /* writer thread: pages ahead of 
  * fault, brk, mmap or mprotect waited for it meanwhile.  Any thread, also
  * in a signal handler. */
 void ktrace__filter_own_mm(int64_t t0, int64_t t1);
+/* madvise(MADV_POPULATE_WRITE) over [p, p + len), noted as such a hold;
+ * madvise's result. */
+int ktrace__populate_write(void *p, size_t len);
 /* Writer thread: a block that began at t, in such a hold, counts as
  * preempted until the returned time (0: not in one). */
 int64_t ktrace__filter_own_until(int64_t t);

@@ -469,10 +469,8 @@ static KT_NOINSTR void ltop_sync(struct kt_thread *t)
 static KT_NOINSTR void populate(const void *p, size_t len)
 {
 	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
-	int64_t t0 = ktrace__monotonic_ns();
 
-	madvise((void *)a, (size_t)(e - a), MADV_POPULATE_WRITE);
-	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());   /* the mapping lock */
+	ktrace__populate_write((void *)a, (size_t)(e - a));
 }
 
 /* The first lean hook: the tables the slow paths read and then write

@@ -203,10 +203,8 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 			to = from + cap;
 		}
 		left -= to - from;
-		int64_t t0 = ktrace__monotonic_ns();
-		if (madvise((char *)k->ring + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0)
+		if (ktrace__populate_write((char *)k->ring + from, (size_t)(to - from)) != 0)
 			off = 1;
-		ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 		k->prefault_bytes = to;
 	}
 }

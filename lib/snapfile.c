@@ -358,10 +358,7 @@ static KT_NOINSTR void *copy_alloc(uint32_t c, uint32_t *max_blocks, size_t *byt
 	*max_blocks = want;
 	*bytes = (size_t)want * BLK_BYTES;
 	used += 64;   /* blocks the writer may still claim before the mark */
-	int64_t t0 = ktrace__monotonic_ns();
-
-	madvise(p, (size_t)(used < want ? used : want) * BLK_BYTES, MADV_POPULATE_WRITE);
-	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+	ktrace__populate_write(p, (size_t)(used < want ? used : want) * BLK_BYTES);
 	return p;
 }
 
