@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "kd_sched.h"
+#include "kd_time.h"
 #include "kdec.h"
 #include "ktest.h"
 
@@ -248,33 +249,17 @@ static void test_e2e_budget_rare_long_call_ineligible(void **state)
 	finish(&r);
 }
 
-/* Of the decoder's per-function table of on- and off-cpu time
- * ("calls wall on-CPU off-CPU blocked preempted function"), func's blocked
- * ns; -1 if it has no line. */
-static double blocked_ns(const char *stats, const char *func)
+/* The ns func's calls in d were blocked (the decoder's off-cpu split). */
+static uint64_t blocked_ns(const struct kd_dec *d, const char *func)
 {
-	const char *p = strstr(stats, "preempted  function\n");
-	char line[512];
+	uint64_t ticks = 0, off[2];
 
-	while (p && (p = strchr(p, '\n')) != NULL && *++p) {
-		const char *e = strchr(p, '\n');
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		double v[6];
-		char u[5][8], name[128];
-
-		if (n == 0 || n >= sizeof(line))
-			break;
-		memcpy(line, p, n);
-		line[n] = 0;
-		if (sscanf(line, "%lf %lf %7s %lf %7s %lf %7s %lf %7s %lf %7s %127s", &v[0], &v[1], u[0],
-		           &v[2], u[1], &v[3], u[2], &v[4], u[3], &v[5], u[4], name) != 12)
-			break;
-		if (strcmp(name, func) != 0)
-			continue;
-		return v[4] * (!strcmp(u[3], "s") ? 1e9 : !strcmp(u[3], "ms") ? 1e6 :
-		               !strcmp(u[3], "us") ? 1e3 : 1);
-	}
-	return -1;
+	for (uint32_t i = 0; i < d->ncalls; i++)
+		if (kd_is(d, &d->calls[i], func)) {
+			kd_sched_offcpu_in(d, d->calls[i].thread, d->calls[i].begin, d->calls[i].end, off);
+			ticks += off[KD_OFF_BLOCKED];
+		}
+	return kd_time_ticks_ns(d, ticks);
 }
 
 /*
@@ -291,8 +276,8 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 {
 	const char *env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_INCLUDE=tiny_a", "KTRACE_WINDOW_S=10",
 	                     NULL};
-	char line[256], **paths, *st;
-	double waited;
+	char line[256], **paths;
+	uint64_t waited = 0;
 	struct run r;
 
 	(void)state;
@@ -308,26 +293,23 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	 * snapshot's end) in the last, if mapper's calls did not fill the
 	 * ring since */
 	assert_int_equal(kt_list_snapshots(r.dir, &paths), 2);
-	waited = -1;
-	for (int i = 0; i < 2; i++) {
-		double w;
-
-		st = decode("stats", paths[i], NULL);
-		w = blocked_ns(st, "mapper");
-		waited = w > waited ? w : waited;
-		free(st);
-	}
+	struct kd_dec *mid = kd_open(paths[0]);
 	kt_free_list(paths);
+	assert_non_null(mid);
+	waited = blocked_ns(mid, "mapper");
+	if (blocked_ns(r.d, "mapper") > waited)
+		waited = blocked_ns(r.d, "mapper");
+	kd_dec_free(mid);
 	if (waited < 5000) {   /* KTRACE_FILTER_MAX_US */
-		fprintf(stderr, "mapper did not wait for the snapshot's copy (%.0f ns blocked): "
-		                "skipped\n", waited);
+		fprintf(stderr, "mapper did not wait for the snapshot's copy (%llu ns blocked): "
+		                "skipped\n", (unsigned long long)waited);
 		finish(&r);
 		skip();
 	}
 	assert_null(kd_muted(r.d, "tiny_a"));   /* included */
 	if (kd_muted(r.d, "mapper") == NULL)
-		fail_msg("mapper was not muted: its %.0f ns wait for the writer's snapshot counted "
-		         "as blocking", waited);
+		fail_msg("mapper was not muted: its %llu ns wait for the writer's snapshot counted "
+		         "as blocking", (unsigned long long)waited);
 	finish(&r);
 }
 
