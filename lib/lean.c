@@ -104,6 +104,7 @@ struct lfn {
 	uint8_t learned;               /* learn reached LEARN_CALLS once (it may go back: learning()) */
 	uint8_t nop_entry;             /* the entry site is a nop now */
 	uint8_t nop_exit[NEXIT];
+	uint64_t stub[NEXIT];          /* the exit site jumps to this stub (HELD), 0: not */
 	int64_t muted_ns;              /* muted at (0 = not muted): its learning ends LEARN_WAIT_NS later */
 };
 
@@ -116,6 +117,7 @@ static _Atomic int force;           /* tests: 1 every site out, 2 every one in *
 static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
+static _Atomic uint64_t n_stub;            /* exit sites given a stub (HELD) */
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 static uint32_t batch_n;             /* writer thread: batches so far */
 
@@ -130,7 +132,7 @@ struct pend {
 	uint8_t form;                  /* FORM_* */
 	uint8_t now[7];                /* the bytes being written */
 };
-enum { FORM_NOP, FORM_JUMP, FORM_RET };
+enum { FORM_NOP, FORM_JUMP, FORM_RET, FORM_STUB };
 static struct pend pend[MAXBATCH];   /* the writer thread's */
 /* The same, for the SIGTRAP handler: (site, new bytes | len << 56) word
  * pairs under a sequence count (odd while they change); ntrap = 0 when no
@@ -228,11 +230,6 @@ static KT_NOINSTR int site_form(uint64_t site, uint8_t len, int is_exit)
 	if (!one_chunk(site, len) && (site & 15) <= 14)
 		return FORM_JUMP;
 	return FORM_NOP;
-}
-
-static inline KT_NOINSTR uint8_t form_lead(int form, uint8_t len)
-{
-	return form == FORM_RET ? 1 : form == FORM_JUMP ? 2 : len;
 }
 
 /* The bytes that take a site of len out, in form, into buf. */
@@ -827,6 +824,9 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 				uc->uc_mcontext.gregs[REG_RSP] -= 8;
 				*(uint64_t *)uc->uc_mcontext.gregs[REG_RSP] = end;
 				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
+			} else if (now[0] == 0xe9) {   /* a jump to a stub (HELD) */
+				memcpy(&d, &now[1], 4);
+				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(end + (int64_t)d);
 			} else {
 				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)end;   /* a nop */
 			}
@@ -1100,30 +1100,45 @@ static KT_NOINSTR int work_to_do(int64_t *due)
 		if (l->nop_entry != w)
 			return 1;
 		for (int i = 0; i < NEXIT; i++)
-			if (kt_load(&l->exits[i], relaxed) > 1 && l->nop_exit[i] != w)
+			if (kt_load(&l->exits[i], relaxed) > 1 && (l->nop_exit[i] != w || (l->stub[i] && !w)))
 				return 1;
 	}
 	return 0;
 }
 
+#define STUB_PAGES_PASS 8   /* stub pages one module's pass may fill (HELD) */
+
 struct mod_ctx {
 	uint32_t n;
-	uint8_t *flag[MAXBATCH];      /* nop_entry / nop_exit[] to set */
+	uint8_t *flag[MAXBATCH];      /* nop_entry / nop_exit[] to set, or NULL */
 	uint8_t to[MAXBATCH];         /* their new value */
+	uint64_t *stubp[MAXBATCH];    /* lfn.stub[] to set, or NULL */
+	uint64_t stubv[MAXBATCH];     /* its new value */
+	uint8_t *sp[STUB_PAGES_PASS]; /* this pass's stub pages (HELD), still writable */
+	uint32_t nsp, sused;          /* pages, bytes used of the last */
 };
 
+/* Site of len gets now; lead (FORMS) is how far it differs from what is
+ * there (the writer alone writes code, under patch_lock). */
 static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int form,
                            const uint8_t *now, uint8_t *flag, uint8_t to)
 {
 	struct pend *p = &pend[m->n];
+	uint8_t cur[7];
 
+	code_read(cur, site, len);
 	p->site = site;
 	p->len = len;
 	p->form = (uint8_t)form;
-	p->lead = form_lead(form, len);
+	p->lead = 1;
+	for (uint8_t i = 0; i < len; i++)
+		if (cur[i] != now[i])
+			p->lead = (uint8_t)(i + 1);
 	memcpy(p->now, now, len);
 	m->flag[m->n] = flag;
 	m->to[m->n] = to;
+	m->stubp[m->n] = NULL;
+	m->stubv[m->n] = 0;
 	m->n++;
 }
 
@@ -1179,6 +1194,210 @@ static KT_NOINSTR int intact(uint64_t site, const uint8_t *orig, uint8_t len)
 	return memcmp(cur, orig, len) == 0;
 }
 
+/*
+ * HELD.  A muted function with a recorded call still open (EXITS_AFTER)
+ * used to keep its exit sites calling __return__ until that call returned:
+ * Lua's luaD_precall, open under pcall for the whole run, returned through
+ * __return__ 1.2 M times in its 0.09 s run, ~2.4 ns each.  Instead, once
+ * its entry is out, each of its exit sites becomes a jump to a stub of its
+ * own, which compares the stack pointer with the slots of the frames of it
+ * that were open at the pass's look (no new one can open: its entry is
+ * out) and calls what the site called only on a match; otherwise it does
+ * what the nop'ed site would (ret, or jumps back to the site's end):
+ *
+ *     cmp  slot0(%rip), %rsp; je 1f     ... one pair per open frame
+ *     ret                               (or jmp site+5)
+ * 1:  call *target(%rip)                (what the site called)
+ *     ret                               (or jmp site+5)
+ *
+ * At the site [rsp] is the function's return address, so rsp is the
+ * frame's slot (record.c), and another thread's stack never matches.  A
+ * match is only a filter: __return__ still finds the frame on the
+ * thread's lean stack or does nothing, so a slot left from a frame gone
+ * since (longjmp) costs a call.  When no frame is open any more, the exits
+ * go out as usual; back in, the stub's site comes back first, as exits do.
+ * A stub is written once, in a fresh page mapped within reach of a rel32
+ * jump (below the module's code, never executed before: no core can hold
+ * stale bytes of it), made read+exec before the batch that jumps to it,
+ * and never rewritten or unmapped (a thread may be inside it): at most
+ * STUB_PAGES pages a process, then the calls stay.  Up to STUB_SLOTS open
+ * frames (recursion: more keep the call).
+ */
+#define STUB_SIZE 256
+#define STUB_SLOTS 10
+#define STUB_DATA 112         /* slots[STUB_SLOTS], then the target */
+#define STUB_PAGES 64
+_Static_assert(9 * STUB_SLOTS + 5 + 6 + 5 <= STUB_DATA && STUB_DATA + 8 * (STUB_SLOTS + 1) <= STUB_SIZE,
+               "a stub's code and data fit");
+#define NOPEN 4096
+static struct kt_open_frame open_fr[NOPEN];   /* writer thread: this pass's look */
+static uint32_t n_open;
+static uint32_t n_stub_pages;       /* writer thread */
+static int stubs_off;               /* writer thread: no page could be had */
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* A fresh writable page within reach of every site of info's code segment
+ * holding site: below the segment (above it lie the data and brk's heap). */
+static KT_NOINSTR uint8_t *stub_page(const struct dl_phdr_info *info, uint64_t site)
+{
+	uint64_t lo, hi;
+
+	if (n_stub_pages >= STUB_PAGES || exec_segment(info, site, &lo, &hi) != 0)
+		return NULL;
+	for (uint64_t k = 1; k <= 256; k++) {
+		uint64_t a = (lo & ~0xffffull) - k * 0x10000;
+		void *p;
+
+		if (a < (1ull << 20) || a >= lo || hi - a > 0x7fff0000ull)
+			break;
+		p = mmap((void *)a, 4096, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (p == MAP_FAILED) {
+			if (errno == EEXIST)
+				continue;
+			break;
+		}
+		if ((uint64_t)p != a) {   /* a kernel before 4.17 took it as a hint */
+			munmap(p, 4096);
+			continue;
+		}
+		n_stub_pages++;
+		return p;
+	}
+	stubs_off = 1;
+	return NULL;
+}
+
+/* The stub for exit site s (its original bytes orig) at p, for the frames
+ * whose slots are slots[0..ns). */
+static KT_NOINSTR void stub_emit(uint8_t *p, uint64_t s, const uint8_t *orig,
+                                 const uint64_t *slots, uint32_t ns)
+{
+	uint64_t a = (uint64_t)p, target;
+	int ret = code_byte(s + 5) == 0xc3;
+	uint32_t tail = ret ? 1 : 5, hook = 9 * ns + tail, o = 0;
+	int32_t d;
+
+	memcpy(&d, orig + 1, 4);
+	target = s + 5 + (uint64_t)(int64_t)d;
+	memset(p, 0xcc, STUB_SIZE);
+	for (uint32_t j = 0; j < ns; j++) {
+		d = (int32_t)(int64_t)(a + STUB_DATA + 8 * j - (a + o + 7));
+		p[o] = 0x48;   /* cmp slot(%rip), %rsp */
+		p[o + 1] = 0x3b;
+		p[o + 2] = 0x25;
+		memcpy(p + o + 3, &d, 4);
+		p[o + 7] = 0x74;   /* je hook */
+		p[o + 8] = (uint8_t)(hook - (o + 9));
+		o += 9;
+		memcpy(p + STUB_DATA + 8 * j, &slots[j], 8);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {   /* hook: call *target(%rip) */
+			d = (int32_t)(int64_t)(a + STUB_DATA + 8 * STUB_SLOTS - (a + o + 6));
+			p[o] = 0xff;
+			p[o + 1] = 0x15;
+			memcpy(p + o + 2, &d, 4);
+			o += 6;
+		}
+		if (ret) {
+			p[o++] = 0xc3;
+		} else {   /* jmp s + 5 */
+			d = (int32_t)(int64_t)(s + 5 - (a + o + 5));
+			p[o] = 0xe9;
+			memcpy(p + o + 1, &d, 4);
+			o += 5;
+		}
+	}
+	memcpy(p + STUB_DATA + 8 * STUB_SLOTS, &target, 8);
+}
+
+/* The site's bytes while it jumps to stub. */
+static KT_NOINSTR void stub_jump(uint8_t *b, uint64_t s, uint64_t stub)
+{
+	int32_t d = (int32_t)(int64_t)(stub - (s + 5));
+
+	b[0] = 0xe9;
+	memcpy(b + 1, &d, 4);
+}
+
+/* Writer thread: stubs for the exit sites of l (compact id), muted with
+ * its entry out and frames of it open (HELD). */
+static KT_NOINSTR void hold_stubs(const struct dl_phdr_info *info, struct mod_ctx *m,
+                                  struct lfn *l, uint32_t id)
+{
+	uint64_t slots[STUB_SLOTS];
+	uint32_t ns = 0;
+
+	if (stubs_off || open_ids[id] > STUB_SLOTS)
+		return;
+	for (uint32_t k = 0; k < n_open; k++)
+		if (open_fr[k].id == id) {
+			if (ns == STUB_SLOTS)
+				return;
+			slots[ns++] = open_fr[k].slot;
+		}
+	if (ns != open_ids[id])
+		return;
+	for (int i = 0; i < NEXIT; i++) {
+		/* acquire: pairs with learn_exit's release. */
+		uint64_t s = kt_load(&l->exits[i], acquire);
+		uint8_t b[5];
+		uint8_t *st;
+
+		if (s <= 1 || l->nop_exit[i] || l->stub[i] || !in_exec(info, s, 6) ||
+		    !intact(s, l->exit_orig[i], 5) || m->n + 1 > MAXBATCH)
+			continue;
+		if (m->nsp == 0 || m->sused + STUB_SIZE > 4096) {
+			if (m->nsp == STUB_PAGES_PASS || (st = stub_page(info, s)) == NULL)
+				return;
+			m->sp[m->nsp++] = st;
+			m->sused = 0;
+		}
+		st = m->sp[m->nsp - 1] + m->sused;
+		if (s + 5 - (uint64_t)st > 0x7fff0000ull)
+			continue;   /* out of reach (a page for another part of the module) */
+		m->sused += STUB_SIZE;
+		stub_emit(st, s, l->exit_orig[i], slots, ns);
+		stub_jump(b, s, (uint64_t)st);
+		add(m, s, 5, FORM_STUB, b, NULL, 0);
+		m->stubp[m->n - 1] = &l->stub[i];
+		m->stubv[m->n - 1] = (uint64_t)st;
+	}
+}
+
+/* Before the batch: this pass's stub pages read+exec.  Failing that, its
+ * stub sites are dropped from the batch (and no more stubs). */
+static KT_NOINSTR void stub_seal(struct mod_ctx *m)
+{
+	int ok = 1;
+
+	if (m->nsp == 0)
+		return;
+	for (uint32_t k = 0; k < m->nsp; k++)
+		if (mprotect(m->sp[k], 4096, PROT_READ | PROT_EXEC) != 0)
+			ok = 0;
+	m->nsp = 0;
+	if (ok)
+		return;
+	stubs_off = 1;
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < m->n; i++)
+		if (pend[i].form != FORM_STUB) {
+			pend[j] = pend[i];
+			m->flag[j] = m->flag[i];
+			m->to[j] = m->to[i];
+			m->stubp[j] = m->stubp[i];
+			m->stubv[j] = m->stubv[i];
+			j++;
+		}
+	m->n = j;
+}
+
 /* One module, under the loader's lock: the sites of it that must change. */
 static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -1200,7 +1419,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		if (m->n + 1 + NEXIT > MAXBATCH)
 			break;   /* the next tick */
 		for (int i = 0; i < NEXIT; i++)
-			if (l->nop_exit[i])
+			if (l->nop_exit[i] || l->stub[i])
 				exits_in = 0;
 		/* Out: the entry first, the exits a batch later; in: the exits
 		 * first (see EXITS_AFTER). */
@@ -1211,28 +1430,42 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
 			    &l->nop_entry, want);
 		}
-		if (want && (open_ids[id] || (!l->nop_entry && !quiet(id))))
+		if (want && (open_ids[id] || (!l->nop_entry && !quiet(id)))) {
+			if (l->nop_entry && open_ids[id])
+				hold_stubs(info, m, l, id);   /* HELD */
 			continue;   /* exits after the entry, none running (EXITS_AFTER) */
+		}
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
 			uint64_t s = kt_load(&l->exits[i], acquire);
+			uint8_t cur[5];
 
-			if (s > 1 && l->nop_exit[i] != want && in_exec(info, s, 6) &&
-			    (!want || intact(s, l->exit_orig[i], 5))) {
+			if (s <= 1 || (l->nop_exit[i] == want && !(l->stub[i] && !want)) ||
+			    !in_exec(info, s, 6))
+				continue;
+			if (l->stub[i])
+				stub_jump(cur, s, l->stub[i]);
+			else
+				memcpy(cur, l->exit_orig[i], 5);
+			if (!want || intact(s, cur, 5)) {
 				int f = site_form(s, 5, 1);
 
 				add(m, s, 5, f, want ? out_bytes(f, 5, l->exit_orig[i], buf) : l->exit_orig[i],
 				    &l->nop_exit[i], want);
+				if (l->stub[i])
+					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 			}
 		}
 	}
 	if (m->n == 0)
 		return 0;
+	int64_t t0 = ktrace__monotonic_ns();
+
+	stub_seal(m);
 	int any_in = 0;
 
 	for (uint32_t i = 0; i < m->n; i++)
-		any_in |= m->to[i] == 0;
-	int64_t t0 = ktrace__monotonic_ns();
+		any_in |= m->flag[i] != NULL && m->to[i] == 0;
 	int rc = apply(info, m->n, any_in);
 	int64_t te = ktrace__monotonic_ns();
 
@@ -1253,8 +1486,14 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		return 1;
 	}
 	for (uint32_t i = 0; i < m->n; i++) {
-		*m->flag[i] = m->to[i];
-		kt_add(&n_nop, m->to[i] ? 1 : (uint64_t)-1, relaxed);
+		if (m->flag[i] != NULL && *m->flag[i] != m->to[i])
+			kt_add(&n_nop, m->to[i] ? 1 : (uint64_t)-1, relaxed);
+		if (m->flag[i] != NULL)
+			*m->flag[i] = m->to[i];
+		if (m->stubp[i] != NULL)
+			*m->stubp[i] = m->stubv[i];
+		if (pend[i].form == FORM_STUB)
+			kt_add(&n_stub, 1, relaxed);
 	}
 	kt_add(&n_patched, m->n, relaxed);
 	m->n = 0;
@@ -1315,7 +1554,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		return;
 	}
 	batches0 = kt_load(&n_batches, relaxed);
-	ktrace__lean_open_frames(open_ids, NF);
+	ktrace__lean_open_frames(open_ids, NF, open_fr, NOPEN, &n_open);
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);
@@ -1379,6 +1618,12 @@ KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
+/* Tests (hidden): exit sites given a stub so far (HELD). */
+KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
+{
+	return kt_load(&n_stub, relaxed);
+}
+
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                                    uint64_t *batches, uint64_t *ns)
 {
@@ -1406,6 +1651,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 	*patched = *failed = *nop_sites = *batches = *ns = 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
+KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

@@ -21,6 +21,13 @@
  *               snapshot.
  *   flip        8 threads run while every site is patched out and in 25
  *               times: no crash, no exit lost, exact counts after.
+ *   held        a function patched out while four recorded calls of it
+ *               are open: its exits jump to stubs that call __return__
+ *               only for those frames (lib/lean.c, HELD); 300,000 calls
+ *               through three exit sites (two followed by a ret, a
+ *               sibling call's), exact results, the open calls' exits
+ *               recorded when they happened, counts exact after the sites
+ *               came back in.
  *   late exits  excluded functions whose first calls took one return and
  *               later ones another (called directly, and through a
  *               pointer) stop calling __return__ there: the sampled
@@ -39,6 +46,7 @@
 
 #include <cmocka.h>
 
+#include "kd_time.h"
 #include "kdec.h"
 #include "ktest.h"
 
@@ -478,6 +486,71 @@ static void test_e2e_lean_late_exits(void **state)
 	done(&r);
 }
 
+static void test_e2e_lean_held(void **state)
+{
+	struct run r;
+	unsigned long long stubs = 0;
+	const char *l;
+	uint32_t under_held = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "held", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	print_message("%s", r.p.out);
+	assert_non_null(l = strstr(r.p.out, "held stubs "));
+	assert_int_equal(sscanf(l, "held stubs %llu", &stubs), 1);
+	/* held's three learned exits were given a stub */
+	if (stubs < 3)
+		fail_msg("held: %llu exit sites given a stub, want 3 or more\n%s", stubs, r.p.out);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	/* 48 before, held(3) > held(2) > held(1) > held(0), 3 after: none of
+	 * the 400,000 made while patched out, and every exit in place */
+	assert_int_equal(kd_count(r.d, r.th, "held"), 48 + 4 + 3);
+	assert_int_equal(kd_count(r.d, r.th, "held_leaf"), 16);
+	assert_int_equal(kd_count(r.d, r.th, "held_loop"), 1);
+	parents(r.d, r.th, "held_loop", "held");
+	parents(r.d, r.th, "held", "main|held");
+	parents(r.d, r.th, "held_leaf", "main");
+	const struct kd_dec_call *h3 = NULL;
+
+	/* under held: held(0) x 16 before, then held(2), held(1), held(0) */
+	for (uint32_t i = 0; i < r.d->ncalls; i++) {
+		const struct kd_dec_call *c = &r.d->calls[i], *p, *pp;
+
+		if (!kd_is(r.d, c, "held") || strcmp(parent_name(r.d, c), "held") != 0)
+			continue;
+		under_held++;
+		p = &r.d->calls[c->parent];
+		if (strcmp(parent_name(r.d, p), "held") == 0) {
+			pp = &r.d->calls[p->parent];
+			if (strcmp(parent_name(r.d, pp), "held") == 0)
+				h3 = &r.d->calls[pp->parent];
+		}
+	}
+	assert_int_equal(under_held, 16 + 3);
+	assert_non_null(h3);
+	assert_string_equal(parent_name(r.d, h3), "main");
+	/* held(3)'s exit recorded when it returned: the 3 calls after it come
+	 * 50 ms later (a stub that missed its frames would leave the three
+	 * open, closed only by the next entry at their slot, then) */
+	uint32_t after = 0;
+
+	for (uint32_t i = 0; i < r.d->ncalls; i++) {
+		const struct kd_dec_call *c = &r.d->calls[i];
+
+		if (!kd_is(r.d, c, "held") || c->begin <= h3->end || c->parent != h3->parent)
+			continue;
+		after++;
+		if (kd_time_ticks_ns(r.d, c->begin - h3->end) < 40000000)
+			fail_msg("held(3) ended %.3f ms before the call after it, want 50 ms or more",
+			         (double)kd_time_ticks_ns(r.d, c->begin - h3->end) / 1e6);
+	}
+	assert_int_equal(after, 3);
+	done(&r);
+}
+
 static void test_e2e_lean_flip(void **state)
 {
 	struct run r;
@@ -550,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_late_exits),
+		cmocka_unit_test(test_e2e_lean_held),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

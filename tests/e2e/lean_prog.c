@@ -36,6 +36,15 @@
  *            16 bytes whatever the build's code: 12-14 in jump form, 15 by
  *            int3; pad_leaf's and the others' exits are followed by a ret
  *            (ret form).
+ *   held     (static build) main > held(1) > held(0) and held(0) >
+ *            held_leaf x 16 (held's three exits learned: A, B followed by
+ *            a ret, C a sibling call), then main > held(3) > held(2) >
+ *            held(1) > held(0) > held_loop, which patches every function
+ *            out while the four are open, waits for the stubs of held's
+ *            exits (lib/lean.c, HELD), then calls held through A, B and C
+ *            100,000 times each; the three return through A.  Then every
+ *            site back in, 50 ms, and main > held x 3.  Prints "held stubs
+ *            <exit sites given a stub>" and "held sum <s> want <s>".
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -427,6 +436,88 @@ static int exit_calls(const unsigned char *f)
 }
 #endif
 
+/* ---- held: a muted function's exits while recorded calls of it are open ---- */
+
+uint64_t ktrace__lean_test_stubs(void);
+#if !defined(LEAN_STATIC)
+uint64_t ktrace__lean_test_stubs(void) { return 0; }
+#endif
+
+static uint64_t held_stubs;
+static volatile int held_go;
+
+__attribute__((noinline)) long held_leaf(long x)
+{
+	sink += (int)x;
+	return x + 1;
+}
+
+/* depth > 0: held(depth - 1) inside, returns through exit A; else x >= 0:
+ * x, exit B; x < 0: held_leaf(-x), a sibling call's exit C; once held_go
+ * is set: the patching and the loop (below).  Not instrumented by a
+ * sanitizer, whose exit call would end the tail call. */
+__attribute__((noinline, no_sanitize("address", "thread", "undefined"))) long held(int depth,
+                                                                                  long x);
+static __attribute__((noinline)) long held_loop(void);
+
+long held(int depth, long x)
+{
+	long s;
+
+	if (depth > 0) {
+		s = held(depth - 1, x);
+		sink += (int)s;
+		return s + 1;
+	}
+	if (held_go) {
+		held_go = 0;
+		return held_loop();
+	}
+	if (x < 0)
+		return held_leaf(-x);
+	sink += (int)x;
+	return x;
+}
+
+/* Under held(3) > held(2) > held(1) > held(0): every function patched
+ * out; once held's learned exits (A, B, C) have stubs, 100,000 rounds of
+ * held through each. */
+static long held_loop(void)
+{
+	uint64_t s0 = ktrace__lean_test_stubs();
+	long s = 0;
+
+	ktrace__lean_test_force(1);
+	for (int i = 0; i < 400 && ktrace__lean_test_stubs() - s0 < 3; i++)
+		usleep(5000);
+	held_stubs = ktrace__lean_test_stubs() - s0;
+	for (long i = 0; i < 100000; i++)
+		s += held(0, i) + held(0, -(i + 1)) + held(1, i);
+	return s;
+}
+
+static int do_held(void)
+{
+	long s = 0, want = 0;
+
+	for (int i = 0; i < 16; i++)   /* held's first 32 calls learn A, B and C */
+		s += held(1, i) + held(0, -(i + 1));
+	if (s != 136 + 152)
+		return 1;
+	held_go = 1;
+	s = held(3, 0);
+	for (long i = 0; i < 100000; i++)
+		want += i + (i + 2) + (i + 1);
+	ktrace__lean_test_force(2);
+	usleep(50000);
+	for (int i = 0; i < 3; i++)
+		sink += (int)held(0, i);
+	ktrace__lean_test_force(0);
+	printf("held stubs %llu\n", (unsigned long long)held_stubs);
+	printf("held sum %ld want %ld\n", s, want + 3);
+	return s != want + 3;
+}
+
 static int do_late(void)
 {
 	if (late_loop(100, 0) != 300 || late_loop(300000, 1) != 300000 * 11)
@@ -468,7 +559,7 @@ static int do_flip(void)
 {
 	pthread_t th[8];
 	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1, w0, w1, i0, i1, w2, i2, pm, bm, nsm, j0, j1, j2;
-	uint64_t r0, r1, r2;
+	uint64_t r0, r1, r2, st0, st1;
 	int64_t t0, t1;
 
 	for (int i = 0; i < 8; i++)
@@ -480,6 +571,7 @@ static int do_flip(void)
 	 * others as ktrace chooses (one cmpxchg16b for a site inside 16
 	 * aligned bytes): both paths run under the 8 threads. */
 	ktrace__lean_test_paths(1, &w0, &j0, &r0, &i0);
+	st0 = ktrace__lean_test_stubs();
 	for (int i = 0; i < 25; i++) {
 		if (i == 12) {
 			ktrace__lean_test_paths(0, &w1, &j1, &r1, &i1);
@@ -493,6 +585,7 @@ static int do_flip(void)
 	t1 = now_ns();
 	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
 	ktrace__lean_test_paths(-1, &w2, &j2, &r2, &i2);
+	st1 = ktrace__lean_test_stubs();
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
@@ -507,6 +600,7 @@ static int do_flip(void)
 	       (unsigned long long)(w2 - w1), (unsigned long long)(j2 - j1),
 	       (unsigned long long)(r2 - r1), (unsigned long long)(i2 - i1),
 	       b1 > bm ? (ns1 - nsm) / 1e3 / (double)(b1 - bm) : 0.0);
+	printf("flip stubs %llu\n", (unsigned long long)(st1 - st0));
 	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
 	       "%.1f us per batch, %.1f us per site\n",
 	       (long)worker_calls, (unsigned long long)(p1 - p0), (unsigned long long)f,
@@ -516,8 +610,9 @@ static int do_flip(void)
 #if defined(LEAN_STATIC)
 	/* Every write path ran: the first half only by int3, the second
 	 * whole (every entry site), in ret form (exits followed by a ret), in
-	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16). */
-	if (i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || w2 - w1 == 0 || j2 - j1 == 0 ||
+	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16); the
+	 * workers' exits, open on 8 threads, through stubs (HELD). */
+	if (st1 == st0 || i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || w2 - w1 == 0 || j2 - j1 == 0 ||
 	    r2 - r1 == 0 || i2 - i1 == 0)
 		return 1;
 #endif
@@ -575,6 +670,8 @@ int main(int argc, char **argv)
 		bad = do_flip();
 	} else if (strcmp(mode, "late") == 0) {
 		bad = do_late();
+	} else if (strcmp(mode, "held") == 0) {
+		bad = do_held();
 	}
 	fflush(stdout);
 	rc = ktrace_snapshot(mode);
