@@ -715,6 +715,8 @@ static KT_NOINSTR void fl_take(void)
 	}
 }
 
+static KT_NOINSTR void todo_add(uint32_t id);
+
 /* Writer thread, under the loader's lock: learn the queued sites in
  * info's code (see above). */
 static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
@@ -743,6 +745,7 @@ static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
 		    ktrace__filter_flags(KTRACE_EV_ENTER_BASE + bid, UINT32_MAX) == 0)
 			continue;
 		learn_exit(KTRACE_EV_ENTER_BASE + bid, site + 5);
+		todo_add(bid);   /* out in this pass */
 	}
 }
 
@@ -1077,14 +1080,33 @@ static KT_NOINSTR uint8_t wanted(uint32_t id)
 	return l->muted_ns != 0 && pass_ns - l->muted_ns > LEARN_WAIT_NS;
 }
 
+/* This pass's functions whose sites are not all as wanted, in id order
+ * (writer thread): patch_module looks at these only, not at every id in
+ * every module (that was a fifth of the writer's time in SQLite's short
+ * run). */
+static uint32_t todo[NF], ntodo;
+static uint8_t in_todo[NF];
+
+static KT_NOINSTR void todo_add(uint32_t id)
+{
+	if (!in_todo[id]) {
+		in_todo[id] = 1;
+		todo[ntodo++] = id;
+	}
+}
+
 /* Is any site not as wanted?  (NF loads: cheaper than walking the
- * modules, which only a change needs.)  *due: the earliest end of a
- * muted function's relearning by time (0: none), for the writer's wait. */
+ * modules, which only a change needs.)  Those functions go in todo[].
+ * *due: the earliest end of a muted function's relearning by time (0:
+ * none), for the writer's wait. */
 static KT_NOINSTR int work_to_do(int64_t *due)
 {
 	uint32_t n = (uint32_t)ktrace__funcs_count();
 
 	*due = 0;
+	for (uint32_t k = 0; k < ntodo; k++)
+		in_todo[todo[k]] = 0;
+	ntodo = 0;
 	for (uint32_t id = 0; id < NF && id < n; id++) {
 		struct lfn *l = &lf[id];
 		uint8_t w;
@@ -1097,13 +1119,17 @@ static KT_NOINSTR int work_to_do(int64_t *due)
 		    kt_load(&l->learn, relaxed) < LEARN_CALLS &&
 		    (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
 			*due = l->muted_ns + LEARN_WAIT_NS;
-		if (l->nop_entry != w)
-			return 1;
+		if (l->nop_entry != w) {
+			todo_add(id);
+			continue;
+		}
 		for (int i = 0; i < NEXIT; i++)
-			if (kt_load(&l->exits[i], relaxed) > 1 && (l->nop_exit[i] != w || (l->stub[i] && !w)))
-				return 1;
+			if (kt_load(&l->exits[i], relaxed) > 1 && (l->nop_exit[i] != w || (l->stub[i] && !w))) {
+				todo_add(id);
+				break;
+			}
 	}
-	return 0;
+	return ntodo > 0;
 }
 
 #define STUB_PAGES_PASS 8   /* stub pages one module's pass may fill (HELD) */
@@ -1408,7 +1434,8 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	if (kt_load(&wx_denied, relaxed))
 		return 1;
 	fl_learn(info);
-	for (id = 0; id < NF; id++) {
+	for (uint32_t k = 0; k < ntodo; k++) {
+		id = todo[k];
 		struct lfn *l = &lf[id];
 		/* acquire: pairs with note_fn's release of site and orig. */
 		if (kt_load(&l->st, acquire) != LS_READY || !in_exec(info, l->site, l->len))
