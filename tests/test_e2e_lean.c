@@ -285,6 +285,8 @@ static void test_e2e_lean_exclude(void **state)
 	parents(r.d, r.th, "mid", "do_count");
 	parents(r.d, r.th, "marker", "do_count");
 	assert_false(is_call(leaf_site(&r)));   /* patched out */
+	/* and the code read+exec again, 300 ms after the batch (LINGER) */
+	assert_non_null(strstr(r.p.out, "writable-code 0\n"));
 	done(&r);
 }
 

@@ -17,8 +17,10 @@
  *            them, or KTRACE_EXCLUDE does), then main > marker x 5.
  *   count    main > mid x COUNT > leaf x 10, then waits 300 ms and prints
  *            "leaf-site <first byte of leaf>" (a call, or a nop once
- *            patched out) and "batches <n> nop <n>" (static build: the
- *            patching batches that ran, the sites that are nops).
+ *            patched out), "writable-code <n>" (mappings both writable
+ *            and executable: the patched code back to read+exec) and
+ *            "batches <n> nop <n>" (static build: the patching batches
+ *            that ran, the sites that are nops).
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
  *   late     late_a (direct calls) and late_b (through a pointer), both
@@ -264,6 +266,23 @@ static void do_burst(void)
 
 static void print_batches(void);
 
+/* Mappings both writable and executable now (/proc/self/maps), -1 if
+ * it cannot be read. */
+static int writable_code(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], perms[8];
+	int n = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %7s", perms) == 1 && perms[1] == 'w' && perms[2] == 'x')
+			n++;
+	fclose(f);
+	return n;
+}
+
 static void do_count(void)
 {
 	long s = 0;
@@ -274,6 +293,7 @@ static void do_count(void)
 		marker();
 	usleep(300000);
 	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
+	printf("writable-code %d\n", writable_code());
 	print_batches();
 }
 
