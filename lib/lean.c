@@ -545,7 +545,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 
 		if (!skip)
 			ktrace__record_func(t, fn, ev, 0);
-		f->slot = (uint64_t)slot;
+		__atomic_store_n(&f->slot, (uint64_t)slot, __ATOMIC_RELAXED);   /* the writer looks (HELD) */
 		f->fn = fn;
 		__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);   /* the writer looks (EXITS_AFTER) */
 		f->flags = (learn ? KT_LF_LEARN : 0) | (skip ? KT_LF_SKIP : 0);
