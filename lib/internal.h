@@ -306,17 +306,10 @@ void ktrace__emit_ext(uint32_t type, uint32_t arg24, const uint32_t *more, uint3
 void ktrace__hold_emit(struct kt_thread *t, uint32_t ev, const uint32_t *payload,
                        uint32_t npayload);
 void ktrace__hold_fork_child(struct kt_thread *t);
-/* Writer thread: open[id] = how many lean frames of compact id are open
- * on the registered threads (record.c's registry of thread structs; a
- * thread it could not hold is not seen), at most 254; and up to max of
- * those frames, (id, slot) each, in fr[0..*nfr).  255: more than fr
- * holds. */
-struct kt_open_frame {
-	uint64_t slot;
-	uint32_t id;
-};
-void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, struct kt_open_frame *fr, uint32_t max,
-                              uint32_t *nfr);
+/* Writer thread: open[id] = 1 for each compact id with a lean frame open
+ * on some registered thread (record.c's registry of thread structs; a
+ * thread it could not hold is not seen). */
+void ktrace__lean_open_frames(uint8_t *open, uint32_t nf);
 void ktrace__registry_fork_child(struct kt_thread *self);
 void ktrace__hold_before_snapshot(void);
 void ktrace__hold_thread_exit(void);

@@ -104,7 +104,8 @@ struct lfn {
 	uint8_t learned;               /* learn reached LEARN_CALLS once (it may go back: learning()) */
 	uint8_t nop_entry;             /* the entry site is a nop now */
 	uint8_t nop_exit[NEXIT];
-	uint64_t stub[NEXIT];          /* the exit site jumps to this stub (HELD), 0: not */
+	uint64_t stub[NEXIT];          /* the exit site jumps to this stub (STUBS), 0: not */
+	uint64_t entry_gen;            /* sync_gen before the batch that took the entry out */
 	int64_t muted_ns;              /* muted at (0 = not muted): its learning ends LEARN_WAIT_NS later */
 };
 
@@ -117,7 +118,11 @@ static _Atomic int force;           /* tests: 1 every site out, 2 every one in *
 static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
-static _Atomic uint64_t n_stub;            /* exit sites given a stub (HELD) */
+static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
+/* Writer thread: events that serialised every core running the program
+ * (a sync, a TLB flush of its code or a stub's page), and their count at
+ * this pass's look at the threads' frames (EXITS_AFTER). */
+static uint64_t sync_gen, look_gen;
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 static uint32_t batch_n;             /* writer thread: batches so far */
 
@@ -545,7 +550,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 
 		if (!skip)
 			ktrace__record_func(t, fn, ev, 0);
-		__atomic_store_n(&f->slot, (uint64_t)slot, __ATOMIC_RELAXED);   /* the writer looks (HELD) */
+		f->slot = (uint64_t)slot;
 		f->fn = fn;
 		__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);   /* the writer looks (EXITS_AFTER) */
 		f->flags = (learn ? KT_LF_LEARN : 0) | (skip ? KT_LF_SKIP : 0);
@@ -827,7 +832,7 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 				uc->uc_mcontext.gregs[REG_RSP] -= 8;
 				*(uint64_t *)uc->uc_mcontext.gregs[REG_RSP] = end;
 				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
-			} else if (now[0] == 0xe9) {   /* a jump to a stub (HELD) */
+			} else if (now[0] == 0xe9) {   /* a jump to a stub (STUBS) */
 				memcpy(&d, &now[1], 4);
 				uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(end + (int64_t)d);
 			} else {
@@ -856,6 +861,7 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 
 static KT_NOINSTR void sync_cores(uint64_t page)
 {
+	sync_gen++;
 	if (sync_cmd != 0 && syscall(SYS_membarrier, sync_cmd, 0, 0) == 0)
 		return;
 	/* Changing a mapping's protection flushes its TLB entries on every
@@ -952,60 +958,101 @@ static int cmp_u64(const void *a, const void *b)
  * the module's whole code segment writable (adding a permission needs no
  * flush), so the next batches make no mprotect at all.  The price: the
  * code is writable for at most OPEN_MAX_NS at a time while the budget is
- * patching (docs/lean.md).  Restored under the loader's lock, matching the
- * module's code segment, so a module unloaded since is skipped.
+ * patching (longer only while the writer is busy elsewhere: a snapshot),
+ * and exits wait for a serialising event (EXITS_AFTER).  Restored under
+ * the loader's lock, matching the module's code segment as its program
+ * header gives it, so a module unloaded since is skipped; a segment kept
+ * open is trusted by later batches only while no module was unloaded
+ * (dlpi_subs), since another may have been loaded at its place.
  */
 #define LINGER_NS 10000000LL
 #define OPEN_MAX_NS 50000000LL
 #define NORNG 16
 struct orng {
-	uint64_t a, len;   /* a module's code segment, in pages */
+	uint64_t seg, seg_end;   /* a module's code segment, as its program header says */
+	uint64_t a, len;         /* the same in pages: what was made writable */
+	uint64_t subs;           /* the loader's unload count then (dlpi_subs) */
 };
 static struct orng orng[NORNG];   /* writer thread (and a fork child), under patch_lock */
 static uint32_t n_orng;
 static int64_t open_since_ns, open_last_ns;
 
-static KT_NOINSTR int orng_has(uint64_t a, uint64_t len)
+/* The code segment of info whose pages hold [a, a + len): 0, or -1. */
+static KT_NOINSTR int exec_segment_pages(const struct dl_phdr_info *info, uint64_t a, uint64_t len,
+                                         uint64_t *lo, uint64_t *hi)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t b = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= (b & ~4095ull) &&
+		    a + len <= ((b + p->p_memsz + 4095) & ~4095ull)) {
+			*lo = b;
+			*hi = b + p->p_memsz;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Is [a, a + len) in a code segment of info kept open?  Only while no
+ * module was unloaded since it was opened: another may lie there now. */
+static KT_NOINSTR int orng_has(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
 {
 	for (uint32_t k = 0; k < n_orng; k++)
-		if (a >= orng[k].a && a + len <= orng[k].a + orng[k].len)
+		if (orng[k].len != 0 && orng[k].subs == info->dlpi_subs && a >= orng[k].a &&
+		    a + len <= orng[k].a + orng[k].len)
 			return 1;
 	return 0;
 }
 
 /* The code segment holding [a, a + len) writable, kept open (LINGER): 1;
- * 0 when it cannot be kept (no room, not one segment): the caller opens
- * the run alone; -1: mprotect failed. */
+ * 0 when it cannot be kept (no room, not one segment, or the whole
+ * segment could not be made writable for want of memory): the caller
+ * opens the run alone; -1: mprotect refused (W^X). */
 static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
 {
-	uint64_t lo, hi;
+	uint64_t lo, hi, plo, phi;
 
-	if (n_orng == NORNG || exec_segment(info, a, &lo, &hi) != 0)
+	if (n_orng == NORNG || exec_segment_pages(info, a, len, &lo, &hi) != 0)
 		return 0;
-	lo &= ~4095ull;
-	hi = (hi + 4095) & ~4095ull;
-	if (a + len > hi)
+	plo = lo & ~4095ull;
+	phi = (hi + 4095) & ~4095ull;
+	if (mprotect((void *)plo, phi - plo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+		int e = errno;
+
+		if (e == EACCES || e == EPERM)
+			return -1;
+		/* ENOMEM: the segment's pages charged as writable private
+		 * memory, or a part changed: put back what may have been */
+		mprotect((void *)plo, phi - plo, PROT_READ | PROT_EXEC);
 		return 0;
-	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
-		return -1;
+	}
 	if (n_orng == 0)
 		open_since_ns = ktrace__monotonic_ns();
-	orng[n_orng].a = lo;
-	orng[n_orng++].len = hi - lo;
+	orng[n_orng].seg = lo;
+	orng[n_orng].seg_end = hi;
+	orng[n_orng].a = plo;
+	orng[n_orng].len = phi - plo;
+	orng[n_orng++].subs = info->dlpi_subs;
 	return 1;
 }
 
+/* Back to read+exec: each open segment that is still a code segment of
+ * a loaded module, as it was (an unloaded one went with its module). */
 static KT_NOINSTR int orng_close_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
+	int *closed = arg;
+
 	(void)size;
-	(void)arg;
 	for (uint32_t k = 0; k < n_orng; k++) {
 		uint64_t lo, hi;
 
-		if (orng[k].len != 0 && exec_segment(info, orng[k].a, &lo, &hi) == 0 &&
-		    (lo & ~4095ull) == orng[k].a && ((hi + 4095) & ~4095ull) == orng[k].a + orng[k].len) {
+		if (orng[k].len != 0 && exec_segment(info, orng[k].seg, &lo, &hi) == 0 &&
+		    lo == orng[k].seg && hi == orng[k].seg_end) {
 			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 			orng[k].len = 0;
+			*closed = 1;
 		}
 	}
 	return 0;
@@ -1016,6 +1063,7 @@ static KT_NOINSTR int orng_close_cb(struct dl_phdr_info *info, size_t size, void
 static KT_NOINSTR void orng_tick(int64_t now, int force_close, int64_t *wait_ns)
 {
 	int64_t due;
+	int closed = 0;
 
 	if (n_orng == 0)
 		return;
@@ -1029,8 +1077,10 @@ static KT_NOINSTR void orng_tick(int64_t now, int force_close, int64_t *wait_ns)
 	int64_t t0 = ktrace__monotonic_ns();
 
 	pthread_mutex_lock(&patch_lock);
-	dl_iterate_phdr(orng_close_cb, NULL);
+	dl_iterate_phdr(orng_close_cb, &closed);
 	n_orng = 0;
+	if (closed)
+		sync_gen++;   /* the flush interrupted every core running the program */
 	pthread_mutex_unlock(&patch_lock);
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 }
@@ -1074,7 +1124,7 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	}
 	patch_setup();
 	for (i = 0; i < np; i++) {   /* P1 */
-		int o = orng_has(pages[i], plen[i]) ? 1 : orng_open(info, pages[i], plen[i]);
+		int o = orng_has(info, pages[i], plen[i]) ? 1 : orng_open(info, pages[i], plen[i]);
 
 		kept[i] = o == 1;
 		if (o == 0 && mprotect((void *)pages[i], plen[i], PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
@@ -1128,15 +1178,13 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	 * the old call whole (or the new instruction whole), and the old
 	 * call only reaches a hook: an entry of a muted function is skipped
 	 * or, by a thread that has not adopted the mute yet, recorded with
-	 * its exits still calling (EXITS_AFTER: they go out a pass later,
-	 * once no frame of it is open; an excluded function's with its
-	 * entry, since none is ever recorded); an exit finds no frame.  And
-	 * P5 below takes write access from the pages written, a TLB flush
-	 * that interrupts the other cores running the program on most
-	 * kernels (the fallback sync above), an interrupt's return
-	 * serialising them.  One interrupt less per batch, 10-14 us of each
-	 * thread's time in a VM.  A batch that brings sites back in (their
-	 * order matters: exits before entries) or writes int3 sites syncs. */
+	 * its exits still calling or jumping to a stub that is the call
+	 * (EXITS_AFTER: they go out only after a later event serialised
+	 * every core; an excluded function's with its entry, since none is
+	 * ever recorded); an exit finds no frame.  One interrupt less per
+	 * batch, 10-50 us of each thread's time in a VM.  A batch that
+	 * brings sites back in (their order matters: exits before entries)
+	 * or writes int3 sites syncs. */
 	if (nt > 0 || any_in)
 		sync_cores(pages[0]);
 	if (nt > 0) {
@@ -1152,8 +1200,10 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	kt_add(&n_whole, n - nt, relaxed);
 	kt_add(&n_int3, nt, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
-		if (!kept[i])
+		if (!kept[i]) {
 			mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
+			sync_gen++;   /* a TLB flush: every core running the program interrupted */
+		}
 	open_last_ns = ktrace__monotonic_ns();
 	return 0;
 }
@@ -1239,16 +1289,13 @@ static KT_NOINSTR int work_to_do(int64_t *due)
 	return ntodo > 0;
 }
 
-#define STUB_PAGES_PASS 8   /* stub pages one module's pass may fill (HELD) */
-
 struct mod_ctx {
 	uint32_t n;
 	uint8_t *flag[MAXBATCH];      /* nop_entry / nop_exit[] to set, or NULL */
 	uint8_t to[MAXBATCH];         /* their new value */
 	uint64_t *stubp[MAXBATCH];    /* lfn.stub[] to set, or NULL */
 	uint64_t stubv[MAXBATCH];     /* its new value */
-	uint8_t *sp[STUB_PAGES_PASS]; /* this pass's stub pages (HELD), still writable */
-	uint32_t nsp, sused;          /* pages, bytes used of the last */
+	uint64_t *genp[MAXBATCH];     /* lfn.entry_gen to set (an entry going out), or NULL */
 };
 
 /* Site of len gets now; lead (FORMS) is how far it differs from what is
@@ -1259,6 +1306,9 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
 	struct pend *p = &pend[m->n];
 	uint8_t cur[7];
 
+	for (uint32_t i = 0; i < m->n; i++)
+		if (pend[i].site == site)
+			return;   /* a site learned for two functions: once a batch */
 	code_read(cur, site, len);
 	p->site = site;
 	p->len = len;
@@ -1272,6 +1322,7 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
 	m->to[m->n] = to;
 	m->stubp[m->n] = NULL;
 	m->stubv[m->n] = 0;
+	m->genp[m->n] = NULL;
 	m->n++;
 }
 
@@ -1280,25 +1331,25 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
  * frame open until a hook at or above the frame's slot closes it (see the
  * file comment); a deeper call made meanwhile (its caller's next call of
  * a recorded function, whose frame may lie below the gone one's) would
- * nest under it.  So a function's exits go out in a pass after the one
- * that took its entry out (no recorded call of it starts after that
- * batch), or in the same batch if no thread ever records it (quiet():
- * excluded), and only when no thread has a frame of it open: each pass
- * first looks at every thread's lean frames (open_ids,
- * ktrace__lean_open_frames).  Back in, the exits come first: a call
+ * nest under it.  So a function's exits go out at a pass whose look at
+ * every thread's lean frames (open_ids, ktrace__lean_open_frames) finds
+ * none of it open, and which comes after an event that serialised every
+ * core running the program since the batch that took its entry out
+ * (look_gen > entry_gen: a sync, or a TLB flush of the code or of a stub's
+ * page; LINGER makes those rare, and its own flush comes within
+ * OPEN_MAX_NS): then no core can still be running the entry's old call,
+ * and no recorded call of it starts later.  Or in the same batch as the
+ * entry, if no thread ever records it (quiet(): excluded).  Meanwhile its
+ * exits followed by a ret jump to a stub that is the call minus the call
+ * (STUBS), so the wait costs little, and a function muted while a
+ * recorded call of it stays open (an outer call: Lua's luaD_precall under
+ * pcall) keeps that stub until the call returns (before the stubs, its
+ * exits kept calling __return__: 4 % of Lua's 0.09 s run); a sibling
+ * call's exit keeps its call.  Back in, the exits come first: a call
  * recorded at the entry then always finds its exits calling.  Left: a
  * thread stopped inside __fentry__ between its cache look and its push
  * for a whole batch gap or more; and the frames of threads the registry
  * could not hold (more than 4096 at once) are not seen.
- * The price: a function muted while a recorded call of it stays open
- * (an outer call: Lua's luaD_precall under pcall) keeps its exits calling
- * __return__ until that call returns, three instructions and a countdown
- * per call (Lua's 0.09 s run: 0.73 M such returns; 1.3 M in all, against
- * 0.11 M when exits went out regardless, and the flip test then saw a
- * call nested under a gone one under TSan).  That is 4 % of Lua's 0.09 s
- * run and 2 % of its 0.5 s one (a build with exits going out regardless,
- * interleaved: 1.117x -> 1.075x, 1.091x -> 1.071x against the plain
- * build); docs/lean.md says what getting it back would change.
  */
 static uint8_t open_ids[NF];   /* writer thread: this pass's look */
 
@@ -1328,63 +1379,63 @@ static KT_NOINSTR int intact(uint64_t site, const uint8_t *orig, uint8_t len)
 }
 
 /*
- * HELD.  A muted function with a recorded call still open (EXITS_AFTER)
- * used to keep its exit sites calling __return__ until that call returned:
- * Lua's luaD_precall, open under pcall for the whole run, returned through
- * __return__ 1.2 M times in its 0.09 s run, ~2.4 ns each.  Instead, once
- * its entry is out, each of its exit sites becomes a jump to a stub of its
- * own, which compares the stack pointer with the slots of the frames of it
- * that were open at the pass's look (no new one can open: its entry is
- * out) and calls what the site called only on a match; otherwise it does
- * what the nop'ed site would (ret, or jumps back to the site's end):
+ * STUBS.  An exit site followed by ret (4 in 5) of a function whose entry
+ * goes out becomes, in the same batch, a jump to a stub that does what
+ * __return__'s first test does, without the call:
  *
- *     cmp  slot0(%rip), %rsp; je 1f     ... one pair per open frame
- *     ret                               (or jmp site+5)
- * 1:  call *target(%rip)                (what the site called)
- *     ret                               (or jmp site+5)
+ *     mov  %fs:tp, %r11              the thread's struct (ktrace__tp)
+ *     cmp  %rsp, ltop8(%r11)         its innermost recorded frame's slot - 8
+ *     jb   1f                        below this frame's slot: it may be ours
+ *     ret                            else not recorded: return, as a ret would
+ * 1:  call *target(%rip)             what the site called (__return__)
+ *     ret
  *
- * At the site [rsp] is the function's return address, so rsp is the
- * frame's slot (record.c), and another thread's stack never matches.  A
- * match is only a filter: __return__ still finds the frame on the
- * thread's lean stack or does nothing, so a slot left from a frame gone
- * since (longjmp) costs a call.  When no frame is open any more, the exits
- * go out as usual; back in, the stub's site comes back first, as exits do.
- * A stub is written once, in a fresh page mapped within reach of a rel32
- * jump (below the module's code, never executed before: no core can hold
- * stale bytes of it), made read+exec before the batch that jumps to it,
- * and never rewritten or unmapped (a thread may be inside it): at most
- * STUB_PAGES pages a process, then the calls stay.  Up to STUB_SLOTS open
- * frames (recursion: more keep the call).
+ * At the site rsp is the frame's slot (record.c), so this is the test
+ * __return__ makes at rsp - 8: the stub is the call, minus the call and a
+ * countdown, and may replace it at any time.  It goes in with the entry,
+ * and the site goes out (a ret) only later, under EXITS_AFTER's rules;
+ * meanwhile a recorded call of the function still open (Lua's
+ * luaD_precall under pcall, for the whole run) has its exit recorded
+ * through it, and the calls made since the entry went out cost a jump and
+ * four instructions instead of a call into __return__ (1.2 M of them in
+ * Lua's 0.09 s run, ~2.4 ns each before).  One stub per call target (a
+ * module's __return__@PLT), in a page of its own mapped below the module
+ * within reach of a rel32 jump, written before it is made read+exec, once,
+ * and never unmapped (a thread may be in it): at most STUB_PAGES.  r11 and
+ * the flags are free at a call site.  ktrace__tp is initial-exec TLS, at
+ * the same offset from every thread's %fs.  A sibling call's exit ("call
+ * __return__; jmp f") keeps its call until it goes out.
  */
-#define STUB_SIZE 256
-#define STUB_SLOTS 10
-#define STUB_DATA 112         /* slots[STUB_SLOTS], then the target */
-#define STUB_PAGES 64
-_Static_assert(9 * STUB_SLOTS + 5 + 6 + 5 <= STUB_DATA && STUB_DATA + 8 * (STUB_SLOTS + 1) <= STUB_SIZE,
-               "a stub's code and data fit");
-#define NOPEN 4096
-static struct kt_open_frame open_fr[NOPEN];   /* writer thread: this pass's look */
-static uint32_t n_open;
-static uint32_t n_stub_pages;       /* writer thread */
-static int stubs_off;               /* writer thread: no page could be had */
+#define STUB_PAGES 32
+struct estub {
+	uint64_t addr, target;
+};
+static struct estub estubs[STUB_PAGES];   /* writer thread */
+static uint32_t n_estubs;
+static uint64_t stub_failed[16];            /* writer thread: segments with no page near */
+static uint32_t n_stub_failed;
+static int stubs_off;                        /* writer thread: no stubs (TLS offset) */
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-/* A fresh writable page within reach of every site of info's code segment
- * holding site: below the segment (above it lie the data and brk's heap). */
-static KT_NOINSTR uint8_t *stub_page(const struct dl_phdr_info *info, uint64_t site)
+static inline KT_NOINSTR int reach(uint64_t from, uint64_t to)
 {
-	uint64_t lo, hi;
+	int64_t d = (int64_t)(to - from);
 
-	if (n_stub_pages >= STUB_PAGES || exec_segment(info, site, &lo, &hi) != 0)
-		return NULL;
+	return d > -0x7fff0000ll && d < 0x7fff0000ll;
+}
+
+/* A fresh writable page within reach of all of info's code segment
+ * [lo, hi): below it (above lie the data and brk's heap). */
+static KT_NOINSTR uint8_t *stub_page(uint64_t lo, uint64_t hi)
+{
 	for (uint64_t k = 1; k <= 256; k++) {
 		uint64_t a = (lo & ~0xffffull) - k * 0x10000;
 		void *p;
 
-		if (a < (1ull << 20) || a >= lo || hi - a > 0x7fff0000ull)
+		if (a < (1ull << 20) || a >= lo || !reach(a, hi))
 			break;
 		p = mmap((void *)a, 4096, PROT_READ | PROT_WRITE,
 		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
@@ -1397,55 +1448,69 @@ static KT_NOINSTR uint8_t *stub_page(const struct dl_phdr_info *info, uint64_t s
 			munmap(p, 4096);
 			continue;
 		}
-		n_stub_pages++;
 		return p;
 	}
-	stubs_off = 1;
 	return NULL;
 }
 
-/* The stub for exit site s (its original bytes orig) at p, for the frames
- * whose slots are slots[0..ns). */
-static KT_NOINSTR void stub_emit(uint8_t *p, uint64_t s, const uint8_t *orig,
-                                 const uint64_t *slots, uint32_t ns)
+/* The stub for exit sites of info that call target, within reach of site;
+ * 0 if there is none and none can be made. */
+static KT_NOINSTR uint64_t stub_for(const struct dl_phdr_info *info, uint64_t site,
+                                    uint64_t target)
 {
-	uint64_t a = (uint64_t)p, target;
-	int ret = code_byte(s + 5) == 0xc3;
-	uint32_t tail = ret ? 1 : 5, hook = 9 * ns + tail, o = 0;
+	static int64_t tp_off = 1;
+	uint64_t lo, hi, tcb;
+	uint8_t *p, *c;
 	int32_t d;
 
-	memcpy(&d, orig + 1, 4);
-	target = s + 5 + (uint64_t)(int64_t)d;
-	memset(p, 0xcc, STUB_SIZE);
-	for (uint32_t j = 0; j < ns; j++) {
-		d = (int32_t)(int64_t)(a + STUB_DATA + 8 * j - (a + o + 7));
-		p[o] = 0x48;   /* cmp slot(%rip), %rsp */
-		p[o + 1] = 0x3b;
-		p[o + 2] = 0x25;
-		memcpy(p + o + 3, &d, 4);
-		p[o + 7] = 0x74;   /* je hook */
-		p[o + 8] = (uint8_t)(hook - (o + 9));
-		o += 9;
-		memcpy(p + STUB_DATA + 8 * j, &slots[j], 8);
+	for (uint32_t k = 0; k < n_estubs; k++)
+		if (estubs[k].target == target && reach(site + 5, estubs[k].addr))
+			return estubs[k].addr;
+	if (tp_off == 1) {   /* once: ktrace__tp's offset from %fs (initial-exec) */
+		__asm__("movq %%fs:0, %0" : "=r"(tcb));
+		tp_off = (int64_t)((uint64_t)&ktrace__tp - tcb);
+		if (tp_off < INT32_MIN || tp_off > INT32_MAX)
+			stubs_off = 1;
 	}
-	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 1) {   /* hook: call *target(%rip) */
-			d = (int32_t)(int64_t)(a + STUB_DATA + 8 * STUB_SLOTS - (a + o + 6));
-			p[o] = 0xff;
-			p[o + 1] = 0x15;
-			memcpy(p + o + 2, &d, 4);
-			o += 6;
-		}
-		if (ret) {
-			p[o++] = 0xc3;
-		} else {   /* jmp s + 5 */
-			d = (int32_t)(int64_t)(s + 5 - (a + o + 5));
-			p[o] = 0xe9;
-			memcpy(p + o + 1, &d, 4);
-			o += 5;
-		}
+	if (stubs_off || n_estubs == STUB_PAGES || exec_segment(info, site, &lo, &hi) != 0)
+		return 0;
+	for (uint32_t k = 0; k < n_stub_failed; k++)
+		if (stub_failed[k] == lo)
+			return 0;
+	if ((p = stub_page(lo, hi)) == NULL) {
+		if (n_stub_failed < 16)
+			stub_failed[n_stub_failed++] = lo;
+		return 0;
 	}
-	memcpy(p + STUB_DATA + 8 * STUB_SLOTS, &target, 8);
+	memset(p, 0xcc, 4096);
+	c = p;
+	/* mov %fs:tp_off, %r11 */
+	memcpy(c, "\x64\x4c\x8b\x1c\x25", 5);
+	d = (int32_t)tp_off;
+	memcpy(c + 5, &d, 4);
+	c += 9;
+	/* cmp %rsp, ltop8(%r11) */
+	memcpy(c, "\x49\x39\xa3", 3);
+	d = (int32_t)offsetof(struct kt_thread, ltop8);
+	memcpy(c + 3, &d, 4);
+	c += 7;
+	memcpy(c, "\x72\x01\xc3", 3);   /* jb 1f; ret */
+	c += 3;
+	/* 1: call *target(%rip); ret */
+	memcpy(c, "\xff\x15", 2);
+	d = 64 - (int32_t)(c + 6 - p);
+	memcpy(c + 2, &d, 4);
+	c[6] = 0xc3;
+	memcpy(p + 64, &target, 8);
+	if (mprotect(p, 4096, PROT_READ | PROT_EXEC) != 0) {
+		munmap(p, 4096);
+		stubs_off = 1;
+		return 0;
+	}
+	sync_gen++;   /* the flush interrupted every core running the program */
+	estubs[n_estubs].addr = (uint64_t)p;
+	estubs[n_estubs++].target = target;
+	return (uint64_t)p;
 }
 
 /* The site's bytes while it jumps to stub. */
@@ -1457,78 +1522,55 @@ static KT_NOINSTR void stub_jump(uint8_t *b, uint64_t s, uint64_t stub)
 	memcpy(b + 1, &d, 4);
 }
 
-/* Writer thread: stubs for the exit sites of l (compact id), muted with
- * its entry out and frames of it open (HELD). */
-static KT_NOINSTR void hold_stubs(const struct dl_phdr_info *info, struct mod_ctx *m,
-                                  struct lfn *l, uint32_t id)
+/* What the exit site whose original bytes are orig calls. */
+static KT_NOINSTR uint64_t exit_target(uint64_t s, const uint8_t *orig)
 {
-	uint64_t slots[STUB_SLOTS];
-	uint32_t ns = 0;
+	int32_t d;
 
-	if (stubs_off || open_ids[id] > STUB_SLOTS)
-		return;
-	for (uint32_t k = 0; k < n_open; k++)
-		if (open_fr[k].id == id) {
-			if (ns == STUB_SLOTS)
-				return;
-			slots[ns++] = open_fr[k].slot;
-		}
-	if (ns != open_ids[id])
-		return;
+	memcpy(&d, orig + 1, 4);
+	return s + 5 + (uint64_t)(int64_t)d;
+}
+
+/*
+ * RELOAD.  A library unloaded and loaded again, at the same place (the
+ * loader's choice when nothing else took it), has its functions at the
+ * addresses, so the compact ids, they had: their state here says out,
+ * their code holds the calls again.  Once a module was unloaded, a pass
+ * after each load or unload (dlpi_adds, dlpi_subs) looks at every known
+ * function: a site that says out but holds its original bytes is taken
+ * as in, and goes out again as usual.  (Another
+ * library at the same place holds other bytes: its sites stay as they
+ * are, its functions skipped in the hooks.)
+ */
+static uint64_t seen_adds, seen_subs;   /* writer thread */
+static int revalidate;                  /* writer thread: this pass */
+
+static KT_NOINSTR int subs_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	((uint64_t *)arg)[0] = info->dlpi_adds;
+	((uint64_t *)arg)[1] = info->dlpi_subs;
+	return 1;
+}
+
+static KT_NOINSTR void reloaded(const struct dl_phdr_info *info, struct lfn *l)
+{
+	if (l->nop_entry && in_exec(info, l->site, l->len) && intact(l->site, l->orig, l->len)) {
+		l->nop_entry = 0;
+		kt_add(&n_nop, (uint64_t)-1, relaxed);
+	}
 	for (int i = 0; i < NEXIT; i++) {
 		/* acquire: pairs with learn_exit's release. */
 		uint64_t s = kt_load(&l->exits[i], acquire);
-		uint8_t b[5];
-		uint8_t *st;
 
-		if (s <= 1 || l->nop_exit[i] || l->stub[i] || !in_exec(info, s, 6) ||
-		    !intact(s, l->exit_orig[i], 5) || m->n + 1 > MAXBATCH)
-			continue;
-		if (m->nsp == 0 || m->sused + STUB_SIZE > 4096) {
-			if (m->nsp == STUB_PAGES_PASS || (st = stub_page(info, s)) == NULL)
-				return;
-			m->sp[m->nsp++] = st;
-			m->sused = 0;
+		if (s > 1 && (l->nop_exit[i] || l->stub[i]) && in_exec(info, s, 6) &&
+		    intact(s, l->exit_orig[i], 5)) {
+			if (l->nop_exit[i])
+				kt_add(&n_nop, (uint64_t)-1, relaxed);
+			l->nop_exit[i] = 0;
+			l->stub[i] = 0;
 		}
-		st = m->sp[m->nsp - 1] + m->sused;
-		if (s + 5 - (uint64_t)st > 0x7fff0000ull)
-			continue;   /* out of reach (a page for another part of the module) */
-		m->sused += STUB_SIZE;
-		stub_emit(st, s, l->exit_orig[i], slots, ns);
-		stub_jump(b, s, (uint64_t)st);
-		add(m, s, 5, FORM_STUB, b, NULL, 0);
-		m->stubp[m->n - 1] = &l->stub[i];
-		m->stubv[m->n - 1] = (uint64_t)st;
 	}
-}
-
-/* Before the batch: this pass's stub pages read+exec.  Failing that, its
- * stub sites are dropped from the batch (and no more stubs). */
-static KT_NOINSTR void stub_seal(struct mod_ctx *m)
-{
-	int ok = 1;
-
-	if (m->nsp == 0)
-		return;
-	for (uint32_t k = 0; k < m->nsp; k++)
-		if (mprotect(m->sp[k], 4096, PROT_READ | PROT_EXEC) != 0)
-			ok = 0;
-	m->nsp = 0;
-	if (ok)
-		return;
-	stubs_off = 1;
-	uint32_t j = 0;
-
-	for (uint32_t i = 0; i < m->n; i++)
-		if (pend[i].form != FORM_STUB) {
-			pend[j] = pend[i];
-			m->flag[j] = m->flag[i];
-			m->to[j] = m->to[i];
-			m->stubp[j] = m->stubp[i];
-			m->stubv[j] = m->stubv[i];
-			j++;
-		}
-	m->n = j;
 }
 
 /* One module, under the loader's lock: the sites of it that must change. */
@@ -1552,50 +1594,81 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 
 		if (m->n + 1 + NEXIT > MAXBATCH)
 			break;   /* the next tick */
+		if (revalidate)
+			reloaded(info, l);
 		for (int i = 0; i < NEXIT; i++)
 			if (l->nop_exit[i] || l->stub[i])
 				exits_in = 0;
-		/* Out: the entry first, the exits a batch later; in: the exits
-		 * first (see EXITS_AFTER). */
+		/* Out: the entry first, the exits later (to a stub at once);
+		 * in: the exits first (see EXITS_AFTER, STUBS). */
+		int entry_going = 0;
+
 		if (l->nop_entry != want && (want || exits_in) &&
 		    (!want || intact(l->site, l->orig, l->len))) {
 			int f = site_form(l->site, l->len, 0);
 
 			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
 			    &l->nop_entry, want);
+			if (want && m->n > 0 && pend[m->n - 1].site == l->site) {
+				m->genp[m->n - 1] = &l->entry_gen;
+				entry_going = 1;
+			}
 		}
-		if (want && (open_ids[id] || (!l->nop_entry && !quiet(id)))) {
-			if (l->nop_entry && open_ids[id])
-				hold_stubs(info, m, l, id);   /* HELD */
-			continue;   /* exits after the entry, none running (EXITS_AFTER) */
-		}
+		/* The exits go out once no thread has a frame of it open, at a
+		 * look after an event that serialised every core since its
+		 * entry went out (or with the entry, if no thread records it). */
+		int out_now = want && !open_ids[id] &&
+		              (quiet(id) || (l->nop_entry && look_gen > l->entry_gen));
+
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
-			uint64_t s = kt_load(&l->exits[i], acquire);
-			uint8_t cur[5];
+			uint64_t s = kt_load(&l->exits[i], acquire), st;
+			uint8_t cur[5], now[5];
+			int f;
 
-			if (s <= 1 || (l->nop_exit[i] == want && !(l->stub[i] && !want)) ||
-			    !in_exec(info, s, 6))
+			if (s <= 1 || !in_exec(info, s, 6))
 				continue;
 			if (l->stub[i])
 				stub_jump(cur, s, l->stub[i]);
 			else
 				memcpy(cur, l->exit_orig[i], 5);
-			if (!want || intact(s, cur, 5)) {
-				int f = site_form(s, 5, 1);
+			f = site_form(s, 5, 1);
+			if (!want) {   /* back in */
+				if (l->nop_exit[i] || l->stub[i]) {
+					add(m, s, 5, f, l->exit_orig[i], &l->nop_exit[i], 0);
+					if (l->stub[i] && m->n > 0 && pend[m->n - 1].site == s)
+						m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
+				}
+				continue;
+			}
+			if (l->nop_exit[i] || !intact(s, cur, 5))
+				continue;
+			if (out_now) {
+				const uint8_t *ob = out_bytes(f, 5, l->exit_orig[i], buf);
 
-				add(m, s, 5, f, want ? out_bytes(f, 5, l->exit_orig[i], buf) : l->exit_orig[i],
-				    &l->nop_exit[i], want);
-				if (l->stub[i])
+				if (l->stub[i] && f == FORM_RET) {   /* ret over the jump's first byte */
+					memcpy(now, cur, 5);
+					now[0] = 0xc3;
+					ob = now;
+				}
+				add(m, s, 5, f, ob, &l->nop_exit[i], 1);
+				if (l->stub[i] && m->n > 0 && pend[m->n - 1].site == s)
 					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
+			} else if (!l->stub[i] && f == FORM_RET && (l->nop_entry || entry_going) &&
+			           (st = stub_for(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
+				stub_jump(now, s, st);
+				add(m, s, 5, FORM_STUB, now, NULL, 0);
+				if (m->n > 0 && pend[m->n - 1].site == s) {
+					m->stubp[m->n - 1] = &l->stub[i];
+					m->stubv[m->n - 1] = st;
+				}
 			}
 		}
 	}
 	if (m->n == 0)
 		return 0;
 	int64_t t0 = ktrace__monotonic_ns();
-
-	stub_seal(m);
+	uint64_t gen0 = sync_gen;   /* before the batch's own syncs */
 	int any_in = 0;
 
 	for (uint32_t i = 0; i < m->n; i++)
@@ -1626,6 +1699,8 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			*m->flag[i] = m->to[i];
 		if (m->stubp[i] != NULL)
 			*m->stubp[i] = m->stubv[i];
+		if (m->genp[i] != NULL)
+			*m->genp[i] = gen0;
 		if (pend[i].form == FORM_STUB)
 			kt_add(&n_stub, 1, relaxed);
 	}
@@ -1641,7 +1716,8 @@ static KT_NOINSTR void atfork_child(void)
 	/* The child's code too (LINGER): nothing is patched meanwhile,
 	 * atfork_prepare held the lock. */
 	for (uint32_t k = 0; k < n_orng; k++)
-		mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
+		if (orng[k].len != 0)
+			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 	n_orng = 0;
 	pthread_mutex_init(&patch_lock, NULL);
 }
@@ -1689,15 +1765,28 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	kt_store(&ready_hint, 0, relaxed);
 	fl_take();
+	/* A module loaded or unloaded since the last pass, once one was
+	 * unloaded (RELOAD): every known function is looked at again. */
+	uint64_t subs[2] = {0, 0};
+
+	dl_iterate_phdr(subs_cb, subs);
+	revalidate = subs[1] != 0 && (subs[0] != seen_adds || subs[1] != seen_subs);
+	seen_adds = subs[0];
+	seen_subs = subs[1];
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
-	if (!work_to_do(&due) && fl_n == 0) {
+	if (!work_to_do(&due) && fl_n == 0 && !revalidate) {
 		if (due != 0 && wait_ns && due - now < *wait_ns)
 			*wait_ns = due - now > 0 ? due - now : 0;
 		return;
 	}
 	batches0 = kt_load(&n_batches, relaxed);
-	ktrace__lean_open_frames(open_ids, NF, open_fr, NOPEN, &n_open);
+	if (revalidate)
+		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count(); id++)
+			if (kt_load(&lf[id].st, relaxed) == LS_READY)
+				todo_add(id);
+	look_gen = sync_gen;
+	ktrace__lean_open_frames(open_ids, NF);
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);

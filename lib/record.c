@@ -598,11 +598,8 @@ static KT_NOINSTR void reg_remove(struct kt_thread *t)
 		sched_yield();
 }
 
-KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, struct kt_open_frame *fr,
-                                         uint32_t max, uint32_t *nfr)
+KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
 {
-	uint32_t m = 0;
-
 	memset(open, 0, nf);
 	kt_store(&scanning, 1, seq_cst);
 	for (uint32_t i = 0; i < KT_REG; i++) {
@@ -613,35 +610,16 @@ KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf, struct kt_o
 			continue;
 		/* another thread's frames: word loads of what it stores whole
 		 * (lframe_set); a frame pushed or popped meanwhile is seen or
-		 * not, and lean.c allows for either (a slot read with another
-		 * frame's id only adds a slot no call of that id has) */
+		 * not, and lean.c allows for either */
 		n = __atomic_load_n(&t->lsp, __ATOMIC_RELAXED);
 		for (uint32_t k = 0; k < n && k < KT_LEAN_DEPTH; k++) {
 			uint32_t id = __atomic_load_n(&t->lstk[k].ev, __ATOMIC_RELAXED) - KTRACE_EV_ENTER_BASE;
-			uint64_t slot = __atomic_load_n(&t->lstk[k].slot, __ATOMIC_RELAXED);
-			uint32_t id2 = __atomic_load_n(&t->lstk[k].ev, __ATOMIC_RELAXED) - KTRACE_EV_ENTER_BASE;
 
-			if (id2 != id) {   /* rewritten as we read: slots unknown */
-				if (id < nf)
-					open[id] = 255;
-				if (id2 < nf)
-					open[id2] = 255;
-				continue;
-			}
-			if (id >= nf || open[id] == 255)
-				continue;
-			if (m < max) {
-				fr[m].slot = slot;
-				fr[m++].id = id;
-				if (open[id] < 254)
-					open[id]++;
-			} else {
-				open[id] = 255;
-			}
+			if (id < nf)
+				open[id] = 1;
 		}
 	}
 	kt_store(&scanning, 0, seq_cst);
-	*nfr = m;
 }
 
 /* A fork child: the other threads are gone, their structs stay mapped

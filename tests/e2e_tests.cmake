@@ -206,7 +206,26 @@ if(KTRACE_LEAN_CFLAGS)
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -DLEAN_STATIC ${KT_LEAN_OPTS})
   add_library(e2e_lean_plugin SHARED ${KT_E2E_DIR}/lean_plugin.c)
   target_compile_options(e2e_lean_plugin PRIVATE -O2 ${KT_LEAN_OPTS})
-  set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin)
+  foreach(rl a b)   # one source, two libraries (reload)
+    add_library(e2e_lean_reload_${rl} SHARED ${KT_E2E_DIR}/lean_reload.c)
+    target_compile_options(e2e_lean_reload_${rl} PRIVATE -O2 ${KT_LEAN_OPTS})
+    target_compile_definitions(e2e_lean_reload_${rl} PRIVATE RL=${rl})
+  endforeach()
+  set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
+      e2e_lean_reload_a e2e_lean_reload_b)
+  # lld lays the code segment out at an address that is not a page's
+  # start: the lean mode must put it back to read+exec all the same
+  include(CheckCSourceCompiles)
+  set(CMAKE_REQUIRED_LINK_OPTIONS -fuse-ld=lld)
+  check_c_source_compiles("int main(void) { return 0; }" KT_HAVE_LLD)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(KT_HAVE_LLD)
+    ktrace_test_program(e2e_lean_lld SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+      LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+    set_target_properties(e2e_lean_lld PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    target_link_options(e2e_lean_lld PRIVATE -pie -fuse-ld=lld)
+    list(APPEND KT_LEAN_PROGS e2e_lean_lld)
+  endif()
   if(TARGET ktrace-example-shapes)   # a C++ compiler was found
     enable_language(CXX)
     ktrace_test_program(e2e_lean_cxx SOURCES ${KT_E2E_DIR}/lean_cxx.cc PLAIN

@@ -22,12 +22,17 @@
  *   flip        8 threads run while every site is patched out and in 25
  *               times: no crash, no exit lost, exact counts after.
  *   held        a function patched out while four recorded calls of it
- *               are open: its exits jump to stubs that call __return__
- *               only for those frames (lib/lean.c, HELD); 300,000 calls
- *               through three exit sites (two followed by a ret, a
- *               sibling call's), exact results, the open calls' exits
- *               recorded when they happened, counts exact after the sites
- *               came back in.
+ *               are open: its exits followed by a ret jump to a stub that
+ *               calls __return__ only when a recorded frame may be there
+ *               (lib/lean.c, STUBS); 300,000 calls through three exit
+ *               sites (two followed by a ret, a sibling call's), exact
+ *               results, the open calls' exits recorded when they
+ *               happened, counts exact after the sites came back in.
+ *   reload      a lean library unloaded and another loaded at its place
+ *               while the first one's code is kept writable: no crash,
+ *               both patched, exact counts.
+ *   lld         linked by lld (a code segment not at a page's start): the
+ *               code read+exec again after the batch.
  *   late exits  excluded functions whose first calls took one return and
  *               later ones another (called directly, and through a
  *               pointer) stop calling __return__ there: the sampled
@@ -502,7 +507,7 @@ static void test_e2e_lean_held(void **state)
 	print_message("%s", r.p.out);
 	assert_non_null(l = strstr(r.p.out, "held stubs "));
 	assert_int_equal(sscanf(l, "held stubs %llu", &stubs), 1);
-	/* held's three learned exits were given a stub */
+	/* exits were given a stub (every function's followed by a ret) */
 	if (stubs < 3)
 		fail_msg("held: %llu exit sites given a stub, want 3 or more\n%s", stubs, r.p.out);
 	assert_int_equal(r.d->lost_exits, 0);
@@ -550,6 +555,52 @@ static void test_e2e_lean_held(void **state)
 			         (double)kd_time_ticks_ns(r.d, c->begin - h3->end) / 1e6);
 	}
 	assert_int_equal(after, 3);
+	done(&r);
+}
+
+/* A library unloaded and another loaded, likely at its place, while the
+ * first one's code is kept writable (lib/lean.c, LINGER): the second's
+ * sites are written only once its own code is writable (a write to its
+ * read+exec page killed the process), exact counts in both. */
+static void test_e2e_lean_reload(void **state)
+{
+	struct run r;
+	const char *l;
+	unsigned a = 0, b = 0;
+	long na = 0, nb = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "reload", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=a_leaf,b_leaf", NULL);
+	assert_non_null(l = strstr(r.p.out, "reload a "));
+	assert_int_equal(sscanf(l, "reload a %x %ld b %x %ld", &a, &na, &b, &nb), 4);
+	assert_false(is_call(a));   /* both patched out */
+	assert_false(is_call(b));
+	/* b at a's place has a's compact ids, and one name for both */
+	assert_int_equal(kd_count(r.d, r.th, "a_run") + kd_count(r.d, r.th, "b_run"),
+	                 (uint64_t)(na + nb));
+	assert_int_equal(kd_count(r.d, r.th, "a_leaf"), 0);
+	assert_int_equal(kd_count(r.d, r.th, "b_leaf"), 0);
+	done(&r);
+}
+
+/* Linked by lld, whose code segment does not start at a page: the code is
+ * read+exec again after the batch (lib/lean.c, LINGER). */
+static void test_e2e_lean_lld(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean() || access(BIN "e2e_lean_lld", X_OK) != 0)
+		skip();
+	run(&r, BIN "e2e_lean_lld", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=leaf", NULL);
+	assert_int_equal(kd_count(r.d, r.th, "mid"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
+	assert_false(is_call(leaf_site(&r)));
+	assert_non_null(strstr(r.p.out, "writable-code 0\n"));
 	done(&r);
 }
 
@@ -626,6 +677,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_late_exits),
 		cmocka_unit_test(test_e2e_lean_held),
+		cmocka_unit_test(test_e2e_lean_reload),
+		cmocka_unit_test(test_e2e_lean_lld),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,12 +38,17 @@
  *            16 bytes whatever the build's code: 12-14 in jump form, 15 by
  *            int3; pad_leaf's and the others' exits are followed by a ret
  *            (ret form).
+ *   reload   loads libe2e_lean_reload_a.so, calls a_run until a_leaf
+ *            (excluded by the test) is patched out, unloads it, does the
+ *            same with ..._b.so (which may land where a was, while ktrace
+ *            keeps that code writable); prints "reload a <a_leaf's first
+ *            byte> <a_run calls> b <b_leaf's> <b_run calls>".
  *   held     (static build) main > held(1) > held(0) and held(0) >
  *            held_leaf x 16 (held's three exits learned: A, B followed by
  *            a ret, C a sibling call), then main > held(3) > held(2) >
  *            held(1) > held(0) > held_loop, which patches every function
- *            out while the four are open, waits for the stubs of held's
- *            exits (lib/lean.c, HELD), then calls held through A, B and C
+ *            out while the four are open, waits for exit stubs
+ *            (lib/lean.c, STUBS), then calls held through A, B and C
  *            100,000 times each; the three return through A.  Then every
  *            site back in, 50 ms, and main > held x 3.  Prints "held stubs
  *            <exit sites given a stub>" and "held sum <s> want <s>".
@@ -500,8 +505,8 @@ long held(int depth, long x)
 }
 
 /* Under held(3) > held(2) > held(1) > held(0): every function patched
- * out; once held's learned exits (A, B, C) have stubs, 100,000 rounds of
- * held through each. */
+ * out; once exits have stubs, 100,000 rounds of held through each of its
+ * exits. */
 static long held_loop(void)
 {
 	uint64_t s0 = ktrace__lean_test_stubs();
@@ -536,6 +541,47 @@ static int do_held(void)
 	printf("held stubs %llu\n", (unsigned long long)held_stubs);
 	printf("held sum %ld want %ld\n", s, want + 3);
 	return s != want + 3;
+}
+
+/* ---- reload: a library unloaded while its code is kept writable ---------- */
+
+/* Load lib, call its run until its leaf (excluded by the test) is
+ * patched out or 2 s pass; its leaf's first byte after, the runs in *n. */
+static unsigned reload_one(const char *lib, const char *run, const char *leaf, long *n, void **h)
+{
+	long (*r)(long);
+	const volatile unsigned char *l;
+	int64_t t0 = now_ns();
+
+	*n = 0;
+	if ((*h = dlopen(lib, RTLD_NOW)) == NULL || (r = (long (*)(long))dlsym(*h, run)) == NULL ||
+	    (l = (const volatile unsigned char *)dlsym(*h, leaf)) == NULL) {
+		printf("dlopen %s: %s\n", lib, dlerror());
+		return 0x100;
+	}
+	while ((l[0] == 0xff || l[0] == 0xe8 || l[0] == 0x67) && now_ns() - t0 < 2000000000LL) {
+		sink += (int)r(100);
+		++*n;
+	}
+	return l[0];
+}
+
+static int do_reload(void)
+{
+	long na, nb;
+	void *ha, *hb;
+	unsigned a = reload_one(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", "a_run", "a_leaf",
+	                        &na, &ha);
+
+	if (a == 0x100)
+		return 1;
+	dlclose(ha);
+	unsigned b = reload_one(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_b.so", "b_run", "b_leaf",
+	                        &nb, &hb);
+	if (b == 0x100)
+		return 1;
+	printf("reload a %02x %ld b %02x %ld\n", a, na, b, nb);
+	return 0;
 }
 
 static int do_late(void)
@@ -630,8 +676,8 @@ static int do_flip(void)
 #if defined(LEAN_STATIC)
 	/* Every write path ran: the first half only by int3, the second
 	 * whole (every entry site), in ret form (exits followed by a ret), in
-	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16); the
-	 * workers' exits, open on 8 threads, through stubs (HELD). */
+	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16); exits
+	 * followed by a ret through stubs while they wait (STUBS). */
 	if (st1 == st0 || i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || w2 - w1 == 0 || j2 - j1 == 0 ||
 	    r2 - r1 == 0 || i2 - i1 == 0)
 		return 1;
@@ -692,6 +738,8 @@ int main(int argc, char **argv)
 		bad = do_late();
 	} else if (strcmp(mode, "held") == 0) {
 		bad = do_held();
+	} else if (strcmp(mode, "reload") == 0) {
+		bad = do_reload();
 	}
 	fflush(stdout);
 	rc = ktrace_snapshot(mode);
