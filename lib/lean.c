@@ -861,9 +861,13 @@ static KT_NOINSTR void on_trap(int sig, siginfo_t *si, void *ucv)
 
 static KT_NOINSTR void sync_cores(uint64_t page)
 {
-	sync_gen++;
-	if (sync_cmd != 0 && syscall(SYS_membarrier, sync_cmd, 0, 0) == 0)
+	if (sync_cmd != 0 && syscall(SYS_membarrier, sync_cmd, 0, 0) == 0) {
+		sync_gen++;
 		return;
+	}
+	if (page == 0)
+		return;
+	sync_gen++;
 	/* Changing a mapping's protection flushes its TLB entries on every
 	 * core running the process: an interrupt each, which serialises. */
 	mprotect((void *)page, 4096, PROT_READ | PROT_EXEC);
@@ -1404,7 +1408,9 @@ static KT_NOINSTR int intact(uint64_t site, const uint8_t *orig, uint8_t len)
  * and never unmapped (a thread may be in it): at most STUB_PAGES.  r11 and
  * the flags are free at a call site.  ktrace__tp is initial-exec TLS, at
  * the same offset from every thread's %fs.  A sibling call's exit ("call
- * __return__; jmp f") keeps its call until it goes out.
+ * __return__; jmp f") keeps its call until it goes out, and so does an
+ * exit whose 5 bytes cross an aligned 16 (1 in 4): its jump could not be
+ * written whole, and the int3 sequence costs three syncs and the traps.
  */
 #define STUB_PAGES 32
 struct estub {
@@ -1573,6 +1579,29 @@ static KT_NOINSTR void reloaded(const struct dl_phdr_info *info, struct lfn *l)
 	}
 }
 
+/* Writer thread, before the look: does a function whose entry went out in
+ * an earlier batch wait for a serialising event (EXITS_AFTER) with an exit
+ * still calling __return__ (a sibling call's, one that crosses an aligned
+ * 16, or one with no stub), not merely jumping to a stub?  Then a
+ * membarrier now is cheaper than those calls until LINGER's flush (10-50
+ * ms).  Not with the mprotect fallback, which would leave a page
+ * writable. */
+static KT_NOINSTR int exits_wait_call(void)
+{
+	if (sync_cmd == 0)
+		return 0;
+	for (uint32_t k = 0; k < ntodo; k++) {
+		struct lfn *l = &lf[todo[k]];
+
+		if (!l->nop_entry || l->entry_gen < sync_gen || quiet(todo[k]) || !wanted(todo[k]))
+			continue;
+		for (int i = 0; i < NEXIT; i++)
+			if (kt_load(&l->exits[i], relaxed) > 1 && !l->nop_exit[i] && !l->stub[i])
+				return 1;
+	}
+	return 0;
+}
+
 /* One module, under the loader's lock: the sites of it that must change. */
 static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -1655,7 +1684,10 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				if (l->stub[i] && m->n > 0 && pend[m->n - 1].site == s)
 					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 			} else if (!l->stub[i] && f == FORM_RET && (l->nop_entry || entry_going) &&
+			           one_chunk(s, 5) && !kt_load(&force_int3, relaxed) &&
 			           (st = stub_for(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
+				/* (only a site written whole: the int3 sequence would
+				 * cost three syncs, and the traps) */
 				stub_jump(now, s, st);
 				add(m, s, 5, FORM_STUB, now, NULL, 0);
 				if (m->n > 0 && pend[m->n - 1].site == s) {
@@ -1785,6 +1817,8 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count(); id++)
 			if (kt_load(&lf[id].st, relaxed) == LS_READY)
 				todo_add(id);
+	if (exits_wait_call())
+		sync_cores(0);
 	look_gen = sync_gen;
 	ktrace__lean_open_frames(open_ids, NF);
 	pthread_mutex_lock(&patch_lock);
