@@ -1256,40 +1256,59 @@ static KT_NOINSTR void todo_add(uint32_t id)
 	}
 }
 
-/* Is any site not as wanted?  (NF loads: cheaper than walking the
- * modules, which only a change needs.)  Those functions go in todo[].
+/* Is one of id's sites not as wanted?  *due: the end of its relearning
+ * by time, if that comes before *due (0: none). */
+static KT_NOINSTR int needs_work(uint32_t id, int64_t *due)
+{
+	struct lfn *l = &lf[id];
+	uint8_t w;
+
+	/* relaxed: a hint; patch_module reads with acquire. */
+	if (kt_load(&l->st, relaxed) != LS_READY)
+		return 0;
+	w = wanted(id);
+	if (!w && !l->nop_entry && l->muted_ns != 0 && kt_load(&l->learn, relaxed) < LEARN_CALLS &&
+	    (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
+		*due = l->muted_ns + LEARN_WAIT_NS;
+	if (l->nop_entry != w)
+		return 1;
+	for (int i = 0; i < NEXIT; i++)
+		if (kt_load(&l->exits[i], relaxed) > 1 && (l->nop_exit[i] != w || (l->stub[i] && !w)))
+			return 1;
+	return 0;
+}
+
+/* Is any site not as wanted?  Those functions go in todo[].  all: look at
+ * every known function (NF loads and more: cheaper than walking the
+ * modules, but a pass every 0.5 ms over ~160 KiB of tables for Lua's 700
+ * functions); else only at the last pass's list, which is enough while
+ * nothing that changes what is wanted happened (the caller's test: a
+ * new mute or function, a learning done, a deadline, the tests' force).
  * *due: the earliest end of a muted function's relearning by time (0:
  * none), for the writer's wait. */
-static KT_NOINSTR int work_to_do(int64_t *due)
+static KT_NOINSTR int work_to_do(int all, int64_t *due)
 {
-	uint32_t n = (uint32_t)ktrace__funcs_count();
+	uint32_t n = (uint32_t)ktrace__funcs_count(), k0 = 0;
 
 	*due = 0;
-	for (uint32_t k = 0; k < ntodo; k++)
-		in_todo[todo[k]] = 0;
-	ntodo = 0;
-	for (uint32_t id = 0; id < NF && id < n; id++) {
-		struct lfn *l = &lf[id];
-		uint8_t w;
-
-		/* relaxed: a hint; patch_module reads with acquire. */
-		if (kt_load(&l->st, relaxed) != LS_READY)
-			continue;
-		w = wanted(id);
-		if (!w && !l->nop_entry && l->muted_ns != 0 &&
-		    kt_load(&l->learn, relaxed) < LEARN_CALLS &&
-		    (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
-			*due = l->muted_ns + LEARN_WAIT_NS;
-		if (l->nop_entry != w) {
-			todo_add(id);
-			continue;
-		}
-		for (int i = 0; i < NEXIT; i++)
-			if (kt_load(&l->exits[i], relaxed) > 1 && (l->nop_exit[i] != w || (l->stub[i] && !w))) {
+	if (all) {
+		for (uint32_t k = 0; k < ntodo; k++)
+			in_todo[todo[k]] = 0;
+		ntodo = 0;
+		for (uint32_t id = 0; id < NF && id < n; id++)
+			if (needs_work(id, due))
 				todo_add(id);
-				break;
-			}
+		return ntodo > 0;
 	}
+	for (uint32_t k = 0; k < ntodo; k++) {
+		uint32_t id = todo[k];
+
+		if (needs_work(id, due))
+			todo[k0++] = id;
+		else
+			in_todo[id] = 0;
+	}
+	ntodo = k0;
 	return ntodo > 0;
 }
 
@@ -1772,8 +1791,14 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 #define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
 #define EARLY_BATCHES 128
 
+/* Writer thread: what the last full look saw (work_to_do). */
+static uint32_t seen_epoch, seen_nf;
+static int seen_force, first_pass = 1;
+static int64_t next_due;
+
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
+	int all;
 	static int atfork_done;
 	static struct mod_ctx m;
 	int64_t now, gap, due;
@@ -1795,6 +1820,8 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		atfork_done = 1;
 		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	}
+	int hinted = kt_load(&ready_hint, relaxed) != 0;
+
 	kt_store(&ready_hint, 0, relaxed);
 	fl_take();
 	/* A module loaded or unloaded since the last pass, once one was
@@ -1807,9 +1834,26 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	seen_subs = subs[1];
 	/* Every tick: a function that finished learning is ready to patch
 	 * without a new mute epoch (a look is NF loads per module). */
-	if (!work_to_do(&due) && fl_n == 0 && !revalidate) {
-		if (due != 0 && wait_ns && due - now < *wait_ns)
-			*wait_ns = due - now > 0 ? due - now : 0;
+	{
+		uint32_t ep = kt_load(&ktrace__mute_epoch, relaxed), nf = (uint32_t)ktrace__funcs_count();
+		int fo = kt_load(&force, relaxed);
+
+		all = hinted || ep != seen_epoch || nf != seen_nf || fo != seen_force || first_pass ||
+		      (next_due != 0 && now >= next_due);
+		seen_epoch = ep;
+		seen_nf = nf;
+		seen_force = fo;
+		first_pass = 0;
+	}
+	int busy = work_to_do(all, &due);
+
+	if (all)
+		next_due = due;
+	else if (due != 0 && (next_due == 0 || due < next_due))
+		next_due = due;
+	if (!busy && fl_n == 0 && !revalidate) {
+		if (next_due != 0 && wait_ns && next_due - now < *wait_ns)
+			*wait_ns = next_due - now > 0 ? next_due - now : 0;
 		return;
 	}
 	batches0 = kt_load(&n_batches, relaxed);
