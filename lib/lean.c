@@ -47,7 +47,9 @@
  *   P4 the first byte, sync,
  *   P5 mprotect back to R-X.
  * (A batch of W sites only: one sync if some go back in; going out, none:
- * see apply().)
+ * see apply().  P1 and P5 are skipped for code kept writable between
+ * close batches: LINGER.  Exits followed by a ret jump to a stub while
+ * they wait to go out: STUBS.)
  * A thread that executes a site
  * between P2 and P4 traps, a few us each in a VM, and a hot site is hit
  * again and again until P4; the SIGTRAP

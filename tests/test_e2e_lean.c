@@ -507,9 +507,10 @@ static void test_e2e_lean_held(void **state)
 	print_message("%s", r.p.out);
 	assert_non_null(l = strstr(r.p.out, "held stubs "));
 	assert_int_equal(sscanf(l, "held stubs %llu", &stubs), 1);
-	/* exits were given a stub (every function's followed by a ret) */
-	if (stubs < 3)
-		fail_msg("held: %llu exit sites given a stub, want 3 or more\n%s", stubs, r.p.out);
+	/* exits were given a stub (those followed by a ret, written whole:
+	 * how many depends on the build's code) */
+	if (stubs < 1)
+		fail_msg("held: no exit site given a stub\n%s", r.p.out);
 	assert_int_equal(r.d->lost_exits, 0);
 	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
 	/* 48 before, held(3) > held(2) > held(1) > held(0), 3 after: none of

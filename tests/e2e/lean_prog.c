@@ -513,8 +513,9 @@ static long held_loop(void)
 	long s = 0;
 
 	ktrace__lean_test_force(1);
-	for (int i = 0; i < 400 && ktrace__lean_test_stubs() - s0 < 3; i++)
+	for (int i = 0; i < 400 && ktrace__lean_test_stubs() - s0 < 1; i++)
 		usleep(5000);
+	usleep(20000);   /* and the passes after it */
 	held_stubs = ktrace__lean_test_stubs() - s0;
 	for (long i = 0; i < 100000; i++)
 		s += held(0, i) + held(0, -(i + 1)) + held(1, i);
