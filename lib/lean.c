@@ -125,6 +125,7 @@ static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
  * (a sync, a TLB flush of its code or a stub's page), and their count at
  * this pass's look at the threads' frames (EXITS_AFTER). */
 static uint64_t sync_gen, look_gen;
+static int64_t last_sync_ns;
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 static uint32_t batch_n;             /* writer thread: batches so far */
 
@@ -865,6 +866,7 @@ static KT_NOINSTR void sync_cores(uint64_t page)
 {
 	if (sync_cmd != 0 && syscall(SYS_membarrier, sync_cmd, 0, 0) == 0) {
 		sync_gen++;
+		last_sync_ns = ktrace__monotonic_ns();
 		return;
 	}
 	if (page == 0)
@@ -1085,8 +1087,7 @@ static KT_NOINSTR void orng_tick(int64_t now, int force_close, int64_t *wait_ns)
 	pthread_mutex_lock(&patch_lock);
 	dl_iterate_phdr(orng_close_cb, &closed);
 	n_orng = 0;
-	if (closed)
-		sync_gen++;   /* the flush interrupted every core running the program */
+	(void)closed;   /* a flush need not interrupt anyone (AMD's INVLPGB): not counted */
 	pthread_mutex_unlock(&patch_lock);
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 }
@@ -1130,10 +1131,17 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	}
 	patch_setup();
 	for (i = 0; i < np; i++) {   /* P1 */
-		int o = orng_has(info, pages[i], plen[i]) ? 1 : orng_open(info, pages[i], plen[i]);
+		/* A segment kept open (LINGER) is made writable again all the
+		 * same: the program (or another patcher) may have made it
+		 * read+exec meanwhile, and adding write access flushes nothing.
+		 * Without membarrier nothing lingers (EXITS_AFTER counts P5's
+		 * flushes then). */
+		int o = sync_cmd == 0              ? 0
+		        : orng_has(info, pages[i], plen[i]) ? 1
+		                                            : orng_open(info, pages[i], plen[i]);
 
 		kept[i] = o == 1;
-		if (o == 0 && mprotect((void *)pages[i], plen[i], PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+		if (o >= 0 && mprotect((void *)pages[i], plen[i], PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
 			o = -1;
 		if (o < 0) {
 			int e = errno;
@@ -1207,8 +1215,11 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	kt_add(&n_int3, nt, relaxed);
 	for (i = 0; i < np; i++)   /* P5 */
 		if (!kept[i]) {
-			mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC);
-			sync_gen++;   /* a TLB flush: every core running the program interrupted */
+			/* Without membarrier, the flush taking write access away
+			 * is the serialisation counted (it interrupts every core
+			 * running the program where the flush is an IPI). */
+			if (mprotect((void *)pages[i], plen[i], PROT_READ | PROT_EXEC) == 0 && sync_cmd == 0)
+				sync_gen++;
 		}
 	open_last_ns = ktrace__monotonic_ns();
 	return 0;
@@ -1270,7 +1281,7 @@ static KT_NOINSTR int needs_work(uint32_t id, int64_t *due)
 		return 0;
 	w = wanted(id);
 	if (!w && !l->nop_entry && l->muted_ns != 0 && kt_load(&l->learn, relaxed) < LEARN_CALLS &&
-	    (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
+	    !kt_load(&force, relaxed) && (*due == 0 || l->muted_ns + LEARN_WAIT_NS < *due))
 		*due = l->muted_ns + LEARN_WAIT_NS;
 	if (l->nop_entry != w)
 		return 1;
@@ -1325,15 +1336,15 @@ struct mod_ctx {
 
 /* Site of len gets now; lead (FORMS) is how far it differs from what is
  * there (the writer alone writes code, under patch_lock). */
-static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int form,
-                           const uint8_t *now, uint8_t *flag, uint8_t to)
+static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int form,
+                          const uint8_t *now, uint8_t *flag, uint8_t to)
 {
 	struct pend *p = &pend[m->n];
 	uint8_t cur[7];
 
 	for (uint32_t i = 0; i < m->n; i++)
 		if (pend[i].site == site)
-			return;   /* a site learned for two functions: once a batch */
+			return 0;   /* a site learned for two functions: once a batch */
 	code_read(cur, site, len);
 	p->site = site;
 	p->len = len;
@@ -1349,6 +1360,7 @@ static KT_NOINSTR void add(struct mod_ctx *m, uint64_t site, uint8_t len, int fo
 	m->stubv[m->n] = 0;
 	m->genp[m->n] = NULL;
 	m->n++;
+	return 1;
 }
 
 /*
@@ -1534,7 +1546,6 @@ static KT_NOINSTR uint64_t stub_for(const struct dl_phdr_info *info, uint64_t si
 		stubs_off = 1;
 		return 0;
 	}
-	sync_gen++;   /* the flush interrupted every core running the program */
 	estubs[n_estubs].addr = (uint64_t)p;
 	estubs[n_estubs++].target = target;
 	return (uint64_t)p;
@@ -1601,14 +1612,20 @@ static KT_NOINSTR void reloaded(const struct dl_phdr_info *info, struct lfn *l)
 }
 
 /* Writer thread, before the look: does a function whose entry went out in
- * an earlier batch wait for a serialising event (EXITS_AFTER) with an exit
- * still calling __return__ (a sibling call's, one that crosses an aligned
- * 16, or one with no stub), not merely jumping to a stub?  Then a
- * membarrier now is cheaper than those calls until LINGER's flush (10-50
- * ms).  Not with the mprotect fallback, which would leave a page
- * writable. */
-static KT_NOINSTR int exits_wait_call(void)
+ * an earlier batch wait for a serialising event (EXITS_AFTER), with an
+ * exit still calling __return__ (a sibling call's, one that crosses an
+ * aligned 16, or one with no stub), or for SYNC_WAIT_NS already?  Then a
+ * membarrier now: the only event counted as serialising (a TLB flush need
+ * not interrupt anyone: AMD's INVLPGB, hypervisor flushes), and cheaper
+ * than those calls.  Exits that merely jump to a stub wait up to
+ * SYNC_WAIT_NS, so that one membarrier serves many functions.  (Without
+ * membarrier, P5's flushes are counted and nothing lingers.) */
+#define SYNC_WAIT_NS 10000000LL
+
+static KT_NOINSTR int exits_wait_sync(void)
 {
+	int waiting = 0;
+
 	if (sync_cmd == 0)
 		return 0;
 	for (uint32_t k = 0; k < ntodo; k++) {
@@ -1616,11 +1633,22 @@ static KT_NOINSTR int exits_wait_call(void)
 
 		if (!l->nop_entry || l->entry_gen < sync_gen || quiet(todo[k]) || !wanted(todo[k]))
 			continue;
+		waiting = 1;
 		for (int i = 0; i < NEXIT; i++)
 			if (kt_load(&l->exits[i], relaxed) > 1 && !l->nop_exit[i] && !l->stub[i])
 				return 1;
 	}
-	return 0;
+	return waiting && pass_ns - last_sync_ns >= SYNC_WAIT_NS;
+}
+
+/* Does the site going back in begin with a byte ktrace writes there (a
+ * nop, a jump over the call, a ret, a jump to a stub)?  Not if another
+ * library was loaded at the place of the one it was written in. */
+static KT_NOINSTR int ours(uint64_t site)
+{
+	uint8_t b = code_byte(site);
+
+	return b == 0x0f || b == 0x66 || b == 0xeb || b == 0xc3 || b == 0xe9;
 }
 
 /* One module, under the loader's lock: the sites of it that must change. */
@@ -1633,6 +1661,10 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	if (kt_load(&wx_denied, relaxed))
 		return 1;
 	fl_learn(info);
+	if (revalidate)   /* every one, before a full batch can end the loop */
+		for (uint32_t k = 0; k < ntodo; k++)
+			if (kt_load(&lf[todo[k]].st, acquire) == LS_READY)
+				reloaded(info, &lf[todo[k]]);
 	for (uint32_t k = 0; k < ntodo; k++) {
 		id = todo[k];
 		struct lfn *l = &lf[id];
@@ -1644,8 +1676,6 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 
 		if (m->n + 1 + NEXIT > MAXBATCH)
 			break;   /* the next tick */
-		if (revalidate)
-			reloaded(info, l);
 		for (int i = 0; i < NEXIT; i++)
 			if (l->nop_exit[i] || l->stub[i])
 				exits_in = 0;
@@ -1654,12 +1684,11 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		int entry_going = 0;
 
 		if (l->nop_entry != want && (want || exits_in) &&
-		    (!want || intact(l->site, l->orig, l->len))) {
+		    (want ? intact(l->site, l->orig, l->len) : ours(l->site))) {
 			int f = site_form(l->site, l->len, 0);
 
-			add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
-			    &l->nop_entry, want);
-			if (want && m->n > 0 && pend[m->n - 1].site == l->site) {
+			if (add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
+			        &l->nop_entry, want) && want) {
 				m->genp[m->n - 1] = &l->entry_gen;
 				entry_going = 1;
 			}
@@ -1684,11 +1713,9 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				memcpy(cur, l->exit_orig[i], 5);
 			f = site_form(s, 5, 1);
 			if (!want) {   /* back in */
-				if (l->nop_exit[i] || l->stub[i]) {
-					add(m, s, 5, f, l->exit_orig[i], &l->nop_exit[i], 0);
-					if (l->stub[i] && m->n > 0 && pend[m->n - 1].site == s)
-						m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
-				}
+				if ((l->nop_exit[i] || l->stub[i]) && ours(s) &&
+				    add(m, s, 5, f, l->exit_orig[i], &l->nop_exit[i], 0) && l->stub[i])
+					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 				continue;
 			}
 			if (l->nop_exit[i] || !intact(s, cur, 5))
@@ -1701,17 +1728,15 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 					now[0] = 0xc3;
 					ob = now;
 				}
-				add(m, s, 5, f, ob, &l->nop_exit[i], 1);
-				if (l->stub[i] && m->n > 0 && pend[m->n - 1].site == s)
+				if (add(m, s, 5, f, ob, &l->nop_exit[i], 1) && l->stub[i])
 					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 			} else if (!l->stub[i] && f == FORM_RET && (l->nop_entry || entry_going) &&
-			           one_chunk(s, 5) && !kt_load(&force_int3, relaxed) &&
+			           one_chunk(s, 5) && have_cx16() && !kt_load(&force_int3, relaxed) &&
 			           (st = stub_for(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
 				/* (only a site written whole: the int3 sequence would
 				 * cost three syncs, and the traps) */
 				stub_jump(now, s, st);
-				add(m, s, 5, FORM_STUB, now, NULL, 0);
-				if (m->n > 0 && pend[m->n - 1].site == s) {
+				if (add(m, s, 5, FORM_STUB, now, NULL, 0)) {
 					m->stubp[m->n - 1] = &l->stub[i];
 					m->stubv[m->n - 1] = st;
 				}
@@ -1863,7 +1888,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count(); id++)
 			if (kt_load(&lf[id].st, relaxed) == LS_READY)
 				todo_add(id);
-	if (exits_wait_call())
+	if (exits_wait_sync())
 		sync_cores(0);
 	look_gen = sync_gen;
 	ktrace__lean_open_frames(open_ids, NF);
@@ -1877,6 +1902,21 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	 * look (2-100 ms), not a pass every gap. */
 	if (kt_load(&n_batches, relaxed) != batches0 && wait_ns && gap < *wait_ns)
 		*wait_ns = gap;
+	/* Exits waiting for a serialising event: back for it by
+	 * SYNC_WAIT_NS after the last one (exits_wait_sync). */
+	if (wait_ns && sync_cmd != 0)
+		for (uint32_t k = 0; k < ntodo; k++) {
+			struct lfn *l = &lf[todo[k]];
+
+			if (l->nop_entry && l->entry_gen >= sync_gen && !quiet(todo[k])) {
+				int64_t w = last_sync_ns + SYNC_WAIT_NS - ktrace__monotonic_ns();
+
+				w = w < gap ? gap : w;
+				if (w < *wait_ns)
+					*wait_ns = w;
+				break;
+			}
+		}
 }
 
 KT_NOINSTR void ktrace__lean_muting(uint32_t id)

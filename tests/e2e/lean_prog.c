@@ -39,10 +39,13 @@
  *            int3; pad_leaf's and the others' exits are followed by a ret
  *            (ret form).
  *   reload   loads libe2e_lean_reload_a.so, calls a_run until a_leaf
- *            (excluded by the test) is patched out, unloads it, does the
+ *            (excluded by the test) is patched out and its 600 a_f<n>
+ *            until they are, makes a's code read+exec itself and calls
+ *            a_run2 until a_leaf2 is patched out, unloads a, and does the
  *            same with ..._b.so (which may land where a was, while ktrace
  *            keeps that code writable); prints "reload a <a_leaf's first
- *            byte> <a_run calls> b <b_leaf's> <b_run calls>".
+ *            byte> <a_run calls> a2 <a_leaf2's> <a_run2 calls> b <b_leaf's>
+ *            <b_run calls> many <a_f still calling> <b_f still calling>".
  *   held     (static build) main > held(1) > held(0) and held(0) >
  *            held_leaf x 16 (held's three exits learned: A, B followed by
  *            a ret, C a sibling call), then main > held(3) > held(2) >
@@ -55,6 +58,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -546,43 +550,96 @@ static int do_held(void)
 
 /* ---- reload: a library unloaded while its code is kept writable ---------- */
 
-/* Load lib, call its run until its leaf (excluded by the test) is
- * patched out or 2 s pass; its leaf's first byte after, the runs in *n. */
-static unsigned reload_one(const char *lib, const char *run, const char *leaf, long *n, void **h)
+static int is_call_byte(unsigned b)
 {
-	long (*r)(long);
-	const volatile unsigned char *l;
+	return b == 0xff || b == 0xe8 || b == 0x67;
+}
+
+/* Call run until leaf (both in h) is patched out or 2 s pass; leaf's first
+ * byte after, the runs in *n. */
+static unsigned run_until(void *h, const char *run, const char *leaf, long *n)
+{
+	long (*r)(long) = (long (*)(long))dlsym(h, run);
+	const volatile unsigned char *l = (const volatile unsigned char *)dlsym(h, leaf);
 	int64_t t0 = now_ns();
 
 	*n = 0;
-	if ((*h = dlopen(lib, RTLD_NOW)) == NULL || (r = (long (*)(long))dlsym(*h, run)) == NULL ||
-	    (l = (const volatile unsigned char *)dlsym(*h, leaf)) == NULL) {
-		printf("dlopen %s: %s\n", lib, dlerror());
+	if (r == NULL || l == NULL)
 		return 0x100;
-	}
-	while ((l[0] == 0xff || l[0] == 0xe8 || l[0] == 0x67) && now_ns() - t0 < 2000000000LL) {
+	while (is_call_byte(l[0]) && now_ns() - t0 < 2000000000LL) {
 		sink += (int)r(100);
 		++*n;
 	}
 	return l[0];
 }
 
+/* The many functions of h (lean_reload.c) still calling at entry, after
+ * calling them all until none is or 2 s pass. */
+static int run_many(void *h, const char *prefix)
+{
+	char name[64];
+	const void *(*many)(int);
+	long (*all)(void);
+	int64_t t0 = now_ns();
+	int calling;
+
+	snprintf(name, sizeof(name), "%s_many", prefix);
+	many = (const void *(*)(int))dlsym(h, name);
+	snprintf(name, sizeof(name), "%s_run_many", prefix);
+	all = (long (*)(void))dlsym(h, name);
+	if (many == NULL || all == NULL)
+		return -1;
+	do {
+		sink += (int)all();
+		calling = 0;
+		for (int i = 0; many(i) != NULL; i++)
+			calling += is_call_byte(*(const volatile unsigned char *)many(i));
+	} while (calling > 0 && now_ns() - t0 < 2000000000LL);
+	return calling;
+}
+
+/* Make the code of the loaded library whose name holds arg read+exec. */
+static int reseal_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (strstr(info->dlpi_name, (const char *)arg) == NULL)
+		return 0;
+	for (int k = 0; k < info->dlpi_phnum; k++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[k];
+		uintptr_t b = info->dlpi_addr + p->p_vaddr, e = b + p->p_memsz;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X))
+			mprotect((void *)(b & ~(uintptr_t)4095), ((e + 4095) & ~(uintptr_t)4095) - (b & ~(uintptr_t)4095),
+			         PROT_READ | PROT_EXEC);
+	}
+	return 1;
+}
+
 static int do_reload(void)
 {
-	long na, nb;
+	long na, na2, nb;
 	void *ha, *hb;
-	unsigned a = reload_one(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", "a_run", "a_leaf",
-	                        &na, &ha);
+	unsigned a, a2, b;
+	int ma, mb;
 
-	if (a == 0x100)
+	if ((ha = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", RTLD_NOW)) == NULL) {
+		printf("dlopen: %s\n", dlerror());
 		return 1;
+	}
+	a = run_until(ha, "a_run", "a_leaf", &na);
+	ma = run_many(ha, "a");
+	/* sealed again by the program while ktrace keeps it writable */
+	dl_iterate_phdr(reseal_cb, (void *)"libe2e_lean_reload_a");
+	a2 = run_until(ha, "a_run2", "a_leaf2", &na2);
 	dlclose(ha);
-	unsigned b = reload_one(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_b.so", "b_run", "b_leaf",
-	                        &nb, &hb);
-	if (b == 0x100)
+	if ((hb = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_b.so", RTLD_NOW)) == NULL) {
+		printf("dlopen: %s\n", dlerror());
 		return 1;
-	printf("reload a %02x %ld b %02x %ld\n", a, na, b, nb);
-	return 0;
+	}
+	b = run_until(hb, "b_run", "b_leaf", &nb);
+	mb = run_many(hb, "b");
+	printf("reload a %02x %ld a2 %02x %ld b %02x %ld many %d %d\n", a, na, a2, na2, b, nb, ma, mb);
+	return a > 0xff || a2 > 0xff || b > 0xff;
 }
 
 static int do_late(void)
