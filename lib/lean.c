@@ -1372,9 +1372,10 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
  * every thread's lean frames (open_ids, ktrace__lean_open_frames) finds
  * none of it open, and which comes after an event that serialised every
  * core running the program since the batch that took its entry out
- * (look_gen > entry_gen: a sync, or a TLB flush of the code or of a stub's
- * page; LINGER makes those rare, and its own flush comes within
- * OPEN_MAX_NS): then no core can still be running the entry's old call,
+ * (look_gen > entry_gen: a membarrier, made for it when exits wait,
+ * exits_wait_sync(); a TLB flush is counted only where there is no
+ * membarrier, and then nothing lingers): then no core can still be
+ * running the entry's old call,
  * and no recorded call of it starts later.  Or in the same batch as the
  * entry, if no thread ever records it (quiet(): excluded).  Meanwhile its
  * exits followed by a ret jump to a stub that is the call minus the call
@@ -1970,7 +1971,7 @@ KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
-/* Tests (hidden): exit sites given a stub so far (HELD). */
+/* Tests (hidden): exit sites given a stub so far (STUBS). */
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
 {
 	return kt_load(&n_stub, relaxed);
