@@ -619,17 +619,23 @@ static KT_NOINSTR int entry_between(const struct lfn *l, uint64_t a, uint64_t e)
 	return 0;
 }
 
-/* The PT_LOAD code segment of info holding a: [*lo, *hi); 0, or -1. */
-static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, uint64_t *lo,
-                                   uint64_t *hi)
+/* The PT_LOAD code segment of info holding [a, a + len) (pages: its pages
+ * do, the segment need not start or end at one): [*lo, *hi) as its
+ * program header gives it; 0, or -1. */
+static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, uint64_t len,
+                                   int pages, uint64_t *lo, uint64_t *hi)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-		uint64_t b = info->dlpi_addr + p->p_vaddr;
+		uint64_t b = info->dlpi_addr + p->p_vaddr, e = b + p->p_memsz;
 
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a < b + p->p_memsz) {
-			*lo = b;
-			*hi = b + p->p_memsz;
+		if (pages) {
+			b &= ~4095ull;
+			e = (e + 4095) & ~4095ull;
+		}
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= e) {
+			*lo = info->dlpi_addr + p->p_vaddr;
+			*hi = *lo + p->p_memsz;
 			return 0;
 		}
 	}
@@ -641,7 +647,7 @@ static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint6
 {
 	uint64_t lo, hi;
 
-	return exec_segment(info, a, &lo, &hi) == 0 && a + len <= hi;
+	return exec_segment(info, a, len, 0, &lo, &hi) == 0;
 }
 
 /*
@@ -735,7 +741,7 @@ static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
 		uint64_t site = fl_sites[k], lo, hi, best = 0;
 		uint32_t bid = 0;
 
-		if (site == 0 || exec_segment(info, site, &lo, &hi) != 0 || site + 6 > hi)
+		if (site == 0 || exec_segment(info, site, 6, 0, &lo, &hi) != 0)
 			continue;
 		fl_sites[k] = 0;
 		kt_store(&fl_seen[fl_hash(site)], site, relaxed);
@@ -985,24 +991,6 @@ static struct orng orng[NORNG];   /* writer thread (and a fork child), under pat
 static uint32_t n_orng;
 static int64_t open_since_ns, open_last_ns;
 
-/* The code segment of info whose pages hold [a, a + len): 0, or -1. */
-static KT_NOINSTR int exec_segment_pages(const struct dl_phdr_info *info, uint64_t a, uint64_t len,
-                                         uint64_t *lo, uint64_t *hi)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-		uint64_t b = info->dlpi_addr + p->p_vaddr;
-
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= (b & ~4095ull) &&
-		    a + len <= ((b + p->p_memsz + 4095) & ~4095ull)) {
-			*lo = b;
-			*hi = b + p->p_memsz;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /* Is [a, a + len) in a code segment of info kept open?  Only while no
  * module was unloaded since it was opened: another may lie there now. */
 static KT_NOINSTR int orng_has(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
@@ -1022,7 +1010,7 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 {
 	uint64_t lo, hi, plo, phi;
 
-	if (n_orng == NORNG || exec_segment_pages(info, a, len, &lo, &hi) != 0)
+	if (n_orng == NORNG || exec_segment(info, a, len, 1, &lo, &hi) != 0)
 		return 0;
 	plo = lo & ~4095ull;
 	phi = (hi + 4095) & ~4095ull;
@@ -1050,34 +1038,32 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
  * a loaded module, as it was (an unloaded one went with its module). */
 static KT_NOINSTR int orng_close_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	int *closed = arg;
-
 	(void)size;
+	(void)arg;
 	for (uint32_t k = 0; k < n_orng; k++) {
 		uint64_t lo, hi;
 
-		if (orng[k].len != 0 && exec_segment(info, orng[k].seg, &lo, &hi) == 0 &&
+		if (orng[k].len != 0 && exec_segment(info, orng[k].seg, 1, 0, &lo, &hi) == 0 &&
 		    lo == orng[k].seg && hi == orng[k].seg_end) {
 			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 			orng[k].len = 0;
-			*closed = 1;
 		}
 	}
 	return 0;
 }
 
-/* Writer thread: the open code back to read+exec when due (force: now);
- * else *wait_ns bounded by when it is due. */
-static KT_NOINSTR void orng_tick(int64_t now, int force_close, int64_t *wait_ns)
+/* Writer thread: the open code back to read+exec when due; else *wait_ns
+ * bounded by when it is due.  (The flush is not counted as serialising:
+ * it need not interrupt anyone, e.g. AMD's INVLPGB; EXITS_AFTER.) */
+static KT_NOINSTR void orng_tick(int64_t now, int64_t *wait_ns)
 {
 	int64_t due;
-	int closed = 0;
 
 	if (n_orng == 0)
 		return;
 	due = open_last_ns + LINGER_NS < open_since_ns + OPEN_MAX_NS ? open_last_ns + LINGER_NS
 	                                                             : open_since_ns + OPEN_MAX_NS;
-	if (!force_close && now < due) {
+	if (now < due) {
 		if (wait_ns && due - now < *wait_ns)
 			*wait_ns = due - now;
 		return;
@@ -1085,9 +1071,8 @@ static KT_NOINSTR void orng_tick(int64_t now, int force_close, int64_t *wait_ns)
 	int64_t t0 = ktrace__monotonic_ns();
 
 	pthread_mutex_lock(&patch_lock);
-	dl_iterate_phdr(orng_close_cb, &closed);
+	dl_iterate_phdr(orng_close_cb, NULL);
 	n_orng = 0;
-	(void)closed;   /* a flush need not interrupt anyone (AMD's INVLPGB): not counted */
 	pthread_mutex_unlock(&patch_lock);
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 }
@@ -1512,7 +1497,7 @@ static KT_NOINSTR uint64_t stub_for(const struct dl_phdr_info *info, uint64_t si
 		if (tp_off < INT32_MIN || tp_off > INT32_MAX)
 			stubs_off = 1;
 	}
-	if (stubs_off || n_estubs == STUB_PAGES || exec_segment(info, site, &lo, &hi) != 0)
+	if (stubs_off || n_estubs == STUB_PAGES || exec_segment(info, site, 1, 0, &lo, &hi) != 0)
 		return 0;
 	for (uint32_t k = 0; k < n_stub_failed; k++)
 		if (stub_failed[k] == lo)
@@ -1623,6 +1608,12 @@ static KT_NOINSTR void reloaded(const struct dl_phdr_info *info, struct lfn *l)
  * membarrier, P5's flushes are counted and nothing lingers.) */
 #define SYNC_WAIT_NS 10000000LL
 
+/* Is id's entry out with no serialising event since (EXITS_AFTER)? */
+static KT_NOINSTR int waits_sync(uint32_t id)
+{
+	return lf[id].nop_entry && lf[id].entry_gen >= sync_gen && !quiet(id);
+}
+
 static KT_NOINSTR int exits_wait_sync(void)
 {
 	int waiting = 0;
@@ -1632,7 +1623,7 @@ static KT_NOINSTR int exits_wait_sync(void)
 	for (uint32_t k = 0; k < ntodo; k++) {
 		struct lfn *l = &lf[todo[k]];
 
-		if (!l->nop_entry || l->entry_gen < sync_gen || quiet(todo[k]) || !wanted(todo[k]))
+		if (!waits_sync(todo[k]) || !wanted(todo[k]))
 			continue;
 		waiting = 1;
 		for (int i = 0; i < NEXIT; i++)
@@ -1835,7 +1826,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	if (!kt_load(&lean_used, relaxed))
 		return;
 	now = pass_ns = ktrace__monotonic_ns();
-	orng_tick(now, 0, wait_ns);
+	orng_tick(now, wait_ns);
 	gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
 	if (last_batch_ns != 0 && now - last_batch_ns < gap) {
 		if (wait_ns && gap - (now - last_batch_ns) < *wait_ns)
@@ -1906,10 +1897,8 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	/* Exits waiting for a serialising event: back for it by
 	 * SYNC_WAIT_NS after the last one (exits_wait_sync). */
 	if (wait_ns && sync_cmd != 0)
-		for (uint32_t k = 0; k < ntodo; k++) {
-			struct lfn *l = &lf[todo[k]];
-
-			if (l->nop_entry && l->entry_gen >= sync_gen && !quiet(todo[k])) {
+		for (uint32_t k = 0; k < ntodo; k++)
+			if (waits_sync(todo[k])) {
 				int64_t w = last_sync_ns + SYNC_WAIT_NS - ktrace__monotonic_ns();
 
 				w = w < gap ? gap : w;
@@ -1917,7 +1906,6 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 					*wait_ns = w;
 				break;
 			}
-		}
 }
 
 KT_NOINSTR void ktrace__lean_muting(uint32_t id)
