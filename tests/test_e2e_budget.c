@@ -281,6 +281,18 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	struct run r;
 
 	(void)state;
+#if defined(__SANITIZE_THREAD__)
+	/* Under TSan the premise fails: mapper's mprotect waited 2-10 ms for
+	 * the mapping lock (kernel stack: do_mprotect_pkey, state D) with no
+	 * interval of ktrace's within 37 ms, in 1 run of 4 beside another
+	 * test (ctest -j2 on 2 cores).  TSan's runtime maps and faults its
+	 * shadow and sync memory on its own (the writer's 32 MiB copy is
+	 * shadowed too); a holder preempted makes such a wait, the program's
+	 * as far as the budget can know.  The plain build, 10 runs under the
+	 * same load: no wait over 1 ms outside ktrace's intervals.  The plain
+	 * and ASan builds run this test. */
+	skip();
+#endif
 	run_n(&r, "mapwait", "2", env, 2);
 	if (!strstr(r.p.out, "mid 0\n"))
 		fail_msg("the mid snapshot failed; stdout:\n%s", r.p.out);
