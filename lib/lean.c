@@ -78,6 +78,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <cpuid.h>
@@ -924,6 +925,176 @@ static KT_NOINSTR int nthreads(void)
 }
 
 /*
+ * PRECOPY.  The executable's code is a private file mapping: the first
+ * write to one of its pages (a batch's, P1 or W) copies the page, and the
+ * copy flushes the page's old translation on every core running the
+ * program, an interrupt each (SQLite's short run: 105 pages, about 100 of
+ * the 147 interrupts left; Lua's: 31).  While the process has one thread
+ * nobody else runs it and nothing is interrupted, so at init a lean
+ * executable's code segments are copied at once: made writable, each
+ * page faulted in for writing, then read+exec again.  The cost is the
+ * code's size in private memory, pages a long run's batches copy anyway
+ * where they patch; nothing is done above PRECOPY_MAX, for a shared
+ * library (loaded before init or not, it may be mapped by many processes
+ * and is copied page by page as it is patched), or where code cannot be
+ * made writable (the writer finds that out at its first batch and says
+ * so: W^X below).
+ *
+ * A lean executable: its main begins (after an endbr64) with a call of
+ * __fentry__, direct, through its GOT slot, or through a PLT entry whose
+ * slot is bound.  main is found from the entry point: glibc's _start
+ * loads it into %rdi ("lea main(%rip)", "mov main@GOTPCREL(%rip)" or
+ * "mov $main") just before it calls __libc_start_main.  Every address
+ * read is inside one of the executable's segments.
+ */
+#define PRECOPY_MAX (64ull << 20)
+void __fentry__(void);   /* record.c */
+static uint64_t n_precopied;   /* pages; written once at init */
+
+/* Is [a, a + n) inside a loaded segment of info (code: an exec one)? */
+static KT_NOINSTR int in_load(const struct dl_phdr_info *info, uint64_t a, uint64_t n, int code)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t b = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type == PT_LOAD && (!code || (p->p_flags & PF_X)) && a >= b &&
+		    a + n <= b + p->p_memsz && a + n >= a)
+			return 1;
+	}
+	return 0;
+}
+
+/* The 8 bytes at a, if a segment of info holds them; 0 if not. */
+static KT_NOINSTR uint64_t load_word(const struct dl_phdr_info *info, uint64_t a)
+{
+	uint64_t v = 0;
+
+	if (in_load(info, a, 8, 0))
+		memcpy(&v, (const void *)(uintptr_t)a, 8);
+	return v;
+}
+
+/* Where the call or jump at p (opcode bytes n, then a rel32) leads: its
+ * target, or the word in the slot it reads (slot != 0). */
+static KT_NOINSTR uint64_t rel_target(const struct dl_phdr_info *info, uint64_t p, int n,
+                                      int slot)
+{
+	uint8_t b[4];
+	int32_t d;
+	uint64_t t;
+
+	code_read(b, p + (uint64_t)n, 4);
+	memcpy(&d, b, 4);
+	t = p + (uint64_t)n + 4 + (uint64_t)(int64_t)d;
+	return slot ? load_word(info, t) : t;
+}
+
+/* Does the code at f (in an exec segment of info) begin with a call of
+ * __fentry__? */
+static KT_NOINSTR int calls_fentry(const struct dl_phdr_info *info, uint64_t f)
+{
+	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+	uint64_t t = 0, want = (uint64_t)(uintptr_t)&__fentry__;
+	uint8_t c[4];
+
+	if (!in_load(info, f, 16, 1))
+		return 0;
+	code_read(c, f, 4);
+	if (memcmp(c, endbr, 4) == 0)
+		code_read(c, f += 4, 2);
+	if (c[0] == 0xe8)
+		t = rel_target(info, f, 1, 0);
+	else if (c[0] == 0x67 && c[1] == 0xe8)
+		t = rel_target(info, f, 2, 0);
+	else if (c[0] == 0xff && c[1] == 0x15)
+		return rel_target(info, f, 2, 1) == want;
+	if (t == want)
+		return 1;
+	/* a PLT entry: [endbr64] [bnd] jmp *slot(%rip) */
+	if (!in_load(info, t, 16, 1))
+		return 0;
+	code_read(c, t, 4);
+	if (memcmp(c, endbr, 4) == 0)
+		code_read(c, t += 4, 3);
+	if (c[0] == 0xf2)
+		code_read(c, ++t, 2);
+	return c[0] == 0xff && c[1] == 0x25 && rel_target(info, t, 2, 1) == want;
+}
+
+/* main's address from _start's code at entry; 0 if not found. */
+static KT_NOINSTR uint64_t find_main(const struct dl_phdr_info *info, uint64_t entry)
+{
+	uint8_t c[64];
+
+	if (!in_load(info, entry, sizeof(c), 1))
+		return 0;
+	code_read(c, entry, sizeof(c));
+	for (uint32_t i = 0; i + 7 <= sizeof(c); i++) {
+		if (c[i] == 0x48 && c[i + 1] == 0x8d && c[i + 2] == 0x3d)   /* lea rel(%rip), %rdi */
+			return rel_target(info, entry + i, 3, 0);
+		if (c[i] == 0x48 && c[i + 1] == 0x8b && c[i + 2] == 0x3d)   /* mov rel(%rip), %rdi */
+			return rel_target(info, entry + i, 3, 1);
+		if (c[i] == 0x48 && c[i + 1] == 0xc7 && c[i + 2] == 0xc7) {   /* mov $imm32, %rdi */
+			int32_t v;
+
+			memcpy(&v, c + i + 3, 4);
+			return (uint64_t)(int64_t)v;
+		}
+		if (c[i] == 0xff && c[i + 1] == 0x15)   /* the call: no main before it */
+			return 0;
+	}
+	return 0;
+}
+
+static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uint64_t entry = getauxval(AT_ENTRY), total = 0, m;
+
+	(void)size;
+	(void)arg;
+	/* the first module listed is the executable */
+	if (entry == 0 || (m = find_main(info, entry)) == 0 || !calls_fentry(info, m))
+		return 1;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < info->dlpi_phnum; i++) {
+			const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+			uint64_t a = (info->dlpi_addr + p->p_vaddr) & ~4095ull;
+			uint64_t e = (info->dlpi_addr + p->p_vaddr + p->p_memsz + 4095) & ~4095ull;
+
+			if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
+				continue;
+			if (pass == 0) {
+				total += e - a;
+				continue;
+			}
+			if (total > PRECOPY_MAX)
+				return 1;
+			if (mprotect((void *)a, e - a, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+				/* W^X, or no memory for the copy: the writer's
+				 * first batch finds out and says so */
+				mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
+				return 1;
+			}
+			/* The same byte written back at each page: no store of
+			 * another thread's to race with (there is none), and
+			 * every page copied even before Linux 5.14. */
+			if (ktrace__populate_write((void *)a, e - a) != 0)
+				for (uint64_t q = a; q < e; q += 4096)
+					code_poke(q, code_byte(q));
+			mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
+			n_precopied += (e - a) / 4096;
+		}
+	return 1;
+}
+
+/* At init, with one thread: a lean executable's code copied (PRECOPY). */
+static KT_NOINSTR void precopy(void)
+{
+	dl_iterate_phdr(precopy_cb, NULL);
+}
+
+/*
  * At init (before the writer thread exists): registering for membarrier
  * costs microseconds while the process has one thread, but a grace period
  * once it has several (6-22 ms measured on the 2-core VM), which the
@@ -932,8 +1103,11 @@ static KT_NOINSTR int nthreads(void)
  */
 KT_NOINSTR void ktrace__lean_init(void)
 {
-	if (nthreads() == 1)
+	if (nthreads() == 1) {
 		sync_setup();
+		if (ktrace__cfg.filter)   /* off: nothing is patched out */
+			precopy();
+	}
 }
 
 static KT_NOINSTR void patch_setup(void)
@@ -1959,6 +2133,12 @@ KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
+/* Tests (hidden): the executable's code pages copied at init (PRECOPY). */
+KT_NOINSTR uint64_t ktrace__lean_test_precopied(void)
+{
+	return n_precopied;
+}
+
 /* Tests (hidden): exit sites given a stub so far (STUBS). */
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
 {
@@ -1993,6 +2173,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
+KT_NOINSTR uint64_t ktrace__lean_test_precopied(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

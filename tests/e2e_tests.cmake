@@ -211,8 +211,11 @@ if(KTRACE_LEAN_CFLAGS)
     target_compile_options(e2e_lean_reload_${rl} PRIVATE -O2 ${KT_LEAN_OPTS})
     target_compile_definitions(e2e_lean_reload_${rl} PRIVATE RL=${rl})
   endforeach()
+  # the same program in the default mode (-finstrument-functions)
+  ktrace_test_program(e2e_lean_fi SOURCES ${KT_E2E_DIR}/lean_prog.c
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
-      e2e_lean_reload_a e2e_lean_reload_b)
+      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)

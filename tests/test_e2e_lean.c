@@ -471,6 +471,81 @@ static void test_e2e_lean_wx(void **state)
 	done(&q);
 }
 
+/* The last "code-copied <private kB> <size kB>" line of out. */
+static void code_copied(const char *out, long *anon, long *size)
+{
+	const char *s = NULL, *q = out;
+
+	while ((q = strstr(q, "code-copied ")) != NULL)
+		s = q++;
+	assert_non_null(s);
+	assert_int_equal(sscanf(s, "code-copied %ld %ld", anon, size), 2);
+}
+
+/* PRECOPY (lean.c): a lean executable's code is copied at init, while it
+ * has one thread (no copy-on-write interrupts later); not with the filter
+ * off (nothing is patched out), not a default build's. */
+static void test_e2e_lean_precopy(void **state)
+{
+	const char *progs[] = {BIN "e2e_lean", BIN "e2e_lean_static", BIN "e2e_lean_lld"};
+	char *argv[] = {(char *)BIN "e2e_lean_fi", (char *)"count", NULL};
+	const char *env[] = {"KTRACE_QUIET=1", "KTRACE_DIR=/nonexistent", NULL};
+	struct kt_proc p;
+	struct run r;
+	long anon, size;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		if (access(progs[i], X_OK) != 0)
+			continue;   /* no lld */
+		run(&r, progs[i], "count", "KTRACE_QUIET=1", NULL);
+		code_copied(r.p.out, &anon, &size);
+		if (size <= 0 || anon != size)
+			fail_msg("%s: %ld kB of %ld kB of code copied at start", progs[i], anon, size);
+		assert_non_null(strstr(r.p.out, "count 1800000"));
+		assert_non_null(strstr(r.p.out, "writable-code 0\n"));
+		done(&r);
+	}
+	run(&r, BIN "e2e_lean", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	code_copied(r.p.out, &anon, &size);
+	assert_true(size > 0);
+	assert_int_equal(anon, 0);
+	done(&r);
+	/* the same program built with -finstrument-functions */
+	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
+	kt_wait(&p, 60000);
+	code_copied(p.out, &anon, &size);
+	assert_true(size > 0);
+	assert_int_equal(anon, 0);
+	kt_proc_free(&p);
+}
+
+/* Code that can never be made writable, from the start (the ban kept
+ * across execve): the copy at init fails quietly, the first batch says
+ * so once, and the excluded function is muted in the hook. */
+static void test_e2e_lean_wx_from_start(void **state)
+{
+	struct run r;
+	long anon, size;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "wxexec", "KTRACE_EXCLUDE=leaf", NULL);
+	assert_true(strstr(r.p.out, "wx mdwe") || strstr(r.p.out, "wx seccomp"));
+	code_copied(r.p.out, &anon, &size);
+	assert_int_equal(anon, 0);
+	assert_int_equal(kt_count_str(r.p.err, "cannot make code writable"), 1);
+	assert_non_null(strstr(r.p.out, "count 1800000"));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
+	assert_true(is_call(leaf_site(&r)));
+	assert_true(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	done(&r);
+}
+
 static void test_e2e_lean_late_exits(void **state)
 {
 	struct run r;
@@ -684,6 +759,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_cpu_budget_long_calls),
 		cmocka_unit_test(test_e2e_lean_disabled),
 		cmocka_unit_test(test_e2e_lean_wx),
+		cmocka_unit_test(test_e2e_lean_wx_from_start),
+		cmocka_unit_test(test_e2e_lean_precopy),
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_late_exits),
 		cmocka_unit_test(test_e2e_lean_held),

@@ -23,6 +23,10 @@
  *            that ran, the sites that are nops).
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
+ *   wxexec   forbids writable code as wx does, then runs itself again
+ *            (execve keeps the ban) in count mode: ktrace starts where
+ *            code can never be made writable.
+ * Every mode first prints "code-copied <kB> <kB>" (print_code_copied).
  *   late     late_a (direct calls) and late_b (through a pointer), both
  *            excluded by the test, return one way 100 times, then the
  *            other 300,000 times; after 300 ms: "late calls <a> <b>", how
@@ -304,6 +308,36 @@ static void do_count(void)
 	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
 	printf("writable-code %d\n", writable_code());
 	print_batches();
+}
+
+/* "code-copied <kB> <kB>": of the executable's code mappings, the part
+ * that is private memory (copied: PRECOPY in lean.c), and their size;
+ * at main's start, before any patching. */
+static void print_code_copied(void)
+{
+	char exe[4096], line[4352], perms[8], path[4096];
+	long anon = 0, size = 0, v;
+	int in_code = 0;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (n <= 0 || f == NULL) {
+		printf("code-copied -1 -1\n");
+		if (f)
+			fclose(f);
+		return;
+	}
+	exe[n] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*[0-9a-f]-%*[0-9a-f] %7s %*s %*s %*s %4095s", perms, path) == 2)
+			in_code = strcmp(perms, "r-xp") == 0 && strcmp(path, exe) == 0;
+		else if (in_code && sscanf(line, "Size: %ld kB", &v) == 1)
+			size += v;
+		else if (in_code && sscanf(line, "Anonymous: %ld kB", &v) == 1)
+			anon += v;
+	}
+	fclose(f);
+	printf("code-copied %ld %ld\n", anon, size);
 }
 
 /* ---- wx: forbid writable code ---------------------------------------------------- */
@@ -749,6 +783,7 @@ int main(int argc, char **argv)
 	char path[4096] = "";
 	int rc, bad = 0;
 
+	print_code_copied();
 	if (strcmp(mode, "calls") == 0) {
 		bad = do_calls();
 	} else if (strcmp(mode, "longjmp") == 0) {
@@ -790,6 +825,19 @@ int main(int argc, char **argv)
 		}
 		printf("wx %s\n", how);
 		do_count();
+	} else if (strcmp(mode, "wxexec") == 0) {
+		const char *how = forbid_wx();
+		char *args[] = {argv[0], (char *)"count", NULL};
+
+		if (how == NULL) {
+			printf("wx none\n");
+			return 77;
+		}
+		printf("wx %s\n", how);
+		fflush(stdout);
+		execv("/proc/self/exe", args);
+		printf("execv: %s\n", strerror(errno));
+		return 1;
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
 	} else if (strcmp(mode, "late") == 0) {
