@@ -990,19 +990,29 @@ static KT_NOINSTR uint64_t rel_target(const struct dl_phdr_info *info, uint64_t 
 	return slot ? load_word(info, t) : t;
 }
 
+/* The code at a, past an endbr64 if one is there: its address, and its
+ * first 4 bytes in c.  [a, a + 8) is code. */
+static KT_NOINSTR uint64_t past_endbr(uint64_t a, uint8_t *c)
+{
+	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+
+	code_read(c, a, 4);
+	if (memcmp(c, endbr, 4) != 0)
+		return a;
+	code_read(c, a + 4, 4);
+	return a + 4;
+}
+
 /* Does the code at f (in an exec segment of info) begin with a call of
  * __fentry__? */
 static KT_NOINSTR int calls_fentry(const struct dl_phdr_info *info, uint64_t f)
 {
-	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
 	uint64_t t = 0, want = (uint64_t)(uintptr_t)&__fentry__;
 	uint8_t c[4];
 
 	if (!in_load(info, f, 16, 1))
 		return 0;
-	code_read(c, f, 4);
-	if (memcmp(c, endbr, 4) == 0)
-		code_read(c, f += 4, 2);
+	f = past_endbr(f, c);
 	if (c[0] == 0xe8)
 		t = rel_target(info, f, 1, 0);
 	else if (c[0] == 0x67 && c[1] == 0xe8)
@@ -1014,9 +1024,7 @@ static KT_NOINSTR int calls_fentry(const struct dl_phdr_info *info, uint64_t f)
 	/* a PLT entry: [endbr64] [bnd] jmp *slot(%rip) */
 	if (!in_load(info, t, 16, 1))
 		return 0;
-	code_read(c, t, 4);
-	if (memcmp(c, endbr, 4) == 0)
-		code_read(c, t += 4, 3);
+	t = past_endbr(t, c);
 	if (c[0] == 0xf2)
 		code_read(c, ++t, 2);
 	return c[0] == 0xff && c[1] == 0x25 && rel_target(info, t, 2, 1) == want;

@@ -202,6 +202,11 @@ if(KTRACE_LEAN_CFLAGS)
   ktrace_test_program(e2e_lean_nopie SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fno-pie ${KT_LEAN_OPTS})
   target_link_options(e2e_lean_nopie PRIVATE -no-pie)
+  # the same bound at load (-z now): main calls __fentry__ through a PLT
+  # entry whose slot is filled before ktrace starts (PRECOPY in lean.c)
+  ktrace_test_program(e2e_lean_nopie_now SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fno-pie ${KT_LEAN_OPTS})
+  target_link_options(e2e_lean_nopie_now PRIVATE -no-pie -Wl,-z,now)
   ktrace_test_program(e2e_lean_static SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN STATIC
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -DLEAN_STATIC ${KT_LEAN_OPTS})
   add_library(e2e_lean_plugin SHARED ${KT_E2E_DIR}/lean_plugin.c)
@@ -215,7 +220,7 @@ if(KTRACE_LEAN_CFLAGS)
   ktrace_test_program(e2e_lean_fi SOURCES ${KT_E2E_DIR}/lean_prog.c
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
-      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi)
+      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)
