@@ -934,7 +934,8 @@ static KT_NOINSTR int nthreads(void)
  * executable's code segments are copied at once: made writable, each
  * page faulted in for writing, then read+exec again.  The cost is the
  * code's size in private memory, pages a long run's batches copy anyway
- * where they patch; nothing is done above PRECOPY_MAX, for a shared
+ * where they patch; nothing is done above PRECOPY_MAX, under a seccomp
+ * filter (ktrace__lean_init), for a shared
  * library (loaded before init or not, it may be mapped by many processes
  * and is copied page by page as it is patched), or where code cannot be
  * made writable (the writer finds that out at its first batch and says
@@ -1113,7 +1114,11 @@ KT_NOINSTR void ktrace__lean_init(void)
 {
 	if (nthreads() == 1) {
 		sync_setup();
-		if (ktrace__cfg.filter)   /* off: nothing is patched out */
+		/* filter off: nothing is patched out; under a seccomp
+		 * filter an mprotect it does not expect may kill the
+		 * process, and this one is optional (the batches make
+		 * theirs when they must, as before) */
+		if (ktrace__cfg.filter && ktrace__seccomp_mode(0) == 0)
 			precopy();
 	}
 }

@@ -485,7 +485,8 @@ static void code_copied(const char *out, long *anon, long *size)
 /* PRECOPY (lean.c): a lean executable's code is copied at init, while it
  * has one thread (no copy-on-write interrupts later), whichever way main
  * calls __fentry__ (GOT slot, direct, PLT bound at load); not with the
- * filter off (nothing is patched out), not a default build's. */
+ * filter off (nothing is patched out), not under a seccomp filter, not a
+ * default build's. */
 static void test_e2e_lean_precopy(void **state)
 {
 	const char *progs[] = {BIN "e2e_lean", BIN "e2e_lean_static", BIN "e2e_lean_lld",
@@ -516,6 +517,13 @@ static void test_e2e_lean_precopy(void **state)
 	code_copied(r.p.out, &anon, &size);
 	assert_true(size > 0);
 	assert_int_equal(anon, 0);
+	done(&r);
+	/* under a seccomp filter the copy is not tried */
+	run(&r, BIN "e2e_lean_static", "seccompexec", "KTRACE_QUIET=1", NULL);
+	code_copied(r.p.out, &anon, &size);
+	assert_true(size > 0);
+	assert_int_equal(anon, 0);
+	assert_non_null(strstr(r.p.out, "count 1800000"));
 	done(&r);
 	run(&r, BIN "e2e_lean", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
 	code_copied(r.p.out, &anon, &size);

@@ -26,6 +26,8 @@
  *   wxexec   forbids writable code as wx does, then runs itself again
  *            (execve keeps the ban) in count mode: ktrace starts where
  *            code can never be made writable.
+ *   seccompexec  installs a seccomp filter that allows everything, then
+ *            runs itself again in count mode (ktrace starts under it).
  * Every mode first prints "code-copied <kB> <kB>" (print_code_copied).
  *   late     late_a (direct calls) and late_b (through a pointer), both
  *            excluded by the test, return one way 100 times, then the
@@ -825,6 +827,21 @@ int main(int argc, char **argv)
 		}
 		printf("wx %s\n", how);
 		do_count();
+	} else if (strcmp(mode, "seccompexec") == 0) {
+		/* a filter that allows everything: ktrace sees "Seccomp: 2" */
+		struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+		struct sock_fprog prog = {1, f};
+		char *args[] = {argv[0], (char *)"count", NULL};
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+			printf("seccomp: %s\n", strerror(errno));
+			return 77;
+		}
+		fflush(stdout);
+		execv("/proc/self/exe", args);
+		printf("execv: %s\n", strerror(errno));
+		return 1;
 	} else if (strcmp(mode, "wxexec") == 0) {
 		const char *how = forbid_wx();
 		char *args[] = {argv[0], (char *)"count", NULL};
