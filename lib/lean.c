@@ -622,7 +622,10 @@ static KT_NOINSTR int entry_between(const struct lfn *l, uint64_t a, uint64_t e)
 
 /* The PT_LOAD code segment of info holding [a, a + len) (pages: its pages
  * do, the segment need not start or end at one): [*lo, *hi) as its
- * program header gives it; 0, or -1. */
+ * program header gives it; 0, or -1.  Only a read+exec one: a segment
+ * also writable (a section flagged "awx" puts the whole data segment
+ * there) would lose its write access where a batch puts the code back
+ * to read+exec; its sites are left alone and muted in the hook. */
 static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, uint64_t len,
                                    int pages, uint64_t *lo, uint64_t *hi)
 {
@@ -634,7 +637,8 @@ static KT_NOINSTR int exec_segment(const struct dl_phdr_info *info, uint64_t a, 
 			b &= ~4095ull;
 			e = (e + 4095) & ~4095ull;
 		}
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X) && a >= b && a + len <= e) {
+		if (p->p_type == PT_LOAD && (p->p_flags & (PF_R | PF_W | PF_X)) == (PF_R | PF_X) &&
+		    a >= b && a + len <= e) {
 			*lo = info->dlpi_addr + p->p_vaddr;
 			*hi = *lo + p->p_memsz;
 			return 0;
@@ -952,15 +956,16 @@ static KT_NOINSTR int nthreads(void)
 void __fentry__(void);   /* record.c */
 static uint64_t n_precopied;   /* pages; written once at init */
 
-/* Is [a, a + n) inside a loaded segment of info (code: an exec one)? */
+/* Is [a, a + n) inside a readable loaded segment of info (code: an exec
+ * one)? */
 static KT_NOINSTR int in_load(const struct dl_phdr_info *info, uint64_t a, uint64_t n, int code)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
 		uint64_t b = info->dlpi_addr + p->p_vaddr;
 
-		if (p->p_type == PT_LOAD && (!code || (p->p_flags & PF_X)) && a >= b &&
-		    a + n <= b + p->p_memsz && a + n >= a)
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_R) && (!code || (p->p_flags & PF_X)) &&
+		    a >= b && a + n <= b + p->p_memsz && a + n >= a)
 			return 1;
 	}
 	return 0;
@@ -1071,7 +1076,10 @@ static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *a
 			uint64_t a = (info->dlpi_addr + p->p_vaddr) & ~4095ull;
 			uint64_t e = (info->dlpi_addr + p->p_vaddr + p->p_memsz + 4095) & ~4095ull;
 
-			if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
+			/* read+exec only, as exec_segment(): a writable one
+			 * must stay writable */
+			if (p->p_type != PT_LOAD ||
+			    (p->p_flags & (PF_R | PF_W | PF_X)) != (PF_R | PF_X))
 				continue;
 			if (pass == 0) {
 				total += e - a;
@@ -1085,10 +1093,11 @@ static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *a
 				mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
 				return 1;
 			}
-			/* The same byte written back at each page: no store of
-			 * another thread's to race with (there is none), and
-			 * every page copied even before Linux 5.14. */
-			if (ktrace__populate_write((void *)a, e - a) != 0)
+			/* Before Linux 5.14 (EINVAL): the same byte written
+			 * back at each page, no store of another thread's to
+			 * race with (there is none).  Other errors (ENOMEM):
+			 * no copy, as the batches would find too. */
+			if (ktrace__populate_write((void *)a, e - a) != 0 && errno == EINVAL)
 				for (uint64_t q = a; q < e; q += 4096)
 					code_poke(q, code_byte(q));
 			mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);

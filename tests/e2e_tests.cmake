@@ -216,11 +216,16 @@ if(KTRACE_LEAN_CFLAGS)
     target_compile_options(e2e_lean_reload_${rl} PRIVATE -O2 ${KT_LEAN_OPTS})
     target_compile_definitions(e2e_lean_reload_${rl} PRIVATE RL=${rl})
   endforeach()
+  # with an RWX data segment (a section flagged "awx")
+  ktrace_test_program(e2e_lean_rwx SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE -DLEAN_RWX ${KT_LEAN_OPTS})
+  set_target_properties(e2e_lean_rwx PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_lean_rwx PRIVATE -pie LINKER:--no-warn-rwx-segments)
   # the same program in the default mode (-finstrument-functions)
   ktrace_test_program(e2e_lean_fi SOURCES ${KT_E2E_DIR}/lean_prog.c
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
-      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now)
+      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)

@@ -539,6 +539,31 @@ static void test_e2e_lean_precopy(void **state)
 	kt_proc_free(&p);
 }
 
+/* A segment both writable and executable (a section flagged "awx" makes
+ * the data segment RWX) keeps its write access: neither the copy at
+ * start-up nor a batch puts it back to read+exec (the program wrote its
+ * data before it crashed that way); the read+exec code is copied and
+ * patched as usual. */
+static void test_e2e_lean_rwx_segment(void **state)
+{
+	struct run r;
+	long anon, size;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_rwx", "count", "KTRACE_QUIET=1", "KTRACE_EXCLUDE=leaf", NULL);
+	assert_non_null(strstr(r.p.out, "wtext c3"));
+	assert_non_null(strstr(r.p.out, "count 1800000"));
+	code_copied(r.p.out, &anon, &size);
+	if (size <= 0 || anon != size)
+		fail_msg("%ld kB of %ld kB of code copied at start", anon, size);
+	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
+	assert_false(is_call(leaf_site(&r)));   /* patched out */
+	assert_int_equal(r.d->lost_exits, 0);
+	done(&r);
+}
+
 /* Code that can never be made writable, from the start (the ban kept
  * across execve): the copy at init fails quietly, the first batch says
  * so once, and the excluded function is muted in the hook. */
@@ -778,6 +803,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_wx_from_start),
 		cmocka_unit_test(test_e2e_lean_precopy),
+		cmocka_unit_test(test_e2e_lean_rwx_segment),
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_late_exits),
 		cmocka_unit_test(test_e2e_lean_held),

@@ -312,6 +312,14 @@ static void do_count(void)
 	print_batches();
 }
 
+#if defined(LEAN_RWX)
+/* A section both writable and executable: the linker puts it with the
+ * data, whose segment becomes RWX.  ktrace must leave that segment
+ * writable (neither the copy at start-up nor a batch may make it r-x). */
+__asm__(".section .wtext,\"awx\",@progbits\n\t.globl wtext_byte\nwtext_byte: .byte 0xc3\n\t.previous");
+extern unsigned char wtext_byte;
+#endif
+
 /* "code-copied <kB> <kB>": of the executable's code mappings, the part
  * that is private memory (copied: PRECOPY in lean.c), and their size;
  * at main's start, before any patching. */
@@ -786,6 +794,9 @@ int main(int argc, char **argv)
 	int rc, bad = 0;
 
 	print_code_copied();
+#if defined(LEAN_RWX)
+	printf("wtext %02x\n", wtext_byte);
+#endif
 	if (strcmp(mode, "calls") == 0) {
 		bad = do_calls();
 	} else if (strcmp(mode, "longjmp") == 0) {
