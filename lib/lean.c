@@ -954,7 +954,6 @@ static KT_NOINSTR int nthreads(void)
  */
 #define PRECOPY_MAX (64ull << 20)
 void __fentry__(void);   /* record.c */
-static uint64_t n_precopied;   /* pages; written once at init */
 
 /* Is [a, a + n) inside a readable loaded segment of info (code: an exec
  * one)? */
@@ -1101,7 +1100,6 @@ static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *a
 				for (uint64_t q = a; q < e; q += 4096)
 					code_poke(q, code_byte(q));
 			mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
-			n_precopied += (e - a) / 4096;
 		}
 	return 1;
 }
@@ -2155,12 +2153,6 @@ KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_
 	*by_int3 = kt_load(&n_int3, relaxed);
 }
 
-/* Tests (hidden): the executable's code pages copied at init (PRECOPY). */
-KT_NOINSTR uint64_t ktrace__lean_test_precopied(void)
-{
-	return n_precopied;
-}
-
 /* Tests (hidden): exit sites given a stub so far (STUBS). */
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
 {
@@ -2195,7 +2187,6 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
-KT_NOINSTR uint64_t ktrace__lean_test_precopied(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {
