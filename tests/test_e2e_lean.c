@@ -482,6 +482,27 @@ static void code_copied(const char *out, long *anon, long *size)
 	assert_int_equal(sscanf(s, "code-copied %ld %ld", anon, size), 2);
 }
 
+/* out says all of the executable's code was copied at start (what: the
+ * program, for the message). */
+static void all_copied(const char *out, const char *what)
+{
+	long anon, size;
+
+	code_copied(out, &anon, &size);
+	if (size <= 0 || anon != size)
+		fail_msg("%s: %ld kB of %ld kB of code copied at start", what, anon, size);
+}
+
+/* out says none of it was. */
+static void none_copied(const char *out)
+{
+	long anon, size;
+
+	code_copied(out, &anon, &size);
+	assert_true(size > 0);
+	assert_int_equal(anon, 0);
+}
+
 /* PRECOPY (lean.c): a lean executable's code is copied at init, while it
  * has one thread (no copy-on-write interrupts later), whichever way main
  * calls __fentry__ (GOT slot, direct, PLT bound at load); not with the
@@ -495,7 +516,6 @@ static void test_e2e_lean_precopy(void **state)
 	const char *env[] = {"KTRACE_QUIET=1", "KTRACE_DIR=/nonexistent", NULL};
 	struct kt_proc p;
 	struct run r;
-	long anon, size;
 
 	(void)state;
 	if (no_lean())
@@ -504,9 +524,7 @@ static void test_e2e_lean_precopy(void **state)
 		if (access(progs[i], X_OK) != 0)
 			continue;   /* no lld */
 		run(&r, progs[i], "count", "KTRACE_QUIET=1", NULL);
-		code_copied(r.p.out, &anon, &size);
-		if (size <= 0 || anon != size)
-			fail_msg("%s: %ld kB of %ld kB of code copied at start", progs[i], anon, size);
+		all_copied(r.p.out, progs[i]);
 		assert_non_null(strstr(r.p.out, "count 1800000"));
 		assert_non_null(strstr(r.p.out, "writable-code 0\n"));
 		done(&r);
@@ -514,28 +532,20 @@ static void test_e2e_lean_precopy(void **state)
 	/* main calls __fentry__ through a PLT entry bound lazily: ktrace
 	 * cannot tell at start-up (docs/lean.md) */
 	run(&r, BIN "e2e_lean_nopie", "count", "KTRACE_QUIET=1", NULL);
-	code_copied(r.p.out, &anon, &size);
-	assert_true(size > 0);
-	assert_int_equal(anon, 0);
+	none_copied(r.p.out);
 	done(&r);
 	/* under a seccomp filter the copy is not tried */
 	run(&r, BIN "e2e_lean_static", "seccompexec", "KTRACE_QUIET=1", NULL);
-	code_copied(r.p.out, &anon, &size);
-	assert_true(size > 0);
-	assert_int_equal(anon, 0);
+	none_copied(r.p.out);
 	assert_non_null(strstr(r.p.out, "count 1800000"));
 	done(&r);
 	run(&r, BIN "e2e_lean", "count", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
-	code_copied(r.p.out, &anon, &size);
-	assert_true(size > 0);
-	assert_int_equal(anon, 0);
+	none_copied(r.p.out);
 	done(&r);
 	/* the same program built with -finstrument-functions */
 	assert_int_equal(kt_spawn(&p, argv, env, NULL), 0);
 	kt_wait(&p, 60000);
-	code_copied(p.out, &anon, &size);
-	assert_true(size > 0);
-	assert_int_equal(anon, 0);
+	none_copied(p.out);
 	kt_proc_free(&p);
 }
 
@@ -547,7 +557,6 @@ static void test_e2e_lean_precopy(void **state)
 static void test_e2e_lean_rwx_segment(void **state)
 {
 	struct run r;
-	long anon, size;
 
 	(void)state;
 	if (no_lean())
@@ -555,9 +564,7 @@ static void test_e2e_lean_rwx_segment(void **state)
 	run(&r, BIN "e2e_lean_rwx", "count", "KTRACE_QUIET=1", "KTRACE_EXCLUDE=leaf", NULL);
 	assert_non_null(strstr(r.p.out, "wtext c3"));
 	assert_non_null(strstr(r.p.out, "count 1800000"));
-	code_copied(r.p.out, &anon, &size);
-	if (size <= 0 || anon != size)
-		fail_msg("%ld kB of %ld kB of code copied at start", anon, size);
+	all_copied(r.p.out, "e2e_lean_rwx");
 	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
 	assert_false(is_call(leaf_site(&r)));   /* patched out */
 	assert_int_equal(r.d->lost_exits, 0);

@@ -352,6 +352,18 @@ static void print_code_copied(void)
 
 /* ---- wx: forbid writable code ---------------------------------------------------- */
 
+/* A seccomp filter of n instructions for this thread and its children
+ * (no new privileges first, as an unprivileged process must); 0 or -1. */
+static int install_filter(struct sock_filter *f, size_t n)
+{
+	struct sock_fprog prog = {(unsigned short)n, f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return -1;
+	return 0;
+}
+
 static const char *forbid_wx(void)
 {
 	/* PR_SET_MDWE (Linux 6.3): refuse W+X and adding X. */
@@ -368,12 +380,22 @@ static const char *forbid_wx(void)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+	if (install_filter(f, sizeof(f) / sizeof(f[0])) != 0)
 		return NULL;
 	return "seccomp";
+}
+
+/* Runs this program again in count mode (execve keeps a ban or a filter
+ * set before); returns only if execv failed. */
+static int rerun_count(char *argv0)
+{
+	char *args[] = {argv0, (char *)"count", NULL};
+
+	fflush(stdout);
+	execv("/proc/self/exe", args);
+	printf("execv: %s\n", strerror(errno));
+	return 1;
 }
 
 /* ---- flip: patching under load ------------------------------------------------------ */
@@ -841,31 +863,21 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "seccompexec") == 0) {
 		/* a filter that allows everything: ktrace sees "Seccomp: 2" */
 		struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
-		struct sock_fprog prog = {1, f};
-		char *args[] = {argv[0], (char *)"count", NULL};
 
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+		if (install_filter(f, 1) != 0) {
 			printf("seccomp: %s\n", strerror(errno));
 			return 77;
 		}
-		fflush(stdout);
-		execv("/proc/self/exe", args);
-		printf("execv: %s\n", strerror(errno));
-		return 1;
+		return rerun_count(argv[0]);
 	} else if (strcmp(mode, "wxexec") == 0) {
 		const char *how = forbid_wx();
-		char *args[] = {argv[0], (char *)"count", NULL};
 
 		if (how == NULL) {
 			printf("wx none\n");
 			return 77;
 		}
 		printf("wx %s\n", how);
-		fflush(stdout);
-		execv("/proc/self/exe", args);
-		printf("execv: %s\n", strerror(errno));
-		return 1;
+		return rerun_count(argv[0]);
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
 	} else if (strcmp(mode, "late") == 0) {
