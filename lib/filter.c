@@ -178,6 +178,7 @@ static struct {
 	uint64_t mute_tsc;        /* counter at the last mute, 0 = none */
 	uint64_t max_ticks;       /* KTRACE_FILTER_MAX_US in ticks */
 	double event_ns;          /* what recording one event costs, about */
+	uint32_t nids;            /* compact ids below this this sample (ktrace__funcs_ids) */
 } F;
 
 /*
@@ -964,15 +965,16 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
                               int window, double cw)
 {
 	double need = 1.0 - 0.7 * R / k->int_wps, removed = 0, all = 0;
-	uint32_t *ids = F.ids, n = 0, epoch, muted = 0;
+	uint32_t *ids = F.ids, n = 0, epoch, muted = 0, nids;
 	uint64_t floor = 0;
 
 	if (sample_words == 0)
 		return;
+	nids = F.nids;
 	/* Under CPU pressure alone, only lean functions: a muted
 	 * -finstrument-functions call still costs both hooks, so muting one
 	 * buys little CPU and loses its calls (a program may mix the modes). */
-	for (uint32_t id = 0; id < NF; id++)
+	for (uint32_t id = 0; id < nids; id++)
 		if (candidate(id) && (window || ktrace__lean_fn(id))) {
 			ids[n++] = id;
 			all += F.obs[id].count;
@@ -1002,7 +1004,7 @@ static KT_NOINSTR void decide(struct cst *k, uint64_t sample_words, uint64_t now
 		uint64_t cfloor = (uint64_t)(cw / MIN_SHARE * (double)sample_words / k->int_wps);
 		uint32_t m = muted;
 
-		for (uint32_t id = 0; id < NF && removed < need_cpu * (double)sample_words; id++)
+		for (uint32_t id = 0; id < nids && removed < need_cpu * (double)sample_words; id++)
 			if (candidate_cpu(id) && !candidate(id))
 				ids[m++] = id;
 		sort_by_count(ids + muted, m - muted);
@@ -1081,6 +1083,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	uint64_t now, hz = ktrace__tsc_hz();
 	double R, cap = g->ring_words / 4.0;
 	int decided = 0, pressure = 0, any_pressure = 0;
+	uint32_t nids;
 
 	int64_t en = early_ns();
 	uint64_t et = en == EARLY_NS ? EARLY_TICKS : LEAN_EARLY_TICKS;
@@ -1162,10 +1165,14 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		 * (the copy would compete with the program for the caches). */
 		if (d == 0 || !ktrace__cfg.filter)
 			continue;
-		for (uint32_t id = 0; id < NF; id++)
+		/* the ids handed out before the sample; one handed out during it
+		 * may get a count from it, which no one reads before the next
+		 * sample zeroes it */
+		nids = F.nids = ktrace__funcs_ids();
+		for (uint32_t id = 0; id < nids; id++)
 			F.obs[id].count = 0;
 		words = sample_core(c, s, pos - d);
-		for (uint32_t id = 0; id < NF && words; id++)
+		for (uint32_t id = 0; id < nids && words; id++)
 			if (F.obs[id].count) {
 				F.obs[id].sampled += F.obs[id].count;
 				F.obs[id].est_events += (double)F.obs[id].count * d / (double)words;

@@ -396,6 +396,7 @@ void ktrace__clock_reset(void);      /* fork child */
 uint32_t ktrace__func_event(uintptr_t fn);
 size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max);
 size_t ktrace__funcs_count(void);
+uint32_t ktrace__funcs_ids(void);
 /* Name id for a user string (marks, spans, kinds); 0 when the table is full. */
 uint32_t ktrace__name_id(const char *name, int kind);
 size_t ktrace__names_serialize(void *dst, size_t cap, uint32_t *count);

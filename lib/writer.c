@@ -54,6 +54,15 @@
  * requests); FUTEX_WAIT on it returns at once if it moved since. */
 static _Atomic uint32_t wake_seq;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handler");
+/* 1 while the writer is in (or about to enter) FUTEX_WAIT: a waker that
+ * sees 0 makes no system call.  The writer stores it seq_cst before
+ * FUTEX_WAIT reads wake_seq, the waker adds to wake_seq seq_cst before it
+ * loads this: either the waker sees 1 and wakes, or the kernel's compare
+ * sees the new wake_seq and the wait returns at once.  Lua's short lean
+ * run made ~130 FUTEX_WAKEs from its main thread, most of them while the
+ * writer was busy anyway (a system call each, and the kernel's look for
+ * a waiter). */
+static _Atomic int writer_sleeping;
 static pthread_t writer;
 static _Atomic int writer_running;
 /* The creating thread's cpu mask, which the writer takes back once it
@@ -103,11 +112,13 @@ KT_NOINSTR void ktrace__writer_wake(void)
 	/* relaxed: published by the release add below */
 	if (kt_load(&track_waker, relaxed) && !on_writer)
 		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
-	/* release: the request set before this call (sig_pending, or an
+	/* seq_cst: the request set before this call (sig_pending, or an
 	 * entry under api_mu / trig_mu) is visible to a writer that loads
-	 * the new value with acquire. */
-	kt_add(&wake_seq, 1, release);
-	syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	 * the new value with acquire, and the add comes before the load of
+	 * writer_sleeping (see there). */
+	kt_add(&wake_seq, 1, seq_cst);
+	if (kt_load(&writer_sleeping, seq_cst))
+		syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
@@ -269,7 +280,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000;
 				}
+				kt_store(&writer_sleeping, 1, seq_cst);
 				syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+				kt_store(&writer_sleeping, 0, relaxed);
 				move_off();
 			}
 		}
