@@ -478,7 +478,7 @@ KT_NOINSTR void ktrace__filter_hint(void)
 {
 	uint32_t zero = 0;
 
-	/* relaxed: the wake's release add publishes it. */
+	/* relaxed: the wake's add (seq_cst, so release too) publishes it. */
 	if (kt_load(&hint, relaxed) == 0 && kt_cas(&hint, &zero, 1, relaxed))
 		ktrace__writer_wake();
 }

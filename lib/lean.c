@@ -706,7 +706,7 @@ KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
 	if (t == &ktrace__idle || t->in_vfork || kt_load(&wx_denied, relaxed) ||
 	    kt_load(&fl_seen[fl_hash(r - 5)], relaxed) == r - 5)
 		return;
-	/* relaxed: a sample; the wake's release add publishes it */
+	/* relaxed: a sample; the wake's add (seq_cst) publishes it */
 	kt_store(&fl_q[kt_add(&fl_head, 1, relaxed) % FLQ], r - 5, relaxed);
 	if (kt_load(&fl_wake, relaxed) == 0 && kt_cas(&fl_wake, &zero, 1, relaxed))
 		ktrace__writer_wake();

@@ -20,8 +20,9 @@
 #include <string.h>
 
 /* Set by the signal handler (a lock-free atomic: async-signal-safe), taken
- * by the writer, read by the exit wait.  relaxed everywhere: wake_seq
- * orders it for the writer, and nothing else is published through it. */
+ * by the writer, read by the exit wait.  relaxed everywhere: the writer's
+ * futex word (wake.h) orders it for the writer, and nothing else is
+ * published through it. */
 static _Atomic int sig_pending;
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "sig_pending must be lock-free in a handler");
 static struct sigaction prev_action;
@@ -152,7 +153,7 @@ KT_NOINSTR void ktrace__signal_init(void)
 		install_signal();
 }
 
-/* relaxed: wake_seq orders sig_pending for the writer (see above). */
+/* relaxed: the writer's futex word orders sig_pending for it (see above). */
 KT_NOINSTR int ktrace__signal_pending(void)
 {
 	return kt_load(&sig_pending, relaxed);

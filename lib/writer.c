@@ -6,27 +6,28 @@
  * All file work happens on this one background thread.  It blocks every
  * signal, so the snapshot signal is delivered to application threads and
  * SIGXFSZ (file size limit) turns into an EFBIG error here instead of
- * killing the process.  Requests reach it through a futex word, wake_seq,
+ * killing the process.  Requests reach it through a futex word (wake.h),
  * which owns no descriptor: a program that closes or reuses descriptor
  * numbers can never make the library read, write or wait on its files.
  *
  *   - the signal handler (signal.c) sets sig_pending, then
- *     ktrace__writer_wake() increments wake_seq and calls FUTEX_WAKE (all
- *     async-signal-safe);
+ *     ktrace__writer_wake() moves the word and, if the writer sleeps,
+ *     calls FUTEX_WAKE (all async-signal-safe);
  *   - ktrace_snapshot() (snapshot.c) queues a request under api_mu and
  *     waits on api_cv for the writer to finish it;
  *   - a trigger (trigger.c) is queued with a due time (trigq.c).
  *
- * The writer sleeps in FUTEX_WAIT on wake_seq with a timeout (the next
+ * The writer sleeps in FUTEX_WAIT on the word with a timeout (the next
  * anchor or a trigger's due time); it never polls or spins.  Its stack is
  * KT_WRITER_STACK, not the default 8 MiB, and it allocates with mmap only
  * (snapfile.c): under RLIMIT_AS the program keeps its address space.
  *
- * State: wake_seq, the thread and whether it runs, whether a file is being
+ * State: the word, the thread and whether it runs, whether a file is being
  * written, and a fork child's "start on first need".  Locks: it takes
  * api_mu and trig_mu one at a time, never together (snapshot.h).
  */
 #include "snapshot.h"
+#include "wake.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -49,20 +50,9 @@
 #define KT_WRITER_STACK (128 * 1024)
 #endif
 
-/* Incremented by every request, after its flag or queue entry is set
- * (release: pairs with the writer's acquire load before it looks at the
- * requests); FUTEX_WAIT on it returns at once if it moved since. */
-static _Atomic uint32_t wake_seq;
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "wake_seq must be lock-free in a handler");
-/* 1 while the writer is in (or about to enter) FUTEX_WAIT: a waker that
- * sees 0 makes no system call.  The writer stores it seq_cst before
- * FUTEX_WAIT reads wake_seq, the waker adds to wake_seq seq_cst before it
- * loads this: either the waker sees 1 and wakes, or the kernel's compare
- * sees the new wake_seq and the wait returns at once.  Lua's short lean
- * run made ~130 FUTEX_WAKEs from its main thread, most of them while the
- * writer was busy anyway (a system call each, and the kernel's look for
- * a waiter). */
-static _Atomic int writer_sleeping;
+/* Moved by every request, after its flag or queue entry is set; the
+ * writer sleeps on it (wake.h). */
+static struct kt_wake wake;
 static pthread_t writer;
 static _Atomic int writer_running;
 /* The creating thread's cpu mask, which the writer takes back once it
@@ -103,22 +93,18 @@ KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
 static _Atomic int waker_cpu, track_waker;
 static __thread int on_writer __attribute__((tls_model("initial-exec")));   /* the writer */
 
-/* Async-signal-safe: a getcpu (see waker_cpu), one atomic add and one
- * system call. */
+/* Async-signal-safe: a getcpu (see waker_cpu), one atomic add and at most
+ * one system call. */
 KT_NOINSTR void ktrace__writer_wake(void)
 {
 	int saved = errno;
 
-	/* relaxed: published by the release add below */
+	/* relaxed: published by the post's add below */
 	if (kt_load(&track_waker, relaxed) && !on_writer)
 		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
-	/* seq_cst: the request set before this call (sig_pending, or an
-	 * entry under api_mu / trig_mu) is visible to a writer that loads
-	 * the new value with acquire, and the add comes before the load of
-	 * writer_sleeping (see there). */
-	kt_add(&wake_seq, 1, seq_cst);
-	if (kt_load(&writer_sleeping, seq_cst))
-		syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	/* the request set before this call (sig_pending, or an entry under
+	 * api_mu / trig_mu) is visible to a writer that loads the new value */
+	kt_wake_post(&wake);
 	errno = saved;
 }
 
@@ -252,10 +238,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 		int64_t wait_ns = 100 * 1000000LL, now;
 		struct ktrace_trigger_rec trig;
 		int have_trig;
-		/* acquire: pairs with ktrace__writer_wake()'s release add; loaded before the
-		 * requests are looked at, so a request made after the look
-		 * moves wake_seq and FUTEX_WAIT below returns at once. */
-		uint32_t seq = kt_load(&wake_seq, acquire);
+		/* loaded before the requests are looked at, so a request made
+		 * after the look moves it and the wait below returns at once */
+		uint32_t seq = kt_wake_seq(&wake);
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
@@ -280,9 +265,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000;
 				}
-				kt_store(&writer_sleeping, 1, seq_cst);
-				syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
-				kt_store(&writer_sleeping, 0, relaxed);
+				kt_wake_wait(&wake, seq, &ts);
 				move_off();
 			}
 		}
@@ -418,10 +401,12 @@ KT_NOINSTR void ktrace__snapshot_ensure_writer(void)
 
 /* Fork child: no writer thread exists here and the mutexes may have been
  * held by a parent thread.  Each concern starts over with fresh ones
- * (wake_seq needs nothing: a private futex is this process's own); the
- * writer itself starts on first need (ktrace__snapshot_ensure_writer). */
+ * (the futex word is private, this process's own; the parent's writer
+ * may have been asleep in it); the writer itself starts on first need
+ * (ktrace__snapshot_ensure_writer). */
 KT_NOINSTR void ktrace__snapshot_fork_child(void)
 {
+	kt_store(&wake.sleeping, 0, relaxed);
 	ktrace__api_fork_child();       /* api_mu, api_cv, requests, last path */
 	ktrace__trigq_fork_child();     /* trig_mu, queued triggers, trigger rate */
 	ktrace__signal_fork_child();    /* sig_pending */
