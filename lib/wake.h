@@ -13,7 +13,8 @@
  * the new seq.  Lua's short lean run made ~130 FUTEX_WAKEs from its main
  * thread without the flag, most while the writer was awake anyway, and 41
  * with it.  Async-signal-safe: lock-free atomics and one system call.
- * test_lib_wake checks it with a sleeper that would otherwise sleep 30 s.
+ * test_lib_wake checks it with a sleeper that would otherwise sleep 30 s,
+ * and with each side held in the other's window (the seams below).
  */
 #ifndef KTRACE_WAKE_H
 #define KTRACE_WAKE_H
@@ -25,6 +26,19 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Test-only seams; test_lib_wake defines them before it includes this file
+ * to hold a thread between the two steps of a post or of a wait, and to
+ * count the FUTEX_WAKE calls a post makes.  Nothing in the library does. */
+#ifndef KT_WAKE_POST_GAP
+#define KT_WAKE_POST_GAP(w) ((void)0)
+#endif
+#ifndef KT_WAKE_WAIT_GAP
+#define KT_WAKE_WAIT_GAP(w) ((void)0)
+#endif
+#ifndef KT_WAKE_SYSCALL
+#define KT_WAKE_SYSCALL(w) ((void)0)
+#endif
 
 struct kt_wake {
 	_Atomic uint32_t seq;   /* moved by every post */
@@ -47,6 +61,7 @@ static inline KT_NOINSTR void kt_wake_wait(struct kt_wake *w, uint32_t seq, cons
 	int saved = errno;
 
 	kt_store(&w->sleeping, 1, seq_cst);
+	KT_WAKE_WAIT_GAP(w);
 	syscall(SYS_futex, &w->seq, FUTEX_WAIT_PRIVATE, seq, ts, NULL, 0);
 	kt_store(&w->sleeping, 0, relaxed);
 	errno = saved;
@@ -58,8 +73,11 @@ static inline KT_NOINSTR void kt_wake_post(struct kt_wake *w)
 	int saved = errno;
 
 	kt_add(&w->seq, 1, seq_cst);
-	if (kt_load(&w->sleeping, seq_cst))
+	KT_WAKE_POST_GAP(w);
+	if (kt_load(&w->sleeping, seq_cst)) {
+		KT_WAKE_SYSCALL(w);
 		syscall(SYS_futex, &w->seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
 	errno = saved;
 }
 

@@ -5,6 +5,14 @@
  *
  * The sleeper here waits 30 s per sleep, so a lost post shows as a round
  * that takes seconds instead of microseconds: each round has 10 s.
+ *
+ * A lost wake-up lives in a window nanoseconds wide, which random rounds
+ * do not hit (a waker that loaded `sleeping` before its add passed 30 of
+ * 30 runs of test_wake_no_post_lost).  So wake.h has three seams, defined
+ * here before it is included: one holds the waker between the two steps
+ * of a post, one holds the sleeper between the two steps of a wait, and
+ * one counts the FUTEX_WAKE calls a post really makes.  The gap tests
+ * put the other thread through its whole step inside that window.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,6 +27,22 @@
 #include <cmocka.h>
 
 #include "internal.h"
+
+struct kt_wake;
+static void (*_Atomic post_gap)(struct kt_wake *);
+static void (*_Atomic wait_gap)(struct kt_wake *);
+static _Atomic uint64_t wake_calls;   /* FUTEX_WAKEs made by kt_wake_post */
+
+static void call_gap(void (*_Atomic *gap)(struct kt_wake *), struct kt_wake *w)
+{
+	void (*f)(struct kt_wake *) = atomic_load(gap);
+
+	if (f)
+		f(w);
+}
+#define KT_WAKE_POST_GAP(w) call_gap(&post_gap, (w))
+#define KT_WAKE_WAIT_GAP(w) call_gap(&wait_gap, (w))
+#define KT_WAKE_SYSCALL(w) atomic_fetch_add(&wake_calls, 1)
 #include "wake.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -81,7 +105,7 @@ static void *sleeper(void *arg)
 static void test_wake_no_post_lost(void **state)
 {
 	static struct pingpong p;
-	uint64_t saw_sleeping = 0, saw_awake = 0, x = 88172645463325252ull;
+	uint64_t x = 88172645463325252ull, calls0 = atomic_load(&wake_calls), calls;
 	pthread_t t;
 
 	(void)state;
@@ -95,10 +119,6 @@ static void test_wake_no_post_lost(void **state)
 		 * working after it loaded seq. */
 		if (i & 1)
 			pause_a_little(&x, 4096);
-		if (kt_load(&p.w.sleeping, relaxed))
-			saw_sleeping++;
-		else
-			saw_awake++;
 		kt_store(&p.asked, i, relaxed);
 		kt_wake_post(&p.w);
 		t0 = now_ns();
@@ -109,15 +129,184 @@ static void test_wake_no_post_lost(void **state)
 			sched_yield();
 		}
 	}
+	calls = atomic_load(&wake_calls) - calls0;
 	kt_store(&p.stop, 1, relaxed);
 	kt_wake_post(&p.w);
 	assert_int_equal(pthread_join(t, NULL), 0);
-	/* both paths ran: posts to a sleeper (FUTEX_WAKE) and to an awake one */
-	print_message("%u rounds: sleeper slept %llu times; posts saw it asleep %llu, awake %llu\n",
-	              ROUNDS, (unsigned long long)p.sleeps, (unsigned long long)saw_sleeping,
-	              (unsigned long long)saw_awake);
-	assert_true(saw_sleeping > 0);
-	assert_true(saw_awake > 0);
+	/* both branches of kt_wake_post ran: FUTEX_WAKE to a sleeper, and
+	 * no system call to an awake one */
+	print_message("%u rounds: sleeper slept %llu times; posts made %llu FUTEX_WAKEs\n",
+	              ROUNDS, (unsigned long long)p.sleeps, (unsigned long long)calls);
+	assert_true(calls > 0);
+	assert_true(calls < ROUNDS);
+}
+
+/* Two threads stepping through one post and one wait, with one of them
+ * held in its gap until the other has done its whole step. */
+static struct {
+	struct kt_wake w;
+	uint32_t seq;                /* the sleeper's kt_wake_seq */
+	_Atomic int loaded;          /* the sleeper loaded seq */
+	_Atomic int go;              /* the sleeper may wait now */
+	_Atomic int in_gap;          /* the held thread reached its gap */
+	_Atomic int posted;          /* the waker's post returned */
+	_Atomic int64_t returned_ns; /* when the sleeper's wait returned; 0: not yet */
+} duo;
+
+/* 0 if flag was not set within the limit.  The main thread fails the
+ * test then; the other thread just goes on (cmocka's failure must not
+ * unwind from it), and the main thread's own limits fail the test. */
+static int wait_for(_Atomic int *flag)
+{
+	int64_t t0 = now_ns();
+
+	while (!atomic_load(flag)) {
+		if (now_ns() - t0 > ROUND_LIMIT_NS)
+			return 0;
+		sched_yield();
+	}
+	return 1;
+}
+
+static void wait_until(_Atomic int *flag, const char *what)
+{
+	if (!wait_for(flag))
+		fail_msg("%s never happened", what);
+}
+
+static void *duo_sleeper(void *arg)
+{
+	(void)arg;
+	duo.seq = kt_wake_seq(&duo.w);
+	atomic_store(&duo.loaded, 1);
+	(void)wait_for(&duo.go);
+	kt_wake_wait(&duo.w, duo.seq, &long_sleep);
+	atomic_store(&duo.returned_ns, now_ns());
+	return NULL;
+}
+
+static void duo_reset(void)
+{
+	memset(&duo, 0, sizeof(duo));
+	atomic_store(&wake_calls, 0);
+}
+
+/* The sleeper is let go and given time to be in FUTEX_WAIT (or back out
+ * of it) while the waker is held between its two steps. */
+static void hold_waker(struct kt_wake *w)
+{
+	int64_t t0 = now_ns();
+
+	(void)w;
+	atomic_store(&duo.in_gap, 1);
+	atomic_store(&duo.go, 1);
+	while (!kt_load(&duo.w.sleeping, seq_cst) && !atomic_load(&duo.returned_ns)) {
+		if (now_ns() - t0 > ROUND_LIMIT_NS)
+			fail_msg("the sleeper never reached its wait");
+		sched_yield();
+	}
+	usleep(50000);   /* into the kernel's FUTEX_WAIT, if it sleeps */
+}
+
+static void finish_duo(pthread_t t, int64_t posted_ns)
+{
+	int64_t t0 = now_ns();
+
+	while (!atomic_load(&duo.returned_ns)) {
+		if (now_ns() - t0 > ROUND_LIMIT_NS)
+			fail_msg("the post was lost: the sleeper still sleeps %lld s after it",
+			         (long long)(ROUND_LIMIT_NS / 1000000000));
+		usleep(1000);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(atomic_load(&duo.returned_ns) - posted_ns < ROUND_LIMIT_NS);
+	assert_int_equal(kt_load(&duo.w.sleeping, relaxed), 0);
+}
+
+/* The waker is held between its add and its load of `sleeping` while the
+ * sleeper stores `sleeping` and calls FUTEX_WAIT with the seq it loaded
+ * before.  The add came first, so the kernel's compare fails and the wait
+ * returns at once.  A waker that loaded `sleeping` first (and so saw 0)
+ * would add after the sleeper went to sleep, and make no system call:
+ * the sleeper would sleep 30 s. */
+static void test_wake_sleeper_inside_the_posts_gap(void **state)
+{
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	duo_reset();
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&post_gap, hold_waker);
+	t0 = now_ns();
+	kt_wake_post(&duo.w);
+	atomic_store(&post_gap, NULL);
+	assert_int_equal(atomic_load(&duo.in_gap), 1);
+	finish_duo(t, t0);
+	/* the sleeper came back out of FUTEX_WAIT on the compare, before the
+	 * waker's gap ended: the post had nothing to wake */
+	assert_true(atomic_load(&duo.returned_ns) - t0 < 50000000);
+}
+
+/* The sleeper is held between its store of `sleeping` and FUTEX_WAIT while
+ * the waker posts: the waker sees `sleeping` and makes exactly one
+ * FUTEX_WAKE (which finds no one yet), and the wait returns at once on the
+ * compare. */
+static void hold_sleeper(struct kt_wake *w)
+{
+	(void)w;
+	atomic_store(&duo.in_gap, 1);
+	(void)wait_for(&duo.posted);
+}
+
+static void test_wake_post_inside_the_waits_gap(void **state)
+{
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	duo_reset();
+	atomic_store(&wait_gap, hold_sleeper);
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&duo.go, 1);
+	wait_until(&duo.in_gap, "the sleeper's gap");
+	t0 = now_ns();
+	kt_wake_post(&duo.w);
+	atomic_store(&duo.posted, 1);
+	finish_duo(t, t0);
+	atomic_store(&wait_gap, NULL);
+	assert_int_equal(atomic_load(&wake_calls), 1);
+}
+
+/* Posts to a sleeper that is not waiting make no system call; one post to
+ * a sleeper in FUTEX_WAIT makes exactly one. */
+static void test_wake_system_calls_only_for_a_sleeper(void **state)
+{
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	duo_reset();
+	for (int i = 0; i < 100; i++)
+		kt_wake_post(&duo.w);
+	assert_int_equal(atomic_load(&wake_calls), 0);
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&duo.go, 1);
+	t0 = now_ns();
+	while (!kt_load(&duo.w.sleeping, seq_cst)) {
+		if (now_ns() - t0 > ROUND_LIMIT_NS)
+			fail_msg("the sleeper never said it sleeps");
+		sched_yield();
+	}
+	usleep(20000);   /* into FUTEX_WAIT */
+	assert_int_equal(atomic_load(&duo.returned_ns), 0);
+	t0 = now_ns();
+	kt_wake_post(&duo.w);
+	finish_duo(t, t0);
+	assert_int_equal(atomic_load(&wake_calls), 1);
 }
 
 /* A post between the sleeper's load and its wait: the wait returns at once. */
@@ -181,6 +370,9 @@ int main(void)
 		cmocka_unit_test(test_wake_post_before_wait),
 		cmocka_unit_test(test_wake_wakes_a_sleeper),
 		cmocka_unit_test(test_wake_no_post_lost),
+		cmocka_unit_test(test_wake_sleeper_inside_the_posts_gap),
+		cmocka_unit_test(test_wake_post_inside_the_waits_gap),
+		cmocka_unit_test(test_wake_system_calls_only_for_a_sleeper),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
