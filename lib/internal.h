@@ -383,6 +383,7 @@ int ktrace__clock_init(void);
 uint64_t ktrace__now(void);          /* counter value (TSC or mono ns) */
 void ktrace__anchor_take(void);      /* bg thread: add an anchor */
 uint64_t ktrace__tsc_hz(void);       /* best frequency estimate */
+uint64_t ktrace__clock_test_measure_hz(int fresh, int64_t *slept_ns);   /* tests */
 size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
 int64_t ktrace__realtime_ns(void);
 extern _Atomic int64_t ktrace__realtime_offset_ns; /* tests: a wall-clock step */

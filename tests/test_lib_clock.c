@@ -108,6 +108,35 @@ static void test_clock_hz_close_to_measurement(void **state)
 	assert_true(rel((double)hz, meas) < 0.01);
 }
 
+/* The first estimate (the writer's, at its start) is measured from a pair
+ * taken at init: no sleep when that pair is 250 us old or more (the
+ * writer's first decision waited 250 us for it), a sleep for the rest
+ * when it is younger; within 1 % either way. */
+static void test_clock_quick_hz_from_inits_pair(void **state)
+{
+	int64_t slept, m0, m1;
+	uint64_t c0, c1, old_pair, fresh;
+	double meas;
+
+	(void)state;
+	if (ktrace__g.clock_source != KTRACE_CLOCK_TSC)
+		skip();
+	m0 = kt_now_ns();
+	c0 = ktrace__now();
+	old_pair = ktrace__clock_test_measure_hz(0, &slept);
+	assert_int_equal(slept, 0);   /* init was long ago */
+	fresh = ktrace__clock_test_measure_hz(1, &slept);
+	print_message("from init's pair %llu, from a fresh one %llu (slept %lld ns)\n",
+	              (unsigned long long)old_pair, (unsigned long long)fresh, (long long)slept);
+	assert_true(slept >= 200 * 1000 && slept < 100 * 1000 * 1000);
+	kt_sleep_ms(200);
+	c1 = ktrace__now();
+	m1 = kt_now_ns();
+	meas = (double)(c1 - c0) * 1e9 / (double)(m1 - m0);
+	assert_true(rel((double)old_pair, meas) < 0.01);
+	assert_true(rel((double)fresh, meas) < 0.01);
+}
+
 static void test_clock_now_never_goes_back_on_one_cpu(void **state)
 {
 	uint64_t prev, now;
@@ -196,6 +225,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clock_source_and_shift),
 		cmocka_unit_test(test_clock_hz_close_to_measurement),
+		cmocka_unit_test(test_clock_quick_hz_from_inits_pair),
 		cmocka_unit_test(test_clock_now_never_goes_back_on_one_cpu),
 		cmocka_unit_test(test_clock_monotonic_fallback_is_clock_monotonic),
 		cmocka_unit_test(test_clock_anchors_in_snapshot),
