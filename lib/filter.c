@@ -163,6 +163,7 @@ struct tstk {
 static struct {
 	int ready;
 	int64_t last_ns;
+	int light;                /* the last decision sampled less than a block */
 	struct fobs *obs;         /* NF */
 	struct cst *cs;           /* ncpus */
 	uint32_t *sample;         /* SAMPLE_BLOCKS * BW words */
@@ -485,24 +486,34 @@ KT_NOINSTR void ktrace__filter_hint(void)
 
 /* ---- writer thread: measure ------------------------------------------------- */
 
+#define KT_ALIGN64(x) (((x) + 63) & ~(size_t)63)
+
 static KT_NOINSTR int setup(void)
 {
 	uint32_t n = ktrace__g.ncpus;
 
 	/* ktrace__walloc, not calloc: the writer thread never mallocs
-	 * (snapfile.c says why). */
-	F.obs = ktrace__walloc(NF * sizeof(*F.obs));
-	F.cs = ktrace__walloc(n * sizeof(*F.cs));
-	F.sample = ktrace__walloc(SAMPLE_BLOCKS * BW * 4);
-	F.stk = ktrace__walloc(STK_THREADS * sizeof(*F.stk));
-	F.ids = ktrace__walloc(NF * sizeof(*F.ids));
-	if (!F.obs || !F.cs || !F.sample || !F.stk || !F.ids)
+	 * (snapfile.c says why).  One mapping for all of it: the first
+	 * decision comes at the program's start, when its own faults and brk
+	 * hold the mapping lock, and nine mmaps there took the writer
+	 * 0.2-0.3 ms while every call was recorded (SQLite's short run). */
+	size_t o_obs = 0, o_cs = o_obs + KT_ALIGN64(NF * sizeof(*F.obs));
+	size_t o_sample = o_cs + KT_ALIGN64(n * sizeof(*F.cs));
+	size_t o_stk = o_sample + KT_ALIGN64((size_t)SAMPLE_BLOCKS * BW * 4);
+	size_t o_ids = o_stk + KT_ALIGN64(STK_THREADS * sizeof(*F.stk));
+	size_t o_hist = o_ids + KT_ALIGN64(NF * sizeof(*F.ids));
+	unsigned char *m = ktrace__walloc(o_hist + (size_t)n * 2 * HIST * sizeof(uint64_t));
+
+	if (m == NULL)
 		return -1;
+	F.obs = (void *)(m + o_obs);
+	F.cs = (void *)(m + o_cs);
+	F.sample = (void *)(m + o_sample);
+	F.stk = (void *)(m + o_stk);
+	F.ids = (void *)(m + o_ids);
 	for (uint32_t c = 0; c < n; c++) {
-		F.cs[c].htsc = ktrace__walloc(HIST * sizeof(uint64_t));
-		F.cs[c].hpos = ktrace__walloc(HIST * sizeof(uint64_t));
-		if (!F.cs[c].htsc || !F.cs[c].hpos)
-			return -1;
+		F.cs[c].htsc = (uint64_t *)(m + o_hist) + (size_t)c * 2 * HIST;
+		F.cs[c].hpos = F.cs[c].htsc + HIST;
 	}
 	/* The clock read, the bulk of an event's cost: the fastest of 8
 	 * rounds (a preemption inside one would make the CPU budget far too
@@ -1111,7 +1122,11 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 	                   : ktrace__lean_active()           ? LEAN_HINT_MIN_NS
 	                                                     : HINT_MIN_NS;
 	int hint_set = kt_load(&hint, relaxed) != 0;
-	int hinted = hint_set && now_ns - F.last_ns >= hint_gap;
+	/* The gap bounds the writer's time in decisions; one that found less
+	 * than a block to sample cost next to nothing (the writer's first,
+	 * while the program is still in its first calls), and a hint after
+	 * it decides at once. */
+	int hinted = hint_set && (F.light || now_ns - F.last_ns >= hint_gap);
 
 	/* A hint too soon stays set (and wakes no one again): come back for
 	 * it when it may decide, not at the next look. */
@@ -1136,6 +1151,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		if (kt_load(&ktrace__g.hint_ticks, relaxed) != ht)
 			kt_store(&ktrace__g.hint_ticks, ht, relaxed);
 	}
+	F.light = 1;
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		struct cst *k = &F.cs[c];
 		/* acquire: as ktrace__ring_mark (every word below pos is visible). */
@@ -1144,13 +1160,26 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		double dt;
 
 		if (!k->have || d > 0x80000000u) {   /* first look, or a fork child's reset */
+			int first = !k->have;
+
 			memset(k, 0, offsetof(struct cst, htsc));
 			k->have = 1;
-			k->last_pos = pos;
-			k->pos64 = pos;
-			k->last_tsc = now;
 			k->tokens = cap;
-			continue;
+			/* The first look measures from the end of start-up (the
+			 * rings are at 0 then; relaxed: a time), so that the
+			 * writer's first pass can decide: taking the look as a
+			 * base instead left the program recording every call
+			 * until the next decision, 0.3-0.5 ms later. */
+			uint64_t t0 = kt_load(&g->ready_tsc, relaxed);
+
+			if (!first || t0 == 0 || t0 >= now) {
+				k->last_pos = pos;
+				k->pos64 = pos;
+				k->last_tsc = now;
+				continue;
+			}
+			k->last_tsc = t0;
+			d = pos;
 		}
 		dt = (double)(now - k->last_tsc) / (double)hz;
 		k->pos64 += d;
@@ -1172,6 +1201,8 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		for (uint32_t id = 0; id < nids; id++)
 			F.obs[id].count = 0;
 		words = sample_core(c, s, pos - d);
+		if (words >= BW)
+			F.light = 0;
 		for (uint32_t id = 0; id < nids && words; id++)
 			if (F.obs[id].count) {
 				F.obs[id].sampled += F.obs[id].count;
@@ -1186,6 +1217,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && (wp || cp)) {
 			decide(k, words, now, wp ? R : cw, wp, cw);
 			decided = 1;
+			F.light = 0;
 		}
 	}
 	if (F.cooldown > 0 && !decided)

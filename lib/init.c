@@ -322,6 +322,8 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		/* The others said why themselves. */
 		if (r && r != KTRACE_EDISABLED && r != KTRACE_ENOWRITER && r != KTRACE_EMEMLOCK)
 			ktrace__say("tracing is off: %s", ktrace_strerror(r));
+		if (r == 0)   /* relaxed: a time, read by the writer's first look */
+			kt_store(&ktrace__g.ready_tsc, ktrace__now(), relaxed);
 		/* release: publishes everything do_init set up. */
 		kt_store(&ktrace__g.state, r ? KT_OFF : KT_READY, release);
 #if defined(__x86_64__)

@@ -92,6 +92,9 @@ struct kt_globals {
 	                                KT_TSC_SHIFT with the TSC (clock.c) */
 	uint64_t forward_max;        /* counter units: deadline step */
 	uint64_t start_tsc;          /* counter at init */
+	_Atomic uint64_t ready_tsc;  /* counter at init's end, when calls start
+	                                to be recorded (0: not yet); the
+	                                budget's first look measures from it */
 	_Atomic int state;           /* enum kt_init_state */
 	_Atomic uint64_t hint_ticks; /* a block filled in fewer counter units
 	                                than this exceeds the CPU budget: wake

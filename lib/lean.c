@@ -479,8 +479,9 @@ static KT_NOINSTR void populate(const void *p, size_t len)
 	ktrace__populate_write((void *)a, (size_t)(e - a));
 }
 
-/* The first lean hook: the tables the slow paths read and then write
- * are faulted in writable at once (no-op before Linux 5.14).  Otherwise
+/* At init for a lean executable (ktrace__lean_init), else at the first
+ * lean hook (a lean library's): the tables the slow paths read and then
+ * write are faulted in writable at once (no-op before Linux 5.14).  Otherwise
  * a first read maps the zero page and the write after it copies it, with
  * a TLB flush interrupting every other core running the program, once per
  * page: ~90 of them in SQLite's first 100 ms. */
@@ -1060,15 +1061,23 @@ static KT_NOINSTR uint64_t find_main(const struct dl_phdr_info *info, uint64_t e
 	return 0;
 }
 
+/* Is the executable (the first module listed) built in the lean mode?
+ * Into *(int *)arg. */
+static KT_NOINSTR int lean_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uint64_t entry = getauxval(AT_ENTRY), m;
+
+	(void)size;
+	*(int *)arg = entry != 0 && (m = find_main(info, entry)) != 0 && calls_fentry(info, m);
+	return 1;
+}
+
 static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	uint64_t entry = getauxval(AT_ENTRY), total = 0, m;
+	uint64_t total = 0;
 
 	(void)size;
 	(void)arg;
-	/* the first module listed is the executable */
-	if (entry == 0 || (m = find_main(info, entry)) == 0 || !calls_fentry(info, m))
-		return 1;
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < info->dlpi_phnum; i++) {
 			const ElfW(Phdr) *p = &info->dlpi_phdr[i];
@@ -1119,15 +1128,23 @@ static KT_NOINSTR void precopy(void)
  */
 KT_NOINSTR void ktrace__lean_init(void)
 {
-	if (nthreads() == 1) {
+	int lean_exe = 0, one = nthreads() == 1;
+
+	if (one)
 		sync_setup();
-		/* filter off: nothing is patched out; under a seccomp
-		 * filter an mprotect it does not expect may kill the
-		 * process, and this one is optional (the batches make
-		 * theirs when they must, as before) */
-		if (ktrace__cfg.filter && ktrace__seccomp_mode(0) == 0)
-			precopy();
-	}
+	dl_iterate_phdr(lean_exe_cb, &lean_exe);
+	if (!lean_exe)
+		return;   /* a lean library's tables: at its first call (lean_start) */
+	/* The tables, here rather than at the first call: that came just
+	 * as the writer started, and the populate holds the mapping lock
+	 * ~0.3 ms, which the writer's first mmap waited for (its first
+	 * decision with it, while every call was recorded). */
+	lean_start();
+	/* filter off: nothing is patched out; under a seccomp filter an
+	 * mprotect it does not expect may kill the process, and this one
+	 * is optional (the batches make theirs when they must, as before) */
+	if (one && ktrace__cfg.filter && ktrace__seccomp_mode(0) == 0)
+		precopy();
 }
 
 static KT_NOINSTR void patch_setup(void)
