@@ -109,6 +109,7 @@ struct lfn {
 	uint8_t nop_exit[NEXIT];
 	uint64_t stub[NEXIT];          /* the exit site jumps to this stub (STUBS), 0: not */
 	uint64_t entry_gen;            /* sync_gen before the batch that took the entry out */
+	int64_t entry_ns;              /* when that batch ended (EXITS_AFTER's margin) */
 	int64_t muted_ns;              /* muted at (0 = not muted): its learning ends LEARN_WAIT_NS later */
 };
 
@@ -126,6 +127,8 @@ static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
  * (a sync, a TLB flush of its code or a stub's page), and their count at
  * this pass's look at the threads' frames (EXITS_AFTER). */
 static uint64_t sync_gen, look_gen;
+static int64_t look_ns;             /* writer thread: the time of that look */
+static int margin_wait;             /* writer thread: exits wait for look_ns's margin */
 static int64_t last_sync_ns;
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
 static uint32_t batch_n;             /* writer thread: batches so far */
@@ -1559,6 +1562,16 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
 	return 1;
 }
 
+/* Patching batches at most this often: the functions a program's start
+ * makes hot arrive over a few ms, and each batch costs its threads an
+ * interrupt per TLB flush and membarrier (10-14 us each in a VM) and the
+ * traps of the int3 sites they hit meanwhile, against both hooks' skip
+ * per call of a muted function not patched yet (see LEARN_WAIT_NS);
+ * after the first EARLY_BATCHES, 20 ms apart. */
+#define BATCH_GAP_NS 500000LL
+#define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
+#define EARLY_BATCHES 128
+
 /*
  * EXITS_AFTER.  A call whose exit site goes out while it runs leaves its
  * frame open until a hook at or above the frame's slot closes it (see the
@@ -1572,8 +1585,10 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
  * exits_wait_sync(); a TLB flush is counted only where there is no
  * membarrier, and then nothing lingers): then no core can still be
  * running the entry's old call,
- * and no recorded call of it starts later.  Or in the same batch as the
- * entry, if no thread ever records it (quiet(): excluded).  Meanwhile its
+ * and no recorded call of it starts later; and a batch gap or more after
+ * the entry went out (an entry taken out by an early pass, EARLY, may
+ * be younger than that at the next full pass's look).  Or in the same
+ * batch as the entry, if no thread ever records it (quiet(): excluded).  Meanwhile its
  * exits followed by a ret jump to a stub that is the call minus the call
  * (STUBS), so the wait costs little, and a function muted while a
  * recorded call of it stays open (an outer call: Lua's luaD_precall under
@@ -1899,8 +1914,12 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		/* The exits go out once no thread has a frame of it open, at a
 		 * look after an event that serialised every core since its
 		 * entry went out (or with the entry, if no thread records it). */
+		int synced = l->nop_entry && look_gen > l->entry_gen;
 		int out_now = want && !open_ids[id] &&
-		              (quiet(id) || (l->nop_entry && look_gen > l->entry_gen));
+		              (quiet(id) || (synced && look_ns - l->entry_ns >= BATCH_GAP_NS));
+
+		if (want && synced && !out_now && !quiet(id) && look_ns - l->entry_ns < BATCH_GAP_NS)
+			margin_wait = 1;
 
 		for (int i = 0; i < NEXIT; i++) {
 			/* acquire: pairs with learn_exit's release. */
@@ -1980,8 +1999,12 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			*m->flag[i] = m->to[i];
 		if (m->stubp[i] != NULL)
 			*m->stubp[i] = m->stubv[i];
-		if (m->genp[i] != NULL)
+		if (m->genp[i] != NULL) {
+			struct lfn *l = (struct lfn *)((char *)m->genp[i] - offsetof(struct lfn, entry_gen));
+
 			*m->genp[i] = gen0;
+			l->entry_ns = te;
+		}
 		if (pend[i].form == FORM_STUB)
 			kt_add(&n_stub, 1, relaxed);
 	}
@@ -2011,15 +2034,6 @@ KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 	return id < NF && kt_load(&lf[id].st, relaxed) == LS_READY;
 }
 
-/* Patching batches at most this often: the functions a program's start
- * makes hot arrive over a few ms, and each batch costs its threads an
- * interrupt per TLB flush and membarrier (10-14 us each in a VM) and the
- * traps of the int3 sites they hit meanwhile, against both hooks' skip
- * per call of a muted function not patched yet (see LEARN_WAIT_NS);
- * after the first EARLY_BATCHES, 20 ms apart. */
-#define BATCH_GAP_NS 500000LL
-#define BATCH_GAP_LATER_NS 20000000LL   /* after the first EARLY_BATCHES */
-#define EARLY_BATCHES 128
 
 /* Writer thread: what the last full look saw (work_to_do). */
 static uint32_t seen_epoch, seen_nf;
@@ -2039,10 +2053,23 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	now = pass_ns = ktrace__monotonic_ns();
 	orng_tick(now, wait_ns);
 	gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
+	/* EARLY.  A new mute within the gap gets an entries-only pass now:
+	 * its functions' entries go out (an entry is safe to take out at any
+	 * time), with no sync and no new look at the threads' frames, so no
+	 * exit goes out that the last full pass would not have taken out:
+	 * an exit still waits a full pass, a gap after its entry went out
+	 * (EXITS_AFTER).  Waiting the gap cost each new mute of a hot
+	 * function up to 0.5 ms of calls skipped through both hooks (50 k
+	 * in one of Lua's, ~3 ns each). */
+	int early = 0;
+
 	if (last_batch_ns != 0 && now - last_batch_ns < gap) {
-		if (wait_ns && gap - (now - last_batch_ns) < *wait_ns)
-			*wait_ns = gap - (now - last_batch_ns);
-		return;
+		if (kt_load(&ktrace__mute_epoch, relaxed) == seen_epoch) {
+			if (wait_ns && gap - (now - last_batch_ns) < *wait_ns)
+				*wait_ns = gap - (now - last_batch_ns);
+			return;
+		}
+		early = 1;
 	}
 	if (kt_load(&wx_denied, relaxed))
 		return;
@@ -2091,19 +2118,30 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count(); id++)
 			if (kt_load(&lf[id].st, relaxed) == LS_READY)
 				todo_add(id);
-	if (exits_wait_sync())
-		sync_cores(0);
-	look_gen = sync_gen;
-	ktrace__lean_open_frames(open_ids, NF);
+	if (!early) {
+		if (exits_wait_sync())
+			sync_cores(0);
+		look_gen = sync_gen;
+		look_ns = ktrace__monotonic_ns();
+		margin_wait = 0;
+		ktrace__lean_open_frames(open_ids, NF);
+	}
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
 	dl_iterate_phdr(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
+	if (early) {   /* the full pass stays due a gap after the last */
+		if (wait_ns && last_batch_ns + gap - ktrace__monotonic_ns() < *wait_ns)
+			*wait_ns = last_batch_ns + gap - ktrace__monotonic_ns() > 0
+			           ? last_batch_ns + gap - ktrace__monotonic_ns() : 0;
+		return;
+	}
 	last_batch_ns = ktrace__monotonic_ns();
 	/* A batch ran: its functions' exits may go in the next (EXITS_AFTER);
 	 * exits that wait for a frame to close wait for the writer's next
-	 * look (2-100 ms), not a pass every gap. */
-	if (kt_load(&n_batches, relaxed) != batches0 && wait_ns && gap < *wait_ns)
+	 * look (2-100 ms), not a pass every gap.  Exits whose entry went out
+	 * in an early pass less than a gap before this look: the next. */
+	if ((kt_load(&n_batches, relaxed) != batches0 || margin_wait) && wait_ns && gap < *wait_ns)
 		*wait_ns = gap;
 	/* Exits waiting for a serialising event: back for it by
 	 * SYNC_WAIT_NS after the last one (exits_wait_sync). */
