@@ -123,6 +123,7 @@ static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
 static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
+static _Atomic uint64_t n_early;           /* early passes (EARLY) */
 /* Writer thread: events that serialised every core running the program
  * (a sync, a TLB flush of its code or a stub's page), and their count at
  * this pass's look at the threads' frames (EXITS_AFTER). */
@@ -2131,6 +2132,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	dl_iterate_phdr(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
 	if (early) {   /* the full pass stays due a gap after the last */
+		kt_add(&n_early, 1, relaxed);
 		if (wait_ns && last_batch_ns + gap - ktrace__monotonic_ns() < *wait_ns)
 			*wait_ns = last_batch_ns + gap - ktrace__monotonic_ns() > 0
 			           ? last_batch_ns + gap - ktrace__monotonic_ns() : 0;
@@ -2214,6 +2216,11 @@ KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
 	return kt_load(&n_stub, relaxed);
 }
 
+KT_NOINSTR uint64_t ktrace__lean_test_early(void)
+{
+	return kt_load(&n_early, relaxed);
+}
+
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                                    uint64_t *batches, uint64_t *ns)
 {
@@ -2242,6 +2249,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
+KT_NOINSTR uint64_t ktrace__lean_test_early(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

@@ -242,6 +242,37 @@ static void do_hot(void)
 	printf("hot %ld\n", s);
 }
 
+/* phases: 16 hot phases of 20 ms one after another, each with a leaf of
+ * its own under a mid of its own, so the budget mutes about once a phase:
+ * some of those mutes come within a batch gap of the last batch and take
+ * an early, entries-only pass (lean.c, EARLY); the nesting stays exact. */
+#define PHASE(k)                                                               \
+	__attribute__((noinline)) int ph_leaf##k(int x) { sink ^= x + k; return x * 2; } \
+	__attribute__((noinline)) int ph_mid##k(int n)                         \
+	{                                                                      \
+		int s = 0;                                                     \
+		for (int i = 0; i < n; i++)                                    \
+			s += ph_leaf##k(i);                                    \
+		return s;                                                      \
+	}
+PHASE(0) PHASE(1) PHASE(2) PHASE(3) PHASE(4) PHASE(5) PHASE(6) PHASE(7)
+PHASE(8) PHASE(9) PHASE(10) PHASE(11) PHASE(12) PHASE(13) PHASE(14) PHASE(15)
+static int (*const ph_mid[16])(int) = {
+	ph_mid0, ph_mid1, ph_mid2, ph_mid3, ph_mid4, ph_mid5, ph_mid6, ph_mid7,
+	ph_mid8, ph_mid9, ph_mid10, ph_mid11, ph_mid12, ph_mid13, ph_mid14, ph_mid15,
+};
+
+__attribute__((noinline)) long phase(int k, int ms)
+{
+	int64_t end = now_ns() + (int64_t)ms * 1000000;
+	long s = 0;
+
+	while (now_ns() < end)
+		for (int i = 0; i < 1000; i++)
+			s += ph_mid[k](10);
+	return s;
+}
+
 /* mixed: short, but 1 call in 20 spins 10 us: never a candidate by the
  * window's rule (long calls 1 in 100 or more), muted by the CPU's. */
 __attribute__((noinline)) int mixed(int i)
@@ -534,8 +565,10 @@ static int exit_calls(const unsigned char *f)
 /* ---- held: a muted function's exits while recorded calls of it are open ---- */
 
 uint64_t ktrace__lean_test_stubs(void);
+uint64_t ktrace__lean_test_early(void);
 #if !defined(LEAN_STATIC)
 uint64_t ktrace__lean_test_stubs(void) { return 0; }
+uint64_t ktrace__lean_test_early(void) { return 0; }
 #endif
 
 static uint64_t held_stubs;
@@ -845,6 +878,16 @@ int main(int argc, char **argv)
 		do_hot();
 		usleep(300000);
 		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
+		printf("early passes %llu\n", (unsigned long long)ktrace__lean_test_early());
+	} else if (strcmp(mode, "phases") == 0) {
+		long t = 0;
+
+		for (int k = 0; k < 16; k++)
+			t += phase(k, 20);
+		for (int i = 0; i < 5; i++)
+			marker();
+		printf("phases %ld\n", t);
+		printf("early passes %llu\n", (unsigned long long)ktrace__lean_test_early());
 	} else if (strcmp(mode, "count") == 0) {
 		do_count();
 	} else if (strcmp(mode, "mixed") == 0) {
