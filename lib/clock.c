@@ -206,11 +206,10 @@ KT_NOINSTR void ktrace__anchor_take(void)
  * call (a third of the calls recorded in SQLite's 0.1 s run came before
  * the first mute).
  */
-static int64_t hz_slept_ns;   /* the last measure_hz's sleep (tests) */
-
-static KT_NOINSTR uint64_t measure_hz(void)
+/* From the pair *from; *slept_ns (if not NULL): how long it slept (tests). */
+static KT_NOINSTR uint64_t measure_hz_from(const struct ktrace_anchor_rec *from, int64_t *slept_ns)
 {
-	struct ktrace_anchor_rec a0 = hz_from, a1;
+	struct ktrace_anchor_rec a0 = *from, a1;
 	int64_t span;
 
 	bracket(&a1, 4, 0);
@@ -219,18 +218,25 @@ static KT_NOINSTR uint64_t measure_hz(void)
 		a0 = a1;   /* no pair from init: measure */
 		span = 0;
 	}
-	hz_slept_ns = 0;
+	if (slept_ns)
+		*slept_ns = 0;
 	if (span < 250 * 1000) {
 		struct timespec d = {0, (long)(250 * 1000 - span)};
 
 		nanosleep(&d, NULL);
 		bracket(&a1, 4, 0);
-		hz_slept_ns = a1.monotonic_ns - a0.monotonic_ns - span;
+		if (slept_ns)
+			*slept_ns = a1.monotonic_ns - a0.monotonic_ns - span;
 	}
 	if (a1.monotonic_ns <= a0.monotonic_ns)
 		return 1000000000;
 	return (uint64_t)((long double)(a1.tsc - a0.tsc) * 1e9L /
 	                  (long double)(a1.monotonic_ns - a0.monotonic_ns));
+}
+
+static KT_NOINSTR uint64_t measure_hz(int64_t *slept_ns)
+{
+	return measure_hz_from(&hz_from, slept_ns);
 }
 
 /* Tests: measure_hz once more, from init's pair or (fresh) from one taken
@@ -239,10 +245,14 @@ KT_NOINSTR uint64_t ktrace__clock_test_measure_hz(int fresh, int64_t *slept_ns)
 {
 	uint64_t hz;
 
-	if (fresh)
-		bracket(&hz_from, 4, 0);
-	hz = measure_hz();
-	*slept_ns = hz_slept_ns;
+	struct ktrace_anchor_rec from;
+
+	if (fresh) {   /* a pair of its own: hz_from is init's, read by the writer */
+		bracket(&from, 4, 0);
+		hz = measure_hz_from(&from, slept_ns);
+	} else {
+		hz = measure_hz(slept_ns);
+	}
 	return hz;
 }
 
@@ -263,7 +273,7 @@ KT_NOINSTR uint64_t ktrace__tsc_hz(void)
 			                  (long double)(last->monotonic_ns - first->monotonic_ns));
 	}
 	if (!quick_hz)
-		quick_hz = measure_hz();
+		quick_hz = measure_hz(NULL);
 	return quick_hz;
 }
 

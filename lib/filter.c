@@ -1151,7 +1151,8 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		if (kt_load(&ktrace__g.hint_ticks, relaxed) != ht)
 			kt_store(&ktrace__g.hint_ticks, ht, relaxed);
 	}
-	F.light = 1;
+	uint64_t walked = 0;
+
 	for (uint32_t c = 0; c < g->ncpus; c++) {
 		struct cst *k = &F.cs[c];
 		/* acquire: as ktrace__ring_mark (every word below pos is visible). */
@@ -1201,8 +1202,7 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		for (uint32_t id = 0; id < nids; id++)
 			F.obs[id].count = 0;
 		words = sample_core(c, s, pos - d);
-		if (words >= BW)
-			F.light = 0;
+		walked += words;
 		for (uint32_t id = 0; id < nids && words; id++)
 			if (F.obs[id].count) {
 				F.obs[id].sampled += F.obs[id].count;
@@ -1217,10 +1217,13 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		if (ktrace__cfg.filter && !decided && F.cooldown == 0 && (wp || cp)) {
 			decide(k, words, now, wp ? R : cw, wp, cw);
 			decided = 1;
-			F.light = 0;
 		}
 	}
-	if (F.cooldown > 0 && !decided)
+	/* less than a block walked over all cores, and nothing decided: a
+	 * light decision, which neither starts the hint gap nor counts
+	 * towards the cooldown */
+	F.light = !decided && walked < BW;
+	if (F.cooldown > 0 && !decided && !F.light)
 		F.cooldown--;
 	if (!pressure)
 		F.short_window = 0;   /* the window holds again */

@@ -235,6 +235,8 @@ static KT_NOINSTR void fork_child(void)
 	t->nest++;
 	ktrace__ring_reset();
 	ktrace__clock_reset();
+	/* relaxed: as at init; the child's rings start at 0 again */
+	kt_store(&ktrace__g.ready_tsc, ktrace__now(), relaxed);
 	ktrace__threads_fork_child((int32_t)syscall(SYS_gettid));
 	ktrace__funcs_fork_child();
 	ktrace__sched_fork_child();
@@ -287,6 +289,7 @@ static KT_NOINSTR int do_init(void)
 	if ((r = ktrace__snapshot_init()) == 0)
 		return 0;
 fail:
+	ktrace__lean_init_undo();
 	ktrace__snapshot_signal_undo();
 	ktrace__sched_free();
 	ktrace__funcs_free();

@@ -129,6 +129,7 @@ static _Atomic uint64_t n_early;           /* early passes (EARLY) */
  * this pass's look at the threads' frames (EXITS_AFTER). */
 static uint64_t sync_gen, look_gen;
 static int64_t look_ns;             /* writer thread: the time of that look */
+static int64_t cur_gap = 500000;     /* writer thread: this pass's batch gap (BATCH_GAP_NS, later more) */
 static int margin_wait;             /* writer thread: exits wait for look_ns's margin */
 static int64_t last_sync_ns;
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
@@ -481,6 +482,16 @@ static KT_NOINSTR void populate(const void *p, size_t len)
 	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
 
 	ktrace__populate_write((void *)a, (size_t)(e - a));
+}
+
+/* The whole pages inside [p, p + len) given back (zero again when next
+ * touched); the pages it shares with other variables are kept. */
+static KT_NOINSTR void unpopulate(void *p, size_t len)
+{
+	uint64_t a = ((uint64_t)p + 4095) & ~4095ull, e = ((uint64_t)p + len) & ~4095ull;
+
+	if (e > a)
+		madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
 }
 
 /* At init for a lean executable (ktrace__lean_init), else at the first
@@ -1130,6 +1141,20 @@ static KT_NOINSTR void precopy(void)
  * writer would otherwise spend just before its first patch, while every
  * call of the program's hot functions is still recorded.
  */
+static int tables_at_init;   /* lean_start ran in ktrace__lean_init */
+
+/* Init failed after ktrace__lean_init: tracing is off for good, and the
+ * tables it faulted in go back (they would stay resident for nothing). */
+KT_NOINSTR void ktrace__lean_init_undo(void)
+{
+	if (!tables_at_init)
+		return;
+	tables_at_init = 0;
+	unpopulate(lf, sizeof(lf));
+	unpopulate(sites, sizeof(sites));
+	kt_store(&lean_used, 0, relaxed);
+}
+
 KT_NOINSTR void ktrace__lean_init(void)
 {
 	int lean_exe = 0, one = nthreads() == 1;
@@ -1144,6 +1169,7 @@ KT_NOINSTR void ktrace__lean_init(void)
 	 * ~0.3 ms, which the writer's first mmap waited for (its first
 	 * decision with it, while every call was recorded). */
 	lean_start();
+	tables_at_init = 1;
 	/* filter off: nothing is patched out; under a seccomp filter an
 	 * mprotect it does not expect may kill the process, and this one
 	 * is optional (the batches make theirs when they must, as before) */
@@ -1917,9 +1943,9 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		 * entry went out (or with the entry, if no thread records it). */
 		int synced = l->nop_entry && look_gen > l->entry_gen;
 		int out_now = want && !open_ids[id] &&
-		              (quiet(id) || (synced && look_ns - l->entry_ns >= BATCH_GAP_NS));
+		              (quiet(id) || (synced && look_ns - l->entry_ns >= cur_gap));
 
-		if (want && synced && !out_now && !quiet(id) && look_ns - l->entry_ns < BATCH_GAP_NS)
+		if (want && synced && !out_now && !quiet(id) && look_ns - l->entry_ns < cur_gap)
 			margin_wait = 1;
 
 		for (int i = 0; i < NEXIT; i++) {
@@ -2053,7 +2079,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		return;
 	now = pass_ns = ktrace__monotonic_ns();
 	orng_tick(now, wait_ns);
-	gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
+	gap = cur_gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
 	/* EARLY.  A new mute within the gap gets an entries-only pass now:
 	 * its functions' entries go out (an entry is safe to take out at any
 	 * time), with no sync and no new look at the threads' frames, so no
@@ -2237,6 +2263,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}
+KT_NOINSTR void ktrace__lean_init_undo(void) {}
 KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
