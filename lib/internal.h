@@ -75,7 +75,9 @@ struct kt_core {
 	                                the core lock (filter.c's hint) */
 	uint64_t prefault_bytes;     /* ring bytes faulted in ahead; writer
 	                                thread only (ktrace__ring_prefault) */
-	char pad2[KT_CACHELINE - 40];
+	uint64_t prefault_used;      /* bytes used at its last look, and when: */
+	int64_t prefault_ns;         /* the rate its lead follows (same) */
+	char pad2[KT_CACHELINE - 56];
 };
 
 struct kt_globals {

@@ -143,12 +143,16 @@ KT_NOINSTR void ktrace__ring_reset(void)
 		kt_store(&k->words_written, 0, relaxed);
 		kt_store(&k->state, KT_STATE(0, KT_OWNER_NONE), relaxed);
 		k->prefault_bytes = 0;
+		k->prefault_used = 0;
+		k->prefault_ns = 0;
 	}
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		kt_store(&g->loss[i], 0, relaxed);
 }
 
-#define PREFAULT_AHEAD (512u << 10) /* bytes */
+#define PREFAULT_AHEAD (512u << 10) /* bytes, at least */
+#define PREFAULT_AHEAD_MAX (2u << 20)
+#define PREFAULT_LEAD_NS 12000000LL /* ... or this long at the core's rate */
 #define PREFAULT_STEP (256u << 10)  /* bytes per core per writer pass */
 #define PREFAULT_PASS (1u << 20)    /* bytes per writer pass, all cores */
 
@@ -167,11 +171,13 @@ KT_NOINSTR void ktrace__ring_reset(void)
  * (*wait_ns): the first 2 MiB in
  * one call took the writer 0.8 ms at a program's start, while the budget's
  * first decision waited and every call was recorded (SQLite's 0.09 s
- * run: its first mute came 1 ms after the first call).  512 KiB ahead,
- * not 2 MiB: 60 ms of recording at the lean mode's CPU budget, and the
- * writer tops it up at every pass; the 2 MiB were 3 MiB more memory for
- * a short run to fault in and free at its exit (Lua's RSS at exit
- * 13.4 -> 10.4 MiB, SQLite's 10.2 -> 7.6).
+ * run: its first mute came 1 ms after the first call).  The lead is
+ * 12 ms at the core's rate since the writer's last look, between 512 KiB
+ * and 2 MiB: a fixed 2 MiB was 3 MiB more memory for a short lean run to
+ * fault in and free at its exit (Lua's RSS at exit 13.4 -> 10.4 MiB,
+ * SQLite's 10.2 -> 7.6: 512 KiB is 60 ms at the lean mode's CPU budget),
+ * and a fixed 512 KiB let KTRACE_FILTER=off runs (160 KiB/ms) outrun it
+ * between the writer's looks (900 more faults in Lua's short run).
  */
 KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 {
@@ -185,15 +191,26 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 		struct kt_core *k = &g->cores[c];
 		/* relaxed: a position to stay ahead of, nothing read through it */
 		uint64_t used = kt_load(&k->blocks_used, relaxed) * BW * 4;
-		uint64_t from = k->prefault_bytes, to = used + PREFAULT_AHEAD;
+		uint64_t from = k->prefault_bytes, ahead = PREFAULT_AHEAD, to;
+		int64_t now = ktrace__monotonic_ns(), dt = now - k->prefault_ns;
 
+		if (k->prefault_ns != 0 && dt > 0 && used > k->prefault_used) {
+			double lead = (double)(used - k->prefault_used) * PREFAULT_LEAD_NS / (double)dt;
+
+			ahead = lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
+			        : lead > PREFAULT_AHEAD   ? (uint64_t)lead & ~(uint64_t)4095
+			                                  : PREFAULT_AHEAD;
+		}
+		k->prefault_used = used;
+		k->prefault_ns = now;
+		to = used + ahead;
 		if (used == 0 || from >= ring_bytes)
 			continue;
 		if (from < used)
 			from = used & ~(uint64_t)4095;   /* behind: the writers did it */
 		if (to > ring_bytes)
 			to = ring_bytes;
-		if (to <= from || to - from < PREFAULT_AHEAD / 4)
+		if (to <= from || to - from < ahead / 4)
 			continue;   /* far enough ahead: no call */
 		uint64_t cap = left < PREFAULT_STEP ? left : PREFAULT_STEP;
 
