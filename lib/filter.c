@@ -1166,14 +1166,17 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 			memset(k, 0, offsetof(struct cst, htsc));
 			k->have = 1;
 			k->tokens = cap;
-			/* The first look measures from the end of start-up (the
-			 * rings are at 0 then; relaxed: a time), so that the
-			 * writer's first pass can decide: taking the look as a
-			 * base instead left the program recording every call
-			 * until the next decision, 0.3-0.5 ms later. */
+			/* In the lean mode the first look measures from the end
+			 * of start-up (the rings are at 0 then; relaxed: a time),
+			 * so that the writer's first pass can decide: taking the
+			 * look as a base instead left the program recording
+			 * every call until the next decision, 0.3-0.5 ms later.
+			 * Not in the default mode, whose decisions come 10 ms
+			 * apart and need no such start: its first sample stays
+			 * clear of the start-up's calls, as before. */
 			uint64_t t0 = kt_load(&g->ready_tsc, relaxed);
 
-			if (!first || t0 == 0 || t0 >= now) {
+			if (!first || t0 == 0 || t0 >= now || !ktrace__lean_active()) {
 				k->last_pos = pos;
 				k->pos64 = pos;
 				k->last_tsc = now;
@@ -1220,10 +1223,12 @@ KT_NOINSTR void ktrace__filter_tick(int64_t *wait_ns)
 		}
 	}
 	/* less than a block walked over all cores, and nothing decided: a
-	 * light decision, which neither starts the hint gap nor counts
-	 * towards the cooldown */
+	 * light decision, which does not start the hint gap.  (It still
+	 * counts towards the cooldown, which counts looks: a slow program's
+	 * looks are all light, and one that did not count them was never
+	 * muted again after its first mute, under TSan.) */
 	F.light = !decided && walked < BW;
-	if (F.cooldown > 0 && !decided && !F.light)
+	if (F.cooldown > 0 && !decided)
 		F.cooldown--;
 	if (!pressure)
 		F.short_window = 0;   /* the window holds again */

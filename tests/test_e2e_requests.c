@@ -510,6 +510,14 @@ static void test_requests_budget_mutes_the_serving_loop(void **state)
 	(void)state;
 	if (getenv("KTRACE_TEST_EMULATOR"))
 		skip();   /* the budget's figures need native speed (test_e2e_budget too) */
+#if defined(__SANITIZE_THREAD__)
+	/* Nor under TSan: its runtime stalls a call now and then (shadow and
+	 * sync memory mapped as it goes), and serve() then has long calls 1
+	 * in 100 or more, the rule that keeps a function from being muted.
+	 * 76592b6's library failed this 4 times in 8 under TSan, alone on
+	 * the host; the plain and ASan builds run it. */
+	skip();
+#endif
 	/* 2.5 s: the rate the window is judged by is the last second's,
 	 * well after the decision even when the writer is slow to run
 	 * (1.5 s failed once, the host running 4 busy processes on 2 cpus) */

@@ -133,12 +133,11 @@ static void test_wake_no_post_lost(void **state)
 	kt_store(&p.stop, 1, relaxed);
 	kt_wake_post(&p.w);
 	assert_int_equal(pthread_join(t, NULL), 0);
-	/* both branches of kt_wake_post ran: FUTEX_WAKE to a sleeper, and
-	 * no system call to an awake one */
+	/* Which branch each post took depends on the timing: under TSan
+	 * every post found the sleeper asleep.  The other tests below take
+	 * each branch on purpose. */
 	print_message("%u rounds: sleeper slept %llu times; posts made %llu FUTEX_WAKEs\n",
 	              ROUNDS, (unsigned long long)p.sleeps, (unsigned long long)calls);
-	assert_true(calls > 0);
-	assert_true(calls < ROUNDS);
 }
 
 /* Two threads stepping through one post and one wait, with one of them
