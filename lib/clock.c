@@ -204,9 +204,9 @@ KT_NOINSTR void ktrace__anchor_take(void)
  * the thread between): no sleep then.  It slept 250 us there, and the
  * budget's first decision waited for it while the program recorded every
  * call (a third of the calls recorded in SQLite's 0.1 s run came before
- * the first mute).
+ * the first mute).  From the pair *from; *slept_ns (if not NULL): how
+ * long it slept (tests).
  */
-/* From the pair *from; *slept_ns (if not NULL): how long it slept (tests). */
 static KT_NOINSTR uint64_t measure_hz_from(const struct ktrace_anchor_rec *from, int64_t *slept_ns)
 {
 	struct ktrace_anchor_rec a0 = *from, a1;
@@ -243,17 +243,12 @@ static KT_NOINSTR uint64_t measure_hz(int64_t *slept_ns)
  * now; *slept_ns: how long it slept. */
 KT_NOINSTR uint64_t ktrace__clock_test_measure_hz(int fresh, int64_t *slept_ns)
 {
-	uint64_t hz;
-
 	struct ktrace_anchor_rec from;
 
-	if (fresh) {   /* a pair of its own: hz_from is init's, read by the writer */
-		bracket(&from, 4, 0);
-		hz = measure_hz_from(&from, slept_ns);
-	} else {
-		hz = measure_hz(slept_ns);
-	}
-	return hz;
+	if (!fresh)
+		return measure_hz(slept_ns);
+	bracket(&from, 4, 0);   /* a pair of its own: hz_from is init's, read by the writer */
+	return measure_hz_from(&from, slept_ns);
 }
 
 KT_NOINSTR uint64_t ktrace__tsc_hz(void)

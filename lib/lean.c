@@ -129,7 +129,7 @@ static _Atomic uint64_t n_early;           /* early passes (EARLY) */
  * this pass's look at the threads' frames (EXITS_AFTER). */
 static uint64_t sync_gen, look_gen;
 static int64_t look_ns;             /* writer thread: the time of that look */
-static int64_t cur_gap = 500000;     /* writer thread: this pass's batch gap (BATCH_GAP_NS, later more) */
+static int64_t cur_gap;             /* writer thread: this pass's batch gap (ktrace__lean_tick) */
 static int margin_wait;             /* writer thread: exits wait for look_ns's margin */
 static int64_t last_sync_ns;
 static int64_t last_batch_ns;       /* writer thread: the last batch's end */
@@ -1941,11 +1941,11 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		/* The exits go out once no thread has a frame of it open, at a
 		 * look after an event that serialised every core since its
 		 * entry went out (or with the entry, if no thread records it). */
-		int synced = l->nop_entry && look_gen > l->entry_gen;
-		int out_now = want && !open_ids[id] &&
-		              (quiet(id) || (synced && look_ns - l->entry_ns >= cur_gap));
+		int q = quiet(id), synced = l->nop_entry && look_gen > l->entry_gen;
+		int young = synced && look_ns - l->entry_ns < cur_gap;   /* the margin's wait */
+		int out_now = want && !open_ids[id] && (q || (synced && !young));
 
-		if (want && synced && !out_now && !quiet(id) && look_ns - l->entry_ns < cur_gap)
+		if (want && young && !q)
 			margin_wait = 1;
 
 		for (int i = 0; i < NEXIT; i++) {
@@ -2158,10 +2158,11 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	dl_iterate_phdr(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
 	if (early) {   /* the full pass stays due a gap after the last */
+		int64_t left = last_batch_ns + gap - ktrace__monotonic_ns();
+
 		kt_add(&n_early, 1, relaxed);
-		if (wait_ns && last_batch_ns + gap - ktrace__monotonic_ns() < *wait_ns)
-			*wait_ns = last_batch_ns + gap - ktrace__monotonic_ns() > 0
-			           ? last_batch_ns + gap - ktrace__monotonic_ns() : 0;
+		if (wait_ns && (left > 0 ? left : 0) < *wait_ns)
+			*wait_ns = left > 0 ? left : 0;
 		return;
 	}
 	last_batch_ns = ktrace__monotonic_ns();

@@ -185,6 +185,7 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 	static uint32_t next;   /* the core to start at: a capped pass serves all in turn */
 	struct kt_globals *g = &ktrace__g;
 	uint64_t ring_bytes = (uint64_t)g->ring_words * 4, left = PREFAULT_PASS;
+	int64_t now = ktrace__monotonic_ns();
 
 	for (uint32_t i = 0; i < g->ncpus && !off; i++) {
 		uint32_t c = (next + i) % g->ncpus;
@@ -192,7 +193,7 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 		/* relaxed: a position to stay ahead of, nothing read through it */
 		uint64_t used = kt_load(&k->blocks_used, relaxed) * BW * 4;
 		uint64_t from = k->prefault_bytes, ahead = PREFAULT_AHEAD, to;
-		int64_t now = ktrace__monotonic_ns(), dt = now - k->prefault_ns;
+		int64_t dt = now - k->prefault_ns;
 
 		if (k->prefault_ns != 0 && dt > 0 && used > k->prefault_used) {
 			double lead = (double)(used - k->prefault_used) * PREFAULT_LEAD_NS / (double)dt;
