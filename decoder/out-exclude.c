@@ -392,36 +392,50 @@ static void xrate_str(double r, char *buf, size_t len)
 		snprintf(buf, len, "%.0f", r);
 }
 
+/* Would x's entry also exclude a function with long calls?  That one, or
+ * NULL. */
+static const struct xname *xtakes_long(struct xname *const *v, uint32_t n,
+                                       const struct xname *x)
+{
+	for (uint32_t j = 0; j < n; j++)
+		if (v[j] != x && xlong(v[j]) && strstr(v[j]->key, x->entry))
+			return v[j];
+	return NULL;
+}
+
 /* Steps 3 and 4: X_PICK on what is listed, X_DROP on what is left out
  * for another's long calls, X_IMPLIED on entries another one covers.
- * Returns the events/s of the short functions left instrumented. */
+ * A function left out stays instrumented, so the pick goes on down the
+ * list past it until what is left fits.  Returns the events/s of the
+ * short functions left instrumented. */
 static double xpick(struct xname **v, uint32_t n, double budget)
 {
 	double left = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct xname *x = v[i];
-		if ((x->flags & (X_MUTED | X_ENVEXCL)) && !xlong(x))
+		if (xlong(x))
+			continue;
+		if (!(x->flags & (X_MUTED | X_ENVEXCL))) {
+			left += x->calls >= XMIN_CALLS ? x->wrate : 0;
+		} else if ((x->taken = xtakes_long(v, n, x)) != NULL) {
+			x->flags |= X_DROP;
+			left += x->calls >= XMIN_CALLS ? x->wrate : 0;
+		} else {
 			x->flags |= X_PICK;
-		else if (!(x->flags & (X_MUTED | X_ENVEXCL)) && x->calls >= XMIN_CALLS && !xlong(x))
-			left += x->wrate;
+		}
 	}
 	for (uint32_t i = 0; i < n && left >= budget / 2; i++) {
 		struct xname *x = v[i];
-		if ((x->flags & (X_PICK | X_MUTED | X_ENVEXCL)) || x->calls < XMIN_CALLS || xlong(x))
+		if ((x->flags & (X_PICK | X_DROP | X_MUTED | X_ENVEXCL)) || x->calls < XMIN_CALLS ||
+		    xlong(x))
 			continue;
+		if ((x->taken = xtakes_long(v, n, x)) != NULL) {
+			x->flags |= X_DROP;   /* stays instrumented: on to the next */
+			continue;
+		}
 		x->flags |= X_PICK;
 		left -= x->wrate;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct xname *x = v[i];
-		for (uint32_t j = 0; j < n && (x->flags & X_PICK); j++) {
-			if (v[j] != x && xlong(v[j]) && strstr(v[j]->key, x->entry)) {
-				x->flags = (x->flags & ~(uint32_t)X_PICK) | X_DROP;
-				x->taken = v[j];
-				left += x->calls >= XMIN_CALLS ? x->wrate : 0;
-			}
-		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct xname *x = v[i];
