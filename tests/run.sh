@@ -35,7 +35,7 @@ QUICK=0
 ONLY_ARM=0
 [ "${1:-}" = "--aarch64" ] && ONLY_ARM=1
 JOBS=${KTRACE_JOBS:-2}
-FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${KTRACE_FUZZ_SECONDS:-45}
 
 if [ "$QUICK" = 0 ]; then
   "$ROOT/.ci/deps.sh" tests/run.sh --fuzz --browser --perfetto

@@ -392,7 +392,7 @@ static void test_e2e_cut_demo_server(void **state)
 	assert_true(n > 0);
 	snprintf(full, sizeof(full), "%s/demo/full.txt", fx.dir);
 	decode_to(full, a);
-	np = cut_points(full, pts, 3);
+	np = cut_points(full, pts, 2);   /* 3 took 17-27 s, run alone */
 	assert_true(np >= 4);
 	for (int i = 0; i < np; i++) {
 		int h, m, s;
