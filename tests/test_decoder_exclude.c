@@ -119,17 +119,24 @@ static int takes(const char *flag, const char *name)
 	return hit;
 }
 
+/* --format exclude on one snapshot: a flag line, or the test fails
+ * (XT_SHOW=1 prints both). */
+static void exclude_one(struct kd_dec *d, char **out, char **notes)
+{
+	exclude(&d, 1, out, notes);
+	if (getenv("XT_SHOW"))
+		fprintf(stderr, "%s%s", *out, *notes);
+	if (strncmp(*out, FLAG, strlen(FLAG)) != 0)
+		fail_msg("stdout: %s\nstderr:\n%s", *out, *notes);
+}
+
 static void test_exclude_one_file(void **state)
 {
 	struct kd_dec *d = snap(1);
 	char *out, *notes;
 
 	(void)state;
-	exclude(&d, 1, &out, &notes);
-	if (getenv("XT_SHOW"))
-		fprintf(stderr, "%s%s", out, notes);
-	if (strncmp(out, FLAG, strlen(FLAG)) != 0)
-		fail_msg("stdout: %s\nstderr:\n%s", out, notes);
+	exclude_one(d, &out, &notes);
 	assert_true(takes(out, "xt_hot"));
 	/* long calls: never, nor an entry that would take them along */
 	assert_false(takes(out, "xt_slow"));
@@ -159,11 +166,7 @@ static void test_exclude_left_out_does_not_count(void **state)
 	char *out, *notes;
 
 	(void)state;
-	exclude(&d, 1, &out, &notes);
-	if (getenv("XT_SHOW"))
-		fprintf(stderr, "%s%s", out, notes);
-	if (strncmp(out, FLAG, strlen(FLAG)) != 0)
-		fail_msg("stdout: %s\nstderr:\n%s", out, notes);
+	exclude_one(d, &out, &notes);
 	assert_true(takes(out, "xt_hot"));
 	assert_false(takes(out, "xt_sl"));
 	assert_false(takes(out, "xt_slow"));
