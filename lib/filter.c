@@ -486,33 +486,25 @@ KT_NOINSTR void ktrace__filter_hint(void)
 
 /* ---- writer thread: measure ------------------------------------------------- */
 
-#define KT_ALIGN64(x) (((x) + 63) & ~(size_t)63)
-
 static KT_NOINSTR int setup(void)
 {
 	uint32_t n = ktrace__g.ncpus;
-
+	uint64_t *hist;
 	/* ktrace__walloc, not calloc: the writer thread never mallocs
 	 * (snapfile.c says why).  One mapping for all of it: the first
 	 * decision comes at the program's start, when its own faults and brk
 	 * hold the mapping lock, and nine mmaps there took the writer
 	 * 0.2-0.3 ms while every call was recorded (SQLite's short run). */
-	size_t o_obs = 0, o_cs = o_obs + KT_ALIGN64(NF * sizeof(*F.obs));
-	size_t o_sample = o_cs + KT_ALIGN64(n * sizeof(*F.cs));
-	size_t o_stk = o_sample + KT_ALIGN64((size_t)SAMPLE_BLOCKS * BW * 4);
-	size_t o_ids = o_stk + KT_ALIGN64(STK_THREADS * sizeof(*F.stk));
-	size_t o_hist = o_ids + KT_ALIGN64(NF * sizeof(*F.ids));
-	unsigned char *m = ktrace__walloc(o_hist + (size_t)n * 2 * HIST * sizeof(uint64_t));
+	size_t sz[6] = {NF * sizeof(*F.obs), n * sizeof(*F.cs), (size_t)SAMPLE_BLOCKS * BW * 4,
+	                STK_THREADS * sizeof(*F.stk), NF * sizeof(*F.ids),
+	                (size_t)n * 2 * HIST * sizeof(uint64_t)};
+	void **dst[6] = {(void **)&F.obs, (void **)&F.cs, (void **)&F.sample,
+	                 (void **)&F.stk, (void **)&F.ids, (void **)&hist};
 
-	if (m == NULL)
+	if (ktrace__walloc_parts(6, sz, dst) == NULL)
 		return -1;
-	F.obs = (void *)(m + o_obs);
-	F.cs = (void *)(m + o_cs);
-	F.sample = (void *)(m + o_sample);
-	F.stk = (void *)(m + o_stk);
-	F.ids = (void *)(m + o_ids);
 	for (uint32_t c = 0; c < n; c++) {
-		F.cs[c].htsc = (uint64_t *)(m + o_hist) + (size_t)c * 2 * HIST;
+		F.cs[c].htsc = hist + (size_t)c * 2 * HIST;
 		F.cs[c].hpos = F.cs[c].htsc + HIST;
 	}
 	/* The clock read, the bulk of an event's cost: the fastest of 8

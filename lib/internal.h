@@ -512,6 +512,9 @@ int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *
  * space).  ktrace__warn_once: writer.c. */
 void *ktrace__walloc(size_t bytes);
 void ktrace__wfree(void *p);
+/* n arrays of sz[i] bytes in one mapping, each 64-byte aligned, into
+ * *dst[i]; returns the whole (for ktrace__wfree) or NULL. */
+void *ktrace__walloc_parts(int n, const size_t *sz, void **const *dst);
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1557,7 +1557,7 @@ struct mod_ctx {
 	uint8_t to[MAXBATCH];         /* their new value */
 	uint64_t *stubp[MAXBATCH];    /* lfn.stub[] to set, or NULL */
 	uint64_t stubv[MAXBATCH];     /* its new value */
-	uint64_t *genp[MAXBATCH];     /* lfn.entry_gen to set (an entry going out), or NULL */
+	struct lfn *entry_out[MAXBATCH];   /* its entry going out: entry_gen, entry_ns to set; or NULL */
 };
 
 /* Site of len gets now; lead (FORMS) is how far it differs from what is
@@ -1584,7 +1584,7 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
 	m->to[m->n] = to;
 	m->stubp[m->n] = NULL;
 	m->stubv[m->n] = 0;
-	m->genp[m->n] = NULL;
+	m->entry_out[m->n] = NULL;
 	m->n++;
 	return 1;
 }
@@ -1934,7 +1934,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 
 			if (add(m, l->site, l->len, f, want ? out_bytes(f, l->len, l->orig, buf) : l->orig,
 			        &l->nop_entry, want) && want) {
-				m->genp[m->n - 1] = &l->entry_gen;
+				m->entry_out[m->n - 1] = l;
 				entry_going = 1;
 			}
 		}
@@ -2026,11 +2026,9 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			*m->flag[i] = m->to[i];
 		if (m->stubp[i] != NULL)
 			*m->stubp[i] = m->stubv[i];
-		if (m->genp[i] != NULL) {
-			struct lfn *l = (struct lfn *)((char *)m->genp[i] - offsetof(struct lfn, entry_gen));
-
-			*m->genp[i] = gen0;
-			l->entry_ns = te;
+		if (m->entry_out[i] != NULL) {
+			m->entry_out[i]->entry_gen = gen0;
+			m->entry_out[i]->entry_ns = te;
 		}
 		if (pend[i].form == FORM_STUB)
 			kt_add(&n_stub, 1, relaxed);

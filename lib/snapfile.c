@@ -279,12 +279,31 @@ KT_NOINSTR void ktrace__wfree(void *p)
 		unmap((unsigned char *)p - 64, *(size_t *)((unsigned char *)p - 64));
 }
 
+/* n arrays of sz[i] bytes in one ktrace__walloc (one mmap), each at a
+ * 64-byte boundary, into *dst[i]; the whole (ktrace__wfree), or NULL. */
+KT_NOINSTR void *ktrace__walloc_parts(int n, const size_t *sz, void **const *dst)
+{
+	size_t off = 0;
+	unsigned char *p;
+
+	for (int i = 0; i < n; i++)
+		off += (sz[i] + 63) & ~(size_t)63;
+	p = ktrace__walloc(off);
+	if (p == NULL)
+		return NULL;
+	off = 0;
+	for (int i = 0; i < n; i++) {
+		*dst[i] = p + off;
+		off += (sz[i] + 63) & ~(size_t)63;
+	}
+	return p;
+}
+
 
 
 /* The buffers one snapshot needs besides the ring copies, in one mapping. */
 struct meta_bufs {
-	void *base;
-	size_t bytes;
+	void *base;   /* all of them (ktrace__walloc_parts) */
 	struct kt_ring_cursor *cur;
 	struct ktrace_core_rec *cores;
 	uint64_t *states;
@@ -313,21 +332,8 @@ static KT_NOINSTR int meta_alloc(struct meta_bufs *m, uint32_t ncpus, size_t nf,
 	                  (void **)&m->w, (void **)&m->funcs, (void **)&m->threads,
 	                  (void **)&m->anchors, &m->names, &m->mods, (void **)&m->secs,
 	                  (void **)&m->bids};
-	size_t off = 0;
-	unsigned char *p;
-
-	for (int i = 0; i < 11; i++)
-		off += (sz[i] + 63) & ~(size_t)63;
-	p = map(off);
-	if (p == NULL)
-		return -1;
-	m->base = p;
-	m->bytes = off;
-	for (int i = 0; i < 11; i++) {
-		*dst[i] = p;
-		p += (sz[i] + 63) & ~(size_t)63;
-	}
-	return 0;
+	m->base = ktrace__walloc_parts(11, sz, dst);
+	return m->base ? 0 : -1;
 }
 
 #define BLK_BYTES (sizeof(struct ktrace_block_rec) + KTRACE_BLOCK_WORDS * 4)
@@ -595,7 +601,7 @@ out:
 			unmap(rbuf[c], rbytes[c]);
 		unmap(rbuf, rmeta);
 	}
-	unmap(m.base, m.bytes);
+	ktrace__wfree(m.base);
 	ktrace__wfree(budget);   /* ktrace__walloc'ed by filter.c, sched.c, trigger.c */
 	ktrace__wfree(sched);
 	ktrace__wfree(reqs);
