@@ -11,7 +11,7 @@
 
 #include <string.h>
 #if defined(__x86_64__)
-#include <cpuid.h>
+#include "cpufeat.h"
 #endif
 
 #include "ktrace_crc32c.h" /* the portable fallback, shared with the decoder */
@@ -21,15 +21,31 @@ static uint32_t table[8][256];
 static int use_sse42;   /* set once by the constructor */
 #endif
 
-/* One cpuid (leaf 1), not __builtin_cpu_init's dozen: in a VM each is a
- * hypervisor exit, and this runs in every traced program's start-up; the
- * tables only where there is no crc32 instruction. */
+#if defined(__x86_64__)
+static uint32_t cpuid1_ecx;
+static int cpuid1_read;
+
+__attribute__((no_instrument_function)) uint32_t ktrace__cpuid1_ecx(void)
+{
+	if (!cpuid1_read) {
+		unsigned int a, b, c, d;
+
+		__cpuid(1, a, b, c, d);
+		(void)a, (void)b, (void)d;
+		cpuid1_ecx = c;
+		cpuid1_read = 1;
+	}
+	return cpuid1_ecx;
+}
+#endif
+
+/* One cpuid, shared (cpufeat.h), not __builtin_cpu_init's dozen: in a VM
+ * each is a hypervisor exit, and this runs in every traced program's
+ * start-up; the tables only where there is no crc32 instruction. */
 __attribute__((constructor, no_instrument_function)) static void build_tables(void)
 {
 #if defined(__x86_64__)
-	unsigned int a, b, c, d;
-
-	use_sse42 = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
+	use_sse42 = (ktrace__cpuid1_ecx() & bit_SSE4_2) != 0;
 	if (use_sse42)
 		return;
 #endif

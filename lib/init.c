@@ -223,6 +223,7 @@ static KT_NOINSTR void fork_child(void)
 {
 	struct kt_thread *t = kt_self();
 
+	ktrace__seccomp_hold(0);   /* the parent may have forked during start-up */
 	/* First: the parent's other threads are gone whatever else fails. */
 	ktrace__registry_fork_child(t);
 	if (kt_load(&ktrace__g.state, acquire) != KT_READY)
@@ -277,6 +278,7 @@ static KT_NOINSTR int do_init(void)
 	ktrace__snapshot_signal_early();
 	if ((r = ktrace__memlock_check()) != 0)
 		goto fail;
+	ktrace__seccomp_hold(1);
 	if ((r = ktrace__clock_init()) || (r = ktrace__ring_init()) ||
 	    (r = ktrace__funcs_init()) || (r = ktrace__threads_init()) ||
 	    (r = ktrace__trigger_init()) || (r = ktrace__sched_init()))
@@ -286,9 +288,12 @@ static KT_NOINSTR int do_init(void)
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
 	ktrace__lean_init();
-	if ((r = ktrace__snapshot_init()) == 0)
+	r = ktrace__snapshot_init();
+	ktrace__seccomp_hold(0);
+	if (r == 0)
 		return 0;
 fail:
+	ktrace__seccomp_hold(0);
 	ktrace__lean_init_undo();
 	ktrace__snapshot_signal_undo();
 	ktrace__sched_free();

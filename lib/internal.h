@@ -533,6 +533,9 @@ uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
 /* sched.c: the Seccomp: mode of /proc/self/status (of the calling thread's
  * own with this_thread), -1 if it cannot be read. */
 int ktrace__seccomp_mode(int this_thread);
+/* on: read the calling thread's mode once, and answer it to every call
+ * until ktrace__seccomp_hold(0) (start-up). */
+void ktrace__seccomp_hold(int on);
 /* Slow path: an exit of compact event ev, muted in t's view, with no more
  * skipped frames open than t->mlw: 1 = its entry was skipped (counted in
  * mexit), 0 = its entry was recorded before the mute (record the exit). */

@@ -81,7 +81,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <cpuid.h>
+#include "cpufeat.h"
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -183,10 +183,9 @@ static inline KT_NOINSTR void code_poke(uint64_t a, uint8_t v)
 static KT_NOINSTR int have_cx16(void)
 {
 	static int have = -1;
-	unsigned int ea, eb, ec, ed;
 
 	if (have < 0)
-		have = __get_cpuid(1, &ea, &eb, &ec, &ed) && (ec & bit_CMPXCHG16B);
+		have = (ktrace__cpuid1_ecx() & bit_CMPXCHG16B) != 0;
 	return have;
 }
 
@@ -280,6 +279,63 @@ static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
 #define NSITES 8192u
 static _Atomic uint64_t sites[NSITES];
 
+/* The pages of [p, p + len) writable now (see lean_start). */
+static KT_NOINSTR void populate(const void *p, size_t len)
+{
+	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
+
+	ktrace__populate_write((void *)a, (size_t)(e - a));
+}
+
+/* The whole pages inside [p, p + len) given back (zero again when next
+ * touched); the pages it shares with other variables are kept. */
+static KT_NOINSTR void unpopulate(void *p, size_t len)
+{
+	uint64_t a = ((uint64_t)p + 4095) & ~4095ull, e = ((uint64_t)p + len) & ~4095ull;
+
+	if (e > a)
+		madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
+}
+
+/*
+ * The tables the slow paths read and then write are faulted in writable
+ * before they are read (no-op before Linux
+ * 5.14).  Otherwise a first read maps the zero page and the write after
+ * it copies it, with a TLB flush interrupting every other core running
+ * the program, once per page: ~90 of them in SQLite's first 100 ms.
+ * sites[] (hashed) at once; lf[] (by compact id, which are handed out
+ * from 0 up) LF_CHUNK entries at a time, LF_AHEAD ahead of the highest id
+ * noted (lf_grow): all 2016 entries (480 KiB) took 0.22 ms of the
+ * program's start-up, and Lua uses ~700.  An entry at or above lf_pop
+ * was never written (note_fn grows the table first), so a reader that
+ * finds its id there takes it as LS_NONE without reading it (lf_has).
+ */
+#define LF_CHUNK 256u   /* entries: 60 KiB */
+#define LF_AHEAD 64u
+static _Atomic uint32_t lf_pop;   /* lf[0, lf_pop) faulted in (or tried) */
+
+static KT_NOINSTR void lf_grow(uint32_t id)
+{
+	/* acquire: pairs with the release below (the pages before the count) */
+	uint32_t cur = kt_load(&lf_pop, acquire), want;
+
+	if (id + LF_AHEAD < cur || cur >= NF)
+		return;
+	want = (id + LF_AHEAD + LF_CHUNK) / LF_CHUNK * LF_CHUNK;
+	if (want > NF)
+		want = NF;
+	populate(&lf[cur], (size_t)(want - cur) * sizeof(lf[0]));
+	while (cur < want && !kt_cas(&lf_pop, &cur, want, release))
+		;
+}
+
+/* May lf[id] have been written (else it is LS_NONE, and never read)? */
+static inline KT_NOINSTR int lf_has(uint32_t id)
+{
+	/* acquire: note_fn grew the table before it wrote the entry */
+	return id < kt_load(&lf_pop, acquire);
+}
+
 static KT_NOINSTR uint32_t site_hash(uint64_t r)
 {
 	return (uint32_t)((r * 0x9E3779B97F4A7C15ull) >> 51) & (NSITES - 1);
@@ -355,6 +411,7 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
 
 	if (ev == 0 || id >= NF)
 		return NULL;
+	lf_grow(id);
 	l = &lf[id];
 	/* acquire: pairs with the release store of LS_READY below. */
 	uint32_t st = kt_load(&l->st, acquire);
@@ -476,38 +533,14 @@ static KT_NOINSTR void ltop_sync(struct kt_thread *t)
 }
 
 
-/* The pages of [p, p + len) writable now (see lean_start). */
-static KT_NOINSTR void populate(const void *p, size_t len)
-{
-	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
-
-	ktrace__populate_write((void *)a, (size_t)(e - a));
-}
-
-/* The whole pages inside [p, p + len) given back (zero again when next
- * touched); the pages it shares with other variables are kept. */
-static KT_NOINSTR void unpopulate(void *p, size_t len)
-{
-	uint64_t a = ((uint64_t)p + 4095) & ~4095ull, e = ((uint64_t)p + len) & ~4095ull;
-
-	if (e > a)
-		madvise((void *)a, (size_t)(e - a), MADV_DONTNEED);
-}
-
-/* At init for a lean executable (ktrace__lean_init), else at the first
- * lean hook (a lean library's): the tables the slow paths read and then
- * write are faulted in writable at once (no-op before Linux 5.14).  Otherwise
- * a first read maps the zero page and the write after it copies it, with
- * a TLB flush interrupting every other core running the program, once per
- * page: ~90 of them in SQLite's first 100 ms. */
 static KT_NOINSTR void lean_start(void)
 {
 	int zero = 0;
 
 	/* relaxed: the flag orders nothing; any thread may populate too */
 	if (kt_cas(&lean_used, &zero, 1, relaxed)) {
-		populate(lf, sizeof(lf));
 		populate(sites, sizeof(sites));
+		lf_grow(0);
 	}
 }
 
@@ -766,7 +799,7 @@ static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
 			continue;
 		fl_sites[k] = 0;
 		kt_store(&fl_seen[fl_hash(site)], site, relaxed);
-		for (uint32_t id = 0; id < NF && id < n; id++) {
+		for (uint32_t id = 0; id < NF && id < n && lf_has(id); id++) {
 			/* acquire: pairs with note_fn's release of site and orig */
 			if (kt_load(&lf[id].st, acquire) != LS_READY)
 				continue;
@@ -1152,6 +1185,7 @@ KT_NOINSTR void ktrace__lean_init_undo(void)
 	tables_at_init = 0;
 	unpopulate(lf, sizeof(lf));
 	unpopulate(sites, sizeof(sites));
+	kt_store(&lf_pop, 0, relaxed);
 	kt_store(&lean_used, 0, relaxed);
 }
 
@@ -1534,7 +1568,7 @@ static KT_NOINSTR int work_to_do(int all, int64_t *due)
 		for (uint32_t k = 0; k < ntodo; k++)
 			in_todo[todo[k]] = 0;
 		ntodo = 0;
-		for (uint32_t id = 0; id < NF && id < n; id++)
+		for (uint32_t id = 0; id < NF && id < n && lf_has(id); id++)
 			if (needs_work(id, due))
 				todo_add(id);
 		return ntodo > 0;
@@ -2056,7 +2090,7 @@ static KT_NOINSTR void atfork_child(void)
 KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 {
 	/* relaxed: a hint; a function noted a moment later waits a decision. */
-	return id < NF && kt_load(&lf[id].st, relaxed) == LS_READY;
+	return id < NF && lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_READY;
 }
 
 
@@ -2140,7 +2174,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	batches0 = kt_load(&n_batches, relaxed);
 	if (revalidate)
-		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count(); id++)
+		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count() && lf_has(id); id++)
 			if (kt_load(&lf[id].st, relaxed) == LS_READY)
 				todo_add(id);
 	if (!early) {

@@ -148,15 +148,19 @@ static KT_NOINSTR void refuse(const char *what, int err)
  * Read in small pieces: this runs in the fork child handler and from the
  * first hook, on an application thread's stack (init.c).
  */
+static int seccomp_held = -2;   /* ktrace__seccomp_hold's mode; -2: none */
+
 KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
 {
 	static const char key[] = "\nSeccomp:";
 	char buf[128];
 	size_t m = 1;   /* chars of key matched; the file starts a line */
-	int fd = open(this_thread ? "/proc/thread-self/status" : "/proc/self/status",
-	              O_RDONLY | O_CLOEXEC), mode = -1, state = 0;
+	int fd, mode = -1, state = 0;
 	ssize_t n;
 
+	if (seccomp_held != -2)
+		return seccomp_held;
+	fd = open(this_thread ? "/proc/thread-self/status" : "/proc/self/status", O_RDONLY | O_CLOEXEC);
 	/* state: 0 looking for the key, 1 after it (blanks), 2 done */
 	if (fd < 0)
 		return -1;
@@ -179,6 +183,22 @@ KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
 	}
 	close(fd);
 	return mode;
+}
+
+/*
+ * Start-up asks three times, on the initialising thread and microseconds
+ * apart (the perf events here, the code's copy in lean.c, the writer's
+ * scheduling in writer.c), and each read cost ~30 us: the kernel builds
+ * the whole file.  One read of the thread's own mode serves them: a
+ * filter of that thread's is what its perf_event_open, its mprotect and
+ * the writer it creates meet.  Off again at the end of start-up and in a
+ * fork child (whose parent may have forked during another thread's).
+ */
+KT_NOINSTR void ktrace__seccomp_hold(int on)
+{
+	seccomp_held = -2;
+	if (on)
+		seccomp_held = ktrace__seccomp_mode(1);
 }
 
 /* Whether perf_event_open may be called here (see "Sandboxes"); sets the
