@@ -123,6 +123,7 @@ static _Atomic int force_int3;      /* tests: every site by the int3 sequence */
 static _Atomic uint64_t n_whole, n_int3;   /* sites written whole / by int3 */
 static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret form */
 static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
+static _Atomic uint64_t n_callret;         /* exit sites out in call-ret form (FORMS) */
 static _Atomic uint64_t n_early;           /* early passes (EARLY) */
 /* Writer thread: events that serialised every core running the program
  * (a sync, a TLB flush of its code or a stub's page), and their count at
@@ -143,10 +144,11 @@ struct pend {
 	uint64_t site;
 	uint8_t len;
 	uint8_t lead;                  /* its first bytes that change (FORMS) */
+	uint8_t first;                 /* the first of them that changes (1 in call-ret form) */
 	uint8_t form;                  /* FORM_* */
 	uint8_t now[7];                /* the bytes being written */
 };
-enum { FORM_NOP, FORM_JUMP, FORM_RET, FORM_STUB };
+enum { FORM_NOP, FORM_JUMP, FORM_RET, FORM_STUB, FORM_CALLRET };
 static struct pend pend[MAXBATCH];   /* the writer thread's */
 /* The same, for the SIGTRAP handler: (site, new bytes | len << 56) word
  * pairs under a sequence count (odd while they change); ntrap = 0 when no
@@ -225,16 +227,24 @@ static inline KT_NOINSTR int one_chunk(uint64_t site, uint8_t len)
  *   jump  a site across two aligned 16 bytes whose first two bytes are
  *         in the first (at 12, 13 or 14 of its 16): "jmp +len-2" over the
  *         call's other bytes; lead 2;
+ *   call-ret  an exit site at 15 of its 16 not followed by ret (a
+ *         sibling call's: "call __return__; jmp f"): still a call, of a
+ *         ret (STUB_RET_OFF in a stub page within reach): only its rel32
+ *         changes, bytes 1-4, all in the next aligned 16; first 1, lead 5;
  *   nop   the others: a nop of its length; lead len.
- * A site whose lead bytes lie inside one aligned 16 bytes is written by
- * one cmpxchg16b of them (W, apply()), so a core fetching the site sees
- * the call or the new instruction, never a mix; back in, the same bytes
- * return the same way.  Only the others (a sibling call's exit at 15 of
- * its 16) take the int3 sequence: two more syncs per batch (an interrupt
- * each on every core running the program) and a trap (a signal) each
- * time a thread runs the site meanwhile (60-110 traps in SQLite's 0.09 s
- * run with the jump form alone, 112 before it).  A ret or a jump costs
- * what a nop does, or less.
+ * A site whose changing bytes (first to lead) lie inside one aligned 16
+ * bytes is written by one cmpxchg16b of them (W, apply()), so a core
+ * fetching the site sees the call or the new instruction, never a mix;
+ * back in, the same bytes return the same way.  Only the others take the
+ * int3 sequence: two more syncs per batch (an interrupt each on every
+ * core running the program) and a trap (a signal) each time a thread runs
+ * the site meanwhile (60-110 traps in SQLite's 0.09 s run with the jump
+ * form alone, 112 before it).  Before the call-ret form that was every
+ * sibling call's exit at 15 of 16: 3-4 batches in each of SQLite's short
+ * runs, 3 membarriers each.  Left to it: a 5-byte entry site at 15 (a
+ * function not aligned to 16), a 6-byte one at 11-15, and a call-ret site
+ * where no stub page can be mapped within reach.  A ret or a jump costs
+ * what a nop does, or less; the call-ret form, a call and a ret.
  */
 static KT_NOINSTR int site_form(uint64_t site, uint8_t len, int is_exit)
 {
@@ -1418,8 +1428,8 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	 * those for the handler (seqlock writer): tseq odd, the entries,
 	 * ntrap, tseq even; release: all of it before the int3s. */
 	for (i = k = 0; i < n; i++)
-		if ((pend[i].site & 15) + pend[i].lead > 16 || !have_cx16() ||
-		    kt_load(&force_int3, relaxed)) {
+		if (((pend[i].site + pend[i].first) & 15) + pend[i].lead - pend[i].first > 16 ||
+		    !have_cx16() || kt_load(&force_int3, relaxed)) {
 			struct pend tmp = pend[k];
 			pend[k++] = pend[i];
 			pend[i] = tmp;
@@ -1439,12 +1449,12 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	kt_add(&tseq, 1, release);
 	for (i = 0; i < nt; i++)   /* P2 */
 		code_poke(pend[i].site, 0xcc);
-	for (i = nt; i < n; i++) {   /* W: up to the end of the 16 bytes */
-		uint32_t off = (uint32_t)(pend[i].site & 15);
+	for (i = nt; i < n; i++) {   /* W: from the first byte that changes to the end of its 16 */
+		uint64_t a = pend[i].site + pend[i].first;
+		uint32_t off = (uint32_t)(a & 15), len = pend[i].len - pend[i].first;
 
-		code_set16(pend[i].site & ~15ull, pend[i].now, off,
-		           off + pend[i].len <= 16 ? pend[i].len : 16 - off);
-		if (pend[i].form != FORM_NOP)
+		code_set16(a & ~15ull, pend[i].now + pend[i].first, off, off + len <= 16 ? len : 16 - off);
+		if (pend[i].form != FORM_NOP && pend[i].form != FORM_CALLRET)
 			kt_add(pend[i].form == FORM_JUMP ? &n_jump : &n_ret, 1, relaxed);
 	}
 	/* A batch of whole writes out needs no sync of its own.  A core
@@ -1610,9 +1620,15 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
 	p->len = len;
 	p->form = (uint8_t)form;
 	p->lead = 1;
+	p->first = len;
 	for (uint8_t i = 0; i < len; i++)
-		if (cur[i] != now[i])
+		if (cur[i] != now[i]) {
 			p->lead = (uint8_t)(i + 1);
+			if (p->first == len)
+				p->first = i;
+		}
+	if (p->first == len)
+		p->first = 0;
 	memcpy(p->now, now, len);
 	m->flag[m->n] = flag;
 	m->to[m->n] = to;
@@ -1719,6 +1735,7 @@ static KT_NOINSTR int intact(uint64_t site, const uint8_t *orig, uint8_t len)
  * written whole, and the int3 sequence costs three syncs and the traps.
  */
 #define STUB_PAGES 32
+#define STUB_RET_OFF 18   /* the ret after "jb 1f" */
 struct estub {
 	uint64_t addr, target;
 };
@@ -1806,7 +1823,7 @@ static KT_NOINSTR uint64_t stub_for(const struct dl_phdr_info *info, uint64_t si
 	d = (int32_t)offsetof(struct kt_thread, ltop8);
 	memcpy(c + 3, &d, 4);
 	c += 7;
-	memcpy(c, "\x72\x01\xc3", 3);   /* jb 1f; ret */
+	memcpy(c, "\x72\x01\xc3", 3);   /* jb 1f; ret (STUB_RET_OFF) */
 	c += 3;
 	/* 1: call *target(%rip); ret */
 	memcpy(c, "\xff\x15", 2);
@@ -1822,6 +1839,37 @@ static KT_NOINSTR uint64_t stub_for(const struct dl_phdr_info *info, uint64_t si
 	estubs[n_estubs].addr = (uint64_t)p;
 	estubs[n_estubs++].target = target;
 	return (uint64_t)p;
+}
+
+/* A ret within reach of a call at site (call-ret form, FORMS): the one
+ * in a stub page near it, made for the site's target if none is; 0 if
+ * none can be.  The stubs' pages stay (a thread may be in one). */
+static KT_NOINSTR uint64_t ret_near(const struct dl_phdr_info *info, uint64_t site,
+                                    uint64_t target)
+{
+	uint64_t st;
+
+	for (uint32_t k = 0; k < n_estubs; k++)
+		if (reach(site + 5, estubs[k].addr + STUB_RET_OFF))
+			return estubs[k].addr + STUB_RET_OFF;
+	st = stub_for(info, site, target);
+	return st ? st + STUB_RET_OFF : 0;
+}
+
+/* Is the site a call of a stub page's ret (out in call-ret form)? */
+static KT_NOINSTR int is_callret(uint64_t site)
+{
+	uint8_t b[5];
+	int32_t d;
+
+	code_read(b, site, 5);
+	if (b[0] != 0xe8)
+		return 0;
+	memcpy(&d, b + 1, 4);
+	for (uint32_t k = 0; k < n_estubs; k++)
+		if (site + 5 + (uint64_t)(int64_t)d == estubs[k].addr + STUB_RET_OFF)
+			return 1;
+	return 0;
 }
 
 /* The site's bytes while it jumps to stub. */
@@ -1996,8 +2044,11 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				memcpy(cur, l->exit_orig[i], 5);
 			f = site_form(s, 5, 1);
 			if (!want) {   /* back in */
-				if ((l->nop_exit[i] || l->stub[i]) && ours(s) &&
-				    add(m, s, 5, f, l->exit_orig[i], &l->nop_exit[i], 0) && l->stub[i])
+				int cr = l->nop_exit[i] && is_callret(s);
+
+				if ((l->nop_exit[i] || l->stub[i]) && (cr || ours(s)) &&
+				    add(m, s, 5, cr ? FORM_CALLRET : f, l->exit_orig[i], &l->nop_exit[i], 0) &&
+				    l->stub[i])
 					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 				continue;
 			}
@@ -2005,7 +2056,18 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				continue;
 			if (out_now) {
 				const uint8_t *ob = out_bytes(f, 5, l->exit_orig[i], buf);
+				uint64_t rt;
 
+				if (f == FORM_NOP && (s & 15) == 15 && !l->stub[i] && have_cx16() &&
+				    !kt_load(&force_int3, relaxed) &&
+				    (rt = ret_near(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
+					int32_t d = (int32_t)(int64_t)(rt - (s + 5));
+
+					memcpy(now, l->exit_orig[i], 5);
+					memcpy(now + 1, &d, 4);
+					ob = now;
+					f = FORM_CALLRET;
+				}
 				if (l->stub[i] && f == FORM_RET) {   /* ret over the jump's first byte */
 					memcpy(now, cur, 5);
 					now[0] = 0xc3;
@@ -2066,6 +2128,8 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		}
 		if (pend[i].form == FORM_STUB)
 			kt_add(&n_stub, 1, relaxed);
+		if (pend[i].form == FORM_CALLRET && m->to[i])
+			kt_add(&n_callret, 1, relaxed);
 	}
 	kt_add(&n_patched, m->n, relaxed);
 	m->n = 0;
@@ -2270,6 +2334,11 @@ KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_
 }
 
 /* Tests (hidden): exit sites given a stub so far (STUBS). */
+KT_NOINSTR uint64_t ktrace__lean_test_callret(void)
+{
+	return kt_load(&n_callret, relaxed);
+}
+
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void)
 {
 	return kt_load(&n_stub, relaxed);
@@ -2309,6 +2378,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
+KT_NOINSTR uint64_t ktrace__lean_test_callret(void) { return 0; }
 KT_NOINSTR uint64_t ktrace__lean_test_early(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)

@@ -566,9 +566,11 @@ static int exit_calls(const unsigned char *f)
 
 uint64_t ktrace__lean_test_stubs(void);
 uint64_t ktrace__lean_test_early(void);
+uint64_t ktrace__lean_test_callret(void);
 #if !defined(LEAN_STATIC)
 uint64_t ktrace__lean_test_stubs(void) { return 0; }
 uint64_t ktrace__lean_test_early(void) { return 0; }
+uint64_t ktrace__lean_test_callret(void) { return 0; }
 #endif
 
 static uint64_t held_stubs;
@@ -782,7 +784,7 @@ static int do_flip(void)
 {
 	pthread_t th[8];
 	uint64_t p0, p1, f, nop, b0, b1, ns0, ns1, w0, w1, i0, i1, w2, i2, pm, bm, nsm, j0, j1, j2;
-	uint64_t r0, r1, r2, st0, st1;
+	uint64_t r0, r1, r2, st0, st1, c0, c1 = 0, c2;
 	int64_t t0, t1;
 
 	for (int i = 0; i < 8; i++)
@@ -795,9 +797,11 @@ static int do_flip(void)
 	 * aligned bytes): both paths run under the 8 threads. */
 	ktrace__lean_test_paths(1, &w0, &j0, &r0, &i0);
 	st0 = ktrace__lean_test_stubs();
+	c0 = ktrace__lean_test_callret();
 	for (int i = 0; i < 25; i++) {
 		if (i == 12) {
 			ktrace__lean_test_paths(0, &w1, &j1, &r1, &i1);
+			c1 = ktrace__lean_test_callret();
 			ktrace__lean_stats(&pm, &f, &nop, &bm, &nsm);
 		}
 		ktrace__lean_test_force(1 + i % 2);
@@ -809,6 +813,7 @@ static int do_flip(void)
 	ktrace__lean_stats(&p1, &f, &nop, &b1, &ns1);
 	ktrace__lean_test_paths(-1, &w2, &j2, &r2, &i2);
 	st1 = ktrace__lean_test_stubs();
+	c2 = ktrace__lean_test_callret();
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++)
 		pthread_join(th[i], NULL);
@@ -823,7 +828,9 @@ static int do_flip(void)
 	       (unsigned long long)(w2 - w1), (unsigned long long)(j2 - j1),
 	       (unsigned long long)(r2 - r1), (unsigned long long)(i2 - i1),
 	       b1 > bm ? (ns1 - nsm) / 1e3 / (double)(b1 - bm) : 0.0);
-	printf("flip stubs %llu\n", (unsigned long long)(st1 - st0));
+	printf("flip stubs %llu, exits out in call-ret form %llu (by int3 first: %llu)\n",
+	       (unsigned long long)(st1 - st0), (unsigned long long)(c2 - c1),
+	       (unsigned long long)(c1 - c0));
 	printf("flip calls %ld patches %llu failed %llu nop %llu in %lld ms; %llu batches, "
 	       "%.1f us per batch, %.1f us per site\n",
 	       (long)worker_calls, (unsigned long long)(p1 - p0), (unsigned long long)f,
@@ -833,10 +840,11 @@ static int do_flip(void)
 #if defined(LEAN_STATIC)
 	/* Every write path ran: the first half only by int3, the second
 	 * whole (every entry site), in ret form (exits followed by a ret), in
-	 * jump form and by int3 (the pads' exits at 12-14 and 15 of 16); exits
-	 * followed by a ret through stubs while they wait (STUBS). */
-	if (st1 == st0 || i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || w2 - w1 == 0 || j2 - j1 == 0 ||
-	    r2 - r1 == 0 || i2 - i1 == 0)
+	 * jump form (the pads' exits at 12-14 of 16) and in call-ret form (the
+	 * pad's at 15), and by int3 none; exits followed by a ret through
+	 * stubs while they wait (STUBS). */
+	if (st1 == st0 || i1 - i0 == 0 || w1 != w0 || j1 != j0 || r1 != r0 || c1 != c0 ||
+	    w2 - w1 == 0 || j2 - j1 == 0 || r2 - r1 == 0 || c2 - c1 == 0 || i2 - i1 != 0)
 		return 1;
 #endif
 	return p1 - p0 > 0 ? 0 : 1;
