@@ -289,7 +289,7 @@ static KT_NOINSTR void code_read(uint8_t *dst, uint64_t a, size_t n)
 #define NSITES 8192u
 static _Atomic uint64_t sites[NSITES];
 
-/* The pages of [p, p + len) writable now (see lean_start). */
+/* The pages of [p, p + len) writable now (see lf_grow). */
 static KT_NOINSTR void populate(const void *p, size_t len)
 {
 	uint64_t a = (uint64_t)p & ~4095ull, e = ((uint64_t)p + len + 4095) & ~4095ull;
@@ -309,16 +309,16 @@ static KT_NOINSTR void unpopulate(void *p, size_t len)
 
 /*
  * The tables the slow paths read and then write are faulted in writable
- * before they are read (no-op before Linux
- * 5.14).  Otherwise a first read maps the zero page and the write after
- * it copies it, with a TLB flush interrupting every other core running
- * the program, once per page: ~90 of them in SQLite's first 100 ms.
- * sites[] (hashed) at once; lf[] (by compact id, which are handed out
- * from 0 up) LF_CHUNK entries at a time, LF_AHEAD ahead of the highest id
- * noted (lf_grow): all 2016 entries (480 KiB) took 0.22 ms of the
- * program's start-up, and Lua uses ~700.  An entry at or above lf_pop
- * was never written (note_fn grows the table first), so a reader that
- * finds its id there takes it as LS_NONE without reading it (lf_has).
+ * before they are read (no-op before Linux 5.14).  Otherwise a first read
+ * maps the zero page and the write after it copies it, with a TLB flush
+ * interrupting every other core running the program, once per page: ~90
+ * of them in SQLite's first 100 ms.  sites[] (hashed) at once; lf[] (by
+ * compact id, handed out from 0 up) LF_CHUNK entries at a time, LF_AHEAD
+ * ahead of the highest id noted (lf_grow): all 2016 entries (480 KiB)
+ * took 0.22 ms of the program's start-up, and Lua uses ~700.  An entry
+ * at or above lf_pop was never written (note_fn grows the table first),
+ * so a reader that finds its id there takes it as LS_NONE without
+ * reading it (lf_has).
  */
 #define LF_CHUNK 256u   /* entries: 60 KiB */
 #define LF_AHEAD 64u
