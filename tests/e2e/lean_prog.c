@@ -41,9 +41,10 @@
  *            prints "patches <n> <ns per patch>".  pad<k>'s exit site (a
  *            sibling call's) is k bytes further into its 16-byte aligned
  *            function than pad0's, so pad1..pad16 cover every offset in
- *            16 bytes whatever the build's code: 12-14 in jump form, 15 by
- *            int3; pad_leaf's and the others' exits are followed by a ret
- *            (ret form).
+ *            16 bytes whatever the build's code: 12-14 in jump form, 15 in
+ *            call-ret form (by int3 while the test forces it);
+ *            pad_leaf's and the others' exits are followed by a ret (ret
+ *            form).
  *   reload   loads libe2e_lean_reload_a.so, calls a_run until a_leaf
  *            (excluded by the test) is patched out and its 600 a_f<n>
  *            until they are, makes a's code read+exec itself and calls
