@@ -25,6 +25,7 @@
  */
 #include "internal.h"
 #include "rseq.h"
+#include "dynsym.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -106,79 +107,16 @@ struct sym_query {
 	const void *addr;     /* out: the definition, NULL if none */
 };
 
-static KT_NOINSTR uint32_t gnu_hash(const char *s)
-{
-	uint32_t h = 5381;
-
-	for (; *s; s++)
-		h = h * 33 + (unsigned char)*s;
-	return h;
-}
-
-/* A dynamic-section pointer: glibc relocates them in place on most
- * architectures, not in read-only ones (vDSO; RISC-V, MIPS). */
-static KT_NOINSTR uintptr_t dyn_ptr(const struct dl_phdr_info *info, uintptr_t p)
-{
-	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
-}
-
-static KT_NOINSTR const ElfW(Sym) *gnu_lookup(const uint32_t *gh, const ElfW(Sym) *symtab,
-                                              const char *strtab, const char *name)
-{
-	uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_words = gh[2];
-	const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)&gh[4] + bloom_words);
-	const uint32_t *chain = buckets + nbuckets;
-	uint32_t h = gnu_hash(name), i;
-
-	if (nbuckets == 0)
-		return NULL;
-	i = buckets[h % nbuckets];
-	if (i < symoffset)
-		return NULL;
-	for (;; i++) {
-		uint32_t h2 = chain[i - symoffset];
-		if ((h | 1) == (h2 | 1) && strcmp(strtab + symtab[i].st_name, name) == 0)
-			return &symtab[i];
-		if (h2 & 1)
-			return NULL;
-	}
-}
-
-static KT_NOINSTR const ElfW(Sym) *sysv_lookup(const uint32_t *hash, const ElfW(Sym) *symtab,
-                                               const char *strtab, const char *name)
-{
-	for (uint32_t i = 0; i < hash[1]; i++)   /* nchain = number of symbols */
-		if (strcmp(strtab + symtab[i].st_name, name) == 0)
-			return &symtab[i];
-	return NULL;
-}
-
 static KT_NOINSTR int find_symbol(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct sym_query *q = arg;
-	const ElfW(Dyn) *d = NULL;
-	const ElfW(Sym) *symtab = NULL, *s;
-	const char *strtab = NULL;
-	const uint32_t *gh = NULL, *hash = NULL;
+	struct kt_dynsyms ds;
+	const ElfW(Sym) *s;
 
 	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	for (; d && d->d_tag != DT_NULL; d++) {
-		uintptr_t p = dyn_ptr(info, d->d_un.d_ptr);
-		if (d->d_tag == DT_SYMTAB)
-			symtab = (const ElfW(Sym) *)p;
-		else if (d->d_tag == DT_STRTAB)
-			strtab = (const char *)p;
-		else if (d->d_tag == DT_GNU_HASH)
-			gh = (const uint32_t *)p;
-		else if (d->d_tag == DT_HASH)
-			hash = (const uint32_t *)p;
-	}
-	if (!symtab || !strtab || (!gh && !hash))
+	if (ktrace__dynsyms(info, &ds) != 0)
 		return 0;
-	s = gh ? gnu_lookup(gh, symtab, strtab, q->name) : sysv_lookup(hash, symtab, strtab, q->name);
+	s = ktrace__dynsym_find(&ds, q->name);
 	if (s == NULL || s->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s->st_info) != STT_OBJECT)
 		return 0;
 	q->addr = (const void *)(info->dlpi_addr + s->st_value);

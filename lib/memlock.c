@@ -21,6 +21,7 @@
  *     returned as it is, and said once if ktrace's buffers are to blame.
  */
 #include "internal.h"
+#include "dynsym.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -36,47 +37,31 @@ _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
 
 /* ---- start-up: does the program call mlockall? ---------------------------- */
 
-static KT_NOINSTR uintptr_t dptr(const struct dl_phdr_info *info, uintptr_t p)
-{
-	return p < info->dlpi_addr ? p + info->dlpi_addr : p;
-}
-
 static KT_NOINSTR int imports_mlockall(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	const ElfW(Dyn) *d = NULL;
-	const ElfW(Sym) *symtab = NULL;
-	const char *strtab = NULL;
-	const uint32_t *gh = NULL, *hash = NULL;
+	struct kt_dynsyms ds;
+	const ElfW(Sym) *s;
 	uint32_t n;
 
 	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-	for (; d && d->d_tag != DT_NULL; d++) {
-		uintptr_t p = dptr(info, d->d_un.d_ptr);
-		if (d->d_tag == DT_SYMTAB)
-			symtab = (const ElfW(Sym) *)p;
-		else if (d->d_tag == DT_STRTAB)
-			strtab = (const char *)p;
-		else if (d->d_tag == DT_GNU_HASH)
-			gh = (const uint32_t *)p;
-		else if (d->d_tag == DT_HASH)
-			hash = (const uint32_t *)p;
-	}
-	if (!symtab || !strtab || (!gh && !hash))
+	if (ktrace__dynsyms(info, &ds) != 0)
 		return 0;
-	/* DT_GNU_HASH leaves the symbols it does not hash, the undefined
-	 * ones among them, first (below its symoffset, gh[1]): only those
-	 * are imports, and libc's ~3000 defined ones are not read (30 us of
-	 * every traced program's start-up). */
-	n = gh ? gh[1] : hash[1];
+	/* Only the symbols the hash table does not reach are read one by
+	 * one: under DT_GNU_HASH the undefined ones come first, below its
+	 * symoffset, and libc's ~3000 defined ones were 30 us of every traced
+	 * program's start-up.  A linker that hashed an undefined one too is
+	 * still answered by the lookup. */
+	n = ktrace__dynsym_unhashed(&ds);
 	for (uint32_t i = 1; i < n; i++)
-		if (symtab[i].st_shndx == SHN_UNDEF &&
-		    strcmp(strtab + symtab[i].st_name, "mlockall") == 0) {
+		if (ds.symtab[i].st_shndx == SHN_UNDEF &&
+		    strcmp(ds.strtab + ds.symtab[i].st_name, "mlockall") == 0) {
 			*(int *)arg = 1;
 			return 1;
 		}
+	if (ds.gh && (s = ktrace__dynsym_find(&ds, "mlockall")) != NULL && s->st_shndx == SHN_UNDEF) {
+		*(int *)arg = 1;
+		return 1;
+	}
 	return 0;
 }
 
