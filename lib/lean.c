@@ -1665,7 +1665,10 @@ static KT_NOINSTR int add(struct mod_ctx *m, uint64_t site, uint8_t len, int for
  * and no recorded call of it starts later; and a batch gap or more after
  * the entry went out (an entry taken out by an early pass, EARLY, may
  * be younger than that at the next full pass's look).  Or in the same
- * batch as the entry, if no thread ever records it (quiet(): excluded).  Meanwhile its
+ * batch as the entry, if no thread ever records it (quiet(): excluded),
+ * even while a learning call of it is open (the writer is woken at the
+ * last one's entry: ready_hint; TSan's slow learning path once caught
+ * that call open and took the exit out a batch later).  Meanwhile its
  * exits followed by a ret jump to a stub that is the call minus the call
  * (STUBS), so the wait costs little, and a function muted while a
  * recorded call of it stays open (an outer call: Lua's luaD_precall under
@@ -2022,10 +2025,13 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		}
 		/* The exits go out once no thread has a frame of it open, at a
 		 * look after an event that serialised every core since its
-		 * entry went out (or with the entry, if no thread records it). */
+		 * entry went out; or with the entry, if no thread records it
+		 * (quiet): its frames are only learning calls' (KT_LF_SKIP), and
+		 * one whose exit went out under it is closed, recording nothing,
+		 * at the next hook at or above its slot. */
 		int q = quiet(id), synced = l->nop_entry && look_gen > l->entry_gen;
 		int young = synced && look_ns - l->entry_ns < cur_gap;   /* the margin's wait */
-		int out_now = want && !open_ids[id] && (q || (synced && !young));
+		int out_now = want && (q || (!open_ids[id] && synced && !young));
 
 		if (want && young && !q)
 			margin_wait = 1;

@@ -320,6 +320,32 @@ static void test_e2e_lean_exclude_one_batch(void **state)
 	done(&r);
 }
 
+/* The same when the writer finds the last learning call of the excluded
+ * function still open (each call sleeps 2 ms): its frames are never
+ * recorded, so the exit still goes out with the entry. */
+static void test_e2e_lean_exclude_open_learning(void **state)
+{
+	struct run r;
+	const char *s;
+	unsigned long long b = 0, nop = 0;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "slowleaf", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=slow_leaf", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "slow_leaf"), 0);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	parents(r.d, r.th, "marker", "do_slowleaf");
+	s = strstr(r.p.out, "batches ");
+	assert_non_null(s);
+	assert_int_equal(sscanf(s, "batches %llu nop %llu", &b, &nop), 2);
+	assert_int_equal(nop, 2);   /* slow_leaf's entry and its one exit */
+	assert_int_equal(b, 1);
+	done(&r);
+}
+
 static void test_e2e_lean_filter_off(void **state)
 {
 	struct run r;
@@ -840,6 +866,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_cxx),
 		cmocka_unit_test(test_e2e_lean_exclude),
 		cmocka_unit_test(test_e2e_lean_exclude_one_batch),
+		cmocka_unit_test(test_e2e_lean_exclude_open_learning),
 		cmocka_unit_test(test_e2e_lean_filter_off),
 		cmocka_unit_test(test_e2e_lean_budget),
 		cmocka_unit_test(test_e2e_lean_early_pass),

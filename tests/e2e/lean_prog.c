@@ -29,6 +29,8 @@
  *   seccompexec  installs a seccomp filter that allows everything, then
  *            runs itself again in count mode (ktrace starts under it).
  * Every mode first prints "code-copied <kB> <kB>" (print_code_copied).
+ *   slowleaf main > slow_leaf x 40 (2 ms each), main > marker x 5;
+ *            after 300 ms, "batches <n> nop <n>" (static build).
  *   late     late_a (direct calls) and late_b (through a pointer), both
  *            excluded by the test, return one way 100 times, then the
  *            other 300,000 times; after 300 ms: "late calls <a> <b>", how
@@ -341,6 +343,25 @@ static void do_count(void)
 	usleep(300000);
 	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
 	printf("writable-code %d\n", writable_code());
+	print_batches();
+}
+
+/* slowleaf: an excluded function whose calls last 2 ms each, so that the
+ * writer, woken at the entry of its last learning call (lib/lean.c,
+ * ready_hint), finds that call still open when it takes the entry out. */
+__attribute__((noinline)) void slow_leaf(void)
+{
+	usleep(2000);
+	sink++;
+}
+
+static void do_slowleaf(void)
+{
+	for (int i = 0; i < 40; i++)
+		slow_leaf();
+	for (int i = 0; i < 5; i++)
+		marker();
+	usleep(300000);
 	print_batches();
 }
 
@@ -930,6 +951,8 @@ int main(int argc, char **argv)
 		}
 		printf("wx %s\n", how);
 		return rerun_count(argv[0]);
+	} else if (strcmp(mode, "slowleaf") == 0) {
+		do_slowleaf();
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
 	} else if (strcmp(mode, "late") == 0) {
