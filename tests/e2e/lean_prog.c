@@ -355,7 +355,7 @@ __attribute__((noinline)) void slow_leaf(void)
 	sink++;
 }
 
-static void do_slowleaf(void)
+__attribute__((noinline)) static void do_slowleaf(void)
 {
 	for (int i = 0; i < 40; i++)
 		slow_leaf();
