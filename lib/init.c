@@ -226,10 +226,10 @@ static KT_NOINSTR int do_init(void)
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
 	ktrace__lean_init();
-	r = ktrace__snapshot_init();
-	ktrace__seccomp_hold(0);
-	if (r == 0)
+	if ((r = ktrace__snapshot_init()) == 0) {
+		ktrace__seccomp_hold(0);
 		return 0;
+	}
 fail:
 	ktrace__seccomp_hold(0);
 	ktrace__lean_init_undo();

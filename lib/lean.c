@@ -809,7 +809,7 @@ static KT_NOINSTR void fl_learn(const struct dl_phdr_info *info)
 			continue;
 		fl_sites[k] = 0;
 		kt_store(&fl_seen[fl_hash(site)], site, relaxed);
-		for (uint32_t id = 0; id < NF && id < n && lf_has(id); id++) {
+		for (uint32_t id = 0; id < n && lf_has(id); id++) {
 			/* acquire: pairs with note_fn's release of site and orig */
 			if (kt_load(&lf[id].st, acquire) != LS_READY)
 				continue;
@@ -1578,7 +1578,7 @@ static KT_NOINSTR int work_to_do(int all, int64_t *due)
 		for (uint32_t k = 0; k < ntodo; k++)
 			in_todo[todo[k]] = 0;
 		ntodo = 0;
-		for (uint32_t id = 0; id < NF && id < n && lf_has(id); id++)
+		for (uint32_t id = 0; id < n && lf_has(id); id++)
 			if (needs_work(id, due))
 				todo_add(id);
 		return ntodo > 0;
@@ -1859,28 +1859,13 @@ static KT_NOINSTR uint64_t ret_near(const struct dl_phdr_info *info, uint64_t si
 	return st ? st + STUB_RET_OFF : 0;
 }
 
-/* Is the site a call of a stub page's ret (out in call-ret form)? */
-static KT_NOINSTR int is_callret(uint64_t site)
+/* The site's bytes as "op rel32" to to: a jump to a stub (op e9), a call
+ * of a stub page's ret (e8, call-ret form). */
+static KT_NOINSTR void rel_site(uint8_t *b, uint8_t op, uint64_t s, uint64_t to)
 {
-	uint8_t b[5];
-	int32_t d;
+	int32_t d = (int32_t)(int64_t)(to - (s + 5));
 
-	code_read(b, site, 5);
-	if (b[0] != 0xe8)
-		return 0;
-	memcpy(&d, b + 1, 4);
-	for (uint32_t k = 0; k < n_estubs; k++)
-		if (site + 5 + (uint64_t)(int64_t)d == estubs[k].addr + STUB_RET_OFF)
-			return 1;
-	return 0;
-}
-
-/* The site's bytes while it jumps to stub. */
-static KT_NOINSTR void stub_jump(uint8_t *b, uint64_t s, uint64_t stub)
-{
-	int32_t d = (int32_t)(int64_t)(stub - (s + 5));
-
-	b[0] = 0xe9;
+	b[0] = op;
 	memcpy(b + 1, &d, 4);
 }
 
@@ -1971,14 +1956,23 @@ static KT_NOINSTR int exits_wait_sync(void)
 	return waiting && pass_ns - last_sync_ns >= SYNC_WAIT_NS;
 }
 
-/* Does the site going back in begin with a byte ktrace writes there (a
- * nop, a jump over the call, a ret, a jump to a stub)?  Not if another
- * library was loaded at the place of the one it was written in. */
+/* Does the site going back in hold what ktrace writes there (a nop, a
+ * jump over the call, a ret, a jump to a stub, a call of a stub page's
+ * ret)?  Not if another library was loaded at the place of the one it was
+ * written in. */
 static KT_NOINSTR int ours(uint64_t site)
 {
-	uint8_t b = code_byte(site);
+	uint8_t c = code_byte(site), b[5];
 
-	return b == 0x0f || b == 0x66 || b == 0xeb || b == 0xc3 || b == 0xe9;
+	if (c == 0x0f || c == 0x66 || c == 0xeb || c == 0xc3 || c == 0xe9)
+		return 1;
+	if (c != 0xe8)
+		return 0;
+	code_read(b, site, 5);
+	for (uint32_t k = 0; k < n_estubs; k++)
+		if (exit_target(site, b) == estubs[k].addr + STUB_RET_OFF)
+			return 1;
+	return 0;
 }
 
 /* One module, under the loader's lock: the sites of it that must change. */
@@ -2045,16 +2039,13 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			if (s <= 1 || !in_exec(info, s, 6))
 				continue;
 			if (l->stub[i])
-				stub_jump(cur, s, l->stub[i]);
+				rel_site(cur, 0xe9, s, l->stub[i]);
 			else
 				memcpy(cur, l->exit_orig[i], 5);
 			f = site_form(s, 5, 1);
 			if (!want) {   /* back in */
-				int cr = l->nop_exit[i] && is_callret(s);
-
-				if ((l->nop_exit[i] || l->stub[i]) && (cr || ours(s)) &&
-				    add(m, s, 5, cr ? FORM_CALLRET : f, l->exit_orig[i], &l->nop_exit[i], 0) &&
-				    l->stub[i])
+				if ((l->nop_exit[i] || l->stub[i]) && ours(s) &&
+				    add(m, s, 5, f, l->exit_orig[i], &l->nop_exit[i], 0) && l->stub[i])
 					m->stubp[m->n - 1] = &l->stub[i];   /* to 0 */
 				continue;
 			}
@@ -2067,10 +2058,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 				if (f == FORM_NOP && (s & 15) == 15 && !l->stub[i] && have_cx16() &&
 				    !kt_load(&force_int3, relaxed) &&
 				    (rt = ret_near(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
-					int32_t d = (int32_t)(int64_t)(rt - (s + 5));
-
-					memcpy(now, l->exit_orig[i], 5);
-					memcpy(now + 1, &d, 4);
+					rel_site(now, 0xe8, s, rt);
 					ob = now;
 					f = FORM_CALLRET;
 				}
@@ -2086,7 +2074,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 			           (st = stub_for(info, s, exit_target(s, l->exit_orig[i]))) != 0) {
 				/* (only a site written whole: the int3 sequence would
 				 * cost three syncs, and the traps) */
-				stub_jump(now, s, st);
+				rel_site(now, 0xe9, s, st);
 				if (add(m, s, 5, FORM_STUB, now, NULL, 0)) {
 					m->stubp[m->n - 1] = &l->stub[i];
 					m->stubv[m->n - 1] = st;
@@ -2160,7 +2148,7 @@ static KT_NOINSTR void atfork_child(void)
 KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 {
 	/* relaxed: a hint; a function noted a moment later waits a decision. */
-	return id < NF && lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_READY;
+	return lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_READY;
 }
 
 
@@ -2244,7 +2232,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	batches0 = kt_load(&n_batches, relaxed);
 	if (revalidate)
-		for (uint32_t id = 0; id < NF && id < (uint32_t)ktrace__funcs_count() && lf_has(id); id++)
+		for (uint32_t id = 0; id < (uint32_t)ktrace__funcs_count() && lf_has(id); id++)
 			if (kt_load(&lf[id].st, relaxed) == LS_READY)
 				todo_add(id);
 	if (!early) {
