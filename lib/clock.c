@@ -22,6 +22,8 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
+
 #include <time.h>
 
 #if defined(__x86_64__)
@@ -56,6 +58,33 @@ KT_NOINSTR int64_t ktrace__realtime_ns(void)
 	return ts_ns(CLOCK_REALTIME) + kt_load(&ktrace__realtime_offset_ns, relaxed);
 }
 KT_NOINSTR int64_t ktrace__monotonic_ns(void) { return ts_ns(CLOCK_MONOTONIC); }
+
+/* t (seconds since 1970, UTC) as YYYYMMDDTHHMMSSZ.  Not gmtime_r(): its
+ * first call in a process loads the time zone (TZ, /etc/localtime) with
+ * malloc and fopen, and the writer thread, which names the files, never
+ * mallocs (snapfile.c).  Days to a civil date: H. Hinnant's algorithm
+ * (proleptic Gregorian, eras of 400 years from 0000-03-01). */
+KT_NOINSTR void ktrace__utc_stamp(int64_t t, char *out, size_t len)
+{
+	int64_t days = t / 86400, s = t % 86400;
+
+	if (s < 0) {
+		s += 86400;
+		days--;
+	}
+	days += 719468;   /* 1970-01-01 - 0000-03-01 */
+	int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+	int64_t doe = days - era * 146097;                                   /* [0, 146096] */
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);               /* [0, 365] */
+	int64_t mp = (5 * doy + 2) / 153;                                    /* March = 0 */
+	int64_t d = doy - (153 * mp + 2) / 5 + 1;
+	int64_t m = mp < 10 ? mp + 3 : mp - 9;
+	int64_t y = yoe + era * 400 + (m <= 2);
+
+	snprintf(out, len, "%04lld%02lld%02lldT%02lld%02lld%02lldZ", (long long)y, (long long)m,
+	         (long long)d, (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+}
 
 static KT_NOINSTR __attribute__((unused)) int has_invariant_tsc(void)
 {

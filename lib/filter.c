@@ -879,26 +879,19 @@ static KT_NOINSTR void history(struct cst *k, uint64_t now, uint64_t hz)
 /* ---- writer thread: decide --------------------------------------------------- */
 
 /* ids[] by calls, most first, then by id (what a stable sort of the
- * ascending ids gives).  A shell sort in place: qsort() would malloc a
- * buffer for 2016 ids, and the writer thread never mallocs (snapfile.c). */
-static KT_NOINSTR int before(uint32_t a, uint32_t b)
+ * ascending ids gives): ktrace__sort, since qsort() would malloc a buffer
+ * for 2016 ids, and the writer thread never mallocs (snapfile.c). */
+static KT_NOINSTR int by_count(const void *pa, const void *pb)
 {
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
 	uint32_t x = F.obs[a].count, y = F.obs[b].count;
 
-	return x > y || (x == y && a < b);
+	return x != y ? (x > y ? -1 : 1) : (a > b) - (a < b);
 }
 
 static KT_NOINSTR void sort_by_count(uint32_t *ids, uint32_t n)
 {
-	static const uint32_t gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
-
-	for (size_t g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++)
-		for (uint32_t i = gaps[g]; i < n; i++) {
-			uint32_t v = ids[i], j = i;
-			for (; j >= gaps[g] && before(v, ids[j - gaps[g]]); j -= gaps[g])
-				ids[j] = ids[j - gaps[g]];
-			ids[j] = v;
-		}
+	ktrace__sort(ids, n, sizeof(ids[0]), by_count);
 }
 
 static KT_NOINSTR int candidate(uint32_t id)

@@ -393,6 +393,8 @@ size_t ktrace__anchors_copy(struct ktrace_anchor_rec *dst, size_t max);
 int64_t ktrace__realtime_ns(void);
 extern _Atomic int64_t ktrace__realtime_offset_ns; /* tests: a wall-clock step */
 int64_t ktrace__monotonic_ns(void);
+/* t (s since 1970) as YYYYMMDDTHHMMSSZ, UTC, without gmtime_r's malloc */
+void ktrace__utc_stamp(int64_t t, char *out, size_t len);
 int64_t ktrace__counter_to_mono_ns(uint64_t c); /* via the newest anchor */
 void ktrace__clock_reset(void);      /* fork child */
 
@@ -512,6 +514,9 @@ int ktrace__snapshot_write(const char *reason, const struct ktrace_trigger_rec *
  * space).  ktrace__warn_once: writer.c. */
 void *ktrace__walloc(size_t bytes);
 void ktrace__wfree(void *p);
+/* qsort() without its malloc (sort.c): in place, not stable.  The writer
+ * thread's sorts. */
+void ktrace__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 /* n arrays of sz[i] bytes in one mapping, each 64-byte aligned, into
  * *dst[i]; returns the whole (for ktrace__wfree) or NULL. */
 void *ktrace__walloc_parts(int n, const size_t *sz, void **const *dst);

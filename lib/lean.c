@@ -1238,7 +1238,7 @@ static KT_NOINSTR void patch_setup(void)
 		trap_installed = 1;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static KT_NOINSTR int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
@@ -1376,7 +1376,7 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 		pages[np++] = pend[i].site & ~4095ull;
 		pages[np++] = (pend[i].site + pend[i].len - 1) & ~4095ull;
 	}
-	qsort(pages, np, sizeof(pages[0]), cmp_u64);
+	ktrace__sort(pages, np, sizeof(pages[0]), cmp_u64);   /* qsort() would malloc */
 	/* Runs of adjacent pages: one mprotect (and one TLB flush, an
 	 * interrupt on every core running the program) per run, not per
 	 * page. */

@@ -648,7 +648,7 @@ static KT_NOINSTR int64_t preempted_in(int32_t tid, int64_t from_ns, int64_t to_
 			got[n++] = *r;
 		}
 	}
-	qsort(got, n, sizeof(got[0]), by_time);
+	ktrace__sort(got, n, sizeof(got[0]), by_time);   /* the writer's: qsort() would malloc */
 	for (uint32_t i = 0; i <= n; i++) {
 		int64_t t = i < n ? got[i].time_ns : to_ns;
 

@@ -163,11 +163,8 @@ static KT_NOINSTR int publish(int fd, const char *tmp, const char *dir, char *pa
                               size_t pathlen)
 {
 	char proc[64], stamp[32];
-	time_t now = time(NULL);
-	struct tm tm;
 
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	ktrace__utc_stamp((int64_t)time(NULL), stamp, sizeof(stamp));
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
 	++name_seq;
 	for (int i = 0; i < 100; i++) {

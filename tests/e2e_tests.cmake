@@ -248,3 +248,23 @@ if(KTRACE_LEAN_CFLAGS)
 endif()
 ktrace_e2e_test(lean PROGRAMS ${KT_LEAN_PROGS} LABELS threads)
 set_tests_properties(test_e2e_lean PROPERTIES RUN_SERIAL TRUE)
+
+# The writer thread never mallocs (lib/snapfile.c): three suites again with
+# tests/e2e/nomalloc.c preloaded, which ends a traced program with status 97
+# if its writer calls malloc.  Their writers patch in big batches (lean's
+# reload: 600 functions), write snapshots and explain triggers, fork and
+# exec.  Not under a sanitizer (its runtime must be the first library and
+# owns malloc) nor an emulator.
+add_library(e2e_nomalloc SHARED ${KT_E2E_DIR}/nomalloc.c)
+target_link_libraries(e2e_nomalloc PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+foreach(t lean lifecycle trigger_run)
+  if(TEST test_e2e_${t})
+    add_test(NAME test_e2e_${t}_nomalloc COMMAND test_e2e_${t})
+    set_tests_properties(test_e2e_${t}_nomalloc PROPERTIES TIMEOUT 300 LABELS "e2e;nomalloc"
+      ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=stdout;LD_PRELOAD=$<TARGET_FILE:e2e_nomalloc>")
+    add_dependencies(test_e2e_${t} e2e_nomalloc)
+  endif()
+endforeach()
+if(TEST test_e2e_lean_nomalloc)
+  set_tests_properties(test_e2e_lean_nomalloc PROPERTIES RUN_SERIAL TRUE)
+endif()

@@ -30,6 +30,7 @@ ktrace_unit_test(config)
 ktrace_unit_test(trigger)
 ktrace_unit_test(rseq LABELS threads)
 ktrace_unit_test(wake LABELS threads)
+ktrace_unit_test(sort)
 
 # The same executables in the other modes of the library.
 add_test(NAME test_lib_ring_locked COMMAND test_lib_ring)

@@ -165,6 +165,46 @@ static void test_clock_monotonic_fallback_is_clock_monotonic(void **state)
 
 /* Anchors reach the snapshot file: ordered, dense, consistent with the
  * frequency; INFO describes the clock. */
+/* The snapshot file's UTC stamp (ktrace__utc_stamp, written without
+ * gmtime_r's malloc) against gmtime_r: the epoch, both sides of it, leap
+ * days (2000 is a leap year, 1900 and 2100 are not), the ends of years,
+ * and a spread of times from 1600 to 2400. */
+static void check_stamp(int64_t t)
+{
+	char got[32], want[32];
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	assert_non_null(gmtime_r(&tt, &tm));
+	strftime(want, sizeof(want), "%Y%m%dT%H%M%SZ", &tm);
+	ktrace__utc_stamp(t, got, sizeof(got));
+	if (strcmp(got, want) != 0)
+		fail_msg("t=%lld: %s, gmtime_r says %s", (long long)t, got, want);
+}
+
+static void test_clock_utc_stamp(void **state)
+{
+	static const int64_t at[] = {
+		0, -1, 1, 86399, 86400, -86400, -86401,
+		951782400, 951868799, 951868800,      /* 2000-02-29, its last second, 03-01 */
+		4107542399, 4107542400,               /* 2100-02-28 23:59:59, 2100-03-01 */
+		-2203977600, -2203891201,             /* 1900-02-28, its last second */
+		1798761599, 1798761600,               /* 2026-12-31 23:59:59, 2027-01-01 */
+		-11676096000, 13569465599,            /* 1600-01-01, 2399-12-31 23:59:59 */
+	};
+	uint64_t x = 88172645463325252ull;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		check_stamp(at[i]);
+	for (int i = 0; i < 200000; i++) {   /* xorshift over 1600..2400 */
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		check_stamp(-11676096000ll + (int64_t)(x % 25245561600ull));
+	}
+}
+
 static void test_clock_anchors_in_snapshot(void **state)
 {
 	char path[4352];
@@ -229,6 +269,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_clock_now_never_goes_back_on_one_cpu),
 		cmocka_unit_test(test_clock_monotonic_fallback_is_clock_monotonic),
 		cmocka_unit_test(test_clock_anchors_in_snapshot),
+		cmocka_unit_test(test_clock_utc_stamp),
 	};
 	int r;
 

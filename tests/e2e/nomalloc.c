@@ -1,0 +1,114 @@
+/*
+ * nomalloc.c - an LD_PRELOAD library for the e2e tests: the process exits
+ * with status 97, saying why on stderr, if ktrace's writer thread calls
+ * malloc (or calloc, realloc, an aligned allocation).  The writer never
+ * mallocs (lib/snapfile.c: a malloc arena of its own would reserve 64 MiB
+ * of the program's address space, and a program's own allocator would run
+ * on the writer, inside the loader's lock for lean.c's patching); libc
+ * functions that malloc behind the caller's back (qsort above 1 KiB,
+ * gmtime_r's first time-zone load) broke that rule unseen until this
+ * library ran the suites.
+ *
+ * The writer is known by its name: pthread_setname_np(t, "ktrace-writer")
+ * (lib/writer.c) is interposed here and remembers t; each allocation
+ * compares pthread_self() with it (a name lookup per malloc would slow
+ * the decoder's runs).  Allocations go to glibc's __libc_* functions.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+
+static pthread_t writer;
+static int have_writer;
+
+static void check(const char *what)
+{
+	if (__atomic_load_n(&have_writer, __ATOMIC_ACQUIRE) && pthread_equal(pthread_self(), writer)) {
+		char msg[160];
+		int n = snprintf(msg, sizeof(msg),
+		                 "nomalloc: ktrace's writer thread called %s (it must never "
+		                 "malloc: lib/snapfile.c)\n", what);
+
+		if (write(2, msg, (size_t)n) < 0) {
+			/* exiting anyway */
+		}
+		_exit(97);
+	}
+}
+
+/* A fork child's writer is a new thread, named again; until then another
+ * thread of the child may have the old writer's pthread_t. */
+static void forget_writer(void)
+{
+	__atomic_store_n(&have_writer, 0, __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void init(void)
+{
+	pthread_atfork(NULL, NULL, forget_writer);
+}
+
+int pthread_setname_np(pthread_t t, const char *name)
+{
+	static int (*real)(pthread_t, const char *);
+
+	if (real == NULL)
+		real = (int (*)(pthread_t, const char *))dlsym(RTLD_NEXT, "pthread_setname_np");
+	if (name && strcmp(name, "ktrace-writer") == 0) {
+		writer = t;
+		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
+	}
+	return real ? real(t, name) : 0;
+}
+
+void *malloc(size_t n)
+{
+	check("malloc");
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+	check("calloc");
+	return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+	check("realloc");
+	return __libc_realloc(p, n);
+}
+
+void *memalign(size_t align, size_t n)
+{
+	check("memalign");
+	return __libc_memalign(align, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+	check("aligned_alloc");
+	return __libc_memalign(align, n);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+	void *p;
+
+	check("posix_memalign");
+	if (align < sizeof(void *) || (align & (align - 1)) != 0)
+		return 22;   /* EINVAL */
+	if ((p = __libc_memalign(align, n)) == NULL)
+		return 12;   /* ENOMEM */
+	*out = p;
+	return 0;
+}
