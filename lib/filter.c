@@ -49,9 +49,9 @@
  * Muting.  fmute[id] = E, then the global epoch = E (release).  A thread
  * adopts a new epoch in its slow path (a cache miss, a block switch, the
  * 27 ms timestamp deadline) and only when none of its muted frames is open
- * (ment == mexit), by emptying its function cache: entries are refilled
- * with KT_FC_MUTED from fmute[id] <= its epoch, so a thread's view changes
- * only at adoption.  record.c says why the nesting then stays exact.
+ * (ment == mexit), by setting its function cache's skip flags as of the
+ * new epoch (and a miss fills an entry with KT_FC_MUTED from fmute[id] <=
+ * its epoch), so a thread's view changes only at adoption.  record.c says why the nesting then stays exact.
  * A mute is also recorded in the ring (KTRACE_EXT_MUTE) and every snapshot
  * lists all of them (section BUDGET).
  *
@@ -248,10 +248,22 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 		return;   /* no room: adopt when a level ends */
 	}
 	t->mlw = c;
-	/* Word stores, so that a traced signal handler's hook never reads a
-	 * half-cleared entry. */
-	for (uint32_t i = 0; i < KT_FCACHE_SIZE; i++)
-		__atomic_store_n(&t->fcache[i], 0, __ATOMIC_RELAXED);
+	/* Each cached function's skip flags as of epoch e, the rest of the
+	 * entry kept: emptying the cache instead sent every function's next
+	 * call back to the slow path for its event and flags, a probe of the
+	 * compact-id table (4 MiB) and, in the lean mode, of the entry sites
+	 * (SQLite's short run adopts dozens of mute sets in its first
+	 * milliseconds: most of its ~14 k slow entries).  Word stores, so that
+	 * a traced signal handler's hook never reads a half-written entry; an
+	 * entry without a compact id (the marker, event 0) has no flags. */
+	for (uint32_t i = 0; i < KT_FCACHE_SIZE; i++) {
+		uint64_t v = t->fcache[i];
+		uint32_t ev = (uint32_t)v & KTRACE_EVENT_MASK;
+
+		if (ev != 0)
+			__atomic_store_n(&t->fcache[i], (v & ~(uint64_t)KT_FC_SKIP) |
+			                 ktrace__filter_flags(ev, e), __ATOMIC_RELAXED);
+	}
 	t->mute_epoch = e;
 }
 

@@ -580,6 +580,33 @@ static KT_NOINSTR struct kt_thread *slow_begin(void)
 	return t;
 }
 
+/*
+ * LEARN_CACHED.  A learning call of a function this thread met before
+ * (its cache entry for r says LEARN) needs none of a first call's
+ * look-ups: the entry holds its event and skip flags, and lf[] its entry
+ * site.  The look-ups were most of a learning call's cost, two probes of
+ * large tables (the sites by r, the compact ids by address) and a read of
+ * the code before the site (endbr64?), a cache miss and often a TLB miss
+ * each, 32 times for each function: SQLite's short run makes ~14 k
+ * learning calls.  The flags are this thread's to trust:
+ * a thread adopting a new mute epoch sets its cache's skip flags as of
+ * that epoch (filter.c), so an entry's are those of the epoch it holds.
+ * The function's lf[] entry, or NULL: take the whole path.
+ */
+static KT_NOINSTR struct lfn *learning_call(uint64_t r, uint64_t e)
+{
+	uint32_t id = ((uint32_t)e & KTRACE_EVENT_MASK) - KTRACE_EV_ENTER_BASE;
+	struct lfn *l;
+
+	if ((e >> 16) != r || !(e & KT_FC_LEARN) || id >= NF || !lf_has(id))
+		return NULL;
+	l = &lf[id];
+	/* acquire: pairs with note_fn's release of LS_READY (site, len) */
+	if (kt_load(&l->st, acquire) != LS_READY || l->site + l->len != r)
+		return NULL;
+	return l;
+}
+
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = slow_begin();
@@ -592,18 +619,27 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 		return;
 	ktrace__filter_adopt(t);
 	close_below(t, (uint64_t)slot, 1);
-	len = entry_site(r, &site);
-	if (len == 0) {   /* not a compiler's entry site: nothing to attribute */
-		ltop_sync(t);
-		t->nest--;
-		return;
-	}
-	fn = site_fn(site);
-	ev = ktrace__func_event(fn);
-	skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
-	l = note_fn(ev, site, len);
-	learn = learning(l, skip) ? KT_FC_LEARN : 0;
 	ce = &t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];
+	if ((l = learning_call(r, *ce)) != NULL) {
+		/* LEARN_CACHED: its event and skip flags from the cache entry;
+		 * fn as the fast path has it (r: only an event-0 record, one
+		 * without a compact id, is by address) */
+		ev = (uint32_t)*ce & KTRACE_EVENT_MASK;
+		skip = (uint32_t)*ce & KT_FC_SKIP;
+		fn = r;
+	} else {
+		len = entry_site(r, &site);
+		if (len == 0) {   /* not a compiler's entry site: nothing to attribute */
+			ltop_sync(t);
+			t->nest--;
+			return;
+		}
+		fn = site_fn(site);
+		ev = ktrace__func_event(fn);
+		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
+		l = note_fn(ev, site, len);
+	}
+	learn = learning(l, skip) ? KT_FC_LEARN : 0;
 	if (ev)
 		__atomic_store_n(ce, (r << 16) | skip | learn | ev, __ATOMIC_RELAXED);
 	if (t->lsp >= KT_LEAN_DEPTH) {

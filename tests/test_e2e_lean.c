@@ -409,11 +409,18 @@ static void test_e2e_lean_early_pass(void **state)
 	parents(r.d, r.th, "marker", "main|(none)");
 	parents(r.d, r.th, "phase", "main|(none)");
 	for (int k = 0; k < 16; k++) {
-		char leaf[16], mid[16];
+		char leaf[16], mid[16], want[32];
 
 		snprintf(leaf, sizeof(leaf), "ph_leaf%d", k);
 		snprintf(mid, sizeof(mid), "ph_mid%d", k);
-		parents(r.d, r.th, leaf, mid);
+		/* Muted in one decision, a mid's entry may go out a batch
+		 * before its leaf's (the leaf's calls, ~0.5 ms of them, are
+		 * then recorded under phase: exact for what is recorded);
+		 * seen under TSan in 3 of 15 runs of the program, with and
+		 * without this release's slow-path changes.  Never under
+		 * another phase's mid. */
+		snprintf(want, sizeof(want), "%s|phase", mid);
+		parents(r.d, r.th, leaf, want);
 		parents(r.d, r.th, mid, "phase|(none)");
 	}
 	done(&r);

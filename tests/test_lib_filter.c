@@ -4,7 +4,8 @@
  * muted while calls of it are open (entered before the mute, exited
  * after), under recursion, with two functions muted at different
  * times, one inside the other, and muted while a skipped frame is open
- * (mute levels, filter.c).  The hooks are called directly with
+ * (mute levels, filter.c); adopting a mute set keeps the function cache.
+ * The hooks are called directly with
  * made-up addresses from a thread pinned to cpu 0; the core's ring is read
  * back with the snapshot's reader and walked with ktest's record walker.
  */
@@ -205,6 +206,41 @@ static void test_lib_filter_mute_inside_skipped_frame(void **state)
 	assert_int_equal(kt_self()->ment, kt_self()->mexit);
 }
 
+/* A new mute set is adopted by setting the cached entries' flags, not by
+ * emptying the cache (every function's next call then took the slow path
+ * again): G's entry is as it was, F's says muted, and the calls after
+ * the adoption are recorded or skipped accordingly. */
+static void test_lib_filter_adopt_keeps_cache(void **state)
+{
+	uintptr_t F = FAKE(31), G = FAKE(32), H = FAKE(33);
+	uintptr_t fns[] = {F, G, H};
+	uint32_t got[64], from = start(fns, 3);
+	uint64_t *cf = &kt_self()->fcache[(F >> 4) & (KT_FCACHE_SIZE - 1)];
+	uint64_t *cg = &kt_self()->fcache[(G >> 4) & (KT_FCACHE_SIZE - 1)];
+	size_t n;
+
+	(void)state;
+	E(F);
+	X(F);
+	E(G);
+	X(G);
+	assert_int_equal(*cf, ((uint64_t)F << 16) | en(F));
+	assert_int_equal(*cg, ((uint64_t)G << 16) | en(G));
+	ktrace__filter_mute_now(F);
+	E(H);           /* a cache miss: the slow path adopts the new mute set */
+	X(H);
+	assert_int_equal(*cg, ((uint64_t)G << 16) | en(G));
+	assert_int_equal(*cf, ((uint64_t)F << 16) | KT_FC_MUTED | en(F));
+	E(F);           /* muted: skipped */
+	X(F);
+	E(G);
+	X(G);
+	n = events_since(from, got, 64);
+	const uint32_t want[] = {en(F), ex(F), en(G), ex(G), en(H), ex(H), en(G), ex(G)};
+	expect(got, n, want, 8);
+	assert_int_equal(kt_self()->ment, kt_self()->mexit);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -227,6 +263,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lib_filter_entered_before_mute),
 		cmocka_unit_test(test_lib_filter_two_mutes_nested),
 		cmocka_unit_test(test_lib_filter_mute_inside_skipped_frame),
+		cmocka_unit_test(test_lib_filter_adopt_keeps_cache),
 	};
 	int r;
 
