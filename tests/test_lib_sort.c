@@ -18,15 +18,13 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "ktest.h"
 
 static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return kt_xorshift(&rnd_state);
 }
 
 static int cmp_u64(const void *a, const void *b)

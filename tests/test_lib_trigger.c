@@ -22,10 +22,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 static uint64_t next_rand(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return kt_xorshift(&rng);
 }
 
 /* v lies in [top(b-1), top(b)) of its bucket b. */

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "ktest.h"
 
 struct kt_wake;
 static void (*_Atomic post_gap)(struct kt_wake *);
@@ -71,10 +72,7 @@ struct pingpong {
 
 static void pause_a_little(uint64_t *x, uint32_t max)
 {
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	for (volatile uint32_t k = 0; k < (uint32_t)(*x % max); k++)
+	for (volatile uint32_t k = 0; k < (uint32_t)(kt_xorshift(x) % max); k++)
 		;
 }
 

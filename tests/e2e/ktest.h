@@ -16,6 +16,18 @@
 
 #include "ktrace_format.h"
 
+/* ---- pseudo-random numbers --------------------------------------------------- */
+
+/* xorshift64: the next value of the sequence in *x (never 0 if *x is not),
+ * reproducible from its seed, for tests' generated inputs. */
+static inline uint64_t kt_xorshift(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
 /* ---- directories ---------------------------------------------------------- */
 
 /* A fresh directory /tmp/ktrace-test-<tag>-XXXXXX (malloc'd path). */
