@@ -51,7 +51,11 @@
  * 27 ms timestamp deadline) and only when none of its muted frames is open
  * (ment == mexit), by setting its function cache's skip flags as of the
  * new epoch (and a miss fills an entry with KT_FC_MUTED from fmute[id] <=
- * its epoch), so a thread's view changes only at adoption.  record.c says why the nesting then stays exact.
+ * its epoch), so a thread's view changes only at adoption.  record.c says
+ * why the nesting then stays exact.  (Emptying the cache instead, as
+ * before, sent every function's next call to the slow path, which also
+ * looked for a newer epoch each time; now a thread whose calls all hit
+ * its cache adopts at its next block switch or the deadline.)
  * A mute is also recorded in the ring (KTRACE_EXT_MUTE) and every snapshot
  * lists all of them (section BUDGET).
  *

@@ -441,6 +441,16 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
 	return l;
 }
 
+/* Is the function with event ev being noted by a thread (note_fn's claim
+ * not yet published)? */
+static KT_NOINSTR int noting(uint32_t ev)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
+
+	/* relaxed: a hint; a claim that ends meanwhile costs one more miss */
+	return id < NF && lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_CLAIMED;
+}
+
 /* An exit site ending at r of a learning function. */
 static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 {
@@ -610,7 +620,7 @@ static KT_NOINSTR struct lfn *learning_call(uint64_t r, uint64_t e)
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = slow_begin();
-	uint64_t site = 0, fn, *ce;
+	uint64_t site = 0, fn, *ce, e;
 	uint32_t ev, skip, learn;
 	struct lfn *l;
 	int len;
@@ -620,12 +630,13 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 	ktrace__filter_adopt(t);
 	close_below(t, (uint64_t)slot, 1);
 	ce = &t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];
-	if ((l = learning_call(r, *ce)) != NULL) {
+	e = *ce;
+	if ((l = learning_call(r, e)) != NULL) {
 		/* LEARN_CACHED: its event and skip flags from the cache entry;
 		 * fn as the fast path has it (r: only an event-0 record, one
 		 * without a compact id, is by address) */
-		ev = (uint32_t)*ce & KTRACE_EVENT_MASK;
-		skip = (uint32_t)*ce & KT_FC_SKIP;
+		ev = (uint32_t)e & KTRACE_EVENT_MASK;
+		skip = (uint32_t)e & KT_FC_SKIP;
 		fn = r;
 	} else {
 		len = entry_site(r, &site);
@@ -640,7 +651,11 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 		l = note_fn(ev, site, len);
 	}
 	learn = learning(l, skip) ? KT_FC_LEARN : 0;
-	if (ev)
+	/* Not cached while another thread is noting the function (its
+	 * claim, LS_CLAIMED): cached without LEARN, this thread would not
+	 * learn its exits, and nothing empties the cache now (filter.c's
+	 * adoption keeps it). */
+	if (ev && (l != NULL || !noting(ev)))
 		__atomic_store_n(ce, (r << 16) | skip | learn | ev, __ATOMIC_RELAXED);
 	if (t->lsp >= KT_LEAN_DEPTH) {
 		ktrace__count_loss(KTRACE_LOSS_LEAN_DEPTH, 1);

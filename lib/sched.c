@@ -558,12 +558,17 @@ KT_NOINSTR int64_t ktrace__sched_wait_ns(int64_t wait_ns)
 
 /* ---- the window budget's question ------------------------------------------ */
 
+/* By time; at one ns (a switch takes microseconds: not seen), a switch
+ * out before a switch in, as a migration would have them, so the order
+ * is total for one thread's records (ktrace__sort is not stable). */
 static KT_NOINSTR int by_time(const void *a, const void *b)
 {
-	int64_t x = ((const struct ktrace_sched_rec *)a)->time_ns;
-	int64_t y = ((const struct ktrace_sched_rec *)b)->time_ns;
+	const struct ktrace_sched_rec *p = a, *q = b;
+	int pi = p->what == KTRACE_SCHED_IN, qi = q->what == KTRACE_SCHED_IN;
 
-	return x < y ? -1 : x > y;
+	if (p->time_ns != q->time_ns)
+		return p->time_ns < q->time_ns ? -1 : 1;
+	return pi - qi;
 }
 
 /*

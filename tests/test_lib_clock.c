@@ -163,8 +163,6 @@ static void test_clock_monotonic_fallback_is_clock_monotonic(void **state)
 	assert_true((int64_t)c >= a && (int64_t)c <= b);
 }
 
-/* Anchors reach the snapshot file: ordered, dense, consistent with the
- * frequency; INFO describes the clock. */
 /* The snapshot file's UTC stamp (ktrace__utc_stamp, written without
  * gmtime_r's malloc) against gmtime_r: the epoch, both sides of it, leap
  * days (2000 is a leap year, 1900 and 2100 are not), the ends of years,
@@ -201,6 +199,8 @@ static void test_clock_utc_stamp(void **state)
 		check_stamp(-11676096000ll + (int64_t)(kt_xorshift(&x) % 25245561600ull));
 }
 
+/* Anchors reach the snapshot file: ordered, dense, consistent with the
+ * frequency; INFO describes the clock. */
 static void test_clock_anchors_in_snapshot(void **state)
 {
 	char path[4352];

@@ -12,10 +12,15 @@
  * The writer is known by its name: pthread_setname_np(t, "ktrace-writer")
  * (lib/writer.c) is interposed here and remembers t; each allocation
  * compares pthread_self() with it (a name lookup per malloc would slow
- * the decoder's runs).  Allocations go to glibc's __libc_* functions.
+ * the decoder's runs).  Its creator names it just after pthread_create,
+ * so the writer's first steps (system calls: its cpu, its time slice) go
+ * unseen; it does not name itself: a prctl() from it could meet a seccomp
+ * filter (sched.c, "Sandboxes").  Allocations go to glibc's __libc_*
+ * functions.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +31,8 @@ extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t size);
 extern void *__libc_realloc(void *p, size_t n);
 extern void *__libc_memalign(size_t align, size_t n);
+extern void *__libc_valloc(size_t n);
+extern void *__libc_pvalloc(size_t n);
 
 static pthread_t writer;
 static int have_writer;
@@ -88,6 +95,28 @@ void *realloc(void *p, size_t n)
 	return __libc_realloc(p, n);
 }
 
+void *reallocarray(void *p, size_t n, size_t size)
+{
+	check("reallocarray");
+	if (size != 0 && n > (size_t)-1 / size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __libc_realloc(p, n * size);
+}
+
+void *valloc(size_t n)
+{
+	check("valloc");
+	return __libc_valloc(n);
+}
+
+void *pvalloc(size_t n)
+{
+	check("pvalloc");
+	return __libc_pvalloc(n);
+}
+
 void *memalign(size_t align, size_t n)
 {
 	check("memalign");
@@ -106,9 +135,9 @@ int posix_memalign(void **out, size_t align, size_t n)
 
 	check("posix_memalign");
 	if (align < sizeof(void *) || (align & (align - 1)) != 0)
-		return 22;   /* EINVAL */
+		return EINVAL;
 	if ((p = __libc_memalign(align, n)) == NULL)
-		return 12;   /* ENOMEM */
+		return ENOMEM;
 	*out = p;
 	return 0;
 }
