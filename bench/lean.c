@@ -1,5 +1,5 @@
 /*
- * lean.c - what one call of a small function costs, built four ways
+ * lean.c - what one call of a small function costs, built five ways
  * (bench/lean.sh runs them, interleaved, and prints medians and ratios):
  *   bench_lean_none    -O2, no instrumentation
  *   bench_lean_nop     -O2 -pg -mfentry -mnop-mcount -minstrument-return=nop5
@@ -7,6 +7,8 @@
  *                      patched, no library: what a patched-out call runs
  *   bench_lean_fi      -O2 -finstrument-functions + libktrace
  *   bench_lean_lean    -O2 + lean_cflags + libktrace (PIE)
+ *   bench_lean_floor   -O2 + lean_cflags + floor_lean.c: rdtsc and a store
+ *                      in __fentry__/__return__, the lean mode's floor
  * Arg: calls per repetition.  Prints "ns/call <median of 7 reps>" (thread
  * CPU time) after a 300 ms warm-up in which the budget and the patcher act.
  */

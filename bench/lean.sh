@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/lean.sh [BUILD_DIR] [CALLS] [ROUNDS] - the lean mode's per-call
-# costs (bench/lean.c): the four builds, ktrace's recording each call
+# costs (bench/lean.c): the five builds (the lean floor too), ktrace's recording each call
 # (KTRACE_FILTER=off) and muting it (KTRACE_EXCLUDE=small: skipped in the
 # hook with -finstrument-functions, patched out to nops in the lean mode),
 # ROUNDS interleaved rounds; prints the median ns per call of each and the
@@ -12,7 +12,7 @@ rounds=${3:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ktrace-lean-bench-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 declare -A res
-runs="none nop fi-rec fi-muted lean-rec lean-muted"
+runs="none nop fi-rec fi-muted lean-rec lean-muted lean-floor"
 for ((i = 0; i < rounds; i++)); do
   for r in $runs; do
     case $r in
@@ -22,6 +22,7 @@ for ((i = 0; i < rounds; i++)); do
       fi-muted) cmd=(env KTRACE_FILTER=off KTRACE_EXCLUDE=small "$b/bench_lean_fi") ;;
       lean-rec) cmd=(env KTRACE_FILTER=off "$b/bench_lean_lean") ;;
       lean-muted) cmd=(env KTRACE_FILTER=off KTRACE_EXCLUDE=small "$b/bench_lean_lean") ;;
+      lean-floor) cmd=("$b/bench_lean_floor") ;;
     esac
     v=$(KTRACE_DIR=$dir KTRACE_QUIET=1 "${cmd[@]}" "$calls" | sed -n 's/^ns\/call //p')
     res[$r]="${res[$r]:-} $v"
@@ -32,9 +33,10 @@ printf '%-12s %10s  %s\n' run "ns/call" "(median of $rounds rounds, each the med
 declare -A m
 for r in $runs; do m[$r]=$(med "${res[$r]}"); printf '%-12s %10.3f\n' "$r" "${m[$r]}"; done
 awk -v none="${m[none]}" -v nop="${m[nop]}" -v fr="${m[fi-rec]}" -v fm="${m[fi-muted]}" \
-    -v lr="${m[lean-rec]}" -v lm="${m[lean-muted]}" 'BEGIN {
+    -v lr="${m[lean-rec]}" -v lm="${m[lean-muted]}" -v lf="${m[lean-floor]}" 'BEGIN {
   printf "muted call, lean - nop build:                 %+.3f ns\n", lm - nop
   printf "muted call, -finstrument-functions - none:    %+.3f ns\n", fm - none
   printf "recorded call, lean / -finstrument-functions: %.2fx (%+.3f ns)\n", lr / fr, lr - fr
   printf "nop build - none:                             %+.3f ns\n", nop - none
+  printf "recorded call, lean / lean floor:             %.2fx (%+.3f ns)\n", lr / lf, lr - lf
 }'
