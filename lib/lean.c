@@ -346,6 +346,13 @@ static inline KT_NOINSTR int lf_has(uint32_t id)
 	return id < kt_load(&lf_pop, acquire);
 }
 
+/* lf[id]'s state: LS_NONE past the part faulted in, unread (lf_has).
+ * acquire: pairs with note_fn's release of LS_READY (site, len, orig). */
+static inline KT_NOINSTR uint32_t lf_state(uint32_t id)
+{
+	return lf_has(id) ? kt_load(&lf[id].st, acquire) : LS_NONE;
+}
+
 static KT_NOINSTR uint32_t site_hash(uint64_t r)
 {
 	return (uint32_t)((r * 0x9E3779B97F4A7C15ull) >> 51) & (NSITES - 1);
@@ -445,10 +452,8 @@ static KT_NOINSTR struct lfn *note_fn(uint32_t ev, uint64_t site, int len)
  * not yet published)? */
 static KT_NOINSTR int noting(uint32_t ev)
 {
-	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
-
-	/* relaxed: a hint; a claim that ends meanwhile costs one more miss */
-	return id < NF && lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_CLAIMED;
+	/* a claim that ends meanwhile costs one more miss */
+	return lf_state(ev - KTRACE_EV_ENTER_BASE) == LS_CLAIMED;
 }
 
 /* An exit site ending at r of a learning function. */
@@ -608,13 +613,10 @@ static KT_NOINSTR struct lfn *learning_call(uint64_t r, uint64_t e)
 	uint32_t id = ((uint32_t)e & KTRACE_EVENT_MASK) - KTRACE_EV_ENTER_BASE;
 	struct lfn *l;
 
-	if ((e >> 16) != r || !(e & KT_FC_LEARN) || id >= NF || !lf_has(id))
+	if ((e >> 16) != r || !(e & KT_FC_LEARN) || lf_state(id) != LS_READY)
 		return NULL;
 	l = &lf[id];
-	/* acquire: pairs with note_fn's release of LS_READY (site, len) */
-	if (kt_load(&l->st, acquire) != LS_READY || l->site + l->len != r)
-		return NULL;
-	return l;
+	return l->site + l->len == r ? l : NULL;
 }
 
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
@@ -2198,8 +2200,8 @@ static KT_NOINSTR void atfork_child(void)
  * known): the CPU side of the budget mutes only these (filter.c). */
 KT_NOINSTR int ktrace__lean_fn(uint32_t id)
 {
-	/* relaxed: a hint; a function noted a moment later waits a decision. */
-	return lf_has(id) && kt_load(&lf[id].st, relaxed) == LS_READY;
+	/* a function noted a moment later waits a decision */
+	return lf_state(id) == LS_READY;
 }
 
 
