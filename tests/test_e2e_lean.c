@@ -21,6 +21,10 @@
  *               snapshot.
  *   flip        8 threads run while every site is patched out and in 25
  *               times: no crash, no exit lost, exact counts after.
+ *   storm       6 threads call lean functions while main signals them every
+ *               ~5 us and the handler calls lean functions too: the
+ *               hooks' restartable sequences (record.c) abort and restart
+ *               under signals and preemption; exact counts and parents.
  *   held        a function patched out while four recorded calls of it
  *               are open: its exits followed by a ret jump to a stub that
  *               calls __return__ only when a recorded frame may be there
@@ -809,6 +813,55 @@ static void test_e2e_lean_lld(void **state)
 	done(&r);
 }
 
+static void test_e2e_lean_storm(void **state)
+{
+	struct run r;
+	long sigs = -1, iters = -1;
+	uint64_t nested, hf, hl;
+	const char *p;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "storm", "KTRACE_QUIET=1", "KTRACE_FILTER=off", "KTRACE_BUFFER_MB=64",
+	    NULL);
+	print_message("%s", r.p.out);
+	p = strstr(r.p.out, "storm signals ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "storm signals %ld iters %ld", &sigs, &iters), 2);
+	assert_true(sigs > 0);
+	nested = r.d->snap.loss.count[KTRACE_LOSS_NESTED];
+	hf = kd_count(r.d, KD_NONE, "on_sig");
+	hl = kd_count(r.d, KD_NONE, "sig_leaf");
+	print_message("signals %ld: on_sig %llu, sig_leaf %llu decoded; nested losses %llu\n", sigs,
+	              (unsigned long long)hf, (unsigned long long)hl, (unsigned long long)nested);
+	if (r.d->snap.loss.count[KTRACE_LOSS_OVERWRITTEN_BLOCKS] != 0)
+		fail_msg("ring wrapped: the counts below cannot be exact; raise KTRACE_BUFFER_MB");
+	for (uint32_t i = 0; i < r.d->ncalls; i++)
+		if (r.d->calls[i].flags & KD_CALL_EXIT_LOST)
+			print_message("exit lost: %s under %s\n", kd_func(r.d, &r.d->calls[i]),
+			              parent_name(r.d, &r.d->calls[i]));
+	/* The interrupted calls: exact. */
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	assert_int_equal(kd_count(r.d, KD_NONE, "storm_worker"), 6);
+	assert_int_equal(kd_count(r.d, KD_NONE, "outer"), 6 * iters);
+	assert_int_equal(kd_count(r.d, KD_NONE, "inner"), 6 * iters * 4);
+	parents(r.d, KD_NONE, "outer", "storm_worker");
+	parents(r.d, KD_NONE, "inner", "outer");
+	/* The handlers' calls: all there, but for a handler that ran inside
+	 * the library's slow path, whose events are counted as NESTED. */
+	assert_true(hf <= (uint64_t)sigs && hl <= 2 * (uint64_t)sigs);
+	assert_true((uint64_t)sigs - hf <= nested);
+	assert_true(2 * (uint64_t)sigs - hl <= nested);
+	assert_true(r.d->lost_exits <= nested);
+	if (nested == 0) {
+		assert_int_equal(hf, sigs);
+		assert_int_equal(hl, 2 * sigs);
+		parents(r.d, KD_NONE, "sig_leaf", "on_sig");
+	}
+	done(&r);
+}
+
 static void test_e2e_lean_flip(void **state)
 {
 	struct run r;
@@ -886,6 +939,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_wx_from_start),
 		cmocka_unit_test(test_e2e_lean_precopy),
 		cmocka_unit_test(test_e2e_lean_rwx_segment),
+		cmocka_unit_test(test_e2e_lean_storm),
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_late_exits),
 		cmocka_unit_test(test_e2e_lean_held),

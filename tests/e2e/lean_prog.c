@@ -55,6 +55,12 @@
  *            keeps that code writable); prints "reload a <a_leaf's first
  *            byte> <a_run calls> a2 <a_leaf2's> <a_run2 calls> b <b_leaf's>
  *            <b_run calls> many <a_f still calling> <b_f still calling>".
+ *   storm    6 threads run storm_worker > outer(4) x STORM_ITERS while main
+ *            sends them SIGUSR1 every ~5 us; the handler, on_sig, calls
+ *            sig_leaf twice.  Signals and preemptions land inside the
+ *            hooks' restartable sequences (record.c), whose aborts must
+ *            restart without losing or doubling a record.  Prints
+ *            "storm signals <handled> iters <per thread>".
  *   held     (static build) main > held(1) > held(0) and held(0) >
  *            held_leaf x 16 (held's three exits learned: A, B followed by
  *            a ret, C a sibling call), then main > held(3) > held(2) >
@@ -72,6 +78,7 @@
 #include <linux/seccomp.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -872,6 +879,69 @@ static int do_flip(void)
 	return p1 - p0 > 0 ? 0 : 1;
 }
 
+/* ---- storm ---------------------------------------------------------------- */
+
+#define STORM_THREADS 6
+#define STORM_ITERS 50000
+static _Atomic long storm_sigs;
+static _Atomic int storm_done[STORM_THREADS];
+
+__attribute__((noinline)) int sig_leaf(int x)
+{
+	__atomic_fetch_add(&sink, x, __ATOMIC_RELAXED);
+	return x ^ 1;
+}
+
+__attribute__((noinline)) void on_sig(int sig)
+{
+	(void)sig;
+	sig_leaf(1);
+	sig_leaf(2);
+	__atomic_fetch_add(&storm_sigs, 1, __ATOMIC_RELAXED);
+}
+
+__attribute__((noinline)) void *storm_worker(void *arg)
+{
+	for (int i = 0; i < STORM_ITERS; i++)
+		outer(4);
+	__atomic_store_n(&storm_done[(intptr_t)arg], 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int do_storm(void)
+{
+	struct sigaction sa;
+	pthread_t th[STORM_THREADS];
+	int live = STORM_THREADS;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL) != 0)
+		return 1;
+	for (intptr_t i = 0; i < STORM_THREADS; i++)
+		pthread_create(&th[i], NULL, storm_worker, (void *)i);
+	while (live > 0) {
+		live = 0;
+		for (int i = 0; i < STORM_THREADS; i++) {
+			int64_t t = now_ns() + 5000;
+
+			if (__atomic_load_n(&storm_done[i], __ATOMIC_ACQUIRE))
+				continue;
+			live++;
+			pthread_kill(th[i], SIGUSR1);
+			while (now_ns() < t)
+				;
+		}
+	}
+	for (int i = 0; i < STORM_THREADS; i++)
+		pthread_join(th[i], NULL);
+	signal(SIGUSR1, SIG_IGN);
+	printf("storm signals %ld iters %d\n", (long)storm_sigs, STORM_ITERS);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "calls";
@@ -953,6 +1023,8 @@ int main(int argc, char **argv)
 		return rerun_count(argv[0]);
 	} else if (strcmp(mode, "slowleaf") == 0) {
 		do_slowleaf();
+	} else if (strcmp(mode, "storm") == 0) {
+		bad = do_storm();
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
 	} else if (strcmp(mode, "late") == 0) {
