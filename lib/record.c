@@ -344,9 +344,15 @@ __cyg_profile_func_exit(void *fn, void *site)
  * L2. exit: the innermost lean frame is this one (same slot): record the
  *     exit, pop.  It is above this slot: this call's entry was not recorded
  *     (muted, excluded, learning): nothing to do.
- * Both return 1 for the slow path; the trampolines then save the vector
- * argument (or return value) registers and call lean.c.  These two
- * functions must not touch them: general registers only.
+ * The common case of each (a cached, recorded entry; an exit whose frame
+ * is the innermost; no request held; the block has room) runs in the
+ * hooks' own assembly below, before any register but the five it uses
+ * is saved (KT_FENTRY_PRE, KT_RETURN_PRE).  Everything else goes on to
+ * the trampolines, which save the general argument registers and call
+ * the two C functions here; they decide all the cases again and return 1
+ * for the slow path, for which the trampolines then save the vector
+ * argument (or return value) registers and call lean.c.  The C fast
+ * paths must not touch those: general registers only.
  */
 #if defined(__x86_64__)
 /* No vector register may be touched here (the trampolines save them only
@@ -484,11 +490,99 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
  * on to ktrace__lean_frameless (lean.c), which learns the exit site if
  * the function is muted: an exit its first calls never took (SQLite's
  * short run made 1.4 M frameless returns, 0.55 M at one exit of
- * sqlite3VdbeSerialGet; Lua's 2.5 M). */
+ * sqlite3VdbeSerialGet; Lua's 2.5 M).  Otherwise L2 in assembly (the
+ * innermost frame is this one, recorded: its exit, the pop), else the
+ * trampoline.  The entry's asm uses ltop8 too, for "a frame left at or
+ * below this slot": ltop8 <= slot - 8. */
 #define KT_LTOP8_OFF "16784"
 #define KT_NFL_OFF "16796"
 _Static_assert(offsetof(struct kt_thread, ltop8) == 16784, "asm reads ltop8 at 16784");
 _Static_assert(offsetof(struct kt_thread, nfl) == 16796, "asm counts nfl at 16796");
+#define KT_HOLD_OFF "48"
+#define KT_LSP_OFF "16792"
+#define KT_LSTK_OFF "16800"
+#define KT_LEAN_DEPTH_S "256"
+_Static_assert(offsetof(struct kt_thread, rseq) == 0 && offsetof(struct kt_thread, key) == 8 &&
+               offsetof(struct kt_thread, last_cpu) == 12, "lean asm reads them at 0, 8, 12");
+_Static_assert(offsetof(struct kt_thread, lsp) == 16792, "asm reads lsp at 16792");
+_Static_assert(offsetof(struct kt_thread, lstk) == 16800, "asm reads lstk at 16800");
+_Static_assert(sizeof(struct kt_lframe) == 24 && offsetof(struct kt_lframe, fn) == 8 &&
+               offsetof(struct kt_lframe, ev) == 16 && offsetof(struct kt_lframe, flags) == 20,
+               "asm scales lean frames by 24 and reads ev, flags at 16, 20");
+_Static_assert(KT_LEAN_DEPTH == 256 && KTRACE_EVENT_MASK == 0xfff && KTRACE_EV_EXIT_FLAG == 0x800,
+               "the lean asm has them as constants");
+_Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_globals, ring_mask) == 12,
+               "asm reads ktrace__g.cores at 0, ring_mask at 12");
+
+/*
+ * L1 and L2 in assembly, for the common case: a recorded entry, an exit
+ * whose frame is the innermost.  The trampolines' C fast paths above do
+ * the same with the eight argument registers saved and a call; this
+ * saves the five it uses.  Anything else (holding a request, the lean
+ * stack full or holding a frame left by a longjmp, no rseq, the core's
+ * block full, a full timestamp due, another cpu) goes on to the
+ * trampoline, before the commit, and the C path decides it again.
+ *
+ * KT_LEAN_APPEND(tag, slow) is append1 (B1..B6) with t in r11 and ev in
+ * r8d, both inputs of every restart: an abort (a signal, a preemption)
+ * goes back to the arming, so nothing in the section may write them.
+ * rcx = the rseq area, then the state; r9 = &cores[cpu]; rax, rdx = the
+ * TSC, the word built in edx, which keeps it after the commit.  The TSC
+ * is read first: the checks after it overlap its latency.
+ */
+#define KT_LEAN_SAVE "pushq %rax\n\tpushq %rcx\n\tpushq %rdx\n\tpushq %r8\n\tpushq %r9\n\t"
+#define KT_LEAN_RESTORE "popq %r9\n\tpopq %r8\n\tpopq %rdx\n\tpopq %rcx\n\tpopq %rax\n\t"
+#define KT_LEAN_APPEND(tag, slow)                                              \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+	".balign 32\n"                                                         \
+	".Lkt_" tag "_cs:\n\t"                                                 \
+	".long 0x0, 0x0\n\t"                                                   \
+	".quad .Lkt_" tag "_start, (.Lkt_" tag "_end - .Lkt_" tag "_start), .Lkt_" tag "_abort\n\t" \
+	".popsection\n\t"                                                      \
+	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+	".quad .Lkt_" tag "_cs\n\t"                                            \
+	".popsection\n"                                                        \
+	".Lkt_" tag "_arm:\n\t"                                                \
+	"movq 0(%r11), %rcx\n\t"                /* t->rseq */                  \
+	"testq %rcx, %rcx\n\t"                                                 \
+	"jz " slow "\n\t"                                                      \
+	"leaq .Lkt_" tag "_cs(%rip), %rax\n\t"                                 \
+	"movq %rax, 8(%rcx)\n"                  /* rseq->rseq_cs = &desc */    \
+	".Lkt_" tag "_start:\n\t"                                              \
+	"rdtsc\n\t"                             /* B5, first: the rest */      \
+	"movl 4(%rcx), %r9d\n\t"                /* B1 cpu      overlaps it */  \
+	"cmpl 12(%r11), %r9d\n\t"               /* last_cpu */                 \
+	"jne " slow "\n\t"                                                     \
+	"shlq $7, %r9\n\t"                                                     \
+	"addq ktrace__g(%rip), %r9\n\t"         /* &cores[cpu] */              \
+	"movq (%r9), %rcx\n\t"                  /* B2 state */                 \
+	"cmpl 8(%r11), %ecx\n\t"                /* B3 owner == key */          \
+	"jne " slow "\n\t"                                                     \
+	"testl $1023, 4(%r9)\n\t"               /* B4 block full? (pos) */     \
+	"jz " slow "\n\t"                                                      \
+	"shlq $32, %rdx\n\t"                                                   \
+	"orq %rax, %rdx\n\t"                                                   \
+	"cmpq 8(%r9), %rdx\n\t"                 /* full timestamp due? */      \
+	"jae " slow "\n\t"                                                     \
+	"shrq $8, %rdx\n\t"                     /* KT_TSC_SHIFT */             \
+	"shll $12, %edx\n\t"                                                   \
+	"orl %r8d, %edx\n\t"                                                   \
+	"movl 4(%r9), %eax\n\t"                                                \
+	"andl ktrace__g+12(%rip), %eax\n\t"     /* pos & ring_mask */          \
+	"shlq $2, %rax\n\t"                     /* (r8, an input of a */       \
+	"addq 16(%r9), %rax\n\t"                /* restart, stays ev) */       \
+	"movl %edx, (%rax)\n\t"                 /* ring[pos] */                \
+	"movabsq $0x100000000, %rax\n\t"                                       \
+	"addq %rax, %rcx\n\t"                                                  \
+	"movq %rcx, (%r9)\n"                    /* B6 commit pos + 1 */        \
+".Lkt_" tag "_end:\n\t"                                                \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long " KT_RSEQ_SIG "\n"                                              \
+	".Lkt_" tag "_abort:\n\t"                                              \
+	"jmp .Lkt_" tag "_arm\n\t"                                             \
+	".popsection\n\t"
+
 #define KT_RETURN_PRE                                                          \
 	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                            \
 	"movq %fs:(%r11), %r11\n\t"                                           \
@@ -497,19 +591,52 @@ _Static_assert(offsetof(struct kt_thread, nfl) == 16796, "asm counts nfl at 1679
 	"decl " KT_NFL_OFF "(%r11)\n\t"                                        \
 	"jz ktrace__lean_frameless_tramp\n\t"                                  \
 	"ret\n"                                                               \
-	"3:\n\t"
+	"3:\n\t"                                                              \
+	KT_LEAN_SAVE                            /* slot = 48(%rsp) */         \
+	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding: the C path */     \
+	"jne .Lkt_re_slow\n\t"                                                \
+	"movl " KT_LSP_OFF "(%r11), %eax\n\t"                                  \
+	"testl %eax, %eax\n\t"                                                \
+	"jz .Lkt_re_slow\n\t"                                                 \
+	"leal (%eax,%eax,2), %eax\n\t"          /* n * 3: frames are 24 B */  \
+	"leaq 48(%rsp), %rdx\n\t"                                             \
+	"cmpq %rdx, " KT_LSTK_OFF "-24(%r11,%rax,8)\n\t"  /* lstk[n-1].slot */ \
+	"jne .Lkt_re_slow\n\t"                                                \
+	"cmpl $0, " KT_LSTK_OFF "-4(%r11,%rax,8)\n\t"     /* its flags */     \
+	"jne .Lkt_re_slow\n\t"                                                \
+	"movl " KT_LSTK_OFF "-8(%r11,%rax,8), %r8d\n\t"   /* its ev */        \
+	"testl %r8d, %r8d\n\t"                  /* 0: a full-address record */ \
+	"jz .Lkt_re_slow\n\t"                                                 \
+	"orl $0x800, %r8d\n\t"                  /* KTRACE_EV_EXIT_FLAG */     \
+	KT_LEAN_APPEND("re", ".Lkt_re_slow")                                  \
+	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* pop */                     \
+	"subl $1, %eax\n\t"                                                   \
+	"movl %eax, " KT_LSP_OFF "(%r11)\n\t"                                  \
+	"movq $-1, %rdx\n\t"                                                  \
+	"testl %eax, %eax\n\t"                                                \
+	"jz 5f\n\t"                                                           \
+	"leal (%eax,%eax,2), %eax\n\t"                                        \
+	"movq " KT_LSTK_OFF "-24(%r11,%rax,8), %rdx\n\t"                      \
+	"subq $8, %rdx\n"                                                     \
+	"5:\n\t"                                                              \
+	"movq %rdx, " KT_LTOP8_OFF "(%r11)\n\t"                               \
+	KT_LEAN_RESTORE                                                       \
+	"ret\n"                                                               \
+	".Lkt_re_slow:\n\t"                                                   \
+	KT_LEAN_RESTORE
 
 /* Tracing is off for good (init failed or KTRACE_ENABLE=0): __fentry__
  * returns before saving anything, so a lean build costs a call and a ret
  * per function (its sites are never patched out then: no writer).
  *
- * Then L1's skip, before any register is saved: the cache entry for r
- * (the return address at [rsp]) is r's, and says skipped (muted or
- * excluded) and not learning: ret.  A muted function waits for its batch
- * this way (0.5 ms and more, at up to 300 k calls a ms on Lua's start):
- * 13 instructions instead of the trampoline's 16 saves and restores and
- * a call.  rax (saved: it holds a varargs count) and r11 (free at every
- * call site) are the only registers touched. */
+ * Then the cache entry for r (the return address at [rsp]), with rax
+ * (saved: it holds a varargs count), rdx and r11 (free at every call
+ * site): (r << 16) ^ e is the event when the entry is r's and neither
+ * skipped nor learning, and only then at most 0xfff, so one compare finds
+ * the recorded case (L1 in assembly, above).  An entry that is r's and
+ * says skipped (muted or excluded), not learning: ret.  A muted function
+ * waits for its batch this way (0.5 ms and more, at up to 300 k calls a
+ * ms on Lua's start).  The rest: the trampoline. */
 __attribute__((visibility("hidden"))) _Atomic uint8_t ktrace__lean_skip;
 #define KT_FCACHE_OFF "72"
 _Static_assert(offsetof(struct kt_thread, fcache) == 72, "asm reads fcache at 72");
@@ -521,23 +648,54 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"ret\n"                                                               \
 	"3:\n\t"                                                            \
 	"pushq %rax\n\t"                                                     \
-	"movq 8(%rsp), %rax\n\t"                /* r */                      \
-	"shrq $4, %rax\n\t"                                                   \
-	"andl $2047, %eax\n\t"                  /* its cache slot */          \
+	"pushq %rdx\n\t"                                                     \
+	"movq 16(%rsp), %rax\n\t"               /* r */                      \
+	"movq %rax, %rdx\n\t"                                                \
+	"shrq $4, %rdx\n\t"                                                   \
+	"andl $2047, %edx\n\t"                  /* its cache slot */          \
 	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                           \
-	"movq %fs:(%r11), %r11\n\t"                                          \
-	"movq " KT_FCACHE_OFF "(%r11,%rax,8), %r11\n\t"  /* e */             \
-	"movq %r11, %rax\n\t"                                                 \
+	"movq %fs:(%r11), %r11\n\t"             /* t */                       \
+	"movq " KT_FCACHE_OFF "(%r11,%rdx,8), %rdx\n\t"  /* e */             \
+	"shlq $16, %rax\n\t"                                                  \
+	"xorq %rdx, %rax\n\t"                   /* r's, neither skipped nor */ \
+	"cmpq $0xfff, %rax\n\t"                 /* learning: rax = its ev */  \
+	"ja 5f\n\t"                                                           \
+	"pushq %rcx\n\tpushq %r8\n\tpushq %r9\n\t"  /* 40(%rsp) = r, */       \
+	"movl %eax, %r8d\n\t"                   /* 48(%rsp) = slot */         \
+	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding: the C path */     \
+	"jne .Lkt_fe_slow\n\t"                                                \
+	"leaq 40(%rsp), %rdx\n\t"               /* a frame left at or below */ \
+	"cmpq %rdx, " KT_LTOP8_OFF "(%r11)\n\t"  /* this slot (longjmp, */     \
+	"jbe .Lkt_fe_slow\n\t"                  /* exception): the C path */  \
+	"cmpl $" KT_LEAN_DEPTH_S ", " KT_LSP_OFF "(%r11)\n\t"                  \
+	"jae .Lkt_fe_slow\n\t"                  /* lean stack full */         \
+	KT_LEAN_APPEND("fe", ".Lkt_fe_slow")                                  \
+	"andl $0xfff, %edx\n\t"                 /* push: ev, flags 0 */       \
+	"movl " KT_LSP_OFF "(%r11), %eax\n\t"                                  \
+	"leal (%eax,%eax,2), %ecx\n\t"                                        \
+	"leaq " KT_LSTK_OFF "(%r11,%rcx,8), %rcx\n\t"   /* &lstk[n] */        \
+	"leaq 48(%rsp), %r9\n\t"                                              \
+	"movq 40(%rsp), %r8\n\t"                                              \
+	"movq %r9, (%rcx)\n\tmovq %r8, 8(%rcx)\n\tmovq %rdx, 16(%rcx)\n\t"    \
+	"addl $1, %eax\n\t"                                                   \
+	"movl %eax, " KT_LSP_OFF "(%r11)\n\t"                                  \
+	"movq %r9, (%rcx)\n\tmovq %r8, 8(%rcx)\n\tmovq %rdx, 16(%rcx)\n\t"    \
+	"subq $8, %r9\n\t"                                                    \
+	"movq %r9, " KT_LTOP8_OFF "(%r11)\n\t"                                \
+	"popq %r9\n\tpopq %r8\n\tpopq %rcx\n\tpopq %rdx\n\tpopq %rax\n\t"      \
+	"ret\n"                                                               \
+	"5:\n\t"                                /* rdx = e */                 \
 	"shrq $16, %rax\n\t"                                                  \
-	"cmpq 8(%rsp), %rax\n\t"                /* r's entry? */              \
-	"jne 4f\n\t"                                                          \
-	"testl $0x2000, %r11d\n\t"               /* learning: the slow path */ \
+	"jnz 4f\n\t"                            /* not r's: the C path */     \
+	"testl $0x2000, %edx\n\t"               /* learning: the slow path */ \
 	"jnz 4f\n\t"                                                          \
-	"testl $0xc000, %r11d\n\t"               /* not skipped: record */     \
-	"jz 4f\n\t"                                                           \
+	"popq %rdx\n\t"                         /* skipped */                 \
 	"popq %rax\n\t"                                                       \
 	"ret\n"                                                               \
+	".Lkt_fe_slow:\n\t"                                                   \
+	"popq %r9\n\tpopq %r8\n\tpopq %rcx\n"                                 \
 	"4:\n\t"                                                            \
+	"popq %rdx\n\t"                                                       \
 	"popq %rax\n\t"
 
 /* A frameless return that learns (above): the same saves as the slow
@@ -551,6 +709,7 @@ KT_NOINSTR KT_GPR int ktrace__lean_frameless_fast(uint64_t r, uint64_t *slot)
 }
 
 __asm__(".text\n"
+	".hidden ktrace__g\n"
 	KT_LEAN_TRAMPOLINE("__fentry__", KT_FENTRY_PRE, "ktrace__lean_enter_fast",
 	                   "ktrace__lean_enter_slow")
 	KT_LEAN_TRAMPOLINE("__return__", KT_RETURN_PRE, "ktrace__lean_exit_fast",
