@@ -670,20 +670,26 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"cmpl $" KT_LEAN_DEPTH_S ", " KT_LSP_OFF "(%r11)\n\t"                  \
 	"jae .Lkt_fe_slow\n\t"                  /* lean stack full */         \
 	KT_LEAN_APPEND("fe", ".Lkt_fe_slow")                                  \
-	"andl $0xfff, %edx\n\t"                 /* push: ev, flags 0 */       \
-	"movl " KT_LSP_OFF "(%r11), %eax\n\t"                                  \
-	"leal (%eax,%eax,2), %ecx\n\t"                                        \
+	"andl $0xfff, %edx\n\t"                 /* push: slot, ev, flags 0 */ \
+	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* (fn is read only when */   \
+	"leal (%eax,%eax,2), %ecx\n\t"          /* ev is 0: not written) */   \
 	"leaq " KT_LSTK_OFF "(%r11,%rcx,8), %rcx\n\t"   /* &lstk[n] */        \
 	"leaq 48(%rsp), %r9\n\t"                                              \
-	"movq 40(%rsp), %r8\n\t"                                              \
-	"movq %r9, (%rcx)\n\tmovq %r8, 8(%rcx)\n\tmovq %rdx, 16(%rcx)\n\t"    \
+	"movq %r9, (%rcx)\n\t"                                                \
+	"movq %rdx, 16(%rcx)\n\t"                                             \
 	"addl $1, %eax\n\t"                                                   \
 	"movl %eax, " KT_LSP_OFF "(%r11)\n\t"                                  \
-	"movq %r9, (%rcx)\n\tmovq %r8, 8(%rcx)\n\tmovq %rdx, 16(%rcx)\n\t"    \
+	"cmpq %r9, (%rcx)\n\t"                  /* a handler that ran before */ \
+	"jne 6f\n"                              /* lsp moved took lstk[n] */  \
+	"7:\n\t"                                                              \
 	"subq $8, %r9\n\t"                                                    \
 	"movq %r9, " KT_LTOP8_OFF "(%r11)\n\t"                                \
 	"popq %r9\n\tpopq %r8\n\tpopq %rcx\n\tpopq %rdx\n\tpopq %rax\n\t"      \
 	"ret\n"                                                               \
+	"6:\n\t"                                /* (its slot was another: */  \
+	"movq %r9, (%rcx)\n\t"                  /* both frames live at once) */ \
+	"movq %rdx, 16(%rcx)\n\t"               /* write it again */          \
+	"jmp 7b\n"                                                            \
 	"5:\n\t"                                /* rdx = e */                 \
 	"shrq $16, %rax\n\t"                                                  \
 	"jnz 4f\n\t"                            /* not r's: the C path */     \

@@ -392,43 +392,52 @@ static void test_e2e_lean_budget(void **state)
  * make ~16 mutes, some of them early; every call still nests exactly. */
 static void test_e2e_lean_early_pass(void **state)
 {
-	struct run r;
-	const char *e;
 	unsigned long long early = 0;
 
 	(void)state;
 	if (no_lean())
 		skip();
-	run(&r, BIN "e2e_lean_static", "phases", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=1", NULL);
-	assert_non_null(e = strstr(r.p.out, "early passes "));
-	assert_int_equal(sscanf(e, "early passes %llu", &early), 1);
-	print_message("early passes: %llu\n", early);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-	/* (a sanitized library's writer decides and patches at its own pace) */
-	assert_true(early >= 1);
-#endif
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
-	parents(r.d, r.th, "marker", "main|(none)");
-	parents(r.d, r.th, "phase", "main|(none)");
-	for (int k = 0; k < 16; k++) {
-		char leaf[16], mid[16], want[32];
+	/* Whether a mute comes within a gap of the last batch is timing: a
+	 * run has none about one time in eight (old and new paths alike,
+	 * 16 runs each).  Up to three runs, each checked in full, until one
+	 * has an early pass. */
+	for (int run_i = 0; run_i < 3 && early == 0; run_i++) {
+		struct run r;
+		const char *e;
 
-		snprintf(leaf, sizeof(leaf), "ph_leaf%d", k);
-		snprintf(mid, sizeof(mid), "ph_mid%d", k);
-		/* Muted in one decision, a mid and its leaf go out in one
-		 * batch, whose sites are written one after another: a call of
-		 * the mid that starts between its entry's write and the
-		 * leaf's records its leaf calls under phase (exact for what
-		 * is recorded; one mid call, ~2 us, seen under TSan in 3 of
-		 * 15 runs of the program, with and without this release's
-		 * slow-path changes).  Never under another phase's mid. */
-		snprintf(want, sizeof(want), "%s|phase", mid);
-		parents(r.d, r.th, leaf, want);
-		parents(r.d, r.th, mid, "phase|(none)");
+		run(&r, BIN "e2e_lean_static", "phases", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=1", NULL);
+		assert_non_null(e = strstr(r.p.out, "early passes "));
+		assert_int_equal(sscanf(e, "early passes %llu", &early), 1);
+		print_message("early passes: %llu\n", early);
+		assert_int_equal(r.d->lost_exits, 0);
+		assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+		assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+		parents(r.d, r.th, "marker", "main|(none)");
+		parents(r.d, r.th, "phase", "main|(none)");
+		for (int k = 0; k < 16; k++) {
+			char leaf[16], mid[16], want[32];
+
+			snprintf(leaf, sizeof(leaf), "ph_leaf%d", k);
+			snprintf(mid, sizeof(mid), "ph_mid%d", k);
+			/* Muted in one decision, a mid and its leaf go out in
+			 * one batch, whose sites are written one after
+			 * another: a call of the mid that starts between its
+			 * entry's write and the leaf's records its leaf calls
+			 * under phase (exact for what is recorded; one mid
+			 * call, ~2 us, seen under TSan in 3 of 15 runs of the
+			 * program).  Never under another phase's mid. */
+			snprintf(want, sizeof(want), "%s|phase", mid);
+			parents(r.d, r.th, leaf, want);
+			parents(r.d, r.th, mid, "phase|(none)");
+		}
+		done(&r);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+		/* (a sanitized library's writer decides and patches at its
+		 * own pace: one run, no count asked) */
+		early = early ? early : 1;
+#endif
 	}
-	done(&r);
+	assert_true(early >= 1);
 }
 
 /* The CPU side of the budget (filter.c, KTRACE_CPU_PCT): a burst of 1.1 M
