@@ -50,16 +50,23 @@ __thread struct kt_thread *ktrace__tp __attribute__((tls_model("initial-exec")))
 
 #if defined(__x86_64__)
 /* Arm the section, then B1..B3 (see the file comment): r8 = &cores[cpu],
- * rcx = its state, r9 = pos.  Operands: rs, lastcpu, cores, key; label
- * slow.  Comparing the cpu with last_cpu (only ever a core the slow path
+ * rcx = its state, r9 = pos.  Operands: rs, lastcpu, key; label slow.
+ * ktrace__g's cores and ring_mask are read by name (hidden, so
+ * rip-relative in the shared library too): as "m" operands GCC kept
+ * their address in a callee-saved register, a push and a pop an event.
+ * Comparing the cpu with last_cpu (only ever a core the slow path
  * locked) also bounds it: the -1/-2 "not registered" ids never match. */
 #define KT_RSEQ_ENTER                                                          \
 	KT_RSEQ_ARM                                                            \
+	KT_RSEQ_BODY
+
+/* B1..B3 alone, for a section that reads the TSC first. */
+#define KT_RSEQ_BODY                                                           \
 	"movl 4(%[rs]), %%r8d\n\t"          /* B1 cpu */                       \
 	"cmpl %[lastcpu], %%r8d\n\t"        /* migrated: new segment */        \
 	"jne %l[slow]\n\t"                                                   \
 	"shlq $7, %%r8\n\t"                                                  \
-	"addq %[cores], %%r8\n\t"           /* r8 = &cores[cpu] */             \
+	"addq ktrace__g(%%rip), %%r8\n\t"   /* r8 = &cores[cpu] */             \
 	"movq (%%r8), %%rcx\n\t"            /* B2 state */                     \
 	"cmpl %[key], %%ecx\n\t"            /* B3 owner == slot, unlocked */   \
 	"jne %l[slow]\n\t"                                                   \
@@ -78,10 +85,11 @@ append1(struct kt_thread *t, void *rs, uint32_t ev)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 KT_RSEQ_ENTER
+		 KT_RSEQ_ARM
+		 "rdtsc\n\t"                     /* B5 first: B1..B4 overlap it */
+		 KT_RSEQ_BODY
 		 "testl $1023, %%r9d\n\t"        /* B4 block full? */
 		 "jz %l[slow]\n\t"
-		 "rdtsc\n\t"                     /* B5 */
 		 "shlq $32, %%rdx\n\t"
 		 "orq %%rax, %%rdx\n\t"
 		 "cmpq 8(%%r8), %%rdx\n\t"       /* B4 full timestamp due? */
@@ -89,7 +97,7 @@ again:
 		 "shrq $8, %%rdx\n\t"            /* KT_TSC_SHIFT */
 		 "shll $12, %%edx\n\t"
 		 "orl %[ev], %%edx\n\t"
-		 "andl %[mask], %%r9d\n\t"
+		 "andl ktrace__g+12(%%rip), %%r9d\n\t"   /* ring_mask */
 		 "movq 16(%%r8), %%rax\n\t"      /* ring */
 		 "movl %%edx, (%%rax,%%r9,4)\n\t"
 		 "movabsq $0x100000000, %%rax\n\t"
@@ -98,9 +106,7 @@ again:
 		 "2:\n\t"
 		 KT_RSEQ_ABORT(abort)
 		 :
-		 : [rs] "r"(rs), [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
-		   [lastcpu] "m"(t->last_cpu), [ev] "r"(ev),
-		   [mask] "m"(ktrace__g.ring_mask)
+		 : [rs] "r"(rs), [key] "m"(t->key), [lastcpu] "m"(t->last_cpu), [ev] "r"(ev)
 		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
 		 : slow, abort);
 	return 1;
@@ -142,7 +148,7 @@ again:
 		 "shrq $8, %%rdx\n\t"
 		 "shll $12, %%edx\n\t"
 		 "orl $3, %%edx\n\t"            /* N = 3 payload words */
-		 "andl %[mask], %%r9d\n\t"
+		 "andl ktrace__g+12(%%rip), %%r9d\n\t"   /* ring_mask */
 		 "movq 16(%%r8), %%rax\n\t"
 		 "movl %[w1], 4(%%rax,%%r9,4)\n\t"
 		 "movl %[w2], 8(%%rax,%%r9,4)\n\t"
@@ -154,9 +160,8 @@ again:
 		 "2:\n\t"
 		 KT_RSEQ_ABORT(abort)
 		 :
-		 : [rs] "r"(rs), [cores] "m"(ktrace__g.cores), [key] "m"(t->key),
-		   [lastcpu] "m"(t->last_cpu), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3),
-		   [mask] "m"(ktrace__g.ring_mask)
+		 : [rs] "r"(rs), [key] "m"(t->key), [lastcpu] "m"(t->last_cpu),
+		   [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3)
 		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
 		 : slow, abort);
 	return 1;
