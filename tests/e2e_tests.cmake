@@ -249,6 +249,23 @@ endif()
 ktrace_e2e_test(lean PROGRAMS ${KT_LEAN_PROGS} LABELS threads)
 set_tests_properties(test_e2e_lean PROPERTIES RUN_SERIAL TRUE)
 
+# The requests suite again on request_prog built in the lean mode: a
+# thread running a request records into its hold buffer, which the lean
+# hooks' assembly leaves to the C paths (lib/record.c).  -O1 as the
+# default-mode build (no sibling calls to change the nesting).
+if(KTRACE_LEAN_CFLAGS)
+  ktrace_test_program(e2e_request_lean SOURCES ${KT_E2E_DIR}/request_prog.c PLAIN
+    OPTIONS -fPIE ${KT_LEAN_OPTS})
+  set_target_properties(e2e_request_lean PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_request_lean PRIVATE -pie)
+  add_cmocka_test(test_e2e_requests_lean
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_e2e_requests.c
+    LINK ktest_dec
+    LABELS e2e threads)
+  target_compile_definitions(test_e2e_requests_lean PRIVATE KT_REQUESTS_LEAN)
+  add_dependencies(test_e2e_requests_lean e2e_request_lean ktrace-decode)
+endif()
+
 # The writer thread never mallocs (lib/snapfile.c): three suites again with
 # tests/e2e/nomalloc.c preloaded, which ends a traced program with status 97
 # if its writer calls malloc.  Their writers patch in big batches (lean's
