@@ -350,9 +350,9 @@ __cyg_profile_func_exit(void *fn, void *site)
  *     exit, pop.  It is above this slot: this call's entry was not recorded
  *     (muted, excluded, learning): nothing to do.
  * The common case of each (a cached, recorded entry; an exit whose frame
- * is the innermost; no request held; the block has room) runs in the
- * hooks' own assembly below, before any register but the five it uses
- * is saved (KT_FENTRY_PRE, KT_RETURN_PRE).  Everything else goes on to
+ * is the innermost; the block, or the request's hold buffer, has room)
+ * runs in the hooks' own assembly below, before any register but the
+ * five it uses is saved (KT_FENTRY_PRE, KT_RETURN_PRE).  Everything else goes on to
  * the trampolines, which save the general argument registers and call
  * the two C functions here; they decide all the cases again and return 1
  * for the slow path, for which the trampolines then save the vector
@@ -504,6 +504,9 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 _Static_assert(offsetof(struct kt_thread, ltop8) == 16784, "asm reads ltop8 at 16784");
 _Static_assert(offsetof(struct kt_thread, nfl) == 16796, "asm counts nfl at 16796");
 #define KT_HOLD_OFF "48"
+#define KT_HOLD_POS_OFF "56"
+#define KT_HOLD_LIM_OFF "60"
+#define KT_HOLD_DL_OFF "64"
 #define KT_LSP_OFF "16792"
 #define KT_LSTK_OFF "16800"
 #define KT_LEAN_DEPTH_S "256"
@@ -521,12 +524,14 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 
 /*
  * L1 and L2 in assembly, for the common case: a recorded entry, an exit
- * whose frame is the innermost.  The trampolines' C fast paths above do
- * the same with the eight argument registers saved and a call; this
- * saves the five it uses.  Anything else (holding a request, the lean
- * stack full or holding a frame left by a longjmp, no rseq, the core's
- * block full, a full timestamp due, another cpu) goes on to the
- * trampoline, before the commit, and the C path decides it again.
+ * whose frame is the innermost, into the core's ring or, while the
+ * thread runs a request, its hold buffer (KT_LEAN_HOLD).  The
+ * trampolines' C fast paths above do the same with the eight argument
+ * registers saved and a call; this saves the five it uses.  Anything
+ * else (the lean stack full or holding a frame left by a longjmp, no
+ * rseq, the core's block or the hold buffer full, a full timestamp due,
+ * another cpu) goes on to the trampoline, before the commit, and the C
+ * path decides it again.
  *
  * KT_LEAN_APPEND(tag, slow) is append1 (B1..B6) with t in r11 and ev in
  * r8d, both inputs of every restart: an abort (a signal, a preemption)
@@ -588,6 +593,49 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"jmp .Lkt_" tag "_arm\n\t"                                             \
 	".popsection\n\t"
 
+/* The same into the thread's hold buffer while it runs a request
+ * (append_hold, H1..H4): t in r11, ev in r8d, both inputs of a restart;
+ * r9 = hold_pos, rax, rdx = the TSC, the word built in edx. */
+#define KT_LEAN_HOLD(tag, slow)                                                \
+	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
+	".balign 32\n"                                                         \
+	".Lkt_" tag "_cs:\n\t"                                                 \
+	".long 0x0, 0x0\n\t"                                                   \
+	".quad .Lkt_" tag "_start, (.Lkt_" tag "_end - .Lkt_" tag "_start), .Lkt_" tag "_abort\n\t" \
+	".popsection\n\t"                                                      \
+	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
+	".quad .Lkt_" tag "_cs\n\t"                                            \
+	".popsection\n"                                                        \
+	".Lkt_" tag "_arm:\n\t"                                                \
+	"movq 0(%r11), %rcx\n\t"                /* t->rseq */                  \
+	"testq %rcx, %rcx\n\t"                                                 \
+	"jz " slow "\n\t"                                                      \
+	"leaq .Lkt_" tag "_cs(%rip), %rax\n\t"                                 \
+	"movq %rax, 8(%rcx)\n"                  /* rseq->rseq_cs = &desc */    \
+	".Lkt_" tag "_start:\n\t"                                              \
+	"rdtsc\n\t"                                                            \
+	"movl " KT_HOLD_POS_OFF "(%r11), %r9d\n\t"     /* H1 */                \
+	"cmpl " KT_HOLD_LIM_OFF "(%r11), %r9d\n\t"                             \
+	"jae " slow "\n\t"                      /* full: spill */              \
+	"shlq $32, %rdx\n\t"                                                   \
+	"orq %rax, %rdx\n\t"                                                   \
+	"cmpq " KT_HOLD_DL_OFF "(%r11), %rdx\n\t"      /* H2 */                \
+	"jae " slow "\n\t"                      /* a TSC record due */         \
+	"shrq $8, %rdx\n\t"                     /* KT_TSC_SHIFT */             \
+	"shll $12, %edx\n\t"                                                   \
+	"orl %r8d, %edx\n\t"                                                   \
+	"movq " KT_HOLD_OFF "(%r11), %rax\n\t"                                 \
+	"movl %edx, (%rax,%r9,4)\n\t"           /* H3 */                       \
+	"addl $1, %r9d\n\t"                                                    \
+	"movl %r9d, " KT_HOLD_POS_OFF "(%r11)\n"       /* H4 commit */         \
+	".Lkt_" tag "_end:\n\t"                                                \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long " KT_RSEQ_SIG "\n"                                              \
+	".Lkt_" tag "_abort:\n\t"                                              \
+	"jmp .Lkt_" tag "_arm\n\t"                                             \
+	".popsection\n\t"
+
 #define KT_RETURN_PRE                                                          \
 	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                            \
 	"movq %fs:(%r11), %r11\n\t"                                           \
@@ -598,8 +646,6 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"ret\n"                                                               \
 	"3:\n\t"                                                              \
 	KT_LEAN_SAVE                            /* slot = 48(%rsp) */         \
-	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding: the C path */     \
-	"jne .Lkt_re_slow\n\t"                                                \
 	"movl " KT_LSP_OFF "(%r11), %eax\n\t"                                  \
 	"testl %eax, %eax\n\t"                                                \
 	"jz .Lkt_re_slow\n\t"                                                 \
@@ -613,7 +659,10 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"testl %r8d, %r8d\n\t"                  /* 0: a full-address record */ \
 	"jz .Lkt_re_slow\n\t"                                                 \
 	"orl $0x800, %r8d\n\t"                  /* KTRACE_EV_EXIT_FLAG */     \
+	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding a request */       \
+	"jne .Lkt_re_held\n\t"                                                \
 	KT_LEAN_APPEND("re", ".Lkt_re_slow")                                  \
+	".Lkt_re_pop:\n\t"                                                    \
 	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* pop */                     \
 	"subl $1, %eax\n\t"                                                   \
 	"movl %eax, " KT_LSP_OFF "(%r11)\n\t"                                  \
@@ -627,6 +676,9 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"movq %rdx, " KT_LTOP8_OFF "(%r11)\n\t"                               \
 	KT_LEAN_RESTORE                                                       \
 	"ret\n"                                                               \
+	".Lkt_re_held:\n\t"                                                   \
+	KT_LEAN_HOLD("reh", ".Lkt_re_slow")                                   \
+	"jmp .Lkt_re_pop\n"                                                   \
 	".Lkt_re_slow:\n\t"                                                   \
 	KT_LEAN_RESTORE
 
@@ -667,14 +719,15 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"ja 5f\n\t"                                                           \
 	"pushq %rcx\n\tpushq %r8\n\tpushq %r9\n\t"  /* 40(%rsp) = r, */       \
 	"movl %eax, %r8d\n\t"                   /* 48(%rsp) = slot */         \
-	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding: the C path */     \
-	"jne .Lkt_fe_slow\n\t"                                                \
 	"leaq 40(%rsp), %rdx\n\t"               /* a frame left at or below */ \
 	"cmpq %rdx, " KT_LTOP8_OFF "(%r11)\n\t"  /* this slot (longjmp, */     \
 	"jbe .Lkt_fe_slow\n\t"                  /* exception): the C path */  \
 	"cmpl $" KT_LEAN_DEPTH_S ", " KT_LSP_OFF "(%r11)\n\t"                  \
 	"jae .Lkt_fe_slow\n\t"                  /* lean stack full */         \
+	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding a request */       \
+	"jne .Lkt_fe_held\n\t"                                                \
 	KT_LEAN_APPEND("fe", ".Lkt_fe_slow")                                  \
+	".Lkt_fe_push:\n\t"                                                   \
 	"andl $0xfff, %edx\n\t"                 /* push: slot, ev, flags 0 */ \
 	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* (fn is read only when */   \
 	"leal (%eax,%eax,2), %ecx\n\t"          /* ev is 0: not written) */   \
@@ -695,6 +748,9 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"movq %r9, (%rcx)\n\t"                  /* both frames live at once) */ \
 	"movq %rdx, 16(%rcx)\n\t"               /* write it again */          \
 	"jmp 7b\n"                                                            \
+	".Lkt_fe_held:\n\t"                                                   \
+	KT_LEAN_HOLD("feh", ".Lkt_fe_slow")                                   \
+	"jmp .Lkt_fe_push\n"                                                  \
 	"5:\n\t"                                /* rdx = e */                 \
 	"shrq $16, %rax\n\t"                                                  \
 	"jnz 4f\n\t"                            /* not r's: the C path */     \
