@@ -540,9 +540,12 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
  * TSC, the word built in edx, which keeps it after the commit.  The TSC
  * is read first: the checks after it overlap its latency.
  */
-#define KT_LEAN_SAVE "pushq %rax\n\tpushq %rcx\n\tpushq %rdx\n\tpushq %r8\n\tpushq %r9\n\t"
-#define KT_LEAN_RESTORE "popq %r9\n\tpopq %r8\n\tpopq %rdx\n\tpopq %rcx\n\tpopq %rax\n\t"
-#define KT_LEAN_APPEND(tag, slow)                                              \
+/* The parts of a lean hook's rseq section that KT_LEAN_APPEND and
+ * KT_LEAN_HOLD share: its descriptor (start, length, abort), the arming
+ * (t in r11: rcx = its rseq area, rax scratch), the TSC read first; and
+ * its end, with the abort handler after the signature, which restarts
+ * at the arming. */
+#define KT_LEAN_RSEQ_BEGIN(tag, slow)                                          \
 	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
 	".balign 32\n"                                                         \
 	".Lkt_" tag "_cs:\n\t"                                                 \
@@ -559,8 +562,22 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"leaq .Lkt_" tag "_cs(%rip), %rax\n\t"                                 \
 	"movq %rax, 8(%rcx)\n"                  /* rseq->rseq_cs = &desc */    \
 	".Lkt_" tag "_start:\n\t"                                              \
-	"rdtsc\n\t"                             /* B5, first: the rest */      \
-	"movl 4(%rcx), %r9d\n\t"                /* B1 cpu      overlaps it */  \
+	"rdtsc\n\t"
+
+#define KT_LEAN_RSEQ_END(tag)                                                  \
+	".Lkt_" tag "_end:\n\t"                                                \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long " KT_RSEQ_SIG "\n"                                              \
+	".Lkt_" tag "_abort:\n\t"                                              \
+	"jmp .Lkt_" tag "_arm\n\t"                                             \
+	".popsection\n\t"
+
+#define KT_LEAN_SAVE "pushq %rax\n\tpushq %rcx\n\tpushq %rdx\n\tpushq %r8\n\tpushq %r9\n\t"
+#define KT_LEAN_RESTORE "popq %r9\n\tpopq %r8\n\tpopq %rdx\n\tpopq %rcx\n\tpopq %rax\n\t"
+#define KT_LEAN_APPEND(tag, slow)                                              \
+	KT_LEAN_RSEQ_BEGIN(tag, slow)           /* B5 first: the rest */       \
+	"movl 4(%rcx), %r9d\n\t"                /* B1 cpu, overlaps it */      \
 	"cmpl 12(%r11), %r9d\n\t"               /* last_cpu */                 \
 	"jne " slow "\n\t"                                                     \
 	"shlq $7, %r9\n\t"                                                     \
@@ -585,35 +602,13 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"movabsq $0x100000000, %rax\n\t"                                       \
 	"addq %rax, %rcx\n\t"                                                  \
 	"movq %rcx, (%r9)\n"                    /* B6 commit pos + 1 */        \
-".Lkt_" tag "_end:\n\t"                                                \
-	".pushsection __rseq_failure, \"ax\"\n\t"                              \
-	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n"                                              \
-	".Lkt_" tag "_abort:\n\t"                                              \
-	"jmp .Lkt_" tag "_arm\n\t"                                             \
-	".popsection\n\t"
+	KT_LEAN_RSEQ_END(tag)
 
 /* The same into the thread's hold buffer while it runs a request
  * (append_hold, H1..H4): t in r11, ev in r8d, both inputs of a restart;
  * r9 = hold_pos, rax, rdx = the TSC, the word built in edx. */
 #define KT_LEAN_HOLD(tag, slow)                                                \
-	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
-	".balign 32\n"                                                         \
-	".Lkt_" tag "_cs:\n\t"                                                 \
-	".long 0x0, 0x0\n\t"                                                   \
-	".quad .Lkt_" tag "_start, (.Lkt_" tag "_end - .Lkt_" tag "_start), .Lkt_" tag "_abort\n\t" \
-	".popsection\n\t"                                                      \
-	".pushsection __rseq_cs_ptr_array, \"aw\"\n\t"                         \
-	".quad .Lkt_" tag "_cs\n\t"                                            \
-	".popsection\n"                                                        \
-	".Lkt_" tag "_arm:\n\t"                                                \
-	"movq 0(%r11), %rcx\n\t"                /* t->rseq */                  \
-	"testq %rcx, %rcx\n\t"                                                 \
-	"jz " slow "\n\t"                                                      \
-	"leaq .Lkt_" tag "_cs(%rip), %rax\n\t"                                 \
-	"movq %rax, 8(%rcx)\n"                  /* rseq->rseq_cs = &desc */    \
-	".Lkt_" tag "_start:\n\t"                                              \
-	"rdtsc\n\t"                                                            \
+	KT_LEAN_RSEQ_BEGIN(tag, slow)                                          \
 	"movl " KT_HOLD_POS_OFF "(%r11), %r9d\n\t"     /* H1 */                \
 	"cmpl " KT_HOLD_LIM_OFF "(%r11), %r9d\n\t"                             \
 	"jae " slow "\n\t"                      /* full: spill */              \
@@ -628,13 +623,7 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"movl %edx, (%rax,%r9,4)\n\t"           /* H3 */                       \
 	"addl $1, %r9d\n\t"                                                    \
 	"movl %r9d, " KT_HOLD_POS_OFF "(%r11)\n"       /* H4 commit */         \
-	".Lkt_" tag "_end:\n\t"                                                \
-	".pushsection __rseq_failure, \"ax\"\n\t"                              \
-	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n"                                              \
-	".Lkt_" tag "_abort:\n\t"                                              \
-	"jmp .Lkt_" tag "_arm\n\t"                                             \
-	".popsection\n\t"
+	KT_LEAN_RSEQ_END(tag)
 
 #define KT_RETURN_PRE                                                          \
 	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                            \
