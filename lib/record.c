@@ -676,8 +676,9 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
  * per function (its sites are never patched out then: no writer).
  *
  * Then the cache entry for r (the return address at [rsp]), with rax
- * (saved: it holds a varargs count), rdx and r11 (free at every call
- * site): (r << 16) ^ e is the event when the entry is r's and neither
+ * (a varargs count) and rdx (the third argument) saved, and r11 (free at
+ * every call site): (r << 16) ^ e is the event when the entry is r's
+ * (user addresses below 2^48, as the cache's layout assumes) and neither
  * skipped nor learning, and only then at most 0xfff, so one compare finds
  * the recorded case (L1 in assembly, above).  An entry that is r's and
  * says skipped (muted or excluded), not learning: ret.  A muted function
