@@ -204,6 +204,36 @@ struct kt_thread {
 };
 
 /*
+ * Push a lean frame at lstk[n] (n = lsp): written, lsp moved, written
+ * again.  A traced signal handler that runs before lsp moves takes
+ * lstk[n] for its own frames (the hooks' fast paths do not look at nest)
+ * and leaves lsp at n; without the second write the frame pushed would
+ * be the handler's.  Relaxed atomics: plain word stores, each whole for a
+ * signal handler (the writer reads ev, lean.c's EXITS_AFTER), never
+ * merged into vector stores (record.c's C fast path, KT_GPR).  The
+ * caller sets ltop8 after.  lib/record.c's asm push does the same.
+ */
+static inline __attribute__((always_inline, no_instrument_function)) void
+kt_lframe_words(struct kt_lframe *f, uint64_t slot, uint64_t fn, uint32_t ev, uint32_t flags)
+{
+	__atomic_store_n(&f->slot, slot, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->fn, fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);
+	__atomic_store_n(&f->flags, flags, __ATOMIC_RELAXED);
+}
+
+static inline __attribute__((always_inline, no_instrument_function)) void
+ktrace__lframe_push(struct kt_thread *t, uint32_t n, uint64_t slot, uint64_t fn, uint32_t ev,
+                    uint32_t flags)
+{
+	kt_lframe_words(&t->lstk[n], slot, fn, ev, flags);
+	__asm__ volatile("" ::: "memory");
+	__atomic_store_n(&t->lsp, n + 1, __ATOMIC_RELAXED);
+	__asm__ volatile("" ::: "memory");
+	kt_lframe_words(&t->lstk[n], slot, fn, ev, flags);
+}
+
+/*
  * Per-thread state lives out of static TLS: glibc takes static TLS out of
  * every thread's stack, and 16.8 KiB of it stopped threads with small
  * stacks from starting (PTHREAD_STACK_MIN) or overflowed them.  The

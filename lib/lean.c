@@ -529,17 +529,6 @@ static inline KT_NOINSTR void lsp_set(struct kt_thread *t, uint32_t n)
 	__atomic_store_n(&t->lsp, n, __ATOMIC_RELAXED);
 }
 
-/* One lean frame, word by word (each store whole for a signal handler;
- * the writer reads ev, EXITS_AFTER). */
-static inline KT_NOINSTR void frame_set(struct kt_lframe *f, uint64_t slot, uint64_t fn,
-                                        uint32_t ev, uint32_t flags)
-{
-	__atomic_store_n(&f->slot, slot, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->fn, fn, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->flags, flags, __ATOMIC_RELAXED);
-}
-
 /* Close the frames that are gone: below slot, or at it too for an entry
  * (every exit, a sibling call's too, calls __return__ first, so a frame
  * still open at a new entry's slot has left without it). */
@@ -678,18 +667,9 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 
 		if (!skip)
 			ktrace__record_func(t, fn, ev, 0);
-		/* Written, pushed, written again, as the fast paths do: a
-		 * traced signal handler that runs before lsp moves takes
-		 * lstk[n] for its own frames (the hooks' fast paths do not
-		 * look at nest) and leaves lsp at n.  Without the second
-		 * write the frame pushed was the handler's: this call's exit
-		 * was lost, and a phantom exit of the handler's function
-		 * recorded (seen under TSan, which runs handlers at atomics). */
-		frame_set(&t->lstk[n], (uint64_t)slot, fn, ev, fl);
-		__asm__ volatile("" ::: "memory");
-		lsp_set(t, n + 1);
-		__asm__ volatile("" ::: "memory");
-		frame_set(&t->lstk[n], (uint64_t)slot, fn, ev, fl);
+		/* as the fast paths push (a single write lost this call's
+		 * exit to a handler's frame, seen under TSan) */
+		ktrace__lframe_push(t, n, (uint64_t)slot, fn, ev, fl);
 	}
 	ltop_sync(t);
 	t->nest--;

@@ -352,9 +352,9 @@ __cyg_profile_func_exit(void *fn, void *site)
  * The common case of each (a cached, recorded entry; an exit whose frame
  * is the innermost; the block, or the request's hold buffer, has room)
  * runs in the hooks' own assembly below, before any register but the
- * five it uses is saved (KT_FENTRY_PRE, KT_RETURN_PRE).  Everything else goes on to
- * the trampolines, which save the general argument registers and call
- * the two C functions here; they decide all the cases again and return 1
+ * five it uses is saved (KT_FENTRY_PRE, KT_RETURN_PRE).  Everything else
+ * goes on to the trampolines, which save the general argument registers
+ * and call the two C functions here; they decide all the cases again and return 1
  * for the slow path, for which the trampolines then save the vector
  * argument (or return value) registers and call lean.c.  The C fast
  * paths must not touch those: general registers only.
@@ -364,16 +364,6 @@ __cyg_profile_func_exit(void *fn, void *site)
  * for the slow path): word stores (never merged into vector stores), and
  * the tests check the assembly (tests/check_lean_gpr.sh). */
 #define KT_GPR
-static inline __attribute__((always_inline)) KT_NOINSTR void
-lframe_set(struct kt_lframe *f, uint64_t slot, uint64_t fn, uint32_t ev)
-{
-	/* relaxed atomics: plain word stores, each whole for a signal handler */
-	__atomic_store_n(&f->slot, slot, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->fn, fn, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->ev, ev, __ATOMIC_RELAXED);
-	__atomic_store_n(&f->flags, 0, __ATOMIC_RELAXED);
-}
-
 KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = ktrace__tp;
@@ -396,14 +386,7 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 	} else if (KT_UNLIKELY(!append_hold(t, rs, ev))) {
 		return 1;
 	}
-	/* Push.  A traced signal handler that runs before lsp moves uses
-	 * lstk[n] as its own and leaves lsp at n: the frame is written again
-	 * after the push. */
-	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
-	__asm__ volatile("" ::: "memory");
-	__atomic_store_n(&t->lsp, n + 1, __ATOMIC_RELAXED);
-	__asm__ volatile("" ::: "memory");
-	lframe_set(&t->lstk[n], (uint64_t)slot, r, ev);
+	ktrace__lframe_push(t, n, (uint64_t)slot, r, ev, 0);
 	/* a handler in between recomputes it at its last pop */
 	__atomic_store_n(&t->ltop8, (uint64_t)slot - 8, __ATOMIC_RELAXED);
 	return 0;
@@ -839,7 +822,7 @@ KT_NOINSTR void ktrace__lean_open_frames(uint8_t *open, uint32_t nf)
 		if (t == NULL)
 			continue;
 		/* another thread's frames: word loads of what it stores whole
-		 * (lframe_set); a frame pushed or popped meanwhile is seen or
+		 * (ktrace__lframe_push); a frame pushed or popped meanwhile is seen or
 		 * not, and lean.c allows for either */
 		n = __atomic_load_n(&t->lsp, __ATOMIC_RELAXED);
 		for (uint32_t k = 0; k < n && k < KT_LEAN_DEPTH; k++) {
