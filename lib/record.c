@@ -520,14 +520,26 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
  * r8d, both inputs of every restart: an abort (a signal, a preemption)
  * goes back to the arming, so nothing in the section may write them.
  * rcx = the rseq area, then the state; r9 = &cores[cpu]; rax, rdx = the
- * TSC, the word built in edx, which keeps it after the commit.  The TSC
- * is read first: the checks after it overlap its latency.
+ * TSC, the word built in edx.  The TSC is read first: the checks after
+ * it overlap its latency.
+ *
+ * One section for both hooks ("la", in __fentry__; __return__ jumps to
+ * it and r8d's exit flag, 0x800, sends it back), one for the hold buffer
+ * ("lh"), so that rseq_cs is written only when it does not already point
+ * at the section's descriptor: the kernel clears it whenever it finds
+ * the thread outside the section (a preemption, a signal), and the next
+ * hook writes it again.  The test is the section's first instruction, so
+ * an abort or a clearing after it restarts at the arming; the write is
+ * out of the section, and goes back to the test.  Writing it every time,
+ * alternating an entry's descriptor and an exit's, cost SQLite's short
+ * run (KTRACE_FILTER=off) 6-8 % of its time; the test costs nothing
+ * measurable.
  */
 /* The parts of a lean hook's rseq section that KT_LEAN_APPEND and
  * KT_LEAN_HOLD share: its descriptor (start, length, abort), the arming
- * (t in r11: rcx = its rseq area, rax scratch), the TSC read first; and
- * its end, with the abort handler after the signature, which restarts
- * at the arming. */
+ * (t in r11: rcx = its rseq area, rax = the descriptor), the TSC read
+ * first; and its end, with the abort handler after the signature, which
+ * restarts at the arming, and the write of rseq_cs. */
 #define KT_LEAN_RSEQ_BEGIN(tag, slow)                                          \
 	".pushsection __rseq_cs, \"aw\"\n\t"                                   \
 	".balign 32\n"                                                         \
@@ -542,18 +554,25 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"movq 0(%r11), %rcx\n\t"                /* t->rseq */                  \
 	"testq %rcx, %rcx\n\t"                                                 \
 	"jz " slow "\n\t"                                                      \
-	"leaq .Lkt_" tag "_cs(%rip), %rax\n\t"                                 \
-	"movq %rax, 8(%rcx)\n"                  /* rseq->rseq_cs = &desc */    \
+	"leaq .Lkt_" tag "_cs(%rip), %rax\n"                                   \
 	".Lkt_" tag "_start:\n\t"                                              \
+	"cmpq %rax, 8(%rcx)\n\t"                /* armed: rseq_cs = &desc? */  \
+	"jne .Lkt_" tag "_store\n\t"                                          \
 	"rdtsc\n\t"
 
+/* The section's end; after the signature, its abort handler (restart at
+ * the arming) and its store of rseq_cs (out of the section, then back to
+ * its start: the test above sees it). */
 #define KT_LEAN_RSEQ_END(tag)                                                  \
 	".Lkt_" tag "_end:\n\t"                                                \
 	".pushsection __rseq_failure, \"ax\"\n\t"                              \
 	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
 	".long " KT_RSEQ_SIG "\n"                                              \
 	".Lkt_" tag "_abort:\n\t"                                              \
-	"jmp .Lkt_" tag "_arm\n\t"                                             \
+	"jmp .Lkt_" tag "_arm\n"                                               \
+	".Lkt_" tag "_store:\n\t"                                              \
+	"movq %rax, 8(%rcx)\n\t"                /* rseq->rseq_cs = &desc */    \
+	"jmp .Lkt_" tag "_start\n\t"                                          \
 	".popsection\n\t"
 
 #define KT_LEAN_SAVE "pushq %rax\n\tpushq %rcx\n\tpushq %rdx\n\tpushq %r8\n\tpushq %r9\n\t"
@@ -632,8 +651,8 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"jz .Lkt_re_slow\n\t"                                                 \
 	"orl $0x800, %r8d\n\t"                  /* KTRACE_EV_EXIT_FLAG */     \
 	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding a request */       \
-	"jne .Lkt_re_held\n\t"                                                \
-	KT_LEAN_APPEND("re", ".Lkt_re_slow")                                  \
+	"jne .Lkt_lh_arm\n\t"                                                  \
+	"jmp .Lkt_la_arm\n"                     /* __fentry__'s, back below */ \
 	".Lkt_re_pop:\n\t"                                                    \
 	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* pop */                     \
 	"subl $1, %eax\n\t"                                                   \
@@ -648,9 +667,6 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 	"movq %rdx, " KT_LTOP8_OFF "(%r11)\n\t"                               \
 	KT_LEAN_RESTORE                                                       \
 	"ret\n"                                                               \
-	".Lkt_re_held:\n\t"                                                   \
-	KT_LEAN_HOLD("reh", ".Lkt_re_slow")                                   \
-	"jmp .Lkt_re_pop\n"                                                   \
 	".Lkt_re_slow:\n\t"                                                   \
 	KT_LEAN_RESTORE
 
@@ -698,16 +714,17 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"cmpl $" KT_LEAN_DEPTH_S ", " KT_LSP_OFF "(%r11)\n\t"                  \
 	"jae .Lkt_fe_slow\n\t"                  /* lean stack full */         \
 	"cmpq $0, " KT_HOLD_OFF "(%r11)\n\t"     /* holding a request */       \
-	"jne .Lkt_fe_held\n\t"                                                \
-	KT_LEAN_APPEND("fe", ".Lkt_fe_slow")                                  \
-	".Lkt_fe_push:\n\t"                                                   \
-	"andl $0xfff, %edx\n\t"                 /* push: slot, ev, flags 0 */ \
+	"jne .Lkt_lh_arm\n\t"                                                  \
+	KT_LEAN_APPEND("la", ".Lkt_la_slow")    /* __return__'s too */         \
+	"testl $0x800, %r8d\n\t"                /* an exit: back there */      \
+	"jnz .Lkt_re_pop\n"                                                    \
+	".Lkt_fe_push:\n\t"                     /* push: slot, ev, flags 0 */  \
 	"movl " KT_LSP_OFF "(%r11), %eax\n\t"   /* (fn is read only when */   \
 	"leal (%eax,%eax,2), %ecx\n\t"          /* ev is 0: not written) */   \
 	"leaq " KT_LSTK_OFF "(%r11,%rcx,8), %rcx\n\t"   /* &lstk[n] */        \
 	"leaq 48(%rsp), %r9\n\t"                                              \
 	"movq %r9, (%rcx)\n\t"                                                \
-	"movq %rdx, 16(%rcx)\n\t"                                             \
+	"movq %r8, 16(%rcx)\n\t"                /* ev, zero-extended */        \
 	"addl $1, %eax\n\t"                                                   \
 	"movl %eax, " KT_LSP_OFF "(%r11)\n\t"                                  \
 	"cmpq %r9, (%rcx)\n\t"                  /* a handler that ran before */ \
@@ -719,11 +736,12 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"ret\n"                                                               \
 	"6:\n\t"                                /* (its slot was another: */  \
 	"movq %r9, (%rcx)\n\t"                  /* both frames live at once) */ \
-	"movq %rdx, 16(%rcx)\n\t"               /* write it again */          \
+	"movq %r8, 16(%rcx)\n\t"                /* write it again */           \
 	"jmp 7b\n"                                                            \
-	".Lkt_fe_held:\n\t"                                                   \
-	KT_LEAN_HOLD("feh", ".Lkt_fe_slow")                                   \
-	"jmp .Lkt_fe_push\n"                                                  \
+	KT_LEAN_HOLD("lh", ".Lkt_la_slow")      /* both hooks' */              \
+	"testl $0x800, %r8d\n\t"                                               \
+	"jnz .Lkt_re_pop\n\t"                                                  \
+	"jmp .Lkt_fe_push\n"                                                   \
 	"5:\n\t"                                /* rdx = e */                 \
 	"shrq $16, %rax\n\t"                                                  \
 	"jnz 4f\n\t"                            /* not r's: the C path */     \
@@ -732,6 +750,9 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"popq %rdx\n\t"                         /* skipped */                 \
 	"popq %rax\n\t"                                                       \
 	"ret\n"                                                               \
+	".Lkt_la_slow:\n\t"                     /* the sections' slow exits */ \
+	"testl $0x800, %r8d\n\t"                                               \
+	"jnz .Lkt_re_slow\n\t"                  /* an exit's */                \
 	".Lkt_fe_slow:\n\t"                                                   \
 	"popq %r9\n\tpopq %r8\n\tpopq %rcx\n"                                 \
 	"4:\n\t"                                                            \
