@@ -85,7 +85,7 @@ append1(struct kt_thread *t, void *rs, uint32_t ev)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 KT_RSEQ_ARM
+		 KT_RSEQ_ARM_TEST
 		 "rdtsc\n\t"                     /* B5 first: B1..B4 overlap it */
 		 KT_RSEQ_BODY
 		 "testl $1023, %%r9d\n\t"        /* B4 block full? */
@@ -104,7 +104,7 @@ again:
 		 "addq %%rax, %%rcx\n\t"         /* pos + 1 in the high half */
 		 "movq %%rcx, (%%r8)\n\t"        /* B6 commit pos + 1 */
 		 "2:\n\t"
-		 KT_RSEQ_ABORT(abort)
+		 KT_RSEQ_ABORT_TEST(abort)
 		 :
 		 : [rs] "r"(rs), [key] "m"(t->key), [lastcpu] "m"(t->last_cpu), [ev] "r"(ev)
 		 : "memory", "cc", "rax", "rcx", "rdx", "r8", "r9"
@@ -201,7 +201,7 @@ append_hold(struct kt_thread *t, void *rs, uint32_t ev)
 #if defined(__x86_64__)
 again:
 	asm goto(KT_RSEQ_TABLE
-		 KT_RSEQ_ARM
+		 KT_RSEQ_ARM_TEST
 		 "movl %[pos], %%r9d\n\t"      /* H1 */
 		 "cmpl %[lim], %%r9d\n\t"
 		 "jae %l[slow]\n\t"
@@ -218,7 +218,7 @@ again:
 		 "addl $1, %%r9d\n\t"
 		 "movl %%r9d, %[pos]\n\t"      /* H4 commit */
 		 "2:\n\t"
-		 KT_RSEQ_ABORT(abort)
+		 KT_RSEQ_ABORT_TEST(abort)
 		 :
 		 : [rs] "r"(rs), [pos] "m"(t->hold_pos), [lim] "m"(t->hold_lim),
 		   [dl] "m"(t->hold_deadline), [buf] "m"(t->hold), [ev] "r"(ev)
@@ -276,6 +276,37 @@ static inline __attribute__((always_inline)) KT_NOINSTR void local_add(uint64_t 
 #endif
 }
 
+/*
+ * A cache hit that is recorded, for both hooks: one copy of append1 and
+ * append_hold, so one rseq descriptor each, which stays armed from one
+ * event to the next (KT_RSEQ_ARM_TEST): with a copy inlined in each hook,
+ * an entry and an exit wrote rseq_cs alternately, every event.  The
+ * hooks jump here (a tail call) with the entry e they found; the muted
+ * path stays inlined in each.
+ */
+static KT_NOINLINE KT_NOINSTR void record_hit(struct kt_thread *t, void *fn, uint64_t e,
+                                              uint32_t exit_flag)
+{
+	void *rs = t->rseq;
+
+	if (KT_LIKELY(rs != NULL)) {
+		uint32_t ev = ((uint32_t)e & KTRACE_EVENT_MASK) | exit_flag;
+		/* The ring's path stays the straight line (programs without
+		 * requests); a held append costs a taken branch more. */
+		if (KT_LIKELY(t->hold == NULL)) {
+			if (KT_LIKELY(append1(t, rs, ev)))
+				return;
+		} else if (KT_LIKELY(append_hold(t, rs, ev))) {
+			return;
+		}
+		/* exit_flag again from ev: one register fewer live across
+		 * the asm (no push and pop of rbx) */
+		ktrace__slow_func(fn, ev & KTRACE_EV_EXIT_FLAG);
+		return;
+	}
+	ktrace__slow_func(fn, exit_flag);
+}
+
 static inline __attribute__((always_inline)) KT_NOINSTR void
 hook(void *fn, uint32_t exit_flag)
 {
@@ -284,8 +315,6 @@ hook(void *fn, uint32_t exit_flag)
 	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
 
 	if (KT_LIKELY((e >> 16) == a)) {
-		void *rs;
-
 		/* Not marked unlikely: with the window budget on, most calls of
 		 * a call-heavy program take this branch (muted). */
 		if (e & KT_FC_SKIP) {
@@ -301,17 +330,9 @@ hook(void *fn, uint32_t exit_flag)
 				return;
 			}
 			/* the slow path decides (skip_exit) */
-		} else if (KT_LIKELY((rs = t->rseq) != NULL)) {
-			uint32_t ev = ((uint32_t)e & KTRACE_EVENT_MASK) | exit_flag;
-			/* The ring's path stays the straight line (programs
-			 * without requests); a held append costs a taken
-			 * branch more. */
-			if (KT_LIKELY(t->hold == NULL)) {
-				if (KT_LIKELY(append1(t, rs, ev)))
-					return;
-			} else if (KT_LIKELY(append_hold(t, rs, ev))) {
-				return;
-			}
+		} else {
+			record_hit(t, fn, e, exit_flag);
+			return;
 		}
 	}
 	ktrace__slow_func(fn, exit_flag);

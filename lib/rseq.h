@@ -59,6 +59,32 @@ struct kt_rseq_area {
 	"movq %%rax, 8(%[rs])\n\t"        /* rseq->rseq_cs = &desc */        \
 	"1:\n\t"
 
+/* KT_RSEQ_ARM for a section that often runs again on the same thread
+ * with no other section in between (the -finstrument-functions hooks'):
+ * rseq_cs is written only when it does not already point at this
+ * section's descriptor (the kernel clears it whenever it finds the thread
+ * outside the section: a preemption, a signal).  The test is the
+ * section's first instruction (label 1), so a clearing after it finds the
+ * thread inside and aborts; the write (label 5, in KT_RSEQ_ABORT_TEST) is
+ * out of the section and goes back to the test.  rax = &descriptor. */
+#define KT_RSEQ_ARM_TEST                                                       \
+	"leaq 3b(%%rip), %%rax\n\t"                                          \
+	"1:\n\t"                                                               \
+	"cmpq %%rax, 8(%[rs])\n\t"       /* armed already? */                \
+	"jne 5f\n\t"
+
+/* KT_RSEQ_ABORT with the write of rseq_cs that KT_RSEQ_ARM_TEST jumps to. */
+#define KT_RSEQ_ABORT_TEST(label)                                              \
+	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
+	".long " KT_RSEQ_SIG "\n\t"                                            \
+	"4:\n\t"                                                               \
+	"jmp %l[" #label "]\n\t"                                              \
+	"5:\n\t"                                                               \
+	"movq %%rax, 8(%[rs])\n\t"       /* rseq->rseq_cs = &desc */        \
+	"jmp 1b\n\t"                                                          \
+	".popsection\n\t"
+
 /* The abort handler (label 4), preceded by the signature the kernel checks
  * (the 4 bytes before the handler, here inside a ud1 instruction). */
 #define KT_RSEQ_ABORT(label)                                                   \
