@@ -38,6 +38,8 @@ lib=$(find "$build/lib" -name libktrace.a | head -1)
 [ -f "$PEERBENCH/build.sh" ] || { echo "exclude_twostep: peerbench not found at $PEERBENCH (set PEERBENCH)" >&2; exit 2; }
 # shellcheck source=/dev/null
 source "$PEERBENCH/build.sh"
+# shellcheck source=bench/pb_workload.sh
+source "$here/pb_workload.sh"
 mkdir -p "$PB_BUILD/log" "$PB_BUILD/bin" "$PB_BUILD/exclude"
 out=$PB_BUILD/exclude
 bin=$PB_BUILD/bin
@@ -51,21 +53,7 @@ gcc -O2 -c "$PEERBENCH/src/hook_count.c" -o "$out/hook_count.o" || exit 1
 
 declare -A CFLAGS SRCS LIBS ARGS
 for wl in $WORKLOADS; do
-	case $wl in
-	lua)
-		prepare_lua || { echo "exclude_twostep: no Lua sources" >&2; exit 1; }
-		CFLAGS[lua]="-std=gnu99 -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"
-		SRCS[lua]=$LUA_SRCS
-		LIBS[lua]="-Wl,-E -lm -ldl"
-		ARGS[lua]="$PEERBENCH/lua/bench.lua $LUA_SCALE" ;;
-	sqlite)
-		prepare_sqlite || { echo "exclude_twostep: no SQLite sources" >&2; exit 1; }
-		CFLAGS[sqlite]="-I$SQLITE_DIR/bld"
-		SRCS[sqlite]="$SQLITE_DIR/bld/sqlite3.c $SQLITE_DIR/test/speedtest1.c"
-		LIBS[sqlite]="-lpthread -ldl -lm"
-		ARGS[sqlite]="--size $SQLITE_SIZE :memory:" ;;
-	*) echo "exclude_twostep: unknown workload $wl (lua, sqlite)" >&2; exit 2 ;;
-	esac
+	pb_workload exclude_twostep "$wl" || exit $?
 	# shellcheck disable=SC2086
 	for fl in gcc-plain gcc-fi; do plan_set "$wl" "$fl" "${CFLAGS[$wl]}" ${SRCS[$wl]}; done
 done

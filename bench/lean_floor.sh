@@ -44,6 +44,8 @@ lean=$(sed -n 's/^lean_cflags=//p' "$pc" | head -1)
 [ -f "$PEERBENCH/build.sh" ] || { echo "lean_floor: peerbench not found at $PEERBENCH (set PEERBENCH)" >&2; exit 2; }
 # shellcheck source=/dev/null
 source "$PEERBENCH/build.sh"
+# shellcheck source=bench/pb_workload.sh
+source "$here/pb_workload.sh"
 mkdir -p "$PB_BUILD/log" "$PB_BUILD/bin" "$PB_BUILD/leanfloor/run"
 out=$PB_BUILD/leanfloor
 bin=$PB_BUILD/bin
@@ -58,21 +60,7 @@ gcc -O2 -c "$here/count_lean.c" -o "$out/count_lean.o" || exit 1
 
 declare -A CFLAGS SRCS LIBS ARGS
 for wl in $WORKLOADS; do
-	case $wl in
-	lua)
-		prepare_lua || { echo "lean_floor: no Lua sources (peerbench's mirrors)" >&2; exit 1; }
-		CFLAGS[lua]="-std=gnu99 -DLUA_COMPAT_5_3 -DLUA_USE_LINUX"
-		SRCS[lua]=$LUA_SRCS
-		LIBS[lua]="-Wl,-E -lm -ldl"
-		ARGS[lua]="$PEERBENCH/lua/bench.lua $LUA_SCALE" ;;
-	sqlite)
-		prepare_sqlite || { echo "lean_floor: no SQLite sources (peerbench's mirrors)" >&2; exit 1; }
-		CFLAGS[sqlite]="-I$SQLITE_DIR/bld"
-		SRCS[sqlite]="$SQLITE_DIR/bld/sqlite3.c $SQLITE_DIR/test/speedtest1.c"
-		LIBS[sqlite]="-lpthread -ldl -lm"
-		ARGS[sqlite]="--size $SQLITE_SIZE :memory:" ;;
-	*) echo "lean_floor: unknown workload $wl (lua, sqlite)" >&2; exit 2 ;;
-	esac
+	pb_workload lean_floor "$wl" || exit $?
 	# shellcheck disable=SC2086
 	for fl in gcc-plain gcc-fi gcc-lean; do plan_set "$wl" "$fl" "${CFLAGS[$wl]}" ${SRCS[$wl]}; done
 done
