@@ -587,8 +587,7 @@ _Static_assert(offsetof(struct kt_globals, cores) == 0 && offsetof(struct kt_glo
 #define KT_LEAN_RSEQ_END(tag)                                                  \
 	".Lkt_" tag "_end:\n\t"                                                \
 	".pushsection __rseq_failure, \"ax\"\n\t"                              \
-	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n"                                              \
+	KT_RSEQ_SIGNATURE                                                      \
 	".Lkt_" tag "_abort:\n\t"                                              \
 	"jmp .Lkt_" tag "_arm\n"                                               \
 	".Lkt_" tag "_store:\n\t"                                              \

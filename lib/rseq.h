@@ -73,27 +73,30 @@ struct kt_rseq_area {
 	"cmpq %%rax, 8(%[rs])\n\t"       /* armed already? */                \
 	"jne 5f\n\t"
 
-/* KT_RSEQ_ABORT with the write of rseq_cs that KT_RSEQ_ARM_TEST jumps to. */
-#define KT_RSEQ_ABORT_TEST(label)                                              \
-	".pushsection __rseq_failure, \"ax\"\n\t"                              \
+/* The signature the kernel checks in the 4 bytes before an abort handler
+ * (here inside a ud1 instruction): every rseq section's, C or asm. */
+#define KT_RSEQ_SIGNATURE                                                      \
 	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n\t"                                            \
-	"4:\n\t"                                                               \
-	"jmp %l[" #label "]\n\t"                                              \
-	"5:\n\t"                                                               \
-	"movq %%rax, 8(%[rs])\n\t"       /* rseq->rseq_cs = &desc */        \
-	"jmp 1b\n\t"                                                          \
-	".popsection\n\t"
+	".long " KT_RSEQ_SIG "\n"
 
-/* The abort handler (label 4), preceded by the signature the kernel checks
- * (the 4 bytes before the handler, here inside a ud1 instruction). */
-#define KT_RSEQ_ABORT(label)                                                   \
+/* The abort handler (label 4) after the signature, then `more` (code out
+ * of the section, in the same place). */
+#define KT_RSEQ_ABORT_THEN(label, more)                                        \
 	".pushsection __rseq_failure, \"ax\"\n\t"                              \
-	".byte 0x0f, 0xb9, 0x3d\n\t"                                           \
-	".long " KT_RSEQ_SIG "\n\t"                                            \
+	KT_RSEQ_SIGNATURE                                                      \
 	"4:\n\t"                                                               \
 	"jmp %l[" #label "]\n\t"                                               \
+	more                                                                   \
 	".popsection\n\t"
+
+#define KT_RSEQ_ABORT(label) KT_RSEQ_ABORT_THEN(label, "")
+
+/* KT_RSEQ_ABORT with the write of rseq_cs that KT_RSEQ_ARM_TEST jumps to. */
+#define KT_RSEQ_ABORT_TEST(label)                                              \
+	KT_RSEQ_ABORT_THEN(label,                                              \
+	                   "5:\n\t"                                            \
+	                   "movq %%rax, 8(%[rs])\n\t" /* rseq_cs = &desc */   \
+	                   "jmp 1b\n\t")
 #endif
 
 #endif
