@@ -82,3 +82,23 @@ KT_NOINSTR uint32_t ktrace__dynsym_unhashed(const struct kt_dynsyms *ds)
 {
 	return ds->gh ? ds->gh[1] : ds->hash[1];
 }
+
+KT_NOINSTR int ktrace__dynsym_imports(const struct dl_phdr_info *info, const char *name)
+{
+	struct kt_dynsyms ds;
+	const ElfW(Sym) *s;
+	uint32_t n;
+
+	if (ktrace__dynsyms(info, &ds) != 0)
+		return 0;
+	/* Only the symbols the hash table does not reach are read one by
+	 * one: under DT_GNU_HASH the undefined ones come first, below its
+	 * symoffset, and libc's ~3000 defined ones were 30 us of every traced
+	 * program's start-up.  A linker that hashed an undefined one too is
+	 * still answered by the lookup. */
+	n = ktrace__dynsym_unhashed(&ds);
+	for (uint32_t i = 1; i < n; i++)
+		if (ds.symtab[i].st_shndx == SHN_UNDEF && strcmp(ds.strtab + ds.symtab[i].st_name, name) == 0)
+			return 1;
+	return ds.gh && (s = ktrace__dynsym_find(&ds, name)) != NULL && s->st_shndx == SHN_UNDEF;
+}

@@ -1,7 +1,7 @@
 /*
  * dynsym.h - a loaded module's dynamic symbol table, read in memory
  * through its PT_DYNAMIC (dynsym.c): glibc's rseq symbols (init.c), an
- * mlockall import (memlock.c).
+ * mlockall import (memlock.c), an mcount import (gprof.c).
  */
 #ifndef KTRACE_DYNSYM_H
 #define KTRACE_DYNSYM_H
@@ -25,5 +25,7 @@ const ElfW(Sym) *ktrace__dynsym_find(const struct kt_dynsyms *ds, const char *na
  * symoffset (the undefined ones among them: linkers put them first), or
  * every one under DT_HASH alone. */
 uint32_t ktrace__dynsym_unhashed(const struct kt_dynsyms *ds);
+/* Does info's object import name (an undefined dynamic symbol)? */
+int ktrace__dynsym_imports(const struct dl_phdr_info *info, const char *name);
 
 #endif

@@ -39,30 +39,8 @@ _Atomic int ktrace__mlock_future;   /* mlockall(MCL_FUTURE) in force */
 
 static KT_NOINSTR int imports_mlockall(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	struct kt_dynsyms ds;
-	const ElfW(Sym) *s;
-	uint32_t n;
-
 	(void)size;
-	if (ktrace__dynsyms(info, &ds) != 0)
-		return 0;
-	/* Only the symbols the hash table does not reach are read one by
-	 * one: under DT_GNU_HASH the undefined ones come first, below its
-	 * symoffset, and libc's ~3000 defined ones were 30 us of every traced
-	 * program's start-up.  A linker that hashed an undefined one too is
-	 * still answered by the lookup. */
-	n = ktrace__dynsym_unhashed(&ds);
-	for (uint32_t i = 1; i < n; i++)
-		if (ds.symtab[i].st_shndx == SHN_UNDEF &&
-		    strcmp(ds.strtab + ds.symtab[i].st_name, "mlockall") == 0) {
-			*(int *)arg = 1;
-			return 1;
-		}
-	if (ds.gh && (s = ktrace__dynsym_find(&ds, "mlockall")) != NULL && s->st_shndx == SHN_UNDEF) {
-		*(int *)arg = 1;
-		return 1;
-	}
-	return 0;
+	return *(int *)arg = ktrace__dynsym_imports(info, "mlockall");
 }
 
 static KT_NOINSTR int has_ipc_lock(void)

@@ -224,8 +224,20 @@ if(KTRACE_LEAN_CFLAGS)
   # the same program in the default mode (-finstrument-functions)
   ktrace_test_program(e2e_lean_fi SOURCES ${KT_E2E_DIR}/lean_prog.c
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2)
+  # compiled and linked with the lean flags in one step: -pg at the link
+  # adds gprof's gcrt1.o, whose timer and gmon.out lib/gprof.c keeps off
+  ktrace_test_program(e2e_lean_pglink SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+  set_target_properties(e2e_lean_pglink PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_lean_pglink PRIVATE -pie ${KT_LEAN_OPTS})
+  # a gprof build (-pg, mcount calls) in the default mode: gprof's profile
+  # still written with ktrace linked in
+  ktrace_test_program(e2e_gprof SOURCES ${KT_E2E_DIR}/lean_prog.c
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -pg)
+  target_link_options(e2e_gprof PRIVATE -pg)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
-      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx)
+      e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
+      e2e_lean_pglink e2e_gprof)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)

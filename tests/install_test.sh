@@ -59,8 +59,9 @@ command -v pkg-config >/dev/null || fail "pkg-config not installed (apt-get inst
 check_run pkgconfig-c "$work/pc_c"
 check_run pkgconfig-cxx "$work/pc_cxx"
 
-# 3. the lean mode's flags, where there is one: compiled with them (not
-# linked with them), the program records the same calls
+# 3. the lean mode's flags, where there is one: compiled with them, and
+# compiled and linked with them in one step, the program records the same
+# calls
 lean=$(pkg-config --variable=lean_cflags ktrace)
 grep -q '^set(KTRACE_LEAN_CFLAGS "'"${lean// /;}"'")$' "$cfgdir/ktraceConfig.cmake" ||
   fail "ktraceConfig.cmake's KTRACE_LEAN_CFLAGS differs from ktrace.pc's lean_cflags ($lean)"
@@ -72,5 +73,13 @@ if [ -n "$lean" ]; then
   "$cc" -o "$work/lean_c" "$work/lean_c.o" $(pkg-config --libs ktrace) ||
     fail "link of the lean build failed"
   check_run lean-c "$work/lean_c"
+  # in one step: -pg reaches the link (gprof's gcrt1.o), and the library
+  # keeps gprof's timer and gmon.out off
+  rm -f "$work/gmon.out"
+  # shellcheck disable=SC2046,SC2086
+  "$cc" -o "$work/lean_c1" "$src/app.c" -I"$(pkg-config --variable=includedir ktrace)" $lean \
+    $(pkg-config --libs ktrace) || fail "one-step build with lean_cflags failed"
+  check_run lean-c-one-step "$work/lean_c1"
+  [ ! -e "$work/gmon.out" ] || fail "lean-c-one-step: a gmon.out was written (gprof's start-up ran)"
 fi
 echo "installed use: all ok ($prefix)"

@@ -6,6 +6,10 @@
  *   calls_*     PIE, non-PIE, static: exact counts and parents; the
  *               arguments and results the trampolines must keep (floats,
  *               varargs, a struct in memory) are checked by the program.
+ *   pg_link     linked with the lean flags too (-pg: gprof's gcrt1.o):
+ *               no SIGPROF timer, no gmon.out, the same calls.
+ *   gprof_kept  a gprof build (-pg, mcount) with ktrace linked in keeps
+ *               its profile (gmon.out).
  *   longjmp     50 frames left by longjmp are closed before the next call
  *               (after_jump under catcher, work under main): no exit lost.
  *   tail        sibling calls: GCC calls __return__ before the jump, so the
@@ -79,13 +83,15 @@ struct run {
 	uint32_t th;
 };
 
-/* Run prog mode with extra environment (NULL-terminated); decode its
+/* Run prog mode with extra environment (NULL-terminated), in a new
+ * directory r->dir (its KTRACE_DIR and working directory); decode its
  * snapshot into r->d (main thread r->th). */
 static void run(struct run *r, const char *prog, const char *mode, ...)
 {
 	char envdir[300], line[4600], fmt[32];
 	const char *env[16] = { envdir, NULL };
 	char *argv[] = { (char *)prog, (char *)mode, NULL };
+	struct kt_spawn_opts o = { 0 };
 	int n = 1, rc;
 	va_list ap;
 	const char *e;
@@ -99,7 +105,8 @@ static void run(struct run *r, const char *prog, const char *mode, ...)
 	va_end(ap);
 	env[n] = NULL;
 	snprintf(fmt, sizeof(fmt), "snapshot %%d %%%zus", sizeof(r->path) - 1);
-	assert_int_equal(kt_spawn(&r->p, argv, env, NULL), 0);
+	o.cwd = r->dir;
+	assert_int_equal(kt_spawn(&r->p, argv, env, &o), 0);
 	if (kt_expect_line(&r->p, "snapshot ", line, sizeof(line), 60000) != 0)
 		fail_msg("%s %s: no snapshot line; stdout:\n%s\nstderr:\n%s", prog, mode, r->p.out,
 		         r->p.err);
@@ -153,6 +160,15 @@ static uint32_t info_flags(const struct run *r)
 	return r->d->snap.info.flags;
 }
 
+/* Is there a gmon.out (gprof's profile, written at exit) in r's directory? */
+static int has_gmon(const struct run *r)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/gmon.out", r->dir);
+	return access(p, F_OK) == 0;
+}
+
 static void check_calls(const char *prog)
 {
 	struct run r;
@@ -161,6 +177,9 @@ static void check_calls(const char *prog)
 		skip();
 	run(&r, prog, "calls", "KTRACE_QUIET=1", NULL);
 	assert_non_null(strstr(r.p.out, "calls s="));
+	/* no gprof: not even when linked with -pg (e2e_lean_pglink) */
+	assert_non_null(strstr(r.p.out, " prof=0"));
+	assert_false(has_gmon(&r));
 	assert_int_equal(r.d->lost_exits, 0);
 	assert_int_equal(kd_count(r.d, r.th, "run"), 1);
 	assert_int_equal(kd_count(r.d, r.th, "outer"), 20);
@@ -183,6 +202,30 @@ static void check_calls(const char *prog)
 static void test_e2e_lean_calls_pie(void **state) { (void)state; check_calls(BIN "e2e_lean"); }
 static void test_e2e_lean_calls_nopie(void **state) { (void)state; check_calls(BIN "e2e_lean_nopie"); }
 static void test_e2e_lean_calls_static(void **state) { (void)state; check_calls(BIN "e2e_lean_static"); }
+/* Compiled and linked with the lean flags in one step: -pg at the link
+ * starts the program with gprof's gcrt1.o, whose SIGPROF timer and
+ * gmon.out lib/gprof.c keeps away (check_calls: "prof=0", no gmon.out). */
+static void test_e2e_lean_pg_link(void **state) { (void)state; check_calls(BIN "e2e_lean_pglink"); }
+
+/* A gprof build (-pg without -mfentry: its code calls mcount) of the
+ * same program in the default mode: ktrace linked in leaves gprof as it
+ * was (its timer runs, gmon.out is written) and traces as ever. */
+static void test_e2e_lean_gprof_kept(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_gprof", "calls", "KTRACE_QUIET=1", NULL);
+	assert_non_null(strstr(r.p.out, " prof=1"));
+	assert_true(has_gmon(&r));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "outer"), 20);
+	assert_int_equal(kd_count(r.d, r.th, "inner"), 100);
+	assert_false(info_flags(&r) & KTRACE_INFO_LEAN);
+	done(&r);
+}
 
 static void test_e2e_lean_longjmp(void **state)
 {
@@ -931,6 +974,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_calls_pie),
 		cmocka_unit_test(test_e2e_lean_calls_nopie),
 		cmocka_unit_test(test_e2e_lean_calls_static),
+		cmocka_unit_test(test_e2e_lean_pg_link),
+		cmocka_unit_test(test_e2e_lean_gprof_kept),
 		cmocka_unit_test(test_e2e_lean_longjmp),
 		cmocka_unit_test(test_e2e_lean_tail),
 		cmocka_unit_test(test_e2e_lean_dlopen),

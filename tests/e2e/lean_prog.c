@@ -7,6 +7,8 @@
  *   calls    main > run > outer x OUTER > inner x INNER, plus fp(),
  *            vargs(), big() (registers and memory the trampolines must
  *            keep) and rec(DEPTH) recursion; the results are checked here.
+ *            Also prints "prof=1" if gprof's profiling runs (a SIGPROF
+ *            handler or an ITIMER_PROF timer: a build linked with -pg).
  *   longjmp  main > catcher > dive x 50, dive(1) longjmps to catcher,
  *            which calls after_jump; then main calls work x 10.
  *   tail     main > tail_a, which tail-calls tail_b, which tail-calls
@@ -88,6 +90,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,6 +176,17 @@ __attribute__((noinline)) int run(void)
 	return s;
 }
 
+/* Is gprof profiling this process (gcrt1.o's __monstartup: a SIGPROF
+ * handler and an ITIMER_PROF timer)? */
+static int gprof_running(void)
+{
+	struct sigaction sa;
+	struct itimerval it;
+
+	return (sigaction(SIGPROF, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL) ||
+	       (getitimer(ITIMER_PROF, &it) == 0 && (it.it_value.tv_sec || it.it_value.tv_usec));
+}
+
 static int do_calls(void)
 {
 	int s = run();
@@ -181,7 +195,7 @@ static int do_calls(void)
 	struct big b = big(100);
 	int r = rec(DEPTH);
 
-	printf("calls s=%d d=%g v=%ld b=%ld r=%d\n", s, d, v, b.a[5], r);
+	printf("calls s=%d d=%g v=%ld b=%ld r=%d prof=%d\n", s, d, v, b.a[5], r, gprof_running());
 	return s == OUTER * (INNER * (INNER + 1) / 2) && d == 1 + 4 + 9 + 16 + 25 + 36 + 49 + 64 &&
 	       v == 10 + 2 + 30 + 4 && b.a[5] == 105 && r == DEPTH ? 0 : 1;
 }
