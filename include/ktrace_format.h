@@ -314,7 +314,7 @@ enum ktrace_info_flags {
 	KTRACE_INFO_SIGNAL_TAKEN = 1u << 4, /* the program installed its own handler
 	                                       for the snapshot signal (signo) over
 	                                       ktrace's: that signal writes nothing */
-	KTRACE_INFO_LEAN = 1u << 5,  /* lean-mode functions (-pg -mfentry) were
+	KTRACE_INFO_LEAN = 1u << 5,  /* lean-mode functions (-p -mfentry) were
 	                                traced: muted ones run patched-out nops */
 	KTRACE_INFO_LEAN_NO_PATCH = 1u << 6, /* lean mode could not make code
 	                                        writable (W^X policy): nothing

@@ -1,9 +1,9 @@
 /*
- * gprof.c - a lean build linked with -pg.
+ * gprof.c - a lean build linked with -p (or -pg).
  *
- * The lean mode's flags (-pg -mfentry -minstrument-return=call) belong on
+ * The lean mode's flags (-p -mfentry -minstrument-return=call) belong on
  * the compile line, but a program built in one step passes them to the
- * link too, and there -pg makes GCC's driver start the program with
+ * link too, and there -p (as -pg) makes GCC's driver start the program with
  * gprof's gcrt1.o: its __gmon_start__ calls __monstartup(), which starts
  * an ITIMER_PROF timer (a SIGPROF every 10 ms of CPU, which interrupts
  * poll, epoll_wait and nanosleep with EINTR whatever SA_RESTART says) and
@@ -15,7 +15,7 @@
  * gmon.o takes its strong ones), as uftrace's libmcount does: they bind
  * before libc's, from libktrace.so or from libktrace.a in the program.
  * They pass the calls on to libc's only when a loaded object imports
- * mcount or _mcount: code compiled with -pg but not -mfentry, a gprof
+ * mcount or _mcount: code compiled with -pg (or -p) but not -mfentry, a gprof
  * build, whose profile keeps working with ktrace linked in.
  */
 #include "internal.h"

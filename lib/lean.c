@@ -2,7 +2,7 @@
  * lean.c - the lean mode's slow paths and its live patching (x86-64).
  *
  * Code compiled with the lean flags (pkg-config --variable=lean_cflags
- * ktrace: -pg -mfentry -minstrument-return=call) calls __fentry__ as each
+ * ktrace: -p -mfentry -minstrument-return=call) calls __fentry__ as each
  * function's first instruction and __return__ before each ret, after
  * inlining: inlined copies call nothing, and a sibling call calls
  * __return__ before its jump ("call __return__; jmp f").  In a PIE or a

@@ -355,7 +355,7 @@ __cyg_profile_func_exit(void *fn, void *site)
 /* ---- lean mode: __fentry__ / __return__ (x86-64) ------------------------- */
 
 /*
- * Code built with -pg -mfentry -minstrument-return=call calls __fentry__
+ * Code built with -p -mfentry -minstrument-return=call calls __fentry__
  * as a function's first instruction and __return__ just before each of
  * its ret instructions, after inlining (lean.c has the whole story).  At
  * both, [rsp] is the return address into the function (the site's end, r)

@@ -224,10 +224,11 @@ if(KTRACE_LEAN_CFLAGS)
   # the same program in the default mode (-finstrument-functions)
   ktrace_test_program(e2e_lean_fi SOURCES ${KT_E2E_DIR}/lean_prog.c
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2)
-  # compiled and linked with the lean flags in one step: -pg at the link
-  # adds gprof's gcrt1.o, whose timer and gmon.out lib/gprof.c keeps off
+  # compiled and linked with the lean flags in one step: -p at the link
+  # adds gprof's gcrt1.o, whose timer and gmon.out lib/gprof.c keeps off;
+  # and with -fomit-frame-pointer, which -pg would refuse
   ktrace_test_program(e2e_lean_pglink SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN
-    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE -fomit-frame-pointer ${KT_LEAN_OPTS})
   set_target_properties(e2e_lean_pglink PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_options(e2e_lean_pglink PRIVATE -pie ${KT_LEAN_OPTS})
   # a gprof build (-pg, mcount calls) in the default mode: gprof's profile

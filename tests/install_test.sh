@@ -73,7 +73,7 @@ if [ -n "$lean" ]; then
   "$cc" -o "$work/lean_c" "$work/lean_c.o" $(pkg-config --libs ktrace) ||
     fail "link of the lean build failed"
   check_run lean-c "$work/lean_c"
-  # in one step: -pg reaches the link (gprof's gcrt1.o), and the library
+  # in one step: -p reaches the link (gprof's gcrt1.o), and the library
   # keeps gprof's timer and gmon.out off
   rm -f "$work/gmon.out"
   # shellcheck disable=SC2046,SC2086

@@ -1,13 +1,14 @@
 /*
  * test_e2e_lean.c - the lean mode end to end (lib/lean.c, docs/lean.md):
- * programs compiled with -pg -mfentry -minstrument-return=call run, take a
+ * programs compiled with -p -mfentry -minstrument-return=call run, take a
  * snapshot, and the decoder's calls are checked against what they did.
  *
  *   calls_*     PIE, non-PIE, static: exact counts and parents; the
  *               arguments and results the trampolines must keep (floats,
  *               varargs, a struct in memory) are checked by the program.
- *   pg_link     linked with the lean flags too (-pg: gprof's gcrt1.o):
- *               no SIGPROF timer, no gmon.out, the same calls.
+ *   pg_link     linked with the lean flags too (-p: gprof's gcrt1.o):
+ *               no SIGPROF timer, no gmon.out, the same calls; compiled
+ *               with -fomit-frame-pointer too (which -pg refuses).
  *   gprof_kept  a gprof build (-pg, mcount) with ktrace linked in keeps
  *               its profile (gmon.out).
  *   longjmp     50 frames left by longjmp are closed before the next call
@@ -202,7 +203,7 @@ static void check_calls(const char *prog)
 static void test_e2e_lean_calls_pie(void **state) { (void)state; check_calls(BIN "e2e_lean"); }
 static void test_e2e_lean_calls_nopie(void **state) { (void)state; check_calls(BIN "e2e_lean_nopie"); }
 static void test_e2e_lean_calls_static(void **state) { (void)state; check_calls(BIN "e2e_lean_static"); }
-/* Compiled and linked with the lean flags in one step: -pg at the link
+/* Compiled and linked with the lean flags in one step: -p at the link
  * starts the program with gprof's gcrt1.o, whose SIGPROF timer and
  * gmon.out lib/gprof.c keeps away (check_calls: "prof=0", no gmon.out). */
 static void test_e2e_lean_pg_link(void **state) { (void)state; check_calls(BIN "e2e_lean_pglink"); }

@@ -1,5 +1,5 @@
 /*
- * lean_prog.c - a program built in the lean mode (-pg -mfentry
+ * lean_prog.c - a program built in the lean mode (-p -mfentry
  * -minstrument-return=call), PIE and not, for test_e2e_lean.  argv[1]
  * picks what it does; it prints what it did, takes a snapshot and prints
  * "snapshot <rc> <path>".
@@ -8,7 +8,7 @@
  *            vargs(), big() (registers and memory the trampolines must
  *            keep) and rec(DEPTH) recursion; the results are checked here.
  *            Also prints "prof=1" if gprof's profiling runs (a SIGPROF
- *            handler or an ITIMER_PROF timer: a build linked with -pg).
+ *            handler or an ITIMER_PROF timer: a build linked with -p or -pg).
  *   longjmp  main > catcher > dive x 50, dive(1) longjmps to catcher,
  *            which calls after_jump; then main calls work x 10.
  *   tail     main > tail_a, which tail-calls tail_b, which tail-calls
