@@ -115,6 +115,7 @@ struct lfn {
 
 static struct lfn lf[NF];
 static _Atomic int lean_used;       /* a lean hook ran */
+static _Atomic int both_modes;      /* a function has both modes' hooks */
 static _Atomic int wx_denied;       /* code could not be made writable */
 static _Atomic uint64_t n_patched, n_failed, n_nop;
 static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
@@ -1067,9 +1068,12 @@ static KT_NOINSTR int nthreads(void)
 void __fentry__(void);   /* record.c */
 
 /* Is [a, a + n) inside a readable loaded segment of info (code: an exec
- * one)? */
+ * one)?  No info: yes (ktrace__lean_owns: code reached from a function's
+ * own address, without the loader's lock). */
 static KT_NOINSTR int in_load(const struct dl_phdr_info *info, uint64_t a, uint64_t n, int code)
 {
+	if (info == NULL)
+		return 1;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
 		uint64_t b = info->dlpi_addr + p->p_vaddr;
@@ -2219,6 +2223,12 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 
 	if (!kt_load(&lean_used, relaxed))
 		return;
+	if (kt_load(&both_modes, relaxed))
+		ktrace__warn_once(63, "functions compiled with both -finstrument-functions and the "
+		                  "lean flags call both modes' hooks: each call is recorded once "
+		                  "(by the lean hooks) but pays both; compile with the lean flags "
+		                  "alone (-fno-instrument-functions after pkg-config --cflags, or "
+		                  "-I$(pkg-config --variable=includedir ktrace) instead)");
 	now = pass_ns = ktrace__monotonic_ns();
 	orng_tick(now, wait_ns);
 	gap = cur_gap = batch_n < EARLY_BATCHES ? BATCH_GAP_NS : BATCH_GAP_LATER_NS;
@@ -2337,6 +2347,33 @@ KT_NOINSTR void ktrace__lean_muting(uint32_t id)
 	lf[id].muted_ns = ktrace__monotonic_ns();
 }
 
+/*
+ * Was the function at fn compiled with the lean flags too?  A program
+ * compiled with -finstrument-functions and the lean flags at once (a
+ * newcomer's "$(pkg-config --cflags ktrace) $(pkg-config --variable=
+ * lean_cflags ktrace)") calls both hooks in every function; the default
+ * mode's then leave it to the lean ones (record.c), and each call is
+ * recorded once.  Its code begins (past an endbr64) with an entry site
+ * this library noted, which may be a nop now, or a call of __fentry__:
+ * the default mode's hook can come first, from a copy inlined elsewhere.
+ * Never true before a lean hook ran (lean_used): a program built in the
+ * default mode alone pays nothing more than this load, in its slow path.
+ */
+KT_NOINSTR int ktrace__lean_owns(uint64_t fn)
+{
+	uint8_t c[4];
+	uint64_t s;
+
+	if (!kt_load(&lean_used, relaxed))
+		return 0;
+	s = past_endbr(fn, c);
+	if (site_find(s + 5) == 5 || site_find(s + 6) == 6 || calls_fentry(NULL, fn)) {
+		kt_store(&both_modes, 1, relaxed);
+		return 1;
+	}
+	return 0;
+}
+
 KT_NOINSTR int ktrace__lean_active(void)
 {
 	return kt_load(&lean_used, relaxed) != 0;
@@ -2413,6 +2450,7 @@ KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}
 KT_NOINSTR void ktrace__lean_init_undo(void) {}
 KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
+KT_NOINSTR int ktrace__lean_owns(uint64_t fn) { (void)fn; return 0; }
 KT_NOINSTR void ktrace__lean_muting(uint32_t id) { (void)id; }
 KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot) { (void)r; (void)slot; }

@@ -991,6 +991,14 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 		uint32_t ev, skip;
 
 		ktrace__filter_adopt(t);
+		if (*ce != full && ktrace__lean_owns(a)) {
+			/* compiled in both modes: the lean hooks record it.
+			 * Cached as excluded with no event, which no mute set's
+			 * adoption rewrites (filter.c): both hooks return. */
+			*ce = ((uint64_t)a << 16) | KT_FC_EXCLUDED;
+			t->nest--;
+			return;
+		}
 		ev = *ce == full ? 0 : ktrace__func_event(a);
 		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
 		if (ev)

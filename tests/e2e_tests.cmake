@@ -231,6 +231,12 @@ if(KTRACE_LEAN_CFLAGS)
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE -fomit-frame-pointer ${KT_LEAN_OPTS})
   set_target_properties(e2e_lean_pglink PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_options(e2e_lean_pglink PRIVATE -pie ${KT_LEAN_OPTS})
+  # compiled in both modes at once (-finstrument-functions and the lean
+  # flags): each call recorded once, by the lean hooks
+  ktrace_test_program(e2e_lean_both SOURCES ${KT_E2E_DIR}/lean_prog.c
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+  set_target_properties(e2e_lean_both PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_lean_both PRIVATE -pie)
   # a gprof build (-pg, mcount calls) in the default mode: gprof's profile
   # still written with ktrace linked in
   ktrace_test_program(e2e_gprof SOURCES ${KT_E2E_DIR}/lean_prog.c
@@ -238,7 +244,7 @@ if(KTRACE_LEAN_CFLAGS)
   target_link_options(e2e_gprof PRIVATE -pg)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
       e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
-      e2e_lean_pglink e2e_gprof)
+      e2e_lean_pglink e2e_gprof e2e_lean_both)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)

@@ -11,6 +11,10 @@
  *               with -fomit-frame-pointer too (which -pg refuses).
  *   gprof_kept  a gprof build (-pg, mcount) with ktrace linked in keeps
  *               its profile (gmon.out).
+ *   both        compiled with -finstrument-functions and the lean flags
+ *               at once: every call recorded once (the lean hooks), also
+ *               a function whose inlined copy calls the default mode's
+ *               hooks before its own code ever ran.
  *   longjmp     50 frames left by longjmp are closed before the next call
  *               (after_jump under catcher, work under main): no exit lost.
  *   tail        sibling calls: GCC calls __return__ before the jump, so the
@@ -225,6 +229,53 @@ static void test_e2e_lean_gprof_kept(void **state)
 	assert_int_equal(kd_count(r.d, r.th, "outer"), 20);
 	assert_int_equal(kd_count(r.d, r.th, "inner"), 100);
 	assert_false(info_flags(&r) & KTRACE_INFO_LEAN);
+	done(&r);
+}
+
+/* The "inl" mode: twice() inlined into via_inline (100 calls, which only
+ * -finstrument-functions sees) and called out of line 7 times. */
+static void check_inl(const char *prog, int twice_calls)
+{
+	struct run r;
+
+	run(&r, prog, "inl", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	assert_non_null(strstr(r.p.out, "inl s="));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "main"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "via_inline"), 100);
+	assert_int_equal(kd_count(r.d, r.th, "twice"), twice_calls);
+	parents(r.d, r.th, "via_inline", "do_inl|main");
+	parents(r.d, r.th, "twice", twice_calls == 7 ? "do_inl|main" : "do_inl|main|via_inline");
+	done(&r);
+}
+
+static void test_e2e_lean_both(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	/* each mode alone, then both at once */
+	check_inl(BIN "e2e_lean", 7);
+	check_inl(BIN "e2e_lean_fi", 107);
+	check_inl(BIN "e2e_lean_both", 7);
+	/* as check_calls, but GCC inlines less with both: do_calls stays a
+	 * function here (recorded once, by the lean hooks) */
+	run(&r, BIN "e2e_lean_both", "calls", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "main"), 1);
+	assert_true(kd_count(r.d, r.th, "do_calls") <= 1);
+	assert_int_equal(kd_count(r.d, r.th, "run"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "outer"), 20);
+	assert_int_equal(kd_count(r.d, r.th, "inner"), 100);
+	assert_int_equal(kd_count(r.d, r.th, "rec"), 10);
+	assert_int_equal(kd_count(r.d, r.th, "fp"), 1);
+	parents(r.d, r.th, "inner", "outer");
+	parents(r.d, r.th, "outer", "run");
+	parents(r.d, r.th, "run", "do_calls|main");
+	parents(r.d, r.th, "rec", "rec|do_calls|main");
+	assert_true(info_flags(&r) & KTRACE_INFO_LEAN);
 	done(&r);
 }
 
@@ -977,6 +1028,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_calls_static),
 		cmocka_unit_test(test_e2e_lean_pg_link),
 		cmocka_unit_test(test_e2e_lean_gprof_kept),
+		cmocka_unit_test(test_e2e_lean_both),
 		cmocka_unit_test(test_e2e_lean_longjmp),
 		cmocka_unit_test(test_e2e_lean_tail),
 		cmocka_unit_test(test_e2e_lean_dlopen),

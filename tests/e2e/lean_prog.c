@@ -15,6 +15,9 @@
  *            tail_c, x TAILS: GCC calls __return__ before each jump, so
  *            the three are siblings under main.
  *   dlopen   main > the plugin's plugin_outer x 100 > plugin_inner x 3.
+ *   inl      main > via_inline x 100, into which twice() is inlined, then
+ *            main > twice x 7 out of line (through a pointer): a lean
+ *            build sees 7 calls of twice, -finstrument-functions 107.
  *   hot      main > hot_loop for ~300 ms > mid > leaf (the budget mutes
  *            them, or KTRACE_EXCLUDE does), then main > marker x 5.
  *   count    main > mid x COUNT > leaf x 10, then waits 300 ms and prints
@@ -223,6 +226,32 @@ __attribute__((noinline)) void catcher(void)
 		dive(50);
 	else
 		after_jump();
+}
+
+/* ---- inl ------------------------------------------------------------------------ */
+
+static inline int twice(int x)
+{
+	return 2 * x + 1;
+}
+
+static int (*volatile twice_p)(int) = twice;
+
+static __attribute__((noinline)) int via_inline(int x)
+{
+	return twice(x) + 1;
+}
+
+static int do_inl(void)
+{
+	int s = 0;
+
+	for (int i = 0; i < 100; i++)
+		s += via_inline(i);
+	for (int i = 0; i < 7; i++)
+		s += twice_p(i);
+	printf("inl s=%d\n", s);
+	return s != (2 * 4950 + 2 * 100) + (2 * 21 + 7) ? 1 : 0;
 }
 
 /* ---- tail calls -------------------------------------------------------------- */
@@ -972,6 +1001,8 @@ int main(int argc, char **argv)
 		catcher();
 		for (int i = 0; i < 10; i++)
 			work();
+	} else if (strcmp(mode, "inl") == 0) {
+		bad = do_inl();
 	} else if (strcmp(mode, "tail") == 0) {
 		int s = 0;
 
