@@ -19,6 +19,13 @@
 # plain build against its floor's, (t - plain) / (floor - plain), the median
 # of the per-round values, with both in ns per call.  A figure, never a test.
 #
+# The kernel's perf scheduling hooks are held on for the rounds
+# (bench/perf_warm.c): a traced program's first perf_event_open otherwise
+# waits 5-16 ms to turn them on whenever no process has held them for a
+# second, which with the builds alternating falls on some traced runs and
+# not others.  The script prints what turning them on cost: the start-up
+# stall of a traced program run alone (PERF_WARM=0: not held).
+#
 # BUILD is a configured and built ktrace tree (libktrace.a, ktrace.pc with
 # lean_cflags; x86-64 and GCC).  PB_BUILD (default BUILD/peerbench) holds
 # peerbench's compiles, shared with its run.sh when pointed at the same
@@ -56,7 +63,8 @@ FL_CC[gcc-lean]=$GCC FL_FLAGS[gcc-lean]="$OPT $lean"
 build_runtime || { echo "lean_floor: peerbench's runtime hooks did not build" >&2; exit 1; }
 # the lean floor and counter, never instrumented
 gcc -O2 -c "$here/floor_lean.c" -o "$out/floor_lean.o" &&
-gcc -O2 -c "$here/count_lean.c" -o "$out/count_lean.o" || exit 1
+gcc -O2 -c "$here/count_lean.c" -o "$out/count_lean.o" &&
+gcc -O2 "$here/perf_warm.c" -o "$out/perf_warm" || exit 1
 
 declare -A CFLAGS SRCS LIBS ARGS
 for wl in $WORKLOADS; do
@@ -103,8 +111,23 @@ wall() { # wl build -> appends microseconds to $out/t.wl.build
 	echo "$(( (e - s) / 1000 ))" >> "$out/t.$1.$2"
 }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+warm_note="perf scheduling hooks not held (PERF_WARM=0)"
+if [ "${PERF_WARM:-1}" != 0 ]; then
+	sleep 1.2   # the hooks off again if nothing else holds them: the stall measured
+	"$out/perf_warm" > "$out/perf_warm.out" 2>&1 &
+	warm_pid=$!
+	trap 'kill "$warm_pid" 2>/dev/null' EXIT
+	for _ in $(seq 50); do grep -q . "$out/perf_warm.out" && break; sleep 0.05; done
+	stall=$(sed -n 's/^perf_warm: first open \([0-9.]*\) ms$/\1/p' "$out/perf_warm.out")
+	if [ -n "$stall" ]; then
+		warm_note="perf scheduling hooks held on (bench/perf_warm.c); turning them on took $stall ms, the start-up stall of a traced program run alone"
+	else
+		warm_note="perf scheduling hooks not held: $(head -1 "$out/perf_warm.out")"
+	fi
+fi
 echo
 echo "a recorded call in place against its floor, $runs interleaved rounds (load before: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "  ($warm_note)"
 for wl in $WORKLOADS; do
 	rm -f "$out"/t."$wl".* "$out"/r."$wl".*
 	cfi=$(calls "$wl" count-fi) clean=$(calls "$wl" lf-count-lean)
