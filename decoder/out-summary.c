@@ -101,6 +101,22 @@ void kd_out_summary(FILE *f, const struct kd_dec *d)
 		           "functions were skipped in the hooks, not patched out\n");
 	else if (in->flags & KTRACE_INFO_LEAN)
 		fprintf(f, "lean:      lean-mode functions: muted ones patched out to nops\n");
+	if (s->have_lean) {
+		const struct ktrace_lean_rec *l = &s->lean;
+
+		fprintf(f, "           %" PRIu32 " lean functions seen, %" PRIu32 " of them patched "
+		        "out now (%" PRIu64 " entry and exit sites nops); %" PRIu64 " site writes in %"
+		        PRIu64 " batch%s, %.3f ms on the writer thread",
+		        l->funcs, l->funcs_out, l->nop_sites, l->site_writes, l->batches,
+		        l->batches == 1 ? "" : "es", (double)l->batch_ns / 1e6);
+		if (l->site_failures)
+			fprintf(f, "; %" PRIu64 " sites could not be written", l->site_failures);
+		fprintf(f, "\n");
+		if (l->flags & KTRACE_LEAN_BOTH_MODES)
+			fprintf(f, "           some functions were compiled with -finstrument-functions "
+			           "too: recorded once (by the lean hooks), but each call pays both; "
+			           "compile them with the lean flags alone\n");
+	}
 	kd_time_fmt_wall(in->snapshot_realtime_ns, 1, a, sizeof(a));
 	fprintf(f, "snapshot:  %s UTC", a);
 	if (in->prev_write_end_tsc) {

@@ -69,7 +69,7 @@ const char *kd_read_section_name(uint32_t type)
 		[KTRACE_SEC_BLOCKS] = "BLOCKS",   [KTRACE_SEC_TRIGGER] = "TRIGGER",
 		[KTRACE_SEC_BUDGET] = "BUDGET",
 		[KTRACE_SEC_SCHED] = "SCHED",     [KTRACE_SEC_REQUESTS] = "REQUESTS",
-		[KTRACE_SEC_BUILDIDS] = "BUILDIDS",
+		[KTRACE_SEC_BUILDIDS] = "BUILDIDS", [KTRACE_SEC_LEAN] = "LEAN",
 	};
 	if (type < sizeof(names) / sizeof(names[0]) && names[type])
 		return names[type];
@@ -1157,7 +1157,8 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		/* BLOCKS' CRC is checked in its one walk (read_blocks). */
 		if (((x->s.type >= KTRACE_SEC_INFO && x->s.type <= KTRACE_SEC_TRIGGER) ||
 		     x->s.type == KTRACE_SEC_BUDGET || x->s.type == KTRACE_SEC_SCHED ||
-		     x->s.type == KTRACE_SEC_REQUESTS || x->s.type == KTRACE_SEC_BUILDIDS) &&
+		     x->s.type == KTRACE_SEC_REQUESTS || x->s.type == KTRACE_SEC_BUILDIDS ||
+		     x->s.type == KTRACE_SEC_LEAN) &&
 		    x->s.type != KTRACE_SEC_BLOCKS) {
 			crc = 0;
 			if (src_crc(&snap->src, &w, x->s.offset, x->s.size, &crc)) {
@@ -1204,6 +1205,25 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 			sec_unload(x);
 			if (rc)
 				goto out;
+			continue;
+		}
+		if (type == KTRACE_SEC_LEAN) {
+			/* what the lean mode patched: a report, never needed
+			 * to decode, so a damaged one is only warned about */
+			if (snap->have_lean || !x->crc_ok || x->s.size < sizeof(snap->lean)) {
+				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
+				        SEC_ARGS(x), !x->crc_ok ? "CRC mismatch" :
+				        snap->have_lean ? "is a second one" :
+				        "is smaller than its record");
+				continue;
+			}
+			if (sec_load(snap, x)) {
+				rc = truncated(snap, err);
+				goto out;
+			}
+			memcpy(&snap->lean, x->p, sizeof(snap->lean));
+			snap->have_lean = 1;
+			sec_unload(x);
 			continue;
 		}
 		if (type == KTRACE_SEC_SCHED) {

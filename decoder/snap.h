@@ -107,6 +107,8 @@ struct kd_snap {
 	uint32_t nbuildids;
 	int have_loss;
 	struct ktrace_loss_rec loss;
+	int have_lean;                         /* LEAN section read */
+	struct ktrace_lean_rec lean;
 	struct ktrace_core_rec *core_recs;
 	uint32_t ncore_recs;
 	int have_trigger;

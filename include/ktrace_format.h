@@ -296,6 +296,9 @@ enum ktrace_section_type {
 	 * MODULES records (a reader compares it with the file it opens).
 	 * Absent in older files. */
 	KTRACE_SEC_BUILDIDS = 14,
+	/* one struct ktrace_lean_rec: what the lean mode patched (files of
+	 * processes where a lean hook ran).  Absent in older files. */
+	KTRACE_SEC_LEAN = 15,
 };
 
 enum ktrace_clock_source {
@@ -432,6 +435,27 @@ struct ktrace_buildid_rec {
 	int64_t  mtime_ns;             /* its mtime, ns since the epoch, 0 = unknown */
 };
 _Static_assert(sizeof(struct ktrace_buildid_rec) == 64, "build-id record size is pinned");
+
+enum ktrace_lean_flags {
+	KTRACE_LEAN_BOTH_MODES = 1u << 0, /* functions compiled with -finstrument-
+	                                     functions too: recorded once, by the
+	                                     lean hooks */
+};
+
+/* The lean mode's patching since start, as of the snapshot.  A site is a
+ * function's entry or one of its exits (lib/lean.c). */
+struct ktrace_lean_rec {
+	uint64_t site_writes;          /* sites patched out or back in */
+	uint64_t site_failures;        /* sites that could not be written */
+	uint64_t nop_sites;            /* sites that are nops now */
+	uint64_t batches;              /* patch batches */
+	uint64_t batch_ns;             /* the writer thread's wall time in them */
+	uint32_t funcs;                /* lean functions seen (their entry site known) */
+	uint32_t funcs_out;            /* of them, entry patched out now */
+	uint32_t flags;                /* enum ktrace_lean_flags */
+	uint32_t reserved;             /* 0 */
+};
+_Static_assert(sizeof(struct ktrace_lean_rec) == 56, "lean record size is pinned");
 
 enum ktrace_loss_cause {
 	KTRACE_LOSS_OVERWRITTEN_BLOCKS = 0, /* blocks the ring reused (oldest data) */

@@ -603,6 +603,7 @@ int ktrace__lean_active(void);            /* a lean hook has run */
 void ktrace__lean_init(void);             /* init, before the writer starts */
 int ktrace__lean_fn(uint32_t id);         /* compact id of a lean function */
 int ktrace__lean_owns(uint64_t fn);       /* fn has the lean hooks too */
+int ktrace__lean_record(struct ktrace_lean_rec *r);   /* LEAN section; 0: none */
 /* Writer thread, before the epoch that mutes compact id is published:
  * starts the deadline of its learning, if unfinished (lean.c). */
 void ktrace__lean_muting(uint32_t id);

@@ -2432,6 +2432,28 @@ KT_NOINSTR uint64_t ktrace__lean_test_early(void)
 	return kt_load(&n_early, relaxed);
 }
 
+/* The snapshot's LEAN section (writer thread: nop_entry is its own); 0
+ * if no lean hook ran. */
+KT_NOINSTR int ktrace__lean_record(struct ktrace_lean_rec *r)
+{
+	uint32_t n;
+
+	memset(r, 0, sizeof(*r));
+	if (!kt_load(&lean_used, relaxed))
+		return 0;
+	ktrace__lean_stats(&r->site_writes, &r->site_failures, &r->nop_sites, &r->batches,
+	                   &r->batch_ns);
+	n = kt_load(&lf_pop, acquire);
+	for (uint32_t id = 0; id < n && id < NF; id++)
+		if (kt_load(&lf[id].st, acquire) == LS_READY) {
+			r->funcs++;
+			r->funcs_out += lf[id].nop_entry != 0;
+		}
+	if (kt_load(&both_modes, relaxed))
+		r->flags |= KTRACE_LEAN_BOTH_MODES;
+	return 1;
+}
+
 KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t *nop_sites,
                                    uint64_t *batches, uint64_t *ns)
 {
@@ -2459,6 +2481,11 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
                                    uint64_t *batches, uint64_t *ns)
 {
 	*patched = *failed = *nop_sites = *batches = *ns = 0;
+}
+KT_NOINSTR int ktrace__lean_record(struct ktrace_lean_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	return 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }

@@ -376,6 +376,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	size_t *rbytes = NULL, rmeta = 0;
 	struct ktrace_info_rec info;
 	struct ktrace_loss_rec loss;
+	struct ktrace_lean_rec lean;
 	struct ktrace_file_header hdr;
 	char tmp[4352] = "", path[4352], dir[sizeof(ktrace__cfg.dir)];
 	uint64_t snap_tsc, blocks_bytes = 0, win_tsc = 0;
@@ -542,6 +543,8 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 		sec(w, secs, KTRACE_SEC_SCHED, sched, sched_len, nsched);
 	if ((reqs = ktrace__requests_serialize(&reqs_len, &nreqs)) != NULL)
 		sec(w, secs, KTRACE_SEC_REQUESTS, reqs, reqs_len, nreqs);
+	if (ktrace__lean_record(&lean))
+		sec(w, secs, KTRACE_SEC_LEAN, &lean, sizeof(lean), 1);
 	sec_begin(w, secs, KTRACE_SEC_BLOCKS);
 	for (uint32_t c = 0; c < ncpus; c++) {
 		unsigned char *p = rbuf[c], *end = p + m.cur[c].bytes;

@@ -626,6 +626,42 @@ static void test_outputs_muted_list_whole(void **state)
 	kd_dec_free(d);
 }
 
+/* The summary reports the LEAN section: functions seen and patched out,
+ * sites, writes, batches, the writer's time, a both-modes build; nothing
+ * of it without the section. */
+static void test_outputs_summary_lean(void **state)
+{
+	struct kd_dec *d = golden();
+	struct mem out;
+
+	(void)state;
+	mem_open(&out);
+	kd_out_summary(out.f, d);
+	mem_close(&out);
+	assert_null(strstr(out.p, "lean functions seen"));
+	free(out.p);
+
+	d->snap.have_lean = 1;
+	d->snap.lean.funcs = 322;
+	d->snap.lean.funcs_out = 126;
+	d->snap.lean.nop_sites = 286;
+	d->snap.lean.site_writes = 387;
+	d->snap.lean.batches = 30;
+	d->snap.lean.batch_ns = 649000;
+	d->snap.lean.site_failures = 2;
+	d->snap.lean.flags = KTRACE_LEAN_BOTH_MODES;
+	mem_open(&out);
+	kd_out_summary(out.f, d);
+	mem_close(&out);
+	if (!strstr(out.p, "322 lean functions seen, 126 of them patched out now (286 entry and "
+	                   "exit sites nops); 387 site writes in 30 batches, 0.649 ms on the "
+	                   "writer thread; 2 sites could not be written\n") ||
+	    !strstr(out.p, "compiled with -finstrument-functions too: recorded once"))
+		fail_msg("no lean line as expected in:\n%s", out.p);
+	free(out.p);
+	kd_dec_free(d);
+}
+
 /* Runs the decoder with args; its stderr alone in err (stdout dropped). */
 static int run_err(const char *args, char *err, size_t errlen)
 {
@@ -817,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_outputs_cli),
 		cmocka_unit_test(test_outputs_stderr),
 		cmocka_unit_test(test_outputs_muted_list_whole),
+		cmocka_unit_test(test_outputs_summary_lean),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

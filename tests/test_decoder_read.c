@@ -450,6 +450,52 @@ static void test_read_unknown_section_skipped(void **state)
 	free(m.buf);
 }
 
+/* The LEAN section (what the lean mode patched) is read when whole; a
+ * short, a damaged or a second one is warned about and the file decodes
+ * without it, since nothing else depends on it. */
+static void test_read_lean_section(void **state)
+{
+	struct ktrace_lean_rec l;
+	struct kd_snap snap;
+	struct kd_dec_error err;
+
+	(void)state;
+	memset(&l, 0, sizeof(l));
+	l.site_writes = 387;
+	l.nop_sites = 286;
+	l.batches = 30;
+	l.batch_ns = 649000;
+	l.funcs = 322;
+	l.funcs_out = 126;
+	l.flags = KTRACE_LEAN_BOTH_MODES;
+	for (int v = 0; v < 4; v++) {   /* whole, short, bad CRC, two */
+		struct snapbuild *sb = small_builder();
+		struct img m;
+
+		snapbuild_raw_section(sb, KTRACE_SEC_LEAN, 1, &l, v == 1 ? sizeof(l) - 8 : sizeof(l),
+		                      v == 2);
+		if (v == 3)
+			snapbuild_raw_section(sb, KTRACE_SEC_LEAN, 1, &l, sizeof(l), 0);
+		snapbuild_finish(sb, &m.buf, &m.len);
+		snapbuild_free(sb);
+		assert_int_equal(kd_snap_read(m.buf, m.len, &snap, &err), 0);
+		assert_int_equal(snap.nblocks, 3);
+		assert_int_equal(snap.have_lean, v != 1 && v != 2);
+		assert_int_equal(snap.warn.total, v == 0 ? 0 : 1);
+		if (snap.have_lean) {
+			assert_int_equal(snap.lean.funcs, 322);
+			assert_int_equal(snap.lean.funcs_out, 126);
+			assert_int_equal(snap.lean.nop_sites, 286);
+			assert_int_equal(snap.lean.site_writes, 387);
+			assert_int_equal(snap.lean.batches, 30);
+			assert_int_equal(snap.lean.batch_ns, 649000);
+			assert_true(snap.lean.flags & KTRACE_LEAN_BOTH_MODES);
+		}
+		kd_snap_free(&snap);
+		free(m.buf);
+	}
+}
+
 /* The trigger record as first written (104 bytes) and grown (136): both
  * read, the missing fields as 0; shorter than the first is corrupt. */
 static void test_read_trigger_sizes(void **state)
@@ -582,6 +628,7 @@ int main(void)
 		cmocka_unit_test(test_read_optional_section_crc_warns),
 		cmocka_unit_test(test_read_name_length_overrun),
 		cmocka_unit_test(test_read_unknown_section_skipped),
+		cmocka_unit_test(test_read_lean_section),
 		cmocka_unit_test(test_read_trigger_sizes),
 		cmocka_unit_test(test_read_empty_blocks),
 		cmocka_unit_test(test_read_error_format),

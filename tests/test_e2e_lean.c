@@ -201,6 +201,11 @@ static void check_calls(const char *prog)
 	parents(r.d, r.th, "fp", "main");
 	assert_true(info_flags(&r) & KTRACE_INFO_LEAN);
 	assert_false(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	/* the LEAN section: main, run, outer, inner, fp, vargs, big, rec
+	 * seen at least; no function in both modes */
+	assert_true(r.d->snap.have_lean);
+	assert_true(r.d->snap.lean.funcs >= 8);
+	assert_false(r.d->snap.lean.flags & KTRACE_LEAN_BOTH_MODES);
 	done(&r);
 }
 
@@ -276,6 +281,8 @@ static void test_e2e_lean_both(void **state)
 	parents(r.d, r.th, "run", "do_calls|main");
 	parents(r.d, r.th, "rec", "rec|do_calls|main");
 	assert_true(info_flags(&r) & KTRACE_INFO_LEAN);
+	assert_true(r.d->snap.have_lean);
+	assert_true(r.d->snap.lean.flags & KTRACE_LEAN_BOTH_MODES);
 	done(&r);
 }
 
@@ -423,6 +430,14 @@ static void test_e2e_lean_exclude_one_batch(void **state)
 	assert_int_equal(kd_count(r.d, r.th, "leaf"), 0);
 	assert_false(is_call(leaf_site(&r)));
 	expect_one_batch_of_two(&r);
+	/* and the snapshot's LEAN section says the same */
+	assert_true(r.d->snap.have_lean);
+	assert_int_equal(r.d->snap.lean.nop_sites, 2);
+	assert_int_equal(r.d->snap.lean.funcs_out, 1);
+	assert_int_equal(r.d->snap.lean.site_writes, 2);
+	assert_int_equal(r.d->snap.lean.batches, 1);
+	assert_int_equal(r.d->snap.lean.site_failures, 0);
+	assert_true(r.d->snap.lean.funcs >= 4);   /* main, do_count, mid, leaf */
 	done(&r);
 }
 
@@ -460,6 +475,10 @@ static void test_e2e_lean_filter_off(void **state)
 	parents(r.d, r.th, "leaf", "mid");
 	assert_true(is_call(leaf_site(&r)));   /* nothing patched */
 	assert_false(r.d->snap.info.flags & KTRACE_INFO_FILTER);
+	assert_true(r.d->snap.have_lean);
+	assert_int_equal(r.d->snap.lean.nop_sites, 0);
+	assert_int_equal(r.d->snap.lean.funcs_out, 0);
+	assert_int_equal(r.d->snap.lean.site_writes, 0);
 	done(&r);
 }
 
