@@ -30,11 +30,14 @@ static inline char *pf_check(const char *pftrace, char *why, size_t whylen)
 		         "(apt-get install -y protobuf-compiler python3)");
 		return NULL;
 	}
-	snprintf(cmd, sizeof(cmd),
-	         "set -e; protoc --proto_path='%s/upstream' --decode=perfetto.protos.Trace "
-	         "perfetto_trace.proto < '%s' > '%s.txt';"
-	         " python3 '%s/check_pftrace.py' '%s.txt'; rm -f '%s.txt'",
-	         PF_DIR, pftrace, pftrace, PF_DIR, pftrace, pftrace);
+	if (snprintf(cmd, sizeof(cmd),
+	             "set -e; protoc --proto_path='%s/upstream' --decode=perfetto.protos.Trace "
+	             "perfetto_trace.proto < '%s' > '%s.txt';"
+	             " python3 '%s/check_pftrace.py' '%s.txt'; rm -f '%s.txt'",
+	             PF_DIR, pftrace, pftrace, PF_DIR, pftrace, pftrace) >= (int)sizeof(cmd)) {
+		snprintf(why, whylen, "the trace's path is too long for the checker's command line");
+		return NULL;
+	}
 	p = popen(cmd, "r");
 	if (!p) {
 		snprintf(why, whylen, "popen failed");
