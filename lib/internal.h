@@ -122,6 +122,14 @@ extern struct kt_globals ktrace__g;
 /* ---- per-thread state (record.c) --------------------------------------- */
 
 #define KT_FCACHE_SIZE 2048          /* entries, power of two (16 KiB) */
+/* A function's slot: the default mode's hooks key on its address a, the
+ * lean mode's on r, the end of its entry site (5 to 10 bytes in), looked
+ * up one 16-byte chunk further on, so that a function built in both modes
+ * never has its two entries in one slot (they evicted each other on every
+ * call: both slow paths each time).  The lean asm (record.c) computes it
+ * with the same lea. */
+#define KT_FC_SLOT(a) (((a) >> 4) & (KT_FCACHE_SIZE - 1))
+#define KT_FC_LEAN_SLOT(r) ((((r) + 16) >> 4) & (KT_FCACHE_SIZE - 1))
 #define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
                                         function has no compact id */
 /* Bits 15..12 of a cache entry are above the 12-bit event (filter.c):

@@ -632,7 +632,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 		return;
 	ktrace__filter_adopt(t);
 	close_below(t, (uint64_t)slot, 1);
-	ce = &t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];
+	ce = &t->fcache[KT_FC_LEAN_SLOT(r)];
 	e = *ce;
 	if ((l = learning_call(r, e)) != NULL) {
 		/* LEARN_CACHED: its event and skip flags from the cache entry;
@@ -1139,6 +1139,8 @@ static KT_NOINSTR int calls_fentry(const struct dl_phdr_info *info, uint64_t f)
 		t = rel_target(info, f, 2, 0);
 	else if (c[0] == 0xff && c[1] == 0x15)
 		return rel_target(info, f, 2, 1) == want;
+	else
+		return 0;   /* not a call (the PLT look below would read at 0) */
 	if (t == want)
 		return 1;
 	/* a PLT entry: [endbr64] [bnd] jmp *slot(%rip) */

@@ -312,7 +312,7 @@ hook(void *fn, uint32_t exit_flag)
 {
 	struct kt_thread *t = ktrace__tp;   /* ktrace__idle: every lookup misses */
 	uintptr_t a = (uintptr_t)fn;
-	uint64_t e = t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
+	uint64_t e = t->fcache[KT_FC_SLOT(a)];   /* A */
 
 	if (KT_LIKELY((e >> 16) == a)) {
 		/* Not marked unlikely: with the window budget on, most calls of
@@ -388,7 +388,7 @@ __cyg_profile_func_exit(void *fn, void *site)
 KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = ktrace__tp;
-	uint64_t e = t->fcache[(r >> 4) & (KT_FCACHE_SIZE - 1)];   /* A */
+	uint64_t e = t->fcache[KT_FC_LEAN_SLOT(r)];   /* A */
 	uint32_t n = t->lsp, ev;
 	void *rs;
 
@@ -716,9 +716,9 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"pushq %rax\n\t"                                                     \
 	"pushq %rdx\n\t"                                                     \
 	"movq 16(%rsp), %rax\n\t"               /* r */                      \
-	"movq %rax, %rdx\n\t"                                                \
-	"shrq $4, %rdx\n\t"                                                   \
-	"andl $2047, %edx\n\t"                  /* its cache slot */          \
+	"leaq 16(%rax), %rdx\n\t"              /* its cache slot: */         \
+	"shrq $4, %rdx\n\t"                    /* KT_FC_LEAN_SLOT(r) */      \
+	"andl $2047, %edx\n\t"                                                \
 	"movq ktrace__tp@gottpoff(%rip), %r11\n\t"                           \
 	"movq %fs:(%r11), %r11\n\t"             /* t */                       \
 	"movq " KT_FCACHE_OFF "(%r11,%rdx,8), %rdx\n\t"  /* e */             \
@@ -983,7 +983,7 @@ KT_NOINSTR KT_NOINLINE void ktrace__slow_func(void *fn, uint32_t exit_flag)
 	}
 	t->nest++;
 	if (ktrace__thread_ready(t) == 0) {
-		uint64_t *ce = &t->fcache[(a >> 4) & (KT_FCACHE_SIZE - 1)];
+		uint64_t *ce = &t->fcache[KT_FC_SLOT(a)];
 		/* A function without a compact id is cached as this marker
 		 * (bit 47 set: above every user address), which the hot path's
 		 * compare never matches, so only the hash probe is saved. */

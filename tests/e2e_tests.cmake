@@ -237,6 +237,15 @@ if(KTRACE_LEAN_CFLAGS)
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
   set_target_properties(e2e_lean_both PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_link_options(e2e_lean_both PRIVATE -pie)
+  # the two modes in one program: lean_prog.c in the lean mode, one file
+  # in the default mode
+  add_library(e2e_lean_mixed_fi OBJECT ${KT_E2E_DIR}/lean_mixed_fi.c)
+  target_compile_options(e2e_lean_mixed_fi PRIVATE -O2 -fPIE -finstrument-functions)
+  ktrace_test_program(e2e_lean_mixed SOURCES ${KT_E2E_DIR}/lean_prog.c
+    $<TARGET_OBJECTS:e2e_lean_mixed_fi> PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE ${KT_LEAN_OPTS})
+  set_target_properties(e2e_lean_mixed PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_lean_mixed PRIVATE -pie)
   # a gprof build (-pg, mcount calls) in the default mode: gprof's profile
   # still written with ktrace linked in
   ktrace_test_program(e2e_gprof SOURCES ${KT_E2E_DIR}/lean_prog.c
@@ -244,7 +253,7 @@ if(KTRACE_LEAN_CFLAGS)
   target_link_options(e2e_gprof PRIVATE -pg)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
       e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
-      e2e_lean_pglink e2e_gprof e2e_lean_both)
+      e2e_lean_pglink e2e_gprof e2e_lean_both e2e_lean_mixed)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)

@@ -11,6 +11,9 @@
  *               with -fomit-frame-pointer too (which -pg refuses).
  *   gprof_kept  a gprof build (-pg, mcount) with ktrace linked in keeps
  *               its profile (gmon.out).
+ *   mixed       one file in the default mode, the rest lean: calls across
+ *               the two, exact counts and parents (the default mode's
+ *               hooks look for lean code at each new function).
  *   both        compiled with -finstrument-functions and the lean flags
  *               at once: every call recorded once (the lean hooks), also
  *               a function whose inlined copy calls the default mode's
@@ -251,6 +254,28 @@ static void check_inl(const char *prog, int twice_calls)
 	assert_int_equal(kd_count(r.d, r.th, "twice"), twice_calls);
 	parents(r.d, r.th, "via_inline", "do_inl|main");
 	parents(r.d, r.th, "twice", twice_calls == 7 ? "do_inl|main" : "do_inl|main|via_inline");
+	done(&r);
+}
+
+static void test_e2e_lean_mixed(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_mixed", "modes", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	assert_non_null(strstr(r.p.out, "modes s="));
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "mixed_outer"), 50);
+	assert_int_equal(kd_count(r.d, r.th, "mixed_fi_run"), 50);
+	assert_int_equal(kd_count(r.d, r.th, "mixed_leaf"), 500);
+	assert_int_equal(kd_count(r.d, r.th, "lean_cb"), 500);
+	parents(r.d, r.th, "mixed_fi_run", "mixed_outer");
+	parents(r.d, r.th, "mixed_leaf", "mixed_fi_run");
+	parents(r.d, r.th, "lean_cb", "mixed_fi_run");
+	assert_true(r.d->snap.have_lean);
+	assert_false(r.d->snap.lean.flags & KTRACE_LEAN_BOTH_MODES);
 	done(&r);
 }
 
@@ -1047,6 +1072,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_calls_static),
 		cmocka_unit_test(test_e2e_lean_pg_link),
 		cmocka_unit_test(test_e2e_lean_gprof_kept),
+		cmocka_unit_test(test_e2e_lean_mixed),
 		cmocka_unit_test(test_e2e_lean_both),
 		cmocka_unit_test(test_e2e_lean_longjmp),
 		cmocka_unit_test(test_e2e_lean_tail),

@@ -215,8 +215,8 @@ static void test_lib_filter_adopt_keeps_cache(void **state)
 	uintptr_t F = FAKE(31), G = FAKE(32), H = FAKE(33);
 	uintptr_t fns[] = {F, G, H};
 	uint32_t got[64], from = start(fns, 3);
-	uint64_t *cf = &kt_self()->fcache[(F >> 4) & (KT_FCACHE_SIZE - 1)];
-	uint64_t *cg = &kt_self()->fcache[(G >> 4) & (KT_FCACHE_SIZE - 1)];
+	uint64_t *cf = &kt_self()->fcache[KT_FC_SLOT(F)];
+	uint64_t *cg = &kt_self()->fcache[KT_FC_SLOT(G)];
 	size_t n;
 
 	(void)state;

@@ -15,6 +15,9 @@
  *            tail_c, x TAILS: GCC calls __return__ before each jump, so
  *            the three are siblings under main.
  *   dlopen   main > the plugin's plugin_outer x 100 > plugin_inner x 3.
+ *   modes    main > mixed_outer x 50 > mixed_fi_run (lean_mixed_fi.c, in
+ *            the default mode) > mixed_leaf x 10 and lean_cb x 10 (lean):
+ *            e2e_lean_mixed only (the others print "modes absent").
  *   inl      main > via_inline x 100, into which twice() is inlined, then
  *            main > twice x 7 out of line (through a pointer): a lean
  *            build sees 7 calls of twice, -finstrument-functions 107.
@@ -226,6 +229,35 @@ __attribute__((noinline)) void catcher(void)
 		dive(50);
 	else
 		after_jump();
+}
+
+/* ---- mixed ---------------------------------------------------------------------- */
+
+int mixed_fi_run(int n, int (*cb)(int)) __attribute__((weak));
+
+static __attribute__((noipa)) int lean_cb(int x)
+{
+	return x ^ 5;
+}
+
+/* noipa: no clone of it for n = 10; the + 1: no tail call */
+static __attribute__((noipa)) int mixed_outer(int n)
+{
+	return mixed_fi_run(n, lean_cb) + 1;
+}
+
+static int do_modes(void)
+{
+	int s = 0;
+
+	if (mixed_fi_run == NULL) {
+		printf("modes absent\n");
+		return 1;
+	}
+	for (int i = 0; i < 50; i++)
+		s += mixed_outer(10);
+	printf("modes s=%d\n", s);
+	return 0;
 }
 
 /* ---- inl ------------------------------------------------------------------------ */
@@ -1001,6 +1033,8 @@ int main(int argc, char **argv)
 		catcher();
 		for (int i = 0; i < 10; i++)
 			work();
+	} else if (strcmp(mode, "modes") == 0) {
+		bad = do_modes();
 	} else if (strcmp(mode, "inl") == 0) {
 		bad = do_inl();
 	} else if (strcmp(mode, "tail") == 0) {
