@@ -143,8 +143,23 @@ static void test_e2e_budget_steady_window(void **state)
 
 	(void)state;
 	run(&r, "steady", "11", env);
+	double window_s = (double)kd_time_ticks_ns(r.d, r.d->window_end - r.d->window_start) / 1e9;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* Under a sanitizer, once more when tiny_a or tiny_b was kept: their
+	 * runtimes map and fault shadow memory on their own, and a tiny call
+	 * caught waiting for the mapping lock looks blocked, which keeps a
+	 * function for good (CI under ASan, beside another test: tiny_a kept
+	 * with a 23 us call, the 2 MiB rings held 9 ms).  The plain build
+	 * gets one run. */
+	if (window_s < 9.5 && (!kd_muted(r.d, "tiny_a") || !kd_muted(r.d, "tiny_b"))) {
+		print_message("  window %.3f s with %s kept: once more (sanitizer)\n", window_s,
+		              kd_muted(r.d, "tiny_a") ? "tiny_b" : "tiny_a");
+		finish(&r);
+		run(&r, "steady", "11", env);
+		window_s = (double)kd_time_ticks_ns(r.d, r.d->window_end - r.d->window_start) / 1e9;
+	}
+#endif
 	const struct kd_dec *d = r.d;
-	double window_s = (double)kd_time_ticks_ns(d, d->window_end - d->window_start) / 1e9;
 	if (window_s < 9.5)
 		fail_msg("window %.3f s < 9.5 s", window_s);
 	assert_true(d->snap.have_budget);
