@@ -2486,7 +2486,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 }
 KT_NOINSTR int ktrace__lean_record(struct ktrace_lean_rec *r)
 {
-	memset(r, 0, sizeof(*r));
+	*r = (struct ktrace_lean_rec){0};
 	return 0;
 }
 KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
