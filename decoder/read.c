@@ -755,6 +755,15 @@ static int read_small(struct kd_snap *snap, const struct sec *x, void *dst, size
 	return 0;
 }
 
+/* LEAN: what the lean mode patched (its size checked by the caller, bytes
+ * past the record this reader knows skipped). */
+static int read_lean(struct kd_snap *snap, const struct sec *x)
+{
+	memcpy(&snap->lean, x->p, sizeof(snap->lean));
+	snap->have_lean = 1;
+	return 0;
+}
+
 /* TRIGGER: the record as first written (KTRACE_TRIGGER_REC_SIZE_V1 bytes)
  * or grown since (preempted_ns and after); fields a shorter record lacks
  * read as 0 (unknown), bytes past the ones this reader knows are skipped. */
@@ -1190,53 +1199,28 @@ static int snap_read(struct kd_snap *snap, struct kd_dec_error *err)
 		struct sec *x = &secs[i];
 		uint32_t type = x->s.type;
 
-		if (type == KTRACE_SEC_REQUESTS) {
-			if (snap->have_reqs || !x->crc_ok || h->version < 2) {
+		if (type == KTRACE_SEC_REQUESTS || type == KTRACE_SEC_SCHED ||
+		    type == KTRACE_SEC_LEAN) {
+			/* Sections the blocks decode without: a damaged or a
+			 * second one is warned about and skipped. */
+			int have = type == KTRACE_SEC_REQUESTS ? snap->have_reqs :
+			           type == KTRACE_SEC_SCHED ? snap->have_sched : snap->have_lean;
+			const char *why = !x->crc_ok ? "CRC mismatch" : have ? "is a second one" :
+			        type == KTRACE_SEC_REQUESTS && h->version < 2 ? "in a format 1 file" :
+			        type == KTRACE_SEC_LEAN && x->s.size < sizeof(snap->lean) ?
+			        "is smaller than its record" : NULL;
+
+			if (why) {
 				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
-				        SEC_ARGS(x), !x->crc_ok ? "CRC mismatch" :
-				        snap->have_reqs ? "is a second one" : "in a format 1 file");
+				        SEC_ARGS(x), why);
 				continue;
 			}
 			if (sec_load(snap, x)) {
 				rc = truncated(snap, err);
 				goto out;
 			}
-			rc = read_requests(snap, x, err);
-			sec_unload(x);
-			if (rc)
-				goto out;
-			continue;
-		}
-		if (type == KTRACE_SEC_LEAN) {
-			/* what the lean mode patched: a report, never needed
-			 * to decode, so a damaged one is only warned about */
-			if (snap->have_lean || !x->crc_ok || x->s.size < sizeof(snap->lean)) {
-				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
-				        SEC_ARGS(x), !x->crc_ok ? "CRC mismatch" :
-				        snap->have_lean ? "is a second one" :
-				        "is smaller than its record");
-				continue;
-			}
-			if (sec_load(snap, x)) {
-				rc = truncated(snap, err);
-				goto out;
-			}
-			memcpy(&snap->lean, x->p, sizeof(snap->lean));
-			snap->have_lean = 1;
-			sec_unload(x);
-			continue;
-		}
-		if (type == KTRACE_SEC_SCHED) {
-			if (snap->have_sched || !x->crc_ok) {
-				kd_warn(&snap->warn, x->s.offset, SEC_FMT "%s; decoding without it",
-				             SEC_ARGS(x), x->crc_ok ? "is a second one" : "CRC mismatch");
-				continue;
-			}
-			if (sec_load(snap, x)) {
-				rc = truncated(snap, err);
-				goto out;
-			}
-			rc = read_sched(snap, x, err);
+			rc = type == KTRACE_SEC_REQUESTS ? read_requests(snap, x, err) :
+			     type == KTRACE_SEC_SCHED ? read_sched(snap, x, err) : read_lean(snap, x);
 			sec_unload(x);
 			if (rc)
 				goto out;
