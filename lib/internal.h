@@ -558,6 +558,26 @@ void ktrace__sort(void *base, size_t n, size_t size, int (*cmp)(const void *, co
 /* n arrays of sz[i] bytes in one mapping, each 64-byte aligned, into
  * *dst[i]; returns the whole (for ktrace__wfree) or NULL. */
 void *ktrace__walloc_parts(int n, const size_t *sz, void **const *dst);
+/* ktrace__warn_once's keys: a message is printed once per key.  Each
+ * message has its own; one that names an errno is printed once per errno
+ * (KT_WARN_ERRNO: its kind's range, errno 1-127; above, one key). */
+enum kt_warn_key {
+	KT_WARN_LEAN_WX = 1,       /* lean.c: code cannot be made writable */
+	KT_WARN_LEAN_BOTH,         /* lean.c: both modes in one function */
+	KT_WARN_MLOCK,             /* memlock.c */
+	KT_WARN_SIGNAL_TAKEN,      /* signal.c */
+	KT_WARN_TRIGGER_RUN,       /* trigq.c: KTRACE_TRIGGER_ON=run falls back */
+	KT_WARN_SECURE_NO_DIR,     /* snapfile.c */
+	KT_WARN_RATELIMIT,         /* ratelimit.c */
+	KT_WARN_NAMED,             /* (the named keys end here) */
+	KT_WARN_CREATE = 0,        /* snapfile.c, per errno: a file not created */
+	KT_WARN_WRITE = 1,         /* ... not written whole */
+	KT_WARN_PUBLISH = 2,       /* ... not named */
+	KT_WARN_KINDS = 3,
+	KT_WARN_KEYS = 64 + KT_WARN_KINDS * 128
+};
+_Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
+#define KT_WARN_ERRNO(kind, e) (64 + (kind) * 128 + ((e) > 0 && (e) < 128 ? (e) : 0))
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

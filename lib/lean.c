@@ -2161,7 +2161,7 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 		kt_add(&n_failed, m->n, relaxed);
 		kt_store(&wx_denied, 1, relaxed);
 		if (!kt_load_cfg(quiet))   /* the snapshot says it in any case */
-			ktrace__warn_once(58, "lean mode: cannot make code writable (mprotect: %s); "
+			ktrace__warn_once(KT_WARN_LEAN_WX, "lean mode: cannot make code writable (mprotect: %s); "
 			                  "muted functions keep calling the hooks, which skip them",
 			                  strerror(e));
 		m->n = 0;
@@ -2226,7 +2226,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	if (!kt_load(&lean_used, relaxed))
 		return;
 	if (kt_load(&both_modes, relaxed))
-		ktrace__warn_once(63, "functions compiled with both -finstrument-functions and the "
+		ktrace__warn_once(KT_WARN_LEAN_BOTH, "functions compiled with both -finstrument-functions and the "
 		                  "lean flags call both modes' hooks: each call is recorded once "
 		                  "(by the lean hooks) but pays both; compile with the lean flags "
 		                  "alone (-fno-instrument-functions after pkg-config --cflags, or "

@@ -115,7 +115,7 @@ __attribute__((visibility("default"))) KT_NOINSTR int mlockall(int flags)
 			kt_store(&ktrace__mlock_future, 1, relaxed);
 		unlock_own();
 	} else if (e == ENOMEM || e == EAGAIN || e == EPERM) {
-		ktrace__warn_once(59, "mlockall() failed (%s): ktrace's buffers count against "
+		ktrace__warn_once(KT_WARN_MLOCK, "mlockall() failed (%s): ktrace's buffers count against "
 		                  "RLIMIT_MEMLOCK; raise it (ulimit -l) or lower KTRACE_BUFFER_MB",
 		                  strerror(e));
 	}

@@ -46,7 +46,7 @@ static KT_NOINSTR void rate_refill(double fcap, double bcap)
 KT_NOINSTR int ktrace__rate_refuse(const char *why)
 {
 	ktrace__count_loss(KTRACE_LOSS_SNAPSHOTS_REFUSED, 1);
-	ktrace__warn_once(62, "snapshot refused: %s (KTRACE_MAX_FILES_PER_MIN=%u, "
+	ktrace__warn_once(KT_WARN_RATELIMIT, "snapshot refused: %s (KTRACE_MAX_FILES_PER_MIN=%u, "
 	                  "KTRACE_MAX_MB_PER_MIN=%u); further refusals are only counted, "
 	                  "in the next file", why, kt_load_cfg(max_files_per_min),
 	                  kt_load_cfg(max_mb_per_min));

@@ -137,7 +137,7 @@ KT_NOINSTR void ktrace__signal_check(void)
 	/* relaxed: a flag the writer itself reads for the next file. */
 	kt_store(&signal_taken, taken, relaxed);
 	if (taken)
-		ktrace__warn_once(60, "the program installed its own handler for signal %d (%s) "
+		ktrace__warn_once(KT_WARN_SIGNAL_TAKEN, "the program installed its own handler for signal %d (%s) "
 		                  "over ktrace's: that signal no longer writes a snapshot (tracing "
 		                  "goes on); set KTRACE_SIGNAL to a signal the program does not use "
 		                  "(e.g. KTRACE_SIGNAL=RTMIN+5) or call ktrace_snapshot()", signo,

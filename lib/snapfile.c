@@ -398,7 +398,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	memset(&m, 0, sizeof(m));
 	ktrace__cfg_dir(dir, sizeof(dir));
 	if (dir[0] == 0) {
-		ktrace__warn_once(61, "no snapshot directory: this is a setuid/setgid program "
+		ktrace__warn_once(KT_WARN_SECURE_NO_DIR, "no snapshot directory: this is a setuid/setgid program "
 		                  "(secure execution), which takes no setting from the "
 		                  "environment; it must choose one with "
 		                  "ktrace_setting(\"KTRACE_DIR\", ...); the snapshot is dropped");
@@ -517,7 +517,7 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	rv = KTRACE_EIO;
 	fd = open_tmp(dir, tmp, sizeof(tmp));
 	if (fd < 0) {
-		ktrace__warn_once(errno, "cannot create a snapshot file in '%s': %s; the snapshot "
+		ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_CREATE, errno), "cannot create a snapshot file in '%s': %s; the snapshot "
 		                  "is dropped and tracing continues (set KTRACE_DIR to a writable "
 		                  "directory)", dir, strerror(errno));
 		goto out;
@@ -572,13 +572,13 @@ KT_NOINSTR int ktrace__snapshot_write(const char *reason, const struct ktrace_tr
 	if (!w->err && pwrite(fd, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
 		w->err = errno ? errno : EIO;
 	if (w->err) {
-		ktrace__warn_once(w->err, "cannot write a snapshot in '%s': %s; no partial file is "
+		ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_WRITE, w->err), "cannot write a snapshot in '%s': %s; no partial file is "
 		                  "left and tracing continues (free space or raise the file size "
 		                  "limit)", dir, strerror(w->err));
 		goto out;
 	}
 	if (publish(fd, tmp, dir, path, sizeof(path)) != 0) {
-		ktrace__warn_once(errno, "cannot name the snapshot file in '%s': %s; the snapshot "
+		ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_PUBLISH, errno), "cannot name the snapshot file in '%s': %s; the snapshot "
 		                  "is dropped and tracing continues", dir, strerror(errno));
 		goto out;
 	}

@@ -75,7 +75,7 @@ static KT_NOINSTR int trigger_run_slow(struct ktrace_trigger_rec *t)
 {
 	if (!trigger_sched_fill(t)) {
 		t->flags |= KTRACE_TRIGGER_RUN_FELL_BACK;
-		ktrace__warn_once(60, "KTRACE_TRIGGER_ON=run: the preempted time of a slow request "
+		ktrace__warn_once(KT_WARN_TRIGGER_RUN, "KTRACE_TRIGGER_ON=run: the preempted time of a slow request "
 		                  "is unknown (context switches are %s); its trigger compares wall "
 		                  "time", ktrace__sched_info_flags() ? "lost in its interval"
 		                  : "not recorded: see KTRACE_SCHED and perf_event_paranoid");

@@ -68,18 +68,21 @@ static _Atomic int writing;            /* 1 while a file is being written */
 
 /* ---- messages ------------------------------------------------------------ */
 
-static _Atomic uint64_t warned;        /* bit per message key */
+static _Atomic uint64_t warned[(KT_WARN_KEYS + 63) / 64];   /* bit per message key */
 
 KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
 
-	/* relaxed: only decides whether to print; a duplicate line in a race
-	 * is harmless. */
-	if (kt_load(&warned, relaxed) & (1ull << (key & 63)))
+	/* relaxed: only decides whether to print.  An or, not an add: two
+	 * threads with one key added its bit twice, which carried into the
+	 * next key's and cleared its own. */
+	if (key < 0 || key >= KT_WARN_KEYS)
+		key = 0;
+	uint64_t bit = 1ull << (key & 63);
+	if (atomic_fetch_or_explicit(&warned[key >> 6], bit, memory_order_relaxed) & bit)
 		return;
-	kt_add(&warned, 1ull << (key & 63), relaxed);
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);

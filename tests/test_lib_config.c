@@ -7,6 +7,7 @@
  * environment cases run this executable again as a child with
  * "--dump-config", which prints what the library's constructor parsed.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -414,6 +415,86 @@ static void test_config_dir_too_long(void **state)
 	free(err);
 }
 
+/* ---- messages said once (ktrace__warn_once) --------------------------- */
+
+/* The child: each key twice, from two threads at once, then once more;
+ * errno-keyed messages whose errno equals a named key's number, or is
+ * that number + 64 (EDQUOT, 122: the old "key & 63" made it key 58, the
+ * lean mode's W^X message).  Prints nothing itself: stderr has the lines. */
+static pthread_barrier_t warn_bar;
+
+static void warn_all(void)
+{
+	ktrace__warn_once(KT_WARN_LEAN_WX, "w lean_wx");
+	ktrace__warn_once(KT_WARN_LEAN_BOTH, "w lean_both");
+	ktrace__warn_once(KT_WARN_MLOCK, "w mlock");
+	ktrace__warn_once(KT_WARN_SIGNAL_TAKEN, "w signal_taken");
+	ktrace__warn_once(KT_WARN_TRIGGER_RUN, "w trigger_run");
+	ktrace__warn_once(KT_WARN_SECURE_NO_DIR, "w secure");
+	ktrace__warn_once(KT_WARN_RATELIMIT, "w ratelimit");
+	for (int e = 1; e < 200; e++)
+		if (e == 28 || e == 58 || e == 60 || e == 63 || e == 122 || e == 124 || e == 150) {
+			ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_CREATE, e), "w create %d", e);
+			ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_WRITE, e), "w write %d", e);
+			ktrace__warn_once(KT_WARN_ERRNO(KT_WARN_PUBLISH, e), "w publish %d", e);
+		}
+}
+
+static void *warn_thread(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&warn_bar);
+	warn_all();
+	return NULL;
+}
+
+static void warn_child(void)
+{
+	pthread_t th;
+
+	pthread_barrier_init(&warn_bar, NULL, 2);
+	pthread_create(&th, NULL, warn_thread, NULL);
+	pthread_barrier_wait(&warn_bar);
+	warn_all();
+	pthread_join(th, NULL);
+	warn_all();
+}
+
+/* Each message once: none silences another (two of them shared key 60,
+ * and an errno's key could be a named one's), none printed twice. */
+static void test_config_warn_once_per_message(void **state)
+{
+	char *argv[] = {self_path, (char *)"--warn", NULL};
+	static const char *const named[] = {"lean_wx", "lean_both", "mlock", "signal_taken",
+	                                    "trigger_run", "secure", "ratelimit"};
+	static const int errs[] = {28, 58, 60, 63, 122, 124};
+	struct kt_proc p;
+	char key[64];
+
+	(void)state;
+	assert_int_equal(kt_run(argv, env_with(NULL), &p, 20000), 0);
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		snprintf(key, sizeof(key), "ktrace: w %s\n", named[i]);
+		if (kt_count_str(p.err, key) != 1)
+			fail_msg("'%s' printed %d times:\n%s", named[i], kt_count_str(p.err, key), p.err);
+	}
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		static const char *const kinds[] = {"create", "write", "publish"};
+		for (int k = 0; k < 3; k++) {
+			snprintf(key, sizeof(key), "ktrace: w %s %d\n", kinds[k], errs[i]);
+			if (kt_count_str(p.err, key) != 1)
+				fail_msg("'%s %d' printed %d times:\n%s", kinds[k], errs[i],
+				         kt_count_str(p.err, key), p.err);
+		}
+	}
+	/* errno 128 and above share one key per kind: 150 is said or not,
+	 * but once at most */
+	assert_true(kt_count_str(p.err, "ktrace: w create 150\n") <= 1);
+	assert_int_equal(kt_count_str(p.err, "ktrace: "),
+	                 7 + 3 * 6 + kt_count_str(p.err, " 150\n"));
+	kt_proc_free(&p);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,12 +512,17 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_config_sched),
 		cmocka_unit_test(test_config_trigger_on),
 		cmocka_unit_test(test_config_relative_dir_is_made_absolute),
+		cmocka_unit_test(test_config_warn_once_per_message),
 	};
 	ssize_t n;
 	int r;
 
 	if (argc > 1 && strcmp(argv[1], "--dump-config") == 0) {
 		dump_config();
+		return 0;
+	}
+	if (argc > 1 && strcmp(argv[1], "--warn") == 0) {
+		warn_child();
 		return 0;
 	}
 	kunit_reexec(argv, NULL);
