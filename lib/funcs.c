@@ -23,6 +23,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -562,6 +563,34 @@ static KT_NOINSTR int object_ids(struct dl_phdr_info *info, size_t size, void *a
 	return 0;
 }
 
+/* ktrace__phdr_iterate (internal.h): a lock fork() takes first. */
+static pthread_mutex_t phdr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+KT_NOINSTR int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+	pthread_mutex_lock(&phdr_lock);
+	int r = dl_iterate_phdr(cb, arg);
+	pthread_mutex_unlock(&phdr_lock);
+	return r;
+}
+
+static KT_NOINSTR void phdr_prepare(void) { pthread_mutex_lock(&phdr_lock); }
+static KT_NOINSTR void phdr_parent(void) { pthread_mutex_unlock(&phdr_lock); }
+static KT_NOINSTR void phdr_child(void) { pthread_mutex_init(&phdr_lock, NULL); }
+
+/* Once, at init: before the lean mode's handlers (registered later, so
+ * run first at a fork: its patch lock, then this one, the writer's
+ * order). */
+KT_NOINSTR void ktrace__phdr_atfork(void)
+{
+	static int done;
+
+	if (!done) {
+		done = 1;
+		pthread_atfork(phdr_prepare, phdr_parent, phdr_child);
+	}
+}
+
 /* The BUILDIDS section for the first 'count' modules (as serialized). */
 KT_NOINSTR size_t ktrace__modules_buildids(struct ktrace_buildid_rec *dst, size_t max,
                                            uint32_t count)
@@ -572,7 +601,7 @@ KT_NOINSTR size_t ktrace__modules_buildids(struct ktrace_buildid_rec *dst, size_
 
 	if (count < n)
 		n = count;
-	dl_iterate_phdr(object_ids, &n);
+	ktrace__phdr_iterate(object_ids, &n);
 	for (uint32_t m = 0; m < n && k < max; m++) {
 		struct ktrace_buildid_rec *r = &dst[k++];
 

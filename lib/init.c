@@ -223,6 +223,7 @@ static KT_NOINSTR int do_init(void)
 		goto fail;
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
+	ktrace__phdr_atfork();
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
 	ktrace__lean_init();

@@ -579,6 +579,15 @@ enum kt_warn_key {
 _Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
 #define KT_WARN_ERRNO(kind, e) (64 + (kind) * 128 + ((e) > 0 && (e) < 128 ? (e) : 0))
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* dl_iterate_phdr for the writer thread (funcs.c), never across a fork:
+ * glibc (2.36) does not reset its loader's dl_load_write_lock in a fork
+ * child, so a fork while a thread is inside dl_iterate_phdr leaves the
+ * child's locked for good, and the child's next one (a C++ throw's
+ * unwinder, its own writer) waits forever.  fork() waits for the calls
+ * made through this (ktrace__phdr_atfork, registered at init). */
+struct dl_phdr_info;
+int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
+void ktrace__phdr_atfork(void);
 void ktrace__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- triggers (trigger.c) ---------------------------------------------- */

@@ -1414,7 +1414,7 @@ static KT_NOINSTR void orng_tick(int64_t now, int64_t *wait_ns)
 	int64_t t0 = ktrace__monotonic_ns();
 
 	pthread_mutex_lock(&patch_lock);
-	dl_iterate_phdr(orng_close_cb, NULL);
+	ktrace__phdr_iterate(orng_close_cb, NULL);
 	n_orng = 0;
 	pthread_mutex_unlock(&patch_lock);
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
@@ -2266,7 +2266,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	 * unloaded (RELOAD): every known function is looked at again. */
 	uint64_t subs[2] = {0, 0};
 
-	dl_iterate_phdr(subs_cb, subs);
+	ktrace__phdr_iterate(subs_cb, subs);
 	revalidate = subs[1] != 0 && (subs[0] != seen_adds || subs[1] != seen_subs);
 	seen_adds = subs[0];
 	seen_subs = subs[1];
@@ -2309,7 +2309,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
-	dl_iterate_phdr(patch_module, &m);
+	ktrace__phdr_iterate(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
 	if (early) {   /* the full pass stays due a gap after the last */
 		int64_t left = last_batch_ns + gap - ktrace__monotonic_ns();

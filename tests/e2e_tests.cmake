@@ -60,8 +60,8 @@ ktrace_e2e_test(manual PROGRAMS e2e_manual LABELS threads)
 ktrace_e2e_test(files PROGRAMS e2e_calls LABELS faults)
 
 # Lifecycle: fork, exec, dlopen, exit during a snapshot, signals.
-ktrace_test_program(e2e_life SOURCES ${KT_E2E_DIR}/lifecycle_prog.c LINK ${CMAKE_DL_LIBS}
-  OPTIONS -Wno-prio-ctor-dtor)
+ktrace_test_program(e2e_life SOURCES ${KT_E2E_DIR}/lifecycle_prog.c ${KT_E2E_DIR}/slow_phdr.c
+  LINK ${CMAKE_DL_LIBS} OPTIONS -Wno-prio-ctor-dtor)
 ktrace_test_program(e2e_life_static SOURCES ${KT_E2E_DIR}/lifecycle_prog.c STATIC
   LINK ${CMAKE_DL_LIBS} OPTIONS -Wno-prio-ctor-dtor)
 add_library(e2e_plugin SHARED ${KT_E2E_DIR}/plugin.c)
@@ -251,6 +251,15 @@ if(KTRACE_LEAN_CFLAGS)
   ktrace_test_program(e2e_gprof SOURCES ${KT_E2E_DIR}/lean_prog.c
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -pg)
   target_link_options(e2e_gprof PRIVATE -pg)
+  # the lifecycle program in the lean mode (test_e2e_lifecycle's *_lean:
+  # fork while the writer patches, exec, traced signal handlers)
+  ktrace_test_program(e2e_life_lean SOURCES ${KT_E2E_DIR}/lifecycle_prog.c
+    ${KT_E2E_DIR}/slow_phdr.c PLAIN
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -fPIE -Wno-prio-ctor-dtor ${KT_LEAN_OPTS})
+  set_target_properties(e2e_life_lean PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_options(e2e_life_lean PRIVATE -pie)
+  add_dependencies(test_e2e_lifecycle e2e_life_lean)
+  target_compile_definitions(test_e2e_lifecycle PRIVATE KT_LIFE_LEAN=1)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
       e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
       e2e_lean_pglink e2e_gprof e2e_lean_both e2e_lean_mixed)

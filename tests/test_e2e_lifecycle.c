@@ -28,6 +28,13 @@
 
 #define PROG KTRACE_TEST_BINARY_DIR "/e2e_life"
 #define PROG_STATIC KTRACE_TEST_BINARY_DIR "/e2e_life_static"
+/* The same program in the lean mode (x86-64 with GCC: KT_LIFE_LEAN). */
+#define PROG_LEAN KTRACE_TEST_BINARY_DIR "/e2e_life_lean"
+#if defined(KT_LIFE_LEAN)
+#define SKIP_NO_LEAN() do { } while (0)
+#else
+#define SKIP_NO_LEAN() skip()
+#endif
 #define PLUGIN KTRACE_TEST_BINARY_DIR "/libe2e_plugin.so"
 
 struct run {
@@ -202,6 +209,63 @@ static void test_e2e_lifecycle_fork_locked(void **state)
 	run_fork(PROG, env);
 }
 
+/* The lean mode: the busy thread's bg_fn is muted and its sites patched
+ * out around the forks (the patch lock is held across fork(), and the
+ * child puts the code it had made writable back to read+exec); each
+ * child traces from patched code into its own buffers. */
+static void test_e2e_lifecycle_fork_lean(void **state)
+{
+	(void)state;
+	SKIP_NO_LEAN();
+	run_fork(PROG_LEAN, NULL);
+}
+
+static void test_e2e_lifecycle_fork_lean_locked(void **state)
+{
+	static const char *const env[] = {"KTRACE_RSEQ=0", NULL};
+	(void)state;
+	SKIP_NO_LEAN();
+	run_fork(PROG_LEAN, env);
+}
+
+/* glibc (2.36) does not reset the loader's dl_load_write_lock in a fork
+ * child: a fork while ktrace's writer was inside dl_iterate_phdr (a
+ * snapshot's build ids; the lean mode's look at the modules, every pass)
+ * left the child's held for good, and its next dl_iterate_phdr (a C++
+ * throw's unwinder) waited forever: 1 child of 20 here, and a lean run
+ * that never ended, with the writer's calls made slow (slow_phdr.c).
+ * fork() now waits for the writer's call to end (ktrace__phdr_iterate). */
+static void run_forkphdr(const char *prog)
+{
+	static const char *const env[] = {"E2E_SLOW_PHDR=20000", NULL};
+	struct run r;
+	char line[256];
+	int n = 0, ok = -1;
+
+	SKIP_FORK_UNDER_ASAN();
+	start(&r, prog, "forkphdr", "20", NULL, env);
+	if (kt_expect_line(&r.p, "forkphdr ", line, sizeof(line), 90000) != 0)
+		fail_msg("%s forkphdr: no result (hung); stdout:\n%s\nstderr:\n%s", prog, r.p.out,
+		         r.p.err);
+	assert_int_equal(sscanf(line, "forkphdr %d ok %d", &n, &ok), 2);
+	if (ok != n)
+		fail_msg("%d of %d fork children hung in dl_iterate_phdr", n - ok, n);
+	finish(&r, 1);
+}
+
+static void test_e2e_lifecycle_fork_during_writer_phdr(void **state)
+{
+	(void)state;
+	run_forkphdr(PROG);
+}
+
+static void test_e2e_lifecycle_fork_during_writer_phdr_lean(void **state)
+{
+	(void)state;
+	SKIP_NO_LEAN();
+	run_forkphdr(PROG_LEAN);
+}
+
 /*
  * "The child starts clean": its snapshot must not present the parent's
  * threads (which do not exist in the child) as its own live threads, nor
@@ -238,13 +302,12 @@ static void test_e2e_lifecycle_fork_child_lists_only_its_threads(void **state)
 
 /* ---- exec ------------------------------------------------------------------ */
 
-static void test_e2e_lifecycle_exec(void **state)
+static void run_exec(const char *prog)
 {
 	struct run r;
 	char before[4400], after[4400], line[128];
 
-	(void)state;
-	start(&r, PROG, "exec", NULL, NULL, NULL);
+	start(&r, prog, "exec", NULL, NULL, NULL);
 	assert_int_equal(kt_expect_line(&r.p, "pid ", line, sizeof(line), 30000), 0);
 	int pid = atoi(line + 4);
 	expect_snapshot(&r, "before", before);
@@ -261,6 +324,19 @@ static void test_e2e_lifecycle_exec(void **state)
 	assert_int_equal(kd_count(d, KD_NONE, "exec_fn"), 0);
 	kd_dec_free(d);
 	finish(&r, 1);
+}
+
+static void test_e2e_lifecycle_exec(void **state)
+{
+	(void)state;
+	run_exec(PROG);
+}
+
+static void test_e2e_lifecycle_exec_lean(void **state)
+{
+	(void)state;
+	SKIP_NO_LEAN();
+	run_exec(PROG_LEAN);
 }
 
 /* ---- dlopen ------------------------------------------------------------------ */
@@ -586,13 +662,13 @@ static void test_e2e_lifecycle_own_sigusr2_installed_first_is_chained(void **sta
 
 /* ---- traced signal handlers ------------------------------------------------------------ */
 
-static void run_sigtraced(const char *const *extra)
+static void run_sigtraced(const char *prog, const char *const *extra)
 {
 	struct run r;
 	char line[256], path[4400];
 	unsigned long mains = 0, bgs = 0, handlers = 0;
 
-	start(&r, PROG, "sigtraced", "150", NULL, extra);
+	start(&r, prog, "sigtraced", "150", NULL, extra);
 	assert_int_equal(kt_expect_line(&r.p, "counts ", line, sizeof(line), 60000), 0);
 	assert_int_equal(sscanf(line, "counts %lu %lu %lu", &mains, &bgs, &handlers), 3);
 	expect_snapshot(&r, "snapshot", path);
@@ -634,7 +710,7 @@ static void test_e2e_lifecycle_traced_signal_handler(void **state)
 {
 	static const char *const env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_FILTER=off", NULL};
 	(void)state;
-	run_sigtraced(env);
+	run_sigtraced(PROG, env);
 }
 
 static void test_e2e_lifecycle_traced_signal_handler_locked(void **state)
@@ -642,7 +718,27 @@ static void test_e2e_lifecycle_traced_signal_handler_locked(void **state)
 	static const char *const env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_RSEQ=0",
 	                                  "KTRACE_FILTER=off", NULL};
 	(void)state;
-	run_sigtraced(env);
+	run_sigtraced(PROG, env);
+}
+
+/* The lean mode: a handler's frames on the thread's lean stack above
+ * those of the code it interrupted (the fast path in assembly, and the
+ * locked slow path). */
+static void test_e2e_lifecycle_traced_signal_handler_lean(void **state)
+{
+	static const char *const env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_FILTER=off", NULL};
+	(void)state;
+	SKIP_NO_LEAN();
+	run_sigtraced(PROG_LEAN, env);
+}
+
+static void test_e2e_lifecycle_traced_signal_handler_lean_locked(void **state)
+{
+	static const char *const env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_RSEQ=0",
+	                                  "KTRACE_FILTER=off", NULL};
+	(void)state;
+	SKIP_NO_LEAN();
+	run_sigtraced(PROG_LEAN, env);
 }
 
 /* ---- before main ------------------------------------------------------------------------- */
@@ -694,8 +790,13 @@ int main(void)
 		cmocka_unit_test(test_e2e_lifecycle_fork),
 		cmocka_unit_test(test_e2e_lifecycle_fork_static),
 		cmocka_unit_test(test_e2e_lifecycle_fork_locked),
+		cmocka_unit_test(test_e2e_lifecycle_fork_lean),
+		cmocka_unit_test(test_e2e_lifecycle_fork_lean_locked),
+		cmocka_unit_test(test_e2e_lifecycle_fork_during_writer_phdr),
+		cmocka_unit_test(test_e2e_lifecycle_fork_during_writer_phdr_lean),
 		cmocka_unit_test(test_e2e_lifecycle_fork_child_lists_only_its_threads),
 		cmocka_unit_test(test_e2e_lifecycle_exec),
+		cmocka_unit_test(test_e2e_lifecycle_exec_lean),
 		cmocka_unit_test(test_e2e_lifecycle_dlopen_dlclose),
 		cmocka_unit_test(test_e2e_lifecycle_exit_during_snapshot),
 		cmocka_unit_test(test_e2e_lifecycle__exit_during_snapshot),
@@ -704,6 +805,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_lifecycle_own_sigusr2_installed_first_is_chained),
 		cmocka_unit_test(test_e2e_lifecycle_traced_signal_handler),
 		cmocka_unit_test(test_e2e_lifecycle_traced_signal_handler_locked),
+		cmocka_unit_test(test_e2e_lifecycle_traced_signal_handler_lean),
+		cmocka_unit_test(test_e2e_lifecycle_traced_signal_handler_lean_locked),
 		cmocka_unit_test(test_e2e_lifecycle_thread_started_before_main),
 		cmocka_unit_test(test_e2e_lifecycle_hooks_before_library_constructor),
 	};

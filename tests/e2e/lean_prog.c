@@ -55,6 +55,12 @@
  *            call-ret form (by int3 while the test forces it);
  *            pad_leaf's and the others' exits are followed by a ret (ret
  *            form).
+ *   forkflip (static build) 4 threads run outer and pads while main
+ *            patches every function out and in again and forks a child
+ *            right after each of 24 flips, while the writer patches: each
+ *            child runs outer x 10 and pads x 10 (checking their results)
+ *            and takes a snapshot ("child <pid> <rc> <path>"); main
+ *            prints "forkflip children <n> ok <n>" (each exited 0).
  *   reload   loads libe2e_lean_reload_a.so, calls a_run until a_leaf
  *            (excluded by the test) is patched out and its 600 a_f<n>
  *            until they are, makes a's code read+exec itself and calls
@@ -97,6 +103,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -884,6 +891,60 @@ __attribute__((noinline)) void *tail_worker(void *arg)
 	return NULL;
 }
 
+/* A child forked while the writer may have been patching: it runs
+ * patched code (no stale int3 may stop it), traces into its own buffers,
+ * and its writer goes on patching. */
+static int forkflip_child(void)
+{
+	char path[4096];
+	int bad = 0, rc;
+
+	for (int i = 0; i < 10; i++) {
+		if (outer(INNER) != INNER * (INNER + 1) / 2)
+			bad = 1;
+		pads(i);   /* aborts if wrong */
+	}
+	rc = ktrace_snapshot("child");
+	ktrace_last_snapshot(path, sizeof(path));
+	printf("child %d %d %s\n", (int)getpid(), rc, path);
+	fflush(stdout);
+	return rc != 0 || bad;
+}
+
+static int do_forkflip(void)
+{
+	pthread_t th[4];
+	int ok = 0, n = 0;
+
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, worker, NULL);
+	usleep(100000);
+	for (int i = 0; i < 24; i++) {
+		ktrace__lean_test_force(1 + i % 2);
+		usleep(i % 3 == 0 ? 0 : 500 * (i % 5));   /* into the writer's batch */
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(forkflip_child());
+		int st = 0;
+		n++;
+		if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			ok++;
+		else if (pid > 0)
+			printf("forkflip child %d: %s %d\n", (int)pid,
+			       WIFSIGNALED(st) ? "killed by signal" : "exit status",
+			       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	ktrace__lean_test_force(2);
+	usleep(100000);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	ktrace__lean_test_force(0);
+	printf("forkflip children %d ok %d\n", n, ok);
+	return ok != n;
+}
+
 static int do_flip(void)
 {
 	pthread_t th[8];
@@ -1106,6 +1167,8 @@ int main(int argc, char **argv)
 		bad = do_storm();
 	} else if (strcmp(mode, "flip") == 0) {
 		bad = do_flip();
+	} else if (strcmp(mode, "forkflip") == 0) {
+		bad = do_forkflip();
 	} else if (strcmp(mode, "late") == 0) {
 		bad = do_late();
 	} else if (strcmp(mode, "held") == 0) {

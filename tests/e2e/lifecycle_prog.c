@@ -8,6 +8,13 @@
  *                 other (each: child_fn x7, ktrace_snapshot, prints
  *                 "child <pid> <rc> <path>", exit); then parent_fn x3 and
  *                 a snapshot: "parent <rc> <path>".
+ *   forkphdr N    a thread takes snapshots non-stop while main forks N
+ *                 children, 3 ms apart; each calls dl_iterate_phdr (the
+ *                 unwinder of a C++ throw would) and child_fn x7, then
+ *                 exits 0 (SIGALRM after 10 s: it hung).  Prints
+ *                 "forkphdr <N> ok <children that exited 0>".  With
+ *                 slow_phdr.c linked in and E2E_SLOW_PHDR set, the
+ *                 writer's own dl_iterate_phdr calls are slow.
  *   exec          exec_fn x3, snapshot ("before <rc> <path>"), then execs
  *                 itself in mode after-exec: after_exec_fn x4, snapshot
  *                 ("after <rc> <path>").
@@ -36,6 +43,7 @@
  *                 calls early_leaf x3) before libktrace's constructor.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -98,6 +106,54 @@ static void *bg_main(void *arg)
 		nanosleep(&d, NULL);
 	}
 	return NULL;
+}
+
+static int count_objects(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void *snap_loop(void *arg)
+{
+	(void)arg;
+	while (!stop_bg) {
+		ktrace_snapshot("loop");
+		usleep(1000);
+	}
+	return NULL;
+}
+
+static int do_forkphdr(int n)
+{
+	pthread_t th;
+	int ok = 0, m = 0;
+
+	dl_iterate_phdr(count_objects, &m);   /* (slow_phdr.c: resolved here) */
+	pthread_create(&th, NULL, snap_loop, NULL);
+	for (int k = 0; k < n; k++) {
+		usleep(3000);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int c = 0;
+
+			alarm(10);
+			dl_iterate_phdr(count_objects, &c);
+			for (int i = 0; i < 7; i++)
+				child_fn();
+			_exit(c > 0 ? 0 : 1);
+		}
+		int st = 0;
+		if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			ok++;
+	}
+	stop_bg = 1;
+	pthread_join(th, NULL);
+	printf("forkphdr %d ok %d\n", n, ok);
+	return ok == n ? 0 : 1;
 }
 
 static int do_fork(int n)
@@ -325,6 +381,8 @@ int main(int argc, char **argv)
 	printf("pid %d\n", (int)getpid());
 	if (!strcmp(mode, "fork"))
 		return do_fork(argc > 2 ? atoi(argv[2]) : 1);
+	if (!strcmp(mode, "forkphdr"))
+		return do_forkphdr(argc > 2 ? atoi(argv[2]) : 1);
 	if (!strcmp(mode, "exec")) {
 		for (int i = 0; i < 3; i++)
 			exec_fn();
