@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KT_FTAB (1u << 18)         /* function slots, power of two */
@@ -563,8 +564,19 @@ static KT_NOINSTR int object_ids(struct dl_phdr_info *info, size_t size, void *a
 	return 0;
 }
 
-/* ktrace__phdr_iterate (internal.h): a lock fork() takes first. */
+/*
+ * ktrace__phdr_iterate (internal.h): a lock fork() takes first.  The
+ * forking thread waits at most PHDR_FORK_WAIT_S for it: a call waiting
+ * for the loader's lock held by a third thread, whose callback waits for
+ * a lock the forking thread took in an earlier prepare handler (an
+ * allocator's), would otherwise wait for the fork for good.  After that
+ * the fork goes on, and the child may inherit the loader's lock held, as
+ * it could without ktrace.  phdr_held is per thread: two threads may fork
+ * at once, one of them after the other's wait ran out.
+ */
+#define PHDR_FORK_WAIT_S 1
 static pthread_mutex_t phdr_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int phdr_held __attribute__((tls_model("initial-exec")));
 
 KT_NOINSTR int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
@@ -574,13 +586,38 @@ KT_NOINSTR int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, voi
 	return r;
 }
 
-static KT_NOINSTR void phdr_prepare(void) { pthread_mutex_lock(&phdr_lock); }
-static KT_NOINSTR void phdr_parent(void) { pthread_mutex_unlock(&phdr_lock); }
-static KT_NOINSTR void phdr_child(void) { pthread_mutex_init(&phdr_lock, NULL); }
+static KT_NOINSTR void phdr_prepare(void)
+{
+	struct timespec ts;
 
-/* Once, at init: before the lean mode's handlers (registered later, so
- * run first at a fork: its patch lock, then this one, the writer's
- * order). */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += PHDR_FORK_WAIT_S;
+	phdr_held = pthread_mutex_timedlock(&phdr_lock, &ts) == 0;
+}
+
+static KT_NOINSTR void phdr_parent(void)
+{
+	if (phdr_held)
+		pthread_mutex_unlock(&phdr_lock);
+	phdr_held = 0;
+}
+
+/* The child's only thread is the one that forked: it unlocks what it
+ * took; a lock its wait did not get was some other thread's, which the
+ * child does not have: made anew. */
+static KT_NOINSTR void phdr_child(void)
+{
+	if (phdr_held)
+		pthread_mutex_unlock(&phdr_lock);
+	else
+		pthread_mutex_init(&phdr_lock, NULL);
+	phdr_held = 0;
+}
+
+/* Once, first thing at init (before its own dl_iterate_phdr calls), and
+ * before the lean mode's (ktrace__lean_atfork): prepare handlers run
+ * last-registered first, so a fork takes the patch lock, then this one,
+ * the writer's order. */
 KT_NOINSTR void ktrace__phdr_atfork(void)
 {
 	static int done;

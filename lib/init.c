@@ -129,8 +129,8 @@ static KT_NOINSTR int glibc_rseq_symbols(void)
 {
 	struct sym_query off = {"__rseq_offset", NULL}, sz = {"__rseq_size", NULL};
 
-	dl_iterate_phdr(find_symbol, &off);
-	dl_iterate_phdr(find_symbol, &sz);
+	ktrace__phdr_iterate(find_symbol, &off);
+	ktrace__phdr_iterate(find_symbol, &sz);
 	if (off.addr == NULL || sz.addr == NULL)
 		return 0;
 	glibc_rseq_offset = *(const ptrdiff_t *)off.addr;
@@ -211,6 +211,11 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
+	/* First: ktrace's own dl_iterate_phdr calls, from here on, never
+	 * across a fork; then the lean mode's patch lock, whose child handler
+	 * runs before fork_child's (registered below) */
+	ktrace__phdr_atfork();
+	ktrace__lean_atfork();
 	/* The snapshot signal first: a SIGUSR2 sent right after the program
 	 * started must not meet its default action (signal.c). */
 	ktrace__snapshot_signal_early();
@@ -223,7 +228,6 @@ static KT_NOINSTR int do_init(void)
 		goto fail;
 	rseq_mode = detect_rseq();
 	ktrace__g.use_rseq = rseq_mode != KT_RSEQ_NONE;
-	ktrace__phdr_atfork();
 	pthread_atfork(NULL, NULL, fork_child);
 	atexit(at_exit);
 	ktrace__lean_init();

@@ -569,22 +569,25 @@ enum kt_warn_key {
 	KT_WARN_TRIGGER_RUN,       /* trigq.c: KTRACE_TRIGGER_ON=run falls back */
 	KT_WARN_SECURE_NO_DIR,     /* snapfile.c */
 	KT_WARN_RATELIMIT,         /* ratelimit.c */
-	KT_WARN_NAMED,             /* (the named keys end here) */
-	KT_WARN_CREATE = 0,        /* snapfile.c, per errno: a file not created */
-	KT_WARN_WRITE = 1,         /* ... not written whole */
-	KT_WARN_PUBLISH = 2,       /* ... not named */
-	KT_WARN_KINDS = 3,
-	KT_WARN_KEYS = 64 + KT_WARN_KINDS * 128
+	KT_WARN_NAMED              /* (the named keys end here) */
 };
+enum kt_warn_kind {   /* KT_WARN_ERRNO's first argument */
+	KT_WARN_CREATE,            /* snapfile.c, per errno: a file not created */
+	KT_WARN_WRITE,             /* ... not written whole */
+	KT_WARN_PUBLISH,           /* ... not named */
+	KT_WARN_KINDS
+};
+#define KT_WARN_KEYS (64 + KT_WARN_KINDS * 128)
 _Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
 #define KT_WARN_ERRNO(kind, e) (64 + (kind) * 128 + ((e) > 0 && (e) < 128 ? (e) : 0))
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* dl_iterate_phdr for the writer thread (funcs.c), never across a fork:
+/* dl_iterate_phdr for ktrace's own calls (funcs.c), never across a fork:
  * glibc (2.36) does not reset its loader's dl_load_write_lock in a fork
  * child, so a fork while a thread is inside dl_iterate_phdr leaves the
- * child's locked for good, and the child's next one (a C++ throw's
- * unwinder, its own writer) waits forever.  fork() waits for the calls
- * made through this (ktrace__phdr_atfork, registered at init). */
+ * child's locked for good, and the child's next dl_iterate_phdr or dlopen
+ * of a new library (its own ktrace writer's, a name-service lookup's)
+ * waits forever.  fork() waits for the calls made through this
+ * (ktrace__phdr_atfork, registered first thing at init). */
 struct dl_phdr_info;
 int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 void ktrace__phdr_atfork(void);
@@ -638,6 +641,7 @@ void ktrace__lean_tick(int64_t *wait_ns);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
 int ktrace__lean_active(void);            /* a lean hook has run */
 void ktrace__lean_init(void);             /* init, before the writer starts */
+void ktrace__lean_atfork(void);           /* init: the patch lock across fork() */
 int ktrace__lean_fn(uint32_t id);         /* compact id of a lean function */
 int ktrace__lean_owns(uint64_t fn);       /* fn has the lean hooks too */
 int ktrace__lean_record(struct ktrace_lean_rec *r);   /* LEAN section; 0: none */

@@ -117,6 +117,7 @@ static struct lfn lf[NF];
 static _Atomic int lean_used;       /* a lean hook ran */
 static _Atomic int both_modes;      /* a function has both modes' hooks */
 static _Atomic int wx_denied;       /* code could not be made writable */
+static _Atomic int wx_errno;        /* mprotect's errno then, until said (wx_say) */
 static _Atomic uint64_t n_patched, n_failed, n_nop;
 static _Atomic uint64_t n_batches, batch_ns;   /* P1..P5, wall time */
 static _Atomic int force;           /* tests: 1 every site out, 2 every one in */
@@ -1232,7 +1233,7 @@ static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *a
 /* At init, with one thread: a lean executable's code copied (PRECOPY). */
 static KT_NOINSTR void precopy(void)
 {
-	dl_iterate_phdr(precopy_cb, NULL);
+	ktrace__phdr_iterate(precopy_cb, NULL);
 }
 
 /*
@@ -1263,7 +1264,7 @@ KT_NOINSTR void ktrace__lean_init(void)
 
 	if (one)
 		sync_setup();
-	dl_iterate_phdr(lean_exe_cb, &lean_exe);
+	ktrace__phdr_iterate(lean_exe_cb, &lean_exe);
 	if (!lean_exe)
 		return;   /* a lean library's tables: at its first call (lean_start) */
 	/* The tables, here rather than at the first call: that came just
@@ -2156,14 +2157,10 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	kt_add(&batch_ns, (uint64_t)(te - t0), relaxed);
 	kt_add(&n_batches, 1, relaxed);
 	if (rc != 0) {
-		int e = errno;
-
+		/* said after the loader's lock is let go (wx_say) */
+		kt_store(&wx_errno, errno, relaxed);
 		kt_add(&n_failed, m->n, relaxed);
 		kt_store(&wx_denied, 1, relaxed);
-		if (!kt_load_cfg(quiet))   /* the snapshot says it in any case */
-			ktrace__warn_once(KT_WARN_LEAN_WX, "lean mode: cannot make code writable (mprotect: %s); "
-			                  "muted functions keep calling the hooks, which skip them",
-			                  strerror(e));
 		m->n = 0;
 		return 1;
 	}
@@ -2188,6 +2185,25 @@ static KT_NOINSTR int patch_module(struct dl_phdr_info *info, size_t size, void 
 	return 0;
 }
 
+/* A batch that could not make code writable, said once (not inside the
+ * loader's callback: strerror and the message's formatting may allocate,
+ * under an allocator that holds its locks across fork). */
+static KT_NOINSTR void wx_say(void)
+{
+	int e = kt_load(&wx_errno, relaxed);
+
+	if (e == 0)
+		return;
+	kt_store(&wx_errno, 0, relaxed);
+	if (!kt_load_cfg(quiet))   /* the snapshot says it in any case */
+		ktrace__warn_once(KT_WARN_LEAN_WX, "lean mode: cannot make code writable (mprotect: %s); "
+		                  "muted functions keep calling the hooks, which skip them",
+		                  strerror(e));
+}
+
+/* The patch lock across fork() (registered at init by ktrace__lean_atfork,
+ * after ktrace__phdr_atfork: a fork takes this one first, as the writer
+ * does).  The child's only thread is the one that forked and took it. */
 static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 static KT_NOINSTR void atfork_child(void)
@@ -2198,7 +2214,21 @@ static KT_NOINSTR void atfork_child(void)
 		if (orng[k].len != 0)
 			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 	n_orng = 0;
-	pthread_mutex_init(&patch_lock, NULL);
+	pthread_mutex_unlock(&patch_lock);
+}
+
+/* Once, at init, right after ktrace__phdr_atfork, and before init's own
+ * child handler (fork_child), which may start the child's writer: this
+ * child handler runs before it, and the writer never meets the lock
+ * still held. */
+KT_NOINSTR void ktrace__lean_atfork(void)
+{
+	static int done;
+
+	if (!done) {
+		done = 1;
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	}
 }
 
 /* A compact id whose function is in the lean mode (its entry site is
@@ -2218,7 +2248,6 @@ static int64_t next_due;
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	int all;
-	static int atfork_done;
 	static struct mod_ctx m;
 	int64_t now, gap, due;
 	uint64_t batches0;
@@ -2254,10 +2283,6 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	if (kt_load(&wx_denied, relaxed))
 		return;
-	if (!atfork_done) {
-		atfork_done = 1;
-		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	}
 	int hinted = kt_load(&ready_hint, relaxed) != 0;
 
 	kt_store(&ready_hint, 0, relaxed);
@@ -2311,6 +2336,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	m.n = 0;
 	ktrace__phdr_iterate(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
+	wx_say();
 	if (early) {   /* the full pass stays due a gap after the last */
 		int64_t left = last_batch_ns + gap - ktrace__monotonic_ns();
 
@@ -2472,6 +2498,7 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}
+KT_NOINSTR void ktrace__lean_atfork(void) {}
 KT_NOINSTR void ktrace__lean_init_undo(void) {}
 KT_NOINSTR int ktrace__lean_fn(uint32_t id) { (void)id; return 0; }
 KT_NOINSTR int ktrace__lean_owns(uint64_t fn) { (void)fn; return 0; }

@@ -72,7 +72,7 @@ KT_NOINSTR int ktrace__memlock_check(void)
 	need = own_mib(n > 0 ? (uint32_t)n : 1) + 64;   /* + room for the program */
 	if (rl.rlim_cur >= need << 20)
 		return 0;
-	dl_iterate_phdr(imports_mlockall, &found);
+	ktrace__phdr_iterate(imports_mlockall, &found);
 	if (!found || has_ipc_lock())
 		return 0;
 	ktrace__say("this program calls mlockall() and RLIMIT_MEMLOCK is %llu KiB: ktrace's "

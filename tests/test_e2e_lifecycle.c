@@ -231,25 +231,32 @@ static void test_e2e_lifecycle_fork_lean_locked(void **state)
 /* glibc (2.36) does not reset the loader's dl_load_write_lock in a fork
  * child: a fork while ktrace's writer was inside dl_iterate_phdr (a
  * snapshot's build ids; the lean mode's look at the modules, every pass)
- * left the child's held for good, and its next dl_iterate_phdr (a C++
- * throw's unwinder) waited forever: 1 child of 20 here, and a lean run
- * that never ended, with the writer's calls made slow (slow_phdr.c).
+ * left the child's held for good, and its next dl_iterate_phdr (its own
+ * writer's, a dlopen's) waited forever: 1 child of 20 here, and a lean
+ * run that never ended, with the writer's calls made slow (slow_phdr.c).
  * fork() now waits for the writer's call to end (ktrace__phdr_iterate). */
 static void run_forkphdr(const char *prog)
 {
-	static const char *const env[] = {"E2E_SLOW_PHDR=20000", NULL};
+	/* snapshots all along: the default 10 files a minute ran out in 1 s */
+	static const char *const env[] = {"E2E_SLOW_PHDR=20000", "KTRACE_MAX_FILES_PER_MIN=600",
+	                                  "KTRACE_MAX_MB_PER_MIN=100000", NULL};
 	struct run r;
 	char line[256];
 	int n = 0, ok = -1;
 
 	SKIP_FORK_UNDER_ASAN();
 	start(&r, prog, "forkphdr", "20", NULL, env);
-	if (kt_expect_line(&r.p, "forkphdr ", line, sizeof(line), 90000) != 0)
-		fail_msg("%s forkphdr: no result (hung); stdout:\n%s\nstderr:\n%s", prog, r.p.out,
-		         r.p.err);
+	if (kt_expect_line(&r.p, "forkphdr ", line, sizeof(line), 180000) != 0) {
+		print_error("%s forkphdr: no result (hung); stdout:\n%s\nstderr:\n%s", prog,
+		            r.p.out, r.p.err);
+		kt_proc_free(&r.p);
+		fail();
+	}
 	assert_int_equal(sscanf(line, "forkphdr %d ok %d", &n, &ok), 2);
-	if (ok != n)
+	if (ok != n) {
+		kt_proc_free(&r.p);
 		fail_msg("%d of %d fork children hung in dl_iterate_phdr", n - ok, n);
+	}
 	finish(&r, 1);
 }
 

@@ -401,6 +401,14 @@ int kt_wait(struct kt_proc *p, int timeout_ms)
 			killed = 1;
 		}
 		if (p->out_fd >= 0 || p->err_fd >= 0) {
+			/* A grandchild (a hung fork child) may hold the pipes
+			 * open for good: after the kill, read on only a while. */
+			if (killed && kt_now_ms() > end + 5000) {
+				close(p->out_fd);
+				close(p->err_fd);
+				p->out_fd = p->err_fd = -1;
+				continue;
+			}
 			pump(p, 50);
 			continue;
 		}

@@ -899,6 +899,7 @@ static int forkflip_child(void)
 	char path[4096];
 	int bad = 0, rc;
 
+	alarm(30);   /* hung: killed, and the parent says so */
 	for (int i = 0; i < 10; i++) {
 		if (outer(INNER) != INNER * (INNER + 1) / 2)
 			bad = 1;
@@ -916,6 +917,7 @@ static int do_forkflip(void)
 	pthread_t th[4];
 	int ok = 0, n = 0;
 
+	alarm(150);   /* ends the run if a child's wait hangs */
 	for (int i = 0; i < 4; i++)
 		pthread_create(&th[i], NULL, worker, NULL);
 	usleep(100000);
@@ -941,6 +943,7 @@ static int do_forkflip(void)
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
 	ktrace__lean_test_force(0);
+	alarm(0);
 	printf("forkflip children %d ok %d\n", n, ok);
 	return ok != n;
 }

@@ -10,7 +10,7 @@
  *                 a snapshot: "parent <rc> <path>".
  *   forkphdr N    a thread takes snapshots non-stop while main forks N
  *                 children, 3 ms apart; each calls dl_iterate_phdr (the
- *                 unwinder of a C++ throw would) and child_fn x7, then
+ *                 ktrace writer, a dlopen would) and child_fn x7, then
  *                 exits 0 (SIGALRM after 10 s: it hung).  Prints
  *                 "forkphdr <N> ok <children that exited 0>".  With
  *                 slow_phdr.c linked in and E2E_SLOW_PHDR set, the
@@ -131,6 +131,7 @@ static int do_forkphdr(int n)
 	pthread_t th;
 	int ok = 0, m = 0;
 
+	alarm(150);   /* ends the run if a child's wait hangs */
 	dl_iterate_phdr(count_objects, &m);   /* (slow_phdr.c: resolved here) */
 	pthread_create(&th, NULL, snap_loop, NULL);
 	for (int k = 0; k < n; k++) {
@@ -152,6 +153,7 @@ static int do_forkphdr(int n)
 	}
 	stop_bg = 1;
 	pthread_join(th, NULL);
+	alarm(0);
 	printf("forkphdr %d ok %d\n", n, ok);
 	return ok == n ? 0 : 1;
 }
