@@ -615,9 +615,9 @@ static KT_NOINSTR void phdr_child(void)
 }
 
 /* Once, first thing at init (before its own dl_iterate_phdr calls), and
- * before the lean mode's (ktrace__lean_atfork): prepare handlers run
- * last-registered first, so a fork takes the patch lock, then this one,
- * the writer's order. */
+ * after the lean mode's (ktrace__lean_atfork): prepare handlers run
+ * last-registered first, so a fork takes this one, then the patch lock,
+ * the writer's order (lean.c patch_iterate). */
 KT_NOINSTR void ktrace__phdr_atfork(void)
 {
 	static int done;

@@ -211,12 +211,15 @@ static KT_NOINSTR int do_init(void)
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
-	/* First: ktrace's own dl_iterate_phdr calls, from here on, never
-	 * across a fork; then the lean mode's patch lock, whose child handler
-	 * runs before fork_child's (registered below) */
-	ktrace__phdr_atfork();
+	/* The atfork handlers first, before ktrace's own dl_iterate_phdr calls
+	 * (ktrace__phdr_iterate: never across a fork).  Prepare handlers run
+	 * last-registered first: a fork takes the phdr lock (for at most a
+	 * second), then the lean mode's patch lock, the writer's order (lean.c
+	 * patch_iterate); child handlers run in this order, the lean one
+	 * before fork_child's (registered below). */
 	ktrace__lean_atfork();
-	/* The snapshot signal first: a SIGUSR2 sent right after the program
+	ktrace__phdr_atfork();
+	/* Then the snapshot signal: a SIGUSR2 sent right after the program
 	 * started must not meet its default action (signal.c). */
 	ktrace__snapshot_signal_early();
 	if ((r = ktrace__memlock_check()) != 0)

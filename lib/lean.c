@@ -1332,6 +1332,43 @@ struct orng {
 	uint64_t subs;           /* the loader's unload count then (dlpi_subs) */
 };
 static struct orng orng[NORNG];   /* writer thread (and a fork child), under patch_lock */
+
+/*
+ * The writer's walks over the modules that write code or the ranges
+ * (orng_tick, lean_tick): patch_lock is taken inside the walk, at its
+ * first callback, once the loader's lock is held, so that the writer
+ * never holds patch_lock while it waits for the loader's lock (a program
+ * thread in dl_iterate_phdr).  A fork takes ktrace__phdr_iterate's lock
+ * first, for at most a second, then patch_lock (the handlers' order,
+ * init.c): the writer holds patch_lock only while it writes, which waits
+ * for no program thread, and a fork child never gets half a batch.
+ * Returns with patch_lock held.
+ */
+struct patch_walk {
+	int (*cb)(struct dl_phdr_info *, size_t, void *);
+	void *arg;
+	int locked;
+};
+
+static KT_NOINSTR int patch_walk_cb(struct dl_phdr_info *info, size_t size, void *a)
+{
+	struct patch_walk *w = a;
+
+	if (!w->locked) {
+		pthread_mutex_lock(&patch_lock);
+		w->locked = 1;
+	}
+	return w->cb(info, size, w->arg);
+}
+
+static KT_NOINSTR void patch_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+	struct patch_walk w = {cb, arg, 0};
+
+	ktrace__phdr_iterate(patch_walk_cb, &w);
+	if (!w.locked)   /* no module: the loader's lock is not waited for now */
+		pthread_mutex_lock(&patch_lock);
+}
 static uint32_t n_orng;
 static int64_t open_since_ns, open_last_ns;
 
@@ -1414,8 +1451,7 @@ static KT_NOINSTR void orng_tick(int64_t now, int64_t *wait_ns)
 	}
 	int64_t t0 = ktrace__monotonic_ns();
 
-	pthread_mutex_lock(&patch_lock);
-	ktrace__phdr_iterate(orng_close_cb, NULL);
+	patch_iterate(orng_close_cb, NULL);
 	n_orng = 0;
 	pthread_mutex_unlock(&patch_lock);
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
@@ -2202,8 +2238,9 @@ static KT_NOINSTR void wx_say(void)
 }
 
 /* The patch lock across fork() (registered at init by ktrace__lean_atfork,
- * after ktrace__phdr_atfork: a fork takes this one first, as the writer
- * does).  The child's only thread is the one that forked and took it. */
+ * before ktrace__phdr_atfork: a fork takes this one second, as the
+ * writer does: patch_iterate).  The child's only thread is the one that
+ * forked and took it. */
 static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 static KT_NOINSTR void atfork_child(void)
@@ -2217,10 +2254,10 @@ static KT_NOINSTR void atfork_child(void)
 	pthread_mutex_unlock(&patch_lock);
 }
 
-/* Once, at init, right after ktrace__phdr_atfork, and before init's own
- * child handler (fork_child), which may start the child's writer: this
- * child handler runs before it, and the writer never meets the lock
- * still held. */
+/* Once, at init, right before ktrace__phdr_atfork, and before init's own
+ * child handler (fork_child), after which the child's next traced call
+ * may start its writer: this child handler runs before it, and that
+ * writer never meets the lock still held. */
 KT_NOINSTR void ktrace__lean_atfork(void)
 {
 	static int done;
@@ -2332,9 +2369,8 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 		margin_wait = 0;
 		ktrace__lean_open_frames(open_ids, NF);
 	}
-	pthread_mutex_lock(&patch_lock);
 	m.n = 0;
-	ktrace__phdr_iterate(patch_module, &m);
+	patch_iterate(patch_module, &m);
 	pthread_mutex_unlock(&patch_lock);
 	wx_say();
 	if (early) {   /* the full pass stays due a gap after the last */

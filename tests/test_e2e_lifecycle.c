@@ -249,12 +249,12 @@ static void run_forkphdr(const char *prog)
 	if (kt_expect_line(&r.p, "forkphdr ", line, sizeof(line), 180000) != 0) {
 		print_error("%s forkphdr: no result (hung); stdout:\n%s\nstderr:\n%s", prog,
 		            r.p.out, r.p.err);
-		kt_proc_free(&r.p);
+		finish(&r, 0);
 		fail();
 	}
 	assert_int_equal(sscanf(line, "forkphdr %d ok %d", &n, &ok), 2);
 	if (ok != n) {
-		kt_proc_free(&r.p);
+		finish(&r, 0);
 		fail_msg("%d of %d fork children hung in dl_iterate_phdr", n - ok, n);
 	}
 	finish(&r, 1);

@@ -404,8 +404,10 @@ int kt_wait(struct kt_proc *p, int timeout_ms)
 			/* A grandchild (a hung fork child) may hold the pipes
 			 * open for good: after the kill, read on only a while. */
 			if (killed && kt_now_ms() > end + 5000) {
-				close(p->out_fd);
-				close(p->err_fd);
+				if (p->out_fd >= 0)
+					close(p->out_fd);
+				if (p->err_fd >= 0)
+					close(p->err_fd);
 				p->out_fd = p->err_fd = -1;
 				continue;
 			}
