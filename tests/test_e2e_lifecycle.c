@@ -260,6 +260,34 @@ static void run_forkphdr(const char *prog)
 	finish(&r, 1);
 }
 
+/* A thread started by a constructor before libktrace's (static build)
+ * forks while the library starts on the main thread: a child forked then
+ * has no thread to finish the start, and its first traced call waited
+ * for it for good (the first child hung, 3 runs of 3).  It runs untraced
+ * now (init_fork_child). */
+static void test_e2e_lifecycle_fork_during_init(void **state)
+{
+	static const char *const env[] = {"E2E_FORKINIT=1", NULL};
+	struct run r;
+	char line[256];
+	int n = 0, ok = -1;
+
+	(void)state;
+	SKIP_FORK_UNDER_ASAN();
+	start(&r, PROG_STATIC, "forkinit", NULL, NULL, env);
+	if (kt_expect_line(&r.p, "forkinit ", line, sizeof(line), 120000) != 0) {
+		print_error("forkinit: no result; stdout:\n%s\nstderr:\n%s", r.p.out, r.p.err);
+		finish(&r, 0);
+		fail();
+	}
+	assert_int_equal(sscanf(line, "forkinit %d ok %d", &n, &ok), 2);
+	if (n != 200 || ok != n) {
+		finish(&r, 0);
+		fail_msg("forks while ktrace started: %d children, %d exited 0 (one hung)", n, ok);
+	}
+	finish(&r, 1);
+}
+
 static void test_e2e_lifecycle_fork_during_writer_phdr(void **state)
 {
 	(void)state;
@@ -799,6 +827,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lifecycle_fork_locked),
 		cmocka_unit_test(test_e2e_lifecycle_fork_lean),
 		cmocka_unit_test(test_e2e_lifecycle_fork_lean_locked),
+		cmocka_unit_test(test_e2e_lifecycle_fork_during_init),
 		cmocka_unit_test(test_e2e_lifecycle_fork_during_writer_phdr),
 		cmocka_unit_test(test_e2e_lifecycle_fork_during_writer_phdr_lean),
 		cmocka_unit_test(test_e2e_lifecycle_fork_child_lists_only_its_threads),

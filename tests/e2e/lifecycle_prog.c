@@ -15,6 +15,8 @@
  *                 "forkphdr <N> ok <children that exited 0>".  With
  *                 slow_phdr.c linked in and E2E_SLOW_PHDR set, the
  *                 writer's own dl_iterate_phdr calls are slow.
+ *   forkinit      with E2E_FORKINIT=1 (below, ctor100): prints
+ *                 "forkinit <children> ok <children that exited 0>".
  *   exec          exec_fn x3, snapshot ("before <rc> <path>"), then execs
  *                 itself in mode after-exec: after_exec_fn x4, snapshot
  *                 ("after <rc> <path>").
@@ -255,8 +257,39 @@ static __attribute__((noinline)) void pre_init_work(void)
 }
 
 /* Before libktrace's constructor (101) when both are in one executable. */
+/* E2E_FORKINIT=1: a thread started before libktrace's constructor (in
+ * the static build) forks up to 200 children while the library starts
+ * on the main thread; each child calls child_fn (its first traced call)
+ * and exits 0, or is killed by SIGALRM after 5 s (hung).  The forks stop
+ * at the first child that did not exit 0. */
+static pthread_t forkinit_thread;
+static int forkinit_started, forkinit_n, forkinit_ok;
+
+__attribute__((no_instrument_function)) static void *forkinit_main(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < 200; k++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			alarm(5);
+			child_fn();
+			_exit(0);
+		}
+		int st = 0;
+		forkinit_n++;
+		if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			forkinit_ok++;
+		else
+			break;
+	}
+	return NULL;
+}
+
 __attribute__((constructor(100), no_instrument_function)) static void ctor100(void)
 {
+	const char *f = getenv("E2E_FORKINIT");
+	if (f && strcmp(f, "1") == 0)
+		forkinit_started = pthread_create(&forkinit_thread, NULL, forkinit_main, NULL) == 0;
 	const char *s = getenv("E2E_SIGOWN_CTOR");
 	if (s && strcmp(s, "1") == 0)
 		install_app_handler();
@@ -385,6 +418,12 @@ int main(int argc, char **argv)
 		return do_fork(argc > 2 ? atoi(argv[2]) : 1);
 	if (!strcmp(mode, "forkphdr"))
 		return do_forkphdr(argc > 2 ? atoi(argv[2]) : 1);
+	if (!strcmp(mode, "forkinit")) {
+		if (forkinit_started)
+			pthread_join(forkinit_thread, NULL);
+		printf("forkinit %d ok %d\n", forkinit_n, forkinit_ok);
+		return 0;
+	}
 	if (!strcmp(mode, "exec")) {
 		for (int i = 0; i < 3; i++)
 			exec_fn();
