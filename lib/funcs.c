@@ -614,18 +614,13 @@ static KT_NOINSTR void phdr_child(void)
 	phdr_held = 0;
 }
 
-/* Once, first thing at init (before its own dl_iterate_phdr calls), and
- * after the lean mode's (ktrace__lean_atfork): prepare handlers run
- * last-registered first, so a fork takes this one, then the patch lock,
- * the writer's order (lean.c patch_iterate). */
+/* At init (do_init, once a process image), before its own dl_iterate_phdr
+ * calls, and after the lean mode's (ktrace__lean_atfork): prepare handlers
+ * run last-registered first, so a fork takes this one, then the patch
+ * lock, the writer's order (lean.c patch_iterate). */
 KT_NOINSTR void ktrace__phdr_atfork(void)
 {
-	static int done;
-
-	if (!done) {
-		done = 1;
-		pthread_atfork(phdr_prepare, phdr_parent, phdr_child);
-	}
+	pthread_atfork(phdr_prepare, phdr_parent, phdr_child);
 }
 
 /* The BUILDIDS section for the first 'count' modules (as serialized). */

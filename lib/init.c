@@ -198,6 +198,28 @@ static KT_NOINSTR void at_exit(void)
 static int off_reason;   /* written once by the initialising thread */
 
 /*
+ * A fork child of a process whose ktrace was starting (another thread
+ * forked during do_init: a thread started by an earlier constructor) has
+ * no thread to finish the start: its first traced call waited for it for
+ * good (test_e2e_lifecycle fork_during_init).  Tracing is off in such a
+ * child.  Registered first thing in do_init; in any other child the state
+ * is ready or off already.  (A fork by
+ * the starting thread itself, from a signal handler, goes on starting in
+ * the child, and sets the state at the end.)
+ */
+static KT_NOINSTR void init_fork_child(void)
+{
+	int s = KT_INITING;
+
+	if (kt_cas(&ktrace__g.state, &s, KT_OFF, acq_rel)) {
+		off_reason = KTRACE_EDISABLED;
+#if defined(__x86_64__)
+		kt_store(&ktrace__lean_skip, 1, relaxed);
+#endif
+	}
+}
+
+/*
  * Start-up.  When a step fails, tracing is off for the process and what
  * was made is given back (rings, tables, perf events): a tracer that
  * cannot work must not keep 30 MiB for nothing.  The thread table's
@@ -208,6 +230,8 @@ static KT_NOINSTR int do_init(void)
 {
 	int r;
 
+	/* A child forked while this runs: untraced (init_fork_child). */
+	pthread_atfork(NULL, NULL, init_fork_child);
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
@@ -253,28 +277,6 @@ KT_NOINSTR int ktrace__off_reason(void)
 	return off_reason ? off_reason : KTRACE_EDISABLED;
 }
 
-/*
- * A fork child of a process whose ktrace was starting (another thread
- * forked during do_init: a thread started by an earlier constructor) has
- * no thread to finish the start: its first traced call waited for it for
- * good (test_e2e_lifecycle fork_during_init).  Tracing is off in such a
- * child.  Registered by the thread that starts the library, before it
- * does; in any other child the state is ready or off already.  (A fork by
- * the starting thread itself, from a signal handler, goes on starting in
- * the child, and sets the state at the end.)
- */
-static KT_NOINSTR void init_fork_child(void)
-{
-	int s = KT_INITING;
-
-	if (kt_cas(&ktrace__g.state, &s, KT_OFF, acq_rel)) {
-		off_reason = KTRACE_EDISABLED;
-#if defined(__x86_64__)
-		kt_store(&ktrace__lean_skip, 1, relaxed);
-#endif
-	}
-}
-
 KT_NOINSTR int ktrace__ensure_init(void)
 {
 	/* acquire: pairs with the release store that ends do_init, so the
@@ -288,8 +290,6 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		return 0;
 	if (kt_cas(&ktrace__g.state, &expect, KT_INITING, acq_rel)) {
 		int r;
-
-		pthread_atfork(NULL, NULL, init_fork_child);
 		/* The nesting guard needs a struct of the thread's own (a
 		 * traced signal handler here must not wait for this init). */
 		t = kt_self_alloc();

@@ -2254,18 +2254,14 @@ static KT_NOINSTR void atfork_child(void)
 	pthread_mutex_unlock(&patch_lock);
 }
 
-/* Once, at init, right before ktrace__phdr_atfork, and before init's own
- * child handler (fork_child), after which the child's next traced call
- * may start its writer: this child handler runs before it, and that
- * writer never meets the lock still held. */
+/* At init (do_init, once a process image), right before
+ * ktrace__phdr_atfork, and before init's own child handler (fork_child),
+ * after which the child's next traced call may start its writer: this
+ * child handler runs before it, and that writer never meets the lock
+ * still held. */
 KT_NOINSTR void ktrace__lean_atfork(void)
 {
-	static int done;
-
-	if (!done) {
-		done = 1;
-		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-	}
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* A compact id whose function is in the lean mode (its entry site is

@@ -235,29 +235,43 @@ static void test_e2e_lifecycle_fork_lean_locked(void **state)
  * writer's, a dlopen's) waited forever: 1 child of 20 here, and a lean
  * run that never ended, with the writer's calls made slow (slow_phdr.c).
  * fork() now waits for the writer's call to end (ktrace__phdr_iterate). */
+/* Runs prog mode [arg] with env (a lifecycle_prog mode that forks): it
+ * prints "<mode> <children> ok <children that exited 0>" within
+ * timeout_ms; there must be want children, all exited 0 (what: the
+ * failure's words). */
+static void run_fork_count(const char *prog, const char *mode, const char *arg,
+                           const char *const *env, int timeout_ms, int want, const char *what)
+{
+	struct run r;
+	char line[256], fmt[64];
+	int n = 0, ok = -1;
+
+	SKIP_FORK_UNDER_ASAN();
+	start(&r, prog, mode, arg, NULL, env);
+	snprintf(fmt, sizeof(fmt), "%s ", mode);
+	if (kt_expect_line(&r.p, fmt, line, sizeof(line), timeout_ms) != 0) {
+		print_error("%s %s: no result (hung); stdout:\n%s\nstderr:\n%s", prog, mode,
+		            r.p.out, r.p.err);
+		finish(&r, 0);
+		fail();
+	}
+	snprintf(fmt, sizeof(fmt), "%s %%d ok %%d", mode);
+	assert_int_equal(sscanf(line, fmt, &n, &ok), 2);
+	if (n != want || ok != n) {
+		finish(&r, 0);
+		fail_msg("%s: %d children of %d, %d exited 0", what, n, want, ok);
+	}
+	finish(&r, 1);
+}
+
 static void run_forkphdr(const char *prog)
 {
 	/* snapshots all along: the default 10 files a minute ran out in 1 s */
 	static const char *const env[] = {"E2E_SLOW_PHDR=20000", "KTRACE_MAX_FILES_PER_MIN=600",
 	                                  "KTRACE_MAX_MB_PER_MIN=100000", NULL};
-	struct run r;
-	char line[256];
-	int n = 0, ok = -1;
 
-	SKIP_FORK_UNDER_ASAN();
-	start(&r, prog, "forkphdr", "20", NULL, env);
-	if (kt_expect_line(&r.p, "forkphdr ", line, sizeof(line), 180000) != 0) {
-		print_error("%s forkphdr: no result (hung); stdout:\n%s\nstderr:\n%s", prog,
-		            r.p.out, r.p.err);
-		finish(&r, 0);
-		fail();
-	}
-	assert_int_equal(sscanf(line, "forkphdr %d ok %d", &n, &ok), 2);
-	if (ok != n) {
-		finish(&r, 0);
-		fail_msg("%d of %d fork children hung in dl_iterate_phdr", n - ok, n);
-	}
-	finish(&r, 1);
+	run_fork_count(prog, "forkphdr", "20", env, 180000, 20,
+	               "fork children hung in dl_iterate_phdr");
 }
 
 /* A thread started by a constructor before libktrace's (static build)
@@ -268,24 +282,10 @@ static void run_forkphdr(const char *prog)
 static void test_e2e_lifecycle_fork_during_init(void **state)
 {
 	static const char *const env[] = {"E2E_FORKINIT=1", NULL};
-	struct run r;
-	char line[256];
-	int n = 0, ok = -1;
 
 	(void)state;
-	SKIP_FORK_UNDER_ASAN();
-	start(&r, PROG_STATIC, "forkinit", NULL, NULL, env);
-	if (kt_expect_line(&r.p, "forkinit ", line, sizeof(line), 120000) != 0) {
-		print_error("forkinit: no result; stdout:\n%s\nstderr:\n%s", r.p.out, r.p.err);
-		finish(&r, 0);
-		fail();
-	}
-	assert_int_equal(sscanf(line, "forkinit %d ok %d", &n, &ok), 2);
-	if (n != 200 || ok != n) {
-		finish(&r, 0);
-		fail_msg("forks while ktrace started: %d children, %d exited 0 (one hung)", n, ok);
-	}
-	finish(&r, 1);
+	run_fork_count(PROG_STATIC, "forkinit", NULL, env, 120000, 200,
+	               "forks while ktrace started (one hung)");
 }
 
 static void test_e2e_lifecycle_fork_during_writer_phdr(void **state)
