@@ -2243,13 +2243,100 @@ static KT_NOINSTR void wx_say(void)
  * forked and took it. */
 static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
+
+/* A hex number at *pp, which moves past it. */
+static KT_NOINSTR uint64_t fork_hex(const char **pp)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	for (;; p++) {
+		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+
+		if (d < 0)
+			break;
+		v = v * 16 + (uint64_t)d;
+	}
+	*pp = p;
+	return v;
+}
+
+/*
+ * The child's part of the open ranges (LINGER) that is still what ktrace
+ * made writable: a file's pages mapped read+write+exec.  A module
+ * unloaded while its range was open (the writer closes only those still
+ * loaded, orng_close_cb) may have left its place to other memory, data
+ * maybe, which a blind mprotect would have made read-only in the child.
+ * The loader's list cannot be walked here (dl_iterate_phdr's lock may
+ * have been held by another thread at the fork: ktrace__phdr_iterate),
+ * so /proc/self/maps answers, read with system calls into static buffers
+ * (the child has one thread).  A part found is put in put[]; the
+ * mprotects come after the read, which they would otherwise change.
+ */
+#define FORK_PUT 64
+static char fork_buf[4096], fork_line[256];
+static uint64_t fork_put[FORK_PUT][2];
+
+static KT_NOINSTR uint32_t fork_line_ranges(const char *l, uint32_t n)
+{
+	const char *p = l;
+	uint64_t start, end, ino = 0;
+
+	start = fork_hex(&p);
+	if (*p++ != '-')
+		return n;
+	end = fork_hex(&p);
+	if (strncmp(p, " rwxp ", 6) != 0)
+		return n;
+	p += 6;
+	fork_hex(&p);   /* offset */
+	while (*p == ' ')
+		p++;
+	while (*p && *p != ' ')   /* dev */
+		p++;
+	while (*p == ' ')
+		p++;
+	while (*p >= '0' && *p <= '9')
+		ino = ino * 10 + (uint64_t)(*p++ - '0');
+	if (ino == 0)
+		return n;   /* anonymous: not a module's code */
+	for (uint32_t k = 0; k < n_orng && n < FORK_PUT; k++) {
+		uint64_t lo = orng[k].a > start ? orng[k].a : start;
+		uint64_t hi = orng[k].a + orng[k].len < end ? orng[k].a + orng[k].len : end;
+
+		if (orng[k].len != 0 && lo < hi) {
+			fork_put[n][0] = lo;
+			fork_put[n++][1] = hi;
+		}
+	}
+	return n;
+}
+
 static KT_NOINSTR void atfork_child(void)
 {
+	uint32_t n = 0;
+	size_t ll = 0;
+	ssize_t r;
+	int fd;
+
 	/* The child's code too (LINGER): nothing is patched meanwhile,
 	 * atfork_prepare held the lock. */
-	for (uint32_t k = 0; k < n_orng; k++)
-		if (orng[k].len != 0)
-			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
+	if (n_orng != 0 && (fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)) >= 0) {
+		while ((r = read(fd, fork_buf, sizeof(fork_buf))) > 0)
+			for (ssize_t i = 0; i < r; i++) {
+				if (fork_buf[i] == '\n') {
+					fork_line[ll] = 0;
+					n = fork_line_ranges(fork_line, n);
+					ll = 0;
+				} else if (ll < sizeof(fork_line) - 1) {
+					fork_line[ll++] = fork_buf[i];
+				}
+			}
+		close(fd);
+		for (uint32_t i = 0; i < n; i++)
+			mprotect((void *)fork_put[i][0], fork_put[i][1] - fork_put[i][0],
+			         PROT_READ | PROT_EXEC);
+	}
 	n_orng = 0;
 	pthread_mutex_unlock(&patch_lock);
 }

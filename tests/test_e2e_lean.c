@@ -47,6 +47,10 @@
  *   reload      a lean library unloaded and another loaded at its place
  *               while the first one's code is kept writable: no crash,
  *               both patched, exact counts.
+ *   fork_reload a lean library unloaded while ktrace keeps its code
+ *               writable, read+write memory mapped at its place, then a
+ *               fork: the child can write that memory (the fork handler
+ *               made every open range read+exec, whatever lay there now).
  *   lld         linked by lld (a code segment not at a page's start): the
  *               code read+exec again after the batch.
  *   late exits  excluded functions whose first calls took one return and
@@ -950,6 +954,36 @@ static void test_e2e_lean_reload(void **state)
 	done(&r);
 }
 
+/* A library unloaded while its code is kept writable (lib/lean.c,
+ * LINGER), data mapped where its code was, a fork: the child's fork
+ * handler puts back read+exec only what is still a file's pages mapped
+ * read+write+exec (atfork_child), so the child's write of the data
+ * succeeds (a SIGSEGV before). */
+static void test_e2e_lean_fork_reload(void **state)
+{
+	struct run r;
+	const char *l;
+	int found = -1, status = -2;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "forkreload", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=a_leaf", NULL);
+	assert_non_null(l = strstr(r.p.out, "forkreload "));
+	assert_int_equal(sscanf(l, "forkreload %d child %d", &found, &status), 2);
+	if (found == 0) {
+		print_message("the unloaded library's place was taken before the test could map it\n");
+		done(&r);
+		skip();
+	}
+	if (WIFSIGNALED(status))
+		fail_msg("the fork child died of signal %d writing the data mapped where the "
+		         "unloaded library's code was", WTERMSIG(status));
+	assert_int_equal(status, 0);
+	done(&r);
+}
+
 /* Linked by lld, whose code segment does not start at a page: the code is
  * read+exec again after the batch (lib/lean.c, LINGER). */
 static void test_e2e_lean_lld(void **state)
@@ -1158,6 +1192,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_late_exits),
 		cmocka_unit_test(test_e2e_lean_held),
 		cmocka_unit_test(test_e2e_lean_reload),
+		cmocka_unit_test(test_e2e_lean_fork_reload),
 		cmocka_unit_test(test_e2e_lean_lld),
 	};
 

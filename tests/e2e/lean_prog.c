@@ -69,6 +69,13 @@
  *            keeps that code writable); prints "reload a <a_leaf's first
  *            byte> <a_run calls> a2 <a_leaf2's> <a_run2 calls> b <b_leaf's>
  *            <b_run calls> many <a_f still calling> <b_f still calling>".
+ *   forkreload  loads libe2e_lean_reload_a.so, calls a_run until a_leaf
+ *            (excluded) is patched out, so that ktrace keeps a's code
+ *            writable for a while (LINGER), unloads a, maps read+write
+ *            memory where its code was, fills it and forks; the child
+ *            writes it again and exits 0 (a fork handler that made the
+ *            old range read+exec killed it).  Prints "forkreload <tries
+ *            that found the place free> child <its wait status, or -1>".
  *   storm    6 threads run storm_worker > outer(4) x STORM_ITERS while main
  *            sends them SIGUSR1 every ~5 us; the handler, on_sig, calls
  *            sig_leaf twice.  Signals and preemptions land inside the
@@ -854,6 +861,77 @@ static int do_reload(void)
 	return a > 0xff || a2 > 0xff || b > 0xff;
 }
 
+/* The page-rounded code segment of the loaded library whose name holds
+ * arg: out[0], out[1]. */
+struct seg_find {
+	const char *name;
+	uintptr_t lo, hi;
+};
+
+static int seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct seg_find *f = arg;
+
+	(void)size;
+	if (strstr(info->dlpi_name, f->name) == NULL)
+		return 0;
+	for (int k = 0; k < info->dlpi_phnum; k++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[k];
+		uintptr_t b = info->dlpi_addr + p->p_vaddr, e = b + p->p_memsz;
+
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_X)) {
+			f->lo = b & ~(uintptr_t)4095;
+			f->hi = (e + 4095) & ~(uintptr_t)4095;
+		}
+	}
+	return 1;
+}
+
+static int do_forkreload(void)
+{
+	int found = 0, status = -1;
+
+	for (int t = 0; t < 5 && !found; t++) {
+		struct seg_find f = {"libe2e_lean_reload_a", 0, 0};
+		void *h, *m;
+		long n;
+		unsigned a;
+		pid_t pid;
+
+		if ((h = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", RTLD_NOW)) == NULL) {
+			printf("dlopen: %s\n", dlerror());
+			return 1;
+		}
+		a = run_until(h, "a_run", "a_leaf", &n);
+		dl_iterate_phdr(seg_cb, &f);
+		dlclose(h);
+		if (a > 0xff || f.lo == 0) {
+			printf("forkreload: a_leaf not patched out (%x) or no code segment\n", a);
+			return 1;
+		}
+		m = mmap((void *)f.lo, f.hi - f.lo, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (m == MAP_FAILED)
+			continue;
+		if (m != (void *)f.lo) {   /* a kernel before 4.17: a hint only */
+			munmap(m, f.hi - f.lo);
+			continue;
+		}
+		found++;
+		memset(m, 1, f.hi - f.lo);
+		fflush(stdout);
+		if ((pid = fork()) == 0) {
+			memset(m, 2, f.hi - f.lo);
+			_exit(0);
+		}
+		if (pid > 0)
+			waitpid(pid, &status, 0);
+		munmap(m, f.hi - f.lo);
+	}
+	printf("forkreload %d child %d\n", found, status);
+	return found && status != 0;
+}
+
 static int do_late(void)
 {
 	if (late_loop(100, 0) != 300 || late_loop(300000, 1) != 300000 * 11)
@@ -1178,6 +1256,8 @@ int main(int argc, char **argv)
 		bad = do_held();
 	} else if (strcmp(mode, "reload") == 0) {
 		bad = do_reload();
+	} else if (strcmp(mode, "forkreload") == 0) {
+		bad = do_forkreload();
 	}
 	fflush(stdout);
 	rc = ktrace_snapshot(mode);
