@@ -196,6 +196,8 @@ static KT_NOINSTR void at_exit(void)
 }
 
 static int off_reason;   /* written once by the initialising thread */
+static _Atomic int init_pid;   /* the process whose thread claimed the start */
+_Atomic int ktrace__vforking;  /* vfork calls under way (vfork.c) */
 
 /*
  * A fork child of a process whose ktrace was starting (another thread
@@ -203,7 +205,10 @@ static int off_reason;   /* written once by the initialising thread */
  * no thread to finish the start: its first traced call waited for it for
  * good (test_e2e_lifecycle fork_during_init).  Tracing is off in such a
  * child.  Registered first thing in do_init; in any other child the state
- * is ready or off already.  (A fork by
+ * is ready or off already.  A child forked before that (between the
+ * start's claim and the registration: 4 runs of 40 lost their first
+ * child) is found by its waiting thread, whose pid is not the starter's
+ * (ktrace__ensure_init).  (A fork by
  * the starting thread itself, from a signal handler, goes on starting in
  * the child, and sets the state at the end.)
  */
@@ -288,6 +293,10 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		return 1;
 	if (s == KT_OFF)
 		return 0;
+	/* Before the claim: a fork child that finds the state KT_INITING
+	 * finds the process that started then here too (the wait below). */
+	if (s == KT_UNINIT)
+		kt_store(&init_pid, (int)getpid(), relaxed);
 	if (kt_cas(&ktrace__g.state, &expect, KT_INITING, acq_rel)) {
 		int r;
 		/* The nesting guard needs a struct of the thread's own (a
@@ -312,8 +321,20 @@ KT_NOINSTR int ktrace__ensure_init(void)
 			t->nest--;
 		return r == 0;
 	}
-	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING)
+	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING) {
+		/* A fork child of a process that was starting, forked before
+		 * do_init registered init_fork_child: the same. */
+		if ((int)getpid() != kt_load(&init_pid, relaxed)) {
+			/* ...unless a vfork is under way: its child shares
+			 * the starting process's memory, and must not end
+			 * its start; it returns untraced (vfork.c). */
+			if (kt_load(&ktrace__vforking, relaxed) != 0)
+				return 0;
+			init_fork_child();
+			continue;
+		}
 		sched_yield();
+	}
 	return s == KT_READY;
 }
 
