@@ -586,13 +586,18 @@ KT_NOINSTR int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, voi
 	return r;
 }
 
+/* A polled wait on the monotonic clock: pthread_mutex_timedlock's
+ * deadline is on CLOCK_REALTIME, which a step back (NTP, an operator, a
+ * resumed VM) made a wait as long as the step.  The writer's calls take
+ * well under a millisecond; 20 us naps. */
 static KT_NOINSTR void phdr_prepare(void)
 {
-	struct timespec ts;
+	int64_t until = ktrace__monotonic_ns() + PHDR_FORK_WAIT_S * 1000000000LL;
+	struct timespec nap = {0, 20000};
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += PHDR_FORK_WAIT_S;
-	phdr_held = pthread_mutex_timedlock(&phdr_lock, &ts) == 0;
+	while (!(phdr_held = pthread_mutex_trylock(&phdr_lock) == 0) &&
+	       ktrace__monotonic_ns() < until)
+		nanosleep(&nap, NULL);
 }
 
 static KT_NOINSTR void phdr_parent(void)
