@@ -196,19 +196,18 @@ static KT_NOINSTR void at_exit(void)
 }
 
 static int off_reason;   /* written once by the initialising thread */
-static _Atomic int init_pid;   /* the process whose thread claimed the start */
-_Atomic int ktrace__vforking;  /* vfork calls under way (vfork.c) */
 
 /*
  * A fork child of a process whose ktrace was starting (another thread
  * forked during do_init: a thread started by an earlier constructor) has
  * no thread to finish the start: its first traced call waited for it for
  * good (test_e2e_lifecycle fork_during_init).  Tracing is off in such a
- * child.  Registered first thing in do_init; in any other child the state
- * is ready or off already.  A child forked before that (between the
- * start's claim and the registration: 4 runs of 40 lost their first
- * child) is found by its waiting thread, whose pid is not the starter's
- * (ktrace__ensure_init).  (A fork by
+ * child.  Registered before the start is claimed (fork_handler_ready); in
+ * any other child the state is ready or off already.  (Registered in
+ * do_init, after the claim, a child forked in between waited for good:
+ * 4 runs of 40 lost their first child.  A vfork child, or a clone that
+ * shares memory, runs no atfork handler, and waits as the parent's
+ * threads do.)  (A fork by
  * the starting thread itself, from a signal handler, goes on starting in
  * the child, and sets the state at the end.)
  */
@@ -225,6 +224,32 @@ static KT_NOINSTR void init_fork_child(void)
 }
 
 /*
+ * init_fork_child registered, once a process image, before any thread
+ * claims the start: 1 when it is.  A thread that finds another one
+ * registering it (a few microseconds at the first traced call) returns
+ * 0, untraced for this call, instead of waiting: a traced signal handler
+ * on the registering thread would wait for itself (pthread_once would),
+ * and a child forked meanwhile, where no thread ends the registration,
+ * runs untraced.
+ */
+static _Atomic int fork_reg;   /* 0 not yet, 1 being registered, 2 done */
+
+static KT_NOINSTR int fork_handler_ready(void)
+{
+	int e = 0;
+
+	/* acquire: pairs with the release store below (the handler is in
+	 * glibc's list before any thread claims the start) */
+	if (KT_LIKELY(kt_load(&fork_reg, acquire) == 2))
+		return 1;
+	if (!kt_cas(&fork_reg, &e, 1, acq_rel))
+		return e == 2;
+	pthread_atfork(NULL, NULL, init_fork_child);
+	kt_store(&fork_reg, 2, release);
+	return 1;
+}
+
+/*
  * Start-up.  When a step fails, tracing is off for the process and what
  * was made is given back (rings, tables, perf events): a tracer that
  * cannot work must not keep 30 MiB for nothing.  The thread table's
@@ -235,8 +260,6 @@ static KT_NOINSTR int do_init(void)
 {
 	int r;
 
-	/* A child forked while this runs: untraced (init_fork_child). */
-	pthread_atfork(NULL, NULL, init_fork_child);
 	ktrace__config_load();
 	if (!ktrace__cfg.enabled)
 		return KTRACE_EDISABLED;
@@ -293,10 +316,9 @@ KT_NOINSTR int ktrace__ensure_init(void)
 		return 1;
 	if (s == KT_OFF)
 		return 0;
-	/* Before the claim: a fork child that finds the state KT_INITING
-	 * finds the process that started then here too (the wait below). */
-	if (s == KT_UNINIT)
-		kt_store(&init_pid, (int)getpid(), relaxed);
+	/* A child forked once the start is claimed: untraced (above). */
+	if (!fork_handler_ready())
+		return 0;
 	if (kt_cas(&ktrace__g.state, &expect, KT_INITING, acq_rel)) {
 		int r;
 		/* The nesting guard needs a struct of the thread's own (a
@@ -321,20 +343,8 @@ KT_NOINSTR int ktrace__ensure_init(void)
 			t->nest--;
 		return r == 0;
 	}
-	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING) {
-		/* A fork child of a process that was starting, forked before
-		 * do_init registered init_fork_child: the same. */
-		if ((int)getpid() != kt_load(&init_pid, relaxed)) {
-			/* ...unless a vfork is under way: its child shares
-			 * the starting process's memory, and must not end
-			 * its start; it returns untraced (vfork.c). */
-			if (kt_load(&ktrace__vforking, relaxed) != 0)
-				return 0;
-			init_fork_child();
-			continue;
-		}
+	while ((s = kt_load(&ktrace__g.state, acquire)) == KT_INITING)
 		sched_yield();
-	}
 	return s == KT_READY;
 }
 

@@ -713,7 +713,6 @@ long ktrace__vfork_parent(long r);       /* after it, in the parent: errno */
 /* ---- init (init.c) ----------------------------------------------------- */
 /* Initialise the library if not done; returns 1 if tracing is on. */
 int ktrace__ensure_init(void);
-extern _Atomic int ktrace__vforking;   /* vfork calls under way (vfork.c; init.c) */
 /* Why tracing is off: KTRACE_EDISABLED (KTRACE_ENABLE=0) or the error
  * that stopped start-up. */
 int ktrace__off_reason(void);

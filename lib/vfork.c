@@ -31,9 +31,6 @@ KT_NOINSTR void ktrace__vfork_enter(void)
 {
 	struct kt_thread *t = kt_self();
 
-	/* relaxed: the child runs on this memory, after this store (init.c:
-	 * a start under way is not the child's to end) */
-	kt_add(&ktrace__vforking, 1, relaxed);
 	/* acquire: pairs with the release store that ends start-up. */
 	if (t == &ktrace__idle) {
 		/* The child must not map a struct of its own in the shared
@@ -59,7 +56,6 @@ KT_NOINSTR long ktrace__vfork_parent(long r)
 {
 	struct kt_thread *t = kt_self();
 
-	kt_add(&ktrace__vforking, -1, relaxed);
 	if (t != &ktrace__idle && t->in_vfork) {
 		t->key = t->vfork_key;
 		t->ment = t->vfork_ment;
