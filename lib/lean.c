@@ -2272,6 +2272,8 @@ static KT_NOINSTR uint64_t fork_hex(const char **pp)
  * so /proc/self/maps answers, read with system calls into static buffers
  * (the child has one thread).  A part found is put in put[]; the
  * mprotects come after the read, which they would otherwise change.
+ * (A program's own private rwx mapping of a file, a JIT's memfd, put
+ * where the unloaded module was would be taken for it: read+exec.)
  */
 #define FORK_PUT 64
 static char fork_buf[4096], fork_line[256];
@@ -2320,9 +2322,19 @@ static KT_NOINSTR void atfork_child(void)
 	int fd;
 
 	/* The child's code too (LINGER): nothing is patched meanwhile,
-	 * atfork_prepare held the lock. */
-	if (n_orng != 0 && (fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)) >= 0) {
-		while ((r = read(fd, fork_buf, sizeof(fork_buf))) > 0)
+	 * atfork_prepare held the lock.  System calls, not libc's open and
+	 * read, which a program or a preload may interpose.  Where the file
+	 * cannot be read whole (no /proc, no descriptor left, a sandbox),
+	 * every range as it was, as before: code left writable for the
+	 * child's life is the worse risk. */
+	fd = n_orng == 0 ? -1 : (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		for (;;) {
+			r = syscall(SYS_read, fd, fork_buf, sizeof(fork_buf));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
 			for (ssize_t i = 0; i < r; i++) {
 				if (fork_buf[i] == '\n') {
 					fork_line[ll] = 0;
@@ -2332,10 +2344,19 @@ static KT_NOINSTR void atfork_child(void)
 					fork_line[ll++] = fork_buf[i];
 				}
 			}
-		close(fd);
+		}
+		syscall(SYS_close, fd);
+		if (r < 0)
+			fd = -1;
+	}
+	if (fd >= 0) {
 		for (uint32_t i = 0; i < n; i++)
 			mprotect((void *)fork_put[i][0], fork_put[i][1] - fork_put[i][0],
 			         PROT_READ | PROT_EXEC);
+	} else {
+		for (uint32_t k = 0; k < n_orng; k++)
+			if (orng[k].len != 0)
+				mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 	}
 	n_orng = 0;
 	pthread_mutex_unlock(&patch_lock);

@@ -51,6 +51,9 @@
  *               writable, read+write memory mapped at its place, then a
  *               fork: the child can write that memory (the fork handler
  *               made every open range read+exec, whatever lay there now).
+ *   fork_nofd   the same fork with no descriptor left for the child's
+ *               handler to read /proc/self/maps: every open range goes
+ *               back to read+exec as before (it stayed writable).
  *   lld         linked by lld (a code segment not at a page's start): the
  *               code read+exec again after the batch.
  *   late exits  excluded functions whose first calls took one return and
@@ -984,6 +987,29 @@ static void test_e2e_lean_fork_reload(void **state)
 	done(&r);
 }
 
+/* The fork child's handler cannot open /proc/self/maps (no descriptor
+ * left): it puts every open range back to read+exec, as it did before it
+ * read the file (the library's code stayed rwx in the child). */
+static void test_e2e_lean_fork_nofd(void **state)
+{
+	struct run r;
+	const char *l;
+	unsigned a = 0x100;
+	int status = -2;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "forknofd", "KTRACE_QUIET=1", "KTRACE_FILTER=off",
+	    "KTRACE_EXCLUDE=a_leaf", NULL);
+	assert_non_null(l = strstr(r.p.out, "forknofd "));
+	assert_int_equal(sscanf(l, "forknofd %x child %d", &a, &status), 2);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		fail_msg("the library's code was still read+write+exec in the fork child");
+	assert_int_equal(status, 0);
+	done(&r);
+}
+
 /* Linked by lld, whose code segment does not start at a page: the code is
  * read+exec again after the batch (lib/lean.c, LINGER). */
 static void test_e2e_lean_lld(void **state)
@@ -1193,6 +1219,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_held),
 		cmocka_unit_test(test_e2e_lean_reload),
 		cmocka_unit_test(test_e2e_lean_fork_reload),
+		cmocka_unit_test(test_e2e_lean_fork_nofd),
 		cmocka_unit_test(test_e2e_lean_lld),
 	};
 

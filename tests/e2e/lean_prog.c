@@ -76,6 +76,12 @@
  *            writes it again and exits 0 (a fork handler that made the
  *            old range read+exec killed it).  Prints "forkreload <tries
  *            that found the place free> child <its wait status, or -1>".
+ *   forknofd  the same library patched (its code kept writable a while),
+ *            then every descriptor taken (RLIMIT_NOFILE 64) and a fork:
+ *            the child, which could not read /proc/self/maps in its fork
+ *            handler, frees some and reads it: exits 2 if the library's
+ *            code is still read+write+exec there, 0 if not.  Prints
+ *            "forknofd child <its wait status>".
  *   storm    6 threads run storm_worker > outer(4) x STORM_ITERS while main
  *            sends them SIGUSR1 every ~5 us; the handler, on_sig, calls
  *            sig_leaf twice.  Signals and preemptions land inside the
@@ -108,6 +114,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -932,6 +939,57 @@ static int do_forkreload(void)
 	return found && status != 0;
 }
 
+/* Is a code mapping of the library whose name holds name rwx here? */
+static int lib_code_rwx(const char *name)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int rwx = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, name) && strstr(line, " rwxp "))
+			rwx = 1;
+	fclose(f);
+	return rwx;
+}
+
+static int do_forknofd(void)
+{
+	struct rlimit old, lim;
+	int fds[128], nfd = 0, status = -1;
+	long n;
+	unsigned a;
+	void *h;
+	pid_t pid;
+
+	if ((h = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", RTLD_NOW)) == NULL) {
+		printf("dlopen: %s\n", dlerror());
+		return 1;
+	}
+	getrlimit(RLIMIT_NOFILE, &old);
+	lim = old;
+	lim.rlim_cur = 64;
+	setrlimit(RLIMIT_NOFILE, &lim);
+	a = run_until(h, "a_run", "a_leaf", &n);
+	while (nfd < 128 && (fds[nfd] = dup(0)) >= 0)
+		nfd++;
+	fflush(stdout);
+	if ((pid = fork()) == 0) {
+		for (int i = 0; i < nfd && i < 8; i++)
+			close(fds[i]);
+		_exit(lib_code_rwx("libe2e_lean_reload_a") == 0 ? 0 : 2);
+	}
+	while (nfd > 0)
+		close(fds[--nfd]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	printf("forknofd %x child %d\n", a, status);
+	return a > 0xff;
+}
+
 static int do_late(void)
 {
 	if (late_loop(100, 0) != 300 || late_loop(300000, 1) != 300000 * 11)
@@ -1258,6 +1316,8 @@ int main(int argc, char **argv)
 		bad = do_reload();
 	} else if (strcmp(mode, "forkreload") == 0) {
 		bad = do_forkreload();
+	} else if (strcmp(mode, "forknofd") == 0) {
+		bad = do_forknofd();
 	}
 	fflush(stdout);
 	rc = ktrace_snapshot(mode);
