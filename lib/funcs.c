@@ -21,6 +21,7 @@
 #include "internal.h"
 
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -369,49 +371,66 @@ static KT_NOINSTR uint64_t hexnum(const char **pp)
 
 static struct statx scan_stx;      /* under mods_lock (maps_line) */
 
-/* One /proc/self/maps line: "start-end perms offset dev inode   path". */
-static KT_NOINSTR void maps_line(const char *l)
+/* One /proc/self/maps line, "start-end perms offset dev inode   path",
+ * into *m (path: NULL when none; dev: major << 32 | minor); 0 when the
+ * line is well formed. */
+KT_NOINSTR int ktrace__maps_parse(const char *l, struct kt_maps_line *m)
 {
-	const char *p = l, *path;
-	uint64_t start, end, off, maj = 0, min = 0, ino = 0;
-	uint32_t n;
+	const char *p = l;
 
-	start = hexnum(&p);
+	memset(m, 0, sizeof(*m));
+	m->start = hexnum(&p);
 	if (*p++ != '-')
-		return;
-	end = hexnum(&p);
-	if (*p++ != ' ' || p[2] != 'x')
-		return;
-	p += 5;
-	off = hexnum(&p);
+		return -1;
+	m->end = hexnum(&p);
+	if (*p++ != ' ' || strnlen(p, 4) < 4)
+		return -1;
+	memcpy(m->perms, p, 4);
+	p += 4;
+	if (*p++ != ' ')
+		return -1;
+	m->offset = hexnum(&p);
 	if (*p == ' ') {   /* "dev inode": major:minor in hex, inode in decimal */
+		uint64_t maj, min = 0;
+
 		p++;
 		maj = hexnum(&p);
 		if (*p == ':') {
 			p++;
 			min = hexnum(&p);
 		}
+		m->dev = (maj << 32) | min;
 		while (*p == ' ')
 			p++;
 		while (*p >= '0' && *p <= '9')
-			ino = ino * 10 + (uint64_t)(*p++ - '0');
+			m->ino = m->ino * 10 + (uint64_t)(*p++ - '0');
 	}
-	path = strchr(p, '/');
-	if (path == NULL)
+	m->path = strchr(p, '/');
+	return 0;
+}
+
+/* An executable mapping with a path: the module table's (rescan). */
+static KT_NOINSTR void maps_line(const char *l, void *arg)
+{
+	struct kt_maps_line ml;
+	uint32_t n;
+
+	(void)arg;
+	if (ktrace__maps_parse(l, &ml) != 0 || ml.perms[2] != 'x' || ml.path == NULL)
 		return;
 	n = kt_load(&nmods, relaxed);
 	for (uint32_t i = 0; i < n; i++)
-		if (mods[i].start == start && mods[i].end == end &&
-		    strncmp(mods[i].path, path, KT_PATH - 1) == 0)
+		if (mods[i].start == ml.start && mods[i].end == ml.end &&
+		    strncmp(mods[i].path, ml.path, KT_PATH - 1) == 0)
 			return;
 	if (n >= KT_MODULES)
 		return;
-	mods[n].start = start;
-	mods[n].end = end;
-	mods[n].offset = off;
-	mods[n].dev = (maj << 32) | min;
-	mods[n].ino = ino;
-	strncpy(mods[n].path, path, KT_PATH - 1);
+	mods[n].start = ml.start;
+	mods[n].end = ml.end;
+	mods[n].offset = ml.offset;
+	mods[n].dev = ml.dev;
+	mods[n].ino = ml.ino;
+	strncpy(mods[n].path, ml.path, KT_PATH - 1);
 	mods[n].path[KT_PATH - 1] = 0;
 	/* The file's size and mtime now, for files without a build-id (a
 	 * system call: fine in a signal handler; scan_stx is static, under
@@ -427,42 +446,56 @@ static KT_NOINSTR void maps_line(const char *l)
 	kt_store(&nmods, n + 1, release);
 }
 
-/* Read /proc/self/maps with raw syscalls: no stdio, no allocation, so it is
- * safe in the slow path even inside a signal handler.  Its buffers are
- * static, used under mods_lock: the slow path runs on the application's
- * stack, which can be a small signal alternate stack. */
+/*
+ * /proc/self/maps, each line (cut at llen - 1 bytes) to fn, read with
+ * system calls into the caller's buf and lbuf: no stdio, no allocation, no
+ * libc open/read a program may interpose, so it serves the slow path
+ * inside a signal handler and a fork child's handler.  Each read takes the
+ * mapping lock (noted: filter.c).  0 when the file was read whole.
+ */
+KT_NOINSTR int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf,
+                                 size_t blen, char *lbuf, size_t llen)
+{
+	size_t ll = 0;
+	ssize_t r;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	for (;;) {
+		int64_t t0 = ktrace__monotonic_ns();
+
+		r = syscall(SYS_read, fd, buf, blen);
+		ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (ssize_t i = 0; i < r; i++) {
+			if (buf[i] == '\n') {
+				lbuf[ll] = 0;
+				fn(lbuf, arg);
+				ll = 0;
+			} else if (ll < llen - 1) {
+				lbuf[ll++] = buf[i];
+			}
+		}
+	}
+	syscall(SYS_close, fd);
+	return r < 0 ? -1 : 0;
+}
+
+/* The module table's scan: its buffers are static, used under mods_lock:
+ * the slow path runs on the application's stack, which can be a small
+ * signal alternate stack. */
 static char scan_buf[4096];        /* under mods_lock */
 static char scan_line[512];        /* under mods_lock */
 
 static KT_NOINSTR void rescan(void)
 {
-	char *buf = scan_buf, *line = scan_line;
-	size_t ll = 0;
-	ssize_t r;
-	int fd;
-
 	if (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
 		return;
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		int64_t t0 = ktrace__monotonic_ns();
-
-		/* each read takes the mapping lock (filter.c) */
-		while ((r = read(fd, buf, sizeof(scan_buf))) > 0) {
-			ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
-			for (ssize_t i = 0; i < r; i++) {
-				if (buf[i] == '\n') {
-					line[ll] = 0;
-					maps_line(line);
-					ll = 0;
-				} else if (ll < sizeof(scan_line) - 1) {
-					line[ll++] = buf[i];
-				}
-			}
-			t0 = ktrace__monotonic_ns();
-		}
-		close(fd);
-	}
+	ktrace__maps_read(maps_line, NULL, scan_buf, sizeof(scan_buf), scan_line, sizeof(scan_line));
 	/* release: pairs with the acquire test-and-set of the next scanner. */
 	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
 }

@@ -588,6 +588,18 @@ void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(prin
  * of a new library (its own ktrace writer's, a name-service lookup's)
  * waits forever.  fork() waits for the calls made through this
  * (ktrace__phdr_atfork, registered first thing at init). */
+/* /proc/self/maps line by line, with system calls, and one line's
+ * fields (funcs.c). */
+int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,
+                      char *lbuf, size_t llen);
+struct kt_maps_line {
+	uint64_t start, end, offset;
+	uint64_t dev;                /* major << 32 | minor */
+	uint64_t ino;                /* 0: anonymous */
+	char perms[4];               /* "r-xp" */
+	const char *path;            /* in the line; NULL: none */
+};
+int ktrace__maps_parse(const char *l, struct kt_maps_line *m);
 struct dl_phdr_info;
 int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 void ktrace__phdr_atfork(void);

@@ -2244,23 +2244,6 @@ static KT_NOINSTR void wx_say(void)
 static KT_NOINSTR void atfork_prepare(void) { pthread_mutex_lock(&patch_lock); }
 static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); }
 
-/* A hex number at *pp, which moves past it. */
-static KT_NOINSTR uint64_t fork_hex(const char **pp)
-{
-	const char *p = *pp;
-	uint64_t v = 0;
-
-	for (;; p++) {
-		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-
-		if (d < 0)
-			break;
-		v = v * 16 + (uint64_t)d;
-	}
-	*pp = p;
-	return v;
-}
-
 /*
  * The child's part of the open ranges (LINGER) that is still what ktrace
  * made writable: a file's pages mapped read+write+exec.  A module
@@ -2279,29 +2262,17 @@ static KT_NOINSTR uint64_t fork_hex(const char **pp)
 static char fork_buf[4096], fork_line[256];
 static uint64_t fork_put[FORK_PUT][2];
 
-static KT_NOINSTR uint32_t fork_line_ranges(const char *l, uint32_t n)
+static KT_NOINSTR void fork_line_ranges(const char *l, void *arg)
 {
-	const char *p = l;
-	uint64_t start, end, ino = 0;
+	uint32_t *np = arg, n = *np;
+	struct kt_maps_line ml;
+	uint64_t start, end;
 
-	start = fork_hex(&p);
-	if (*p++ != '-')
-		return n;
-	end = fork_hex(&p);
-	if (strncmp(p, " rwxp ", 6) != 0)
-		return n;
-	p += 6;
-	fork_hex(&p);   /* offset */
-	while (*p == ' ')
-		p++;
-	while (*p && *p != ' ')   /* dev */
-		p++;
-	while (*p == ' ')
-		p++;
-	while (*p >= '0' && *p <= '9')
-		ino = ino * 10 + (uint64_t)(*p++ - '0');
-	if (ino == 0)
-		return n;   /* anonymous: not a module's code */
+	/* anonymous (ino 0): not a module's code */
+	if (ktrace__maps_parse(l, &ml) != 0 || memcmp(ml.perms, "rwxp", 4) != 0 || ml.ino == 0)
+		return;
+	start = ml.start;
+	end = ml.end;
 	for (uint32_t k = 0; k < n_orng && n < FORK_PUT; k++) {
 		uint64_t lo = orng[k].a > start ? orng[k].a : start;
 		uint64_t hi = orng[k].a + orng[k].len < end ? orng[k].a + orng[k].len : end;
@@ -2311,45 +2282,20 @@ static KT_NOINSTR uint32_t fork_line_ranges(const char *l, uint32_t n)
 			fork_put[n++][1] = hi;
 		}
 	}
-	return n;
+	*np = n;
 }
 
 static KT_NOINSTR void atfork_child(void)
 {
 	uint32_t n = 0;
-	size_t ll = 0;
-	ssize_t r;
-	int fd;
 
 	/* The child's code too (LINGER): nothing is patched meanwhile,
-	 * atfork_prepare held the lock.  System calls, not libc's open and
-	 * read, which a program or a preload may interpose.  Where the file
-	 * cannot be read whole (no /proc, no descriptor left, a sandbox),
-	 * every range as it was, as before: code left writable for the
-	 * child's life is the worse risk. */
-	fd = n_orng == 0 ? -1 : (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		for (;;) {
-			r = syscall(SYS_read, fd, fork_buf, sizeof(fork_buf));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			for (ssize_t i = 0; i < r; i++) {
-				if (fork_buf[i] == '\n') {
-					fork_line[ll] = 0;
-					n = fork_line_ranges(fork_line, n);
-					ll = 0;
-				} else if (ll < sizeof(fork_line) - 1) {
-					fork_line[ll++] = fork_buf[i];
-				}
-			}
-		}
-		syscall(SYS_close, fd);
-		if (r < 0)
-			fd = -1;
-	}
-	if (fd >= 0) {
+	 * atfork_prepare held the lock.  Where the file cannot be read
+	 * whole (no /proc, no descriptor left, a sandbox), every range as
+	 * it was, as before: code left writable for the child's life is the
+	 * worse risk. */
+	if (n_orng != 0 && ktrace__maps_read(fork_line_ranges, &n, fork_buf, sizeof(fork_buf),
+	                                     fork_line, sizeof(fork_line)) == 0) {
 		for (uint32_t i = 0; i < n; i++)
 			mprotect((void *)fork_put[i][0], fork_put[i][1] - fork_put[i][0],
 			         PROT_READ | PROT_EXEC);
