@@ -824,52 +824,8 @@ static int run_many(void *h, const char *prefix)
 	return calling;
 }
 
-/* Make the code of the loaded library whose name holds arg read+exec. */
-static int reseal_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	if (strstr(info->dlpi_name, (const char *)arg) == NULL)
-		return 0;
-	for (int k = 0; k < info->dlpi_phnum; k++) {
-		const ElfW(Phdr) *p = &info->dlpi_phdr[k];
-		uintptr_t b = info->dlpi_addr + p->p_vaddr, e = b + p->p_memsz;
-
-		if (p->p_type == PT_LOAD && (p->p_flags & PF_X))
-			mprotect((void *)(b & ~(uintptr_t)4095), ((e + 4095) & ~(uintptr_t)4095) - (b & ~(uintptr_t)4095),
-			         PROT_READ | PROT_EXEC);
-	}
-	return 1;
-}
-
-static int do_reload(void)
-{
-	long na, na2, nb;
-	void *ha, *hb;
-	unsigned a, a2, b;
-	int ma, mb;
-
-	if ((ha = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", RTLD_NOW)) == NULL) {
-		printf("dlopen: %s\n", dlerror());
-		return 1;
-	}
-	a = run_until(ha, "a_run", "a_leaf", &na);
-	ma = run_many(ha, "a");
-	/* sealed again by the program while ktrace keeps it writable */
-	dl_iterate_phdr(reseal_cb, (void *)"libe2e_lean_reload_a");
-	a2 = run_until(ha, "a_run2", "a_leaf2", &na2);
-	dlclose(ha);
-	if ((hb = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_b.so", RTLD_NOW)) == NULL) {
-		printf("dlopen: %s\n", dlerror());
-		return 1;
-	}
-	b = run_until(hb, "b_run", "b_leaf", &nb);
-	mb = run_many(hb, "b");
-	printf("reload a %02x %ld a2 %02x %ld b %02x %ld many %d %d\n", a, na, a2, na2, b, nb, ma, mb);
-	return a > 0xff || a2 > 0xff || b > 0xff;
-}
-
 /* The page-rounded code segment of the loaded library whose name holds
- * arg: out[0], out[1]. */
+ * name: [lo, hi). */
 struct seg_find {
 	const char *name;
 	uintptr_t lo, hi;
@@ -892,6 +848,43 @@ static int seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		}
 	}
 	return 1;
+}
+
+/* Make the code of the loaded library whose name holds name read+exec. */
+static void reseal(const char *name)
+{
+	struct seg_find f = {name, 0, 0};
+
+	dl_iterate_phdr(seg_cb, &f);
+	if (f.lo != 0)
+		mprotect((void *)f.lo, f.hi - f.lo, PROT_READ | PROT_EXEC);
+}
+
+static int do_reload(void)
+{
+	long na, na2, nb;
+	void *ha, *hb;
+	unsigned a, a2, b;
+	int ma, mb;
+
+	if ((ha = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_a.so", RTLD_NOW)) == NULL) {
+		printf("dlopen: %s\n", dlerror());
+		return 1;
+	}
+	a = run_until(ha, "a_run", "a_leaf", &na);
+	ma = run_many(ha, "a");
+	/* sealed again by the program while ktrace keeps it writable */
+	reseal("libe2e_lean_reload_a");
+	a2 = run_until(ha, "a_run2", "a_leaf2", &na2);
+	dlclose(ha);
+	if ((hb = dlopen(KTRACE_TEST_BINARY_DIR "/libe2e_lean_reload_b.so", RTLD_NOW)) == NULL) {
+		printf("dlopen: %s\n", dlerror());
+		return 1;
+	}
+	b = run_until(hb, "b_run", "b_leaf", &nb);
+	mb = run_many(hb, "b");
+	printf("reload a %02x %ld a2 %02x %ld b %02x %ld many %d %d\n", a, na, a2, na2, b, nb, ma, mb);
+	return a > 0xff || a2 > 0xff || b > 0xff;
 }
 
 static int do_forkreload(void)
