@@ -289,8 +289,13 @@ static uint64_t blocked_ns(const struct kd_dec *d, const char *func)
  */
 static void test_e2e_budget_own_wait_not_blocking(void **state)
 {
+	/* KTRACE_FILTER_MAX_US=50: mapper's mprotect took 5 us or more in
+	 * 1.0-1.4 % of its calls at full speed on the CI's VM, with or without
+	 * a snapshot (the 1 in 100 rule then kept it, 1 run in 2 at times);
+	 * with 50 us it was muted in every run.  The wait this test is about
+	 * lasts milliseconds. */
 	const char *env[] = {"KTRACE_BUFFER_MB=32", "KTRACE_INCLUDE=tiny_a", "KTRACE_WINDOW_S=10",
-	                     NULL};
+	                     "KTRACE_FILTER_MAX_US=50", NULL};
 	char line[256], **paths;
 	uint64_t waited = 0;
 	struct run r;
@@ -327,7 +332,7 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	if (blocked_ns(r.d, "mapper") > waited)
 		waited = blocked_ns(r.d, "mapper");
 	kd_dec_free(mid);
-	if (waited < 5000) {   /* KTRACE_FILTER_MAX_US */
+	if (waited < 50000) {   /* KTRACE_FILTER_MAX_US */
 		fprintf(stderr, "mapper did not wait for the snapshot's copy (%llu ns blocked): "
 		                "skipped\n", (unsigned long long)waited);
 		finish(&r);
