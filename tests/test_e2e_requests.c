@@ -507,6 +507,88 @@ static void test_requests_warmup_keeps_until_a_threshold(void **state)
  * time without its requests', so it mutes the loop like any hot short
  * function, and the window holds its target.  Before, such a function was
  * never muted: two events a request for the ring. */
+/* Why serve() may not have been muted, for the failure message: the
+ * muted functions and the main thread's blocks (a block of 5 us or more
+ * inside a call makes a function ineligible for good: filter.c). */
+static void print_why_not_muted(const struct run *r)
+{
+	uint32_t cnt, sc;
+	uint64_t size, ssize;
+	const unsigned char *p = kt_file_section(&r->f, KTRACE_SEC_BUDGET, &cnt, &size);
+	const unsigned char *sp = kt_file_section(&r->f, KTRACE_SEC_SCHED, &sc, &ssize);
+	const struct ktrace_budget_rec *b = (const void *)p;
+	const struct ktrace_muted_rec *m =
+		(const void *)(p + sizeof(*b) + b->ncores * sizeof(struct ktrace_budget_core_rec));
+
+	for (uint32_t i = 0; i < cnt; i++) {
+		const char *name = "?";
+		for (int j = 0; j < r->nfn; j++)
+			if (r->fn_addr[j] == m[i].addr)
+				name = r->fn_name[j];
+		fprintf(stderr, "muted: %s why %u share %u ppm, %llu calls observed, longest %u ns\n",
+		        name, m[i].why, m[i].share_ppm, (unsigned long long)m[i].calls_observed,
+		        m[i].max_ns);
+	}
+	if (sp) {
+		const struct ktrace_sched_hdr *h = (const void *)sp;
+		const struct ktrace_sched_rec *x =
+			(const void *)(sp + sizeof(*h) + h->ncores * sizeof(struct ktrace_sched_core));
+		uint32_t blocks = 0, preempts = 0;
+		int64_t longest = 0;
+
+		for (uint32_t i = 0; i < sc; i++) {
+			if (x[i].tid != r->p.pid)
+				continue;
+			preempts += x[i].what == KTRACE_SCHED_OUT_PREEMPT;
+			if (x[i].what != KTRACE_SCHED_OUT_BLOCK)
+				continue;
+			blocks++;
+			for (uint32_t j = i + 1; j < sc; j++)
+				if (x[j].tid == x[i].tid && x[j].what == KTRACE_SCHED_IN) {
+					if (x[j].time_ns - x[i].time_ns > longest)
+						longest = x[j].time_ns - x[i].time_ns;
+					break;
+				}
+		}
+		fprintf(stderr, "sched: status %u, %llu lost; main thread blocked %u times (longest "
+		        "%lld ns), preempted %u times\n", h->status, (unsigned long long)h->lost,
+		        blocks, (long long)longest, preempts);
+	}
+}
+
+/* 1 when serve() was muted as a hot short function (*muted: how many
+ * functions were); fails the test when the window is short. */
+static int serve_muted(struct run *r, uint32_t *muted_out)
+{
+	uint32_t cnt;
+	uint64_t size;
+	const unsigned char *p;
+	const struct ktrace_budget_rec *b;
+	const struct ktrace_muted_rec *m;
+	int serve, muted = 0;
+
+	serve = fn_index(r, "serve");
+	p = kt_file_section(&r->f, KTRACE_SEC_BUDGET, &cnt, &size);
+	assert_non_null(p);
+	b = (const struct ktrace_budget_rec *)p;
+	m = (const struct ktrace_muted_rec *)(p + sizeof(*b) +
+	                                      b->ncores * sizeof(struct ktrace_budget_core_rec));
+	for (uint32_t i = 0; i < cnt; i++)
+		if (m[i].addr == r->fn_addr[serve] && m[i].why == KTRACE_MUTE_HOT_SHORT)
+			muted = 1;
+	*muted_out = cnt;
+	if (muted && (b->flags & KTRACE_BUDGET_SHORT)) {
+		const struct ktrace_budget_core_rec *c = (const void *)(p + sizeof(*b));
+
+		for (uint32_t i = 0; i < b->ncores; i++)
+			fprintf(stderr, "cpu%u: %llu words/s, holds %llu ms\n", c[i].cpu,
+			        (unsigned long long)c[i].rate_wps, (unsigned long long)c[i].window_ms);
+		fail_msg("the window is short of its %u s target (%llu decisions, %u muted)",
+		         b->window_s, (unsigned long long)b->decisions, cnt);
+	}
+	return muted;
+}
+
 static void test_requests_budget_mutes_the_serving_loop(void **state)
 {
 	/* Gaps recorded as they run (held, serve()'s records would not reach
@@ -516,11 +598,6 @@ static void test_requests_budget_mutes_the_serving_loop(void **state)
 	                            NULL};
 	struct run r;
 	uint32_t cnt;
-	uint64_t size;
-	const unsigned char *p;
-	const struct ktrace_budget_rec *b;
-	const struct ktrace_muted_rec *m;
-	int serve, muted = 0;
 
 	(void)state;
 	if (getenv("KTRACE_TEST_EMULATOR"))
@@ -535,27 +612,23 @@ static void test_requests_budget_mutes_the_serving_loop(void **state)
 #endif
 	/* 2.5 s: the rate the window is judged by is the last second's,
 	 * well after the decision even when the writer is slow to run
-	 * (1.5 s failed once, the host running 4 busy processes on 2 cpus) */
-	run_prog(&r, "loop", "2500", "snapshot ", env);
-	serve = fn_index(&r, "serve");
-	p = kt_file_section(&r.f, KTRACE_SEC_BUDGET, &cnt, &size);
-	assert_non_null(p);
-	b = (const struct ktrace_budget_rec *)p;
-	m = (const struct ktrace_muted_rec *)(p + sizeof(*b) +
-	                                      b->ncores * sizeof(struct ktrace_budget_core_rec));
-	for (uint32_t i = 0; i < cnt; i++)
-		if (m[i].addr == r.fn_addr[serve] && m[i].why == KTRACE_MUTE_HOT_SHORT)
-			muted = 1;
-	if (!muted)
-		fail_msg("serve(), which only encloses requests, was not muted (%u muted)", cnt);
-	if (b->flags & KTRACE_BUDGET_SHORT) {
-		const struct ktrace_budget_core_rec *c = (const void *)(p + sizeof(*b));
-
-		for (uint32_t i = 0; i < b->ncores; i++)
-			fprintf(stderr, "cpu%u: %llu words/s, holds %llu ms\n", c[i].cpu,
-			        (unsigned long long)c[i].rate_wps, (unsigned long long)c[i].window_ms);
-		fail_msg("the window is short of its %u s target (%llu decisions, %u muted)",
-		         b->window_s, (unsigned long long)b->decisions, cnt);
+	 * (1.5 s failed once, the host running 4 busy processes on 2 cpus).
+	 * A second run when serve() was not muted: the rules that keep a
+	 * function from being muted cannot tell the host's stalls from the
+	 * function's own long calls (filter.c, candidate()), and in the CI's
+	 * plain build (other tests beside it) one run in many kept serve()
+	 * ("4 muted"); a library that never mutes it fails both.  The first
+	 * run's muted functions and blocks are printed. */
+	for (int attempt = 0;; attempt++) {
+		run_prog(&r, "loop", "2500", "snapshot ", env);
+		if (serve_muted(&r, &cnt))
+			break;
+		fprintf(stderr, "run %d: serve() was not muted (%u muted)\n", attempt + 1, cnt);
+		print_why_not_muted(&r);
+		if (attempt == 1)
+			fail_msg("serve(), which only encloses requests, was not muted in two runs "
+			         "(%u muted)", cnt);
+		free_run(&r);
 	}
 	free_run(&r);
 }
