@@ -583,7 +583,8 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
  * Intervals in which ktrace held the process's mapping lock for work of its
  * own that can last: a ring prefault (MADV_POPULATE_WRITE, ring.c), a lean
  * patch batch (mprotect, lean.c) or the lean tables' populate, a
- * snapshot's copy buffers (mmap, populate, munmap, snapfile.c), a read of
+ * snapshot's copy buffers (mmap, populate, munmap, and the touch of each
+ * page where the populate is not supported: snapfile.c), a read of
  * /proc/self/maps (funcs.c).  A page fault, brk, mmap or mprotect of a
  * program thread waits for them, and such a wait counted as the
  * function's would keep it from being muted for good: Lua's luaH_new
@@ -597,7 +598,7 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
  * read by the writer: relaxed words.  A pair read torn (a slot's old
  * start with its new end) is dropped when it spans more than OWN_MAX_NS.
  */
-#define NOWN 1024         /* a pass of the prefault notes up to 4, a snapshot ~3 per core */
+#define NOWN 1024         /* a pass of the prefault notes up to 4, a snapshot 3-4 per core */
 #define OWN_SLACK_NS 2000 /* around the readings: the syscall's entry and exit */
 #define OWN_CAP_NS 20000000LL
 #define OWN_MAX_NS 1000000000LL

@@ -343,12 +343,15 @@ static KT_NOINSTR int meta_alloc(struct meta_bufs *m, uint32_t ncpus, size_t nf,
  * costs 5 us more (a 64 MiB copy: 85-170 ms instead of 5); the copy then
  * ran at 500 MB/s, slower than two threads filling their rings, and lost
  * half of a full 64 MiB ring (test_e2e_hostile full_64mib_ring_under_load).
- * Taken here, before the mark, that cost delays the snapshot a little and
- * no longer slows the race.  It is felt by the program there: a thread
- * calling mprotect every 20 us meanwhile had 1.4 % of its calls over 5 us
- * (0.1 % otherwise; the TLB flush waits for the touching cpu, out of the
- * guest at each page), no block.  Where the populate failed (kernels
- * before 5.14) the stores fault the pages in.
+ * Taken here, before the mark, that cost no longer slows the race; it
+ * delays the mark instead: ~80 ms per 64 MiB ring there, core after core
+ * (a 16-core process with full 64 MiB rings: over a second), nothing
+ * where the populate backs the pages.  The program may feel it: in a
+ * microbenchmark, a thread calling mprotect every 20 us while another
+ * touched 64 MiB so had 1.4 % of its calls over 5 us (0.1 % otherwise:
+ * the TLB flush waits for the touching cpu, out of the guest at each
+ * page), no block.  Where the populate is not supported (kernels before
+ * 5.14) the stores fault the pages in.
  */
 static KT_NOINSTR void touch_pages(void *p, size_t len, int populated)
 {
@@ -387,7 +390,12 @@ static KT_NOINSTR void *copy_alloc(uint32_t c, uint32_t *max_blocks, size_t *byt
 	*bytes = (size_t)want * BLK_BYTES;
 	used += 64;   /* blocks the writer may still claim before the mark */
 	size_t len = (size_t)(used < want ? used : want) * BLK_BYTES;
-	touch_pages(p, len, ktrace__populate_write(p, len) == 0);
+	if (ktrace__populate_write(p, len) == 0)
+		touch_pages(p, len, 1);
+	else if (errno == EINVAL)   /* no MADV_POPULATE_WRITE (before 5.14) */
+		touch_pages(p, len, 0);
+	/* else (ENOMEM: a memory limit) the copy faults pages in as it goes,
+	 * rather than all of them now. */
 	return p;
 }
 
