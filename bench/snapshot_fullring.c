@@ -141,6 +141,7 @@ int main(int argc, char **argv)
 			printf("run %d: no ring wrapped (%llu blocks in the file): the window "
 			       "budget muted the busy threads; run with KTRACE_FILTER=off\n", r,
 			       (unsigned long long)in_file);
+			done = 0;   /* exit 1 */
 			break;
 		}
 		pct[done] = 100.0 * (double)in_file / (double)ring;
