@@ -581,13 +581,6 @@ enum kt_warn_kind {   /* KT_WARN_ERRNO's first argument */
 _Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
 #define KT_WARN_ERRNO(kind, e) (64 + (kind) * 128 + ((e) > 0 && (e) < 128 ? (e) : 0))
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* dl_iterate_phdr for ktrace's own calls (funcs.c), never across a fork:
- * glibc (2.36) does not reset its loader's dl_load_write_lock in a fork
- * child, so a fork while a thread is inside dl_iterate_phdr leaves the
- * child's locked for good, and the child's next dl_iterate_phdr or dlopen
- * of a new library (its own ktrace writer's, a name-service lookup's)
- * waits forever.  fork() waits for the calls made through this
- * (ktrace__phdr_atfork, registered first thing at init). */
 /* /proc/self/maps line by line, with system calls, and one line's
  * fields (funcs.c). */
 int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,
@@ -600,6 +593,13 @@ struct kt_maps_line {
 	const char *path;            /* in the line; NULL: none */
 };
 int ktrace__maps_parse(const char *l, struct kt_maps_line *m);
+/* dl_iterate_phdr for ktrace's own calls (funcs.c), never across a fork:
+ * glibc (2.36) does not reset its loader's dl_load_write_lock in a fork
+ * child, so a fork while a thread is inside dl_iterate_phdr leaves the
+ * child's locked for good, and the child's next dl_iterate_phdr or dlopen
+ * of a new library (its own ktrace writer's, a name-service lookup's)
+ * waits forever.  fork() waits for the calls made through this
+ * (ktrace__phdr_atfork, registered first thing at init). */
 struct dl_phdr_info;
 int ktrace__phdr_iterate(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 void ktrace__phdr_atfork(void);
