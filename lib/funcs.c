@@ -142,17 +142,22 @@ static KT_NOINSTR uint32_t wait_id(_Atomic uint32_t *p, uint32_t pending)
 }
 
 /*
- * A function's first slot.  Each 64 KiB of code has a run of 1024 slots
- * (one per 64 bytes, in address order; functions closer than that take
- * the next free slot), placed at random: a program's first calls touch
- * about one page of the table per 16 KiB of code, not one page per
- * function as with a hash spreading every function over the 4 MiB
- * (Lua: ~550 pages, each a read fault, a write fault and a TLB flush
- * interrupting the other cores once a second thread exists).
+ * A function's first slot.  Each 64 KiB of code has a run of 256 slots,
+ * one page of the table (one slot per 256 bytes, in address order;
+ * functions closer than that take the next free slot), placed at random:
+ * a program's first calls touch about one page of the table per 64 KiB
+ * of code, not one page per function as with a hash spreading every
+ * function over the 4 MiB (Lua: ~550 pages, each a read fault, a write
+ * fault and a TLB flush interrupting the other cores once a second
+ * thread exists).  A first touch is a page fault in the thread that
+ * makes a function's first call: ~20 us each on this VM, where runs of
+ * 1024 slots (a page per 16 KiB) cost SQLite's short lean run 46 of
+ * them, ~1 ms; runs of 256, 14.  The probes a run's crowding adds are
+ * made once per function and thread (the slow paths cache the event).
  */
 static inline KT_NOINSTR uint64_t fslot(uintptr_t fn)
 {
-	return ((uint64_t)(fn >> 6) & 1023u) + (mix((uint64_t)fn >> 16) << 10);
+	return ((uint64_t)(fn >> 8) & 255u) + (mix((uint64_t)fn >> 16) << 8);
 }
 
 KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
