@@ -11,6 +11,11 @@
 #                in __fentry__/__return__)
 #   lean-all     lean_cflags + libktrace, KTRACE_FILTER=off
 #   lean         lean_cflags + libktrace, default settings
+#   lean-nop     every entry and exit site a nop from the start and no
+#                runtime (-pg -mfentry -mnop-mcount -minstrument-return=nop5,
+#                non-PIE: GCC makes nop exits only there): what the lean
+#                mode's code costs once every site is patched out, so
+#                lean / lean-nop is the runtime's share
 #
 # and timed in RUNS interleaved rounds (rotating order, wall time).  Prints
 # each build's median time and its median ratio to plain, the calls each
@@ -60,6 +65,7 @@ PLAN_FILE=$PB_BUILD/log/leanfloor-plan.txt
 : > "$PLAN_FILE"
 # shellcheck disable=SC2034,SC2154 # build.sh's arrays, read by plan_set
 FL_CC[gcc-lean]=$GCC FL_FLAGS[gcc-lean]="$OPT $lean"
+FL_CC[gcc-leannop]=$GCC FL_FLAGS[gcc-leannop]="$OPT -fno-pie -pg -mfentry -mnop-mcount -minstrument-return=nop5"
 build_runtime || { echo "lean_floor: peerbench's runtime hooks did not build" >&2; exit 1; }
 # the lean floor and counter, never instrumented
 gcc -O2 -c "$here/floor_lean.c" -o "$out/floor_lean.o" &&
@@ -70,13 +76,13 @@ declare -A CFLAGS SRCS LIBS ARGS
 for wl in $WORKLOADS; do
 	pb_workload lean_floor "$wl" || exit $?
 	# shellcheck disable=SC2086
-	for fl in gcc-plain gcc-fi gcc-lean; do plan_set "$wl" "$fl" "${CFLAGS[$wl]}" ${SRCS[$wl]}; done
+	for fl in gcc-plain gcc-fi gcc-lean gcc-leannop; do plan_set "$wl" "$fl" "${CFLAGS[$wl]}" ${SRCS[$wl]}; done
 done
 run_compiles
 
 rt=$PB_BUILD/rt
 for wl in $WORKLOADS; do
-	for fl in gcc-plain gcc-fi gcc-lean; do
+	for fl in gcc-plain gcc-fi gcc-lean gcc-leannop; do
 		set_ok "$wl" "$fl" || { echo "lean_floor: $wl/$fl did not compile (see $PB_BUILD/obj/$wl/$fl/compile.log)" >&2; exit 1; }
 	done
 	fio=$(objs "$wl" gcc-fi) lo=$(objs "$wl" gcc-lean) l=${LIBS[$wl]}
@@ -88,15 +94,16 @@ for wl in $WORKLOADS; do
 	link "$bin/$wl.lf-fi" "$GCC" "$fio" "$lib -lpthread $l" &&
 	link "$bin/$wl.lf-leanfloor" "$GCC" "$lo $out/floor_lean.o" "$l" &&
 	link "$bin/$wl.lf-count-lean" "$GCC" "$lo $out/count_lean.o" "$l" &&
-	link "$bin/$wl.lf-lean" "$GCC" "$lo" "$lib -lpthread $l" || exit 1
+	link "$bin/$wl.lf-lean" "$GCC" "$lo" "$lib -lpthread $l" &&
+	link "$bin/$wl.lf-leannop" "$GCC" "$(objs "$wl" gcc-leannop)" "-no-pie $l" || exit 1
 done
 
 # build name -> binary suffix, environment
 declare -A BIN ENVS
 BIN[plain]=plain BIN[fi-floor]=rdtsc BIN[fi-all]=lf-fi
-BIN[lean-floor]=lf-leanfloor BIN[lean-all]=lf-lean BIN[lean]=lf-lean
+BIN[lean-floor]=lf-leanfloor BIN[lean-all]=lf-lean BIN[lean]=lf-lean BIN[lean-nop]=lf-leannop
 ENVS[fi-all]=KTRACE_FILTER=off ENVS[lean-all]=KTRACE_FILTER=off
-builds="plain fi-floor fi-all lean-floor lean-all lean"
+builds="plain fi-floor fi-all lean-floor lean-all lean lean-nop"
 
 calls() { # wl binary-suffix -> calls of one run (entries)
 	# shellcheck disable=SC2086
@@ -138,6 +145,8 @@ for wl in $WORKLOADS; do
 		for b in $builds; do
 			awk -v p="$p" -v t="$(tail -1 "$out/t.$wl.$b")" 'BEGIN { printf "%.4f\n", t / p }' >> "$out/r.$wl.$b"
 		done
+		awk -v n="$(tail -1 "$out/t.$wl.lean-nop")" -v t="$(tail -1 "$out/t.$wl.lean")" \
+			'BEGIN { printf "%.4f\n", t / n }' >> "$out/r.$wl.lean-over-nop"
 		for m in "fi" lean; do
 			awk -v p="$p" -v f="$(tail -1 "$out/t.$wl.$m-floor")" -v t="$(tail -1 "$out/t.$wl.$m-all")" \
 				'BEGIN { printf "%.4f\n", (f > p) ? (t - p) / (f - p) : 0 }' >> "$out/r.$wl.$m-over-floor"
@@ -148,6 +157,8 @@ for wl in $WORKLOADS; do
 	for b in $builds; do
 		printf '    %-11s %10.3f %7.3fx\n' "$b" "$(median < "$out/t.$wl.$b" | awk '{print $1 / 1e6}')" "$(median < "$out/r.$wl.$b")"
 	done
+	printf '    lean default over lean-nop (the runtime, every site a nop at start): %.3fx (median of the rounds)\n' \
+		"$(median < "$out/r.$wl.lean-over-nop")"
 	for m in "fi" lean; do
 		c=$cfi; [ "$m" = lean ] && c=$clean
 		awk -v m="$m" -v c="$c" -v r="$(median < "$out/r.$wl.$m-over-floor")" -v p="$(median < "$out/t.$wl.plain")" \
