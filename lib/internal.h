@@ -77,7 +77,7 @@ struct kt_core {
 	                                thread only (ktrace__ring_prefault) */
 	uint64_t prefault_used;      /* bytes used at its last look, and when: */
 	int64_t prefault_ns;         /* the rate its lead follows (same) */
-	char pad2[KT_CACHELINE - 56];
+	uint64_t touch_bytes;        /* of them, touched (same) */
 };
 
 struct kt_globals {

@@ -145,6 +145,7 @@ KT_NOINSTR void ktrace__ring_reset(void)
 		k->prefault_bytes = 0;
 		k->prefault_used = 0;
 		k->prefault_ns = 0;
+		k->touch_bytes = 0;
 	}
 	for (int i = 0; i < KTRACE_LOSS_COUNT; i++)
 		kt_store(&g->loss[i], 0, relaxed);
@@ -155,6 +156,7 @@ KT_NOINSTR void ktrace__ring_reset(void)
 #define PREFAULT_LEAD_NS 12000000LL /* ... or this long at the core's rate */
 #define PREFAULT_STEP (256u << 10)  /* bytes per core per writer pass */
 #define PREFAULT_PASS (1u << 20)    /* bytes per writer pass, all cores */
+#define TOUCH_AHEAD (64u << 10)     /* bytes touched ahead, at least (or the lead) */
 
 /*
  * Writer thread: fault in the ring pages just ahead of each core's
@@ -179,7 +181,9 @@ KT_NOINSTR void ktrace__ring_reset(void)
  * and a fixed 512 KiB let KTRACE_FILTER=off runs (160 KiB/ms) outrun it
  * between the writer's looks (900 more faults in Lua's short run).
  *
- * Each populated page is then touched by the writer too (touch_ring):
+ * The populated pages up to the same lead (at least TOUCH_AHEAD, not
+ * PREFAULT_AHEAD: a page touched and never used is the writer's time
+ * wasted) are then touched by the writer too (touch_ring):
  * on a VM whose host maps a guest page only when user space first
  * touches it (this one, and the CI's: the populate maps a page in
  * ~0.5 us, the first store to it from user space still costs ~5 us,
@@ -206,12 +210,66 @@ static KT_NOINSTR void touch_ring(char *p, size_t len)
 	}
 }
 
+/* Populate core k's ring from where it stopped (or where its writers
+ * are) to ahead bytes past used, at most *left bytes (the pass's) and
+ * PREFAULT_STEP; -1: the pass is out of bytes (k first next pass). */
+static KT_NOINSTR int populate_ahead(struct kt_core *k, uint64_t used, uint64_t ahead,
+                                     uint64_t *left, int64_t *wait_ns)
+{
+	uint64_t ring_bytes = (uint64_t)ktrace__g.ring_words * 4;
+	uint64_t from = k->prefault_bytes, to = used + ahead, cap;
+
+	if (from >= ring_bytes)
+		return 0;
+	if (from < used)
+		from = used & ~(uint64_t)4095;   /* behind: the writers did it */
+	if (to > ring_bytes)
+		to = ring_bytes;
+	if (to <= from || to - from < ahead / 4)
+		return 0;   /* far enough ahead: no call */
+	cap = *left < PREFAULT_STEP ? *left : PREFAULT_STEP;
+	if (to - from > cap) {   /* behind: back soon (out of bytes: this core first) */
+		if (wait_ns && *wait_ns > 100000)
+			*wait_ns = 100000;
+		if (cap == 0)
+			return -1;
+		to = from + cap;
+	}
+	*left -= to - from;
+	if (ktrace__populate_write((char *)k->ring + from, (size_t)(to - from)) != 0)
+		return -2;
+	k->prefault_bytes = to;
+	return 0;
+}
+
+/* Touch the populated pages of core k's ring up to lead bytes past used
+ * (touch_ring), at most PREFAULT_STEP a pass. */
+static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t lead,
+                                   int64_t *wait_ns)
+{
+	uint64_t from = k->touch_bytes, to = used + lead;
+
+	if (from < used)
+		from = used & ~(uint64_t)4095;
+	if (to > k->prefault_bytes)
+		to = k->prefault_bytes;
+	if (to <= from)
+		return;
+	if (to - from > PREFAULT_STEP) {
+		if (wait_ns && *wait_ns > 100000)
+			*wait_ns = 100000;
+		to = from + PREFAULT_STEP;
+	}
+	touch_ring((char *)k->ring + from, (size_t)(to - from));
+	k->touch_bytes = to;
+}
+
 KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 {
 	static int off;
 	static uint32_t next;   /* the core to start at: a capped pass serves all in turn */
 	struct kt_globals *g = &ktrace__g;
-	uint64_t ring_bytes = (uint64_t)g->ring_words * 4, left = PREFAULT_PASS;
+	uint64_t left = PREFAULT_PASS;
 	int64_t now = ktrace__monotonic_ns();
 
 	for (uint32_t i = 0; i < g->ncpus && !off; i++) {
@@ -219,8 +277,9 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 		struct kt_core *k = &g->cores[c];
 		/* relaxed: a position to stay ahead of, nothing read through it */
 		uint64_t used = kt_load(&k->blocks_used, relaxed) * BW * 4;
-		uint64_t from = k->prefault_bytes, ahead = PREFAULT_AHEAD, to;
+		uint64_t ahead = PREFAULT_AHEAD, tlead = TOUCH_AHEAD;
 		int64_t dt = now - k->prefault_ns;
+		int r;
 
 		if (k->prefault_ns != 0 && dt > 0 && used > k->prefault_used) {
 			double lead = (double)(used - k->prefault_used) * PREFAULT_LEAD_NS / (double)dt;
@@ -228,35 +287,24 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 			ahead = lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
 			        : lead > PREFAULT_AHEAD   ? (uint64_t)lead & ~(uint64_t)4095
 			                                  : PREFAULT_AHEAD;
+			tlead = lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
+			        : lead > TOUCH_AHEAD      ? (uint64_t)lead & ~(uint64_t)4095
+			                                  : TOUCH_AHEAD;
 		}
 		k->prefault_used = used;
 		k->prefault_ns = now;
-		to = used + ahead;
-		if (used == 0 || from >= ring_bytes)
+		if (used == 0)
 			continue;
-		if (from < used)
-			from = used & ~(uint64_t)4095;   /* behind: the writers did it */
-		if (to > ring_bytes)
-			to = ring_bytes;
-		if (to <= from || to - from < ahead / 4)
-			continue;   /* far enough ahead: no call */
-		uint64_t cap = left < PREFAULT_STEP ? left : PREFAULT_STEP;
-
-		if (to - from > cap) {   /* behind: back soon (out of bytes: this core first) */
-			if (wait_ns && *wait_ns > 100000)
-				*wait_ns = 100000;
-			if (cap == 0) {
-				next = c;
-				break;
-			}
-			to = from + cap;
-		}
-		left -= to - from;
-		if (ktrace__populate_write((char *)k->ring + from, (size_t)(to - from)) != 0)
+		r = populate_ahead(k, used, ahead, &left, wait_ns);
+		if (r == -2) {
 			off = 1;
-		else
-			touch_ring((char *)k->ring + from, (size_t)(to - from));
-		k->prefault_bytes = to;
+			break;
+		}
+		touch_ahead(k, used, tlead, wait_ns);
+		if (r == -1) {
+			next = c;
+			break;
+		}
 	}
 }
 
