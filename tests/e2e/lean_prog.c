@@ -756,7 +756,7 @@ static int do_held(void)
 {
 	long s = 0, want = 0;
 
-	for (int i = 0; i < 16; i++)   /* held's first 32 calls learn A, B and C */
+	for (int i = 0; i < 16; i++)   /* held's first 8 calls learn A, B and C */
 		s += held(1, i) + held(0, -(i + 1));
 	if (s != 136 + 152)
 		return 1;
