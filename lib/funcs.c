@@ -152,8 +152,10 @@ static KT_NOINSTR uint32_t wait_id(_Atomic uint32_t *p, uint32_t pending)
  * thread exists).  A first touch is a page fault in the thread that
  * makes a function's first call: ~20 us each on this VM, where runs of
  * 1024 slots (a page per 16 KiB) cost SQLite's short lean run 46 of
- * them, ~1 ms; runs of 256, 14.  The probes a run's crowding adds are
- * made once per function and thread (the slow paths cache the event).
+ * them, ~1 ms; runs of 256, 13.  The probes a run's crowding adds are
+ * made in the slow paths only (a first call, a cache entry evicted).  A
+ * crowded run spills into the next slots, another page: the store below
+ * is made again where a probe enters one.
  */
 static inline KT_NOINSTR uint64_t fslot(uintptr_t fn)
 {
@@ -172,8 +174,12 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 
 	for (uint32_t i = 0; i < KT_FTAB; i++) {
 		struct kt_fslot *s = &ftab[(h + i) & (KT_FTAB - 1)];
-		uint64_t a = kt_load(&s->addr, acquire), zero = 0;
+		uint64_t a, zero = 0;
 		uint32_t id;
+
+		if (i > 0 && ((h + i) & 255) == 0)   /* a page of the table */
+			__atomic_store_n(&s->pad, 0, __ATOMIC_RELAXED);
+		a = kt_load(&s->addr, acquire);
 
 		if (a == 0) {
 			/* Counted before the claim so a fork child knows whether

@@ -190,9 +190,10 @@ KT_NOINSTR void ktrace__ring_reset(void)
  * with no guest fault), the recording thread otherwise paid that, once
  * per page of the first lap: 2,048 pages of an 8 MiB ring, ~10 ms of a
  * KTRACE_FILTER=off run of SQLite's speedtest1 --size 8.  Elsewhere a
- * touch is a cache miss.  The touch is a locked or of zero: the block
- * being written may share the page, and a program thread's store to the
- * same word is then either before or after it, never lost.
+ * touch is a cache miss.  The touch is a locked or of zero: the claim
+ * of the next block may write the page's first word meanwhile, and that
+ * store is then either before or after it, never lost.  At most
+ * PREFAULT_STEP a core and PREFAULT_PASS in all a pass, as the populate.
  */
 static KT_NOINSTR void touch_ring(char *p, size_t len)
 {
@@ -212,7 +213,8 @@ static KT_NOINSTR void touch_ring(char *p, size_t len)
 
 /* Populate core k's ring from where it stopped (or where its writers
  * are) to ahead bytes past used, at most *left bytes (the pass's) and
- * PREFAULT_STEP; -1: the pass is out of bytes (k first next pass). */
+ * PREFAULT_STEP; -1: the pass is out of bytes (k first next pass), -2:
+ * the populate failed (no MADV_POPULATE_WRITE: the prefault goes off). */
 static KT_NOINSTR int populate_ahead(struct kt_core *k, uint64_t used, uint64_t ahead,
                                      uint64_t *left, int64_t *wait_ns)
 {
@@ -243,11 +245,12 @@ static KT_NOINSTR int populate_ahead(struct kt_core *k, uint64_t used, uint64_t 
 }
 
 /* Touch the populated pages of core k's ring up to lead bytes past used
- * (touch_ring), at most PREFAULT_STEP a pass. */
+ * (touch_ring), at most *left bytes (the pass's) and PREFAULT_STEP. */
 static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t lead,
-                                   int64_t *wait_ns)
+                                   uint64_t *left, int64_t *wait_ns)
 {
 	uint64_t from = k->touch_bytes, to = used + lead;
+	uint64_t cap = *left < PREFAULT_STEP ? *left : PREFAULT_STEP;
 
 	if (from < used)
 		from = used & ~(uint64_t)4095;
@@ -255,11 +258,14 @@ static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t le
 		to = k->prefault_bytes;
 	if (to <= from)
 		return;
-	if (to - from > PREFAULT_STEP) {
+	if (to - from > cap) {   /* behind: back soon */
 		if (wait_ns && *wait_ns > 100000)
 			*wait_ns = 100000;
-		to = from + PREFAULT_STEP;
+		to = from + cap;
 	}
+	if (to <= from)
+		return;
+	*left -= to - from;
 	touch_ring((char *)k->ring + from, (size_t)(to - from));
 	k->touch_bytes = to;
 }
@@ -269,7 +275,7 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 	static int off;
 	static uint32_t next;   /* the core to start at: a capped pass serves all in turn */
 	struct kt_globals *g = &ktrace__g;
-	uint64_t left = PREFAULT_PASS;
+	uint64_t left = PREFAULT_PASS, tleft = PREFAULT_PASS;
 	int64_t now = ktrace__monotonic_ns();
 
 	for (uint32_t i = 0; i < g->ncpus && !off; i++) {
@@ -300,7 +306,7 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 			off = 1;
 			break;
 		}
-		touch_ahead(k, used, tlead, wait_ns);
+		touch_ahead(k, used, tlead, &tleft, wait_ns);
 		if (r == -1) {
 			next = c;
 			break;
