@@ -595,10 +595,18 @@ static int serve_muted(struct run *r, uint32_t *muted_out)
 static void test_requests_budget_mutes_the_serving_loop(void **state)
 {
 	/* Gaps recorded as they run (held, serve()'s records would not reach
-	 * the ring at all: see the gaps test). */
+	 * the ring at all: see the gaps test).  The window's budget alone
+	 * (KTRACE_CPU_PCT=0, the default mode's default): in the lean mode the
+	 * CPU budget (2 %) decides within the first milliseconds, when serve()
+	 * has ~50 calls observed and one stall of the host's (ASan's) is 1 in
+	 * 50, and then mutes it by the CPU rule (KTRACE_MUTE_HOT_CPU), which
+	 * says nothing about its requests' time; the window's decision comes
+	 * later, on thousands of calls.  (The lean ASan run missed the
+	 * hot-short mute in 3 runs of 6 at 4c91fb9, in both of the CI's
+	 * attempts once, every miss a HOT_CPU mute.) */
 	static const char *env[] = {"KTRACE_TRIGGER_US=100000", "KTRACE_BUFFER_MB=1",
 	                            "KTRACE_WINDOW_S=30", "KTRACE_FILTER=auto", "KTRACE_GAP_US=0",
-	                            NULL};
+	                            "KTRACE_CPU_PCT=0", NULL};
 	struct run r;
 	uint32_t cnt;
 
