@@ -270,6 +270,14 @@ static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t le
 	k->touch_bytes = to;
 }
 
+/* The lead, in whole pages, between min and PREFAULT_AHEAD_MAX. */
+static KT_NOINSTR uint64_t lead_bytes(double lead, uint64_t min)
+{
+	return lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
+	       : lead > (double)min      ? (uint64_t)lead & ~(uint64_t)4095
+	                                 : min;
+}
+
 KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 {
 	static int off;
@@ -290,12 +298,8 @@ KT_NOINSTR void ktrace__ring_prefault(int64_t *wait_ns)
 		if (k->prefault_ns != 0 && dt > 0 && used > k->prefault_used) {
 			double lead = (double)(used - k->prefault_used) * PREFAULT_LEAD_NS / (double)dt;
 
-			ahead = lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
-			        : lead > PREFAULT_AHEAD   ? (uint64_t)lead & ~(uint64_t)4095
-			                                  : PREFAULT_AHEAD;
-			tlead = lead > PREFAULT_AHEAD_MAX ? PREFAULT_AHEAD_MAX
-			        : lead > TOUCH_AHEAD      ? (uint64_t)lead & ~(uint64_t)4095
-			                                  : TOUCH_AHEAD;
+			ahead = lead_bytes(lead, PREFAULT_AHEAD);
+			tlead = lead_bytes(lead, TOUCH_AHEAD);
 		}
 		k->prefault_used = used;
 		k->prefault_ns = now;
