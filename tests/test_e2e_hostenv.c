@@ -458,6 +458,7 @@ static void test_e2e_hostenv_no_writer(void **state)
 	(void)state;
 	if (geteuid() != 0) {
 		print_message("  (skipped: RLIMIT_NPROC needs another uid, so root)\n");
+		kt_rmtree(dir);
 		free(dir);
 		skip();
 	}
@@ -501,11 +502,13 @@ static void test_e2e_hostenv_mlockall(void **state)
 	if (UNDER_SANITIZER) {
 		/* mlockall(MCL_CURRENT) would lock their shadow memory */
 		print_message("  (skipped under a sanitizer)\n");
+		kt_rmtree(dir);
 		free(dir);
 		skip();
 	}
 	if (geteuid() != 0) {
 		print_message("  (skipped: needs root, to run as another uid)\n");
+		kt_rmtree(dir);
 		free(dir);
 		skip();
 	}
@@ -673,6 +676,7 @@ static void test_e2e_hostenv_build_ids(void **state)
 	(void)state;
 	if (UNDER_SANITIZER) {
 		print_message("  (skipped under a sanitizer: the altstack program)\n");
+		kt_rmtree(dir);
 		free(dir);
 		skip();
 	}

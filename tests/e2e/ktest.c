@@ -79,7 +79,7 @@ void kt_rmtree(const char *dir)
 {
 	if (dir == NULL)
 		return;
-	rm_in(dir, 2);
+	rm_in(dir, 32);
 	rmdir(dir);
 }
 

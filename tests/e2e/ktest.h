@@ -32,7 +32,7 @@ static inline uint64_t kt_xorshift(uint64_t *x)
 
 /* A fresh directory /tmp/ktrace-test-<tag>-XXXXXX (malloc'd path). */
 char *kt_mkdtemp(const char *tag);
-/* rm -rf dir (only what it contains, one level of subdirectories deep). */
+/* rm -rf dir (32 levels of subdirectories deep; a sysroot mirrors absolute paths). */
 void kt_rmtree(const char *dir);
 /* Entries of dir other than . and .., or -1 if it cannot be read. */
 int kt_count_entries(const char *dir);
