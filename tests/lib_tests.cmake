@@ -10,7 +10,7 @@
 set(KT_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 add_library(ktest_util STATIC ${KT_TESTS_DIR}/e2e/ktest.c)
-target_include_directories(ktest_util PUBLIC ${KT_TESTS_DIR}/e2e
+target_include_directories(ktest_util PUBLIC ${KT_TESTS_DIR}/e2e ${CMOCKA_INCLUDE_DIR}
   ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(ktest_util PRIVATE _GNU_SOURCE)
 target_compile_options(ktest_util PRIVATE -Wall -Wextra -fno-instrument-functions)
