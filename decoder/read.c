@@ -201,6 +201,13 @@ static const uint8_t *src_get(const struct kd_src *s, struct kd_win *w, size_t c
 		return s->buf + off;
 	if (w->mem && off >= w->off && off - w->off <= w->len && n <= w->len - (off - w->off))
 		return w->mem + (off - w->off);
+	/* Past where a read of this window found the file ending: gone, no
+	 * read.  (Each block of a file truncated mid-walk read again, at each
+	 * of a thread's pieces: 9.9 M preads for an 8 MB file cut to 2 MB.) */
+	if (w->end && off + n > w->end) {
+		errno = 0; /* as the short read */
+		return NULL;
+	}
 	if (!w->mem || w->cap < n) {
 		free(w->mem);
 		w->cap = n > cap ? n : cap;
@@ -209,6 +216,8 @@ static const uint8_t *src_get(const struct kd_src *s, struct kd_win *w, size_t c
 	k = s->len - off < w->cap ? s->len - off : w->cap;
 	w->off = off;
 	w->len = (size_t)kd_read_pread(s->fd, w->mem, off, k, s->path, s->len);
+	if (w->len < k && errno == 0 && (!w->end || off + w->len < w->end))
+		w->end = off + w->len; /* end of file: it shrank */
 	return w->len >= n ? w->mem : NULL;
 }
 
@@ -234,6 +243,7 @@ static void win_free(struct kd_win *w)
 	free(w->mem);
 	w->mem = NULL;
 	w->cap = w->len = 0;
+	w->end = 0;
 }
 
 /* A read of the file came up short (src_get, sec_load): an error of the

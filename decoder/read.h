@@ -23,6 +23,8 @@ struct kd_win {
 	uint64_t off;           /* bytes: file offset of mem[0] */
 	size_t len;             /* bytes of the file in mem */
 	uint64_t failed;        /* blocks that could not be read again */
+	uint64_t end;           /* the file ended here at a read (it shrank since
+	                         * the reader's fstat); 0: not seen */
 };
 
 /*
