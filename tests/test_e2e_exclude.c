@@ -125,8 +125,15 @@ static void test_e2e_exclude_twostep(void **state)
 	    excluded(entries, n, "main") || excluded(entries, n, "warm"))
 		fail_msg("a function with long calls (or warm) excluded by %s\nstderr:\n%s", flag,
 		         p.err);
+	/* Why step stays: its entry would take step_long along; or, when a
+	 * few of its own calls were slowed past 50 us (an ASan build on a
+	 * busy 2-core VM: 3 of 142 k once), that it has long calls itself.
+	 * Either way it is not listed, and stderr says why. */
 	if (!strstr(p.err, "also excludes hot_leaf_unused (not called in this trace)") ||
-	    !strstr(p.err, "step: left out: its entry would also exclude step_long"))
+	    excluded(entries, n, "step") ||
+	    (!strstr(p.err, "step: left out: its entry would also exclude step_long") &&
+	     !(strstr(p.err, "step: muted by the budget, but ") &&
+	       strstr(p.err, "took 50 us or more"))))
 		fail_msg("notes without what else hot_leaf takes or why step stays:\n%s", p.err);
 	kt_proc_free(&p);
 
