@@ -14,6 +14,8 @@ target_include_directories(ktest_util PUBLIC ${KT_TESTS_DIR}/e2e ${CMOCKA_INCLUD
   ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(ktest_util PRIVATE _GNU_SOURCE)
 target_compile_options(ktest_util PRIVATE -Wall -Wextra -fno-instrument-functions)
+# kt_skip_rm() calls cmocka's skip()
+target_link_libraries(ktest_util PUBLIC ${CMOCKA_LIBRARY})
 
 function(ktrace_unit_test module)
   cmake_parse_arguments(U "" "" "LABELS" ${ARGN})
