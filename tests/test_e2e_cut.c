@@ -79,14 +79,26 @@ static void decode_to(const char *out, const char *const *args)
 	kt_proc_free(&p);
 }
 
+/* Under ASan the cuts are decoded (the decoder runs sanitized) and not
+ * judged: the checkers read the same bytes in every build, and took most
+ * of this test's 31 s there; the plain build judges them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define JUDGE 0
+#else
+#define JUDGE 1
+#endif
+
 /* Run a checker script; its last lines go to the failure message. */
 static void check(const char *what, const char *cmd)
 {
 	char buf[8192];
 	size_t n;
-	FILE *f = popen(cmd, "r");
+	FILE *f;
 	int st;
 
+	if (!JUDGE)
+		return;
+	f = popen(cmd, "r");
 	assert_non_null(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	buf[n] = 0;
@@ -224,6 +236,8 @@ static void check_chrome_perfetto(const char *file, const char *const *range)
 	snprintf(out, sizeof(out), "%s/cut.pftrace", fx.dir);
 	a[1] = "perfetto";
 	decode_to(out, a);
+	if (!JUDGE)
+		return;
 	res = pf_check(out, why, sizeof(why));
 	if (!res)
 		fail_msg("perfetto: %s", why);
