@@ -11,7 +11,9 @@
 # whose unit and end-to-end tests run under qemu-aarch64, bounded by
 # KTRACE_AARCH64_SECONDS (default 600); bench and fuzz targets are skipped
 # there.  KTRACE_AARCH64=0 leaves it out.  Builds use Ninja when it is
-# installed (.ci/deps.sh installs it as root), Make otherwise.
+# installed (.ci/deps.sh installs it as root), Make otherwise; in the full
+# run the ASan, TSan, fuzz and aarch64 trees are built at idle priority
+# while the plain tests run (build_ahead below).
 #
 # Installs what it needs on Debian when run as root (cmake, gcc, make,
 # libcmocka-dev, protobuf-compiler and python3 for the perfetto tests, clang
@@ -67,19 +69,90 @@ fresh_tree() { # dir
   fi
 }
 
+# The configure + build of one tree into build-tests/logs/NAME.build.log;
+# its status.  CC and the extra cmake arguments come from the caller.
+build_tree() { # name dir target|"" cmake-args...
+  local name=$1 dir=$2 target=$3
+  shift 3
+  fresh_tree "$dir"
+  cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" \
+    >"$LOGS/$name.build.log" 2>&1 &&
+    cmake --build "$dir" -j"$JOBS" ${target:+--target $target} >>"$LOGS/$name.build.log" 2>&1
+}
+ASAN_ARGS=(-DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
+TSAN_ARGS=(-DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
+FUZZ_ARGS=(-DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
+ARM_ARGS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_BUILD_BENCH=OFF)
+
+# Builds made ahead.  In the full run the later steps' trees (ASan, TSan,
+# fuzz, aarch64 with its packages) are built one after another while the
+# plain tests run, at idle priority (SCHED_IDLE, or nice 19 where chrt
+# cannot set it): they take only cpu time the tests leave, and a test's
+# thread that wakes takes the cpu back at once.  The plain step's tests
+# run alone at times (RUN_SERIAL), and that left a core idle for minutes:
+# the four builds took ~200 s one after the other, in the steps' time.
+# Each writes its status to build-tests/logs/NAME.build.rc; a step waits
+# for its own.
+AHEAD=0 AHEAD_PID=""
+# shellcheck disable=SC2317 # called through AFTER_BUILD
+build_ahead() {
+  for n in asan tsan fuzz aarch64; do rm -f "$LOGS/$n.build.rc"; done
+  (
+    chrt -i -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+    rc=0; build_tree asan "$ROOT/build-tests/asan" "" "${ASAN_ARGS[@]}" || rc=$?
+    echo "$rc" >"$LOGS/asan.build.rc"
+    rc=0; build_tree tsan "$ROOT/build-tests/tsan" "" "${TSAN_ARGS[@]}" || rc=$?
+    echo "$rc" >"$LOGS/tsan.build.rc"
+    rc=0; CC=clang build_tree fuzz "$ROOT/build-tests/fuzz" "ktrace-fuzz-read ktrace-fuzz-elf" \
+      "${FUZZ_ARGS[@]}" || rc=$?
+    echo "$rc" >"$LOGS/fuzz.build.rc"
+    if [ "${KTRACE_AARCH64:-1}" = 0 ]; then
+      rc=off
+    elif ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64 >"$LOGS/aarch64.deps.log" 2>&1; then
+      rc=deps
+    else
+      rc=0; build_tree aarch64 "$ROOT/build-tests/aarch64" "" "${ARM_ARGS[@]}" || rc=$?
+    fi
+    echo "$rc" >"$LOGS/aarch64.build.rc"
+  ) </dev/null &
+  AHEAD=1 AHEAD_PID=$!
+}
+
+# Configure + build NAME now, or wait for the build made ahead; its status
+# (deps: the aarch64 packages could not be installed).
+get_build() { # name dir target|"" cmake-args...
+  local name=$1 rc=0
+  if [ "$AHEAD" = 1 ]; then
+    echo "== [$name] build (made ahead, at idle priority)"
+    while [ ! -s "$LOGS/$name.build.rc" ] && kill -0 "$AHEAD_PID" 2>/dev/null; do sleep 1; done
+    rc=$(cat "$LOGS/$name.build.rc" 2>/dev/null || echo lost)
+  else
+    echo "== [$name] configure + build"
+    if [ "$name" = aarch64 ] && ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64; then
+      rc=deps
+    else
+      build_tree "$@" || rc=$?
+    fi
+  fi
+  case $rc in 0) return 0 ;; deps) return 2 ;; *) return 1 ;; esac
+}
+
 # A failing step does not stop the others: the closing lines say which
 # failed.  Each step's ctest output is also in build-tests/logs/NAME.log.
+# AFTER_BUILD: a command run once, after this step's build succeeded.
+AFTER_BUILD=""
 run_config() { # name, cmake args...
   local name=$1 t0 counts; shift
   local dir=$ROOT/build-tests/$name
   t0=$(date +%s)
-  echo "== [$name] configure + build"
-  fresh_tree "$dir"
-  if ! cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$LOGS/$name.build.log" 2>&1 ||
-     ! cmake --build "$dir" -j"$JOBS" >>"$LOGS/$name.build.log" 2>&1; then
+  if ! get_build "$name" "$dir" "" "$@"; then
     tail -30 "$LOGS/$name.build.log"
     step "$name" failed "$t0" 0 1 "the build, see build-tests/logs/$name.build.log"
     return
+  fi
+  if [ -n "$AFTER_BUILD" ]; then
+    $AFTER_BUILD
+    AFTER_BUILD=""
   fi
   echo "== [$name] ctest"
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600) 2>&1 | tee "$LOGS/$name.log" ||
@@ -90,17 +163,13 @@ run_config() { # name, cmake args...
 }
 
 run_aarch64() {
-  local dir=$ROOT/build-tests/aarch64 t0 counts
+  local dir=$ROOT/build-tests/aarch64 t0 counts rc=0
   t0=$(date +%s)
-  if ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64; then
+  get_build aarch64 "$dir" "" "${ARM_ARGS[@]}" || rc=$?
+  if [ "$rc" = 2 ]; then
     step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64)"
     return
-  fi
-  echo "== [aarch64] configure + build (cross, gcc-aarch64-linux-gnu)"
-  fresh_tree "$dir"
-  if ! cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" \
-       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKTRACE_BUILD_BENCH=OFF >"$LOGS/aarch64.build.log" 2>&1 ||
-     ! cmake --build "$dir" -j"$JOBS" >>"$LOGS/aarch64.build.log" 2>&1; then
+  elif [ "$rc" != 0 ]; then
     tail -30 "$LOGS/aarch64.build.log"
     step aarch64 failed "$t0" 0 1 "the build, see build-tests/logs/aarch64.build.log"
     return
@@ -126,15 +195,17 @@ if [ "$ONLY_ARM" = 1 ]; then
   run_aarch64
   finish
 fi
+# the full run: the other trees are built while the plain tests run
+[ "$QUICK" = 0 ] && AFTER_BUILD=build_ahead
 run_config plain
 if [ "$QUICK" = 0 ]; then
   # halt_on_error/abort: a report fails the test instead of scrolling by.
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    run_config asan -DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
+    run_config asan "${ASAN_ARGS[@]}"
   # die_after_fork=0: TSan refuses any thread start in the child of a
   # multithreaded fork; the fork tests start the child's snapshot writer.
-  # atexit_sleep_ms=200: at exit TSan sleeps (1000 ms by default) whenever
+  # atexit_sleep_ms: at exit TSan sleeps (1000 ms by default) whenever
   # another thread is alive, so that such threads can still run into the
   # exit path; every traced program has one (the snapshot writer), so the
   # default cost a second per traced process (half of test_e2e_lifecycle's
@@ -142,13 +213,12 @@ if [ "$QUICK" = 0 ]; then
   # 0.37 s with 200; test_e2e_lifecycle, whose subject is the exit path,
   # keeps 200 ms, two of the writer's idle wake-ups (tests/CMakeLists.txt).
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:atexit_sleep_ms=50} \
-    run_config tsan -DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF
-  # The aarch64 step (below) starts now, beside the fuzz run: its packages
-  # and its cross build take longer than the fuzzers' 30 s, so its tests
-  # run after them, on idle cpus; the two steps took 71 s and 120 s one
-  # after the other.  Its console output is shown when it ends.
+    run_config tsan "${TSAN_ARGS[@]}"
+  # The aarch64 tests run beside the fuzz run (30 s, two fuzzers): they
+  # took 71 s and 120 s one after the other.  The aarch64 console output
+  # is shown when it ends.
   if [ "${KTRACE_AARCH64:-1}" != 0 ]; then
-    echo "== [aarch64] started beside the fuzz run"
+    echo "== [aarch64] tests started beside the fuzz run"
     run_aarch64 >"$LOGS/aarch64.console.log" 2>&1 &
     arm_pid=$!
   fi
@@ -157,12 +227,7 @@ if [ "$QUICK" = 0 ]; then
   # leaves its input in build-tests/fuzz/ to add to tests/fuzz/regressions.
   dir=$ROOT/build-tests/fuzz
   t0=$(date +%s)
-  echo "== [fuzz] configure + build (clang, libFuzzer + ASan + UBSan)"
-  fresh_tree "$dir"
-  if ! CC=clang cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF \
-       -DKTRACE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$LOGS/fuzz.build.log" 2>&1 ||
-     ! cmake --build "$dir" -j"$JOBS" --target ktrace-fuzz-read ktrace-fuzz-elf \
-       >>"$LOGS/fuzz.build.log" 2>&1; then
+  if ! CC=clang get_build fuzz "$dir" "ktrace-fuzz-read ktrace-fuzz-elf" "${FUZZ_ARGS[@]}"; then
     tail -30 "$LOGS/fuzz.build.log"
     step fuzz failed "$t0" 0 1 "the build, see build-tests/logs/fuzz.build.log"
   else
