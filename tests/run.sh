@@ -90,7 +90,9 @@ ARM_ARGS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_
 # cannot set it): they take only cpu time the tests leave, and a test's
 # thread that wakes takes the cpu back at once.  The plain step's tests
 # run alone at times (RUN_SERIAL), and that left a core idle for minutes:
-# the four builds took ~200 s one after the other, in the steps' time.
+# the four builds took ~200 s one after the other, in the steps' time
+# (1245 s -> 898 s for the whole run with the changes around it; the plain
+# and ASan tests took 30 s and 25 s longer beside the builds).
 # Each writes its status to build-tests/logs/NAME.build.rc; a step waits
 # for its own.
 AHEAD=0 AHEAD_PID=""
@@ -99,6 +101,7 @@ build_ahead() {
   for n in asan tsan fuzz aarch64; do rm -f "$LOGS/$n.build.rc"; done
   (
     chrt -i -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+    ionice -c 3 -p "$BASHPID" >/dev/null 2>&1 || true   # and idle for the disk
     rc=0; build_tree asan "$ROOT/build-tests/asan" "" "${ASAN_ARGS[@]}" || rc=$?
     echo "$rc" >"$LOGS/asan.build.rc"
     rc=0; build_tree tsan "$ROOT/build-tests/tsan" "" "${TSAN_ARGS[@]}" || rc=$?
