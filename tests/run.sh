@@ -2,7 +2,7 @@
 # tests/run.sh - build and run the whole test suite.
 #
 #   tests/run.sh            plain build + ASan/UBSan build + TSan build + a
-#                           bounded fuzz run of the snapshot reader
+#                           bounded fuzz run of the snapshot and ELF readers
 #   tests/run.sh --quick    plain build only
 #   tests/run.sh --aarch64  only the aarch64 step (below)
 #
@@ -13,7 +13,8 @@
 # there.  KTRACE_AARCH64=0 leaves it out.  Builds use Ninja when it is
 # installed (.ci/deps.sh installs it as root), Make otherwise; in the full
 # run the ASan, TSan, fuzz and aarch64 trees are built at idle priority
-# while the plain tests run (build_ahead below).
+# while the plain tests run, once the plain tree has built (build_ahead
+# below; if it fails, each step builds its own tree as before).
 #
 # Installs what it needs on Debian when run as root (cmake, gcc, make,
 # libcmocka-dev, protobuf-compiler and python3 for the perfetto tests, clang
@@ -50,7 +51,18 @@ fi
 LOGS=$ROOT/build-tests/logs
 mkdir -p "$LOGS"
 STEPS=$(mktemp)
-trap 'rm -f "$STEPS"' EXIT
+# The background jobs (the builds made ahead, the aarch64 tests) end with
+# the run, however it ends: a second run in this checkout must not meet
+# them still building its trees.
+# Each runs in its own process group (set -m around its start).
+AHEAD_PID="" arm_pid=""
+# shellcheck disable=SC2317 # called by the EXIT trap
+stop_bg() {
+  [ -z "$AHEAD_PID" ] || kill -- -"$AHEAD_PID" 2>/dev/null || true
+  [ -z "$arm_pid" ] || kill -- -"$arm_pid" 2>/dev/null || true
+}
+trap 'stop_bg; rm -f "$STEPS"' EXIT
+trap 'exit 130' INT TERM
 # step NAME STATUS T0 PASSED FAILED [WHY]: one line for the summary
 step() {
   echo "$1 $2 $(($(date +%s) - $3)) $4 $5 ${6:-}" >>"$STEPS"
@@ -95,10 +107,11 @@ ARM_ARGS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_
 # and ASan tests took 30 s and 25 s longer beside the builds).
 # Each writes its status to build-tests/logs/NAME.build.rc; a step waits
 # for its own.
-AHEAD=0 AHEAD_PID=""
+AHEAD=0
 # shellcheck disable=SC2317 # called through AFTER_BUILD
 build_ahead() {
   for n in asan tsan fuzz aarch64; do rm -f "$LOGS/$n.build.rc"; done
+  set -m   # its own process group: stop_bg ends the whole chain
   (
     chrt -i -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
     ionice -c 3 -p "$BASHPID" >/dev/null 2>&1 || true   # and idle for the disk
@@ -119,6 +132,7 @@ build_ahead() {
     echo "$rc" >"$LOGS/aarch64.build.rc"
   ) </dev/null &
   AHEAD=1 AHEAD_PID=$!
+  set +m
 }
 
 # Configure + build NAME now, or wait for the build made ahead; its status
@@ -145,18 +159,16 @@ get_build() { # name dir target|"" cmake-args...
 # AFTER_BUILD: a command run once, after this step's build succeeded.
 AFTER_BUILD=""
 run_config() { # name, cmake args...
-  local name=$1 t0 counts; shift
+  local name=$1 t0 counts after=$AFTER_BUILD; shift
   local dir=$ROOT/build-tests/$name
+  AFTER_BUILD=""   # this step's, whether its build succeeds or not
   t0=$(date +%s)
   if ! get_build "$name" "$dir" "" "$@"; then
-    tail -30 "$LOGS/$name.build.log"
+    tail -30 "$LOGS/$name.build.log" 2>/dev/null || true
     step "$name" failed "$t0" 0 1 "the build, see build-tests/logs/$name.build.log"
     return
   fi
-  if [ -n "$AFTER_BUILD" ]; then
-    $AFTER_BUILD
-    AFTER_BUILD=""
-  fi
+  [ -z "$after" ] || $after
   echo "== [$name] ctest"
   (cd "$dir" && ctest --output-on-failure -j"$JOBS" --timeout 600) 2>&1 | tee "$LOGS/$name.log" ||
     true   # counted below
@@ -170,10 +182,11 @@ run_aarch64() {
   t0=$(date +%s)
   get_build aarch64 "$dir" "" "${ARM_ARGS[@]}" || rc=$?
   if [ "$rc" = 2 ]; then
-    step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64)"
+    tail -5 "$LOGS/aarch64.deps.log" 2>/dev/null || true
+    step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64; build-tests/logs/aarch64.deps.log in the full run)"
     return
   elif [ "$rc" != 0 ]; then
-    tail -30 "$LOGS/aarch64.build.log"
+    tail -30 "$LOGS/aarch64.build.log" 2>/dev/null || true
     step aarch64 failed "$t0" 0 1 "the build, see build-tests/logs/aarch64.build.log"
     return
   fi
@@ -193,7 +206,6 @@ finish() {
 }
 
 start=$(date +%s)
-arm_pid=""
 if [ "$ONLY_ARM" = 1 ]; then
   run_aarch64
   finish
@@ -222,8 +234,10 @@ if [ "$QUICK" = 0 ]; then
   # is shown when it ends.
   if [ "${KTRACE_AARCH64:-1}" != 0 ]; then
     echo "== [aarch64] tests started beside the fuzz run"
+    set -m
     run_aarch64 >"$LOGS/aarch64.console.log" 2>&1 &
     arm_pid=$!
+    set +m
   fi
   # Bounded fuzz runs of the two parsers of untrusted input, seeded with
   # real and synthetic snapshots (and ELF files); a crash fails the run and
@@ -231,7 +245,7 @@ if [ "$QUICK" = 0 ]; then
   dir=$ROOT/build-tests/fuzz
   t0=$(date +%s)
   if ! CC=clang get_build fuzz "$dir" "ktrace-fuzz-read ktrace-fuzz-elf" "${FUZZ_ARGS[@]}"; then
-    tail -30 "$LOGS/fuzz.build.log"
+    tail -30 "$LOGS/fuzz.build.log" 2>/dev/null || true
     step fuzz failed "$t0" 0 1 "the build, see build-tests/logs/fuzz.build.log"
   else
     rm -f "$dir"/*crash-* "$dir"/*leak-* "$dir"/*timeout-*   # from an earlier run
@@ -269,7 +283,10 @@ if [ "$QUICK" = 0 ]; then
   fi
 fi
 if [ -n "$arm_pid" ]; then
-  wait "$arm_pid" || true
+  arm_rc=0
+  wait "$arm_pid" || arm_rc=$?
+  arm_pid=""
   cat "$LOGS/aarch64.console.log"
+  [ "$arm_rc" = 0 ] || step aarch64 failed "$start" 0 1 "the step died (status $arm_rc)"
 fi
 finish
