@@ -81,20 +81,30 @@ fresh_tree() { # dir
   fi
 }
 
-# The configure + build of one tree into build-tests/logs/NAME.build.log;
-# its status.  CC and the extra cmake arguments come from the caller.
-build_tree() { # name dir target|"" cmake-args...
-  local name=$1 dir=$2 target=$3
-  shift 3
+# The configure + build of tree NAME (build-tests/NAME) into
+# build-tests/logs/NAME.build.log; its status.  Each tree's recipe is
+# here, for the foreground and for the builds made ahead alike; the
+# aarch64 one installs its packages first (its log:
+# build-tests/logs/aarch64.deps.log), and returns 77 when it cannot.
+build_tree() { # name
+  local name=$1 dir=$ROOT/build-tests/$1 target="" cc=${CC:-}
+  local args=()
+  case $name in
+  plain) ;;
+  asan) args=(-DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF) ;;
+  tsan) args=(-DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF) ;;
+  fuzz)
+    cc=clang target="ktrace-fuzz-read ktrace-fuzz-elf"
+    args=(-DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF) ;;
+  aarch64)
+    "$ROOT/.ci/deps.sh" tests/run.sh --aarch64 >"$LOGS/aarch64.deps.log" 2>&1 || return 77
+    args=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_BUILD_BENCH=OFF) ;;
+  esac
   fresh_tree "$dir"
-  cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" \
+  env ${cc:+CC=$cc} cmake "${GEN[@]}" -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${args[@]}" \
     >"$LOGS/$name.build.log" 2>&1 &&
     cmake --build "$dir" -j"$JOBS" ${target:+--target $target} >>"$LOGS/$name.build.log" 2>&1
 }
-ASAN_ARGS=(-DKTRACE_ASAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
-TSAN_ARGS=(-DKTRACE_TSAN=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
-FUZZ_ARGS=(-DKTRACE_BUILD_FUZZ=ON -DKTRACE_BUILD_BENCH=OFF -DKTRACE_BUILD_EXAMPLES=OFF)
-ARM_ARGS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_BUILD_BENCH=OFF)
 
 # Builds made ahead.  In the full run the later steps' trees (ASan, TSan,
 # fuzz, aarch64 with its packages) are built one after another while the
@@ -110,34 +120,26 @@ ARM_ARGS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake" -DKTRACE_
 AHEAD=0
 # shellcheck disable=SC2317 # called through AFTER_BUILD
 build_ahead() {
-  for n in asan tsan fuzz aarch64; do rm -f "$LOGS/$n.build.rc"; done
+  local trees=(asan tsan fuzz)
+  [ "${KTRACE_AARCH64:-1}" = 0 ] || trees+=(aarch64)
+  for n in "${trees[@]}"; do rm -f "$LOGS/$n.build.rc"; done
   set -m   # its own process group: stop_bg ends the whole chain
   (
     chrt -i -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
     ionice -c 3 -p "$BASHPID" >/dev/null 2>&1 || true   # and idle for the disk
-    rc=0; build_tree asan "$ROOT/build-tests/asan" "" "${ASAN_ARGS[@]}" || rc=$?
-    echo "$rc" >"$LOGS/asan.build.rc"
-    rc=0; build_tree tsan "$ROOT/build-tests/tsan" "" "${TSAN_ARGS[@]}" || rc=$?
-    echo "$rc" >"$LOGS/tsan.build.rc"
-    rc=0; CC=clang build_tree fuzz "$ROOT/build-tests/fuzz" "ktrace-fuzz-read ktrace-fuzz-elf" \
-      "${FUZZ_ARGS[@]}" || rc=$?
-    echo "$rc" >"$LOGS/fuzz.build.rc"
-    if [ "${KTRACE_AARCH64:-1}" = 0 ]; then
-      rc=off
-    elif ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64 >"$LOGS/aarch64.deps.log" 2>&1; then
-      rc=deps
-    else
-      rc=0; build_tree aarch64 "$ROOT/build-tests/aarch64" "" "${ARM_ARGS[@]}" || rc=$?
-    fi
-    echo "$rc" >"$LOGS/aarch64.build.rc"
+    for n in "${trees[@]}"; do
+      rc=0
+      build_tree "$n" || rc=$?
+      echo "$rc" >"$LOGS/$n.build.rc"
+    done
   ) </dev/null &
   AHEAD=1 AHEAD_PID=$!
   set +m
 }
 
-# Configure + build NAME now, or wait for the build made ahead; its status
-# (deps: the aarch64 packages could not be installed).
-get_build() { # name dir target|"" cmake-args...
+# Build tree NAME now, or wait for the build made ahead: 0, 2 (the aarch64
+# packages could not be installed) or 1 (the build failed).
+get_build() { # name
   local name=$1 rc=0
   if [ "$AHEAD" = 1 ]; then
     echo "== [$name] build (made ahead, at idle priority)"
@@ -145,25 +147,21 @@ get_build() { # name dir target|"" cmake-args...
     rc=$(cat "$LOGS/$name.build.rc" 2>/dev/null || echo lost)
   else
     echo "== [$name] configure + build"
-    if [ "$name" = aarch64 ] && ! "$ROOT/.ci/deps.sh" tests/run.sh --aarch64; then
-      rc=deps
-    else
-      build_tree "$@" || rc=$?
-    fi
+    build_tree "$name" || rc=$?
   fi
-  case $rc in 0) return 0 ;; deps) return 2 ;; *) return 1 ;; esac
+  case $rc in 0) return 0 ;; 77) return 2 ;; *) return 1 ;; esac
 }
 
 # A failing step does not stop the others: the closing lines say which
 # failed.  Each step's ctest output is also in build-tests/logs/NAME.log.
 # AFTER_BUILD: a command run once, after this step's build succeeded.
 AFTER_BUILD=""
-run_config() { # name, cmake args...
-  local name=$1 t0 counts after=$AFTER_BUILD; shift
+run_config() { # name
+  local name=$1 t0 counts after=$AFTER_BUILD
   local dir=$ROOT/build-tests/$name
   AFTER_BUILD=""   # this step's, whether its build succeeds or not
   t0=$(date +%s)
-  if ! get_build "$name" "$dir" "" "$@"; then
+  if ! get_build "$name"; then
     tail -30 "$LOGS/$name.build.log" 2>/dev/null || true
     step "$name" failed "$t0" 0 1 "the build, see build-tests/logs/$name.build.log"
     return
@@ -180,10 +178,10 @@ run_config() { # name, cmake args...
 run_aarch64() {
   local dir=$ROOT/build-tests/aarch64 t0 counts rc=0
   t0=$(date +%s)
-  get_build aarch64 "$dir" "" "${ARM_ARGS[@]}" || rc=$?
+  get_build aarch64 || rc=$?
   if [ "$rc" = 2 ]; then
     tail -5 "$LOGS/aarch64.deps.log" 2>/dev/null || true
-    step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64; build-tests/logs/aarch64.deps.log in the full run)"
+    step aarch64 failed "$t0" 0 1 "its tools are missing (.ci/deps.sh --aarch64, see build-tests/logs/aarch64.deps.log)"
     return
   elif [ "$rc" != 0 ]; then
     tail -30 "$LOGS/aarch64.build.log" 2>/dev/null || true
@@ -217,7 +215,7 @@ if [ "$QUICK" = 0 ]; then
   # halt_on_error/abort: a report fails the test instead of scrolling by.
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    run_config asan "${ASAN_ARGS[@]}"
+    run_config asan
   # die_after_fork=0: TSan refuses any thread start in the child of a
   # multithreaded fork; the fork tests start the child's snapshot writer.
   # atexit_sleep_ms: at exit TSan sleeps (1000 ms by default) whenever
@@ -228,7 +226,7 @@ if [ "$QUICK" = 0 ]; then
   # 0.37 s with 200; test_e2e_lifecycle, whose subject is the exit path,
   # keeps 200 ms, two of the writer's idle wake-ups (tests/CMakeLists.txt).
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:atexit_sleep_ms=50} \
-    run_config tsan "${TSAN_ARGS[@]}"
+    run_config tsan
   # The aarch64 tests run beside the fuzz run (30 s, two fuzzers): they
   # took 71 s and 120 s one after the other.  The aarch64 console output
   # is shown when it ends.
@@ -244,7 +242,7 @@ if [ "$QUICK" = 0 ]; then
   # leaves its input in build-tests/fuzz/ to add to tests/fuzz/regressions.
   dir=$ROOT/build-tests/fuzz
   t0=$(date +%s)
-  if ! CC=clang get_build fuzz "$dir" "ktrace-fuzz-read ktrace-fuzz-elf" "${FUZZ_ARGS[@]}"; then
+  if ! get_build fuzz; then
     tail -30 "$LOGS/fuzz.build.log" 2>/dev/null || true
     step fuzz failed "$t0" 0 1 "the build, see build-tests/logs/fuzz.build.log"
   else
