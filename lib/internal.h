@@ -130,6 +130,12 @@ extern struct kt_globals ktrace__g;
  * with the same lea. */
 #define KT_FC_SLOT(a) (((a) >> 4) & (KT_FCACHE_SIZE - 1))
 #define KT_FC_LEAN_SLOT(r) ((((r) + 16) >> 4) & (KT_FCACHE_SIZE - 1))
+/* The lean mode's second slot for r (TWO_WAYS in lean.c): the first one
+ * xor a hash of the address bits above it, never 0, so two functions
+ * whose first slots meet (their addresses equal in bits 4..14) most
+ * likely have second slots apart. */
+#define KT_FC_LEAN_SLOT2(r) (KT_FC_LEAN_SLOT(r) ^                               \
+	((uint32_t)((((uint64_t)(r) >> 15) * 0x9E3779B97F4A7C15ull) >> 53) | 1u))
 #define KT_FCACHE_FULL (1ull << 47)  /* or'ed into a cached address: the
                                         function has no compact id */
 /* Bits 15..12 of a cache entry are above the 12-bit event (filter.c):
@@ -141,6 +147,8 @@ extern struct kt_globals ktrace__g;
 #define KT_FC_LEARN    0x2000u       /* lean entry: still learning the
                                         function's exit sites (lean.c) */
 #define KT_LEAN_DEPTH  256           /* lean frames a thread tracks */
+#define KT_LF_LEARN    1u            /* lean frame: learn its exit site */
+#define KT_LF_SKIP     2u            /* lean frame: entry not recorded (learning only) */
 #define KT_FL_EVERY    1024          /* frameless returns per exit-site look */
 
 #define KT_MUTE_LEVELS 16            /* adoptions with skipped frames open */
@@ -667,6 +675,7 @@ void ktrace__lean_muting(uint32_t id);
 int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot);
 extern _Atomic uint8_t ktrace__lean_skip;   /* tracing off: __fentry__ returns */
 int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot);
+int ktrace__lean_exit_known(uint32_t ev, uint64_t site);   /* lean.c, LEARN_FAST */
 int ktrace__lean_frameless_fast(uint64_t r, uint64_t *slot);   /* returns 1 */
 void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot);
 void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot);
@@ -681,6 +690,7 @@ void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint6
                              uint64_t *by_int3);   /* tests */
 void ktrace__lean_test_force(int mode);
 uint64_t ktrace__lean_test_stubs(void);
+void ktrace__lean_test_slow(uint64_t *in, uint64_t *out);
 uint64_t ktrace__lean_test_callret(void);   /* exit sites out in call-ret form */
 uint64_t ktrace__lean_test_early(void);   /* early passes (lean.c, EARLY) */
 void ktrace__lean_init_undo(void);   /* init failed after ktrace__lean_init */

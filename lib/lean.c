@@ -89,8 +89,6 @@
 #define NEXIT 8              /* exit sites learned per function */
 #define LEARN_CALLS 8        /* calls that learn exit sites, per function */
 #define MAXBATCH 1024        /* sites per batch */
-#define KT_LF_LEARN 1u       /* frame: learn its exit site */
-#define KT_LF_SKIP 2u        /* frame: entry not recorded (learning only) */
 #define FAR_STACK (64ull << 20) /* bytes: farther than this is another stack */
 
 enum { LS_NONE = 0, LS_CLAIMED = 1, LS_READY = 2, LS_BAD = 3 };
@@ -127,6 +125,7 @@ static _Atomic uint64_t n_jump, n_ret;     /* of the whole ones, in jump / ret f
 static _Atomic uint64_t n_stub;            /* exit sites given a stub (STUBS) */
 static _Atomic uint64_t n_callret;         /* exit sites out in call-ret form (FORMS) */
 static _Atomic uint64_t n_early;           /* early passes (EARLY) */
+static _Atomic uint64_t n_slow_in, n_slow_out;   /* slow entries and exits (tests) */
 /* Writer thread: events that serialised every core running the program
  * (a sync, a TLB flush of its code or a stub's page), and their count at
  * this pass's look at the threads' frames (EXITS_AFTER). */
@@ -489,6 +488,29 @@ static KT_NOINSTR void learn_exit(uint32_t ev, uint64_t r)
 	}
 }
 
+/*
+ * LEARN_FAST.  A learning call's exit through a site its function has
+ * learned already (most of them: a function returns through the same few
+ * sites) needs nothing learned: record.c's fast path takes it as any
+ * other exit when this says so, instead of the slow path with its vector
+ * register saves (SQLite's short run: ~3,400 of its ~4,000 learning exits
+ * a run, ~400 cycles each).  General registers only (the fast path's
+ * rule: tests/check_lean_gpr.sh), so atomic loads, never vectorised.
+ */
+KT_NOINSTR int ktrace__lean_exit_known(uint32_t ev, uint64_t site)
+{
+	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
+
+	if (ev < KTRACE_EV_ENTER_BASE || id >= NF || !lf_has(id))
+		return 0;
+	for (int i = 0; i < NEXIT; i++)
+		/* relaxed: a site once published stays; missing one costs
+		 * only the slow path */
+		if (kt_load(&lf[id].exits[i], relaxed) == site)
+			return 1;
+	return 0;
+}
+
 /* Set when a function to be patched out has learned its exits (its
  * last learning call began), cleared by the writer's next lean pass. */
 static _Atomic uint32_t ready_hint;
@@ -602,25 +624,46 @@ static KT_NOINSTR struct kt_thread *slow_begin(void)
 }
 
 /*
- * LEARN_CACHED.  A learning call of a function this thread met before
- * (its cache entry for r says LEARN) needs none of a first call's
- * look-ups: the entry holds its event and skip flags, and lf[] its entry
- * site.  The look-ups were most of a learning call's cost, two probes of
- * large tables (the sites by r, the compact ids by address) and a read of
- * the code before the site (endbr64?), a cache miss and often a TLB miss
- * each, LEARN_CALLS times for each function: SQLite's short run made
- * ~14 k learning calls with 32 of them.  The flags are this thread's to
- * trust:
+ * TWO_WAYS.  A thread's cache (fcache) keys a lean function by r, the end
+ * of its entry site; the asm looks in r's first slot (KT_FC_LEAN_SLOT:
+ * address bits 4..14), the C fast path then in its second
+ * (KT_FC_LEAN_SLOT2).  With one slot, two recorded functions 32 KiB apart
+ * evicted each other, and each call of the one not cached took the whole
+ * slow path (~4 k cycles: the tables below, often a cache and TLB miss
+ * each): 540-800 of SQLite's ~1,300 full slow entries a short run
+ * (counted), ~1 ms.  A new entry takes r's first slot if free, else its
+ * second if free, else the first.  Either slot may hold a function whose
+ * first slot is another, which only costs a miss later.
+ */
+static KT_NOINSTR uint64_t *cache_slot(struct kt_thread *t, uint64_t r)
+{
+	uint64_t *a = &t->fcache[KT_FC_LEAN_SLOT(r)], *b = &t->fcache[KT_FC_LEAN_SLOT2(r)];
+
+	if (*a >> 16 == r || (*b >> 16 != r && (*a == 0 || *b != 0)))
+		return a;
+	return b;
+}
+
+/*
+ * CACHED.  A call of a function this thread met before (its cache entry
+ * is r's: a learning call, or one that came here only for a full block
+ * or a frame check) needs none of a first call's look-ups: the entry
+ * holds its event and skip flags, and lf[] its entry site.  The look-ups
+ * were most of a learning call's cost, two probes of large tables (the
+ * sites by r, the compact ids by address) and a read of the code before
+ * the site (endbr64?), a cache miss and often a TLB miss each,
+ * LEARN_CALLS times for each function: SQLite's short run made ~14 k
+ * learning calls with 32 of them.  The flags are this thread's to trust:
  * a thread adopting a new mute epoch sets its cache's skip flags as of
  * that epoch (filter.c), so an entry's are those of the epoch it holds.
  * The function's lf[] entry, or NULL: take the whole path.
  */
-static KT_NOINSTR struct lfn *learning_call(uint64_t r, uint64_t e)
+static KT_NOINSTR struct lfn *cached_call(uint64_t r, uint64_t e)
 {
-	uint32_t id = ((uint32_t)e & KTRACE_EVENT_MASK) - KTRACE_EV_ENTER_BASE;
+	uint32_t ev = (uint32_t)e & KTRACE_EVENT_MASK, id = ev - KTRACE_EV_ENTER_BASE;
 	struct lfn *l;
 
-	if ((e >> 16) != r || !(e & KT_FC_LEARN) || lf_state(id) != LS_READY)
+	if ((e >> 16) != r || ev < KTRACE_EV_ENTER_BASE || id >= NF || lf_state(id) != LS_READY)
 		return NULL;
 	l = &lf[id];
 	return l->site + l->len == r ? l : NULL;
@@ -636,12 +679,13 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 
 	if (t == NULL)
 		return;
+	kt_add(&n_slow_in, 1, relaxed);   /* a statistic (tests) */
 	ktrace__filter_adopt(t);
 	close_below(t, (uint64_t)slot, 1);
-	ce = &t->fcache[KT_FC_LEAN_SLOT(r)];
+	ce = cache_slot(t, r);
 	e = *ce;
-	if ((l = learning_call(r, e)) != NULL) {
-		/* LEARN_CACHED: its event and skip flags from the cache entry;
+	if ((l = cached_call(r, e)) != NULL) {
+		/* CACHED: its event and skip flags from the cache entry;
 		 * fn as the fast path has it (r: only an event-0 record, one
 		 * without a compact id, is by address) */
 		ev = (uint32_t)e & KTRACE_EVENT_MASK;
@@ -688,6 +732,7 @@ KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 
 	if (t == NULL)
 		return;
+	kt_add(&n_slow_out, 1, relaxed);   /* a statistic (tests) */
 	/* A new mute set is adopted here too: a thread in the fast path comes
 	 * here only when a block fills, and a call pattern of a fixed length
 	 * can make that an exit every time for a long while (1.4 ms measured,
@@ -2551,6 +2596,13 @@ KT_NOINSTR uint64_t ktrace__lean_test_early(void)
 	return kt_load(&n_early, relaxed);
 }
 
+/* Tests (hidden): slow entries and exits so far (TWO_WAYS, LEARN_FAST). */
+KT_NOINSTR void ktrace__lean_test_slow(uint64_t *in, uint64_t *out)
+{
+	*in = kt_load(&n_slow_in, relaxed);
+	*out = kt_load(&n_slow_out, relaxed);
+}
+
 /* The snapshot's LEAN section (writer thread: nop_entry is its own); 0
  * if no lean hook ran. */
 KT_NOINSTR int ktrace__lean_record(struct ktrace_lean_rec *r)
@@ -2611,6 +2663,7 @@ KT_NOINSTR void ktrace__lean_test_force(int mode) { (void)mode; }
 KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
 KT_NOINSTR uint64_t ktrace__lean_test_callret(void) { return 0; }
 KT_NOINSTR uint64_t ktrace__lean_test_early(void) { return 0; }
+KT_NOINSTR void ktrace__lean_test_slow(uint64_t *in, uint64_t *out) { *in = *out = 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

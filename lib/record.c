@@ -392,8 +392,12 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 	uint32_t n = t->lsp, ev;
 	void *rs;
 
-	if (KT_UNLIKELY((e >> 16) != r))   /* a miss; tracing off: nothing to do */
-		return kt_load(&ktrace__g.state, relaxed) != KT_OFF;
+	if (KT_UNLIKELY((e >> 16) != r)) {
+		/* not in its first slot: the second (lean.c, TWO_WAYS) */
+		e = t->fcache[KT_FC_LEAN_SLOT2(r)];
+		if ((e >> 16) != r)   /* a miss; tracing off: nothing to do */
+			return kt_load(&ktrace__g.state, relaxed) != KT_OFF;
+	}
 	if (e & (KT_FC_SKIP | KT_FC_LEARN))
 		return (e & KT_FC_LEARN) != 0;   /* muted, not patched out yet */
 	if (KT_UNLIKELY(n >= KT_LEAN_DEPTH || (n && t->lstk[n - 1].slot <= (uint64_t)slot)))
@@ -426,9 +430,17 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 	f = &t->lstk[n - 1];
 	if (f->slot > (uint64_t)slot)
 		return 0;   /* this call's entry was not recorded */
-	if (KT_UNLIKELY(f->slot != (uint64_t)slot || f->flags || f->ev == 0 ||
-	                (rs = t->rseq) == NULL))
+	if (KT_UNLIKELY(f->slot != (uint64_t)slot || f->ev == 0 || (rs = t->rseq) == NULL))
 		return 1;
+	if (KT_UNLIKELY(f->flags)) {
+		/* a learning call's exit through a site learned already:
+		 * nothing to learn (lean.c, LEARN_FAST); a skipped entry's
+		 * frame is only popped */
+		if ((f->flags & ~KT_LF_SKIP) != KT_LF_LEARN || !ktrace__lean_exit_known(f->ev, r - 5))
+			return 1;
+		if (f->flags & KT_LF_SKIP)
+			goto pop;
+	}
 	ev = f->ev | KTRACE_EV_EXIT_FLAG;
 	if (KT_LIKELY(t->hold == NULL)) {
 		if (KT_UNLIKELY(!append1(t, rs, ev)))
@@ -436,6 +448,7 @@ KT_NOINSTR KT_GPR int ktrace__lean_exit_fast(uint64_t r, uint64_t *slot)
 	} else if (KT_UNLIKELY(!append_hold(t, rs, ev))) {
 		return 1;
 	}
+pop:
 	__atomic_store_n(&t->lsp, n - 1, __ATOMIC_RELAXED);
 	__asm__ volatile("" ::: "memory");
 	__atomic_store_n(&t->ltop8, n > 1 ? t->lstk[n - 2].slot - 8 : ~0ull, __ATOMIC_RELAXED);

@@ -37,6 +37,9 @@
  *               ~5 us and the handler calls lean functions too: the
  *               hooks' restartable sequences (record.c) abort and restart
  *               under signals and preemption; exact counts and parents.
+ *   cache_ways  (static build) two functions sharing a first cache slot:
+ *               few slow entries, and learning exits through known sites
+ *               on the fast path; counts and parents exact.
  *   held        a function patched out while four recorded calls of it
  *               are open: its exits followed by a ret jump to a stub that
  *               calls __return__ only when a recorded frame may be there
@@ -847,6 +850,46 @@ static void test_e2e_lean_late_exits(void **state)
 	done(&r);
 }
 
+/* TWO_WAYS and LEARN_FAST (lib/lean.c): two recorded functions whose first
+ * cache slots are one no longer send each other's calls to the slow path,
+ * and a learning call's exit through a site already learned stays on the
+ * fast path; counts and nesting exact either way. */
+static void test_e2e_lean_cache_ways(void **state)
+{
+	struct run r;
+	const char *l;
+	unsigned long long in = 0, out = 0;
+	int ok = 0;
+	char name[8];
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "ways", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	assert_non_null(l = strstr(r.p.out, "ways collide "));
+	if (sscanf(l, "ways collide %llu learn %llu ok %d", &in, &out, &ok) != 3 || !ok)
+		fail_msg("bad output:\n%s", r.p.out);
+	/* One slot: ~20,000 slow entries (every call of one of the two);
+	 * two: their learning calls and a block switch every ~500 calls. */
+	if (in > 2000)
+		fail_msg("%llu slow entries while coll_a and coll_b alternated, want <= 2000", in);
+	/* One per function (its first exit learns the site), not 8. */
+	if (out > 48)
+		fail_msg("%llu slow exits in 16 functions' 128 learning calls, want <= 48", out);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count(r.d, r.th, "collide_run"), 1);
+	assert_int_equal(kd_count(r.d, r.th, "coll_a"), 20000);
+	assert_int_equal(kd_count(r.d, r.th, "coll_b"), 20000);
+	parents(r.d, r.th, "coll_a", "collide_run");
+	parents(r.d, r.th, "coll_b", "collide_run");
+	for (int k = 0; k < 16; k++) {
+		snprintf(name, sizeof(name), "wl%d", k);
+		assert_int_equal(kd_count(r.d, r.th, name), 8);
+		parents(r.d, r.th, name, "learn_run");
+	}
+	done(&r);
+}
+
 static void test_e2e_lean_held(void **state)
 {
 	struct run r;
@@ -1223,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_wx_from_start),
 		cmocka_unit_test(test_e2e_lean_precopy),
 		cmocka_unit_test(test_e2e_lean_rwx_segment),
+		cmocka_unit_test(test_e2e_lean_cache_ways),
 		cmocka_unit_test(test_e2e_lean_storm),
 		cmocka_unit_test(test_e2e_lean_flip),
 		cmocka_unit_test(test_e2e_lean_fork_while_patching),

@@ -39,6 +39,11 @@
  * Every mode first prints "code-copied <kB> <kB>" (print_code_copied).
  *   slowleaf main > slow_leaf x 40 (2 ms each), main > marker x 5;
  *            after 300 ms, "batches <n> nop <n>" (static build).
+ *   ways     (static build) coll_a and coll_b, whose first cache slots
+ *            are one, alternate 20,000 times under collide_run; then 16
+ *            fresh functions wl0..wl15 make their 8 learning calls each
+ *            under learn_run; prints "ways collide <slow entries during
+ *            the first> learn <slow exits during the second> ok <1|0>".
  *   late     late_a (direct calls) and late_b (through a pointer), both
  *            excluded by the test, return one way 100 times, then the
  *            other 300,000 times; after 300 ms: "late calls <a> <b>", how
@@ -993,6 +998,84 @@ static int do_late(void)
 	return 0;
 }
 
+/* ---- ways: the function cache's second slot, learning exits' fast path --- */
+
+#if defined(LEAN_STATIC)
+void ktrace__lean_test_slow(uint64_t *in, uint64_t *out);   /* lean.c */
+
+/* 32 KiB apart (both aligned to it): their entries' ends r agree in bits
+ * 4..14, so both have the same first cache slot (KT_FC_LEAN_SLOT). */
+__attribute__((noinline, aligned(32768))) int coll_a(int x)
+{
+	sink += x;
+	return x + 1;
+}
+
+__attribute__((noinline, aligned(32768))) int coll_b(int x)
+{
+	sink ^= x;
+	return x + 2;
+}
+
+static __attribute__((noipa)) long collide_run(int n)
+{
+	long t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += coll_a(i) + coll_b(i);
+	return t;
+}
+
+#define WL(k)                                                             \
+	__attribute__((noinline)) int wl##k(int x) { sink += x; return x + k; }
+WL(0) WL(1) WL(2) WL(3) WL(4) WL(5) WL(6) WL(7)
+WL(8) WL(9) WL(10) WL(11) WL(12) WL(13) WL(14) WL(15)
+static int (*const wl[16])(int) = {wl0, wl1, wl2, wl3, wl4, wl5, wl6, wl7,
+                                   wl8, wl9, wl10, wl11, wl12, wl13, wl14, wl15};
+
+static __attribute__((noipa)) int learn_run(void)
+{
+	int t = 0;
+
+	for (int k = 0; k < 16; k++)
+		for (int i = 0; i < 8; i++)   /* LEARN_CALLS */
+			t += wl[k](i);
+	return t;
+}
+
+/* "ways collide <slow entries> learn <slow exits> ok <1|0>": slow entries
+ * while coll_a and coll_b alternate WAYS_N times each (one slot: every
+ * call of one of them), slow exits while 16 fresh functions make their 8
+ * learning calls each (without the fast path: all 128). */
+#define WAYS_N 20000
+static int do_ways(void)
+{
+	uint64_t in0, out0, in1, out1, in2, out2;
+	long want = 0;
+	int lt = 0;
+
+	ktrace__lean_test_slow(&in0, &out0);
+	long got = collide_run(WAYS_N);
+	ktrace__lean_test_slow(&in1, &out1);
+	int lr = learn_run();
+	ktrace__lean_test_slow(&in2, &out2);
+	for (int i = 0; i < WAYS_N; i++)
+		want += 2L * i + 3;
+	for (int k = 0; k < 16; k++)
+		for (int i = 0; i < 8; i++)
+			lt += i + k;
+	printf("ways collide %llu learn %llu ok %d\n", (unsigned long long)(in1 - in0),
+	       (unsigned long long)(out2 - out1), got == want && lr == lt);
+	return got != want || lr != lt;
+}
+#else
+static int do_ways(void)
+{
+	printf("ways absent\n");
+	return 0;
+}
+#endif
+
 static _Atomic int stop;
 static _Atomic long worker_calls;
 
@@ -1306,6 +1389,8 @@ int main(int argc, char **argv)
 		bad = do_forkflip();
 	} else if (strcmp(mode, "late") == 0) {
 		bad = do_late();
+	} else if (strcmp(mode, "ways") == 0) {
+		bad = do_ways();
 	} else if (strcmp(mode, "held") == 0) {
 		bad = do_held();
 	} else if (strcmp(mode, "reload") == 0) {
