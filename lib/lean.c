@@ -501,7 +501,7 @@ KT_NOINSTR int ktrace__lean_exit_known(uint32_t ev, uint64_t site)
 {
 	uint32_t id = ev - KTRACE_EV_ENTER_BASE;
 
-	if (ev < KTRACE_EV_ENTER_BASE || id >= NF || !lf_has(id))
+	if (!lf_has(id))   /* also an ev below the base: id wraps past lf_pop */
 		return 0;
 	for (int i = 0; i < NEXIT; i++)
 		/* relaxed: a site once published stays; missing one costs
@@ -660,10 +660,10 @@ static KT_NOINSTR uint64_t *cache_slot(struct kt_thread *t, uint64_t r)
  */
 static KT_NOINSTR struct lfn *cached_call(uint64_t r, uint64_t e)
 {
-	uint32_t ev = (uint32_t)e & KTRACE_EVENT_MASK, id = ev - KTRACE_EV_ENTER_BASE;
+	uint32_t id = ((uint32_t)e & KTRACE_EVENT_MASK) - KTRACE_EV_ENTER_BASE;
 	struct lfn *l;
 
-	if ((e >> 16) != r || ev < KTRACE_EV_ENTER_BASE || id >= NF || lf_state(id) != LS_READY)
+	if ((e >> 16) != r || lf_state(id) != LS_READY)
 		return NULL;
 	l = &lf[id];
 	return l->site + l->len == r ? l : NULL;
