@@ -691,6 +691,8 @@ void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump, uint6
 void ktrace__lean_test_force(int mode);
 uint64_t ktrace__lean_test_stubs(void);
 void ktrace__lean_test_slow(uint64_t *in, uint64_t *out);
+void ktrace__lean_test_nest(int delta);
+uint32_t ktrace__lean_test_depth(void);
 uint64_t ktrace__lean_test_callret(void);   /* exit sites out in call-ret form */
 uint64_t ktrace__lean_test_early(void);   /* early passes (lean.c, EARLY) */
 void ktrace__lean_init_undo(void);   /* init failed after ktrace__lean_init */

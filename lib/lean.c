@@ -726,10 +726,48 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 	t->nest--;
 }
 
+/*
+ * NESTED_EXIT.  An exit that comes to the slow path while the thread is
+ * in it already: a traced signal handler that interrupted the library
+ * (slow_begin's nesting guard).  The handler's own frame must go all the
+ * same.  Left on the lean stack, below the frames of the code the handler
+ * interrupted, it was taken by that code for its own: the interrupted
+ * exit path popped it in place of its call's frame (that call's exit
+ * lost, and the calls after it nested under it), or the next handler's
+ * calls at the same depth matched it (an exit without its entry).  Seen
+ * in test_e2e_lean's storm under TSan, which runs handlers at the
+ * library's atomics, 1 run in ~25 under load; natively a signal can land
+ * at each of those points too.  The exit is recorded if the rseq append
+ * has room; the rest of the slow path (a block claim, the core lock) may
+ * wait for what the interrupted code holds, so otherwise it is counted
+ * lost (NESTED).  Frames below this one (a handler that longjmp'ed out
+ * of its calls) go too, unrecorded.  The handler's frames are the only
+ * ones at or below its own stack: the interrupted code's lie above.
+ */
+static KT_NOINSTR void nested_exit(struct kt_thread *t, uint64_t slot)
+{
+	while (t->lsp > 0) {
+		struct kt_lframe *f = &t->lstk[t->lsp - 1];
+
+		if (f->slot > slot || slot - f->slot > FAR_STACK)
+			break;
+		if (!(f->flags & KT_LF_SKIP) &&
+		    (f->slot != slot || f->ev == 0 || !ktrace__try_fast(t, f->ev | KTRACE_EV_EXIT_FLAG)))
+			ktrace__count_loss(KTRACE_LOSS_NESTED, 1);
+		lsp_set(t, t->lsp - 1);
+	}
+	ltop_sync(t);
+}
+
 KT_NOINSTR void ktrace__lean_exit_slow(uint64_t r, uint64_t *slot)
 {
-	struct kt_thread *t = slow_begin();
+	struct kt_thread *t = kt_self();
 
+	if (t != &ktrace__idle && t->nest && !t->in_vfork) {
+		nested_exit(t, (uint64_t)slot);
+		return;
+	}
+	t = slow_begin();
 	if (t == NULL)
 		return;
 	kt_add(&n_slow_out, 1, relaxed);   /* a statistic (tests) */
@@ -2596,6 +2634,22 @@ KT_NOINSTR uint64_t ktrace__lean_test_early(void)
 	return kt_load(&n_early, relaxed);
 }
 
+/* Tests (hidden): the calling thread as a signal handler that interrupted
+ * the library sees it (nest += delta), and its lean stack's depth
+ * (NESTED_EXIT). */
+KT_NOINSTR void ktrace__lean_test_nest(int delta)
+{
+	struct kt_thread *t = kt_self();
+
+	if (t != &ktrace__idle)
+		t->nest += delta;
+}
+
+KT_NOINSTR uint32_t ktrace__lean_test_depth(void)
+{
+	return kt_self()->lsp;
+}
+
 /* Tests (hidden): slow entries and exits so far (TWO_WAYS, LEARN_FAST). */
 KT_NOINSTR void ktrace__lean_test_slow(uint64_t *in, uint64_t *out)
 {
@@ -2664,6 +2718,8 @@ KT_NOINSTR uint64_t ktrace__lean_test_stubs(void) { return 0; }
 KT_NOINSTR uint64_t ktrace__lean_test_callret(void) { return 0; }
 KT_NOINSTR uint64_t ktrace__lean_test_early(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_slow(uint64_t *in, uint64_t *out) { *in = *out = 0; }
+KT_NOINSTR void ktrace__lean_test_nest(int delta) { (void)delta; }
+KT_NOINSTR uint32_t ktrace__lean_test_depth(void) { return 0; }
 KT_NOINSTR void ktrace__lean_test_paths(int int3, uint64_t *whole, uint64_t *by_jump,
                                         uint64_t *by_ret, uint64_t *by_int3)
 {

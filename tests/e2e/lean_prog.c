@@ -44,6 +44,12 @@
  *            fresh functions wl0..wl15 make their 8 learning calls each
  *            under learn_run; prints "ways collide <slow entries during
  *            the first> learn <slow exits during the second> ok <1|0>".
+ *   nested   (static build) nx_leaf's first call returns while the thread
+ *            is marked as in the library's slow path (a signal handler
+ *            that interrupted it sees it so): its exit comes to the slow
+ *            path (a learning call, its site not known yet) nested.  Then
+ *            nx_after x 3.  Prints "nested depth <before> <after> ok <1|0>"
+ *            (the thread's lean stack depth around the call).
  *   late     late_a (direct calls) and late_b (through a pointer), both
  *            excluded by the test, return one way 100 times, then the
  *            other 300,000 times; after 300 ms: "late calls <a> <b>", how
@@ -1076,6 +1082,45 @@ static int do_ways(void)
 }
 #endif
 
+/* ---- nested: a handler's exit while the library's slow path runs ------- */
+
+#if defined(LEAN_STATIC)
+void ktrace__lean_test_nest(int delta);     /* lean.c */
+uint32_t ktrace__lean_test_depth(void);
+
+__attribute__((noinline)) int nx_leaf(int x)
+{
+	ktrace__lean_test_nest(1);   /* its exit: as in a handler that interrupted the library */
+	sink += x;
+	return x + 1;
+}
+
+__attribute__((noinline)) int nx_after(int x)
+{
+	sink += x;
+	return x + 2;
+}
+
+static int do_nested(void)
+{
+	uint32_t d0 = ktrace__lean_test_depth(), d1;
+	int v = nx_leaf(1);
+
+	ktrace__lean_test_nest(-1);
+	d1 = ktrace__lean_test_depth();
+	for (int i = 0; i < 3; i++)
+		v += nx_after(i);
+	printf("nested depth %u %u ok %d\n", d0, d1, v == 2 + 2 + 3 + 4);
+	return v != 2 + 2 + 3 + 4;
+}
+#else
+static int do_nested(void)
+{
+	printf("nested absent\n");
+	return 0;
+}
+#endif
+
 static _Atomic int stop;
 static _Atomic long worker_calls;
 
@@ -1391,6 +1436,8 @@ int main(int argc, char **argv)
 		bad = do_late();
 	} else if (strcmp(mode, "ways") == 0) {
 		bad = do_ways();
+	} else if (strcmp(mode, "nested") == 0) {
+		bad = do_nested();
 	} else if (strcmp(mode, "held") == 0) {
 		bad = do_held();
 	} else if (strcmp(mode, "reload") == 0) {
