@@ -217,6 +217,7 @@ struct kt_thread {
 		uint32_t flags;          /* KT_LF_* */
 	} lstk[KT_LEAN_DEPTH];
 	int32_t reg_idx;             /* index in record.c's registry, -1: none */
+	uint64_t fl_last;            /* the counter at its last frameless look (lean.c) */
 };
 
 /*

@@ -99,6 +99,7 @@ struct lfn {
 	uint8_t orig[7];               /* the entry site's original bytes */
 	uint64_t site;                 /* entry site address */
 	_Atomic uint32_t learn;        /* calls that learned exits */
+	_Atomic uint64_t learn_t0;     /* the counter at its first learning call */
 	_Atomic uint64_t exits[NEXIT]; /* 0 free, 1 claimed, else the site */
 	uint8_t exit_orig[NEXIT][5];   /* written before exits[i] is published */
 	/* writer thread only */
@@ -512,8 +513,60 @@ KT_NOINSTR int ktrace__lean_exit_known(uint32_t ev, uint64_t site)
 }
 
 /* Set when a function to be patched out has learned its exits (its
- * last learning call began), cleared by the writer's next lean pass. */
+ * last learning call began), cleared by the writer's next lean pass:
+ * 1 by a function whose calls came slowly, 2 by one whose calls came
+ * fast (HINTS). */
 static _Atomic uint32_t ready_hint;
+
+/*
+ * HINTS.  A hint that a function can be patched out now (its learning
+ * done, or a frameless exit sampled) wakes the writer at once only when
+ * the function's calls come fast: its 8 learning calls within HOT_NS
+ * (40 k calls a second or more), or KT_FL_EVERY frameless returns
+ * within it.  Any other hint waits for the writer's next timed look if
+ * that comes within HINT_SLACK_NS (kt_wake_post_lazy), and wakes it
+ * only when it does not (a writer in a long sleep: nothing patched
+ * lately).  While a program's functions are being learned and patched,
+ * the writer sleeps a batch gap (0.5 ms) or a learning deadline
+ * (LEARN_WAIT_NS) at a time.  Each FUTEX_WAKE cost the hinting thread
+ * 32-35 us in this VM (an idle vcpu woken through the hypervisor; a
+ * getppid costs 1.3 us), and SQLite's short run made 45-90 of them from
+ * its main thread, most for functions called a few times (every
+ * function excluded: 1.098x -> 1.062x the plain build, 50 interleaved
+ * pairs).  Waiting up to 2 ms costs a function called 40 k times a
+ * second ~80 calls through both hooks (~0.4 us); a hot one pays more:
+ * with every hint lazy, Lua's short run went 1.077x -> 1.097x (100
+ * pairs), its interpreter's functions muted and left in the hooks
+ * longer.  A hot hint after a slow one still wakes (the flag's 1 -> 2).
+ */
+#define HOT_NS 200000LL
+#define HINT_SLACK_NS 2100000LL   /* LEARN_WAIT_NS and 0.1 ms */
+
+/* Did calls counted from the counter value t0 to now come fast (HINTS)?
+ * Yes while the counter's rate is not known yet. */
+static inline KT_NOINSTR int came_fast(uint64_t t0, uint64_t now)
+{
+	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
+
+	return hz == 0 || t0 == 0 || now - t0 < hz / (uint64_t)(1000000000LL / HOT_NS);
+}
+
+/* Raise a hint flag to 1 (slow calls) or 2 (fast ones), waking the writer
+ * as HINTS says when this call raised it. */
+static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
+{
+	uint32_t want = fast ? 2 : 1, was = kt_load(flag, relaxed);
+
+	/* relaxed: the wake's add (seq_cst) publishes what the hint is for */
+	while (was < want)
+		if (kt_cas(flag, &was, want, relaxed)) {
+			if (fast)
+				ktrace__writer_wake();
+			else
+				ktrace__writer_wake_lazy(HINT_SLACK_NS);
+			return;
+		}
+}
 
 /* Still learning the function's exit sites?  Counts this call.  The last
  * learning call of a muted or excluded function (skip) wakes the writer:
@@ -526,8 +579,6 @@ static _Atomic uint32_t ready_hint;
  * (243-275 k such returns a run with 32, 268-328 k with 8, ~2 ns each). */
 static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 {
-	uint32_t zero = 0;
-
 	if (l == NULL || kt_load(&wx_denied, relaxed))
 		return 0;
 	/* relaxed: a count; a few calls more or less learn the same. */
@@ -542,11 +593,12 @@ static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 	 * LEARN_CALLS after the writer saw it there (a thread that loaded
 	 * early stores late): a few calls more learn, and the writer keeps
 	 * what it saw (lfn.learned), so nothing goes back in for it.  Both
-	 * may see the last one (ready_hint wakes once). */
+	 * may see the last one (ready_hint wakes once, HINTS). */
 	kt_store(&l->learn, n + 1, relaxed);
-	if (n == LEARN_CALLS - 1 && skip &&
-	    kt_load(&ready_hint, relaxed) == 0 && kt_cas(&ready_hint, &zero, 1, relaxed))
-		ktrace__writer_wake();
+	if (n == 0)
+		kt_store(&l->learn_t0, ktrace__now(), relaxed);
+	else if (n == LEARN_CALLS - 1 && skip)
+		hint_writer(&ready_hint, came_fast(kt_load(&l->learn_t0, relaxed), ktrace__now()));
 	return 1;
 }
 
@@ -876,7 +928,7 @@ static KT_NOINSTR int in_exec(const struct dl_phdr_info *info, uint64_t a, uint6
 #define FLSEEN 1024
 static _Atomic uint64_t fl_q[FLQ];
 static _Atomic uint32_t fl_head;
-static _Atomic uint32_t fl_wake;  /* 1: a sample queued since the writer took them */
+static _Atomic uint32_t fl_wake;  /* a sample queued since the writer took them: 1, 2 (HINTS) */
 /* Sites the writer looked at lately (cleared every FLSEEN_NS): a site it
  * could not give away (its owner not muted, or its exits waiting for an
  * open frame, EXITS_AFTER) is not queued again and again. */
@@ -894,23 +946,25 @@ static inline KT_NOINSTR uint32_t fl_hash(uint64_t site)
 KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = kt_self();
-	uint32_t zero = 0;
+	uint64_t now = ktrace__now(), prev = 0;
 
 	(void)slot;
 	/* The next look: KT_FL_EVERY / 2 .. 3/2 away, from the counter's bits
 	 * mixed (its low bits alone can keep one parity in a VM, and a loop of
-	 * two frameless returns then had one of them sampled every time). */
-	if (t != &ktrace__idle)
-		t->nfl = KT_FL_EVERY / 2 +
-		         (uint32_t)(((ktrace__now() * 0x9e3779b97f4a7c15ull) >> 40) % KT_FL_EVERY);
+	 * two frameless returns then had one of them sampled every time).
+	 * The thread's last look: KT_FL_EVERY returns ago, on average (HINTS). */
+	if (t != &ktrace__idle) {
+		t->nfl = KT_FL_EVERY / 2 + (uint32_t)(((now * 0x9e3779b97f4a7c15ull) >> 40) % KT_FL_EVERY);
+		prev = t->fl_last;
+		t->fl_last = now;
+	}
 	/* relaxed: a filter; a stale view queues a site once more */
 	if (t == &ktrace__idle || t->in_vfork || kt_load(&wx_denied, relaxed) ||
 	    kt_load(&fl_seen[fl_hash(r - 5)], relaxed) == r - 5)
 		return;
 	/* relaxed: a sample; the wake's add (seq_cst) publishes it */
 	kt_store(&fl_q[kt_add(&fl_head, 1, relaxed) % FLQ], r - 5, relaxed);
-	if (kt_load(&fl_wake, relaxed) == 0 && kt_cas(&fl_wake, &zero, 1, relaxed))
-		ktrace__writer_wake();
+	hint_writer(&fl_wake, came_fast(prev, now));
 }
 
 /* Writer thread: take the queued sites for this pass. */

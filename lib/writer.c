@@ -111,6 +111,21 @@ KT_NOINSTR void ktrace__writer_wake(void)
 	errno = saved;
 }
 
+/* The same for a request the writer may take at its next timed look, if
+ * that comes within slack_ns (kt_wake_post_lazy): the lean mode's "ready
+ * to patch" hints.  The waker's cpu is noted either way: a writer whose
+ * timed look finds itself on the cpu of a thread that was just busy there
+ * is as much in its way as one it woke. */
+KT_NOINSTR void ktrace__writer_wake_lazy(int64_t slack_ns)
+{
+	int saved = errno;
+
+	if (kt_load(&track_waker, relaxed) && !on_writer)
+		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
+	kt_wake_post_lazy(&wake, slack_ns);
+	errno = saved;
+}
+
 /* ---- the writer thread ------------------------------------------------------ */
 
 static KT_NOINSTR int64_t mono_ms(void)

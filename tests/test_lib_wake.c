@@ -171,13 +171,19 @@ static void wait_until(_Atomic int *flag, const char *what)
 		fail_msg("%s never happened", what);
 }
 
+/* The duo sleeper's sleep: long_sleep unless a test says otherwise (the
+ * lazy posts' tests; NULL: no limit), and when it began. */
+static const struct timespec *duo_sleep = &long_sleep;
+static _Atomic int64_t duo_slept_ns;
+
 static void *duo_sleeper(void *arg)
 {
 	(void)arg;
 	duo.seq = kt_wake_seq(&duo.w);
 	atomic_store(&duo.loaded, 1);
 	(void)wait_for(&duo.go);
-	kt_wake_wait(&duo.w, duo.seq, &long_sleep);
+	atomic_store(&duo_slept_ns, now_ns());
+	kt_wake_wait(&duo.w, duo.seq, duo_sleep);
 	atomic_store(&duo.returned_ns, now_ns());
 	return NULL;
 }
@@ -306,6 +312,75 @@ static void test_wake_system_calls_only_for_a_sleeper(void **state)
 	assert_int_equal(atomic_load(&wake_calls), 1);
 }
 
+/* Start the duo sleeper on a sleep of ts and return once it is in
+ * FUTEX_WAIT (or as good as: 20 ms after it said it sleeps). */
+static pthread_t duo_asleep(const struct timespec *ts)
+{
+	pthread_t t;
+	int64_t t0;
+
+	duo_reset();
+	duo_sleep = ts;
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&duo.go, 1);
+	t0 = now_ns();
+	while (!kt_load(&duo.w.sleeping, seq_cst)) {
+		if (now_ns() - t0 > ROUND_LIMIT_NS)
+			fail_msg("the sleeper never said it sleeps");
+		sched_yield();
+	}
+	usleep(20000);
+	assert_int_equal(atomic_load(&duo.returned_ns), 0);
+	return t;
+}
+
+/* A lazy post to a sleeper whose timed sleep ends within the post's
+ * slack makes no system call: the sleeper sleeps to its deadline, and
+ * finds seq moved (the request seen at its next look). */
+static void test_wake_lazy_post_leaves_a_sleep_that_ends_soon(void **state)
+{
+	static const struct timespec soon = {0, 400000000};   /* 0.4 s */
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	t = duo_asleep(&soon);
+	t0 = now_ns();
+	kt_wake_post_lazy(&duo.w, 5000000000LL);   /* may wait 5 s */
+	finish_duo(t, t0);
+	duo_sleep = &long_sleep;
+	assert_int_equal(atomic_load(&wake_calls), 0);
+	/* slept its whole 0.4 s: not woken by the post (20 ms of the sleep
+	 * had passed when it came) */
+	assert_true(atomic_load(&duo.returned_ns) - atomic_load(&duo_slept_ns) >= 390000000);
+	assert_true(kt_wake_seq(&duo.w) != duo.seq);
+}
+
+/* A lazy post to a sleeper whose sleep ends after the slack wakes it at
+ * once, as kt_wake_post does; so does one to a sleep with no limit. */
+static void test_wake_lazy_post_wakes_a_longer_sleep(void **state)
+{
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	t = duo_asleep(&long_sleep);   /* 30 s */
+	t0 = now_ns();
+	kt_wake_post_lazy(&duo.w, 2000000);   /* may wait 2 ms */
+	finish_duo(t, t0);
+	assert_int_equal(atomic_load(&wake_calls), 1);
+	assert_true(atomic_load(&duo.returned_ns) - t0 < 5000000000LL);
+
+	t = duo_asleep(NULL);
+	t0 = now_ns();
+	kt_wake_post_lazy(&duo.w, 5000000000LL);
+	finish_duo(t, t0);
+	duo_sleep = &long_sleep;
+	assert_int_equal(atomic_load(&wake_calls), 1);
+	assert_true(atomic_load(&duo.returned_ns) - t0 < 5000000000LL);
+}
+
 /* A post between the sleeper's load and its wait: the wait returns at once. */
 static void test_wake_post_before_wait(void **state)
 {
@@ -370,6 +445,8 @@ int main(void)
 		cmocka_unit_test(test_wake_sleeper_inside_the_posts_gap),
 		cmocka_unit_test(test_wake_post_inside_the_waits_gap),
 		cmocka_unit_test(test_wake_system_calls_only_for_a_sleeper),
+		cmocka_unit_test(test_wake_lazy_post_leaves_a_sleep_that_ends_soon),
+		cmocka_unit_test(test_wake_lazy_post_wakes_a_longer_sleep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
