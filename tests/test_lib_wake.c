@@ -283,35 +283,6 @@ static void test_wake_post_inside_the_waits_gap(void **state)
 	assert_int_equal(atomic_load(&wake_calls), 1);
 }
 
-/* Posts to a sleeper that is not waiting make no system call; one post to
- * a sleeper in FUTEX_WAIT makes exactly one. */
-static void test_wake_system_calls_only_for_a_sleeper(void **state)
-{
-	pthread_t t;
-	int64_t t0;
-
-	(void)state;
-	duo_reset();
-	for (int i = 0; i < 100; i++)
-		kt_wake_post(&duo.w);
-	assert_int_equal(atomic_load(&wake_calls), 0);
-	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
-	wait_until(&duo.loaded, "the sleeper's load of seq");
-	atomic_store(&duo.go, 1);
-	t0 = now_ns();
-	while (!kt_load(&duo.w.sleeping, seq_cst)) {
-		if (now_ns() - t0 > ROUND_LIMIT_NS)
-			fail_msg("the sleeper never said it sleeps");
-		sched_yield();
-	}
-	usleep(20000);   /* into FUTEX_WAIT */
-	assert_int_equal(atomic_load(&duo.returned_ns), 0);
-	t0 = now_ns();
-	kt_wake_post(&duo.w);
-	finish_duo(t, t0);
-	assert_int_equal(atomic_load(&wake_calls), 1);
-}
-
 /* Start the duo sleeper on a sleep of ts and return once it is in
  * FUTEX_WAIT (or as good as: 20 ms after it said it sleeps). */
 static pthread_t duo_asleep(const struct timespec *ts)
@@ -333,6 +304,25 @@ static pthread_t duo_asleep(const struct timespec *ts)
 	usleep(20000);
 	assert_int_equal(atomic_load(&duo.returned_ns), 0);
 	return t;
+}
+
+/* Posts to a sleeper that is not waiting make no system call; one post to
+ * a sleeper in FUTEX_WAIT makes exactly one. */
+static void test_wake_system_calls_only_for_a_sleeper(void **state)
+{
+	pthread_t t;
+	int64_t t0;
+
+	(void)state;
+	duo_reset();
+	for (int i = 0; i < 100; i++)
+		kt_wake_post(&duo.w);
+	assert_int_equal(atomic_load(&wake_calls), 0);
+	t = duo_asleep(&long_sleep);
+	t0 = now_ns();
+	kt_wake_post(&duo.w);
+	finish_duo(t, t0);
+	assert_int_equal(atomic_load(&wake_calls), 1);
 }
 
 /* A lazy post to a sleeper whose timed sleep ends within the post's
