@@ -529,9 +529,9 @@ static _Atomic uint32_t ready_hint;
  * lately).  While a program's functions are being learned and patched,
  * the writer sleeps a batch gap (0.5 ms) or a learning deadline
  * (LEARN_WAIT_NS) at a time.  Each FUTEX_WAKE cost the hinting thread
- * 32-35 us in this VM (an idle vcpu woken through the hypervisor; a
- * getppid costs 1.3 us), and SQLite's short run made 45-90 of them from
- * its main thread, most for functions called a few times (every
+ * 17-66 us in this VM (an idle vcpu woken through the hypervisor; a
+ * getppid costs 1.3-2.4 us), and SQLite's short run made 46-103 of them
+ * from its main thread, most for functions called a few times (every
  * function excluded: 1.098x -> 1.062x the plain build, 50 interleaved
  * pairs).  Waiting up to 2 ms costs a function called 40 k times a
  * second ~80 calls through both hooks (~0.4 us); a hot one pays more:
@@ -569,8 +569,8 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
 }
 
 /* Still learning the function's exit sites?  Counts this call.  The last
- * learning call of a muted or excluded function (skip) wakes the writer:
- * its sites can go now, not at the writer's next pass, which may be
+ * learning call of a muted or excluded function (skip) hints the writer
+ * (HINTS): its sites can go now, not at the writer's next pass, which may be
  * 10-100 ms away while the function runs at full speed through the
  * hooks.  LEARN_CALLS is 8, not 32: both slow paths (timed around each
  * in an instrumented copy) took 5.2-5.5 ms of SQLite's 0.14 s short lean

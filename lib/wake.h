@@ -18,12 +18,12 @@
  *
  * A post that can wait (kt_wake_post_lazy: "patch this when you next
  * look") makes no system call when the sleeper's timed sleep ends within
- * the waker's slack anyway (kt_wake_until): the request is seen at that
- * pass.  A FUTEX_WAKE of a thread asleep on another cpu cost the waking
- * thread 32-35 us in this 2-vcpu VM (an idle vcpu woken through the
- * hypervisor; a getppid costs 1.3 us), and SQLite's short lean run made
- * 45-90 of them from its main thread, 1.5-3 ms of a 0.15 s run, most
- * while the writer was due back within a millisecond.
+ * the waker's slack anyway (the sleeper's `until`): the request is seen
+ * at that pass.  A FUTEX_WAKE of a thread asleep on another cpu cost the
+ * waking thread 17-66 us in this 2-vcpu VM (an idle vcpu woken through
+ * the hypervisor; a getppid costs 1.3-2.4 us), and SQLite's short lean
+ * run made 46-66 of them from its main thread, 1-4 ms of a 0.15 s run,
+ * most while the writer was due back within a millisecond.
  */
 #ifndef KTRACE_WAKE_H
 #define KTRACE_WAKE_H
@@ -64,8 +64,7 @@ static inline KT_NOINSTR uint32_t kt_wake_seq(struct kt_wake *w)
 	return kt_load(&w->seq, acquire);
 }
 
-/* Sleeper: sleep until a post after seq was loaded, or until ts (relative,
- * NULL: no limit) has passed. */
+/* CLOCK_MONOTONIC in ns (vDSO: async-signal-safe). */
 static inline KT_NOINSTR int64_t kt_wake_mono_ns(void)
 {
 	struct timespec now;
@@ -74,6 +73,8 @@ static inline KT_NOINSTR int64_t kt_wake_mono_ns(void)
 	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
+/* Sleeper: sleep until a post after seq was loaded, or until ts (relative,
+ * NULL: no limit) has passed. */
 static inline KT_NOINSTR void kt_wake_wait(struct kt_wake *w, uint32_t seq, const struct timespec *ts)
 {
 	int saved = errno;
