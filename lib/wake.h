@@ -55,6 +55,7 @@ struct kt_wake {
 	_Atomic int64_t until;  /* CLOCK_MONOTONIC ns its sleep ends by; 0: no limit */
 };
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "kt_wake must be lock-free in a handler");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "kt_wake's until must be lock-free in a handler");
 
 /* Sleeper: the value to pass to kt_wake_wait, loaded before it looks at
  * the requests (acquire: pairs with the post's add, so a request set
@@ -109,8 +110,11 @@ static inline KT_NOINSTR void kt_wake_post(struct kt_wake *w)
  * now; it sees the request then (the add moved seq: a sleeper that loaded
  * seq before it does not sleep again on the old value).  A flag read
  * from an earlier sleep than the one under way (the sleeper woke and
- * slept again since) comes with that sleep's end or a later one: the
- * request waits at most slack_ns, or until the sleeper's next look. */
+ * slept again since) comes with a post the next sleep's FUTEX_WAIT sees
+ * (the add precedes that sleep's flag): the request waits at most about
+ * slack_ns, or until the sleeper's next look.  About: until is taken just
+ * before the wait, whose relative timeout starts when the call does, so a
+ * sleeper held between the two (preempted) sleeps that much longer. */
 static inline KT_NOINSTR void kt_wake_post_lazy(struct kt_wake *w, int64_t slack_ns)
 {
 	int saved = errno;
