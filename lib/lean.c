@@ -560,10 +560,7 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
 	/* relaxed: the wake's add (seq_cst) publishes what the hint is for */
 	while (was < want)
 		if (kt_cas(flag, &was, want, relaxed)) {
-			if (fast)
-				ktrace__writer_wake();
-			else
-				ktrace__writer_wake_lazy(HINT_SLACK_NS);
+			ktrace__writer_wake_lazy(fast ? -1 : HINT_SLACK_NS);
 			return;
 		}
 }

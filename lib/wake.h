@@ -91,30 +91,17 @@ static inline KT_NOINSTR void kt_wake_wait(struct kt_wake *w, uint32_t seq, cons
 	errno = saved;
 }
 
-/* Waker: after the request is set. */
-static inline KT_NOINSTR void kt_wake_post(struct kt_wake *w)
-{
-	int saved = errno;
-
-	kt_add(&w->seq, 1, seq_cst);
-	KT_WAKE_POST_GAP(w);
-	if (kt_load(&w->sleeping, seq_cst)) {
-		KT_WAKE_SYSCALL(w);
-		syscall(SYS_futex, &w->seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-	}
-	errno = saved;
-}
-
-/* Waker, for a request that can wait slack_ns: as kt_wake_post, but no
- * system call when the sleeper's timed sleep ends within slack_ns from
- * now; it sees the request then (the add moved seq: a sleeper that loaded
- * seq before it does not sleep again on the old value).  A flag read
- * from an earlier sleep than the one under way (the sleeper woke and
- * slept again since) comes with a post the next sleep's FUTEX_WAIT sees
- * (the add precedes that sleep's flag): the request waits at most about
- * slack_ns, or until the sleeper's next look.  About: until is taken just
- * before the wait, whose relative timeout starts when the call does, so a
- * sleeper held between the two (preempted) sleeps that much longer. */
+/* Waker, for a request that can wait slack_ns (< 0: none, kt_wake_post):
+ * after the request is set, move seq, and wake the sleeper if it sleeps,
+ * unless its timed sleep ends within slack_ns from now; it sees the
+ * request then (the add moved seq: a sleeper that loaded seq before it
+ * does not sleep again on the old value).  A flag read from an earlier
+ * sleep than the one under way (the sleeper woke and slept again since)
+ * comes with a post the next sleep's FUTEX_WAIT sees (the add precedes
+ * that sleep's flag): the request waits at most about slack_ns, or until
+ * the sleeper's next look.  About: until is taken just before the wait,
+ * whose relative timeout starts when the call does, so a sleeper held
+ * between the two (preempted) sleeps that much longer. */
 static inline KT_NOINSTR void kt_wake_post_lazy(struct kt_wake *w, int64_t slack_ns)
 {
 	int saved = errno;
@@ -122,7 +109,7 @@ static inline KT_NOINSTR void kt_wake_post_lazy(struct kt_wake *w, int64_t slack
 	kt_add(&w->seq, 1, seq_cst);
 	KT_WAKE_POST_GAP(w);
 	if (kt_load(&w->sleeping, seq_cst)) {
-		int64_t until = kt_load(&w->until, relaxed);
+		int64_t until = slack_ns < 0 ? 0 : kt_load(&w->until, relaxed);
 
 		if (until == 0 || until - kt_wake_mono_ns() > slack_ns) {
 			KT_WAKE_SYSCALL(w);
@@ -130,6 +117,12 @@ static inline KT_NOINSTR void kt_wake_post_lazy(struct kt_wake *w, int64_t slack
 		}
 	}
 	errno = saved;
+}
+
+/* Waker: after the request is set. */
+static inline KT_NOINSTR void kt_wake_post(struct kt_wake *w)
+{
+	kt_wake_post_lazy(w, -1);
 }
 
 #endif

@@ -96,9 +96,14 @@ KT_NOINSTR void ktrace__warn_once(int key, const char *fmt, ...)
 static _Atomic int waker_cpu, track_waker;
 static __thread int on_writer __attribute__((tls_model("initial-exec")));   /* the writer */
 
-/* Async-signal-safe: a getcpu (see waker_cpu), one atomic add and at most
- * one system call. */
-KT_NOINSTR void ktrace__writer_wake(void)
+/* Wake the writer for a request that can wait slack_ns (< 0: none) if
+ * its timed look comes within it (kt_wake_post_lazy): the lean mode's
+ * "ready to patch" hints.  Async-signal-safe: a getcpu (see waker_cpu),
+ * one atomic add, a clock read (slack_ns >= 0) and at most one system
+ * call.  The waker's cpu is noted either way: a writer whose timed look
+ * finds itself on the cpu of a thread that was just busy there is as
+ * much in its way as one it woke. */
+KT_NOINSTR void ktrace__writer_wake_lazy(int64_t slack_ns)
 {
 	int saved = errno;
 
@@ -107,23 +112,14 @@ KT_NOINSTR void ktrace__writer_wake(void)
 		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
 	/* the request set before this call (sig_pending, or an entry under
 	 * api_mu / trig_mu) is visible to a writer that loads the new value */
-	kt_wake_post(&wake);
+	kt_wake_post_lazy(&wake, slack_ns);
 	errno = saved;
 }
 
-/* The same for a request the writer may take at its next timed look, if
- * that comes within slack_ns (kt_wake_post_lazy): the lean mode's "ready
- * to patch" hints.  The waker's cpu is noted either way: a writer whose
- * timed look finds itself on the cpu of a thread that was just busy there
- * is as much in its way as one it woke. */
-KT_NOINSTR void ktrace__writer_wake_lazy(int64_t slack_ns)
+/* The same, now. */
+KT_NOINSTR void ktrace__writer_wake(void)
 {
-	int saved = errno;
-
-	if (kt_load(&track_waker, relaxed) && !on_writer)
-		kt_store(&waker_cpu, sched_getcpu() + 1, relaxed);
-	kt_wake_post_lazy(&wake, slack_ns);
-	errno = saved;
+	ktrace__writer_wake_lazy(-1);
 }
 
 /* ---- the writer thread ------------------------------------------------------ */
