@@ -543,12 +543,15 @@ static _Atomic uint32_t ready_hint;
 #define HINT_SLACK_NS 2100000LL   /* LEARN_WAIT_NS and 0.1 ms */
 
 /* Did calls counted from the counter value t0 to now come fast (HINTS)?
- * Yes while the counter's rate is not known yet. */
+ * Yes while the counter's rate is not known yet, and for a t0 after now
+ * (stored by another thread after this one read now): a signed
+ * difference, which unsigned would wrap to "slow". */
 static inline KT_NOINSTR int came_fast(uint64_t t0, uint64_t now)
 {
 	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
 
-	return hz == 0 || t0 == 0 || now - t0 < hz / (uint64_t)(1000000000LL / HOT_NS);
+	return hz == 0 || t0 == 0 ||
+	       (int64_t)(now - t0) < (int64_t)(hz / (uint64_t)(1000000000LL / HOT_NS));
 }
 
 /* Raise a hint flag to 1 (slow calls) or 2 (fast ones), waking the writer
