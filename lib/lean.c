@@ -316,13 +316,13 @@ static KT_NOINSTR void unpopulate(void *p, size_t len)
  * interrupting every other core running the program, once per page: ~90
  * of them in SQLite's first 100 ms.  sites[] (hashed) at once; lf[] (by
  * compact id, handed out from 0 up) LF_CHUNK entries at a time, LF_AHEAD
- * ahead of the highest id noted (lf_grow): all 2016 entries (480 KiB)
+ * ahead of the highest id noted (lf_grow): all 2016 entries (then 480 KiB)
  * took 0.22 ms of the program's start-up, and Lua uses ~700.  An entry
  * at or above lf_pop was never written (note_fn grows the table first),
  * so a reader that finds its id there takes it as LS_NONE without
  * reading it (lf_has).
  */
-#define LF_CHUNK 256u   /* entries: 60 KiB */
+#define LF_CHUNK 256u   /* entries: 62 KiB (248 bytes each) */
 #define LF_AHEAD 64u
 static _Atomic uint32_t lf_pop;   /* lf[0, lf_pop) faulted in (or tried) */
 
@@ -2512,9 +2512,10 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	if (kt_load(&wx_denied, relaxed))
 		return;
-	int hinted = kt_load(&ready_hint, relaxed) != 0;
+	/* exchange, not a load and a store: a hint raised between the two
+	 * would be erased and its function left for the next full look */
+	int hinted = atomic_exchange_explicit(&ready_hint, 0, memory_order_relaxed) != 0;
 
-	kt_store(&ready_hint, 0, relaxed);
 	fl_take();
 	/* A module loaded or unloaded since the last pass, once one was
 	 * unloaded (RELOAD): every known function is looked at again. */
