@@ -80,13 +80,19 @@ static inline KT_NOINSTR void kt_wake_wait(struct kt_wake *w, uint32_t seq, cons
 {
 	int saved = errno;
 
+	int64_t until = ts ? kt_wake_mono_ns() + (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec : 0;
+	/* The same end for the kernel: an absolute CLOCK_MONOTONIC deadline
+	 * (FUTEX_WAIT_BITSET), so a sleeper preempted before its call does
+	 * not sleep past the end a lazy waker read. */
+	struct timespec end = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+
 	/* Before sleeping is set (its seq_cst store releases this): a lazy
 	 * waker that sees this sleep's flag sees its end, or a later one. */
-	kt_store(&w->until, ts ? kt_wake_mono_ns() + (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec : 0,
-	         relaxed);
+	kt_store(&w->until, until, relaxed);
 	kt_store(&w->sleeping, 1, seq_cst);
 	KT_WAKE_WAIT_GAP(w);
-	syscall(SYS_futex, &w->seq, FUTEX_WAIT_PRIVATE, seq, ts, NULL, 0);
+	syscall(SYS_futex, &w->seq, FUTEX_WAIT_BITSET_PRIVATE, seq, ts ? &end : NULL, NULL,
+	        FUTEX_BITSET_MATCH_ANY);
 	kt_store(&w->sleeping, 0, relaxed);
 	errno = saved;
 }
@@ -98,10 +104,9 @@ static inline KT_NOINSTR void kt_wake_wait(struct kt_wake *w, uint32_t seq, cons
  * does not sleep again on the old value).  A flag read from an earlier
  * sleep than the one under way (the sleeper woke and slept again since)
  * comes with a post the next sleep's FUTEX_WAIT sees (the add precedes
- * that sleep's flag): the request waits at most about slack_ns, or until
- * the sleeper's next look.  About: until is taken just before the wait,
- * whose relative timeout starts when the call does, so a sleeper held
- * between the two (preempted) sleeps that much longer. */
+ * that sleep's flag): the request waits at most slack_ns, or until
+ * the sleeper's next look (the kernel wakes it at until itself, however
+ * late its call came). */
 static inline KT_NOINSTR void kt_wake_post_lazy(struct kt_wake *w, int64_t slack_ns)
 {
 	int saved = errno;
