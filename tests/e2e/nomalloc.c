@@ -9,22 +9,23 @@
  * gmtime_r's first time-zone load) broke that rule unseen until this
  * library ran the suites.
  *
- * The writer is known by its name: pthread_setname_np(t, "ktrace-writer")
- * (lib/writer.c) is interposed here and remembers t; each allocation
- * compares pthread_self() with it (a name lookup per malloc would slow
- * the decoder's runs).  Its creator names it just after pthread_create,
- * so the writer's first steps (system calls: its cpu, its time slice) go
- * unseen; it does not name itself: a prctl() from it could meet a seccomp
- * filter (sched.c, "Sandboxes").  Allocations go to glibc's __libc_*
- * functions.
+ * The writer is known by its name.  It names itself, its first step
+ * (prctl(PR_SET_NAME, "ktrace-writer"), lib/writer.c's writer_main), and
+ * under a seccomp filter its creator names it instead, just after
+ * pthread_create (pthread_setname_np(t, "ktrace-writer")).  Both are
+ * interposed here and remember the thread; each allocation compares
+ * pthread_self() with it (a name lookup per malloc would slow the
+ * decoder's runs).  Allocations go to glibc's __libc_* functions.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 extern void *__libc_malloc(size_t n);
@@ -75,6 +76,25 @@ int pthread_setname_np(pthread_t t, const char *name)
 		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
 	}
 	return real ? real(t, name) : 0;
+}
+
+int prctl(int option, ...)
+{
+	static int (*real)(int, ...);
+	unsigned long a[4];
+	va_list ap;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (real == NULL)
+		real = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
+	if (option == PR_SET_NAME && a[0] != 0 && strcmp((const char *)a[0], "ktrace-writer") == 0) {
+		writer = pthread_self();
+		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
+	}
+	return real ? real(option, a[0], a[1], a[2], a[3]) : (errno = ENOSYS, -1);
 }
 
 void *malloc(size_t n)
