@@ -192,6 +192,7 @@ static void duo_reset(void)
 {
 	memset(&duo, 0, sizeof(duo));
 	atomic_store(&wake_calls, 0);
+	duo_sleep = &long_sleep;   /* also after a test that failed mid-way */
 }
 
 /* The sleeper is let go and given time to be in FUTEX_WAIT (or back out
@@ -339,12 +340,15 @@ static void test_wake_lazy_post_leaves_a_sleep_that_ends_soon(void **state)
 	t0 = now_ns();
 	kt_wake_post_lazy(&duo.w, 5000000000LL);   /* may wait 5 s */
 	finish_duo(t, t0);
-	duo_sleep = &long_sleep;
 	assert_int_equal(atomic_load(&wake_calls), 0);
 	/* slept its whole 0.4 s: not woken by the post (20 ms of the sleep
 	 * had passed when it came) */
 	assert_true(atomic_load(&duo.returned_ns) - atomic_load(&duo_slept_ns) >= 390000000);
-	assert_true(kt_wake_seq(&duo.w) != duo.seq);
+	/* and the request is not lost: a sleeper that loaded seq before the
+	 * post does not sleep again on it (the writer's next look) */
+	t0 = now_ns();
+	kt_wake_wait(&duo.w, duo.seq, &long_sleep);
+	assert_true(now_ns() - t0 < ROUND_LIMIT_NS);
 }
 
 /* A lazy post to a sleeper whose sleep ends after the slack wakes it at
@@ -366,9 +370,41 @@ static void test_wake_lazy_post_wakes_a_longer_sleep(void **state)
 	t0 = now_ns();
 	kt_wake_post_lazy(&duo.w, 5000000000LL);
 	finish_duo(t, t0);
-	duo_sleep = &long_sleep;
 	assert_int_equal(atomic_load(&wake_calls), 1);
 	assert_true(atomic_load(&duo.returned_ns) - t0 < 5000000000LL);
+}
+
+/* The sleeper is held between its store of `until` and its FUTEX_WAIT
+ * for longer than its sleep: the kernel gets the same end as an absolute
+ * deadline, so once let go the wait returns at once.  With a relative
+ * timeout it slept its whole 0.3 s again from its late call, past the
+ * end a lazy waker had read (that waker made no system call). */
+static _Atomic int64_t let_go_ns;
+
+static void hold_sleeper_long(struct kt_wake *w)
+{
+	(void)w;
+	usleep(500000);
+	atomic_store(&let_go_ns, now_ns());
+}
+
+static void test_wake_deadline_is_absolute(void **state)
+{
+	static const struct timespec short_sleep = {0, 300000000};   /* 0.3 s */
+	pthread_t t;
+
+	(void)state;
+	duo_reset();
+	duo_sleep = &short_sleep;
+	atomic_store(&wait_gap, hold_sleeper_long);
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&duo.go, 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	atomic_store(&wait_gap, NULL);
+	/* let go 0.5 s into a 0.3 s sleep: back well before another 0.3 s */
+	assert_true(atomic_load(&duo.returned_ns) - atomic_load(&let_go_ns) < 150000000);
+	assert_int_equal(atomic_load(&wake_calls), 0);
 }
 
 /* A post between the sleeper's load and its wait: the wait returns at once. */
@@ -437,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_wake_system_calls_only_for_a_sleeper),
 		cmocka_unit_test(test_wake_lazy_post_leaves_a_sleep_that_ends_soon),
 		cmocka_unit_test(test_wake_lazy_post_wakes_a_longer_sleep),
+		cmocka_unit_test(test_wake_deadline_is_absolute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
