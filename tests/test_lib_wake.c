@@ -233,24 +233,39 @@ static void finish_duo(pthread_t t, int64_t posted_ns)
  * returns at once.  A waker that loaded `sleeping` first (and so saw 0)
  * would add after the sleeper went to sleep, and make no system call:
  * the sleeper would sleep 30 s. */
-static void test_wake_sleeper_inside_the_posts_gap(void **state)
+static void sleeper_inside_the_posts_gap(int64_t slack_ns)
 {
 	pthread_t t;
 	int64_t t0;
 
-	(void)state;
 	duo_reset();
 	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
 	wait_until(&duo.loaded, "the sleeper's load of seq");
 	atomic_store(&post_gap, hold_waker);
 	t0 = now_ns();
-	kt_wake_post(&duo.w);
+	kt_wake_post_lazy(&duo.w, slack_ns);
 	atomic_store(&post_gap, NULL);
 	assert_int_equal(atomic_load(&duo.in_gap), 1);
 	finish_duo(t, t0);
 	/* the sleeper came back out of FUTEX_WAIT on the compare, before the
 	 * waker's gap ended: the post had nothing to wake */
 	assert_true(atomic_load(&duo.returned_ns) - t0 < 50000000);
+}
+
+static void test_wake_sleeper_inside_the_posts_gap(void **state)
+{
+	(void)state;
+	sleeper_inside_the_posts_gap(-1);
+}
+
+/* The same with a lazy post whose slack covers the whole sleep: its add
+ * still comes before the sleeper's FUTEX_WAIT, which returns at once
+ * (the slack only ever spares a FUTEX_WAKE to a sleep already under
+ * way). */
+static void test_wake_sleeper_inside_a_lazy_posts_gap(void **state)
+{
+	(void)state;
+	sleeper_inside_the_posts_gap(60000000000LL);
 }
 
 /* The sleeper is held between its store of `sleeping` and FUTEX_WAIT while
@@ -469,6 +484,7 @@ int main(void)
 		cmocka_unit_test(test_wake_wakes_a_sleeper),
 		cmocka_unit_test(test_wake_no_post_lost),
 		cmocka_unit_test(test_wake_sleeper_inside_the_posts_gap),
+		cmocka_unit_test(test_wake_sleeper_inside_a_lazy_posts_gap),
 		cmocka_unit_test(test_wake_post_inside_the_waits_gap),
 		cmocka_unit_test(test_wake_system_calls_only_for_a_sleeper),
 		cmocka_unit_test(test_wake_lazy_post_leaves_a_sleep_that_ends_soon),
