@@ -195,6 +195,19 @@ static void duo_reset(void)
 	duo_sleep = &long_sleep;   /* also after a test that failed mid-way */
 }
 
+/* Start the duo sleeper on a sleep of ts and let it go to its wait. */
+static pthread_t duo_start(const struct timespec *ts)
+{
+	pthread_t t;
+
+	duo_reset();
+	duo_sleep = ts;
+	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
+	wait_until(&duo.loaded, "the sleeper's load of seq");
+	atomic_store(&duo.go, 1);
+	return t;
+}
+
 /* The sleeper is let go and given time to be in FUTEX_WAIT (or back out
  * of it) while the waker is held between its two steps. */
 static void hold_waker(struct kt_wake *w)
@@ -285,11 +298,8 @@ static void test_wake_post_inside_the_waits_gap(void **state)
 	int64_t t0;
 
 	(void)state;
-	duo_reset();
 	atomic_store(&wait_gap, hold_sleeper);
-	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
-	wait_until(&duo.loaded, "the sleeper's load of seq");
-	atomic_store(&duo.go, 1);
+	t = duo_start(&long_sleep);
 	wait_until(&duo.in_gap, "the sleeper's gap");
 	t0 = now_ns();
 	kt_wake_post(&duo.w);
@@ -303,15 +313,9 @@ static void test_wake_post_inside_the_waits_gap(void **state)
  * FUTEX_WAIT (or as good as: 20 ms after it said it sleeps). */
 static pthread_t duo_asleep(const struct timespec *ts)
 {
-	pthread_t t;
-	int64_t t0;
+	pthread_t t = duo_start(ts);
+	int64_t t0 = now_ns();
 
-	duo_reset();
-	duo_sleep = ts;
-	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
-	wait_until(&duo.loaded, "the sleeper's load of seq");
-	atomic_store(&duo.go, 1);
-	t0 = now_ns();
 	while (!kt_load(&duo.w.sleeping, seq_cst)) {
 		if (now_ns() - t0 > ROUND_LIMIT_NS)
 			fail_msg("the sleeper never said it sleeps");
@@ -409,12 +413,8 @@ static void test_wake_deadline_is_absolute(void **state)
 	pthread_t t;
 
 	(void)state;
-	duo_reset();
-	duo_sleep = &short_sleep;
 	atomic_store(&wait_gap, hold_sleeper_long);
-	assert_int_equal(pthread_create(&t, NULL, duo_sleeper, NULL), 0);
-	wait_until(&duo.loaded, "the sleeper's load of seq");
-	atomic_store(&duo.go, 1);
+	t = duo_start(&short_sleep);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	atomic_store(&wait_gap, NULL);
 	/* let go 0.5 s into a 0.3 s sleep: back well before another 0.3 s */

@@ -65,16 +65,22 @@ __attribute__((constructor)) static void init(void)
 	pthread_atfork(NULL, NULL, forget_writer);
 }
 
+/* Thread t takes name: the writer's, remember t. */
+static void note_name(pthread_t t, const char *name)
+{
+	if (name && strcmp(name, "ktrace-writer") == 0) {
+		writer = t;
+		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
+	}
+}
+
 int pthread_setname_np(pthread_t t, const char *name)
 {
 	static int (*real)(pthread_t, const char *);
 
 	if (real == NULL)
 		real = (int (*)(pthread_t, const char *))dlsym(RTLD_NEXT, "pthread_setname_np");
-	if (name && strcmp(name, "ktrace-writer") == 0) {
-		writer = t;
-		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
-	}
+	note_name(t, name);
 	return real ? real(t, name) : 0;
 }
 
@@ -90,10 +96,8 @@ int prctl(int option, ...)
 	va_end(ap);
 	if (real == NULL)
 		real = (int (*)(int, ...))dlsym(RTLD_NEXT, "prctl");
-	if (option == PR_SET_NAME && a[0] != 0 && strcmp((const char *)a[0], "ktrace-writer") == 0) {
-		writer = pthread_self();
-		__atomic_store_n(&have_writer, 1, __ATOMIC_RELEASE);
-	}
+	if (option == PR_SET_NAME)
+		note_name(pthread_self(), (const char *)a[0]);
 	return real ? real(option, a[0], a[1], a[2], a[3]) : (errno = ENOSYS, -1);
 }
 
