@@ -87,7 +87,7 @@
 
 #define NF KTRACE_FUNC_ID_COUNT
 #define NEXIT 8              /* exit sites learned per function */
-#define LEARN_CALLS 8        /* calls that learn exit sites, per function */
+#define LEARN_CALLS 2        /* calls that learn exit sites, per function (learning()) */
 #define MAXBATCH 1024        /* sites per batch */
 #define FAR_STACK (64ull << 20) /* bytes: farther than this is another stack */
 
@@ -521,9 +521,10 @@ static _Atomic uint32_t ready_hint;
 /*
  * HINTS.  A hint that a function can be patched out now (its learning
  * done, or a frameless exit sampled) wakes the writer at once only when
- * the function's calls come fast: its 8 learning calls within HOT_NS
- * (40 k calls a second or more), or KT_FL_EVERY frameless returns
- * within it.  Any other hint waits for the writer's next timed look if
+ * the function's calls come fast: its learning calls at 35 k a second
+ * or more (LEARN_CALLS within HOT_NS * (LEARN_CALLS - 1) / 7: the rate of
+ * the 8 calls within HOT_NS this used to take), or KT_FL_EVERY frameless
+ * returns within HOT_NS.  Any other hint waits for the writer's next timed look if
  * that comes within HINT_SLACK_NS (kt_wake_post_lazy), and wakes it
  * only when it does not (a writer in a long sleep: nothing patched
  * lately).  While a program's functions are being learned and patched,
@@ -546,12 +547,12 @@ static _Atomic uint32_t ready_hint;
  * Yes while the counter's rate is not known yet, and for a t0 after now
  * (stored by another thread after this one read now): a signed
  * difference, which unsigned would wrap to "slow". */
-static inline KT_NOINSTR int came_fast(uint64_t t0, uint64_t now)
+static inline KT_NOINSTR int came_fast(uint64_t t0, uint64_t now, int64_t span_ns)
 {
 	uint64_t hz = kt_load(&ktrace__g.hz_cached, relaxed);
 
 	return hz == 0 || t0 == 0 ||
-	       (int64_t)(now - t0) < (int64_t)(hz / (uint64_t)(1000000000LL / HOT_NS));
+	       (int64_t)(now - t0) < (int64_t)(hz / (uint64_t)(1000000000LL / span_ns));
 }
 
 /* Raise a hint flag to 1 (slow calls) or 2 (fast ones), waking the writer
@@ -572,11 +573,18 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
  * learning call of a muted or excluded function (skip) hints the writer
  * (HINTS): its sites can go now, not at the writer's next pass, which may be
  * 10-100 ms away while the function runs at full speed through the
- * hooks.  LEARN_CALLS is 8, not 32: both slow paths (timed around each
- * in an instrumented copy) took 5.2-5.5 ms of SQLite's 0.14 s short lean
- * run with 32 (27 k calls), 3.2-3.5 ms with 8 (9 k); the exits the first
- * 8 calls never take go out later through sampled frameless returns
- * (243-275 k such returns a run with 32, 268-328 k with 8, ~2 ns each). */
+ * hooks.  LEARN_CALLS is 2, not 8 (and 8 was not 32): both slow paths
+ * (timed around each in an instrumented copy) took 5.2-5.5 ms of SQLite's
+ * 0.14 s short lean run with 32 (27 k calls), 3.2-3.5 ms with 8 (9 k),
+ * and learning calls were still ~3,950 of its ~4,550 slow entries, at
+ * ~0.5 us each (the trampoline's saves, the thread's and the function's
+ * lines cold).  With 2 the short run measured 1.5 % faster (1.105x ->
+ * 1.090x the plain build over 40-50 interleaved pairs, three sets; Lua's
+ * 1.086x -> 1.067x); with 3 or 4 it did not.  The exits the first calls
+ * never take (a function's second or third return, a sibling call's)
+ * go out later through sampled frameless returns, ~2 ns each until then.
+ * Two, not one: the rate of the learning calls (HINTS) needs two times. */
+_Static_assert(LEARN_CALLS >= 2, "learning() times its calls from the first to the last");
 static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 {
 	if (l == NULL || kt_load(&wx_denied, relaxed))
@@ -598,7 +606,8 @@ static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 	if (n == 0)
 		kt_store(&l->learn_t0, ktrace__now(), relaxed);
 	else if (n == LEARN_CALLS - 1 && skip)
-		hint_writer(&ready_hint, came_fast(kt_load(&l->learn_t0, relaxed), ktrace__now()));
+		hint_writer(&ready_hint, came_fast(kt_load(&l->learn_t0, relaxed), ktrace__now(),
+		                                   HOT_NS * (LEARN_CALLS - 1) / 7));
 	return 1;
 }
 
@@ -964,7 +973,7 @@ KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
 		return;
 	/* relaxed: a sample; the wake's add (seq_cst) publishes it */
 	kt_store(&fl_q[kt_add(&fl_head, 1, relaxed) % FLQ], r - 5, relaxed);
-	hint_writer(&fl_wake, came_fast(prev, now));
+	hint_writer(&fl_wake, came_fast(prev, now, HOT_NS));
 }
 
 /* Writer thread: take the queued sites for this pass. */

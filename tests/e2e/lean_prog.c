@@ -41,7 +41,7 @@
  *            after 300 ms, "batches <n> nop <n>" (static build).
  *   ways     (static build) coll_a and coll_b, whose first cache slots
  *            are one, alternate 20,000 times under collide_run; then 16
- *            fresh functions wl0..wl15 make their 8 learning calls each
+ *            fresh functions wl0..wl15 make 8 calls each (2 learning)
  *            under learn_run; prints "ways collide <slow entries during
  *            the first> learn <slow exits during the second> ok <1|0>".
  *   nested   (static build) nx_leaf's first call returns while the thread
@@ -101,7 +101,7 @@
  *            "storm signals <handled> iters <per thread>".
  *   held     (static build) main > held(1) > held(0) and held(0) >
  *            held_leaf x 16 (held's three exits learned: A, B followed by
- *            a ret, C a sibling call), then main > held(3) > held(2) >
+ *            a ret, C a sibling call: learned from sampled returns), then main > held(3) > held(2) >
  *            held(1) > held(0) > held_loop, which patches every function
  *            out while the four are open, waits for exit stubs
  *            (lib/lean.c, STUBS), then calls held through A, B and C
@@ -767,7 +767,10 @@ static int do_held(void)
 {
 	long s = 0, want = 0;
 
-	for (int i = 0; i < 16; i++)   /* held's first 8 calls learn A, B and C */
+	/* held's first 2 calls (LEARN_CALLS) learn A and B; C, a sibling
+	 * call's, is learned once held's entry is out, from its sampled
+	 * frameless returns (lib/lean.c) */
+	for (int i = 0; i < 16; i++)
 		s += held(1, i) + held(0, -(i + 1));
 	if (s != 136 + 152)
 		return 1;
@@ -1044,15 +1047,15 @@ static __attribute__((noipa)) int learn_run(void)
 	int t = 0;
 
 	for (int k = 0; k < 16; k++)
-		for (int i = 0; i < 8; i++)   /* LEARN_CALLS */
+		for (int i = 0; i < 8; i++)   /* LEARN_CALLS (2) learn, 6 more don't */
 			t += wl[k](i);
 	return t;
 }
 
 /* "ways collide <slow entries> learn <slow exits> ok <1|0>": slow entries
  * while coll_a and coll_b alternate WAYS_N times each (one slot: every
- * call of one of them), slow exits while 16 fresh functions make their 8
- * learning calls each (without the fast path: all 128). */
+ * call of one of them), slow exits while 16 fresh functions make 8 calls
+ * each, LEARN_CALLS of them learning (without the fast path: 32). */
 #define WAYS_N 20000
 static int do_ways(void)
 {
