@@ -1057,7 +1057,8 @@ static __attribute__((noipa)) int learn_run(void)
 /* "ways collide <slow entries> learn <slow exits> ok <1|0>": slow entries
  * while coll_a and coll_b alternate WAYS_N times each (one slot: every
  * call of one of them), slow exits while 16 fresh functions make 8 calls
- * each, LEARN_CALLS of them learning (without the fast path: 32). */
+ * each, LEARN_CALLS of them learning (without the fast path: 32, and
+ * learn_run's own first exit: 33). */
 #define WAYS_N 20000
 static int do_ways(void)
 {
