@@ -569,7 +569,8 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
 		}
 }
 
-/* Still learning the function's exit sites?  Counts this call.  The last
+/* Still learning the function's exit sites?  Counts this call, and says
+ * which learning call it is (1 to LEARN_CALLS; 0: not one).  The last
  * learning call of a muted or excluded function (skip) hints the writer
  * (HINTS): its sites can go now, not at the writer's next pass, which may be
  * 10-100 ms away while the function runs at full speed through the
@@ -585,7 +586,7 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
  * go out later through sampled frameless returns, ~2 ns each until then.
  * Two, not one: the rate of the learning calls (HINTS) needs two times. */
 _Static_assert(LEARN_CALLS >= 2, "learning() times its calls from the first to the last");
-static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
+static KT_NOINSTR uint32_t learning(struct lfn *l, uint32_t skip)
 {
 	if (l == NULL || kt_load(&wx_denied, relaxed))
 		return 0;
@@ -608,7 +609,7 @@ static KT_NOINSTR int learning(struct lfn *l, uint32_t skip)
 	else if (n == LEARN_CALLS - 1 && skip)
 		hint_writer(&ready_hint, came_fast(kt_load(&l->learn_t0, relaxed), ktrace__now(),
 		                                   HOT_NS * (LEARN_CALLS - 1) / 7));
-	return 1;
+	return n + 1;
 }
 
 /* The thread's frame count, stored whole: the writer reads it
@@ -734,7 +735,7 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 {
 	struct kt_thread *t = slow_begin();
 	uint64_t site = 0, fn, *ce, e;
-	uint32_t ev, skip, learn;
+	uint32_t ev, skip, learn, nth;
 	struct lfn *l;
 	int len;
 
@@ -764,13 +765,18 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 		skip = ev ? ktrace__filter_flags(ev, t->mute_epoch) : 0;
 		l = note_fn(ev, site, len);
 	}
-	learn = learning(l, skip) ? KT_FC_LEARN : 0;
+	nth = learning(l, skip);
+	learn = nth ? KT_FC_LEARN : 0;
 	/* Not cached while another thread is noting the function (its
 	 * claim, LS_CLAIMED): cached without LEARN, this thread would not
 	 * learn its exits, and nothing empties the cache now (filter.c's
-	 * adoption keeps it). */
+	 * adoption keeps it).  The last learning call caches the entry
+	 * without LEARN (its own frame still learns): with LEARN the
+	 * thread's next call came here too only to learn nothing, 1 in 3
+	 * of the learning's slow entries in SQLite's short run. */
 	if (ev && (l != NULL || !noting(ev)))
-		__atomic_store_n(ce, (r << 16) | skip | learn | ev, __ATOMIC_RELAXED);
+		__atomic_store_n(ce, (r << 16) | skip | (nth < LEARN_CALLS ? learn : 0) | ev,
+		                 __ATOMIC_RELAXED);
 	if (t->lsp >= KT_LEAN_DEPTH) {
 		ktrace__count_loss(KTRACE_LOSS_LEAN_DEPTH, 1);
 	} else if (!skip || learn) {

@@ -1054,11 +1054,13 @@ static __attribute__((noipa)) int learn_run(void)
 	return t;
 }
 
-/* "ways collide <slow entries> learn <slow exits> ok <1|0>": slow entries
- * while coll_a and coll_b alternate WAYS_N times each (one slot: every
- * call of one of them), slow exits while 16 fresh functions make 8 calls
- * each, LEARN_CALLS of them learning (without the fast path: 32, and
- * learn_run's own first exit: 33). */
+/* "ways collide <slow entries> learn <slow exits> <slow entries> ok <1|0>":
+ * slow entries while coll_a and coll_b alternate WAYS_N times each (one
+ * slot: every call of one of them); slow exits and entries while 16 fresh
+ * functions make 8 calls each, LEARN_CALLS of them learning (exits
+ * without the fast path: 32, and learn_run's own first exit: 33; entries:
+ * the learning calls', 32, and learn_run's, 33, or 49 when the third call
+ * came to the slow path too). */
 #define WAYS_N 20000
 static int do_ways(void)
 {
@@ -1076,8 +1078,9 @@ static int do_ways(void)
 	for (int k = 0; k < 16; k++)
 		for (int i = 0; i < 8; i++)
 			lt += i + k;
-	printf("ways collide %llu learn %llu ok %d\n", (unsigned long long)(in1 - in0),
-	       (unsigned long long)(out2 - out1), got == want && lr == lt);
+	printf("ways collide %llu learn %llu %llu ok %d\n", (unsigned long long)(in1 - in0),
+	       (unsigned long long)(out2 - out1), (unsigned long long)(in2 - in1),
+	       got == want && lr == lt);
 	return got != want || lr != lt;
 }
 #else
