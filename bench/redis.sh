@@ -6,7 +6,7 @@
 #
 # Builds Redis three ways from REDIS_SRC (never fetched here: see
 # bench/README.md), each once, cached under $REDIS_BUILD (default
-# build/redis-bench):
+# build/redis-bench; a ktrace flavour again for another ktrace tree):
 #   plain   -O2
 #   empty   -O2 -finstrument-functions, linked with empty
 #           __cyg_profile_func_enter/exit (libkthook.so, built here)
@@ -137,10 +137,15 @@ patch_loop() {
 }
 
 build_flavour() {
-	local fl=$1 d=$out/$1 cflags ldflags
-	if [ -x "$d/src/redis-server" ] && [ -f "$d/.built-ok" ]; then
+	local fl=$1 d=$out/$1 cflags ldflags key=$1
+	# A ktrace flavour is linked (with an rpath) to the ktrace tree it was
+	# built with: a cached one built against another tree would run that
+	# tree's library, whatever this run names.  The key says which.
+	case $fl in ktrace*) key="$fl $kbuild $(sed -n 's/^lean_cflags=//p' "$kbuild/lib/ktrace.pc")" ;; esac
+	if [ -x "$d/src/redis-server" ] && [ -f "$d/.built-ok" ] && [ "$(cat "$d/.built-ok")" = "$key" ]; then
 		return
 	fi
+	[ ! -f "$d/.built-ok" ] || echo "redis.sh: $d was built for '$(cat "$d/.built-ok")' (empty: by an older redis.sh), not '$key': building again" >&2
 	echo "redis.sh: building Redis ($fl) in $d (a few minutes)" >&2
 	rm -rf "$d"
 	mkdir -p "$d"
@@ -164,7 +169,7 @@ build_flavour() {
 	make -C "$d" -j2 MALLOC=libc BUILD_TLS=no OPTIMIZATION=-O2 \
 		REDIS_CFLAGS="$cflags" REDIS_LDFLAGS="$ldflags" redis-server \
 		> "$d/build.log" 2>&1 || { tail -30 "$d/build.log" >&2; die "build of $fl failed ($d/build.log)"; }
-	touch "$d/.built-ok"
+	echo "$key" > "$d/.built-ok"
 }
 
 for fl in $flavours; do build_flavour "$fl"; done
