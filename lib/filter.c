@@ -491,12 +491,6 @@ KT_NOINSTR void ktrace__filter_mute_now(uintptr_t fn)
 /* Set by ktrace__filter_hint, cleared by the writer's next decision. */
 static _Atomic uint32_t hint;
 
-/* A hint waits for a decision (writer.c's BETWEEN). */
-KT_NOINSTR int ktrace__filter_hinted(void)
-{
-	return kt_load(&hint, relaxed) != 0;
-}
-
 KT_NOINSTR void ktrace__filter_hint(void)
 {
 	uint32_t zero = 0;

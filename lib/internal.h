@@ -650,7 +650,6 @@ void ktrace__filter_mute_now(uintptr_t fn);   /* tests */
  * for a decision now (ring.c, after the core lock is released;
  * async-signal-safe). */
 void ktrace__filter_hint(void);
-int ktrace__filter_hinted(void);
 int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t id,
                                uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
 /* Name of the function at addr from its module's ELF symbol tables. */

@@ -238,24 +238,25 @@ static KT_NOINSTR void move_off(void)
 }
 
 /*
- * BETWEEN.  A hint (a block filled over the CPU budget, filter.c) is
- * served after each of the pass's long parts too, not only at the pass's
- * start: one set while the writer patched or prefaulted used to wait for
- * the next pass, and the program recorded a new hot phase at full rate
- * meanwhile.  On the 2-core VM a lean
- * program's first batch took the writer ~1 ms and a prefault pass
- * 0.3-0.9 ms (its page touches, ~5 us each), so the pass that followed
- * SQLite's short run's first mute lasted 2.3 ms with no decision in it:
- * 87-108 blocks of records in its first 10 ms (three runs), 30-41 with
- * the looks in between, 230-273 blocks in all against 178-203 (~0.6 ms
- * of the program's time).  Only a hint, which only the CPU budget sets:
- * in the default mode (no CPU budget) the pass is as it was.  Looking for
- * any due decision there (the cadence, a rate jump) moved decisions to
- * just after the writer's own hold of the mapping lock (the prefault's
- * populate), and test_e2e_budget's own_wait case, whose mapper takes that
- * lock every 20 us, failed once in CI with it (mapper kept; not
- * reproduced: that scenario leaves mapper recorded in 2-9 of 20-30 runs
- * under load with either code, most of them runs the test skips).
+ * BETWEEN.  In the lean mode the budget's decision is looked for again
+ * after each of the pass's long parts, not only at the pass's start.
+ * That mode decides every 2 ms early on (filter.c, LEAN_EARLY_NS), and
+ * on the 2-core VM a lean program's first batch took the writer ~1 ms
+ * and a prefault pass 0.3-0.9 ms (its page touches, ~5 us each): the
+ * pass that followed SQLite's short run's first mute lasted 2.3 ms with
+ * no decision in it, while a new hot phase recorded at full rate.
+ * Counted in an instrumented copy: 87-108 blocks of records in the run's
+ * first 10 ms (three runs), 30-41 with the looks in between; 230-273
+ * blocks in all against 178-203 (~0.6 ms of the program's time).  A look
+ * that finds nothing due costs a few loads (filter.c gates it by the
+ * hint, the cadence and a rate jump).  Not in the default mode, whose
+ * cadence is 10 ms and 100 ms: there the looks only moved decisions next
+ * to the writer's own hold of the mapping lock (the prefault's populate),
+ * and test_e2e_budget's own_wait case failed once in CI with them (not
+ * reproduced: under load its mapper stays recorded in 2-9 of 20-30 runs
+ * with either code, most of them runs the test skips).  Serving only a
+ * pending hint (the CPU budget's) lost the gain: the decisions that
+ * cut the burst were the cadence's.
  */
 static KT_NOINSTR void *writer_main(void *arg)
 {
@@ -286,10 +287,10 @@ static KT_NOINSTR void *writer_main(void *arg)
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
-		if (ktrace__filter_hinted())     /* BETWEEN (above) */
+		if (ktrace__lean_active())       /* BETWEEN (above) */
 			ktrace__filter_tick(&wait_ns);
 		ktrace__ring_prefault(&wait_ns); /* ring pages ahead of the writers */
-		if (ktrace__filter_hinted())
+		if (ktrace__lean_active())
 			ktrace__filter_tick(&wait_ns);
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
