@@ -137,11 +137,12 @@ patch_loop() {
 }
 
 build_flavour() {
-	local fl=$1 d=$out/$1 cflags ldflags key=$1
+	local fl=$1 d=$out/$1 cflags ldflags key=$1 lean=""
 	# A ktrace flavour is linked (with an rpath) to the ktrace tree it was
 	# built with: a cached one built against another tree would run that
 	# tree's library, whatever this run names.  The key says which.
-	case $fl in ktrace*) key="$fl $kbuild $(sed -n 's/^lean_cflags=//p' "$kbuild/lib/ktrace.pc")" ;; esac
+	[ "$fl" = ktracelean ] && lean=$(sed -n 's/^lean_cflags=//p' "$kbuild/lib/ktrace.pc")
+	case $fl in ktrace*) key="$fl $kbuild $lean" ;; esac
 	if [ -x "$d/src/redis-server" ] && [ -f "$d/.built-ok" ] && [ "$(cat "$d/.built-ok")" = "$key" ]; then
 		return
 	fi
@@ -159,7 +160,7 @@ build_flavour() {
 	       [ "$fl" = ktraceloop ] && patch_loop "$d"
 	       cflags="-finstrument-functions -I$root/include"
 	       if [ "$fl" = ktracelean ]; then
-	           cflags=$(sed -n 's/^lean_cflags=//p' "$kbuild/lib/ktrace.pc")
+	           cflags=$lean
 	           [ -n "$cflags" ] || die "this build of ktrace has no lean mode (lean_cflags is empty in $kbuild/lib/ktrace.pc: x86-64 and GCC only)"
 	           cflags="$cflags -I$root/include"
 	       fi

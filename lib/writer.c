@@ -258,6 +258,12 @@ static KT_NOINSTR void move_off(void)
  * pending hint (the CPU budget's) lost the gain: the decisions that
  * cut the burst were the cadence's.
  */
+static KT_NOINSTR void decide_between(int64_t *wait_ns)
+{
+	if (ktrace__lean_active())
+		ktrace__filter_tick(wait_ns);
+}
+
 static KT_NOINSTR void *writer_main(void *arg)
 {
 	int64_t last_anchor = mono_ms();
@@ -287,11 +293,9 @@ static KT_NOINSTR void *writer_main(void *arg)
 
 		ktrace__filter_tick(&wait_ns);   /* the window budget (filter.c) */
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
-		if (ktrace__lean_active())       /* BETWEEN (above) */
-			ktrace__filter_tick(&wait_ns);
+		decide_between(&wait_ns);
 		ktrace__ring_prefault(&wait_ns); /* ring pages ahead of the writers */
-		if (ktrace__lean_active())
-			ktrace__filter_tick(&wait_ns);
+		decide_between(&wait_ns);
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
 		ktrace__sched_drain();
