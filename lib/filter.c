@@ -585,7 +585,10 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
  * patch batch (mprotect, lean.c) or the lean tables' populate, a
  * snapshot's copy buffers (mmap, populate, munmap, and the touch of each
  * page where the populate is not supported: snapfile.c), a read of
- * /proc/self/maps (funcs.c).  A page fault, brk, mmap or mprotect of a
+ * /proc/self/maps (funcs.c), ktrace's other mappings and their first
+ * write (ktrace__map_own: a thread's state, hold buffers, the writer's
+ * buffers), a drain of the scheduling buffers that touches their pages
+ * first (sched.c).  A page fault, brk, mmap or mprotect of a
  * program thread waits for them, and such a wait counted as the
  * function's would keep it from being muted for good: Lua's luaH_new
  * blocked 37 and 74 us in two calls at the start while the writer
@@ -620,6 +623,40 @@ KT_NOINSTR int ktrace__populate_write(void *p, size_t len)
 
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	return rc;
+}
+
+/*
+ * An anonymous mapping of ktrace's own (MAP_PRIVATE | MAP_ANONYMOUS |
+ * flags), made in a noted interval together with its first write: a fresh
+ * mapping's first write fault prepares its anon_vma under the mapping lock
+ * (Linux leaves the per-VMA lock for that), as long as the fault takes and
+ * for as long as the thread is preempted in it: a hold of ktrace's as much
+ * as the mmap's.  The kernel's mmap_lock tracepoints showed the writer's
+ * first writes to a snapshot's buffers holding it 10-56 us each, ~10 times
+ * a snapshot, outside every noted interval; a program thread's mprotect
+ * waiting on one (for a tick, were the writer preempted in it) was the
+ * function's own block as far as the budget could tell, and a function
+ * that blocked is kept for good.  MAP_POPULATE: the populate holds the
+ * lock too.  NULL on failure.
+ */
+KT_NOINSTR void *ktrace__map_own(size_t bytes, int flags)
+{
+	int64_t t0 = ktrace__monotonic_ns();
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1,
+	               0);
+
+	if (p != MAP_FAILED)
+		*(volatile char *)p = 0;
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+	return p == MAP_FAILED ? NULL : p;
+}
+
+KT_NOINSTR void ktrace__unmap_own(void *p, size_t bytes)
+{
+	int64_t t0 = ktrace__monotonic_ns();
+
+	munmap(p, bytes);
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 }
 
 KT_NOINSTR int64_t ktrace__filter_own_until(int64_t t)

@@ -386,6 +386,10 @@ void ktrace__filter_own_mm(int64_t t0, int64_t t1);
 /* madvise(MADV_POPULATE_WRITE) over [p, p + len), noted as such a hold;
  * madvise's result. */
 int ktrace__populate_write(void *p, size_t len);
+/* ktrace's own anonymous mappings, made and given back in noted intervals
+ * (filter.c); NULL on failure. */
+void *ktrace__map_own(size_t bytes, int flags);
+void ktrace__unmap_own(void *p, size_t bytes);
 /* Writer thread: a block that began at t, in such a hold, counts as
  * preempted until the returned time (0: not in one). */
 int64_t ktrace__filter_own_until(int64_t t);

@@ -914,10 +914,10 @@ KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
 	/* MAP_POPULATE: the pages come writable now.  Otherwise the hot
 	 * path's first read of each maps the shared zero page, and the slow
 	 * path's first write then copies it, with a TLB flush that interrupts
-	 * every other core running the program (~10 us each in a VM). */
-	t = mmap(NULL, sizeof(*t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-	         -1, 0);
-	if (t == MAP_FAILED) {
+	 * every other core running the program (~10 us each in a VM).  The
+	 * populate holds the mapping lock: noted (ktrace__map_own). */
+	t = ktrace__map_own(sizeof(*t), MAP_POPULATE);
+	if (t == NULL) {
 		ktrace__count_loss(KTRACE_LOSS_NO_THREAD_SLOT, 1);
 		return NULL;
 	}
@@ -926,7 +926,7 @@ KT_NOINSTR struct kt_thread *ktrace__self_alloc(void)
 	/* relaxed: only this thread (and its signal handlers) use the word. */
 	if (!__atomic_compare_exchange_n(&ktrace__tp, &idle, t, 0, __ATOMIC_RELAXED,
 	                                 __ATOMIC_RELAXED)) {
-		munmap(t, sizeof(*t));
+		ktrace__unmap_own(t, sizeof(*t));
 		return idle;   /* the handler's */
 	}
 	reg_add(t);
@@ -944,7 +944,7 @@ KT_NOINSTR void ktrace__self_release(void)
 		return;
 	__atomic_store_n(&ktrace__tp, &ktrace__idle, __ATOMIC_RELAXED);
 	reg_remove(t);
-	munmap(t, sizeof(*t));
+	ktrace__unmap_own(t, sizeof(*t));
 }
 
 KT_NOINSTR void ktrace__count_loss(int cause, uint64_t n)

@@ -195,9 +195,8 @@ static KT_NOINSTR struct kt_hold *hold_state(struct kt_thread *t)
 	pthread_mutex_unlock(&pool_mu);
 	if (hs == NULL) {
 		bytes = sizeof(*hs) + (size_t)ktrace__cfg.hold_kb * 1024;
-		hs = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (hs == MAP_FAILED) {
+		hs = ktrace__map_own(bytes, MAP_NORESERVE);
+		if (hs == NULL) {
 			ktrace__hold_failed();
 			return NULL;
 		}
@@ -1163,8 +1162,11 @@ KT_NOINSTR void ktrace__hold_thread_exit(void)
 	hs->depth = 0;
 	t->hs = NULL;
 	ktrace__thread_set_hold(t->slot, NULL);
-	/* Its pages back to the system; the state to the pool. */
+	/* Its pages back to the system (the mapping lock held meanwhile:
+	 * noted, filter.c); the state to the pool. */
+	int64_t t0 = ktrace__monotonic_ns();
 	madvise(hs->buf, (size_t)hs->cap * 4, MADV_DONTNEED);
+	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	pthread_mutex_lock(&pool_mu);
 	hs->next_free = pool;
 	pool = hs;

@@ -79,6 +79,7 @@
 struct kt_sched_buf {
 	struct perf_event_mmap_page *pg; /* 1 + KT_SCHED_PAGES pages */
 	uint32_t core;                   /* index of the cpu */
+	uint64_t seen;                   /* data bytes read so far, up to data_size */
 };
 
 struct kt_sched_win {
@@ -110,6 +111,7 @@ static struct {
 	int fast;                        /* drain at the fast period */
 	struct kt_sched_tname *names;    /* KT_SCHED_NAMES, open addressing */
 	uint32_t nnames;
+	int touched;                     /* this drain touched memory first (writer) */
 } S;
 
 static KT_NOINSTR void *map_anon(size_t bytes)
@@ -431,6 +433,7 @@ static KT_NOINSTR void note_tid(int32_t tid)
 			return; /* table full enough: the decoder says "tid N" */
 		e->tid = tid;
 		S.nnames++;
+		S.touched = 1;   /* maybe a page of the table written first */
 		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -458,6 +461,8 @@ static KT_NOINSTR void win_put(uint32_t core, int64_t t, int32_t tid, uint8_t wh
 		S.lost++;
 		ktrace__count_loss(KTRACE_LOSS_SCHED, 1);
 	}
+	if (w->head < S.cap && ((w->head * sizeof(*r)) & 4095) == 0)
+		S.touched = 1;   /* a page of the window written first */
 	r->time_ns = t;
 	r->tid = tid;
 	r->cpu = (uint16_t)core;
@@ -523,21 +528,42 @@ static KT_NOINSTR uint64_t drain_buf(struct kt_sched_buf *b)
 	/* release: our reads of the records happen before the kernel may
 	 * reuse their space ("mb() before writing data_tail"). */
 	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+	if (b->seen < size && tail > b->seen) {   /* read data pages first */
+		uint64_t lim = tail < size ? tail : size;
+
+		if (b->seen == 0 || (lim - 1) / 4096 != (b->seen - 1) / 4096)
+			S.touched = 1;
+		b->seen = lim;
+	}
 	return waiting;
 }
 
+/*
+ * A drain that touches memory for the first time holds the mapping lock
+ * while it faults: a page of the kernel's buffers read first (perf's
+ * pages are mapped at their first read, under the lock), the first write
+ * of a window or of the names table (their anon_vma).  Such a drain is
+ * noted as ktrace's own hold (filter.c): a program thread's mprotect that
+ * waited for it is not the function's own block.  Drains after the first
+ * lap of each buffer and window touch nothing new and are not noted.
+ */
 KT_NOINSTR void ktrace__sched_drain(void)
 {
 	int fast = 0;
+	int64_t t0;
 
 	if (S.status != KTRACE_SCHED_RECORDED)
 		return;
+	t0 = ktrace__monotonic_ns();
+	S.touched = S.end_ns == 0;   /* the first: the buffers' header pages */
 	if (S.writer_tid == 0)
 		S.writer_tid = (int32_t)syscall(SYS_gettid);
 	for (uint32_t i = 0; i < S.nbufs; i++)
 		if (drain_buf(&S.bufs[i]) > S.bufs[i].pg->data_size / 4)
 			fast = 1;
 	S.end_ns = ktrace__monotonic_ns();
+	if (S.touched)
+		ktrace__filter_own_mm(t0, S.end_ns);
 	S.fast = fast;
 	S.next_drain_ns = S.end_ns + (int64_t)(fast ? KT_SCHED_FAST_MS : KT_SCHED_PERIOD_MS) *
 	                  1000000;
@@ -614,7 +640,7 @@ KT_NOINSTR int64_t ktrace__sched_request_preempted_ns(int32_t tid, int64_t from_
 	if (S.status != KTRACE_SCHED_RECORDED)
 		return -1;
 	if (big == NULL &&
-	    (big = map_anon(KT_SCHED_TRIG_RECS * sizeof(struct ktrace_sched_rec))) == NULL)
+	    (big = ktrace__map_own(KT_SCHED_TRIG_RECS * sizeof(struct ktrace_sched_rec), 0)) == NULL)
 		return -1;
 	return preempted_in(tid, from_ns, to_ns, npreempt, blocked_ns, big, KT_SCHED_TRIG_RECS, 0);
 }

@@ -244,6 +244,9 @@ static KT_NOINSTR void *map(size_t bytes)
 	/* relaxed: a flag (memlock.c); the program's lock is not ours to hold. */
 	if (p != MAP_FAILED && kt_load(&ktrace__mlock_future, relaxed))
 		munlock(p, bytes ? bytes : 1);
+	/* the first write's fault holds the lock too (ktrace__map_own) */
+	if (p != MAP_FAILED)
+		*(volatile char *)p = 0;
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());   /* the mapping lock: filter.c */
 	return p == MAP_FAILED ? NULL : p;
 }

@@ -49,14 +49,13 @@ static KT_NOINSTR struct kt_tinfo *entry(uint32_t slot, int create)
 
 	if (p || !create)
 		return p ? &p[slot % KT_CHUNK] : NULL;
-	p = mmap(NULL, sizeof(*p) * KT_CHUNK, PROT_READ | PROT_WRITE,
-	         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	p = ktrace__map_own(sizeof(*p) * KT_CHUNK, 0);
+	if (p == NULL)
 		return NULL;
 	/* acq_rel: release publishes the zeroed chunk to other threads'
 	 * acquire loads above. */
 	if (!kt_cas(&chunks[c], &expect, p, acq_rel)) {
-		munmap(p, sizeof(*p) * KT_CHUNK);
+		ktrace__unmap_own(p, sizeof(*p) * KT_CHUNK);
 		/* acquire: pairs with the winner's release CAS (the failed CAS
 		 * read it with relaxed order only). */
 		p = kt_load(&chunks[c], acquire);

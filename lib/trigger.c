@@ -219,15 +219,15 @@ static KT_NOINSTR struct kt_slice *slices_of(struct kt_kind *k)
 
 	if (s)
 		return s;
-	s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
+	s = ktrace__map_own(bytes, 0);
+	if (s == NULL)
 		return NULL;
 	/* The current slice is tagged here; the writer tags the next ones. */
 	kt_store(&s[(ktrace__now() >> KT_SLICE_SHIFT) % KT_SLICES].tag,
 	         (ktrace__now() >> KT_SLICE_SHIFT) + 1, relaxed);
 	/* release: publishes the tags above with the pointer. */
 	if (!kt_cas(&k->slices, &expect, s, release)) {
-		munmap(s, bytes);
+		ktrace__unmap_own(s, bytes);
 		s = expect;
 	}
 	return s;
