@@ -277,11 +277,52 @@ static uint64_t blocked_ns(const struct kd_dec *d, const char *func)
 	return kd_time_ticks_ns(d, ticks);
 }
 
+/* Whether the window budget was short of words at the end on some core
+ * (its bucket empty): what mutes a function that runs above it. */
+static int pressed(const struct kd_dec *d)
+{
+	if (!d->snap.have_budget)
+		return 1;   /* cannot tell: as if it was */
+	for (uint32_t c = 0; c < d->snap.budget.ncores; c++)
+		if (d->snap.budget_cores[c].tokens <= 0)
+			return 1;
+	return 0;
+}
+
+/* Whether one of d's mapper calls blocked 50 us or more (its thread off the
+ * cpu, not preempted) and lies wholly outside [from, to] (wall ns): its
+ * begin into *at, its blocked ns into *blk. */
+static int blocked_outside(const struct kd_dec *d, int64_t from, int64_t to, int64_t *at,
+                           uint64_t *blk)
+{
+	uint64_t off[2];
+
+	for (uint32_t i = 0; i < d->ncalls; i++) {
+		const struct kd_dec_call *c = &d->calls[i];
+		int64_t b, e;
+
+		if (!kd_is(d, c, "mapper"))
+			continue;
+		kd_sched_offcpu_in(d, c->thread, c->begin, c->end, off);
+		if (kd_time_ticks_ns(d, off[KD_OFF_BLOCKED]) < 50000)
+			continue;
+		b = kd_time_wall_ns(d, c->begin);
+		e = kd_time_wall_ns(d, c->end);
+		if (e < from || b > to) {
+			*at = b;
+			*blk = kd_time_ticks_ns(d, off[KD_OFF_BLOCKED]);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /*
  * A wait for ktrace's own hold of the mapping lock is not the function's:
  * mapper takes the lock (an mprotect) while the writer maps and faults in
  * a snapshot's copy of a full 32 MiB ring ("mid"), and so blocks for
- * milliseconds; then it runs far above the budget, the only candidate.
+ * milliseconds; then it runs far above the budget for 4 s, the only
+ * candidate.
  * Counted as its own block, that wait kept it from being muted for good
  * (7 runs in 8 before the fix; Lua's luaH_new, the same way, stayed
  * recorded all run).  Skipped where the wait did not happen (no
@@ -299,6 +340,7 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	                     "KTRACE_FILTER_MAX_US=50", NULL};
 	char line[256], **paths;
 	uint64_t waited = 0;
+	long long asked = 0, done = 0;
 	struct run r;
 
 	(void)state;
@@ -314,8 +356,8 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	 * and ASan builds run this test. */
 	skip();
 #endif
-	run_n(&r, "mapwait", "2", env, 2);
-	if (!strstr(r.p.out, "mid 0\n"))
+	run_n(&r, "mapwait", "4", env, 2);
+	if (sscanf(r.p.out, "mid 0 %lld %lld", &asked, &done) != 2)
 		fail_msg("the mid snapshot failed; stdout:\n%s", r.p.out);
 	kd_sched_status(r.d, line, sizeof(line));
 	if (strncmp(line, "scheduling: recorded", 20) != 0) {
@@ -332,17 +374,56 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	waited = blocked_ns(mid, "mapper");
 	if (blocked_ns(r.d, "mapper") > waited)
 		waited = blocked_ns(r.d, "mapper");
-	kd_dec_free(mid);
 	if (waited < 50000) {   /* KTRACE_FILTER_MAX_US */
 		fprintf(stderr, "mapper did not wait for the snapshot's copy (%llu ns blocked): "
 		                "skipped\n", (unsigned long long)waited);
+		kd_dec_free(mid);
 		finish(&r);
 		skip();
 	}
 	assert_null(kd_muted(r.d, "tiny_a"));   /* included */
-	if (kd_muted(r.d, "mapper") == NULL)
+	if (kd_muted(r.d, "mapper") == NULL && !pressed(r.d)) {
+		/* Nothing to mute for: the window's bucket never ran dry
+		 * (words left at the end > 0 on every core).  Beside two
+		 * busy loops mapper runs at half speed: with 2 s at full
+		 * speed it ended unmuted in 5 runs of 40 while eligible
+		 * (1.15 M calls, 0.15 % of them over 50 us, none blocked
+		 * outside ktrace's holds: an instrumented copy), the bucket
+		 * dry too late for a decision; with 4 s, in none of 40. */
+		fprintf(stderr, "the budget was never short (mapper fitted the window): skipped\n");
+		kd_dec_free(mid);
+		finish(&r);
+		skip();
+	}
+	if (kd_muted(r.d, "mapper") == NULL) {
+		/* A block away from the snapshot is neither the function's
+		 * nor ktrace's: on a loaded machine mapper's mprotect waited
+		 * ~4 ms (a tick) with no hold of ktrace's within 20 ms before
+		 * it, in 1 of 20-60 runs beside two busy loops, and the budget
+		 * keeps a function that blocked for good (filter.c,
+		 * candidate()).  Such a run says nothing of the waits this
+		 * test is about: skipped.  Asked: the wall clock before the
+		 * snapshot was asked for; done: when it returned, plus
+		 * OWN_CAP_NS (20 ms) and a margin: a wait that began in a hold
+		 * counts as preempted up to 20 ms after it. */
+		int64_t at = 0;
+		uint64_t blk = 0;
+
+		if (blocked_outside(mid, asked, done + 25000000, &at, &blk) ||
+		    blocked_outside(r.d, asked, done + 25000000, &at, &blk)) {
+			fprintf(stderr, "mapper blocked %llu ns %.3f ms %s the snapshot, not for "
+			        "ktrace: skipped\n", (unsigned long long)blk,
+			        (double)llabs(at < asked ? asked - at : at - done) / 1e6,
+			        at < asked ? "before" : "after");
+			kd_dec_free(mid);
+			finish(&r);
+			skip();
+		}
+		kd_dec_free(mid);
 		fail_msg("mapper was not muted: its %llu ns wait for the writer's snapshot counted "
 		         "as blocking", (unsigned long long)waited);
+	}
+	kd_dec_free(mid);
 	finish(&r);
 }
 
@@ -400,5 +481,8 @@ int main(void)
 		cmocka_unit_test(test_e2e_budget_exclude_include),
 		cmocka_unit_test(test_e2e_budget_off_records_all),
 	};
+	/* KTRACE_TEST_FILTER="*own_wait*": run the matching tests only */
+	if (getenv("KTRACE_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTRACE_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,8 @@
  *                   its copy of the rings, holding the lock, and mapper
  *                   waits) and 0.2 s after, then at full speed for
  *                   SECONDS.  Nothing else maps or unmaps meanwhile.
+ *                   Prints "mid RC ASKED DONE": the snapshot's result and
+ *                   the wall clock (ns) before and after it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -191,7 +193,7 @@ static void *mapping(void *arg)
 
 static void mapwait_mode(double s)
 {
-	struct timespec d = {0, 50 * 1000 * 1000};
+	struct timespec d = {0, 50 * 1000 * 1000}, t0, t1;
 	pthread_t t;
 	int rc;
 
@@ -205,10 +207,15 @@ static void mapwait_mode(double s)
 	pthread_join(t, NULL);
 	pthread_create(&t, NULL, mapping, NULL);
 	nanosleep(&d, NULL);   /* mapper's slow calls are being recorded */
+	clock_gettime(CLOCK_REALTIME, &t0);
 	rc = ktrace_snapshot("mid");
+	clock_gettime(CLOCK_REALTIME, &t1);
 	mid_done = 1;
 	pthread_join(t, NULL);
-	printf("mid %d\n", rc);
+	/* when the snapshot was asked for and done: ktrace's holds of the
+	 * mapping lock for it lie in between (the test) */
+	printf("mid %d %lld %lld\n", rc, (long long)t0.tv_sec * 1000000000 + t0.tv_nsec,
+	       (long long)t1.tv_sec * 1000000000 + t1.tv_nsec);
 }
 
 static void long_mode(double s)
