@@ -596,24 +596,31 @@ static KT_NOINSTR void on_segment(uint32_t slot, uint32_t seq)
  * the records of a run where it was muted).  An off-cpu stretch that
  * began in one counts as preempted up to OWN_CAP_NS after it ended (the
  * thread's wake-up and its wait for a cpu: milliseconds on a loaded
- * machine), the rest as blocked (sched.c).  Noted by the writer, and by
- * a thread meeting a new module (funcs.c, maybe in a signal handler);
- * read by the writer: relaxed words.  A pair read torn (a slot's old
- * start with its new end) is dropped when it spans more than OWN_MAX_NS.
+ * machine), the rest as blocked (sched.c).  Read by the writer.  Two
+ * rings: the writer's own notes (a pass of the prefault notes up to 4, a
+ * snapshot ~15, a first-lap drain 1), which nothing else writes, and the
+ * program threads' (a thread's state and its hold buffer: 2-3 notes in a
+ * thread's life; a thread meeting a new module, funcs.c, maybe in a
+ * signal handler), relaxed words: a program that starts thousands of
+ * threads a second would otherwise push the writer's intervals out
+ * before the decision that needs them reads them.  A pair of the
+ * program's ring read torn (a slot's old start with its new end) is
+ * dropped when it spans more than OWN_MAX_NS.
  */
-#define NOWN 1024         /* a pass of the prefault notes up to 4, a snapshot 3-4 per core */
+#define NOWN 1024         /* intervals per ring */
 #define OWN_SLACK_NS 2000 /* around the readings: the syscall's entry and exit */
 #define OWN_CAP_NS 20000000LL
 #define OWN_MAX_NS 1000000000LL
-static _Atomic int64_t own_t[NOWN][2];
-static _Atomic uint32_t own_n;
+static _Atomic int64_t own_t[2][NOWN][2];   /* [0]: the writer's, [1]: the program's */
+static _Atomic uint32_t own_n[2];
 
 KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 {
-	uint32_t i = kt_add(&own_n, 1, relaxed) % NOWN;
+	int r = !ktrace__on_writer();
+	uint32_t i = kt_add(&own_n[r], 1, relaxed) % NOWN;
 
-	kt_store(&own_t[i][0], t0, relaxed);
-	kt_store(&own_t[i][1], t1, relaxed);
+	kt_store(&own_t[r][i][0], t0, relaxed);
+	kt_store(&own_t[r][i][1], t1, relaxed);
 }
 
 KT_NOINSTR int ktrace__populate_write(void *p, size_t len)
@@ -661,15 +668,19 @@ KT_NOINSTR void ktrace__unmap_own(void *p, size_t bytes)
 
 KT_NOINSTR int64_t ktrace__filter_own_until(int64_t t)
 {
-	uint32_t n = kt_load(&own_n, relaxed);
 	int64_t until = 0;
 
-	for (uint32_t i = 0; i < NOWN && i < n; i++) {
-		int64_t a = kt_load(&own_t[i][0], relaxed), b = kt_load(&own_t[i][1], relaxed);
+	for (int r = 0; r < 2; r++) {
+		uint32_t n = kt_load(&own_n[r], relaxed);
 
-		if (b >= a && b - a <= OWN_MAX_NS && t >= a - OWN_SLACK_NS && t <= b + OWN_SLACK_NS &&
-		    b + OWN_CAP_NS > until)
-			until = b + OWN_CAP_NS;
+		for (uint32_t i = 0; i < NOWN && i < n; i++) {
+			int64_t a = kt_load(&own_t[r][i][0], relaxed);
+			int64_t b = kt_load(&own_t[r][i][1], relaxed);
+
+			if (b >= a && b - a <= OWN_MAX_NS && t >= a - OWN_SLACK_NS &&
+			    t <= b + OWN_SLACK_NS && b + OWN_CAP_NS > until)
+				until = b + OWN_CAP_NS;
+		}
 	}
 	return until;
 }

@@ -255,6 +255,7 @@ static KT_NOINSTR int open_one(int32_t tid, uint32_t core, int inherit_thread,
 		return *what = "mmap", e;
 	S.bufs[S.nbufs].pg = m;
 	S.bufs[S.nbufs].core = core;
+	S.bufs[S.nbufs].seen = 0;   /* a fork child's slot: fresh pages */
 	S.nbufs++;
 	return 0;
 }
@@ -370,6 +371,7 @@ KT_NOINSTR void ktrace__sched_fork_child(void)
 	S.nbufs = 0;
 	S.switches = S.lost = 0;
 	S.writer_tid = 0;
+	S.end_ns = 0;   /* not drained yet: the first drain is noted (filter.c) */
 	S.nnames = 0;
 	memset(S.names, 0, KT_SCHED_NAMES * sizeof(*S.names));
 	for (uint32_t c = 0; c < S.ncpus; c++) {
@@ -542,10 +544,12 @@ static KT_NOINSTR uint64_t drain_buf(struct kt_sched_buf *b)
  * A drain that touches memory for the first time holds the mapping lock
  * while it faults: a page of the kernel's buffers read first (perf's
  * pages are mapped at their first read, under the lock), the first write
- * of a window or of the names table (their anon_vma).  Such a drain is
- * noted as ktrace's own hold (filter.c): a program thread's mprotect that
- * waited for it is not the function's own block.  Drains after the first
- * lap of each buffer and window touch nothing new and are not noted.
+ * of a window or of the names table (their anon_vma; a later page of
+ * them takes the lock only where the kernel has no per-VMA lock, and is
+ * noted too, to be safe).  Such a drain is noted as ktrace's own hold
+ * (filter.c): a program thread's mprotect that waited for it is not the
+ * function's own block.  Drains after the first lap of each buffer and
+ * window touch nothing new and are not noted.
  */
 KT_NOINSTR void ktrace__sched_drain(void)
 {

@@ -515,6 +515,13 @@ KT_NOINSTR int ktrace__writer_is_self(void)
 	return pthread_equal(pthread_self(), writer);
 }
 
+/* The same from the thread's own word: no read of writer, which its
+ * creator writes (any thread, a signal handler too: filter.c own_t). */
+KT_NOINSTR int ktrace__on_writer(void)
+{
+	return on_writer;
+}
+
 /* snapfile.c, and the writer before it takes a signal's request:
  * ktrace__snapshot_atexit must never see a request taken and no file
  * being written. */

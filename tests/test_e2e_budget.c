@@ -278,7 +278,9 @@ static uint64_t blocked_ns(const struct kd_dec *d, const char *func)
 }
 
 /* Whether the window budget was short of words at the end on some core
- * (its bucket empty): what mutes a function that runs above it. */
+ * (its bucket empty): what mutes a function that runs above it.
+ * budget_prog is a default-mode build: no CPU budget (KTRACE_CPU_PCT 0),
+ * the bucket is the only pressure. */
 static int pressed(const struct kd_dec *d)
 {
 	if (!d->snap.have_budget)
@@ -396,16 +398,18 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 		skip();
 	}
 	if (kd_muted(r.d, "mapper") == NULL) {
-		/* A block away from the snapshot is neither the function's
-		 * nor ktrace's: on a loaded machine mapper's mprotect waited
+		/* A block away from the snapshot is not one of the waits this
+		 * test is about: on a loaded machine mapper's mprotect waited
 		 * ~4 ms (a tick) with no hold of ktrace's within 20 ms before
 		 * it, in 1 of 20-60 runs beside two busy loops, and the budget
 		 * keeps a function that blocked for good (filter.c,
-		 * candidate()).  Such a run says nothing of the waits this
-		 * test is about: skipped.  Asked: the wall clock before the
-		 * snapshot was asked for; done: when it returned, plus
-		 * OWN_CAP_NS (20 ms) and a margin: a wait that began in a hold
-		 * counts as preempted up to 20 ms after it. */
+		 * candidate()).  The snapshot does not say which block kept
+		 * mapper, and a wait on another hold of ktrace's (noted too)
+		 * looks the same here: such a run is skipped, not judged.
+		 * Asked: the wall clock before the snapshot was asked for;
+		 * done: when it returned, plus OWN_CAP_NS (20 ms) and a
+		 * margin: a wait that began in a hold counts as preempted up
+		 * to 20 ms after it. */
 		int64_t at = 0;
 		uint64_t blk = 0;
 
