@@ -616,7 +616,7 @@ static _Atomic uint32_t own_n[2];
 
 KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 {
-	int r = !ktrace__on_writer();
+	int r = !ktrace__writer_is_self();
 	uint32_t i = kt_add(&own_n[r], 1, relaxed) % NOWN;
 
 	kt_store(&own_t[r][i][0], t0, relaxed);

@@ -253,12 +253,8 @@ static KT_NOINSTR void *map(size_t bytes)
 
 static KT_NOINSTR void unmap(void *p, size_t bytes)
 {
-	if (p) {
-		int64_t t0 = ktrace__monotonic_ns();
-
-		munmap(p, bytes ? bytes : 1);
-		ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
-	}
+	if (p)
+		ktrace__unmap_own(p, bytes ? bytes : 1);
 }
 
 /* For the writer's other files (filter.c, sched.c): zeroed memory from

@@ -31,8 +31,7 @@ void ktrace__writer_wake(void);         /* after a request is set; async-signal-
 void ktrace__writer_wake_lazy(int64_t slack_ns);   /* the same, for a request that can wait slack_ns (< 0: none) */
 /* Start a fork child's writer if it needs one; 1 if the writer runs. */
 int ktrace__writer_ready(void);
-int ktrace__writer_is_self(void);       /* 1 on the writer thread */
-int ktrace__on_writer(void);            /* the same, async-signal-safe */
+int ktrace__writer_is_self(void);       /* 1 on the writer thread; async-signal-safe */
 void ktrace__writer_set_writing(int on);  /* a file is being written (the exit wait) */
 
 /* signal.c */

@@ -510,14 +510,9 @@ KT_NOINSTR int ktrace__writer_ready(void)
 	return kt_load(&writer_running, acquire);
 }
 
+/* From the thread's own word: no read of writer, which its creator
+ * writes (any thread may ask, a signal handler too: filter.c own_t). */
 KT_NOINSTR int ktrace__writer_is_self(void)
-{
-	return pthread_equal(pthread_self(), writer);
-}
-
-/* The same from the thread's own word: no read of writer, which its
- * creator writes (any thread, a signal handler too: filter.c own_t). */
-KT_NOINSTR int ktrace__on_writer(void)
 {
 	return on_writer;
 }
