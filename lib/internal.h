@@ -636,6 +636,9 @@ int ktrace__seccomp_mode(int this_thread);
 /* on: read the calling thread's mode once, and answer it to every call
  * until ktrace__seccomp_hold(0) (start-up). */
 void ktrace__seccomp_hold(int on);
+/* The process's threads when start-up began, from the same read (sched.c);
+ * 0 when unknown or outside start-up. */
+int ktrace__held_threads(void);
 /* Slow path: an exit of compact event ev, muted in t's view, with no more
  * skipped frames open than t->mlw: 1 = its entry was skipped (counted in
  * mexit), 0 = its entry was recorded before the mute (record the exit). */

@@ -1417,7 +1417,8 @@ KT_NOINSTR void ktrace__lean_init_undo(void)
 
 KT_NOINSTR void ktrace__lean_init(void)
 {
-	int lean_exe = 0, one = nthreads() == 1;
+	int held = ktrace__held_threads();   /* start-up's read (sched.c) */
+	int lean_exe = 0, one = (held ? held : nthreads()) == 1;
 
 	if (one)
 		sync_setup();

@@ -145,38 +145,46 @@ static KT_NOINSTR void refuse(const char *what, int err)
 }
 
 /*
- * Seccomp mode of the calling thread from /proc/self/status: 0 none,
- * 1 strict, 2 filter; -1 when it cannot be read (no /proc: a chroot).
- * Read in small pieces: this runs in the fork child handler and from the
- * first hook, on an application thread's stack (init.c).
+ * The "Threads:" and "Seccomp:" lines of /proc/self/status (or the
+ * calling thread's): the process's thread count (0 when not found) and
+ * the thread's seccomp mode, 0 none, 1 strict, 2 filter, -1 when it cannot
+ * be read (no /proc: a chroot).  Threads comes first in the file.  Read
+ * in small pieces: this runs in the fork child handler and from the first
+ * hook, on an application thread's stack (init.c).
  */
-static int seccomp_held = -2;   /* ktrace__seccomp_hold's mode; -2: none */
-
-KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
+static KT_NOINSTR int status_read(int this_thread, int *threads)
 {
-	static const char key[] = "\nSeccomp:";
+	static const char *const key[2] = {"\nThreads:", "\nSeccomp:"};
 	char buf[128];
-	size_t m = 1;   /* chars of key matched; the file starts a line */
-	int fd, mode = -1, state = 0;
+	size_t m = 1;   /* chars of key[k] matched; the file starts a line */
+	int fd, mode = -1, k = 0, state = 0, n_thr = 0;
 	ssize_t n;
 
-	if (seccomp_held != -2)
-		return seccomp_held;
+	*threads = 0;
 	fd = open(this_thread ? "/proc/thread-self/status" : "/proc/self/status", O_RDONLY | O_CLOEXEC);
-	/* state: 0 looking for the key, 1 after it (blanks), 2 done */
+	/* state: 0 looking for key[k], 1 after it (blanks), 2 in its digits */
 	if (fd < 0)
 		return -1;
-	while (state < 2 && (n = read(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t i = 0; i < n && state < 2; i++) {
+	while (k < 2 && (n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n && k < 2; i++) {
 			char ch = buf[i];
 
-			if (state == 1) {
-				if (ch >= '0' && ch <= '9')
+			if (state >= 1 && ch >= '0' && ch <= '9') {
+				if (k == 0)
+					n_thr = n_thr * 10 + (ch - '0');
+				else
 					mode = ch - '0';
-				if (ch != ' ' && ch != '\t')
-					state = 2;
-			} else if (ch == key[m]) {
-				if (++m == sizeof(key) - 1)
+				state = 2;
+			} else if (state == 1 && (ch == ' ' || ch == '\t')) {
+				continue;
+			} else if (state >= 1) {   /* the value ended */
+				if (k == 0)
+					*threads = n_thr;
+				k++;
+				state = 0;
+				m = ch == '\n' ? 1 : 0;
+			} else if (ch == key[k][m]) {
+				if (++m == strlen(key[k]))
 					state = 1;
 			} else {
 				m = ch == '\n' ? 1 : 0;
@@ -187,20 +195,44 @@ KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
 	return mode;
 }
 
+static int seccomp_held = -2;   /* ktrace__seccomp_hold's mode; -2: none */
+static int threads_held;        /* ... and the thread count with it (0: unknown) */
+
+KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
+{
+	int threads;
+
+	if (seccomp_held != -2)
+		return seccomp_held;
+	return status_read(this_thread, &threads);
+}
+
 /*
  * Start-up asks three times, on the initialising thread and microseconds
  * apart (the perf events here, the code's copy in lean.c, the writer's
  * scheduling in writer.c), and each read cost ~30 us: the kernel builds
  * the whole file.  One read of the thread's own mode serves them: a
  * filter of that thread's is what its perf_event_open, its mprotect and
- * the writer it creates meet.  Off again at the end of start-up and in a
- * fork child (whose parent may have forked during another thread's).
+ * the writer it creates meet.  The same read counts the process's
+ * threads (ktrace__held_threads).  Off again at the end of start-up and
+ * in a fork child (whose parent may have forked during another thread's).
  */
 KT_NOINSTR void ktrace__seccomp_hold(int on)
 {
 	seccomp_held = -2;
+	threads_held = 0;
 	if (on)
-		seccomp_held = ktrace__seccomp_mode(1);
+		seccomp_held = status_read(1, &threads_held);
+}
+
+/*
+ * The process's threads when start-up began (0: unknown, or not in
+ * start-up).  1 stays exact until start-up creates the writer: only the
+ * initialising thread could create another one, and it is busy here.
+ */
+KT_NOINSTR int ktrace__held_threads(void)
+{
+	return threads_held;
 }
 
 /* Whether perf_event_open may be called here (see "Sandboxes"); sets the
@@ -352,8 +384,10 @@ KT_NOINSTR int ktrace__sched_init(void)
 			refuse("mmap", ENOMEM);
 			return 0;
 		}
+	/* One thread: no other to give events (a /proc/self/task walk,
+	 * 130-270 us of start-up here); every later one inherits ours. */
 	if (sandbox_allows())
-		open_all(0);
+		open_all(ktrace__held_threads() == 1);
 	return 0;
 }
 
