@@ -148,49 +148,50 @@ static KT_NOINSTR void refuse(const char *what, int err)
  * The "Threads:" and "Seccomp:" lines of /proc/self/status (or the
  * calling thread's): the process's thread count (0 when not found) and
  * the thread's seccomp mode, 0 none, 1 strict, 2 filter, -1 when it cannot
- * be read (no /proc: a chroot).  Threads comes first in the file.  Read
- * in small pieces: this runs in the fork child handler and from the first
- * hook, on an application thread's stack (init.c).
+ * be read (no /proc: a chroot).  Each line's head is kept, up to 15
+ * characters, and looked at when the line ends.  The read stops at the
+ * Seccomp line: Linux puts Threads before it, and a file that did not
+ * would leave the count unknown (0), never the mode.  Read in small
+ * pieces: this runs in the fork child handler and from the first hook,
+ * on an application thread's stack (init.c).
  */
+static KT_NOINSTR int status_line(const char *l, int *threads, int *mode)
+{
+	if (strncmp(l, "Threads:", 8) == 0) {
+		*threads = (int)strtol(l + 8, NULL, 10);
+	} else if (strncmp(l, "Seccomp:", 8) == 0) {
+		l += 8;
+		while (*l == ' ' || *l == '\t')
+			l++;
+		if (*l >= '0' && *l <= '9')
+			*mode = *l - '0';
+		return 1;   /* the last line wanted */
+	}
+	return 0;
+}
+
 static KT_NOINSTR int status_read(int this_thread, int *threads)
 {
-	static const char *const key[2] = {"\nThreads:", "\nSeccomp:"};
-	char buf[128];
-	size_t m = 1;   /* chars of key[k] matched; the file starts a line */
-	int fd, mode = -1, k = 0, state = 0, n_thr = 0;
+	char buf[128], line[16];
+	size_t ll = 0;
+	int fd, mode = -1, done = 0;
 	ssize_t n;
 
 	*threads = 0;
 	fd = open(this_thread ? "/proc/thread-self/status" : "/proc/self/status", O_RDONLY | O_CLOEXEC);
-	/* state: 0 looking for key[k], 1 after it (blanks), 2 in its digits */
 	if (fd < 0)
 		return -1;
-	while (k < 2 && (n = read(fd, buf, sizeof(buf))) > 0) {
-		for (ssize_t i = 0; i < n && k < 2; i++) {
-			char ch = buf[i];
-
-			if (state >= 1 && ch >= '0' && ch <= '9') {
-				if (k == 0)
-					n_thr = n_thr * 10 + (ch - '0');
-				else
-					mode = ch - '0';
-				state = 2;
-			} else if (state == 1 && (ch == ' ' || ch == '\t')) {
+	while (!done && (n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n && !done; i++) {
+			if (buf[i] != '\n') {
+				if (ll < sizeof(line) - 1)
+					line[ll++] = buf[i];
 				continue;
-			} else if (state >= 1) {   /* the value ended */
-				if (k == 0)
-					*threads = n_thr;
-				k++;
-				state = 0;
-				m = ch == '\n' ? 1 : 0;
-			} else if (ch == key[k][m]) {
-				if (++m == strlen(key[k]))
-					state = 1;
-			} else {
-				m = ch == '\n' ? 1 : 0;
 			}
+			line[ll] = 0;
+			ll = 0;
+			done = status_line(line, threads, &mode);
 		}
-	}
 	close(fd);
 	return mode;
 }
