@@ -623,13 +623,18 @@ KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 	kt_store(&own_t[r][i][1], t1, relaxed);
 }
 
-KT_NOINSTR int ktrace__populate_write(void *p, size_t len)
+KT_NOINSTR int ktrace__madvise_own(void *p, size_t len, int advice)
 {
 	int64_t t0 = ktrace__monotonic_ns();
-	int rc = madvise(p, len, MADV_POPULATE_WRITE);
+	int rc = madvise(p, len, advice);
 
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	return rc;
+}
+
+KT_NOINSTR int ktrace__populate_write(void *p, size_t len)
+{
+	return ktrace__madvise_own(p, len, MADV_POPULATE_WRITE);
 }
 
 /*

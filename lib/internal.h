@@ -386,6 +386,8 @@ void ktrace__filter_own_mm(int64_t t0, int64_t t1);
 /* madvise(MADV_POPULATE_WRITE) over [p, p + len), noted as such a hold;
  * madvise's result. */
 int ktrace__populate_write(void *p, size_t len);
+/* madvise(p, len, advice) in such a noted interval; madvise's result. */
+int ktrace__madvise_own(void *p, size_t len, int advice);
 /* ktrace's own anonymous mappings, made and given back in noted intervals
  * (filter.c); NULL on failure. */
 void *ktrace__map_own(size_t bytes, int flags);

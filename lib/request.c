@@ -1164,9 +1164,7 @@ KT_NOINSTR void ktrace__hold_thread_exit(void)
 	ktrace__thread_set_hold(t->slot, NULL);
 	/* Its pages back to the system (the mapping lock held meanwhile:
 	 * noted, filter.c); the state to the pool. */
-	int64_t t0 = ktrace__monotonic_ns();
-	madvise(hs->buf, (size_t)hs->cap * 4, MADV_DONTNEED);
-	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
+	ktrace__madvise_own(hs->buf, (size_t)hs->cap * 4, MADV_DONTNEED);
 	pthread_mutex_lock(&pool_mu);
 	hs->next_free = pool;
 	pool = hs;
