@@ -319,6 +319,14 @@ static int blocked_outside(const struct kd_dec *d, int64_t from, int64_t to, int
 	return 0;
 }
 
+/* A run the test cannot judge: its files freed, the program waited for. */
+static void skip_run(struct run *r, struct kd_dec *mid)
+{
+	kd_dec_free(mid);
+	finish(r);
+	skip();
+}
+
 /*
  * A wait for ktrace's own hold of the mapping lock is not the function's:
  * mapper takes the lock (an mprotect) while the writer maps and faults in
@@ -379,9 +387,7 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 	if (waited < 50000) {   /* KTRACE_FILTER_MAX_US */
 		fprintf(stderr, "mapper did not wait for the snapshot's copy (%llu ns blocked): "
 		                "skipped\n", (unsigned long long)waited);
-		kd_dec_free(mid);
-		finish(&r);
-		skip();
+		skip_run(&r, mid);
 	}
 	assert_null(kd_muted(r.d, "tiny_a"));   /* included */
 	if (kd_muted(r.d, "mapper") == NULL && !pressed(r.d)) {
@@ -393,9 +399,7 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 		 * outside ktrace's holds: an instrumented copy), the bucket
 		 * dry too late for a decision; with 4 s, in none of 40. */
 		fprintf(stderr, "the budget was never short (mapper fitted the window): skipped\n");
-		kd_dec_free(mid);
-		finish(&r);
-		skip();
+		skip_run(&r, mid);
 	}
 	if (kd_muted(r.d, "mapper") == NULL) {
 		/* A block away from the snapshot is not one of the waits this
@@ -419,9 +423,7 @@ static void test_e2e_budget_own_wait_not_blocking(void **state)
 			        "ktrace: skipped\n", (unsigned long long)blk,
 			        (double)llabs(at < asked ? asked - at : at - done) / 1e6,
 			        at < asked ? "before" : "after");
-			kd_dec_free(mid);
-			finish(&r);
-			skip();
+			skip_run(&r, mid);
 		}
 		kd_dec_free(mid);
 		fail_msg("mapper was not muted: its %llu ns wait for the writer's snapshot counted "
