@@ -378,6 +378,10 @@ void ktrace__ring_write_held_at(struct kt_thread *t, const uint32_t *w, uint32_t
 /* ring.c: the word counter of core cpu's stream now (0 if no such core). */
 uint32_t ktrace__ring_pos(uint32_t cpu);
 void ktrace__ring_prefault(int64_t *wait_ns);  /* writer thread: pages ahead of the writers */
+/* Each page of [p, p + len) written in place (a locked or of zero at its
+ * first word: a store of another thread's to it is never lost), so that
+ * the host maps it now, for the thread that touches it (ring.c). */
+void ktrace__touch_pages(void *p, size_t len);
 /* From t0 to t1 (CLOCK_MONOTONIC ns) ktrace held the process's mapping
  * lock for work of its own (filter.c's own_t lists which); a thread's page
  * fault, brk, mmap or mprotect waited for it meanwhile.  Any thread, also
@@ -457,6 +461,9 @@ void ktrace__clock_reset(void);      /* fork child */
 uint32_t ktrace__func_event(uintptr_t fn);
 size_t ktrace__funcs_copy(struct ktrace_func_rec *dst, size_t max);
 size_t ktrace__funcs_count(void);
+/* Writer thread: the function table's pages that the functions in the
+ * code [lo, hi) take their first slots in, touched (funcs.c). */
+void ktrace__funcs_touch_code(uint64_t lo, uint64_t hi);
 uint32_t ktrace__funcs_ids(void);
 /* Name id for a user string (marks, spans, kinds); 0 when the table is full. */
 uint32_t ktrace__name_id(const char *name, int kind);
@@ -668,6 +675,7 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 /* Writer thread, every loop: patch the sites of functions muted or
  * unmuted since the last call. */
 void ktrace__lean_tick(int64_t *wait_ns);
+void ktrace__lean_touch(void);             /* writer thread: the lean tables touched ahead */
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
 int ktrace__lean_active(void);            /* a lean hook has run */
 void ktrace__lean_init(void);             /* init, before the writer starts */

@@ -1337,12 +1337,25 @@ static KT_NOINSTR uint64_t find_main(const struct dl_phdr_info *info, uint64_t e
 
 /* Is the executable (the first module listed) built in the lean mode?
  * Into *(int *)arg. */
+static uint64_t exe_lo, exe_hi;   /* a lean executable's code: its exec segments' span */
+
 static KT_NOINSTR int lean_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uint64_t entry = getauxval(AT_ENTRY), m;
 
 	(void)size;
 	*(int *)arg = entry != 0 && (m = find_main(info, entry)) != 0 && calls_fentry(info, m);
+	for (int i = 0; *(int *)arg && i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		uint64_t a = info->dlpi_addr + p->p_vaddr;
+
+		if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
+			continue;
+		if (exe_lo == 0 || a < exe_lo)
+			exe_lo = a;
+		if (a + p->p_memsz > exe_hi)
+			exe_hi = a + p->p_memsz;
+	}
 	return 1;
 }
 
@@ -2490,6 +2503,52 @@ static uint32_t seen_epoch, seen_nf;
 static int seen_force, first_pass = 1;
 static int64_t next_due;
 
+/*
+ * TOUCHED.  In a VM whose host maps a guest page only when user space
+ * first touches it (this 2-core VM, as the ring's pages: ring.c), a page
+ * populated by MADV_POPULATE_WRITE still costs the first thread that
+ * touches it ~8 us (touched after the populate by another thread: 0.03
+ * us), and a page never written a fault, ~15 us.  The lean tables the
+ * slow paths read and write were populated by the thread that then
+ * first touched each page: sites[] (hashed, 16 pages) and lf[] (by
+ * compact id, 62 KiB a chunk) at a lean executable's init, the function
+ * table's pages at the first call in each 64 KiB of code (funcs.c): 42-56
+ * of SQLite's short run's slow entries took 6-19 us each, 0.4-0.6 ms of
+ * its main thread (timed around each in an instrumented copy).  So the
+ * writer thread touches them: sites[] and the function table's pages
+ * for a lean executable's code at its first pass, and lf[] as it grows,
+ * kept LF_CHUNK / 2 entries or more ahead of the ids handed out (lf_grow
+ * here: the populate is the writer's too).  The program's first calls
+ * may still come first (the writer starts after them): 21-29 such slow
+ * entries were left, 0.20-0.28 ms.  A page touched twice costs a cache
+ * miss.
+ */
+static uint32_t lf_touched;   /* writer: lf[0, lf_touched) touched */
+static int tables_touched;    /* writer: sites[] and the function table's pages */
+
+KT_NOINSTR void ktrace__lean_touch(void)
+{
+	uint32_t ids, pop;
+
+	if (!kt_load(&lean_used, relaxed))
+		return;
+	if (!tables_touched) {
+		tables_touched = 1;
+		ktrace__touch_pages(sites, sizeof(sites));
+		if (exe_hi > exe_lo)
+			ktrace__funcs_touch_code(exe_lo, exe_hi);
+	}
+	ids = (uint32_t)ktrace__funcs_count();
+	if (ids < NF)
+		lf_grow(ids + LF_CHUNK / 2);
+	/* acquire: the populate before the count (lf_grow's release) */
+	pop = kt_load(&lf_pop, acquire);
+	if (pop > lf_touched) {
+		ktrace__touch_pages(&lf[lf_touched], (size_t)(pop - lf_touched) * sizeof(lf[0]));
+		lf_touched = pop;
+	}
+}
+
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	int all;
@@ -2763,6 +2822,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 #else /* not x86-64: no lean mode (lean_cflags is empty there) */
 
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
+KT_NOINSTR void ktrace__lean_touch(void) {}
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }
 KT_NOINSTR void ktrace__lean_init(void) {}

@@ -183,7 +183,7 @@ KT_NOINSTR void ktrace__ring_reset(void)
  *
  * The populated pages up to the same lead (at least TOUCH_AHEAD, not
  * PREFAULT_AHEAD: a page touched and never used is the writer's time
- * wasted) are then touched by the writer too (touch_ring):
+ * wasted) are then touched by the writer too (ktrace__touch_pages):
  * on a VM whose host maps a guest page only when user space first
  * touches it (this one, and the CI's: the populate maps a page in
  * ~0.5 us, the first store to it from user space still costs ~5 us,
@@ -195,18 +195,20 @@ KT_NOINSTR void ktrace__ring_reset(void)
  * store is then either before or after it, never lost.  At most
  * PREFAULT_STEP a core and PREFAULT_PASS in all a pass, as the populate.
  */
-static KT_NOINSTR void touch_ring(char *p, size_t len)
+KT_NOINSTR void ktrace__touch_pages(void *p, size_t len)
 {
-	for (size_t i = 0; i < len; i += 4096) {
+	uintptr_t a = ((uintptr_t)p + 3) & ~(uintptr_t)3, e = (uintptr_t)p + len;
+
+	for (; a + 4 <= e; a = (a & ~(uintptr_t)4095) + 4096) {
 #if defined(__x86_64__)
-		__asm__ volatile("lock orl $0, (%0)" : : "r"(p + i) : "memory", "cc");
+		__asm__ volatile("lock orl $0, (%0)" : : "r"(a) : "memory", "cc");
 #elif defined(__aarch64__)
 		uint32_t v, fail;
 
 		__asm__ volatile("1: ldxr %w0, [%2]\n\t"
 		                 "stxr %w1, %w0, [%2]\n\t"
 		                 "cbnz %w1, 1b"
-		                 : "=&r"(v), "=&r"(fail) : "r"(p + i) : "memory");
+		                 : "=&r"(v), "=&r"(fail) : "r"(a) : "memory");
 #endif
 	}
 }
@@ -245,7 +247,7 @@ static KT_NOINSTR int populate_ahead(struct kt_core *k, uint64_t used, uint64_t 
 }
 
 /* Touch the populated pages of core k's ring up to lead bytes past used
- * (touch_ring), at most *left bytes (the pass's) and PREFAULT_STEP. */
+ * (ktrace__touch_pages), at most *left bytes (the pass's) and PREFAULT_STEP. */
 static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t lead,
                                    uint64_t *left, int64_t *wait_ns)
 {
@@ -266,7 +268,7 @@ static KT_NOINSTR void touch_ahead(struct kt_core *k, uint64_t used, uint64_t le
 	if (to <= from)
 		return;
 	*left -= to - from;
-	touch_ring((char *)k->ring + from, (size_t)(to - from));
+	ktrace__touch_pages((char *)k->ring + from, (size_t)(to - from));
 	k->touch_bytes = to;
 }
 

@@ -295,6 +295,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
 		decide_between(&wait_ns);
 		ktrace__ring_prefault(&wait_ns); /* ring pages ahead of the writers */
+		ktrace__lean_touch();            /* the lean tables' pages ahead of them */
 		decide_between(&wait_ns);
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();

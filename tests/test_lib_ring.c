@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -793,6 +794,53 @@ static void test_ring_reader_never_torn(void **state)
 	fake_core_free(k);
 }
 
+/* Pages of [p, p + n * 4096) resident now, as a bit mask. */
+static unsigned resident(const char *p, int n)
+{
+	unsigned char v[8];
+	unsigned m = 0;
+
+	assert_true(n <= 8);
+	assert_int_equal(mincore((void *)p, (size_t)n * 4096, v), 0);
+	for (int i = 0; i < n; i++)
+		m |= (unsigned)(v[i] & 1) << i;
+	return m;
+}
+
+/* ktrace__touch_pages (the writer's touch of the ring's pages and the
+ * lean tables'): each page the range covers at least 4 bytes of is
+ * written in place, the words keep their values, and nothing outside
+ * the range is touched (a page it ends in within 3 bytes stays unmapped;
+ * a guard page right after the range would fault). */
+static void test_ring_touch_pages(void **state)
+{
+	char *m = mmap(NULL, 6 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p;
+
+	(void)state;
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(mprotect(m + 5 * 4096, 4096, PROT_NONE), 0);
+	/* from 100 bytes into page 0 to 2 bytes into page 3 */
+	assert_int_equal(resident(m, 5), 0u);
+	ktrace__touch_pages(m + 100, 3 * 4096 - 100 + 2);
+	assert_int_equal(resident(m, 5), 0x7u);
+	/* to the guard page's first byte, values kept */
+	for (int i = 0; i < 5 * 4096; i += 4)
+		memcpy(m + i, &i, 4);
+	ktrace__touch_pages(m + 4 * 4096 + 8, 4096 - 8);
+	ktrace__touch_pages(m + 2, 5 * 4096 - 2);   /* start rounded up to 4 */
+	for (int i = 0; i < 5 * 4096; i += 4)
+		assert_memory_equal(m + i, &i, 4);
+	/* an empty range and one under 4 bytes: nothing */
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(p != MAP_FAILED);
+	ktrace__touch_pages(p, 0);
+	ktrace__touch_pages(p + 4, 3);
+	assert_int_equal(resident(p, 1), 0u);
+	munmap(p, 4096);
+	munmap(m, 6 * 4096);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = {"KTRACE_BUFFER_MB=1", "KTRACE_FILTER=off", NULL};
@@ -803,6 +851,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring_tsc_record_after_idle),
 		cmocka_unit_test(test_ring_forced_deadline_writes_tsc),
 		cmocka_unit_test(test_ring_reader_contract),
+		cmocka_unit_test(test_ring_touch_pages),
 	};
 	const struct CMUnitTest threaded[] = {
 		cmocka_unit_test(test_ring_thread_record_on_shared_core),
