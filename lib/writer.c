@@ -283,6 +283,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 	move_start();
 	short_slice();
 	kt_store(&ktrace__g.hz_cached, ktrace__tsc_hz(), relaxed);
+	ktrace__lean_touch(1);   /* before the program's first calls get there */
 	for (;;) {
 		int64_t wait_ns = 100 * 1000000LL, now;
 		struct ktrace_trigger_rec trig;
@@ -295,7 +296,7 @@ static KT_NOINSTR void *writer_main(void *arg)
 		ktrace__lean_tick(&wait_ns);     /* patch muted lean functions out */
 		decide_between(&wait_ns);
 		ktrace__ring_prefault(&wait_ns); /* ring pages ahead of the writers */
-		ktrace__lean_touch();            /* the lean tables' pages ahead of them */
+		ktrace__lean_touch(0);           /* the lean tables' pages ahead of them */
 		decide_between(&wait_ns);
 		ktrace__kinds_tick();            /* the next histogram slice (trigger.c) */
 		now = ktrace__monotonic_ns();
