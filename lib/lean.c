@@ -2543,9 +2543,14 @@ static int64_t next_due;
  * (populated).  So a lean executable's copied code cost the program's
  * thread ~8 us per page it ran (SQLite's 828 KiB: up to 207 pages, 1.7
  * ms), unless the writer read it first: it reads one byte a page,
- * TOUCH_CODE_PAGES a pass (~0.5 ms of the writer's), in address order.
+ * TOUCH_CODE_PAGES a pass (~0.15 ms of the writer's), in address order.
+ * 64 a pass (~0.5 ms) made Lua's short run 1.068x -> 1.115x and 1.070x
+ * -> 1.106x the plain build (40 interleaved pairs, twice): its
+ * interpreter's functions waited for their mutes behind the touch; 16
+ * measured 1.056x and 1.081x against 1.070x and 1.058x without (and
+ * SQLite's the same within this host's noise either way).
  */
-#define TOUCH_CODE_PAGES 64u
+#define TOUCH_CODE_PAGES 16u
 static uint32_t lf_touched;   /* writer: lf[0, lf_touched) touched */
 static int tables_touched;    /* writer: sites[] and the function table's pages */
 static uint32_t code_seg;     /* writer: copied[code_seg] is being touched */
