@@ -675,9 +675,9 @@ int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
 /* Writer thread, every loop: patch the sites of functions muted or
  * unmuted since the last call. */
 void ktrace__lean_tick(int64_t *wait_ns);
-/* Writer thread: the lean tables' pages and the code copied at start-up
- * touched ahead of the program's threads (TOUCHED); tables_only: only
- * the tables made at init (the writer's start). */
+/* Writer thread: the lean tables' pages touched ahead of the program's
+ * threads (TOUCHED); tables_only: only those made at init (the writer's
+ * start). */
 void ktrace__lean_touch(int tables_only);
 uint32_t ktrace__lean_info_flags(void);   /* KTRACE_INFO_LEAN* */
 int ktrace__lean_active(void);            /* a lean hook has run */

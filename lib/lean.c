@@ -1223,12 +1223,6 @@ static KT_NOINSTR int nthreads(void)
  * read is inside one of the executable's segments.
  */
 #define PRECOPY_MAX (64ull << 20)
-#define COPIED_MAX 4
-/* The code copied, written at init (one thread), read by the writer. */
-static struct {
-	uint64_t a, e;
-} copied[COPIED_MAX];
-static uint32_t ncopied;
 void __fentry__(void);   /* record.c */
 
 /* Is [a, a + n) inside a readable loaded segment of info (code: an exec
@@ -1402,10 +1396,6 @@ static KT_NOINSTR int precopy_cb(struct dl_phdr_info *info, size_t size, void *a
 				for (uint64_t q = a; q < e; q += 4096)
 					code_poke(q, code_byte(q));
 			mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
-			if (ncopied < COPIED_MAX) {   /* for the writer's touch (TOUCHED) */
-				copied[ncopied].a = a;
-				copied[ncopied++].e = e;
-			}
 		}
 	return 1;
 }
@@ -2532,44 +2522,15 @@ static int64_t next_due;
  * when the writer starts (tables_only: 29 pages for SQLite, ~0.3 ms),
  * before its first decision's set-up: from its first pass they came
  * 2.7 ms after the program's first call, by when the program had
- * touched 12 of the function table's 13 pages itself.  The program's first calls
- * may still come first (the writer starts after them): 21-29 such slow
- * entries were left, 0.20-0.28 ms.  A page touched twice costs a cache
- * miss.
- *
- * The code copied at start-up (PRECOPY) is the same: a copy-on-write
- * copy of a file's page cost its first touch ~7-10 us, the file's page
- * itself ~1.5 us (faulted, with its neighbours: fault-around) or ~0.9 us
- * (populated).  So a lean executable's copied code cost the program's
- * thread ~8 us per page it ran (SQLite's 828 KiB: up to 207 pages, 1.7
- * ms), unless the writer read it first: it reads one byte a page,
- * TOUCH_CODE_PAGES a pass (~0.15 ms of the writer's), in address order.
- * 64 a pass (~0.5 ms) made Lua's short run 1.068x -> 1.115x and 1.070x
- * -> 1.106x the plain build (40 interleaved pairs, twice): its
- * interpreter's functions waited for their mutes behind the touch; 16
- * measured 1.056x and 1.081x against 1.070x and 1.058x without (and
- * SQLite's the same within this host's noise either way).
+ * touched 12 of the function table's 13 pages itself (now 1).  The
+ * program's first calls may still come first (the writer starts after
+ * them): 21-29 such slow entries were left, 0.20-0.28 ms.  A page
+ * touched twice costs a cache miss.  (The code copied at start-up is
+ * not touched: see the lean mode's documentation, "The code copied at
+ * start-up".)
  */
-#define TOUCH_CODE_PAGES 16u
 static uint32_t lf_touched;   /* writer: lf[0, lf_touched) touched */
 static int tables_touched;    /* writer: sites[] and the function table's pages */
-static uint32_t code_seg;     /* writer: copied[code_seg] is being touched */
-static uint64_t code_at;      /* writer: at this address */
-
-static KT_NOINSTR void touch_code(void)
-{
-	for (uint32_t n = 0; n < TOUCH_CODE_PAGES && code_seg < ncopied;) {
-		if (code_at < copied[code_seg].a)
-			code_at = copied[code_seg].a;
-		if (code_at >= copied[code_seg].e) {
-			code_seg++;
-			continue;
-		}
-		(void)code_byte(code_at);
-		code_at += 4096;
-		n++;
-	}
-}
 
 KT_NOINSTR void ktrace__lean_touch(int tables_only)
 {
@@ -2585,7 +2546,6 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 	}
 	if (tables_only)
 		return;
-	touch_code();
 	ids = (uint32_t)ktrace__funcs_count();
 	if (ids < NF)
 		lf_grow(ids + LF_CHUNK / 2);
