@@ -490,6 +490,8 @@ size_t ktrace__threads_copy(struct ktrace_thread_rec *dst, size_t max, uint64_t 
                             uint32_t *omitted);
 size_t ktrace__threads_count(void);
 int32_t ktrace__thread_tid(uint32_t slot);   /* 0 if unknown */
+/* The name live thread tid registered with: 1 if it is a registered one. */
+int ktrace__thread_name_of(int32_t tid, char name[16]);
 void ktrace__threads_fork_child(int32_t tid);
 
 /* ---- config (config.c) ------------------------------------------------- */

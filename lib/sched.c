@@ -471,6 +471,10 @@ static KT_NOINSTR void note_tid(int32_t tid)
 		e->tid = tid;
 		S.nnames++;
 		S.touched = 1;   /* maybe a page of the table written first */
+		/* ktrace's own thread table first: no descriptor taken
+		 * (ktrace__thread_name_of says why) */
+		if (ktrace__thread_name_of(tid, e->name))
+			return;
 		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)

@@ -183,6 +183,38 @@ KT_NOINSTR size_t ktrace__threads_count(void)
 	return kt_load(&next_slot, relaxed) - 1;
 }
 
+/*
+ * The name a live thread tid registered with (its comm then), from the
+ * newest NAME_SCAN slots: 1 if found.  The writer's scheduling records
+ * name the threads they see (sched.c) from here before they open
+ * /proc/self/task/N/comm: an open takes the lowest free descriptor, and
+ * a program that closes 2 and opens its own file there (as a daemon
+ * does at its start, when the writer's first drains meet its threads)
+ * got descriptor 3 once in CI while the writer read a name
+ * (test_e2e_hostile stderr_reused_by_program).  A thread ktrace never
+ * registered is still named from /proc.
+ */
+#define NAME_SCAN 4096u
+KT_NOINSTR int ktrace__thread_name_of(int32_t tid, char name[16])
+{
+	uint32_t n = kt_load(&next_slot, relaxed), lo = n > NAME_SCAN ? n - NAME_SCAN : 1;
+
+	for (uint32_t slot = n; slot-- > lo;) {
+		struct kt_tinfo *e = slot / KT_CHUNK < KT_CHUNKS ? entry(slot, 0) : NULL;
+
+		/* acquire: pairs with the release store of tid at registration
+		 * (name before it); a thread that exited may have a successor
+		 * with its tid: only a live one counts */
+		if (e != NULL && kt_load(&e->tid, acquire) == tid &&
+		    kt_load(&e->exit_tsc, acquire) == 0) {
+			memcpy(name, e->name, 16);
+			name[15] = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Live threads' current names (pthread_setname_np) come from /proc. */
 static KT_NOINSTR void comm_of(int32_t tid, char name[16])
 {

@@ -22,7 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -841,6 +844,64 @@ static void test_ring_touch_pages(void **state)
 	munmap(m, 6 * 4096);
 }
 
+/* A thread that names itself, registers (a hook call), says its tid and
+ * waits to be let go; one that never calls a hook. */
+static _Atomic int32_t named_tid, plain_tid;
+static sem_t name_go;
+
+static void *named_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "kt-named", 0, 0, 0);
+	call(FAKE(7));
+	atomic_store(&named_tid, (int32_t)syscall(SYS_gettid));
+	sem_wait(&name_go);
+	return NULL;
+}
+
+static void *plain_main(void *arg)
+{
+	(void)arg;
+	atomic_store(&plain_tid, (int32_t)syscall(SYS_gettid));
+	sem_wait(&name_go);
+	return NULL;
+}
+
+/* ktrace__thread_name_of (the writer names the threads its scheduling
+ * records meet from ktrace's thread table before it opens /proc): a live
+ * registered thread by the name it registered with, nothing for one
+ * that exited, one that never registered, or an unknown tid. */
+static void test_ring_thread_name_of(void **state)
+{
+	pthread_t a, b;
+	char name[16], me[16] = "";
+	int32_t ta, tb;
+
+	(void)state;
+	call(FAKE(6));   /* this thread is registered */
+	prctl(PR_GET_NAME, me, 0, 0, 0);
+	assert_int_equal(ktrace__thread_name_of((int32_t)syscall(SYS_gettid), name), 1);
+	assert_string_equal(name, me);
+	sem_init(&name_go, 0, 0);
+	atomic_store(&named_tid, 0);
+	atomic_store(&plain_tid, 0);
+	assert_int_equal(pthread_create(&a, NULL, named_main, NULL), 0);
+	assert_int_equal(pthread_create(&b, NULL, plain_main, NULL), 0);
+	while ((ta = atomic_load(&named_tid)) == 0 || (tb = atomic_load(&plain_tid)) == 0)
+		sched_yield();
+	memset(name, 'x', sizeof(name));
+	assert_int_equal(ktrace__thread_name_of(ta, name), 1);
+	assert_string_equal(name, "kt-named");
+	assert_int_equal(ktrace__thread_name_of(tb, name), 0);
+	assert_int_equal(ktrace__thread_name_of(0x7ffffff0, name), 0);
+	sem_post(&name_go);
+	sem_post(&name_go);
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	assert_int_equal(ktrace__thread_name_of(ta, name), 0);   /* exited */
+	sem_destroy(&name_go);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = {"KTRACE_BUFFER_MB=1", "KTRACE_FILTER=off", NULL};
@@ -859,6 +920,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring_migrating_threads),
 		cmocka_unit_test(test_ring_copy_while_writing),
 		cmocka_unit_test(test_ring_reader_never_torn),
+		cmocka_unit_test(test_ring_thread_name_of),
 		/* Last: a failure leaves a bad block in cpu 0's ring. */
 		cmocka_unit_test(test_ring_thread_switch_after_idle),
 	};

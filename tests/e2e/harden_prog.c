@@ -381,10 +381,16 @@ static int mode_exitflood(void)
 static int mode_stderr(const char *file)
 {
 	struct stat st;
+	int fd;
 
 	close(2);
-	if (open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) != 2)
+	/* Another thread's open between the two (the writer's, reading a
+	 * name in /proc) would take 2: say so rather than end silently. */
+	if ((fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) != 2) {
+		printf("open_fd %d (not 2)\n", fd);
+		fflush(stdout);
 		return 1;
+	}
 	work(100);
 	snap("into a missing directory");
 	if (fstat(2, &st) != 0)
