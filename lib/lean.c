@@ -2529,6 +2529,7 @@ static int64_t next_due;
  * not touched: see the lean mode's documentation, "The code copied at
  * start-up".)
  */
+#define TOUCH_CODE_MAX (4ull << 20)   /* 64 pages of the function table */
 static uint32_t lf_touched;   /* writer: lf[0, lf_touched) touched */
 static int tables_touched;    /* writer: sites[] and the function table's pages */
 
@@ -2540,7 +2541,9 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 		return;
 	if (!tables_touched) {
 		tables_touched = 1;
-		if (exe_hi > exe_lo)
+		/* at most TOUCH_CODE_MAX of code: a page of the table per 64
+		 * KiB, ~15 us each, before the writer's first decision */
+		if (exe_hi > exe_lo && exe_hi - exe_lo <= TOUCH_CODE_MAX)
 			ktrace__funcs_touch_code(exe_lo, exe_hi);
 		ktrace__touch_pages(sites, sizeof(sites));
 	}

@@ -192,7 +192,10 @@ KT_NOINSTR size_t ktrace__threads_count(void)
  * does at its start, when the writer's first drains meet its threads)
  * got descriptor 3 once in CI while the writer read a name
  * (test_e2e_hostile stderr_reused_by_program).  A thread ktrace never
- * registered is still named from /proc.
+ * registered is still named from /proc.  A registered one is named as
+ * it registered (a later pthread_setname_np is not seen here): the
+ * decoder names the threads of THREADS from there (their names as of
+ * the snapshot), and these only for the others.
  */
 #define NAME_SCAN 4096u
 KT_NOINSTR int ktrace__thread_name_of(int32_t tid, char name[16])
