@@ -1335,10 +1335,10 @@ static KT_NOINSTR uint64_t find_main(const struct dl_phdr_info *info, uint64_t e
 	return 0;
 }
 
-/* Is the executable (the first module listed) built in the lean mode?
- * Into *(int *)arg. */
 static uint64_t exe_lo, exe_hi;   /* a lean executable's code: its exec segments' span */
 
+/* Is the executable (the first module listed) built in the lean mode?
+ * Into *(int *)arg; if it is, its code's span into exe_lo, exe_hi. */
 static KT_NOINSTR int lean_exe_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uint64_t entry = getauxval(AT_ENTRY), m;
@@ -2535,7 +2535,7 @@ static int tables_touched;    /* writer: sites[] and the function table's pages 
 
 KT_NOINSTR void ktrace__lean_touch(int tables_only)
 {
-	uint32_t ids, pop;
+	uint32_t pop;
 
 	if (!kt_load(&lean_used, relaxed))
 		return;
@@ -2549,9 +2549,7 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 	}
 	if (tables_only)
 		return;
-	ids = (uint32_t)ktrace__funcs_count();
-	if (ids < NF)
-		lf_grow(ids + LF_CHUNK / 2);
+	lf_grow(ktrace__funcs_ids() + LF_CHUNK / 2);   /* lf[] is by compact id */
 	/* acquire: the populate before the count (lf_grow's release) */
 	pop = kt_load(&lf_pop, acquire);
 	if (pop > lf_touched) {

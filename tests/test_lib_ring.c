@@ -817,17 +817,15 @@ static unsigned resident(const char *p, int n)
  * a guard page right after the range would fault). */
 static void test_ring_touch_pages(void **state)
 {
-	char *m = mmap(NULL, 6 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	char *p;
+	char *m, *p;
 
 	(void)state;
 #if !defined(__x86_64__) && !defined(__aarch64__)
 	skip();   /* ktrace__touch_pages touches nothing elsewhere */
 #endif
-	if (sysconf(_SC_PAGESIZE) != 4096) {
-		munmap(m, 6 * 4096);
+	if (sysconf(_SC_PAGESIZE) != 4096)
 		skip();   /* the layout below is in 4 KiB pages */
-	}
+	m = mmap(NULL, 6 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(m != MAP_FAILED);
 	assert_int_equal(mprotect(m + 5 * 4096, 4096, PROT_NONE), 0);
 	/* from 100 bytes into page 0 to 2 bytes into page 3 */
