@@ -7,10 +7,12 @@
 #
 # STATUS is passed, failed or skipped; PASSED and FAILED count that step's
 # tests (ctest's, or one per fuzzer; a build that failed counts as one
-# failed test; WHY then says what failed).  It prints one line per step and a closing line, and
-# returns 1 if any step failed:
+# failed test; WHY then says what failed, or for a step that passed, what
+# else to know: tests that passed only when run again).  It prints one
+# line per step and a closing line, and returns 1 if any step failed:
 #
 #   plain: passed (115 s, 74 tests)
+#   aarch64: passed (400 s, 60 tests; 1 passed only when run again alone)
 #   aarch64: FAILED (1012 s, 1 of 60 tests failed)
 #   asan: FAILED (40 s: the build)
 #   133 passed, 1 failed
@@ -20,7 +22,7 @@ run_summary() {
     [ -n "$name" ] || continue
     tp=$((tp + pass)); tf=$((tf + fail))
     case $status in
-    passed) echo "$name: passed ($secs s, $pass tests)" ;;
+    passed) echo "$name: passed ($secs s, $pass tests${why:+; $why})" ;;
     skipped) echo "$name: skipped" ;;
     *)
       bad=1

@@ -30,6 +30,14 @@ aarch64: skipped
 74 passed, 0 failed"
 check "status when all passed" "$rc" 0
 
+out=$(printf '%s\n' "plain passed 90 74 0" "aarch64 passed 400 60 0 1 passed only when run again alone" |
+  run_summary)
+rc=$?
+check "a step that passed with a note" "$out" "plain: passed (90 s, 74 tests)
+aarch64: passed (400 s, 60 tests; 1 passed only when run again alone)
+134 passed, 0 failed"
+check "status when a step passed with a note" "$rc" 0
+
 out=$(echo "asan failed 40 0 1 the build" | run_summary)
 check "a build that failed" "$out" "asan: FAILED (40 s: the build)
 0 passed, 1 failed"
