@@ -711,19 +711,27 @@ static void run_sigtraced(const char *prog, const char *const *extra)
 	uint64_t nested = d->snap.loss.count[KTRACE_LOSS_NESTED];
 	uint64_t hf = kd_count(d, KD_NONE, "handler_fn");
 	uint64_t hl = kd_count(d, KD_NONE, "handler_leaf");
-	print_message("main_leaf %lu, bg_leaf %lu, handlers %lu (decoded %llu), nested losses %llu\n",
-	              mains, bgs, handlers, (unsigned long long)hf, (unsigned long long)nested);
+	print_message("main_leaf %lu, bg_leaf %lu, handlers %lu (decoded %llu, their leaf %llu), "
+	              "nested losses %llu, lost exits %llu\n",
+	              mains, bgs, handlers, (unsigned long long)hf, (unsigned long long)hl,
+	              (unsigned long long)nested, (unsigned long long)d->lost_exits);
 	if (d->snap.loss.count[KTRACE_LOSS_OVERWRITTEN_BLOCKS] != 0)
 		fail_msg("ring wrapped: the counts below cannot be exact; raise KTRACE_BUFFER_MB");
 	assert_true(handlers > 10);
 	/* The interrupted code loses nothing. */
 	assert_int_equal(kd_count(d, KD_NONE, "main_leaf"), mains);
 	assert_int_equal(kd_count(d, KD_NONE, "bg_leaf"), bgs);
-	/* The handler's own events are all there, or counted as NESTED. */
+	/* The handler's own events are all there, or counted as NESTED: a
+	 * call missing from the decode lost at least its entry (its exit
+	 * then finds no frame and records nothing), a call whose exit is
+	 * lost lost that exit.  (Not twice per missing call: a handler
+	 * whose handler_fn took the fast path while handler_leaf's entry
+	 * met the interrupted slow path loses one event and one call: the
+	 * lean variant under TSan, once, in a CI run with the aarch64 tests
+	 * beside: 280 handlers, 216 handler_fn decoded, at most 215 leaves,
+	 * 129 NESTED.) */
 	assert_true(hf <= handlers && hl <= handlers);
-	assert_true(2 * (handlers - hf) <= nested || hf == handlers);
-	assert_true(2 * (handlers - hl) <= nested || hl == handlers);
-	assert_true(d->lost_exits <= nested);
+	assert_true((handlers - hf) + (handlers - hl) + d->lost_exits <= nested);
 	for (uint32_t i = 0; i < d->ncalls; i++) {
 		const struct kd_dec_call *c = &d->calls[i];
 		if (kd_is(d, c, "handler_leaf") && !(c->flags & KD_CALL_TRUNC_BEGIN) && nested == 0)
@@ -821,6 +829,9 @@ static void test_e2e_lifecycle_hooks_before_library_constructor(void **state)
 
 int main(void)
 {
+	/* KTRACE_TEST_FILTER="*signal_handler*": run the matching tests only */
+	if (getenv("KTRACE_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("KTRACE_TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_e2e_lifecycle_fork),
 		cmocka_unit_test(test_e2e_lifecycle_fork_static),
