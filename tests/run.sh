@@ -221,6 +221,7 @@ run_aarch64() { # [beside]
 # them when its first pass did not finish), now that nothing else runs.
 arm_finish() {
   local arm_rc=0 dir=$ROOT/build-tests/aarch64 pass fail fin again=() counts t0=$arm_t0
+  local note="passed only when run again alone"
   wait "$arm_pid" || arm_rc=$?
   arm_pid=""
   cat "$LOGS/aarch64.console.log"
@@ -238,7 +239,7 @@ arm_finish() {
     again=(--rerun-failed)
     echo "== [aarch64] $fail of $((pass + fail)) tests failed beside the sanitizer steps: run again alone"
   else
-    pass=0
+    pass=0 note="run again alone: the first pass did not finish within its limit"
     echo "== [aarch64] the tests did not finish beside the sanitizer steps: run again alone"
   fi
   (cd "$dir" && timeout "${KTRACE_AARCH64_SECONDS:-600}" \
@@ -246,8 +247,7 @@ arm_finish() {
     tee "$LOGS/aarch64.again.log" || true
   counts=$(ctest_counts "$LOGS/aarch64.again.log")
   if [ "${counts#* }" = 0 ]; then
-    step aarch64 passed "$t0" $((pass + ${counts% *})) 0 \
-      "${counts% *} passed only when run again alone"
+    step aarch64 passed "$t0" $((pass + ${counts% *})) 0 "${counts% *} $note"
   else
     step aarch64 failed "$t0" $((pass + ${counts% *})) "${counts#* }" \
       "${counts#* } of $((pass + ${counts% *} + ${counts#* })) tests failed, run alone too"
