@@ -13,8 +13,8 @@
 # fuzz targets are skipped there.  Its tests start at idle priority beside
 # the ASan and TSan steps, whose timing-sensitive tests run alone and leave
 # a core idle for minutes; a test that fails there (starved while both
-# cores are busy) is run again alone at the end, and the closing line says
-# how many passed only then.  KTRACE_AARCH64=0 leaves it out.  Builds use Ninja when it is
+# cores are busy) is run again alone at the end, and the step's line in
+# the closing summary says how many passed only then.  KTRACE_AARCH64=0 leaves it out.  Builds use Ninja when it is
 # installed (.ci/deps.sh installs it as root), Make otherwise; in the full
 # run the ASan, TSan, fuzz and aarch64 trees are built at idle priority
 # while the plain tests run, once the plain tree has built (build_ahead
@@ -64,6 +64,13 @@ AHEAD_PID="" arm_pid=""
 stop_bg() {
   [ -z "$AHEAD_PID" ] || kill -- -"$AHEAD_PID" 2>/dev/null || true
   [ -z "$arm_pid" ] || kill -- -"$arm_pid" 2>/dev/null || true
+  # timeout(1) runs in a process group of its own, which the kills above
+  # miss: told to stop, it passes the signal on to its whole group (the
+  # aarch64 ctest and the tests under qemu).
+  if [ -s "$LOGS/aarch64.tpid" ]; then
+    kill -TERM "$(cat "$LOGS/aarch64.tpid")" 2>/dev/null || true
+    rm -f "$LOGS/aarch64.tpid"
+  fi
 }
 trap 'stop_bg; rm -f "$STEPS"' EXIT
 trap 'exit 130' INT TERM
@@ -179,12 +186,27 @@ run_config() { # name
   step "$name" "$( [ "${counts#* }" = 0 ] && echo passed || echo failed)" "$t0" $counts
 }
 
+# The aarch64 ctest in build-tests/aarch64 within LIMIT seconds, its
+# output to LOG too; timeout's pid in build-tests/logs/aarch64.tpid while
+# it runs (stop_bg).  ctest_counts reads the counts from LOG.
+arm_ctest() { # limit log [ctest args]
+  local limit=$1 log=$2
+  shift 2
+  (cd "$ROOT/build-tests/aarch64" && echo "$BASHPID" >"$LOGS/aarch64.tpid" &&
+    exec timeout "$limit" ctest --output-on-failure -j"$JOBS" --timeout 300 "$@") 2>&1 |
+    tee "$log" || true   # counted by the caller
+  rm -f "$LOGS/aarch64.tpid"
+}
+
+# Did ctest finish (print its counts) in LOG?
+ctest_finished() { grep -qE '^[0-9]+% tests passed' "$1"; }
+
 # The aarch64 tests.  beside: at idle priority, while the sanitizer steps
 # run (the closing part of the run waits for it: arm_finish); its first
 # pass's counts then go to build-tests/logs/aarch64.first, "PASSED FAILED
-# FINISHED", and arm_finish runs what did not pass again alone.
+# FINISHED SECONDS", and arm_finish runs what did not pass again alone.
 run_aarch64() { # [beside]
-  local dir=$ROOT/build-tests/aarch64 t0 counts rc=0 limit=${KTRACE_AARCH64_SECONDS:-600} how=""
+  local t0 t1 counts rc=0 limit=${KTRACE_AARCH64_SECONDS:-600} how=""
   t0=$(date +%s)
   rm -f "$LOGS/aarch64.first"
   if [ "${1:-}" = beside ]; then
@@ -202,13 +224,11 @@ run_aarch64() { # [beside]
     return
   fi
   echo "== [aarch64] ctest under qemu-aarch64 (limit ${limit}s$how)"
-  (cd "$dir" && timeout "$limit" \
-    ctest --output-on-failure -j"$JOBS" --timeout 300) 2>&1 | tee "$LOGS/aarch64.log" ||
-    true   # counted below
+  t1=$(date +%s)
+  arm_ctest "$limit" "$LOGS/aarch64.log"
   counts=$(ctest_counts "$LOGS/aarch64.log")
   if [ "${1:-}" = beside ]; then
-    # finished: ctest printed its counts (not cut short by the limit)
-    echo "$counts $(grep -qE '^[0-9]+% tests passed' "$LOGS/aarch64.log" && echo 1 || echo 0)" \
+    echo "$counts $(ctest_finished "$LOGS/aarch64.log" && echo 1 || echo 0) $(($(date +%s) - t1))" \
       >"$LOGS/aarch64.first"
     return
   fi
@@ -219,20 +239,21 @@ run_aarch64() { # [beside]
 # The end of the aarch64 step started beside the sanitizer steps: its
 # console output, and the tests that failed there run again alone (all of
 # them when its first pass did not finish), now that nothing else runs.
+# The step's time is its tests' own: the first pass and the one again.
 arm_finish() {
-  local arm_rc=0 dir=$ROOT/build-tests/aarch64 pass fail fin again=() counts t0=$arm_t0
+  local arm_rc=0 pass fail fin secs again=() counts t1 p f
   local note="passed only when run again alone"
   wait "$arm_pid" || arm_rc=$?
   arm_pid=""
   cat "$LOGS/aarch64.console.log"
   if [ "$arm_rc" != 0 ]; then
-    step aarch64 failed "$t0" 0 1 "the step died (status $arm_rc)"
+    step aarch64 failed "$arm_t0" 0 1 "the step died (status $arm_rc)"
     return
   fi
   [ -s "$LOGS/aarch64.first" ] || return 0   # the build failed: said so
-  read -r pass fail fin <"$LOGS/aarch64.first"
+  read -r pass fail fin secs <"$LOGS/aarch64.first"
   if [ "$fail" = 0 ] && [ "$fin" = 1 ]; then
-    step aarch64 passed "$t0" "$pass" 0
+    step aarch64 passed $(($(date +%s) - secs)) "$pass" 0
     return
   fi
   if [ "$fin" = 1 ]; then
@@ -242,15 +263,19 @@ arm_finish() {
     pass=0 note="run again alone: the first pass did not finish within its limit"
     echo "== [aarch64] the tests did not finish beside the sanitizer steps: run again alone"
   fi
-  (cd "$dir" && timeout "${KTRACE_AARCH64_SECONDS:-600}" \
-    ctest --output-on-failure -j"$JOBS" --timeout 300 "${again[@]}") 2>&1 |
-    tee "$LOGS/aarch64.again.log" || true
+  t1=$(date +%s)
+  arm_ctest "${KTRACE_AARCH64_SECONDS:-600}" "$LOGS/aarch64.again.log" "${again[@]}"
   counts=$(ctest_counts "$LOGS/aarch64.again.log")
-  if [ "${counts#* }" = 0 ]; then
-    step aarch64 passed "$t0" $((pass + ${counts% *})) 0 "${counts% *} $note"
+  p=${counts% *} f=${counts#* }
+  t1=$((t1 - secs))   # as if both passes ran back to back, ending now
+  if ! ctest_finished "$LOGS/aarch64.again.log"; then
+    step aarch64 failed "$t1" "$pass" "$([ "$fin" = 1 ] && echo "$fail" || echo 1)" \
+      "run again alone, the tests did not finish within ${KTRACE_AARCH64_SECONDS:-600} s"
+  elif [ "$f" = 0 ]; then
+    step aarch64 passed "$t1" $((pass + p)) 0 "$p $note"
   else
-    step aarch64 failed "$t0" $((pass + ${counts% *})) "${counts#* }" \
-      "${counts#* } of $((pass + ${counts% *} + ${counts#* })) tests failed, run alone too"
+    step aarch64 failed "$t1" $((pass + p)) "$f" \
+      "$f of $((pass + p + f)) tests failed$([ "$fin" = 1 ] && echo ", run alone too")"
   fi
 }
 
@@ -275,7 +300,7 @@ if [ "$QUICK" = 0 ] && [ "${KTRACE_AARCH64:-1}" != 0 ]; then
   echo "== [aarch64] tests started at idle priority beside the sanitizer steps"
   arm_t0=$(date +%s)
   set -m
-  run_aarch64 beside >"$LOGS/aarch64.console.log" 2>&1 &
+  run_aarch64 beside </dev/null >"$LOGS/aarch64.console.log" 2>&1 &
   arm_pid=$!
   set +m
 fi
