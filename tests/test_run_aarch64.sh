@@ -61,7 +61,7 @@ scenario() {
     if [ "${STOP:-0}" = 1 ]; then
       for _ in $(seq 100); do [ -s "$STATE/pid" ] && break; sleep 0.1; done
       stop_bg
-      sleep 1
+      for _ in $(seq 50); do kill -0 "$(cat "$STATE/pid")" 2>/dev/null || break; sleep 0.1; done
       kill -0 "$(cat "$STATE/pid")" 2>/dev/null && echo "ctest still runs" || echo "ctest stopped"
       exit 0
     fi
@@ -107,8 +107,10 @@ check "a first pass cut by its limit, and again" "$(scenario FIRST=cut AGAIN=cut
   "aarch64: FAILED (N s: run again alone, the tests did not finish within 1 s)
 0 passed, 1 failed"
 
-# The step's seconds: its tests' (0 s here), not the 3 s it waited.
-check "the step's time" "$(scenario FIRST=fail WAIT=3 RAW=1 | head -1 | grep -oE '\([0-9]+ s')" "(0 s"
+# The step's seconds: its tests' (0-2 s here, on a loaded machine), not
+# the 8 s it waited for the other steps as well.
+secs=$(scenario FIRST=fail WAIT=8 RAW=1 | head -1 | sed -E 's/.*\(([0-9]+) s.*/\1/')
+check "the step's time" "$([ "$secs" -lt 8 ] 2>/dev/null && echo under || echo "$secs s")" "under"
 
 check "the run ends during the first pass" \
   "$(scenario FIRST=cut STOP=1 KTRACE_AARCH64_SECONDS=30)" "ctest stopped"
