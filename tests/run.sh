@@ -198,9 +198,6 @@ arm_ctest() { # limit log [ctest args]
   rm -f "$LOGS/aarch64.tpid"
 }
 
-# Did ctest finish (print its counts) in LOG?
-ctest_finished() { grep -qE '^[0-9]+% tests passed' "$1"; }
-
 # The aarch64 tests.  beside: at idle priority, while the sanitizer steps
 # run (the closing part of the run waits for it: arm_finish); its first
 # pass's counts then go to build-tests/logs/aarch64.first, "PASSED FAILED
@@ -234,6 +231,17 @@ run_aarch64() { # [beside]
   fi
   # shellcheck disable=SC2086 # two numbers
   step aarch64 "$( [ "${counts#* }" = 0 ] && echo passed || echo failed)" "$t0" $counts
+}
+
+# Start the aarch64 tests beside the sanitizer steps, in a job of their own
+# (arm_pid: stop_bg ends it), its output in build-tests/logs.
+arm_start() {
+  echo "== [aarch64] tests started at idle priority beside the sanitizer steps"
+  arm_t0=$(date +%s)
+  set -m
+  run_aarch64 beside </dev/null >"$LOGS/aarch64.console.log" 2>&1 &
+  arm_pid=$!
+  set +m
 }
 
 # The end of the aarch64 step started beside the sanitizer steps: its
@@ -293,17 +301,10 @@ fi
 # the full run: the other trees are built while the plain tests run
 [ "$QUICK" = 0 ] && AFTER_BUILD=build_ahead
 run_config plain
-if [ "$QUICK" = 0 ] && [ "${KTRACE_AARCH64:-1}" != 0 ]; then
-  # The aarch64 tests beside the sanitizer steps (file comment): 97-102 s
-  # after the TSan step before, beside the fuzz run.  Their console output
-  # is shown when they end (arm_finish).
-  echo "== [aarch64] tests started at idle priority beside the sanitizer steps"
-  arm_t0=$(date +%s)
-  set -m
-  run_aarch64 beside </dev/null >"$LOGS/aarch64.console.log" 2>&1 &
-  arm_pid=$!
-  set +m
-fi
+# The aarch64 tests beside the sanitizer steps (file comment): 97-102 s
+# after the TSan step before, beside the fuzz run.  Their console output is
+# shown when they end (arm_finish).
+[ "$QUICK" = 0 ] && [ "${KTRACE_AARCH64:-1}" != 0 ] && arm_start
 if [ "$QUICK" = 0 ]; then
   # halt_on_error/abort: a report fails the test instead of scrolling by.
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \

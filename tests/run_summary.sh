@@ -40,12 +40,15 @@ run_summary() {
   return $bad
 }
 
-# ctest_counts LOG: "PASSED FAILED" from ctest's "N% tests passed, F tests
-# failed out of T" line in LOG, or "0 1" when there is none (ctest did not
-# finish: a build failure, a time limit).
+# ctest's closing counts line: "N% tests passed, F tests failed out of T".
+CTEST_COUNTS_RE='^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+'
+
+# ctest_counts LOG: "PASSED FAILED" from ctest's counts line in LOG, or
+# "0 1" when there is none (ctest did not finish: a build failure, a time
+# limit).
 ctest_counts() {
   local line f t
-  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1 || true)
+  line=$(grep -E "$CTEST_COUNTS_RE" "$1" | tail -1 || true)
   if [ -z "$line" ]; then
     echo "0 1"
     return
@@ -54,3 +57,7 @@ ctest_counts() {
   t=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
   echo "$((t - f)) $f"
 }
+
+# ctest_finished LOG: did ctest finish, printing its counts line?  (Its
+# "0 1" above is also what one failed test of one says.)
+ctest_finished() { grep -qE "$CTEST_COUNTS_RE" "$1"; }

@@ -49,15 +49,11 @@ scenario() {
     ROOT=$1 LOGS=$1/build-tests/logs JOBS=2 AHEAD=0 AHEAD_PID="" arm_pid=""
     STEPS=$(mktemp)
     . "$2/tests/run_summary.sh"
-    for f in step get_build arm_ctest ctest_finished run_aarch64 arm_finish stop_bg; do
+    for f in step get_build arm_ctest run_aarch64 arm_start arm_finish stop_bg; do
       eval "$(sed -n "/^$f() {/,/^}/p" "$2/tests/run.sh")"
     done
     build_tree() { return 0; }
-    arm_t0=$(date +%s)
-    set -m
-    run_aarch64 beside </dev/null >"$LOGS/aarch64.console.log" 2>&1 &
-    arm_pid=$!
-    set +m
+    arm_start >/dev/null
     if [ "${STOP:-0}" = 1 ]; then
       for _ in $(seq 100); do [ -s "$STATE/pid" ] && break; sleep 0.1; done
       stop_bg

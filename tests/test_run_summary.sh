@@ -51,6 +51,10 @@ echo "100% tests passed, 0 tests failed out of 74" >"$log"
 check "ctest counts, all passed" "$(ctest_counts "$log")" "74 0"
 echo "Errors while running CTest" >"$log"
 check "ctest did not finish" "$(ctest_counts "$log")" "0 1"
+check "ctest_finished, not" "$(ctest_finished "$log" && echo yes || echo no)" "no"
+echo "0% tests passed, 1 tests failed out of 1" >"$log"
+check "one failed test of one" "$(ctest_counts "$log")" "0 1"
+check "ctest_finished, with the same counts" "$(ctest_finished "$log" && echo yes || echo no)" "yes"
 
 [ $fails = 0 ] && echo "test_run_summary: ok"
 exit $((fails > 0))
