@@ -1492,23 +1492,31 @@ static KT_NOINSTR int cmp_u64(const void *a, const void *b)
  * With 10 ms and 50 ms, SQLite's short run closed and reopened its code
  * 6-7 times (under strace); with 30 ms and 200 ms at most once, and it
  * ran 1-2 % faster against the plain build (1.123x -> 1.100x, 1.085x ->
- * 1.078x, 41 interleaved pairs each; Lua's 1.115x -> 1.096x).  Opening makes
- * the module's whole code segment writable (adding a permission needs no
- * flush), so the next batches make no mprotect at all.  The price: the
- * code is writable for at most OPEN_MAX_NS at a time while the budget is
- * patching (longer only while the writer is busy elsewhere: a snapshot),
- * and exits wait for a serialising event (EXITS_AFTER).  Restored under
- * the loader's lock, matching the module's code segment as its program
- * header gives it, so a module unloaded since is skipped; a segment kept
- * open is trusted by later batches only while no module was unloaded
- * (dlpi_subs), since another may have been loaded at its place.
+ * 1.078x, 41 interleaved pairs each; Lua's 1.115x -> 1.096x).  What is
+ * opened is the runs of pages a batch writes, each grown to hold the
+ * next batch's runs near it (MERGE_GAP, orng_open): adding a permission
+ * needs no flush, and a later batch's runs already open cost a call that
+ * changes nothing.  The whole code segment was opened at once before:
+ * every page's entry rewritten at each open, under the mapping lock:
+ * another thread's mmap and munmap waited up to 26-31 ms for it in a
+ * program with 32 MiB of code here (bench/lean_bigcode.sh; 0.3-2 ms
+ * since, as with ktrace off).  The
+ * price: code is writable for at most OPEN_MAX_NS at a time while the
+ * budget is patching (longer only while the writer is busy elsewhere: a
+ * snapshot), and exits wait for a serialising event (EXITS_AFTER).
+ * Restored under the loader's lock, per segment (one mprotect from its
+ * first open run to its last), matching the module's code segment as
+ * its program header gives it, so a module unloaded since is skipped; a
+ * run kept open is trusted by later batches only while no module was
+ * unloaded (dlpi_subs), since another may have been loaded at its place.
  */
 #define LINGER_NS 30000000LL
+#define MERGE_GAP (64u << 10)   /* bytes between two runs opened as one */
 #define OPEN_MAX_NS 200000000LL
-#define NORNG 16
+#define NORNG 64
 struct orng {
 	uint64_t seg, seg_end;   /* a module's code segment, as its program header says */
-	uint64_t a, len;         /* the same in pages: what was made writable */
+	uint64_t a, len;         /* a run of its pages made writable */
 	uint64_t subs;           /* the loader's unload count then (dlpi_subs) */
 };
 static struct orng orng[NORNG];   /* writer thread (and a fork child), under patch_lock */
@@ -1552,8 +1560,9 @@ static KT_NOINSTR void patch_iterate(int (*cb)(struct dl_phdr_info *, size_t, vo
 static uint32_t n_orng;
 static int64_t open_since_ns, open_last_ns;
 
-/* Is [a, a + len) in a code segment of info kept open?  Only while no
- * module was unloaded since it was opened: another may lie there now. */
+/* Is [a, a + len) in a run of a code segment of info kept open?  Only
+ * while no module was unloaded since it was opened: another may lie
+ * there now. */
 static KT_NOINSTR int orng_has(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
 {
 	for (uint32_t k = 0; k < n_orng; k++)
@@ -1563,52 +1572,100 @@ static KT_NOINSTR int orng_has(const struct dl_phdr_info *info, uint64_t a, uint
 	return 0;
 }
 
-/* The code segment holding [a, a + len) writable, kept open (LINGER): 1;
- * 0 when it cannot be kept (no room, not one segment, or the whole
- * segment could not be made writable for want of memory): the caller
- * opens the run alone; -1: mprotect refused (W^X). */
+/* The run of pages [a, a + len) of one code segment writable, kept open
+ * (LINGER): 1; 0 when it cannot be kept (no room, not in one segment, or
+ * no memory to make it writable): the caller opens the run alone; -1:
+ * mprotect refused (W^X).  Only the run: making a whole segment writable
+ * rewrote every page table entry of it under the mapping lock, ~0.9 us a
+ * page on the 2-core VM (SQLite's 211 pages: 0.2 ms), while the program's
+ * mmap, munmap and brk waited. */
 static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
 {
-	uint64_t lo, hi, plo, phi;
+	uint64_t lo, hi, plo = a & ~4095ull, phi = (a + len + 4095) & ~4095ull, gap, best_gap = ~0ull;
+	uint32_t k = NORNG, best = NORNG, at;
 
-	if (n_orng == NORNG || exec_segment(info, a, len, 1, &lo, &hi) != 0)
+	if (exec_segment(info, a, len, 1, &lo, &hi) != 0)
 		return 0;
-	plo = lo & ~4095ull;
-	phi = (hi + 4095) & ~4095ull;
+	/* A run of the same segment near it is grown to hold it (the one
+	 * nearest, however far, once every entry is taken: it stays one
+	 * segment's code); else a free entry. */
+	for (uint32_t j = 0; j < n_orng; j++) {
+		if (orng[j].len == 0) {
+			k = k == NORNG ? j : k;
+			continue;
+		}
+		if (orng[j].seg != lo || orng[j].seg_end != hi || orng[j].subs != info->dlpi_subs)
+			continue;
+		gap = phi < orng[j].a ? orng[j].a - phi
+		      : plo > orng[j].a + orng[j].len ? plo - (orng[j].a + orng[j].len) : 0;
+		if (gap < best_gap) {
+			best_gap = gap;
+			best = j;
+		}
+	}
+	if (k == NORNG && n_orng < NORNG)
+		k = n_orng;
+	if (best != NORNG && (best_gap <= MERGE_GAP || k == NORNG)) {
+		at = best;
+		plo = orng[at].a < plo ? orng[at].a : plo;
+		phi = orng[at].a + orng[at].len > phi ? orng[at].a + orng[at].len : phi;
+	} else if (k == NORNG) {
+		return 0;
+	} else {
+		at = k;
+	}
 	if (mprotect((void *)plo, phi - plo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
 		int e = errno;
 
 		if (e == EACCES || e == EPERM)
 			return -1;
-		/* ENOMEM: the segment's pages charged as writable private
-		 * memory, or a part changed: put back what may have been */
+		/* ENOMEM: the run's pages charged as writable private
+		 * memory, or a part changed: put back what may have been,
+		 * a run grown included (an entry is open whole or not at
+		 * all: a later batch writes where it says, unprotected) */
 		mprotect((void *)plo, phi - plo, PROT_READ | PROT_EXEC);
+		if (at == best)
+			orng[at].len = 0;
 		return 0;
 	}
 	if (n_orng == 0)
 		open_since_ns = ktrace__monotonic_ns();
-	orng[n_orng].seg = lo;
-	orng[n_orng].seg_end = hi;
-	orng[n_orng].a = plo;
-	orng[n_orng].len = phi - plo;
-	orng[n_orng++].subs = info->dlpi_subs;
+	orng[at].seg = lo;
+	orng[at].seg_end = hi;
+	orng[at].a = plo;
+	orng[at].len = phi - plo;
+	orng[at].subs = info->dlpi_subs;
+	if (at == n_orng)
+		n_orng++;
 	return 1;
 }
 
-/* Back to read+exec: each open segment that is still a code segment of
- * a loaded module, as it was (an unloaded one went with its module). */
+/* Back to read+exec: the open runs of each segment that is still a code
+ * segment of a loaded module, as it was (an unloaded one went with its
+ * module); one mprotect a segment, from its first open run to its last
+ * (its pages between are its code, read+exec already): one flush of
+ * every core running the program, not one a run. */
 static KT_NOINSTR int orng_close_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	(void)arg;
 	for (uint32_t k = 0; k < n_orng; k++) {
-		uint64_t lo, hi;
+		uint64_t lo, hi, a, e;
 
-		if (orng[k].len != 0 && exec_segment(info, orng[k].seg, 1, 0, &lo, &hi) == 0 &&
-		    lo == orng[k].seg && hi == orng[k].seg_end) {
-			mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
-			orng[k].len = 0;
-		}
+		if (orng[k].len == 0 || exec_segment(info, orng[k].seg, 1, 0, &lo, &hi) != 0 ||
+		    lo != orng[k].seg || hi != orng[k].seg_end)
+			continue;
+		a = orng[k].a;
+		e = orng[k].a + orng[k].len;
+		for (uint32_t j = k + 1; j < n_orng; j++)
+			if (orng[j].len != 0 && orng[j].seg == orng[k].seg &&
+			    orng[j].seg_end == orng[k].seg_end && orng[j].subs == orng[k].subs) {
+				a = orng[j].a < a ? orng[j].a : a;
+				e = orng[j].a + orng[j].len > e ? orng[j].a + orng[j].len : e;
+				orng[j].len = 0;
+			}
+		mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
+		orng[k].len = 0;
 	}
 	return 0;
 }
@@ -1665,18 +1722,35 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 			plen[k++] = 4096;
 		}
 	np = k;
-	/* One run from the first page to the last when the module's code
-	 * segment holds it all: each mprotect flushes the TLB of every core
-	 * running the program, an interrupt each (~10 us of the interrupted
-	 * thread's time in a VM, where it is a hypervisor exit), and the
-	 * pages between are the module's code too. */
-	if (np > 1 && in_exec(info, pages[0], pages[np - 1] + plen[np - 1] - pages[0])) {
-		plen[0] = pages[np - 1] + plen[np - 1] - pages[0];
-		np = 1;
-	}
 	patch_setup();
+	/* Without membarrier, one run from the first page to the last when
+	 * the module's code segment holds it all: each mprotect back to
+	 * read+exec (P5) flushes the TLB of every core running the program,
+	 * an interrupt each (~10 us of the interrupted thread's time in a VM,
+	 * where it is a hypervisor exit), and the pages between are the
+	 * module's code too.  With it the runs stay open (LINGER) and are
+	 * closed at once, per segment: runs less than MERGE_GAP apart are
+	 * one (an mprotect call costs about what rewriting 16 pages' entries
+	 * does), the others stay apart, so that the pages made writable are
+	 * about those written (orng_open). */
+	if (sync_cmd == 0) {
+		if (np > 1 && in_exec(info, pages[0], pages[np - 1] + plen[np - 1] - pages[0])) {
+			plen[0] = pages[np - 1] + plen[np - 1] - pages[0];
+			np = 1;
+		}
+	} else {
+		for (i = k = 0; i < np; i++)
+			if (k > 0 && pages[i] - (pages[k - 1] + plen[k - 1]) <= MERGE_GAP &&
+			    in_exec(info, pages[k - 1], pages[i] + plen[i] - pages[k - 1])) {
+				plen[k - 1] = pages[i] + plen[i] - pages[k - 1];
+			} else {
+				pages[k] = pages[i];
+				plen[k++] = plen[i];
+			}
+		np = k;
+	}
 	for (i = 0; i < np; i++) {   /* P1 */
-		/* A segment kept open (LINGER) is made writable again all the
+		/* A run kept open (LINGER) is made writable again all the
 		 * same: the program (or another patcher) may have made it
 		 * read+exec meanwhile, and adding write access flushes nothing.
 		 * Without membarrier nothing lingers (EXITS_AFTER counts P5's
@@ -2438,7 +2512,7 @@ static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); 
  * (A program's own private rwx mapping of a file, a JIT's memfd, put
  * where the unloaded module was would be taken for it: read+exec.)
  */
-#define FORK_PUT 64
+#define FORK_PUT (2 * NORNG)
 static char fork_buf[4096], fork_line[256];
 static uint64_t fork_put[FORK_PUT][2];
 

@@ -209,6 +209,9 @@ if(KTRACE_LEAN_CFLAGS)
   target_link_options(e2e_lean_nopie_now PRIVATE -no-pie -Wl,-z,now)
   ktrace_test_program(e2e_lean_static SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN STATIC
     LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -DLEAN_STATIC ${KT_LEAN_OPTS})
+  # the same with 2 MiB more code: what a batch makes writable (spread)
+  ktrace_test_program(e2e_lean_big SOURCES ${KT_E2E_DIR}/lean_prog.c PLAIN STATIC
+    LINK ${CMAKE_DL_LIBS} OPTIONS -O2 -DLEAN_STATIC -DLEAN_PAD ${KT_LEAN_OPTS})
   add_library(e2e_lean_plugin SHARED ${KT_E2E_DIR}/lean_plugin.c)
   target_compile_options(e2e_lean_plugin PRIVATE -O2 ${KT_LEAN_OPTS})
   foreach(rl a b)   # one source, two libraries (reload)
@@ -260,7 +263,7 @@ if(KTRACE_LEAN_CFLAGS)
   target_link_options(e2e_life_lean PRIVATE -pie)
   add_dependencies(test_e2e_lifecycle e2e_life_lean)
   target_compile_definitions(test_e2e_lifecycle PRIVATE KT_LIFE_LEAN=1)
-  set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_plugin
+  set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_big e2e_lean_plugin
       e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
       e2e_lean_pglink e2e_gprof e2e_lean_both e2e_lean_mixed)
   # lld lays the code segment out at an address that is not a page's

@@ -29,6 +29,11 @@
  *            and executable: the patched code back to read+exec) and
  *            "batches <n> nop <n>" (static build: the patching batches
  *            that ran, the sites that are nops).
+ *   spread   (e2e_lean_big: 2 MiB more code) mid x COUNT > leaf x 10 in
+ *            rounds of 100, reading /proc/self/maps after each and for
+ *            300 ms after: prints "spread code-kb <the executable's code
+ *            mapped> rwx-kb <most of it seen writable at once> now-kb
+ *            <writable at the end>".
  *   wx       as count, after forbidding writable code (MDWE, else a
  *            seccomp filter); prints "wx mdwe" or "wx seccomp".
  *   wxexec   forbids writable code as wx does, then runs itself again
@@ -445,6 +450,63 @@ static int writable_code(void)
 			n++;
 	fclose(f);
 	return n;
+}
+
+#if defined(LEAN_PAD)
+/* 2 MiB of code (int3s) beside the program's: e2e_lean_big's code
+ * segment is large, and what a batch makes writable is small in it. */
+__asm__(".pushsection .text.kt_pad,\"ax\",@progbits\n.skip 2097152, 0xcc\n.popsection");
+#endif
+
+/* The executable's code mapped (/proc/self/maps, kB) into *code_kb, and
+ * of it what is writable now: -1 if the file cannot be read. */
+static long exe_code_kb(long *code_kb)
+{
+	char exe[512], line[1024], perms[8], path[512];
+	unsigned long lo, hi;
+	long w = 0;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (n <= 0 || f == NULL) {
+		if (f != NULL)
+			fclose(f);
+		return -1;
+	}
+	exe[n] = 0;
+	*code_kb = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %511s", &lo, &hi, perms, path) == 4 &&
+		    strcmp(path, exe) == 0 && perms[2] == 'x') {
+			*code_kb += (long)((hi - lo) >> 10);
+			if (perms[1] == 'w')
+				w += (long)((hi - lo) >> 10);
+		}
+	fclose(f);
+	return w;
+}
+
+static void do_spread(void)
+{
+	long s = 0, code = 0, w, most = 0, now;
+	struct timespec t0, t;
+
+	for (int i = 0; i < COUNT; i += 100) {
+		for (int j = 0; j < 100; j++)
+			s += mid(10);
+		if ((w = exe_code_kb(&code)) > most)
+			most = w;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		if ((w = exe_code_kb(&code)) > most)
+			most = w;
+		usleep(500);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300);
+	now = exe_code_kb(&code);
+	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
+	printf("spread code-kb %ld rwx-kb %ld now-kb %ld\n", code, most, now);
 }
 
 static void do_count(void)
@@ -1402,6 +1464,8 @@ int main(int argc, char **argv)
 		printf("early passes %llu\n", (unsigned long long)ktrace__lean_test_early());
 	} else if (strcmp(mode, "count") == 0) {
 		do_count();
+	} else if (strcmp(mode, "spread") == 0) {
+		do_spread();
 	} else if (strcmp(mode, "mixed") == 0) {
 		do_mixed();
 	} else if (strcmp(mode, "burst") == 0) {
