@@ -1511,7 +1511,7 @@ static KT_NOINSTR int cmp_u64(const void *a, const void *b)
  * unloaded (dlpi_subs), since another may have been loaded at its place.
  */
 #define LINGER_NS 30000000LL
-#define MERGE_GAP (64u << 10)   /* bytes between two runs opened as one */
+#define MERGE_GAP (64u << 10)   /* bytes between two runs opened as one, at most */
 #define OPEN_MAX_NS 200000000LL
 #define NORNG 64
 struct orng {
@@ -1578,11 +1578,20 @@ static KT_NOINSTR int orng_has(const struct dl_phdr_info *info, uint64_t a, uint
  * mprotect refused (W^X).  Only the run: making a whole segment writable
  * rewrote every page table entry of it under the mapping lock, ~0.9 us a
  * page on the 2-core VM (SQLite's 211 pages: 0.2 ms), while the program's
- * mmap, munmap and brk waited. */
+ * mmap, munmap and brk waited.
+ *
+ * An entry says what may be writable, so that the close covers it; what
+ * a batch writes is made writable by the batch itself (P1 makes each of
+ * its runs writable again, kept or not).  So an entry may claim more than
+ * is writable, never less: a grow that fails is recorded all the same
+ * (its mprotect may have changed a part) and takes nothing back, since
+ * the runs of the batch before this one may lie inside it (written after
+ * P1, unprotected). */
 static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uint64_t len)
 {
 	uint64_t lo, hi, plo = a & ~4095ull, phi = (a + len + 4095) & ~4095ull, gap, best_gap = ~0ull;
 	uint32_t k = NORNG, best = NORNG, at;
+	int grown, r = 1;
 
 	if (exec_segment(info, a, len, 1, &lo, &hi) != 0)
 		return 0;
@@ -1609,6 +1618,21 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 		at = best;
 		plo = orng[at].a < plo ? orng[at].a : plo;
 		phi = orng[at].a + orng[at].len > phi ? orng[at].a + orng[at].len : phi;
+		/* and every other run of the segment it now meets, which it
+		 * takes in (entries never nest: a table of nested runs would
+		 * fill and grow far) */
+		do {
+			grown = 0;
+			for (uint32_t j = 0; j < n_orng; j++)
+				if (j != at && orng[j].len != 0 && orng[j].seg == lo && orng[j].seg_end == hi &&
+				    orng[j].subs == info->dlpi_subs && orng[j].a <= phi &&
+				    orng[j].a + orng[j].len >= plo) {
+					plo = orng[j].a < plo ? orng[j].a : plo;
+					phi = orng[j].a + orng[j].len > phi ? orng[j].a + orng[j].len : phi;
+					orng[j].len = 0;
+					grown = 1;
+				}
+		} while (grown);
 	} else if (k == NORNG) {
 		return 0;
 	} else {
@@ -1617,16 +1641,15 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 	if (mprotect((void *)plo, phi - plo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
 		int e = errno;
 
-		if (e == EACCES || e == EPERM)
-			return -1;
-		/* ENOMEM: the run's pages charged as writable private
-		 * memory, or a part changed: put back what may have been,
-		 * a run grown included (an entry is open whole or not at
-		 * all: a later batch writes where it says, unprotected) */
-		mprotect((void *)plo, phi - plo, PROT_READ | PROT_EXEC);
-		if (at == best)
-			orng[at].len = 0;
-		return 0;
+		if (at != best) {
+			/* A new run, apart from every other: put back what may
+			 * have changed (ENOMEM: the run's pages charged as
+			 * writable private memory, or a part changed). */
+			if (e != EACCES && e != EPERM)
+				mprotect((void *)plo, phi - plo, PROT_READ | PROT_EXEC);
+			return e == EACCES || e == EPERM ? -1 : 0;
+		}
+		r = e == EACCES || e == EPERM ? -1 : 0;   /* grown: recorded below */
 	}
 	if (n_orng == 0)
 		open_since_ns = ktrace__monotonic_ns();
@@ -1637,7 +1660,7 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 	orng[at].subs = info->dlpi_subs;
 	if (at == n_orng)
 		n_orng++;
-	return 1;
+	return r;
 }
 
 /* Back to read+exec: the open runs of each segment that is still a code
@@ -1729,7 +1752,7 @@ static KT_NOINSTR int apply(const struct dl_phdr_info *info, uint32_t n, int any
 	 * an interrupt each (~10 us of the interrupted thread's time in a VM,
 	 * where it is a hypervisor exit), and the pages between are the
 	 * module's code too.  With it the runs stay open (LINGER) and are
-	 * closed at once, per segment: runs less than MERGE_GAP apart are
+	 * closed at once, per segment: runs at most MERGE_GAP apart are
 	 * one (an mprotect call costs about what rewriting 16 pages' entries
 	 * does), the others stay apart, so that the pages made writable are
 	 * about those written (orng_open). */
@@ -2515,6 +2538,7 @@ static KT_NOINSTR void atfork_parent(void) { pthread_mutex_unlock(&patch_lock); 
 #define FORK_PUT (2 * NORNG)
 static char fork_buf[4096], fork_line[256];
 static uint64_t fork_put[FORK_PUT][2];
+static int fork_over;   /* more parts than fork_put holds */
 
 static KT_NOINSTR void fork_line_ranges(const char *l, void *arg)
 {
@@ -2527,13 +2551,22 @@ static KT_NOINSTR void fork_line_ranges(const char *l, void *arg)
 		return;
 	start = ml.start;
 	end = ml.end;
-	for (uint32_t k = 0; k < n_orng && n < FORK_PUT; k++) {
+	for (uint32_t k = 0; k < n_orng; k++) {
 		uint64_t lo = orng[k].a > start ? orng[k].a : start;
 		uint64_t hi = orng[k].a + orng[k].len < end ? orng[k].a + orng[k].len : end;
 
-		if (orng[k].len != 0 && lo < hi) {
+		if (orng[k].len == 0 || lo >= hi)
+			continue;
+		/* A run's pages may be several lines (written while apart,
+		 * their mappings no longer merge): one part, where they meet */
+		if (n > 0 && lo <= fork_put[n - 1][1] && hi >= fork_put[n - 1][0]) {
+			fork_put[n - 1][0] = lo < fork_put[n - 1][0] ? lo : fork_put[n - 1][0];
+			fork_put[n - 1][1] = hi > fork_put[n - 1][1] ? hi : fork_put[n - 1][1];
+		} else if (n < FORK_PUT) {
 			fork_put[n][0] = lo;
 			fork_put[n++][1] = hi;
+		} else {
+			fork_over = 1;
 		}
 	}
 	*np = n;
@@ -2545,11 +2578,14 @@ static KT_NOINSTR void atfork_child(void)
 
 	/* The child's code too (LINGER): nothing is patched meanwhile,
 	 * atfork_prepare held the lock.  Where the file cannot be read
-	 * whole (no /proc, no descriptor left, a sandbox), every range as
-	 * it was, as before: code left writable for the child's life is the
-	 * worse risk. */
-	if (n_orng != 0 && ktrace__maps_read(fork_line_ranges, &n, fork_buf, sizeof(fork_buf),
-	                                     fork_line, sizeof(fork_line)) == 0) {
+	 * whole (no /proc, no descriptor left, a sandbox), or holds more
+	 * parts than fork_put, every range as it was, as before: code left
+	 * writable for the child's life is the worse risk. */
+	fork_over = 0;
+	if (n_orng != 0 &&
+	    ktrace__maps_read(fork_line_ranges, &n, fork_buf, sizeof(fork_buf), fork_line,
+	                      sizeof(fork_line)) == 0 &&
+	    !fork_over) {
 		for (uint32_t i = 0; i < n; i++)
 			mprotect((void *)fork_put[i][0], fork_put[i][1] - fork_put[i][0],
 			         PROT_READ | PROT_EXEC);
