@@ -1560,6 +1560,20 @@ static KT_NOINSTR void patch_iterate(int (*cb)(struct dl_phdr_info *, size_t, vo
 static uint32_t n_orng;
 static int64_t open_since_ns, open_last_ns;
 
+/* Is o an open run of the code segment [lo, hi) of a module loaded since
+ * the loader's unload count was subs? */
+static KT_NOINSTR int orng_in(const struct orng *o, uint64_t lo, uint64_t hi, uint64_t subs)
+{
+	return o->len != 0 && o->seg == lo && o->seg_end == hi && o->subs == subs;
+}
+
+/* [*a, *e) widened to hold [b, f). */
+static KT_NOINSTR void widen(uint64_t *a, uint64_t *e, uint64_t b, uint64_t f)
+{
+	*a = b < *a ? b : *a;
+	*e = f > *e ? f : *e;
+}
+
 /* Is [a, a + len) in a run of a code segment of info kept open?  Only
  * while no module was unloaded since it was opened: another may lie
  * there now. */
@@ -1603,7 +1617,7 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 			k = k == NORNG ? j : k;
 			continue;
 		}
-		if (orng[j].seg != lo || orng[j].seg_end != hi || orng[j].subs != info->dlpi_subs)
+		if (!orng_in(&orng[j], lo, hi, info->dlpi_subs))
 			continue;
 		gap = phi < orng[j].a ? orng[j].a - phi
 		      : plo > orng[j].a + orng[j].len ? plo - (orng[j].a + orng[j].len) : 0;
@@ -1616,19 +1630,16 @@ static KT_NOINSTR int orng_open(const struct dl_phdr_info *info, uint64_t a, uin
 		k = n_orng;
 	if (best != NORNG && (best_gap <= MERGE_GAP || k == NORNG)) {
 		at = best;
-		plo = orng[at].a < plo ? orng[at].a : plo;
-		phi = orng[at].a + orng[at].len > phi ? orng[at].a + orng[at].len : phi;
+		widen(&plo, &phi, orng[at].a, orng[at].a + orng[at].len);
 		/* and every other run of the segment it now meets, which it
 		 * takes in (entries never nest: a table of nested runs would
 		 * fill and grow far) */
 		do {
 			grown = 0;
 			for (uint32_t j = 0; j < n_orng; j++)
-				if (j != at && orng[j].len != 0 && orng[j].seg == lo && orng[j].seg_end == hi &&
-				    orng[j].subs == info->dlpi_subs && orng[j].a <= phi &&
-				    orng[j].a + orng[j].len >= plo) {
-					plo = orng[j].a < plo ? orng[j].a : plo;
-					phi = orng[j].a + orng[j].len > phi ? orng[j].a + orng[j].len : phi;
+				if (j != at && orng_in(&orng[j], lo, hi, info->dlpi_subs) &&
+				    orng[j].a <= phi && orng[j].a + orng[j].len >= plo) {
+					widen(&plo, &phi, orng[j].a, orng[j].a + orng[j].len);
 					orng[j].len = 0;
 					grown = 1;
 				}
@@ -1681,10 +1692,8 @@ static KT_NOINSTR int orng_close_cb(struct dl_phdr_info *info, size_t size, void
 		a = orng[k].a;
 		e = orng[k].a + orng[k].len;
 		for (uint32_t j = k + 1; j < n_orng; j++)
-			if (orng[j].len != 0 && orng[j].seg == orng[k].seg &&
-			    orng[j].seg_end == orng[k].seg_end && orng[j].subs == orng[k].subs) {
-				a = orng[j].a < a ? orng[j].a : a;
-				e = orng[j].a + orng[j].len > e ? orng[j].a + orng[j].len : e;
+			if (orng_in(&orng[j], lo, hi, orng[k].subs)) {
+				widen(&a, &e, orng[j].a, orng[j].a + orng[j].len);
 				orng[j].len = 0;
 			}
 		mprotect((void *)a, e - a, PROT_READ | PROT_EXEC);
@@ -2560,8 +2569,7 @@ static KT_NOINSTR void fork_line_ranges(const char *l, void *arg)
 		/* A run's pages may be several lines (written while apart,
 		 * their mappings no longer merge): one part, where they meet */
 		if (n > 0 && lo <= fork_put[n - 1][1] && hi >= fork_put[n - 1][0]) {
-			fork_put[n - 1][0] = lo < fork_put[n - 1][0] ? lo : fork_put[n - 1][0];
-			fork_put[n - 1][1] = hi > fork_put[n - 1][1] ? hi : fork_put[n - 1][1];
+			widen(&fork_put[n - 1][0], &fork_put[n - 1][1], lo, hi);
 		} else if (n < FORK_PUT) {
 			fork_put[n][0] = lo;
 			fork_put[n++][1] = hi;

@@ -489,7 +489,6 @@ static long exe_code_kb(long *code_kb)
 static void do_spread(void)
 {
 	long s = 0, code = 0, w, most = 0, now;
-	struct timespec t0, t;
 
 	for (int i = 0; i < COUNT; i += 100) {
 		for (int j = 0; j < 100; j++)
@@ -497,13 +496,9 @@ static void do_spread(void)
 		if ((w = exe_code_kb(&code)) > most)
 			most = w;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
+	for (int64_t end = now_ns() + 300000000LL; now_ns() < end; usleep(500))
 		if ((w = exe_code_kb(&code)) > most)
 			most = w;
-		usleep(500);
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 300);
 	now = exe_code_kb(&code);
 	printf("count %ld\nleaf-site %02x\n", s, *(const unsigned char *)(uintptr_t)leaf);
 	printf("spread code-kb %ld rwx-kb %ld now-kb %ld\n", code, most, now);
