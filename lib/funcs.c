@@ -82,6 +82,7 @@ struct kt_module {
 static struct kt_module *mods;      /* KT_MODULES entries */
 static _Atomic uint32_t nmods;      /* published count */
 static atomic_flag mods_lock = ATOMIC_FLAG_INIT;
+static _Atomic int32_t scan_holder; /* the scanning thread's tid, 0: none (rescan) */
 
 static KT_NOINSTR void *map_zero(size_t bytes)
 {
@@ -236,6 +237,7 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 KT_NOINSTR void ktrace__funcs_fork_child(void)
 {
 	atomic_flag_clear_explicit(&mods_lock, memory_order_relaxed);
+	kt_store(&scan_holder, 0, relaxed);
 	if (kt_load(&claiming, relaxed) == 0)
 		return;
 	for (uint32_t i = 0; i < KT_FTAB; i++)
@@ -514,12 +516,55 @@ KT_NOINSTR int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *
 static char scan_buf[4096];        /* under mods_lock */
 static char scan_line[512];        /* under mods_lock */
 
-static KT_NOINSTR void rescan(void)
+/*
+ * A scan of /proc/self/maps that begins after the call: addr known then
+ * (addr 0: the snapshot's scan, which must see every module mapped now).
+ * A thread that finds another one scanning waits for it and looks again,
+ * scanning itself if addr is still unknown: the other scan may have read
+ * the maps before addr's module was mapped (eight threads dlopening at
+ * once: one in ten runs left a library's functions unnamed, and so not
+ * excluded, for good).  It does not wait for its own thread's scan (a
+ * signal handler that interrupted it), nor for longer than SCAN_WAIT_NS
+ * (a scanning thread stopped by a debugger): the snapshot's scan then
+ * names what this one could not.
+ */
+#define SCAN_WAIT_NS 200000000LL
+static KT_NOINSTR void rescan(uint64_t addr)
 {
-	if (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
-		return;
+	int32_t self = 0;
+	int64_t until = 0;
+
+	for (;;) {
+		if (addr != 0 && known(addr))
+			return;
+		if (!atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
+			break;
+		if (self == 0) {
+			self = (int32_t)syscall(SYS_gettid);
+			until = ktrace__monotonic_ns() + SCAN_WAIT_NS;
+		}
+		if (kt_load(&scan_holder, relaxed) == self || ktrace__monotonic_ns() > until)
+			return;
+		syscall(SYS_sched_yield);
+	}
+	kt_store(&scan_holder, self ? self : (int32_t)syscall(SYS_gettid), relaxed);
 	ktrace__maps_read(maps_line, NULL, scan_buf, sizeof(scan_buf), scan_line, sizeof(scan_line));
+	kt_store(&scan_holder, 0, relaxed);
 	/* release: pairs with the acquire test-and-set of the next scanner. */
+	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
+}
+
+/* Tests: hold the scan lock as a scan in progress would (on), or let it
+ * go (off), from the calling thread. */
+KT_NOINSTR void ktrace__modules_test_hold(int on)
+{
+	if (on) {
+		while (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
+			syscall(SYS_sched_yield);
+		kt_store(&scan_holder, (int32_t)syscall(SYS_gettid), relaxed);
+		return;
+	}
+	kt_store(&scan_holder, 0, relaxed);
 	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
 }
 
@@ -550,8 +595,7 @@ KT_NOINSTR int ktrace__module_of(uintptr_t addr, uint64_t *start, uint64_t *offs
 
 KT_NOINSTR void ktrace__module_note(uintptr_t addr)
 {
-	if (!known(addr))
-		rescan();
+	rescan(addr);
 }
 
 /* ---- build-ids (writer thread) --------------------------------------------- */
@@ -720,7 +764,7 @@ KT_NOINSTR size_t ktrace__modules_serialize(void *dst, size_t cap, uint32_t *cou
 	size_t used = 0;
 	uint32_t n;
 
-	rescan();
+	rescan(0);
 	n = kt_load(&nmods, acquire);
 	*count = 0;
 	for (uint32_t i = 0; i < n; i++) {

@@ -607,6 +607,7 @@ _Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* /proc/self/maps line by line, with system calls, and one line's
  * fields (funcs.c). */
+void ktrace__modules_test_hold(int on);   /* tests */
 int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,
                       char *lbuf, size_t llen);
 struct kt_maps_line {

@@ -15,6 +15,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -339,6 +342,70 @@ static void test_funcs_module_map_has_executable(void **state)
 	free(buf);
 }
 
+/*
+ * A module mapped while another thread's scan is under way (it may have
+ * read the maps before the mapping): a thread whose function lies there
+ * waits for that scan and scans again, so the module is known when its
+ * first call returns (eight threads dlopening their own libraries at once
+ * left one library unnamed, and its KTRACE_EXCLUDE'd functions recorded,
+ * in about one run in ten).  The scanning thread itself (a signal handler
+ * that interrupted its scan) does not wait.
+ */
+static pthread_barrier_t scan_bar;
+static void *scan_holder_thread(void *arg)
+{
+	(void)arg;
+	ktrace__modules_test_hold(1);
+	pthread_barrier_wait(&scan_bar);   /* held */
+	pthread_barrier_wait(&scan_bar);   /* the noter is on its way */
+	usleep(50 * 1000);
+	ktrace__modules_test_hold(0);
+	return NULL;
+}
+
+static void *scan_noter_thread(void *arg)
+{
+	pthread_barrier_wait(&scan_bar);
+	ktrace__module_note((uintptr_t)arg);
+	return NULL;
+}
+
+static void test_funcs_module_mapped_during_scan(void **state)
+{
+	char path[300];
+	uint64_t start, off;
+	pthread_t h, n;
+	int fd = open("/proc/self/exe", O_RDONLY);
+	void *m;
+
+	(void)state;
+	assert_true(fd >= 0);
+	pthread_barrier_init(&scan_bar, NULL, 2);
+	assert_int_equal(pthread_create(&h, NULL, scan_holder_thread, NULL), 0);
+	pthread_barrier_wait(&scan_bar);
+	/* mapped after the held scan began: executable, with a path */
+	m = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(ktrace__module_of((uintptr_t)m + 16, &start, &off, path, sizeof(path)), -1);
+	assert_int_equal(pthread_create(&n, NULL, scan_noter_thread, (char *)m + 16), 0);
+	assert_int_equal(pthread_join(n, NULL), 0);
+	assert_int_equal(pthread_join(h, NULL), 0);
+	assert_int_equal(ktrace__module_of((uintptr_t)m + 16, &start, &off, path, sizeof(path)), 0);
+	assert_int_equal(start, (uint64_t)(uintptr_t)m);
+	assert_non_null(strstr(path, "test_lib_funcs"));
+	pthread_barrier_destroy(&scan_bar);
+
+	/* its own scan: no wait (it would never end) */
+	munmap(m, 4096);
+	m = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	assert_true(m != MAP_FAILED);
+	ktrace__modules_test_hold(1);
+	ktrace__module_note((uintptr_t)m + 16);
+	ktrace__modules_test_hold(0);
+	munmap(m, 8192);
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = {"KTRACE_BUFFER_MB=1", NULL};
@@ -347,6 +414,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_funcs_ids_distinct),
 		cmocka_unit_test(test_funcs_name_ids),
 		cmocka_unit_test(test_funcs_module_map_has_executable),
+		cmocka_unit_test(test_funcs_module_mapped_during_scan),
 	};
 	const struct CMUnitTest threaded[] = {
 		cmocka_unit_test(test_funcs_concurrent_registration_unique),
