@@ -236,6 +236,10 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 		kt_add(&muted_calls, t->ment - t->ment_reported, relaxed);
 		t->ment_reported = t->ment;
 	}
+	if (t->lskip != t->lskip_reported) {
+		kt_add(&muted_calls, t->lskip - t->lskip_reported, relaxed);
+		t->lskip_reported = t->lskip;
+	}
 	if (KT_LIKELY(e == t->mute_epoch))
 		return;
 	c = t->ment - t->mexit;

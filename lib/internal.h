@@ -218,6 +218,10 @@ struct kt_thread {
 	} lstk[KT_LEAN_DEPTH];
 	int32_t reg_idx;             /* index in record.c's registry, -1: none */
 	uint64_t fl_last;            /* the counter at its last frameless look (lean.c) */
+	uint64_t lskip;              /* lean entries the hooks skipped because
+	                                muted (not patched out yet, or W^X):
+	                                __fentry__'s asm adds them, as ment */
+	uint64_t lskip_reported;     /* part of lskip added to the global count */
 };
 
 /*

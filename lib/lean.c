@@ -767,6 +767,8 @@ KT_NOINSTR void ktrace__lean_enter_slow(uint64_t r, uint64_t *slot)
 	}
 	nth = learning(l, skip);
 	learn = nth ? KT_FC_LEARN : 0;
+	if (skip & KT_FC_MUTED)
+		t->lskip++;   /* reported at the next adoption (filter.c) */
 	/* Not cached while another thread is noting the function (its
 	 * claim, LS_CLAIMED): cached without LEARN, this thread would not
 	 * learn its exits, and nothing empties the cache now (filter.c's

@@ -398,8 +398,13 @@ KT_NOINSTR KT_GPR int ktrace__lean_enter_fast(uint64_t r, uint64_t *slot)
 		if ((e >> 16) != r)   /* a miss; tracing off: nothing to do */
 			return kt_load(&ktrace__g.state, relaxed) != KT_OFF;
 	}
-	if (e & (KT_FC_SKIP | KT_FC_LEARN))
-		return (e & KT_FC_LEARN) != 0;   /* muted, not patched out yet */
+	if (e & (KT_FC_SKIP | KT_FC_LEARN)) {
+		if (e & KT_FC_LEARN)
+			return 1;
+		/* muted, not patched out yet (or W^X): counted as the asm does */
+		__atomic_store_n(&t->lskip, t->lskip + ((e >> 14) & 1), __ATOMIC_RELAXED);
+		return 0;
+	}
 	if (KT_UNLIKELY(n >= KT_LEAN_DEPTH || (n && t->lstk[n - 1].slot <= (uint64_t)slot)))
 		return 1;
 	if (KT_UNLIKELY((rs = t->rseq) == NULL))
@@ -525,6 +530,8 @@ _Static_assert(offsetof(struct kt_thread, nfl) == 16796, "asm counts nfl at 1679
 #define KT_HOLD_LIM_OFF "60"
 #define KT_HOLD_DL_OFF "64"
 #define KT_LSP_OFF "16792"
+#define KT_LSKIP_OFF "22960"
+_Static_assert(offsetof(struct kt_thread, lskip) == 22960, "asm counts lskip at 22960");
 #define KT_LSTK_OFF "16800"
 #define KT_LEAN_DEPTH_S "256"
 _Static_assert(offsetof(struct kt_thread, rseq) == 0 && offsetof(struct kt_thread, key) == 8 &&
@@ -780,7 +787,9 @@ _Static_assert(KT_FCACHE_SIZE == 2048 && KT_FC_SKIP == 0xc000 && KT_FC_LEARN == 
 	"jnz 4f\n\t"                            /* not r's: the C path */     \
 	"testl $0x2000, %edx\n\t"               /* learning: the slow path */ \
 	"jnz 4f\n\t"                                                          \
-	"popq %rdx\n\t"                         /* skipped */                 \
+	"btl $14, %edx\n\t"                     /* skipped; muted (not */     \
+	"adcq $0, " KT_LSKIP_OFF "(%r11)\n\t"    /* excluded): counted */      \
+	"popq %rdx\n\t"                                                       \
 	"popq %rax\n\t"                                                       \
 	"ret\n"                                                               \
 	".Lkt_la_slow:\n\t"                     /* the sections' slow exits */ \

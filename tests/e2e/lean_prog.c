@@ -1474,6 +1474,16 @@ int main(int argc, char **argv)
 		}
 		printf("wx %s\n", how);
 		do_count();
+	} else if (strcmp(mode, "wxburst") == 0) {
+		const char *how = forbid_wx();
+
+		if (how == NULL) {
+			printf("wx none\n");
+			return 77;
+		}
+		printf("wx %s\n", how);
+		do_burst();
+		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 	} else if (strcmp(mode, "seccompexec") == 0) {
 		/* a filter that allows everything: ktrace sees "Seccomp: 2" */
 		struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
