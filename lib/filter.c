@@ -69,6 +69,7 @@
 #include <sys/mman.h>
 #include "snapshot.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -629,9 +630,18 @@ KT_NOINSTR void ktrace__filter_own_mm(int64_t t0, int64_t t1)
 
 KT_NOINSTR int ktrace__madvise_own(void *p, size_t len, int advice)
 {
-	int64_t t0 = ktrace__monotonic_ns();
-	int rc = madvise(p, len, advice);
+	int64_t t0;
+	int rc;
 
+	/* optional (sandbox.c): a populate's callers touch the pages
+	 * instead, a DONTNEED's keep them */
+	if (!ktrace__optional_begin()) {
+		errno = EPERM;
+		return -1;
+	}
+	t0 = ktrace__monotonic_ns();
+	rc = madvise(p, len, advice);
+	ktrace__optional_end();
 	ktrace__filter_own_mm(t0, ktrace__monotonic_ns());
 	return rc;
 }

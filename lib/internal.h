@@ -592,6 +592,7 @@ void *ktrace__walloc_parts(int n, const size_t *sz, void **const *dst);
 enum kt_warn_key {
 	KT_WARN_LEAN_WX = 1,       /* lean.c: code cannot be made writable */
 	KT_WARN_LEAN_BOTH,         /* lean.c: both modes in one function */
+	KT_WARN_LEAN_SANDBOX,      /* lean.c: a filter put on after start-up */
 	KT_WARN_MLOCK,             /* memlock.c */
 	KT_WARN_SIGNAL_TAKEN,      /* signal.c */
 	KT_WARN_TRIGGER_RUN,       /* trigq.c: KTRACE_TRIGGER_ON=run falls back */
@@ -646,6 +647,15 @@ extern _Atomic uint32_t ktrace__mute_epoch;   /* grows when the mute set grows *
 void ktrace__filter_adopt(struct kt_thread *t);
 /* KT_FC_* bits of compact event ev in the view of mute epoch 'epoch'. */
 uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
+/* sandbox.c: a call a seccomp filter installed with TSYNC after start-up
+ * may kill (mprotect, membarrier, madvise, sched_setaffinity, prctl) is
+ * made inside ktrace__optional_begin() (0: not now, skip it) and
+ * ktrace__optional_end(); ktrace__sandboxed(): such a filter is on. */
+int ktrace__optional_begin(void);
+void ktrace__optional_end(void);
+int ktrace__sandboxed(void);
+/* lean.c: the code kept writable goes back to read+exec (before the filter). */
+void ktrace__lean_sandbox(void);
 /* sched.c: the Seccomp: mode of /proc/self/status (of the calling thread's
  * own with this_thread), -1 if it cannot be read. */
 int ktrace__seccomp_mode(int this_thread);

@@ -2687,7 +2687,42 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 	}
 }
 
+static KT_NOINSTR void lean_tick(int64_t *wait_ns);
+
+/* A seccomp filter for every thread, installed after start-up (sandbox.c):
+ * said once, and the snapshot says it as W^X (KTRACE_INFO_LEAN_NO_PATCH). */
+static _Atomic int sandbox_said;
+
+/* Writer thread: the batches are optional calls (sandbox.c). */
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
+{
+	if (!kt_load(&lean_used, relaxed))
+		return;
+	if (!ktrace__optional_begin()) {
+		if (!atomic_exchange(&sandbox_said, 1) && !kt_load_cfg(quiet))
+			ktrace__warn_once(KT_WARN_LEAN_SANDBOX, "lean mode: the program put a seccomp "
+			                  "filter on all its threads, which may kill the process on "
+			                  "the calls that patch code; no more code is patched, and "
+			                  "muted functions keep calling the hooks, which skip them");
+		return;
+	}
+	lean_tick(wait_ns);
+	ktrace__optional_end();
+}
+
+/* The program's thread, before it installs the filter, every optional
+ * section over (none can begin): the code kept writable (LINGER) goes
+ * back to read+exec now, while mprotect is still allowed. */
+KT_NOINSTR void ktrace__lean_sandbox(void)
+{
+	if (n_orng == 0)
+		return;
+	patch_iterate(orng_close_cb, NULL);
+	n_orng = 0;
+	pthread_mutex_unlock(&patch_lock);
+}
+
+static KT_NOINSTR void lean_tick(int64_t *wait_ns)
 {
 	int all;
 	static struct mod_ctx m;
@@ -2855,7 +2890,7 @@ KT_NOINSTR uint32_t ktrace__lean_info_flags(void)
 
 	if (kt_load(&lean_used, relaxed))
 		f |= KTRACE_INFO_LEAN;
-	if (kt_load(&wx_denied, relaxed))
+	if (kt_load(&wx_denied, relaxed) || (kt_load(&lean_used, relaxed) && ktrace__sandboxed()))
 		f |= KTRACE_INFO_LEAN_NO_PATCH;
 	return f;
 }
@@ -2960,6 +2995,7 @@ KT_NOINSTR void ktrace__lean_stats(uint64_t *patched, uint64_t *failed, uint64_t
 #else /* not x86-64: no lean mode (lean_cflags is empty there) */
 
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns) { (void)wait_ns; }
+KT_NOINSTR void ktrace__lean_sandbox(void) {}
 KT_NOINSTR void ktrace__lean_touch(int tables_only) { (void)tables_only; }
 KT_NOINSTR uint32_t ktrace__lean_info_flags(void) { return 0; }
 KT_NOINSTR int ktrace__lean_active(void) { return 0; }

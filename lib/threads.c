@@ -71,7 +71,10 @@ static KT_NOINSTR void on_thread_exit(void *arg)
 	ktrace__hold_thread_exit();
 	if (e == NULL)
 		return;
-	prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
+	if (ktrace__optional_begin()) {   /* else named from /proc, or not at all */
+		prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
+		ktrace__optional_end();
+	}
 	/* release: the name above is visible to a snapshot that sees exit_tsc. */
 	kt_store(&e->exit_tsc, ktrace__now() | 1, release);
 	ktrace__self_release();
@@ -114,7 +117,10 @@ KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
 		return 0;
 	e->first_tsc = now;
 	e->flags = tid == main_tid ? KTRACE_THREAD_MAIN : 0;
-	prctl(PR_GET_NAME, e->name, 0, 0, 0);
+	if (ktrace__optional_begin()) {   /* else named from /proc at the snapshot */
+		prctl(PR_GET_NAME, e->name, 0, 0, 0);
+		ktrace__optional_end();
+	}
 	/* release: pairs with the snapshot's acquire load of tid. */
 	kt_store(&e->tid, tid, release);
 	pthread_setspecific(exit_key, (void *)(uintptr_t)slot);

@@ -205,7 +205,7 @@ static KT_NOINSTR void move_start(void)
 		kt_store(&track_waker, 1, relaxed);
 }
 
-static KT_NOINSTR void move_off(void)
+static KT_NOINSTR void move_off_calls(void)
 {
 	int w = kt_load(&waker_cpu, relaxed) - 1;
 	cpu_set_t cur, other;
@@ -235,6 +235,16 @@ static KT_NOINSTR void move_off(void)
 	    sched_getaffinity(0, sizeof(move_mine), &move_mine) != 0)
 		return;
 	move_out = w;
+}
+
+/* The move's calls are optional (sandbox.c): none under a filter put on
+ * after start-up. */
+static KT_NOINSTR void move_off(void)
+{
+	if (kt_load(&waker_cpu, relaxed) == 0 || !ktrace__optional_begin())
+		return;
+	move_off_calls();
+	ktrace__optional_end();
 }
 
 /*

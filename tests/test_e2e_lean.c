@@ -32,6 +32,8 @@
  *               the hook mutes instead, said once on stderr and in the
  *               snapshot.
  *   wxburst     wx, then burst: the hooks count the muted calls they skip.
+ *   tsync       a seccomp filter with TSYNC after start that kills on the
+ *               calls ktrace makes for its own ends: the program lives.
  *   flip        8 threads run while every site is patched out and in 25
  *               times: no crash, no exit lost, exact counts after.
  *   storm       6 threads call lean functions while main signals them every
@@ -744,6 +746,46 @@ static void test_e2e_lean_wx_budget_counts(void **state)
 	done(&r);
 }
 
+/*
+ * A program that puts a seccomp filter on all its threads (TSYNC) once
+ * running, one that kills the process on the calls ktrace makes for its
+ * own ends only (sandbox.c): it lives, in both modes.  The lean mode
+ * patches nothing more, says so once and in the snapshot, and its hooks
+ * skip the muted function; the nesting is exact.  (Before: SIGSYS, by the
+ * writer's hand.)
+ */
+static void test_e2e_lean_tsync_sandbox(void **state)
+{
+	struct run r, q;
+	uint64_t n;
+	const char *b;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean", "tsync", "KTRACE_BUFFER_MB=64", NULL);
+	assert_non_null(strstr(r.p.out, "tsync on"));
+	assert_int_equal(kt_count_str(r.p.err, "put a seccomp filter on all its threads"), 1);
+	assert_true(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	assert_non_null(b = strstr(r.p.out, "burst "));
+	n = strtoull(b + 6, NULL, 10);
+	assert_true(kd_muted(r.d, "leaf") != NULL);
+	assert_true(is_call(leaf_site(&r)));   /* not patched */
+	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
+	assert_true(r.d->snap.budget.muted_calls > 0);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	parents(r.d, r.th, "leaf", "mid");
+	done(&r);
+	/* the same program built with -finstrument-functions */
+	run(&q, BIN "e2e_lean_fi", "tsync", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
+	assert_non_null(strstr(q.p.out, "tsync on"));
+	assert_int_equal(kd_count(q.d, q.th, "marker"), 5);
+	assert_int_equal(q.d->lost_exits, 0);
+	done(&q);
+}
+
 /* The last "code-copied <private kB> <size kB>" line of out. */
 static void code_copied(const char *out, long *anon, long *size)
 {
@@ -1385,6 +1427,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_disabled),
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_wx_budget_counts),
+		cmocka_unit_test(test_e2e_lean_tsync_sandbox),
 		cmocka_unit_test(test_e2e_lean_wx_from_start),
 		cmocka_unit_test(test_e2e_lean_precopy),
 		cmocka_unit_test(test_e2e_lean_rwx_segment),

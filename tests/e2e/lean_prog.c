@@ -611,6 +611,35 @@ static const char *forbid_wx(void)
 	return "seccomp";
 }
 
+/*
+ * tsync: 50 ms after start, a seccomp filter on every thread (TSYNC, as a
+ * program that sandboxes itself once initialised) that kills the process
+ * on each call ktrace makes only for its own ends: mprotect and
+ * membarrier (patching), madvise (prefaulting), sched_[gs]etaffinity (the
+ * writer's moves), prctl (thread names).  Then a burst the budget mutes.
+ */
+static int tsync_filter(void)
+{
+	static const int nrs[] = {SYS_mprotect, SYS_membarrier, SYS_madvise, SYS_sched_setaffinity,
+	                          SYS_sched_getaffinity, SYS_prctl};
+	struct sock_filter f[2 + 2 * 6];
+	struct sock_fprog prog;
+	size_t n = 0;
+
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+	                                      offsetof(struct seccomp_data, nr));
+	for (size_t i = 0; i < 6; i++) {
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	}
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	prog.len = (unsigned short)n;
+	prog.filter = f;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+}
+
 /* Runs this program again in count mode (execve keeps a ban or a filter
  * set before); returns only if execv failed. */
 static int rerun_count(char *argv0)
@@ -1482,6 +1511,15 @@ int main(int argc, char **argv)
 			return 77;
 		}
 		printf("wx %s\n", how);
+		do_burst();
+		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
+	} else if (strcmp(mode, "tsync") == 0) {
+		usleep(50000);
+		if (tsync_filter() != 0) {
+			printf("tsync: %s\n", strerror(errno));
+			return 77;
+		}
+		printf("tsync on\n");
 		do_burst();
 		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 	} else if (strcmp(mode, "seccompexec") == 0) {
