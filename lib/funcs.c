@@ -81,8 +81,7 @@ struct kt_module {
 };
 static struct kt_module *mods;      /* KT_MODULES entries */
 static _Atomic uint32_t nmods;      /* published count */
-static atomic_flag mods_lock = ATOMIC_FLAG_INIT;
-static _Atomic int32_t scan_holder; /* the scanning thread's tid, 0: none (rescan) */
+static _Atomic int32_t scan_holder; /* the module scan's lock: its thread's tid, 0: free (rescan) */
 
 static KT_NOINSTR void *map_zero(size_t bytes)
 {
@@ -195,6 +194,10 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 		a = kt_load(&s->addr, acquire);
 
 		if (a == 0) {
+			/* The module first, while this thread holds no pending
+			 * id: the scan may wait for another thread's, whose
+			 * own signal handler may wait for such an id. */
+			ktrace__module_note(fn);
 			/* Counted before the claim so a fork child knows whether
 			 * a parent thread may have left an id unpublished. */
 			kt_add(&claiming, 1, relaxed);
@@ -210,7 +213,6 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 				uint32_t n = kt_add(&next_id, 1, relaxed);
 				id = n < KTRACE_FUNC_ID_COUNT ? n + 1 : KT_ID_FULL;
 				kt_add(&nfuncs, 1, relaxed);
-				ktrace__module_note(fn);
 				if (id != KT_ID_FULL)   /* KTRACE_EXCLUDE/INCLUDE */
 					ktrace__filter_new_func(id - 1, fn);
 				/* release: pairs with wait_id()'s acquire and the
@@ -236,8 +238,7 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
  */
 KT_NOINSTR void ktrace__funcs_fork_child(void)
 {
-	atomic_flag_clear_explicit(&mods_lock, memory_order_relaxed);
-	kt_store(&scan_holder, 0, relaxed);
+	kt_store(&scan_holder, 0, relaxed);   /* the module scan's lock */
 	if (kt_load(&claiming, relaxed) == 0)
 		return;
 	for (uint32_t i = 0; i < KT_FTAB; i++)
@@ -394,7 +395,7 @@ static KT_NOINSTR uint64_t hexnum(const char **pp)
 	return v;
 }
 
-static struct statx scan_stx;      /* under mods_lock (maps_line) */
+static struct statx scan_stx;      /* under scan_holder (maps_line) */
 
 /* One /proc/self/maps line, "start-end perms offset dev inode   path",
  * into *m (path: NULL when none; dev: major << 32 | minor); 0 when the
@@ -459,7 +460,7 @@ static KT_NOINSTR void maps_line(const char *l, void *arg)
 	mods[n].path[KT_PATH - 1] = 0;
 	/* The file's size and mtime now, for files without a build-id (a
 	 * system call: fine in a signal handler; scan_stx is static, under
-	 * mods_lock like the scan buffers). */
+	 * scan_holder like the scan buffers). */
 	mods[n].size = 0;
 	mods[n].mtime_ns = 0;
 	if (statx(AT_FDCWD, mods[n].path, 0, STATX_SIZE | STATX_MTIME, &scan_stx) == 0) {
@@ -510,11 +511,11 @@ KT_NOINSTR int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *
 	return r < 0 ? -1 : 0;
 }
 
-/* The module table's scan: its buffers are static, used under mods_lock:
+/* The module table's scan: its buffers are static, used under scan_holder:
  * the slow path runs on the application's stack, which can be a small
  * signal alternate stack. */
-static char scan_buf[4096];        /* under mods_lock */
-static char scan_line[512];        /* under mods_lock */
+static char scan_buf[4096];        /* under scan_holder */
+static char scan_line[512];        /* under scan_holder */
 
 /*
  * A scan of /proc/self/maps that begins after the call: addr known then
@@ -529,43 +530,74 @@ static char scan_line[512];        /* under mods_lock */
  * names what this one could not.
  */
 #define SCAN_WAIT_NS 200000000LL
+static _Atomic uint32_t scan_gen;      /* scans begun */
+static _Atomic uint32_t scan_stuck;    /* scan_gen + 1 of one waited out, 0: none */
+static _Atomic uint32_t scan_timeouts; /* waits given up (tests) */
+
+/* The lock is the scanning thread's tid (0: free), taken and let go in
+ * one operation each, so that the thread's own signal handler always
+ * knows it for its own. */
+static KT_NOINSTR int scan_lock(int32_t self)
+{
+	int32_t zero = 0;
+
+	/* acquire: pairs with the release store of the last scanner */
+	if (!kt_cas(&scan_holder, &zero, self, acquire))
+		return 0;
+	kt_add(&scan_gen, 1, relaxed);
+	return 1;
+}
+
 static KT_NOINSTR void rescan(uint64_t addr)
 {
-	int32_t self = 0;
+	int32_t self;
 	int64_t until = 0;
+	uint32_t g;
 
-	for (;;) {
+	if (addr != 0 && known(addr))
+		return;
+	self = (int32_t)syscall(SYS_gettid);
+	while (!scan_lock(self)) {
+		if (kt_load(&scan_holder, relaxed) == self)
+			return;   /* a handler in its own thread's scan */
+		/* a scan waited out once (stopped by a debugger, or a vfork
+		 * child's killed mid-scan) is not waited for again */
+		g = kt_load(&scan_gen, relaxed);
+		if (kt_load(&scan_stuck, relaxed) == g + 1)
+			return;
+		if (until == 0)
+			until = ktrace__monotonic_ns() + SCAN_WAIT_NS;
+		if (ktrace__monotonic_ns() > until) {
+			kt_store(&scan_stuck, g + 1, relaxed);
+			kt_add(&scan_timeouts, 1, relaxed);
+			return;
+		}
+		syscall(SYS_sched_yield);
 		if (addr != 0 && known(addr))
 			return;
-		if (!atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
-			break;
-		if (self == 0) {
-			self = (int32_t)syscall(SYS_gettid);
-			until = ktrace__monotonic_ns() + SCAN_WAIT_NS;
-		}
-		if (kt_load(&scan_holder, relaxed) == self || ktrace__monotonic_ns() > until)
-			return;
-		syscall(SYS_sched_yield);
 	}
-	kt_store(&scan_holder, self ? self : (int32_t)syscall(SYS_gettid), relaxed);
 	ktrace__maps_read(maps_line, NULL, scan_buf, sizeof(scan_buf), scan_line, sizeof(scan_line));
-	kt_store(&scan_holder, 0, relaxed);
-	/* release: pairs with the acquire test-and-set of the next scanner. */
-	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
+	/* release: the table and the buffers before the next scanner */
+	kt_store(&scan_holder, 0, release);
 }
 
 /* Tests: hold the scan lock as a scan in progress would (on), or let it
- * go (off), from the calling thread. */
+ * go (off), from the calling thread; the waits given up so far. */
 KT_NOINSTR void ktrace__modules_test_hold(int on)
 {
 	if (on) {
-		while (atomic_flag_test_and_set_explicit(&mods_lock, memory_order_acquire))
+		int32_t self = (int32_t)syscall(SYS_gettid);
+
+		while (!scan_lock(self))
 			syscall(SYS_sched_yield);
-		kt_store(&scan_holder, (int32_t)syscall(SYS_gettid), relaxed);
 		return;
 	}
-	kt_store(&scan_holder, 0, relaxed);
-	atomic_flag_clear_explicit(&mods_lock, memory_order_release);
+	kt_store(&scan_holder, 0, release);
+}
+
+KT_NOINSTR uint32_t ktrace__modules_test_timeouts(void)
+{
+	return kt_load(&scan_timeouts, relaxed);
 }
 
 /* The module holding addr: its mapping start, file offset and path. */

@@ -179,6 +179,7 @@ static KT_NOINSTR void fork_child(void)
 	ktrace__threads_fork_child((int32_t)syscall(SYS_gettid));
 	ktrace__funcs_fork_child();
 	ktrace__sched_fork_child();
+	ktrace__sandbox_fork_child();
 	ktrace__hold_fork_child(t);
 	ktrace__registry_fork_child(t);   /* again: t may be new */
 	kt_store(&ktrace__g.after_until, 0, relaxed); /* the parent's trigger */

@@ -613,6 +613,7 @@ void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(prin
 /* /proc/self/maps line by line, with system calls, and one line's
  * fields (funcs.c). */
 void ktrace__modules_test_hold(int on);   /* tests */
+uint32_t ktrace__modules_test_timeouts(void);   /* tests */
 int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,
                       char *lbuf, size_t llen);
 struct kt_maps_line {
@@ -654,6 +655,7 @@ uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
 int ktrace__optional_begin(void);
 void ktrace__optional_end(void);
 int ktrace__sandboxed(void);
+void ktrace__sandbox_fork_child(void);
 /* lean.c: the code kept writable goes back to read+exec (before the filter). */
 void ktrace__lean_sandbox(void);
 /* sched.c: the Seccomp: mode of /proc/self/status (of the calling thread's

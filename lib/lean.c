@@ -588,8 +588,8 @@ static KT_NOINSTR void hint_writer(_Atomic uint32_t *flag, int fast)
 _Static_assert(LEARN_CALLS >= 2, "learning() times its calls from the first to the last");
 static KT_NOINSTR uint32_t learning(struct lfn *l, uint32_t skip)
 {
-	if (l == NULL || kt_load(&wx_denied, relaxed))
-		return 0;
+	if (l == NULL || kt_load(&wx_denied, relaxed) || ktrace__sandboxed())
+		return 0;   /* nothing will be patched: nothing to learn */
 	/* relaxed: a count; a few calls more or less learn the same. */
 	uint32_t n = kt_load(&l->learn, relaxed);
 
@@ -976,7 +976,7 @@ KT_NOINSTR void ktrace__lean_frameless(uint64_t r, uint64_t *slot)
 		t->fl_last = now;
 	}
 	/* relaxed: a filter; a stale view queues a site once more */
-	if (t == &ktrace__idle || t->in_vfork || kt_load(&wx_denied, relaxed) ||
+	if (t == &ktrace__idle || t->in_vfork || kt_load(&wx_denied, relaxed) || ktrace__sandboxed() ||
 	    kt_load(&fl_seen[fl_hash(r - 5)], relaxed) == r - 5)
 		return;
 	/* relaxed: a sample; the wake's add (seq_cst) publishes it */
@@ -2582,12 +2582,14 @@ static KT_NOINSTR void fork_line_ranges(const char *l, void *arg)
 	*np = n;
 }
 
-static KT_NOINSTR void atfork_child(void)
+/* The open ranges (LINGER) back to read+exec, under patch_lock, without
+ * the loader's lock: only the parts /proc/self/maps shows still mapped
+ * read+write+exec from a file (put[] above). */
+static KT_NOINSTR void orng_close_maps(void)
 {
 	uint32_t n = 0;
 
-	/* The child's code too (LINGER): nothing is patched meanwhile,
-	 * atfork_prepare held the lock.  Where the file cannot be read
+	/* Where the file cannot be read
 	 * whole (no /proc, no descriptor left, a sandbox), or holds more
 	 * parts than fork_put, every range as it was, as before: code left
 	 * writable for the child's life is the worse risk. */
@@ -2605,6 +2607,28 @@ static KT_NOINSTR void atfork_child(void)
 				mprotect((void *)orng[k].a, orng[k].len, PROT_READ | PROT_EXEC);
 	}
 	n_orng = 0;
+}
+
+/* The child's code too (LINGER): nothing is patched meanwhile,
+ * atfork_prepare held the lock. */
+static KT_NOINSTR void atfork_child(void)
+{
+	orng_close_maps();
+	pthread_mutex_unlock(&patch_lock);
+}
+
+/* The program's thread, in syscall() before it installs a filter on all
+ * threads (sandbox.c), every optional section over and none able to
+ * begin: the code kept writable goes back to read+exec while mprotect is
+ * still allowed.  No loader lock (the program may hold it: a filter
+ * installed from a dl_iterate_phdr callback), and patch_lock only if
+ * free: a writer still in its pass (the wait ran out) holds it. */
+KT_NOINSTR void ktrace__lean_sandbox(void)
+{
+	if (pthread_mutex_trylock(&patch_lock) != 0)
+		return;
+	if (n_orng != 0)
+		orng_close_maps();
 	pthread_mutex_unlock(&patch_lock);
 }
 
@@ -2708,18 +2732,6 @@ KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 	}
 	lean_tick(wait_ns);
 	ktrace__optional_end();
-}
-
-/* The program's thread, before it installs the filter, every optional
- * section over (none can begin): the code kept writable (LINGER) goes
- * back to read+exec now, while mprotect is still allowed. */
-KT_NOINSTR void ktrace__lean_sandbox(void)
-{
-	if (n_orng == 0)
-		return;
-	patch_iterate(orng_close_cb, NULL);
-	n_orng = 0;
-	pthread_mutex_unlock(&patch_lock);
 }
 
 static KT_NOINSTR void lean_tick(int64_t *wait_ns)

@@ -15,15 +15,17 @@
  * So the library defines syscall(), the only way glibc gives to call
  * seccomp(2) (libseccomp's seccomp_load goes through it; prctl's
  * PR_SET_SECCOMP cannot synchronise other threads): before a
- * SECCOMP_SET_MODE_FILTER with TSYNC it marks the process sandboxed,
+ * SECCOMP_SET_MODE_FILTER with TSYNC it counts itself as installing,
  * waits for every optional call of ktrace's under way (an optional section,
  * ktrace__optional_begin/end) to end, closes the lean mode's writable code
- * (lean.c), and only then makes the call.  From then on ktrace makes no
- * optional call: the lean mode patches nothing more (its hooks skip muted
- * functions, as under W^X, said once and in the snapshot), the rings are
- * touched instead of prefaulted, the writer stays where it is, threads
- * are named from /proc at the snapshot.  A call that fails (the filter
- * was refused) lifts the mark again.
+ * (lean.c), and only then makes the call; every installer does (two at
+ * once both wait).  While one is installing, and for good once one
+ * succeeded, ktrace makes no optional call: the lean mode patches nothing
+ * more (its hooks skip muted functions, as under W^X, said once and in the
+ * snapshot), the rings are not prefaulted (their pages fault in as they
+ * fill), the writer stays where it is, threads are named from /proc at
+ * the snapshot.  A call that fails (the filter refused, or a thread that
+ * could not be synchronised) leaves things as they were.
  *
  * Every other system call goes through as glibc's syscall() makes it: the
  * six argument registers as they are, the result, and errno on an error.
@@ -38,17 +40,23 @@
 #include <sys/syscall.h>
 #include <time.h>
 
-static _Atomic int sandboxed;      /* a filter with TSYNC is on, or going on */
+static _Atomic int installing;     /* such calls under way, all threads */
+static _Atomic int installed;      /* one succeeded: for good (a fork child's too) */
 static _Atomic int optional_busy;  /* optional sections under way, all threads */
 
-#define SANDBOX_WAIT_NS 2000000000LL   /* for the sections under way */
+/* How long an installer waits for the sections under way: a writer's
+ * pass takes milliseconds; a section of the installing thread's own (a
+ * signal handler that interrupted ktrace's slow path) never ends while
+ * it waits. */
+#define SANDBOX_WAIT_NS 10000000000LL
+#define SANDBOX_WAIT_OWN_NS 100000000LL
 
 KT_NOINSTR int ktrace__optional_begin(void)
 {
-	/* seq_cst, both here and in sandbox_enter (Dekker): either the
-	 * installer sees this section, or this section sees the mark */
+	/* seq_cst, here and in sandbox_enter (Dekker): either the installer
+	 * sees this section, or this section sees the installer */
 	kt_add(&optional_busy, 1, seq_cst);
-	if (kt_load(&sandboxed, seq_cst)) {
+	if (kt_load(&installing, seq_cst) || kt_load(&installed, seq_cst)) {
 		kt_add(&optional_busy, -1, release);
 		return 0;
 	}
@@ -57,32 +65,45 @@ KT_NOINSTR int ktrace__optional_begin(void)
 
 KT_NOINSTR void ktrace__optional_end(void)
 {
-	/* release: the section's calls are over before the installer goes on */
+	/* release: the section's calls are over before an installer goes on */
 	kt_add(&optional_busy, -1, release);
 }
 
 KT_NOINSTR int ktrace__sandboxed(void)
 {
-	return kt_load(&sandboxed, relaxed);
+	return kt_load(&installing, relaxed) || kt_load(&installed, relaxed);
 }
 
-/* 1 if this call set the mark. */
-static KT_NOINSTR int sandbox_enter(void)
+/* Fork child: only the forking thread goes on, in no section and
+ * installing nothing; a filter installed stays (the child inherits it). */
+KT_NOINSTR void ktrace__sandbox_fork_child(void)
 {
+	kt_store(&optional_busy, 0, relaxed);
+	kt_store(&installing, 0, relaxed);
+}
+
+/* Every installer waits (two at once: each call must find ktrace quiet). */
+static KT_NOINSTR void sandbox_enter(void)
+{
+	struct kt_thread *t = ktrace__tp;
 	int64_t until;
 
-	if (kt_load(&sandboxed, relaxed) || atomic_exchange(&sandboxed, 1))
-		return 0;
-	until = ktrace__monotonic_ns() + SANDBOX_WAIT_NS;
-	/* A section of this very thread (a signal handler's call) would
-	 * never end: the wait is bounded. */
+	kt_add(&installing, 1, seq_cst);
+	until = ktrace__monotonic_ns() +
+	        (t != NULL && t->nest > 0 ? SANDBOX_WAIT_OWN_NS : SANDBOX_WAIT_NS);
 	while (kt_load(&optional_busy, seq_cst) != 0 && ktrace__monotonic_ns() < until) {
 		struct timespec d = {0, 50 * 1000};
 
 		nanosleep(&d, NULL);
 	}
 	ktrace__lean_sandbox();
-	return 1;
+}
+
+static KT_NOINSTR void sandbox_leave(int ok)
+{
+	if (ok)
+		kt_store(&installed, 1, seq_cst);
+	kt_add(&installing, -1, release);
 }
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -116,24 +137,29 @@ static KT_NOINSTR long raw6(long nr, long a, long b, long c, long d, long e, lon
 #endif
 }
 
-/* glibc's syscall(), with the sandbox noted first (above). */
-__attribute__((visibility("default"))) KT_NOINSTR long syscall(long nr, ...)
+/* glibc's syscall(), with the sandbox noted first (above).  Weak: a
+ * program statically linked with a syscall() of its own keeps it. */
+__attribute__((visibility("default"), weak)) KT_NOINSTR long syscall(long nr, ...)
 {
 	va_list ap;
 	long a[6], r;
-	int set = 0;
+	int tsync;
 
 	va_start(ap, nr);
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_FILTER &&
-	    (a[1] & SECCOMP_FILTER_FLAG_TSYNC))
-		set = sandbox_enter();
+	/* the kernel takes op and flags as unsigned int */
+	tsync = nr == SYS_seccomp && (unsigned)a[0] == SECCOMP_SET_MODE_FILTER &&
+	        ((unsigned)a[1] & SECCOMP_FILTER_FLAG_TSYNC);
+	if (tsync)
+		sandbox_enter();
 	r = raw6(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	/* A thread that could not be synchronised: its tid (> 0), unless
+	 * TSYNC_ESRCH asked for -ESRCH; no filter went on either way. */
+	if (tsync)
+		sandbox_leave(r == 0 || (r > 0 && ((unsigned)a[1] & SECCOMP_FILTER_FLAG_TSYNC_ESRCH)));
 	if (r < 0 && r > -4096) {
-		if (set)
-			kt_store(&sandboxed, 0, seq_cst);
 		errno = (int)-r;
 		return -1;
 	}

@@ -390,6 +390,7 @@ static void test_funcs_module_mapped_during_scan(void **state)
 	assert_int_equal(pthread_create(&n, NULL, scan_noter_thread, (char *)m + 16), 0);
 	assert_int_equal(pthread_join(n, NULL), 0);
 	assert_int_equal(pthread_join(h, NULL), 0);
+	assert_int_equal(ktrace__modules_test_timeouts(), 0);   /* it waited, then scanned */
 	assert_int_equal(ktrace__module_of((uintptr_t)m + 16, &start, &off, path, sizeof(path)), 0);
 	assert_int_equal(start, (uint64_t)(uintptr_t)m);
 	assert_non_null(strstr(path, "test_lib_funcs"));
@@ -399,9 +400,13 @@ static void test_funcs_module_mapped_during_scan(void **state)
 	munmap(m, 4096);
 	m = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
 	assert_true(m != MAP_FAILED);
+	uint32_t gave_up = ktrace__modules_test_timeouts();
 	ktrace__modules_test_hold(1);
 	ktrace__module_note((uintptr_t)m + 16);
 	ktrace__modules_test_hold(0);
+	assert_int_equal(ktrace__modules_test_timeouts(), gave_up);   /* returned at once */
+	ktrace__module_note((uintptr_t)m + 16);   /* and the next one scans */
+	assert_int_equal(ktrace__module_of((uintptr_t)m + 16, &start, &off, path, sizeof(path)), 0);
 	munmap(m, 8192);
 	close(fd);
 }

@@ -1513,6 +1513,21 @@ int main(int argc, char **argv)
 		printf("wx %s\n", how);
 		do_burst();
 		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
+	} else if (strcmp(mode, "tsynclate") == 0) {
+		/* the filter right after a burst the writer patched: its code
+		 * kept writable (LINGER) is closed before the filter goes on */
+		int before;
+
+		usleep(50000);
+		for (int i = 0; i < BURST; i++)
+			sink += mid(10);
+		before = writable_code();
+		if (tsync_filter() != 0) {
+			printf("tsync: %s\n", strerror(errno));
+			return 77;
+		}
+		printf("tsync on\nwritable-code before %d after %d\n", before, writable_code());
+		do_burst();
 	} else if (strcmp(mode, "tsync") == 0) {
 		usleep(50000);
 		if (tsync_filter() != 0) {
