@@ -620,15 +620,22 @@ static const char *forbid_wx(void)
  */
 static int tsync_filter(void)
 {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* the sanitizers' own runtimes call mprotect, madvise and prctl
+	 * (LeakSanitizer at exit, the shadow's pages): only ktrace's others */
+	static const int nrs[] = {SYS_membarrier, SYS_sched_setaffinity, SYS_sched_getaffinity};
+#else
 	static const int nrs[] = {SYS_mprotect, SYS_membarrier, SYS_madvise, SYS_sched_setaffinity,
 	                          SYS_sched_getaffinity, SYS_prctl};
-	struct sock_filter f[2 + 2 * 6];
+#endif
+	enum { NRS = sizeof(nrs) / sizeof(nrs[0]) };
+	struct sock_filter f[2 + 2 * NRS];
 	struct sock_fprog prog;
 	size_t n = 0;
 
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
 	                                      offsetof(struct seccomp_data, nr));
-	for (size_t i = 0; i < 6; i++) {
+	for (size_t i = 0; i < NRS; i++) {
 		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nrs[i], 0, 1);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
 	}
@@ -1494,7 +1501,8 @@ int main(int argc, char **argv)
 		do_mixed();
 	} else if (strcmp(mode, "burst") == 0) {
 		do_burst();
-	} else if (strcmp(mode, "wx") == 0) {
+	} else if (strcmp(mode, "wx") == 0 || strcmp(mode, "wxburst") == 0 ||
+	           strcmp(mode, "wxexec") == 0) {
 		const char *how = forbid_wx();
 
 		if (how == NULL) {
@@ -1502,17 +1510,14 @@ int main(int argc, char **argv)
 			return 77;
 		}
 		printf("wx %s\n", how);
-		do_count();
-	} else if (strcmp(mode, "wxburst") == 0) {
-		const char *how = forbid_wx();
-
-		if (how == NULL) {
-			printf("wx none\n");
-			return 77;
+		if (strcmp(mode, "wxexec") == 0)
+			return rerun_count(argv[0]);
+		if (strcmp(mode, "wx") == 0) {
+			do_count();
+		} else {
+			do_burst();
+			printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 		}
-		printf("wx %s\n", how);
-		do_burst();
-		printf("leaf-site %02x\n", *(const unsigned char *)(uintptr_t)leaf);
 	} else if (strcmp(mode, "tsynclate") == 0) {
 		/* the filter right after a burst the writer patched: its code
 		 * kept writable (LINGER) is closed before the filter goes on */
@@ -1545,15 +1550,6 @@ int main(int argc, char **argv)
 			printf("seccomp: %s\n", strerror(errno));
 			return 77;
 		}
-		return rerun_count(argv[0]);
-	} else if (strcmp(mode, "wxexec") == 0) {
-		const char *how = forbid_wx();
-
-		if (how == NULL) {
-			printf("wx none\n");
-			return 77;
-		}
-		printf("wx %s\n", how);
 		return rerun_count(argv[0]);
 	} else if (strcmp(mode, "slowleaf") == 0) {
 		do_slowleaf();
