@@ -225,13 +225,10 @@ KT_NOINSTR int ktrace__filter_on(void)
 
 /* ---- application threads: slow path --------------------------------------- */
 
-KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
+/* The muted calls t skipped since it last said so, into the snapshot's
+ * count: at each adoption, and at the thread's exit (record.c). */
+KT_NOINSTR void ktrace__filter_report(struct kt_thread *t)
 {
-	uint64_t c;
-	/* acquire: pairs with the writer's release store of the epoch, so
-	 * the fmute[] entries of that epoch are visible. */
-	uint32_t e = kt_load(&ktrace__mute_epoch, acquire);
-
 	if (t->ment != t->ment_reported) {
 		/* relaxed: a statistic, read by the snapshot. */
 		kt_add(&muted_calls, t->ment - t->ment_reported, relaxed);
@@ -241,6 +238,16 @@ KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
 		kt_add(&muted_calls, t->lskip - t->lskip_reported, relaxed);
 		t->lskip_reported = t->lskip;
 	}
+}
+
+KT_NOINSTR void ktrace__filter_adopt(struct kt_thread *t)
+{
+	uint64_t c;
+	/* acquire: pairs with the writer's release store of the epoch, so
+	 * the fmute[] entries of that epoch are visible. */
+	uint32_t e = kt_load(&ktrace__mute_epoch, acquire);
+
+	ktrace__filter_report(t);
 	if (KT_LIKELY(e == t->mute_epoch))
 		return;
 	c = t->ment - t->mexit;

@@ -646,6 +646,8 @@ extern _Atomic uint32_t ktrace__mute_epoch;   /* grows when the mute set grows *
 /* Slow path, before an event: adopt a newer mute set when no muted frame
  * is open (flushes the cache), and report muted calls. */
 void ktrace__filter_adopt(struct kt_thread *t);
+/* The muted calls t skipped since it last reported them (adopt, exit). */
+void ktrace__filter_report(struct kt_thread *t);
 /* KT_FC_* bits of compact event ev in the view of mute epoch 'epoch'. */
 uint32_t ktrace__filter_flags(uint32_t ev, uint32_t epoch);
 /* sandbox.c: a call a seccomp filter installed with TSYNC after start-up

@@ -952,6 +952,7 @@ KT_NOINSTR void ktrace__self_release(void)
 	if (t == &ktrace__idle)
 		return;
 	__atomic_store_n(&ktrace__tp, &ktrace__idle, __ATOMIC_RELAXED);
+	ktrace__filter_report(t);   /* its last skipped calls, counted */
 	reg_remove(t);
 	ktrace__unmap_own(t, sizeof(*t));
 }

@@ -32,6 +32,7 @@
  *               the hook mutes instead, said once on stderr and in the
  *               snapshot.
  *   wxburst     wx, then burst: the hooks count the muted calls they skip.
+ *   wxthreads   wxburst, then threads that skip to the end: counted at exit.
  *   tsync       a seccomp filter with TSYNC after start that kills on the
  *               calls ktrace makes for its own ends: the program lives.
  *   tsynclate   the same right after a patched burst: no code left writable.
@@ -745,6 +746,18 @@ static void test_e2e_lean_wx_budget_counts(void **state)
 		         " counted as skipped", 11 * n, rec, skipped);
 	assert_int_equal(r.d->lost_exits, 0);
 	parents(r.d, r.th, "leaf", "mid");
+	done(&r);
+	/* threads that skip muted calls to the end and exit: counted at exit */
+	run(&r, BIN "e2e_lean", "wxthreads", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
+	assert_non_null(b = strstr(r.p.out, "burst "));
+	n = 11 * strtoull(b + 6, NULL, 10);
+	assert_non_null(b = strstr(r.p.out, "wxthreads "));
+	n += 11 * strtoull(b + 10, NULL, 10);
+	rec = kd_count(r.d, KD_NONE, "leaf") + kd_count(r.d, KD_NONE, "mid");
+	skipped = r.d->snap.budget.muted_calls;
+	if (rec + skipped < n - n / 100 || rec + skipped > n)
+		fail_msg("wxthreads: %" PRIu64 " calls, %" PRIu64 " recorded, %" PRIu64
+		         " counted as skipped", n, rec, skipped);
 	done(&r);
 }
 
