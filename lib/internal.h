@@ -610,10 +610,12 @@ enum kt_warn_kind {   /* KT_WARN_ERRNO's first argument */
 _Static_assert(KT_WARN_NAMED <= 64, "the named keys fit below 64");
 #define KT_WARN_ERRNO(kind, e) (64 + (kind) * 128 + ((e) > 0 && (e) < 128 ? (e) : 0))
 void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* funcs.c, tests: the module scan's lock held as a scan would (on) or let
+ * go; the waits for a scan given up so far. */
+void ktrace__modules_test_hold(int on);
+uint32_t ktrace__modules_test_timeouts(void);
 /* /proc/self/maps line by line, with system calls, and one line's
  * fields (funcs.c). */
-void ktrace__modules_test_hold(int on);   /* tests */
-uint32_t ktrace__modules_test_timeouts(void);   /* tests */
 int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,
                       char *lbuf, size_t llen);
 struct kt_maps_line {

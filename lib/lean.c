@@ -2713,17 +2713,15 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 
 static KT_NOINSTR void lean_tick(int64_t *wait_ns);
 
-/* A seccomp filter for every thread, installed after start-up (sandbox.c):
- * said once, and the snapshot says it as W^X (KTRACE_INFO_LEAN_NO_PATCH). */
-static _Atomic int sandbox_said;
-
-/* Writer thread: the batches are optional calls (sandbox.c). */
+/* Writer thread: the batches are optional calls (sandbox.c).  Under a
+ * filter put on all threads after start-up: said once, and the snapshot
+ * says it as under W^X (KTRACE_INFO_LEAN_NO_PATCH). */
 KT_NOINSTR void ktrace__lean_tick(int64_t *wait_ns)
 {
 	if (!kt_load(&lean_used, relaxed))
 		return;
 	if (!ktrace__optional_begin()) {
-		if (!atomic_exchange(&sandbox_said, 1) && !kt_load_cfg(quiet))
+		if (!kt_load_cfg(quiet))
 			ktrace__warn_once(KT_WARN_LEAN_SANDBOX, "lean mode: the program put a seccomp "
 			                  "filter on all its threads, which may kill the process on "
 			                  "the calls that patch code; no more code is patched, and "
@@ -2741,8 +2739,6 @@ static KT_NOINSTR void lean_tick(int64_t *wait_ns)
 	int64_t now, gap, due;
 	uint64_t batches0;
 
-	if (!kt_load(&lean_used, relaxed))
-		return;
 	if (kt_load(&both_modes, relaxed))
 		ktrace__warn_once(KT_WARN_LEAN_BOTH, "functions compiled with both -finstrument-functions and the "
 		                  "lean flags call both modes' hooks: each call is recorded once "

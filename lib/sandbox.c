@@ -29,8 +29,9 @@
  *
  * Every other system call goes through as glibc's syscall() makes it: the
  * six argument registers as they are, the result, and errno on an error.
- * A filter installed with inline assembly, or by a program linked
- * statically before libc without this object, is not seen.
+ * Not seen: a filter installed with inline assembly, by a program with a
+ * syscall() of its own, or through a libc ahead of this library in the
+ * lookup order (docs/security-and-limits.md, "Sandboxes").
  */
 #include "internal.h"
 

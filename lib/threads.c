@@ -63,6 +63,17 @@ static KT_NOINSTR struct kt_tinfo *entry(uint32_t slot, int create)
 	return &p[slot % KT_CHUNK];
 }
 
+/* The calling thread's name into buf (16 bytes): an optional call
+ * (sandbox.c); else left as it was, and the snapshot names the thread
+ * from /proc. */
+static KT_NOINSTR void own_name(char *buf)
+{
+	if (ktrace__optional_begin()) {
+		prctl(PR_GET_NAME, buf, 0, 0, 0);
+		ktrace__optional_end();
+	}
+}
+
 static KT_NOINSTR void on_thread_exit(void *arg)
 {
 	uint32_t slot = (uint32_t)(uintptr_t)arg;
@@ -71,10 +82,7 @@ static KT_NOINSTR void on_thread_exit(void *arg)
 	ktrace__hold_thread_exit();
 	if (e == NULL)
 		return;
-	if (ktrace__optional_begin()) {   /* else named from /proc, or not at all */
-		prctl(PR_GET_NAME, e->exit_name, 0, 0, 0);
-		ktrace__optional_end();
-	}
+	own_name(e->exit_name);
 	/* release: the name above is visible to a snapshot that sees exit_tsc. */
 	kt_store(&e->exit_tsc, ktrace__now() | 1, release);
 	ktrace__self_release();
@@ -117,10 +125,7 @@ KT_NOINSTR uint32_t ktrace__thread_register(int32_t tid, uint64_t now)
 		return 0;
 	e->first_tsc = now;
 	e->flags = tid == main_tid ? KTRACE_THREAD_MAIN : 0;
-	if (ktrace__optional_begin()) {   /* else named from /proc at the snapshot */
-		prctl(PR_GET_NAME, e->name, 0, 0, 0);
-		ktrace__optional_end();
-	}
+	own_name(e->name);
 	/* release: pairs with the snapshot's acquire load of tid. */
 	kt_store(&e->tid, tid, release);
 	pthread_setspecific(exit_key, (void *)(uintptr_t)slot);
