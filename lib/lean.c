@@ -1161,7 +1161,14 @@ static KT_NOINSTR void sync_cores(uint64_t page)
 	mprotect((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
 }
 
-/* Register for membarrier's core serialisation, once. */
+/*
+ * Register for membarrier's core serialisation, once.  Not under a seccomp
+ * filter (or where the thread's mode cannot be read): an allow-list that
+ * does not name membarrier kills the process on it (SIGSYS), and nothing
+ * tells beforehand; the program itself never needed it (its loader did
+ * need mprotect, the way serialised without it: sync_cores).  A program
+ * started in such a sandbox pays a TLB flush where a membarrier would do.
+ */
 static KT_NOINSTR void sync_setup(void)
 {
 	static int done;
@@ -1169,6 +1176,8 @@ static KT_NOINSTR void sync_setup(void)
 	if (done)
 		return;
 	done = 1;
+	if (ktrace__seccomp_mode(1) != 0)
+		return;
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0) == 0)
 		sync_cmd = MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE;
 	else if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)

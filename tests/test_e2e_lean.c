@@ -116,30 +116,30 @@ struct run {
 /* Run prog mode with extra environment (NULL-terminated), in a new
  * directory r->dir (its KTRACE_DIR and working directory); decode its
  * snapshot into r->d (main thread r->th). */
-static void run(struct run *r, const char *prog, const char *mode, ...)
+static void run_va(struct run *r, char *const argv[], va_list ap)
 {
 	char envdir[300], line[4600], fmt[32];
 	const char *env[16] = { envdir, NULL };
-	char *argv[] = { (char *)prog, (char *)mode, NULL };
+	const char *prog = argv[0], *mode = argv[1];
 	struct kt_spawn_opts o = { 0 };
 	int n = 1, rc;
-	va_list ap;
 	const char *e;
 
 	memset(r, 0, sizeof(*r));
 	r->dir = kt_mkdtemp("lean");
 	snprintf(envdir, sizeof(envdir), "KTRACE_DIR=%s", r->dir);
-	va_start(ap, mode);
 	while ((e = va_arg(ap, const char *)) != NULL && n < 15)
 		env[n++] = e;
-	va_end(ap);
 	env[n] = NULL;
 	snprintf(fmt, sizeof(fmt), "snapshot %%d %%%zus", sizeof(r->path) - 1);
 	o.cwd = r->dir;
 	assert_int_equal(kt_spawn(&r->p, argv, env, &o), 0);
-	if (kt_expect_line(&r->p, "snapshot ", line, sizeof(line), 60000) != 0)
-		fail_msg("%s %s: no snapshot line; stdout:\n%s\nstderr:\n%s", prog, mode, r->p.out,
-		         r->p.err);
+	if (kt_expect_line(&r->p, "snapshot ", line, sizeof(line), 60000) != 0) {
+		kt_wait(&r->p, 5000);
+		fail_msg("%s %s: no snapshot line (status %#x, signal %d); stdout:\n%s\nstderr:\n%s",
+		         prog, mode, r->p.status, WIFSIGNALED(r->p.status) ? WTERMSIG(r->p.status) : 0,
+		         r->p.out, r->p.err);
+	}
 	assert_int_equal(sscanf(line, fmt, &rc, r->path), 2);
 	assert_int_equal(rc, 0);
 	if (kt_wait(&r->p, 60000) != 0)
@@ -149,6 +149,30 @@ static void run(struct run *r, const char *prog, const char *mode, ...)
 	assert_non_null(r->d);
 	r->th = kd_thread_tid(r->d, r->p.pid);
 	assert_int_not_equal(r->th, KD_NONE);
+}
+
+static void run(struct run *r, const char *prog, const char *mode, ...)
+{
+	char *argv[] = { (char *)prog, (char *)mode, NULL };
+	va_list ap;
+
+	va_start(ap, mode);
+	run_va(r, argv, ap);
+	va_end(ap);
+}
+
+/* The same, started by e2e_launch under a seccomp filter (how: its
+ * --seccomp argument); prog execs in the launcher's process. */
+static void run_sandboxed(struct run *r, const char *how, const char *prog, const char *mode,
+                          ...)
+{
+	char *argv[] = { BIN "e2e_launch", (char *)"--seccomp", (char *)how, (char *)prog,
+		         (char *)mode, NULL };
+	va_list ap;
+
+	va_start(ap, mode);
+	run_va(r, argv, ap);
+	va_end(ap);
 }
 
 static void done(struct run *r)
@@ -1308,26 +1332,23 @@ static void test_e2e_lean_storm(void **state)
 	done(&r);
 }
 
-static void test_e2e_lean_flip(void **state)
+/* A flip run (below) nested exactly, and whole once everything is back. */
+static void check_flip(const struct run *r0)
 {
-	struct run r;
+	const struct run *const r = r0;
 	uint64_t tw = 0, outer_tw = 0, inner_tw = 0, pads_tw = 0, pad_tw[17] = {0}, leaf_tw = 0;
 
-	(void)state;
-	if (no_lean())
-		skip();
-	run(&r, BIN "e2e_lean_static", "flip", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
-	print_message("%s", r.p.out);
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	parents(r.d, KD_NONE, "inner", "outer|worker|(none)");
-	parents(r.d, KD_NONE, "outer", "worker|tail_worker|(none)");
+	print_message("%s", r->p.out);
+	assert_int_equal(r->d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r->d, KD_CALL_EXIT_LOST), 0);
+	parents(r->d, KD_NONE, "inner", "outer|worker|(none)");
+	parents(r->d, KD_NONE, "outer", "worker|tail_worker|(none)");
 	/* (millions of calls: each one's names looked up once) */
-	for (uint32_t i = 0; i < r.d->ncalls; i++) {
-		const struct kd_dec_call *c = &r.d->calls[i];
-		const char *fn = kd_func(r.d, c), *pn = parent_name(r.d, c);
-		int under_tw = c->parent < r.d->ncalls &&
-		               strcmp(parent_name(r.d, &r.d->calls[c->parent]), "tail_worker") == 0;
+	for (uint32_t i = 0; i < r->d->ncalls; i++) {
+		const struct kd_dec_call *c = &r->d->calls[i];
+		const char *fn = kd_func(r->d, c), *pn = parent_name(r->d, c);
+		int under_tw = c->parent < r->d->ncalls &&
+		               strcmp(parent_name(r->d, &r->d->calls[c->parent]), "tail_worker") == 0;
 
 		if (strcmp(fn, "tail_worker") == 0)
 			tw++;
@@ -1359,6 +1380,48 @@ static void test_e2e_lean_flip(void **state)
 	for (int k = 0; k < 17; k++)
 		assert_int_equal(pad_tw[k], 80);
 	assert_int_equal(leaf_tw, 17 * 80);
+}
+
+static void test_e2e_lean_flip(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run(&r, BIN "e2e_lean_static", "flip", "KTRACE_QUIET=1", "KTRACE_FILTER=off", NULL);
+	check_flip(&r);
+	done(&r);
+}
+
+/*
+ * Started in an allow-list sandbox that names neither perf_event_open nor
+ * membarrier (the program calls neither): before, the lean mode's
+ * membarrier registration at start-up killed it (SIGSYS).  Under a filter
+ * it serialises the cores with mprotect's TLB flushes instead: the flip
+ * run (every site out and in, int3 sequences included, 8 threads) nests
+ * exactly, and the budget's mutes are still patched out.
+ */
+static void test_e2e_lean_sandbox_from_start(void **state)
+{
+	struct run r;
+
+	(void)state;
+	if (no_lean())
+		skip();
+	run_sandboxed(&r, "killlean", BIN "e2e_lean_static", "flip", "KTRACE_QUIET=1",
+	              "KTRACE_FILTER=off", NULL);
+	check_flip(&r);
+	done(&r);
+	run_sandboxed(&r, "killlean", BIN "e2e_lean", "burst", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64",
+	              NULL);
+	assert_true(kd_muted(r.d, "leaf") != NULL);
+	assert_false(is_call(leaf_site(&r)));   /* patched out */
+	assert_false(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
+	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
+	assert_int_equal(r.d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
+	parents(r.d, r.th, "leaf", "mid");
 	done(&r);
 }
 
@@ -1456,6 +1519,7 @@ int main(void)
 		cmocka_unit_test(test_e2e_lean_wx),
 		cmocka_unit_test(test_e2e_lean_wx_budget_counts),
 		cmocka_unit_test(test_e2e_lean_tsync_sandbox),
+		cmocka_unit_test(test_e2e_lean_sandbox_from_start),
 		cmocka_unit_test(test_e2e_lean_wx_from_start),
 		cmocka_unit_test(test_e2e_lean_precopy),
 		cmocka_unit_test(test_e2e_lean_rwx_segment),

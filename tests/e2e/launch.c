@@ -8,6 +8,9 @@
  *     --seccomp eperm    ... that makes perf_event_open fail with EPERM
  *     --seccomp killsched  ... that kills on perf_event_open,
  *                        sched_setaffinity, sched_setattr and sched_getattr
+ *     --seccomp killlean   ... that kills on perf_event_open and membarrier
+ *                        (an allow-list that names neither: the program
+ *                        never calls them; the lean mode's patching may)
  *     --uid N            setgid/setuid to N (root only)
  *     --nproc N          RLIMIT_NPROC = N (after --uid: root ignores it)
  *     --memlock BYTES    RLIMIT_MEMLOCK = BYTES
@@ -36,14 +39,17 @@ int main(int argc, char **argv)
 		if (strcmp(o, "--seccomp") == 0) {
 			/* kill / eperm: perf_event_open only; killsched: also
 			 * the scheduler calls a tracer might make (affinity,
-			 * sched_setattr) */
+			 * sched_setattr); killlean: also membarrier */
 			unsigned act = strncmp(v, "kill", 4) == 0 ? SECCOMP_RET_KILL_PROCESS
 			             : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
 			unsigned more = strcmp(v, "killsched") == 0;
+			unsigned mb = strcmp(v, "killlean") == 0 ? __NR_membarrier
+			            : more                       ? __NR_sched_setaffinity
+			                                         : ~0u;
 			struct sock_filter f[] = {
 				BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_perf_event_open, 4, 0),
-				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_setaffinity : ~0u, 3, 0),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, mb, 3, 0),
 				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_setattr : ~0u, 2, 0),
 				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, more ? __NR_sched_getattr : ~0u, 1, 0),
 				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
