@@ -265,7 +265,7 @@ if(KTRACE_LEAN_CFLAGS)
   target_compile_definitions(test_e2e_lifecycle PRIVATE KT_LIFE_LEAN=1)
   set(KT_LEAN_PROGS e2e_lean e2e_lean_nopie e2e_lean_static e2e_lean_big e2e_lean_plugin
       e2e_lean_reload_a e2e_lean_reload_b e2e_lean_fi e2e_lean_nopie_now e2e_lean_rwx
-      e2e_lean_pglink e2e_gprof e2e_lean_both e2e_lean_mixed)
+      e2e_lean_pglink e2e_gprof e2e_lean_both e2e_lean_mixed e2e_launch)
   # lld lays the code segment out at an address that is not a page's
   # start: the lean mode must put it back to read+exec all the same
   include(CheckCSourceCompiles)
