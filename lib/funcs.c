@@ -142,27 +142,36 @@ static KT_NOINSTR uint32_t wait_id(_Atomic uint32_t *p, uint32_t pending)
 }
 
 /*
- * A function's first slot.  Each 64 KiB of code has a run of 256 slots,
- * one page of the table (one slot per 256 bytes, in address order;
- * functions closer than that take the next free slot), placed at random:
- * a program's first calls touch about one page of the table per 64 KiB
- * of code, not one page per function as with a hash spreading every
- * function over the 4 MiB (Lua: ~550 pages, each a read fault, a write
- * fault and a TLB flush interrupting the other cores once a second
- * thread exists).  A first touch is a page fault in the thread that
- * makes a function's first call: ~20 us each on this VM, where runs of
- * 1024 slots (a page per 16 KiB) cost SQLite's short lean run 46 of
- * them, ~1 ms; runs of 256, 13.  The probes a run's crowding adds are
- * made in the slow paths only (a first call, a cache entry evicted).  A
- * crowded run spills into the next slots, another page: the store below
- * is made again where a probe enters one.
+ * A function's first slot.  Each 32 KiB of code has a run of 256 slots,
+ * one page of the table, placed at random; within it a function's slot
+ * is a hash of its address (16-byte units).  A program's first calls
+ * touch about one page of the table per 32 KiB of code, not one page per
+ * function as with a hash spreading every function over the 4 MiB (Lua:
+ * ~550 pages, each a read fault, a write fault and a TLB flush
+ * interrupting the other cores once a second thread exists).  A first
+ * touch is a page fault in the thread that makes a function's first
+ * call: ~20 us each on this VM, where runs of 1024 slots (a page per 16
+ * KiB) cost SQLite's short lean run 46 of them, ~1 ms.
+ *
+ * Runs were once 64 KiB of code with slots in address order (one per
+ * 256 bytes), which crowded: a 64 KiB of small functions holds more than
+ * 256 of them, and functions closer than 256 bytes took the next slots,
+ * so runs filled and spilled into each other.  Lookups in SQLite's table
+ * took 34 probes on average (simulated from its symbols), 167 for 5,000
+ * functions of ~100 bytes; a call that missed its thread's cache (a
+ * function past the 2016 compact ids, or two functions evicting each
+ * other) paid them: 100,000 functions of 16 bytes, each called 6 times,
+ * took 0.85 s of slow paths, now 0.2 s.  Now 1.4 and 25 probes.  A run
+ * that still fills spills into the next slots, another page: the store
+ * below is made again where a probe enters one.
  */
 static inline KT_NOINSTR uint64_t fslot(uintptr_t fn)
 {
-	return ((uint64_t)(fn >> 8) & 255u) + (mix((uint64_t)fn >> 16) << 8);
+	return (((uint64_t)(fn >> 4) * 0x9E3779B97F4A7C15ull) >> 56) +
+	       (mix((uint64_t)fn >> 15) << 8);
 }
 
-/* The first page of each 64 KiB's run of slots (fslot) for the code in
+/* The page of each 32 KiB's run of slots (fslot) for the code in
  * [lo, hi): touched by the writer thread, so that a program thread's
  * first calls there find the page in place (a first touch cost it a
  * fault, ~15 us in the 2-core VM: 12 of SQLite's short lean run). */
@@ -170,7 +179,7 @@ KT_NOINSTR void ktrace__funcs_touch_code(uint64_t lo, uint64_t hi)
 {
 	if (ftab == NULL)
 		return;
-	for (uint64_t a = lo & ~0xffffull; a < hi; a += 0x10000)
+	for (uint64_t a = lo & ~0x7fffull; a < hi; a += 0x8000)
 		ktrace__touch_pages(&ftab[fslot((uintptr_t)a) & (KT_FTAB - 1)].pad, sizeof(uint32_t));
 }
 
@@ -228,6 +237,23 @@ KT_NOINSTR uint32_t ktrace__func_event(uintptr_t fn)
 		return id == KT_ID_FULL ? 0 : KTRACE_EV_ENTER_BASE + id - 1;
 	}
 	return 0; /* table full: full-address records */
+}
+
+/* Tests: the slots a lookup of fn reads, its own included (0: not in the
+ * table). */
+KT_NOINSTR uint32_t ktrace__funcs_test_probes(uintptr_t fn)
+{
+	uint64_t h = fslot(fn);
+
+	for (uint32_t i = 0; i < KT_FTAB; i++) {
+		uint64_t a = kt_load(&ftab[(h + i) & (KT_FTAB - 1)].addr, acquire);
+
+		if (a == (uint64_t)fn)
+			return i + 1;
+		if (a == 0)
+			return 0;
+	}
+	return 0;
 }
 
 /*

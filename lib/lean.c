@@ -2674,14 +2674,15 @@ static int64_t next_due;
  * slow paths read and write were populated by the thread that then
  * first touched each page: sites[] (hashed, 16 pages) and lf[] (by
  * compact id, 62 KiB a chunk) at a lean executable's init, the function
- * table's pages at the first call in each 64 KiB of code (funcs.c): 42-56
+ * table's pages at the first call in each 32 KiB of code (funcs.c): 42-56
  * of SQLite's short run's slow entries took 6-19 us each, 0.4-0.6 ms of
  * its main thread (timed around each in an instrumented copy).  So the
  * writer thread touches them: sites[] and the function table's pages
  * for a lean executable's code at its first pass, and lf[] as it grows,
  * kept LF_CHUNK / 2 entries or more ahead of the ids handed out (lf_grow
  * here: the populate is the writer's too).  The tables first thing
- * when the writer starts (tables_only: 29 pages for SQLite, ~0.3 ms),
+ * when the writer starts (tables_only: 29 pages for SQLite with a page of
+ * the function table per 64 KiB of code, ~0.3 ms),
  * before its first decision's set-up: from its first pass they came
  * 2.7 ms after the program's first call, by when the program had
  * touched 12 of the function table's 13 pages itself (now 1).  The
@@ -2691,7 +2692,7 @@ static int64_t next_due;
  * not touched: see the lean mode's documentation, "The code copied at
  * start-up".)
  */
-#define TOUCH_CODE_MAX (4ull << 20)   /* 64 pages of the function table */
+#define TOUCH_CODE_MAX (2ull << 20)   /* 64 pages of the function table */
 static uint32_t lf_touched;   /* writer: lf[0, lf_touched) touched */
 static int tables_touched;    /* writer: sites[] and the function table's pages */
 
@@ -2703,7 +2704,7 @@ KT_NOINSTR void ktrace__lean_touch(int tables_only)
 		return;
 	if (!tables_touched) {
 		tables_touched = 1;
-		/* at most TOUCH_CODE_MAX of code: a page of the table per 64
+		/* at most TOUCH_CODE_MAX of code: a page of the table per 32
 		 * KiB, ~15 us each, before the writer's first decision */
 		if (exe_hi > exe_lo && exe_hi - exe_lo <= TOUCH_CODE_MAX)
 			ktrace__funcs_touch_code(exe_lo, exe_hi);

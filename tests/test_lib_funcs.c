@@ -172,6 +172,37 @@ static struct ktrace_func_rec *copy_funcs(size_t *n)
 	return f;
 }
 
+/*
+ * A lookup reads few slots for code of small functions.  2,000 functions
+ * 160 bytes apart (320 KiB): the table once gave each 64 KiB of code a
+ * run of 256 slots in address order, which such code overfills, and a
+ * lookup read 72 slots on average, 155 at most (the slow path of every
+ * call that misses the thread's cache, and of every call of a function
+ * past the compact ids).  Registered in address order, as a program's
+ * first calls often go.
+ */
+#define DENSE(n) ((uintptr_t)0x7f3400001000ull + (uintptr_t)(n) * 160u)
+
+static void test_funcs_dense_code_few_probes(void **state)
+{
+	uint64_t sum = 0;
+	uint32_t most = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < 2000; i++)
+		(void)ktrace__func_event(DENSE(i));
+	for (uint32_t i = 0; i < 2000; i++) {
+		uint32_t p = ktrace__funcs_test_probes(DENSE(i));
+
+		assert_int_not_equal(p, 0);
+		sum += p;
+		most = p > most ? p : most;
+	}
+	print_message("probes: mean %.2f, most %u\n", (double)sum / 2000, most);
+	assert_true(sum <= 2000 * 3);
+	assert_true(most <= 32);
+}
+
 static void test_funcs_exhaustion_uses_full_address(void **state)
 {
 	size_t before = ktrace__funcs_count(), nf;
@@ -427,6 +458,7 @@ int main(int argc, char **argv)
 	/* Last: uses up the compact id space of this process. */
 	const struct CMUnitTest exhaustion[] = {
 		cmocka_unit_test(test_funcs_exhaustion_uses_full_address),
+		cmocka_unit_test(test_funcs_dense_code_few_probes),
 	};
 	int r;
 
