@@ -694,6 +694,7 @@ int ktrace__filter_sample_test(const uint32_t *words, uint32_t nblocks, uint32_t
                                uint64_t max_ticks, uint64_t *longest, uint64_t *calls);
 /* Name of the function at addr from its module's ELF symbol tables. */
 int ktrace__sym_name(uintptr_t addr, char *buf, size_t len);
+int ktrace__sym_name_test_scan(uintptr_t addr, char *buf, size_t len);   /* tests */
 
 /* ---- lean mode (lean.c, x86-64) ---------------------------------------- */
 /* Writer thread, every loop: patch the sites of functions muted or

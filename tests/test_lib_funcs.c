@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -201,6 +202,47 @@ static void test_funcs_dense_code_few_probes(void **state)
 	print_message("probes: mean %.2f, most %u\n", (double)sum / 2000, most);
 	assert_true(sum <= 2000 * 3);
 	assert_true(most <= 32);
+}
+
+/*
+ * Function names for KTRACE_EXCLUDE / INCLUDE (elfsym.c) through the
+ * index sorted by address, as the tables' scan found them: this
+ * program's own static functions (.symtab) and libc's, aliases and
+ * IFUNCs among them (.symtab when the file has one, else .dynsym).
+ */
+static __attribute__((noinline, used)) int elf_probe_static(int x) { return x * 3 + 1; }
+
+static void test_funcs_sym_names_indexed(void **state)
+{
+	static const char *const libc_fns[] = {"malloc", "free", "strlen", "memcpy", "printf",
+		                               "qsort", "pthread_create", "open", "read", "getpid"};
+	char a[256], b[256];
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	int found = 0;
+
+	(void)state;
+	assert_int_equal(ktrace__sym_name((uintptr_t)elf_probe_static, a, sizeof(a)), 0);
+	assert_string_equal(a, "elf_probe_static");
+	assert_int_equal(ktrace__sym_name((uintptr_t)test_funcs_sym_names_indexed, a, sizeof(a)), 0);
+	assert_string_equal(a, "test_funcs_sym_names_indexed");
+	assert_int_not_equal(ktrace__sym_name((uintptr_t)elf_probe_static + 1, a, sizeof(a)), 0);
+	assert_non_null(libc);
+	for (size_t i = 0; i < sizeof(libc_fns) / sizeof(libc_fns[0]); i++) {
+		uintptr_t f = (uintptr_t)dlsym(libc, libc_fns[i]);
+		int ra, rb;
+
+		assert_true(f != 0);
+		ra = ktrace__sym_name(f, a, sizeof(a));
+		rb = ktrace__sym_name_test_scan(f, b, sizeof(b));
+		assert_int_equal(ra, rb);
+		if (ra == 0) {
+			assert_string_equal(a, b);
+			found++;
+		}
+	}
+	/* (an IFUNC's dlsym gives the implementation, which may be unnamed) */
+	assert_true(found >= 5);
+	dlclose(libc);
 }
 
 static void test_funcs_exhaustion_uses_full_address(void **state)
@@ -451,6 +493,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_funcs_name_ids),
 		cmocka_unit_test(test_funcs_module_map_has_executable),
 		cmocka_unit_test(test_funcs_module_mapped_during_scan),
+		cmocka_unit_test(test_funcs_sym_names_indexed),
 	};
 	const struct CMUnitTest threaded[] = {
 		cmocka_unit_test(test_funcs_concurrent_registration_unique),
