@@ -160,21 +160,22 @@ static KT_NOINSTR int by_ref(const void *a, const void *b)
 /*
  * The index of e's function symbols (two passes over the tables: count,
  * then fill), sorted.  Not made (lookups scan the tables) where a table
- * has 2^32 symbols or more, there are more than 65535 sections, or the
- * memory cannot be had.
+ * has 2^32 symbols or more, where the count is more than the file could
+ * hold (section headers naming one table many times: a hostile file
+ * would take gigabytes), where the memory cannot be had, or where the
+ * second pass does not find what the first counted (the file changed
+ * under its read-only mapping, as a library copied over in place does).
  */
 static KT_NOINSTR void index_make(struct kt_elf *e, const Elf64_Shdr *sh, uint32_t shnum)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, k = 0;
 	struct kt_symref *x = NULL;
 
 	e->idx_tried = 1;
-	if (shnum > 0xffff)
-		return;
 	for (int fill = 0; fill < 2; fill++) {
-		uint64_t k = 0;
 		uint16_t rank = 0;
 
+		k = 0;
 		for (uint32_t want = SHT_SYMTAB;; want = SHT_DYNSYM) {
 			for (uint32_t i = 0; i < shnum; i++) {
 				const Elf64_Sym *t;
@@ -184,13 +185,16 @@ static KT_NOINSTR void index_make(struct kt_elf *e, const Elf64_Shdr *sh, uint32
 				    (t = sym_table(e, &sh[i], &sh[sh[i].sh_link], &m)) == NULL)
 					continue;
 				if (m > UINT32_MAX)
-					return;
+					goto out;
 				for (uint64_t j = 0; j < m; j++) {
 					if (func_name(e, &t[j], &sh[sh[i].sh_link]) == NULL)
 						continue;
-					if (fill)
-						x[k] = (struct kt_symref){ t[j].st_value, rank, (uint16_t)i,
-						                           (uint32_t)j };
+					if (fill) {
+						if (k == n)
+							goto out;
+						x[k] = (struct kt_symref){ t[j].st_value, rank,
+						                           (uint16_t)i, (uint32_t)j };
+					}
 					k++;
 				}
 				rank++;
@@ -202,7 +206,7 @@ static KT_NOINSTR void index_make(struct kt_elf *e, const Elf64_Shdr *sh, uint32
 			void *m;
 
 			n = k;
-			if (n == 0)
+			if (n == 0 || n > e->size / sizeof(Elf64_Sym))
 				return;
 			m = mmap(NULL, n * sizeof(*x), PROT_READ | PROT_WRITE,
 			         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -211,15 +215,21 @@ static KT_NOINSTR void index_make(struct kt_elf *e, const Elf64_Shdr *sh, uint32
 			x = m;
 		}
 	}
-	ktrace__sort(x, n, sizeof(*x), by_ref);
-	e->idx = x;
-	e->nidx = n;
+	if (k == n) {
+		ktrace__sort(x, n, sizeof(*x), by_ref);
+		e->idx = x;
+		e->nidx = n;
+		return;
+	}
+out:
+	if (x)
+		munmap(x, n * sizeof(*x));
 }
 
 /* The index's first symbol at vaddr: .symtab's before .dynsym's, each
  * table's first, as the scan finds them. */
-static KT_NOINSTR int index_find(const struct kt_elf *e, const Elf64_Shdr *sh, uint64_t vaddr,
-                                 char *buf, size_t len)
+static KT_NOINSTR int index_find(const struct kt_elf *e, const Elf64_Shdr *sh, uint32_t shnum,
+                                 uint64_t vaddr, char *buf, size_t len)
 {
 	uint64_t lo = 0, hi = e->nidx;
 	const struct kt_symref *r;
@@ -239,6 +249,8 @@ static KT_NOINSTR int index_find(const struct kt_elf *e, const Elf64_Shdr *sh, u
 		return -1;
 	r = &e->idx[lo];
 	/* checked as the index was made; again, should the file change */
+	if (r->shndx >= shnum || sh[r->shndx].sh_link >= shnum)
+		return -1;
 	t = sym_table(e, &sh[r->shndx], &sh[sh[r->shndx].sh_link], &m);
 	if (t == NULL || r->sym >= m ||
 	    (name = func_name(e, &t[r->sym], &sh[sh[r->shndx].sh_link])) == NULL)
@@ -275,7 +287,7 @@ static KT_NOINSTR int lookup(struct kt_elf *e, uint64_t file_off, char *buf, siz
 	if (!e->idx_tried)
 		index_make(e, sh, h->e_shnum);
 	if (e->idx && !scan_only)
-		return index_find(e, sh, vaddr, buf, len);
+		return index_find(e, sh, h->e_shnum, vaddr, buf, len);
 	/* .symtab first (it has the static functions), then .dynsym. */
 	for (uint32_t want = SHT_SYMTAB;; want = SHT_DYNSYM) {
 		for (uint32_t i = 0; i < h->e_shnum; i++)
