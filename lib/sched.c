@@ -196,15 +196,19 @@ static KT_NOINSTR int status_read(int this_thread, int *threads)
 	return mode;
 }
 
-static int seccomp_held = -2;   /* ktrace__seccomp_hold's mode; -2: none */
+/* ktrace__seccomp_hold's mode (-2: none).  Atomic: start-up ends the hold
+ * after it started the writer, whose first batch may ask (either value
+ * is right for it: the writer inherited the initialising thread's
+ * filter). */
+static _Atomic int seccomp_held = -2;
 static int threads_held;        /* ... and the thread count with it (0: unknown) */
 
 KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
 {
-	int threads;
+	int threads, held = kt_load(&seccomp_held, relaxed);
 
-	if (seccomp_held != -2)
-		return seccomp_held;
+	if (held != -2)
+		return held;
 	return status_read(this_thread, &threads);
 }
 
@@ -220,10 +224,10 @@ KT_NOINSTR int ktrace__seccomp_mode(int this_thread)
  */
 KT_NOINSTR void ktrace__seccomp_hold(int on)
 {
-	seccomp_held = -2;
+	kt_store(&seccomp_held, -2, relaxed);
 	threads_held = 0;
 	if (on)
-		seccomp_held = status_read(1, &threads_held);
+		kt_store(&seccomp_held, status_read(1, &threads_held), relaxed);
 }
 
 /*
