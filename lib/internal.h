@@ -613,8 +613,8 @@ void ktrace__warn_once(int key, const char *fmt, ...) __attribute__((format(prin
 /* funcs.c, tests: the module scan's lock held as a scan would (on) or let
  * go; the waits for a scan given up so far. */
 void ktrace__modules_test_hold(int on);
-uint32_t ktrace__funcs_test_probes(uintptr_t fn);   /* tests */
 uint32_t ktrace__modules_test_timeouts(void);
+uint32_t ktrace__funcs_test_probes(uintptr_t fn);   /* tests: slots a lookup of fn reads */
 /* /proc/self/maps line by line, with system calls, and one line's
  * fields (funcs.c). */
 int ktrace__maps_read(void (*fn)(const char *line, void *arg), void *arg, char *buf, size_t blen,

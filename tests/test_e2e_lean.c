@@ -625,6 +625,16 @@ static void test_e2e_lean_early_pass(void **state)
 	assert_true(early >= 1);
 }
 
+/* A burst run (lean_prog.c) nested exactly on its main thread: its five
+ * markers, no exit lost, leaf always under mid. */
+static void burst_nests(const struct run *r)
+{
+	assert_int_equal(kd_count(r->d, r->th, "marker"), 5);
+	assert_int_equal(r->d->lost_exits, 0);
+	assert_int_equal(kd_count_flags(r->d, KD_CALL_EXIT_LOST), 0);
+	parents(r->d, r->th, "leaf", "mid");
+}
+
 /* The CPU side of the budget (filter.c, KTRACE_CPU_PCT): a burst of 1.1 M
  * calls (2.2 M words, tens of ms) fits a quarter of a 64 MiB ring, so the
  * window mutes nothing, but it takes far more than 2 % of the core: in the
@@ -645,10 +655,7 @@ static void test_e2e_lean_cpu_budget(void **state)
 	assert_true(n > 0);
 	assert_true(kd_muted(r.d, "leaf") != NULL);
 	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
-	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	parents(r.d, r.th, "leaf", "mid");
+	burst_nests(&r);
 	done(&r);
 	run(&q, BIN "e2e_lean", "burst", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", "KTRACE_CPU_PCT=0",
 	    NULL);
@@ -815,10 +822,7 @@ static void test_e2e_lean_tsync_sandbox(void **state)
 	assert_true(is_call(leaf_site(&r)));   /* not patched */
 	assert_true(kd_count(r.d, r.th, "leaf") < 10 * n);
 	assert_true(r.d->snap.budget.muted_calls > 0);
-	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	parents(r.d, r.th, "leaf", "mid");
+	burst_nests(&r);
 	done(&r);
 	/* the same program built with -finstrument-functions */
 	run(&q, BIN "e2e_lean_fi", "tsync", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
@@ -831,10 +835,7 @@ static void test_e2e_lean_tsync_sandbox(void **state)
 	run(&r, BIN "e2e_lean", "tsynclate", "KTRACE_QUIET=1", "KTRACE_BUFFER_MB=64", NULL);
 	assert_non_null(strstr(r.p.out, "tsync on"));
 	assert_non_null(strstr(r.p.out, "after 0\n"));
-	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	parents(r.d, r.th, "leaf", "mid");
+	burst_nests(&r);
 	done(&r);
 }
 
@@ -1333,9 +1334,8 @@ static void test_e2e_lean_storm(void **state)
 }
 
 /* A flip run (below) nested exactly, and whole once everything is back. */
-static void check_flip(const struct run *r0)
+static void check_flip(const struct run *r)
 {
-	const struct run *const r = r0;
 	uint64_t tw = 0, outer_tw = 0, inner_tw = 0, pads_tw = 0, pad_tw[17] = {0}, leaf_tw = 0;
 
 	print_message("%s", r->p.out);
@@ -1418,10 +1418,7 @@ static void test_e2e_lean_sandbox_from_start(void **state)
 	assert_true(kd_muted(r.d, "leaf") != NULL);
 	assert_false(is_call(leaf_site(&r)));   /* patched out */
 	assert_false(info_flags(&r) & KTRACE_INFO_LEAN_NO_PATCH);
-	assert_int_equal(kd_count(r.d, r.th, "marker"), 5);
-	assert_int_equal(r.d->lost_exits, 0);
-	assert_int_equal(kd_count_flags(r.d, KD_CALL_EXIT_LOST), 0);
-	parents(r.d, r.th, "leaf", "mid");
+	burst_nests(&r);
 	done(&r);
 }
 
